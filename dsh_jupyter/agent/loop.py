@@ -1,0 +1,718 @@
+"""The agent loop: one agent per session, turns of model steps and tool calls, written to the log.
+
+Host-independent: hosts (the notebook, tests, the command line) hand it content through
+:meth:`Agent.send` / :meth:`Agent.steer` / :meth:`Agent.inject` and watch :class:`~.events.AgentEvent`
+values through :meth:`Agent.subscribe`. The core never parses mention syntax and never displays anything.
+
+Every coroutine here runs on one asyncio loop (the host's agent thread). ``steer``, ``inject`` and
+``cancel`` are safe to call from other threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from ..models.base import (
+    Finish,
+    ModelError,
+    ModelProvider,
+    ModelRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
+from ..session import Event, SessionLog
+from ..session.events import (
+    ASSISTANT_MESSAGE,
+    COMPACTION_END,
+    COMPACTION_START,
+    COMPACTION_SUMMARY,
+    SESSION_TITLE,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+    ReplaceOp,
+)
+from ..session.messages import (
+    assistant_message,
+    blocks_text,
+    compaction_source,
+    new_message_id,
+    text_block,
+    tool_result_message,
+    user_message,
+)
+from ..store.base import SessionStore, SessionWriter
+from ..tools.base import ToolExecution, ToolOutput, ToolRegistry
+from . import events as ev
+from .compaction import COMPACTION_INSTRUCTIONS, checkpoint_content, plan_compaction
+from .inbox import REQUEST_DELIMITER, InboxRecord, Placement, thaw
+from .prompt_submit import Allow, Block, PromptSubmission, PromptSubmitHooks
+from .request import estimate_tokens, surface_to_messages
+from .titles import (
+    FALLBACK_SOURCE,
+    TITLE_INSTRUCTIONS,
+    USER_TITLE_SOURCE,
+    clean_title,
+    fallback_title,
+    provider_title_source,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an assistant working inside a Jupyter notebook session. Be concise and concrete. "
+    "Use the tools you are given when they help; explain what you found."
+)
+
+
+class AgentBusyError(RuntimeError):
+    """send() was called while a turn is running; use steer() to add to the running turn."""
+
+
+class AgentIdleError(RuntimeError):
+    """steer() was called while no turn is running; use send() to start one."""
+
+
+@dataclass
+class AgentConfig:
+    """Loop settings (hosts expose them as traitlets)."""
+
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    placement: Placement = "separate"
+    max_steps: int = 25
+    #: Compact automatically when the next request would pass this fraction of the context window
+    #: (``None`` turns automatic compaction off).
+    auto_compact_fraction: float | None = 0.8
+    #: Direct prompts kept after a checkpoint (older ones are summarised).
+    compact_keep_recent: int = 1
+    model_titles: bool = True
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.placement not in ("separate", "prompt-prefix"):
+            raise ValueError(f"placement must be 'separate' or 'prompt-prefix', got {self.placement!r}")
+        if self.max_steps < 1:
+            raise ValueError("max_steps must be at least 1")
+        if self.auto_compact_fraction is not None and not 0 < self.auto_compact_fraction <= 1:
+            raise ValueError("auto_compact_fraction must be in (0, 1], or None to turn it off")
+
+
+@dataclass
+class TurnResult:
+    """How a turn ended: ``reason`` (completed, interrupted, error, blocked, max-steps) and its text."""
+
+    turn: int
+    reason: str
+    text: str = ""
+    error: str | None = None
+    seqs: list[int] = field(default_factory=list)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+class Agent:
+    """Drives one session. Create with :meth:`create` (new session) or :meth:`resume`."""
+
+    def __init__(self, session: SessionLog, writer: SessionWriter | None, store: SessionStore | None,
+                 model: ModelProvider, *, tools: ToolRegistry | None = None, hooks: Any = None,
+                 config: AgentConfig | None = None) -> None:
+        self.session = session
+        self.writer = writer
+        self.store = store
+        self.model = model
+        self.tools = tools if tools is not None else ToolRegistry()
+        self.hooks = hooks
+        self.config = config or AgentConfig()
+        self.prompt_submit = PromptSubmitHooks()
+        self._listeners: list[Callable[[ev.AgentEvent], None]] = []
+        self._lock = threading.Lock()
+        self._pending: list[InboxRecord] = []
+        self._running = False
+        self._cancel_event: asyncio.Event | None = None
+        self._tool_cancel: threading.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._turn = sum(1 for e in session.events if e.type == TURN_START)
+        self._session_started = False
+        if writer is not None:
+            writer.attach(session)
+
+    # -- construction --------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, store: SessionStore, model: ModelProvider, *, cwd: str | None = None,
+               **kwargs: Any) -> Agent:
+        from ..session import SessionHeader
+
+        header = SessionHeader.new(cwd)
+        return cls(SessionLog(header), store.create(header), store, model, **kwargs)
+
+    @classmethod
+    def resume(cls, store: SessionStore, session_id: str, model: ModelProvider, **kwargs: Any) -> Agent:
+        session, writer = store.open(session_id)
+        agent = cls(session, None, store, model, **kwargs)
+        agent.writer = writer  # store.open already attached the writer to the log
+        agent._session_started = True
+        return agent
+
+    # -- identity ------------------------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self.session.header.id
+
+    @property
+    def header(self) -> Any:
+        return self.session.header
+
+    @property
+    def cwd(self) -> str | None:
+        return self.session.header.cwd
+
+    @property
+    def busy(self) -> bool:
+        return self._running
+
+    def locate(self) -> Any:
+        return self.store.locate(self.header) if self.store is not None else None
+
+    def title(self) -> str | None:
+        data = self.session.title()
+        return data.get("title") if data else None
+
+    # -- observers -----------------------------------------------------------------------------------
+    def subscribe(self, listener: Callable[[ev.AgentEvent], None]) -> Callable[[], None]:
+        self._listeners.append(listener)
+
+        def dispose() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return dispose
+
+    def _emit(self, event: ev.AgentEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # a broken display must never break the turn
+                log.exception("agent listener failed")
+
+    # -- the inbox -----------------------------------------------------------------------------------
+    async def send(self, content: str | Sequence[Mapping[str, Any]], *, contexts: Sequence[Mapping[str, Any]] = (),
+                   source: Mapping[str, Any] | None = None, placement: Placement | None = None) -> TurnResult:
+        """Start a turn with a direct prompt (and its prepared reference contexts)."""
+        if self._running:
+            raise AgentBusyError("a turn is already running in this session; steer() into it or wait for it")
+        record = InboxRecord.create(content, source=source, contexts=contexts,
+                                    placement=placement or self.config.placement, kind="prompt")
+        return await self._run_turn(record)
+
+    def steer(self, content: str | Sequence[Mapping[str, Any]], *, contexts: Sequence[Mapping[str, Any]] = (),
+              source: Mapping[str, Any] | None = None, placement: Placement | None = None) -> None:
+        """Queue content for the next step of the running turn (thread-safe)."""
+        record = InboxRecord.create(content, source=source, contexts=contexts,
+                                    placement=placement or self.config.placement, kind="steer")
+        with self._lock:
+            if not self._running:
+                raise AgentIdleError("no turn is running to steer into; send() starts a new turn")
+            self._pending.append(record)
+
+    def inject(self, content: str | Sequence[Mapping[str, Any]], *, source: Mapping[str, Any],
+               meta: Mapping[str, Any] | None = None) -> None:
+        """Queue a synthetic message (host or plugin) for the next step, or the next turn when idle."""
+        if not isinstance(source, Mapping) or source.get("kind") in (None, "user"):
+            raise ValueError("inject() needs a non-user source such as {'kind': 'plugin', 'plugin': 'name'}")
+        record = InboxRecord.create(content, source=source, kind="inject", meta=meta)
+        with self._lock:
+            self._pending.append(record)
+
+    def cancel(self) -> None:
+        """Interrupt the running turn (thread-safe); it ends as ``interrupted`` and drops queued input."""
+        tool_cancel = self._tool_cancel
+        if tool_cancel is not None:
+            tool_cancel.set()
+        event, loop = self._cancel_event, self._loop
+        if event is not None and loop is not None:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:
+                pass
+
+    # -- titles --------------------------------------------------------------------------------------
+    def set_title(self, title: str) -> None:
+        """A title chosen by the user; it wins over later automatic titles."""
+        clean = clean_title(title)
+        if not clean:
+            raise ValueError("a session title cannot be empty")
+        self._write_title(clean, USER_TITLE_SOURCE, [])
+        self._flush()
+
+    def _title_source_kind(self) -> str | None:
+        data = self.session.title()
+        source = data.get("source") if data else None
+        return source.get("kind") if isinstance(source, Mapping) else None
+
+    def _write_title(self, title: str, source: Mapping[str, Any], message_seqs: list[int]) -> None:
+        self.session.append(SESSION_TITLE, {"title": title, "messageSeqs": message_seqs, "source": dict(source)})
+        self._emit(ev.TitleChanged(self._turn, title, dict(source)))
+
+    async def _model_title(self, prompt: str, message_seq: int) -> None:
+        request = ModelRequest(
+            messages=[{"role": "system", "content": TITLE_INSTRUCTIONS}, {"role": "user", "content": prompt}],
+            purpose="title", max_tokens=32,
+        )
+        try:
+            text = await self._complete_text(request)
+        except (ModelError, asyncio.TimeoutError) as exc:
+            self._emit(ev.Notice(self._turn, f"could not get a title from the model: {exc}", "warning"))
+            return
+        title = clean_title(text)
+        if title and self._title_source_kind() != "user":
+            info = self.model.info
+            self._write_title(title, provider_title_source(info.provider, info.model), [message_seq])
+
+    async def _complete_text(self, request: ModelRequest) -> str:
+        pieces: list[str] = []
+        async for item in self.model.stream(request):
+            if isinstance(item, TextDelta):
+                pieces.append(item.text)
+        return "".join(pieces)
+
+    # -- compaction ----------------------------------------------------------------------------------
+    async def compact(self, *, keep_recent: int | None = None) -> bool:
+        """Summarise the older surface into a checkpoint; False when there is nothing to compact."""
+        if self._running:
+            raise AgentBusyError("cannot compact while a turn is running; wait for it or interrupt it")
+        self._loop = asyncio.get_running_loop()
+        done = await self._compact(None, keep_recent)
+        self._flush()
+        return done
+
+    async def _compact(self, turn: int | None, keep_recent: int | None) -> bool:
+        plan = plan_compaction(self.session.surface(),
+                               self.config.compact_keep_recent if keep_recent is None else keep_recent)
+        if plan is None:
+            return False
+        compaction_id = str(uuid.uuid4())
+        shadowed_seqs = [e.seq for e in plan.shadowed]
+        history = surface_to_messages(plan.shadowed)
+        request = ModelRequest(
+            messages=[{"role": "system", "content": COMPACTION_INSTRUCTIONS}, *history,
+                      {"role": "user", "content": "Write the summary now."}],
+            purpose="compaction",
+        )
+        summary = (await self._complete_text(request)).strip()
+        if not summary:
+            raise ModelError("bad_stream", "the model returned an empty summary; compaction was not applied")
+        start = self.session.append(COMPACTION_START, {"compactionId": compaction_id, "turn": turn})
+        info = self.model.info
+        summary_blocks = [text_block(summary)]
+        summary_event = self.session.append(COMPACTION_SUMMARY, {
+            "compactionId": compaction_id, "summary": summary_blocks, "rawOutput": summary,
+            "shadowedRange": {"start": plan.start, "end": plan.end}, "shadowedSeqs": shadowed_seqs,
+            "shadowedTokenCount": estimate_tokens(history), "provider": info.provider, "model": info.model,
+        })
+        checkpoint = user_message(checkpoint_content(summary), compaction_source(compaction_id))
+        event = self.session.append(USER_MESSAGE, checkpoint, surface_op=ReplaceOp(plan.start, plan.end),
+                                    source_event_seqs=[start.seq, summary_event.seq, *shadowed_seqs])
+        self.session.append(COMPACTION_END, {"compactionId": compaction_id, "turn": turn})
+        self._emit(ev.MessageRecorded(self._turn, event.seq, checkpoint))
+        self._emit(ev.Notice(self._turn, f"compacted {len(shadowed_seqs)} earlier messages into a checkpoint"))
+        return True
+
+    def _needs_compaction(self, extra_text: str = "") -> bool:
+        fraction = self.config.auto_compact_fraction
+        window = self.model.info.context_window
+        if fraction is None or not window:
+            return False
+        messages = surface_to_messages(self.session.surface(), self.config.system_prompt)
+        return estimate_tokens(messages) + len(extra_text) // 4 > window * fraction
+
+    # -- writing messages ----------------------------------------------------------------------------
+    def _record_message(self, content: list[dict[str, Any]], source: Mapping[str, Any],
+                        **extra: Any) -> Event:
+        message = user_message(content, source, **extra)
+        event = self.session.append(USER_MESSAGE, message)
+        self._emit(ev.MessageRecorded(self._turn, event.seq, message))
+        return event
+
+    def _record_inbox(self, record: InboxRecord, content: list[dict[str, Any]] | None = None) -> Event | None:
+        """Write one record per its placement; returns the direct message event."""
+        direct = content if content is not None else thaw(record.content)
+        source = thaw(record.source)
+        contexts = [thaw(c) for c in record.contexts]
+        if record.kind == "inject":
+            extra = {"meta": thaw(record.meta)} if record.meta else {}
+            return self._record_message(direct, source, **extra)
+        if not contexts:
+            return self._record_message(direct, source)
+        if record.placement == "prompt-prefix":
+            baked: list[dict[str, Any]] = []
+            for context in contexts:
+                baked.extend(context.get("content", []))
+            baked.append(text_block(REQUEST_DELIMITER))
+            baked.extend(direct)
+            envelope = {"displayContent": direct,
+                        "prefixContexts": [{"source": c.get("source")} for c in contexts]}
+            return self._record_message(baked, source, envelope=envelope)
+        for context in contexts:
+            self._record_message(list(context.get("content", [])), context.get("source") or {})
+        return self._record_message(direct, source)
+
+    def _drain(self) -> list[InboxRecord]:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        return pending
+
+    # -- the turn ------------------------------------------------------------------------------------
+    async def _run_turn(self, record: InboxRecord) -> TurnResult:
+        self._loop = asyncio.get_running_loop()
+        with self._lock:
+            self._running = True
+        self._cancel_event = asyncio.Event()
+        self._tool_cancel = threading.Event()
+        turn = self._turn + 1
+        try:
+            if self.hooks is not None and not self._session_started:
+                await self._hook_session_start("startup")
+            decision = await self.prompt_submit.run(
+                PromptSubmission(thaw(record.content), thaw(record.source), self.id, turn))
+            hook_contexts: list[dict[str, Any]] = []
+            if isinstance(decision, Allow) and self.hooks is not None:
+                decision, hook_contexts = await self._hook_prompt(decision, record, turn)
+            if isinstance(decision, Block):
+                self._drop_queue()
+                self._emit(ev.TurnEnded(turn, "blocked", decision.reason))
+                return TurnResult(turn, "blocked", error=decision.reason)
+            self._turn = turn
+            return await self._turn_body(turn, record, decision, hook_contexts)
+        finally:
+            with self._lock:
+                self._running = False
+            self._cancel_event = None
+            self._tool_cancel = None
+
+    async def _hook_session_start(self, source: str) -> None:
+        self._session_started = True
+        try:
+            outcome = await self.hooks.session_start(self._hook_context(None), source)
+        except Exception as exc:
+            self._emit(ev.Notice(self._turn, f"SessionStart hook failed: {exc}", "warning"))
+            return
+        for warning in getattr(outcome, "warnings", ()) or ():
+            self._emit(ev.Notice(self._turn, warning, "warning"))
+        for text, source_marker in self._hook_context_items(outcome):
+            self.inject(text, source=source_marker)
+
+    async def _hook_prompt(self, decision: Allow, record: InboxRecord,
+                           turn: int) -> tuple[Allow | Block, list[dict[str, Any]]]:
+        content = decision.content if decision.content is not None else thaw(record.content)
+        prompt = blocks_text(content, "")
+        outcome = await self.hooks.user_prompt_submit(self._hook_context(turn), prompt)
+        for warning in getattr(outcome, "warnings", ()) or ():
+            self._emit(ev.Notice(turn, warning, "warning"))
+        if getattr(outcome, "blocked", False):
+            return Block(getattr(outcome, "reason", None) or "blocked by a UserPromptSubmit hook"), []
+        contexts = [{"content": [text_block(text)], "source": source}
+                    for text, source in self._hook_context_items(outcome)]
+        return decision, contexts
+
+    def _hook_context_items(self, outcome: Any) -> list[tuple[str, dict[str, Any]]]:
+        items = getattr(outcome, "contexts", None)
+        if items is not None:
+            return [(c.text, dict(c.source)) for c in items]
+        source = dict(getattr(outcome, "source", None) or {"kind": "plugin", "plugin": "hooks"})
+        return [(text, source) for text in getattr(outcome, "additional_context", ()) or ()]
+
+    def _hook_context(self, turn: int | None) -> Any:
+        from ..tools.hooks import HookContext
+
+        return HookContext(header=self.header, locate=self.locate, cwd=self.cwd or ".",
+                           model=self.model.info.model, turn_id=str(turn) if turn is not None else None)
+
+    def _drop_queue(self) -> None:
+        with self._lock:
+            self._pending = [r for r in self._pending if r.kind == "inject"]
+
+    async def _turn_body(self, turn: int, record: InboxRecord, decision: Allow,
+                         hook_contexts: list[dict[str, Any]]) -> TurnResult:
+        result = TurnResult(turn, "completed")
+        first_turn_prompt = self.session.title() is None
+        open_calls: dict[str, int] = {}
+        step = 0
+        step_open = False
+        self.session.append(TURN_START, {"turn": turn})
+        self._emit(ev.TurnStarted(turn))
+        try:
+            direct_text = blocks_text(decision.content if decision.content is not None else thaw(record.content))
+            if self._needs_compaction(direct_text):
+                try:
+                    await self._compact(turn, None)
+                except ModelError as exc:
+                    self._emit(ev.Notice(turn, f"automatic compaction failed: {exc}", "warning"))
+            step = 1
+            self.session.append(STEP_START, {"turn": turn, "step": step})
+            step_open = True
+            for queued in self._drain_injects():
+                self._record_inbox(queued)
+            direct = self._record_inbox(record, decision.content)
+            for context in [*decision.contexts, *hook_contexts]:
+                self._record_message(list(context.get("content", [])), context.get("source") or {})
+            if first_turn_prompt and direct is not None:
+                prompt = blocks_text(decision.content if decision.content is not None else thaw(record.content), "")
+                self._write_title(fallback_title(prompt), FALLBACK_SOURCE, [direct.seq])
+            stop_hook_active = False
+            while True:
+                self._check_cancel()
+                text, calls = await self._model_step(turn, step)
+                result.text = text
+                for call in calls:
+                    self._check_cancel()
+                    call_event = self.session.append(TOOL_CALL, {
+                        "turn": turn, "step": step, "callId": call["id"], "name": call["name"],
+                        "arguments": call["arguments"]})
+                    open_calls[call["id"]] = call_event.seq
+                    output = await self._run_tool(turn, call)
+                    self._write_tool_result(turn, step, call, output, open_calls.pop(call["id"]))
+                self.session.append(STEP_END, {"turn": turn, "step": step})
+                step_open = False
+                self._check_cancel()
+                pending = self._drain()
+                if not calls and not pending and self.hooks is not None:
+                    pending = await self._hook_stop(turn, text, stop_hook_active)
+                    stop_hook_active = stop_hook_active or bool(pending)
+                if not calls and not pending:
+                    break
+                if step >= self.config.max_steps:
+                    result.reason = "max-steps"
+                    result.error = f"stopped after {step} steps (the configured maximum)"
+                    self._requeue(pending)
+                    break
+                step += 1
+                self.session.append(STEP_START, {"turn": turn, "step": step})
+                step_open = True
+                for queued in pending:
+                    self._record_inbox(queued)
+        except (_Interrupted, asyncio.CancelledError) as exc:
+            self._close_interrupted(turn, step, step_open, open_calls)
+            result.reason = "interrupted"
+            self._finish(turn, result)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return result
+        except ModelError as exc:
+            self._close_open_calls(turn, step, open_calls, "the turn ended because the model call failed")
+            if step_open:
+                self.session.append(STEP_END, {"turn": turn, "step": step})
+            result.reason = "interrupted" if exc.kind == "cancelled" else "error"
+            result.error = None if exc.kind == "cancelled" else str(exc)
+            self._finish(turn, result)
+            return result
+        except BaseException:
+            self._close_interrupted(turn, step, step_open, open_calls)
+            result.reason = "error"
+            self._finish(turn, result)
+            raise
+        self._finish(turn, result)
+        if first_turn_prompt and self.config.model_titles and direct is not None and \
+                self._title_source_kind() == "fallback":
+            await self._model_title(blocks_text(thaw(record.content), ""), direct.seq)
+            self._flush()
+        return result
+
+    def _drain_injects(self) -> list[InboxRecord]:
+        with self._lock:
+            injects = [r for r in self._pending if r.kind == "inject"]
+            self._pending = [r for r in self._pending if r.kind != "inject"]
+        return injects
+
+    def _requeue(self, records: Iterable[InboxRecord]) -> None:
+        with self._lock:
+            self._pending = [r for r in records if r.kind == "inject"] + self._pending
+
+    def _check_cancel(self) -> None:
+        if self._cancel_event is not None and self._cancel_event.is_set():
+            raise _Interrupted()
+
+    def _close_open_calls(self, turn: int, step: int, open_calls: dict[str, int], why: str) -> None:
+        for call_id, call_seq in list(open_calls.items()):
+            message = tool_result_message(call_id, [text_block(f"Tool call interrupted: {why}; no result was recorded.")],
+                                          is_error=True)
+            self.session.append(TOOL_RESULT, {"turn": turn, "step": step, "message": message,
+                                              "error": {"code": "TOOL_OUTCOME_UNKNOWN"}},
+                                source_event_seqs=[call_seq])
+            open_calls.pop(call_id)
+
+    def _close_interrupted(self, turn: int, step: int, step_open: bool, open_calls: dict[str, int]) -> None:
+        self._close_open_calls(turn, step, open_calls, "the user interrupted the turn")
+        if step_open:
+            self.session.append(STEP_END, {"turn": turn, "step": step})
+        self._drop_queue()
+
+    def _finish(self, turn: int, result: TurnResult) -> None:
+        reason: dict[str, Any] = {"kind": result.reason}
+        if result.error:
+            reason["message"] = result.error
+        self.session.append(TURN_END, {"turn": turn, "reason": reason})
+        self._flush()
+        self._emit(ev.TurnEnded(turn, result.reason, result.error))
+
+    def _flush(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+
+    # -- one model step ------------------------------------------------------------------------------
+    def _tool_specs(self) -> list[ToolSpec]:
+        return [ToolSpec(s["name"], s["description"], s["parameters"]) for s in self.tools.specs()]
+
+    async def _model_step(self, turn: int, step: int) -> tuple[str, list[dict[str, Any]]]:
+        request = ModelRequest(
+            messages=surface_to_messages(self.session.surface(), self.config.system_prompt),
+            tools=self._tool_specs(), max_tokens=self.config.max_tokens, purpose="turn",
+        )
+        blocks: list[dict[str, Any]] = []
+        calls: dict[int, dict[str, Any]] = {}
+        usage: Usage | None = None
+        stream = self.model.stream(request, self._cancel_event)
+        try:
+            async for item in stream:
+                if isinstance(item, TextDelta) and item.text:
+                    self._append_piece(blocks, "text", item.text)
+                    self._emit(ev.TextDelta(turn, item.text))
+                elif isinstance(item, ReasoningDelta) and item.text:
+                    self._append_piece(blocks, "reasoning", item.text)
+                    self._emit(ev.ReasoningDelta(turn, item.text))
+                elif isinstance(item, ToolCallDelta):
+                    call = calls.get(item.index)
+                    if call is None:
+                        call = calls[item.index] = {"type": "tool-call", "id": item.id or "", "name": item.name or "",
+                                                    "arguments": ""}
+                        blocks.append(call)
+                    if item.id and not call["id"]:
+                        call["id"] = item.id
+                    if item.name and not call["name"]:
+                        call["name"] = item.name
+                    call["arguments"] += item.arguments_delta or ""
+                elif isinstance(item, Usage):
+                    usage = item
+                elif isinstance(item, Finish):
+                    pass
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        for position, call in enumerate(calls.values()):
+            if not call["id"]:
+                call["id"] = f"call_{turn}_{step}_{position}"
+        message = assistant_message(blocks, self.model.info.source())
+        data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
+        if usage is not None:
+            data["usage"] = usage.to_json()
+        event = self.session.append(ASSISTANT_MESSAGE, data)
+        text = blocks_text(blocks)
+        self._emit(ev.AssistantMessage(turn, text, event.seq))
+        return text, [b for b in blocks if b.get("type") == "tool-call"]
+
+    @staticmethod
+    def _append_piece(blocks: list[dict[str, Any]], kind: str, text: str) -> None:
+        if blocks and blocks[-1].get("type") == kind:
+            blocks[-1]["text"] += text
+        else:
+            blocks.append({"type": kind, "text": text})
+
+    # -- tools ---------------------------------------------------------------------------------------
+    def execution(self, call_id: str, *, background: bool = False) -> ToolExecution:
+        """The context one tool call runs with (also used by hosts running tools themselves)."""
+        header = self.header
+        store = self.store
+        return ToolExecution.create(
+            call_id, header.cwd or ".", header=header,
+            locate=(lambda: store.locate(header)) if store is not None else None,
+            session_dir=store.session_dir(header) if store is not None else None,
+            cancel=self._tool_cancel, background=background,
+        )
+
+    async def _run_tool(self, turn: int, call: dict[str, Any]) -> ToolOutput:
+        name, arguments = call["name"], call["arguments"]
+        self._emit(ev.ToolStarted(turn, call["id"], name, arguments))
+        if self.hooks is not None:
+            from ..tools.base import parse_arguments
+
+            parsed = parse_arguments(arguments)
+            decision = await self.hooks.pre_tool_use(self._hook_context(turn), name,
+                                                     parsed if isinstance(parsed, dict) else {}, call["id"])
+            for warning in getattr(decision, "warnings", ()) or ():
+                self._emit(ev.Notice(turn, warning, "warning"))
+            if getattr(decision, "deny", False):
+                reason = getattr(decision, "reason", None) or "denied by a PreToolUse hook"
+                output = ToolOutput(f"The tool call was not run: {reason}", is_error=True, meta={"denied": True})
+                self._emit(ev.ToolFinished(turn, call["id"], name, output.text, True))
+                return output
+        execution = self.execution(call["id"])
+        task = asyncio.ensure_future(self.tools.execute(name, arguments, execution))
+        waiter = asyncio.ensure_future(self._cancel_event.wait()) if self._cancel_event else None
+        try:
+            done, _ = await asyncio.wait([t for t in (task, waiter) if t is not None],
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if waiter is not None:
+                waiter.cancel()
+        if task not in done:
+            execution.cancel.set()
+            try:
+                await asyncio.wait_for(task, timeout=5)
+            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                task.cancel()
+            raise _Interrupted()
+        output = task.result()
+        self._emit(ev.ToolFinished(turn, call["id"], name, output.text, output.is_error))
+        if self.hooks is not None:
+            from ..tools.base import parse_arguments
+
+            parsed = parse_arguments(arguments)
+            after = await self.hooks.post_tool_use(self._hook_context(turn), name,
+                                                   parsed if isinstance(parsed, dict) else {}, call["id"],
+                                                   output.text)
+            for warning in getattr(after, "warnings", ()) or ():
+                self._emit(ev.Notice(turn, warning, "warning"))
+            for text, source in self._hook_context_items(after):
+                self.inject(text, source=source)
+        return output
+
+    def _write_tool_result(self, turn: int, step: int, call: dict[str, Any], output: ToolOutput,
+                           call_seq: int) -> None:
+        message = tool_result_message(call["id"], [text_block(output.text)], is_error=output.is_error)
+        data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
+        if output.meta:
+            data["meta"] = output.meta
+        self.session.append(TOOL_RESULT, data, source_event_seqs=[call_seq])
+
+    async def _hook_stop(self, turn: int, text: str, active: bool) -> list[InboxRecord]:
+        outcome = await self.hooks.stop(self._hook_context(turn), text, stop_hook_active=active)
+        for warning in getattr(outcome, "warnings", ()) or ():
+            self._emit(ev.Notice(turn, warning, "warning"))
+        if getattr(outcome, "blocked", False) and not active:
+            reason = getattr(outcome, "reason", None) or "a Stop hook asked the agent to continue"
+            return [InboxRecord.create(reason, source={"kind": "plugin", "plugin": "hooks"}, kind="inject")]
+        return []
+
+    # -- replay --------------------------------------------------------------------------------------
+    def next_request(self) -> ModelRequest:
+        """The request the next step would send (from the log alone; used to check replay)."""
+        return ModelRequest(messages=surface_to_messages(self.session.surface(), self.config.system_prompt),
+                            tools=self._tool_specs(), max_tokens=self.config.max_tokens, purpose="turn")
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()

@@ -1,0 +1,522 @@
+"""Chat-completions providers: DeepSeek by default, any OpenAI-compatible endpoint by URL.
+
+:class:`OpenAICompatibleProvider` streams through the official ``openai`` SDK, which is imported only
+when a request is made (``import dsh_jupyter.models`` stays cheap and works without a key).
+
+- **Endpoints.** DeepSeek (``https://api.deepseek.com``, ``$DEEPSEEK_API_KEY``, models
+  ``deepseek-v4-flash`` — the default —, ``deepseek-chat``, ``deepseek-reasoner``), OpenAI
+  (``https://api.openai.com/v1``, ``$OPENAI_API_KEY``) or any server speaking the same API: vLLM,
+  Ollama (``http://127.0.0.1:11434/v1``), llama.cpp's server. ``api_key_env=None`` (and no ``api_key``)
+  means a keyless local server.
+- **Stream.** Text deltas, tool-call deltas (index, id, name, argument pieces), reasoning from DeepSeek's
+  ``reasoning_content`` (or the ``reasoning`` field some servers use), usage from the final chunk
+  (requested with ``stream_options={"include_usage": true}``) and the finish reason.
+- **Retries.** The SDK's own retries are off (``max_retries=0``); this class retries HTTP 408/409/429/5xx
+  and connection failures up to ``max_retries`` times with exponential backoff (``backoff × 2**attempt``
+  seconds), or the server's ``Retry-After`` / ``retry-after-ms`` when given, capped at
+  ``max_retry_after``. 401/402/403/404 and other 4xx are not retried. Once the stream has started
+  nothing is retried: a broken stream ends with ``ModelError(kind="bad_stream")``.
+- **Cancellation.** Setting the ``cancel`` event interrupts the request, the backoff sleep or the
+  stream read at once, closes the HTTP response and raises ``ModelError(kind="cancelled")``.
+- **Secrets.** The API key is read from the environment at each request and lives only inside the SDK
+  client. It never appears in a repr, an error message or a log line (server text quoted in errors is
+  redacted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import math
+import os
+import re
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Iterator, Mapping, TypeVar
+from urllib.parse import urlsplit
+
+from .base import (
+    Finish,
+    ModelError,
+    ModelInfo,
+    ModelProvider,
+    ModelRequest,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from .catalog import (
+    DEEPSEEK_BASE_URL,
+    DEEPSEEK_DEFAULT_MODEL,
+    DEEPSEEK_KEY_ENV,
+    known_context_window,
+)
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+logger = logging.getLogger("dsh_jupyter.models")
+
+#: How to get out of a model problem; appended to config and auth errors.
+SWITCH_HINT = "pick another model with --model (e.g. --model offline, which needs no key; `%dsh models` lists them)"
+
+#: Placeholder key sent to keyless servers (the SDK insists on some value).
+KEYLESS_PLACEHOLDER = "no-key-required"
+
+_RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
+_T = TypeVar("_T")
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), else ``None``."""
+    if not headers:
+        return None
+    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = lowered.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / divisor
+        except ValueError:
+            continue
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    value = lowered.get("retry-after")
+    if value:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, when.timestamp() - time.time())
+    return None
+
+
+def retry_delay(attempt: int, backoff: float, retry_after: float | None, cap: float) -> float:
+    """Seconds to sleep before retry number ``attempt + 1``: the server's ``Retry-After`` when given,
+    else ``backoff × 2**attempt``; never more than ``cap``."""
+    delay = retry_after if retry_after is not None else backoff * (2**attempt)
+    return max(0.0, min(cap, delay))
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` and any ``Bearer <token>`` replaced by ``***``."""
+    if secret and len(secret) >= 4:
+        text = text.replace(secret, "***")
+    return re.sub(r"(?i)(bearer\s+)[^\s\"',;]+", r"\1***", text)
+
+
+class _Secret:
+    """Holds a key so that neither ``repr`` nor ``vars()`` printing shows it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def get(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+    __str__ = __repr__
+
+
+class _CancelWatch:
+    """Races awaitables against an optional cancel event; owns the waiter task."""
+
+    def __init__(self, event: asyncio.Event | None) -> None:
+        self.event = event
+        self._waiter: asyncio.Task[Any] | None = None
+
+    def check(self, what: str) -> None:
+        if self.event is not None and self.event.is_set():
+            raise ModelError("cancelled", f"the model request was cancelled {what}")
+
+    async def race(self, awaitable: Awaitable[_T], what: str) -> _T:
+        if self.event is None:
+            return await awaitable
+        self.check(what)
+        if self._waiter is None:
+            self._waiter = asyncio.ensure_future(self.event.wait())
+        task = asyncio.ensure_future(awaitable)
+        try:
+            await asyncio.wait({task, self._waiter}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            task.cancel()
+            raise
+        if task.done():
+            return task.result()
+        task.cancel()
+        try:
+            await task
+        except BaseException:  # the interrupted read or sleep; its own error does not matter any more
+            pass
+        raise ModelError("cancelled", f"the model request was cancelled {what}")
+
+    def close(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.cancel()
+
+
+def _default_provider_name(base_url: str) -> str:
+    host = (urlsplit(base_url).hostname or "").lower()
+    if host.endswith("deepseek.com"):
+        return "deepseek"
+    if host.endswith("openai.com"):
+        return "openai"
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return "local-openai-compatible"
+    return "openai-compatible"
+
+
+class OpenAICompatibleProvider(ModelProvider):
+    """Streams chat completions from DeepSeek or any OpenAI-compatible endpoint (see the module docstring).
+
+    ``context_window`` overrides the built-in table (:mod:`dsh_jupyter.models.catalog`); ``timeout`` is the
+    SDK timeout in seconds (connect and each read); ``extra_body`` adds endpoint-specific request fields;
+    ``include_usage=False`` leaves out ``stream_options`` for servers that refuse it.
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEEPSEEK_BASE_URL,
+        model: str = DEEPSEEK_DEFAULT_MODEL,
+        *,
+        api_key_env: str | None = DEEPSEEK_KEY_ENV,
+        api_key: str | None = None,
+        context_window: int | None = None,
+        provider_name: str | None = None,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_retry_after: float = 30.0,
+        timeout: float = 180.0,
+        extra_body: Mapping[str, Any] | None = None,
+        include_usage: bool = True,
+    ) -> None:
+        if not isinstance(base_url, str) or urlsplit(base_url).scheme not in ("http", "https") or not urlsplit(base_url).hostname:
+            raise ModelError("config", f"base_url must be an http(s) URL such as {DEEPSEEK_BASE_URL!r}, got {base_url!r}")
+        if not isinstance(model, str) or not model.strip():
+            raise ModelError("config", f"model must be a non-empty model name, got {model!r}")
+        if api_key_env is not None and (not isinstance(api_key_env, str) or not api_key_env.strip()):
+            raise ModelError("config", f"api_key_env must name an environment variable (or be None for keyless servers), got {api_key_env!r}")
+        if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0):
+            raise ModelError("config", f"context_window must be a positive number of tokens, got {context_window!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ModelError("config", f"max_retries must be a non-negative integer, got {max_retries!r}")
+        for name, value in (("backoff", backoff), ("max_retry_after", max_retry_after), ("timeout", timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value):
+                raise ModelError("config", f"{name} must be a non-negative number of seconds, got {value!r}")
+        self.base_url = base_url.rstrip("/")
+        self.model = model.strip()
+        self.api_key_env = api_key_env
+        self._api_key = _Secret(api_key) if api_key else None
+        self.max_retries = max_retries
+        self.backoff = float(backoff)
+        self.max_retry_after = float(max_retry_after)
+        self.timeout = float(timeout)
+        self.extra_body = dict(extra_body) if extra_body else None
+        self.include_usage = include_usage
+        window = context_window if context_window is not None else known_context_window(self.model)
+        self.info = ModelInfo(provider_name or _default_provider_name(self.base_url), self.model, window)
+        self._client: AsyncOpenAI | None = None
+        self._client_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self._client_key: str | None = None
+
+    def __repr__(self) -> str:
+        key = "explicit key" if self._api_key else (f"key from ${self.api_key_env}" if self.api_key_env else "keyless")
+        return (f"OpenAICompatibleProvider(provider={self.info.provider!r}, model={self.model!r}, "
+                f"base_url={self.base_url!r}, {key}, context_window={self.info.context_window})")
+
+    # -- keys and client -------------------------------------------------------------------------------
+
+    @property
+    def needs_key(self) -> bool:
+        return self._api_key is not None or self.api_key_env is not None
+
+    def key_present(self, env: Mapping[str, str] | None = None) -> bool:
+        """True when a request would have a key (or the endpoint is keyless)."""
+        if self._api_key is not None or self.api_key_env is None:
+            return True
+        return bool((env if env is not None else os.environ).get(self.api_key_env, "").strip())
+
+    def _key_source(self) -> str:
+        if self._api_key is not None:
+            return "the API key passed to the provider"
+        if self.api_key_env is not None:
+            return f"the API key in ${self.api_key_env}"
+        return "the request without an API key (api_key_env=None)"
+
+    def _resolve_key(self) -> str:
+        if self._api_key is not None:
+            return self._api_key.get()
+        if self.api_key_env is None:
+            return KEYLESS_PLACEHOLDER
+        value = os.environ.get(self.api_key_env, "").strip()
+        if not value:
+            raise ModelError(
+                "config",
+                f"${self.api_key_env} is not set, so the {self.info.provider} model {self.model!r} cannot be "
+                f"used. Set it (export {self.api_key_env}=...) or {SWITCH_HINT}.",
+            )
+        return value
+
+    def _client_for(self, key: str) -> AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        same_loop = self._client_loop is not None and self._client_loop() is loop
+        if self._client is not None and same_loop and self._client_key == key:
+            return self._client
+        try:
+            from openai import AsyncOpenAI
+        except ImportError as exc:  # pragma: no cover - openai is a hard dependency
+            raise ModelError("config", f"the 'openai' package is needed for {self.info.provider} models: "
+                                       f"pip install 'openai>=1.40' ({exc})") from None
+        if self._client is not None and same_loop:
+            # the key changed: the old client's connections belong to this loop, close them in the background
+            asyncio.ensure_future(self._client.close())
+        self._client = AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout)
+        self._client_loop = weakref.ref(loop)
+        self._client_key = key
+        return self._client
+
+    async def close(self) -> None:
+        client, self._client, self._client_key = self._client, None, None
+        loop_ref, self._client_loop = self._client_loop, None
+        if client is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - close() is a coroutine, so a loop is running
+            return
+        if loop_ref is not None and loop_ref() is running:
+            await client.close()
+
+    # -- request ---------------------------------------------------------------------------------------
+
+    def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments given to ``chat.completions.create`` for ``request``."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(message) for message in request.messages],
+            "stream": True,
+        }
+        if self.include_usage:
+            params["stream_options"] = {"include_usage": True}
+        if request.tools:
+            params["tools"] = [tool.to_openai() for tool in request.tools]
+        if request.max_tokens is not None:
+            params["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if self.extra_body:
+            params["extra_body"] = dict(self.extra_body)
+        return params
+
+    async def stream(self, request: ModelRequest, cancel: asyncio.Event | None = None) -> AsyncIterator[StreamEvent]:
+        """Stream ``request`` (see the module docstring for retries, errors and cancellation)."""
+        watch = _CancelWatch(cancel)
+        try:
+            watch.check("before it was sent")
+            key = self._resolve_key()
+            client = self._client_for(key)
+            response = await self._open(client, self.request_params(request), key, watch)
+            try:
+                async for event in self._read(response, key, watch):
+                    yield event
+            finally:
+                try:
+                    await response.close()
+                except Exception:  # closing a broken connection may fail again; nothing is left to save
+                    pass
+        finally:
+            watch.close()
+
+    async def _open(self, client: AsyncOpenAI, params: dict[str, Any], key: str, watch: _CancelWatch) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return await watch.race(client.chat.completions.create(**params), "while waiting for the endpoint")
+            except ModelError:
+                raise
+            except Exception as exc:  # SDK and transport errors become ModelError below
+                error = self._map_error(exc, key)
+                if not error.retryable or attempt >= self.max_retries:
+                    if error.retryable and attempt:
+                        error = ModelError(error.kind, f"{error.message} (gave up after {attempt + 1} attempts)",
+                                           error.status, retryable=True)
+                    raise error from None
+                headers = getattr(getattr(exc, "response", None), "headers", None)
+                delay = retry_delay(attempt, self.backoff, parse_retry_after(headers), self.max_retry_after)
+                logger.warning("%s: %s; retrying in %.2f s (attempt %d of %d)", self.info.provider,
+                               error.message, delay, attempt + 2, self.max_retries + 1)
+                attempt += 1
+                await watch.race(asyncio.sleep(delay), "while waiting to retry")
+
+    async def _read(self, response: Any, key: str, watch: _CancelWatch) -> AsyncIterator[StreamEvent]:
+        tool_slots: dict[Any, int] = {}
+        seen: set[int] = set()
+        usage: Usage | None = None
+        finish: str | None = None
+        iterator = response.__aiter__()
+        while True:
+            try:
+                chunk = await watch.race(iterator.__anext__(), "while the answer was streaming")
+            except StopAsyncIteration:
+                break
+            except ModelError:
+                raise
+            except Exception as exc:  # a broken stream: the partial answer cannot be completed
+                raise self._stream_error(exc, key) from None
+            chunk_usage = getattr(chunk, "usage", None)
+            if chunk_usage is not None:
+                usage = _usage_from(chunk_usage)
+            for choice in getattr(chunk, "choices", None) or ():
+                for event in self._choice_events(choice, tool_slots, seen):
+                    yield event
+                if getattr(choice, "finish_reason", None):
+                    finish = str(choice.finish_reason)
+        if finish is None:
+            raise ModelError(
+                "bad_stream",
+                f"the stream from {self.info.provider} ({self.base_url}) ended before the model finished its "
+                "answer (no finish reason); the answer is incomplete. Try again.",
+                retryable=True,
+            )
+        if usage is not None:
+            yield usage
+        yield Finish(finish)
+
+    @staticmethod
+    def _choice_events(choice: Any, tool_slots: dict[Any, int], seen: set[int]) -> Iterator[StreamEvent]:
+        delta = getattr(choice, "delta", None)
+        if delta is None:
+            return
+        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+        if isinstance(reasoning, str) and reasoning:
+            yield ReasoningDelta(reasoning)
+        content = getattr(delta, "content", None)
+        if isinstance(content, str) and content:
+            yield TextDelta(content)
+        for position, call in enumerate(getattr(delta, "tool_calls", None) or ()):
+            raw_index = getattr(call, "index", None)
+            slot_key: Any = raw_index if isinstance(raw_index, int) else (getattr(call, "id", None) or position)
+            if slot_key not in tool_slots:
+                tool_slots[slot_key] = raw_index if isinstance(raw_index, int) else len(tool_slots)
+            index = tool_slots[slot_key]
+            function = getattr(call, "function", None)
+            arguments = getattr(function, "arguments", None) or ""
+            if index in seen:
+                yield ToolCallDelta(index, None, None, arguments)
+            else:
+                seen.add(index)
+                yield ToolCallDelta(index, getattr(call, "id", None), getattr(function, "name", None), arguments)
+
+    # -- errors ----------------------------------------------------------------------------------------
+
+    def _detail(self, exc: BaseException, key: str) -> str:
+        body = getattr(exc, "body", None)
+        message: Any = None
+        if isinstance(body, Mapping):
+            inner = body.get("error", body)
+            message = inner.get("message") if isinstance(inner, Mapping) else inner
+        if not isinstance(message, str) or not message.strip():
+            message = getattr(exc, "message", None) or str(exc)
+        text = " ".join(redact(str(message), key).split())
+        return text if len(text) <= 300 else text[:297] + "..."
+
+    def _map_error(self, exc: BaseException, key: str) -> ModelError:
+        import openai
+
+        where = f"{self.info.provider} ({self.base_url})"
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            detail = self._detail(exc, key)
+            if status == 401:
+                fix = (f"set a valid key in ${self.api_key_env}" if self.api_key_env and self._api_key is None
+                       else "pass a valid key")
+                return ModelError("auth", f"{where} rejected {self._key_source()} (HTTP 401: {detail}); "
+                                          f"{fix} or {SWITCH_HINT}.", status)
+            if status == 402:
+                return ModelError("auth", f"{where} refused the request for billing reasons (HTTP 402: {detail}); "
+                                          f"top up the account or {SWITCH_HINT}.", status)
+            if status == 403:
+                return ModelError("auth", f"{where} denied access with {self._key_source()} (HTTP 403: {detail}); "
+                                          f"check the key's permissions for model {self.model!r} or {SWITCH_HINT}.",
+                                  status)
+            if status == 404:
+                return ModelError("config", f"{where} has no model {self.model!r} or no chat-completions endpoint "
+                                            f"(HTTP 404: {detail}); check the model name and base_url, or "
+                                            f"{SWITCH_HINT}.", status)
+            if status == 429:
+                return ModelError("rate_limit", f"{where} is rate-limiting requests (HTTP 429: {detail}); wait a "
+                                                "minute and try again.", status, retryable=True)
+            if status in _RETRYABLE_STATUS or status >= 500:
+                return ModelError("server", f"{where} failed with HTTP {status} ({detail}); try again later.",
+                                  status, retryable=status in _RETRYABLE_STATUS or status >= 500)
+            return ModelError("bad_request", f"{where} refused the request (HTTP {status}: {detail}). If the "
+                                             "conversation is too long, compact it or start a new session.", status)
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelError("server", f"{where} did not answer within {self.timeout:g} s; try again later.",
+                              retryable=True)
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc.__context__
+            reason = redact(f"{type(cause).__name__}: {cause}" if cause else str(exc), key)
+            return ModelError("server", f"could not reach {where}: {reason}. Check the network and base_url, "
+                                        "then try again.", retryable=True)
+        if isinstance(exc, openai.APIError):
+            return ModelError("server", f"{where} reported an error: {self._detail(exc, key)}; try again later.",
+                              retryable=True)
+        return ModelError("bad_stream", f"{where} sent a response that could not be read "
+                                        f"({type(exc).__name__}: {redact(str(exc), key)}); try again.")
+
+    def _stream_error(self, exc: BaseException, key: str) -> ModelError:
+        import openai
+
+        where = f"{self.info.provider} ({self.base_url})"
+        if isinstance(exc, json.JSONDecodeError):
+            return ModelError("bad_stream", f"{where} sent a stream chunk that is not valid JSON ({exc.msg}); "
+                                            "the answer is incomplete. Try again.", retryable=True)
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelError("bad_stream", f"the stream from {where} stalled for more than {self.timeout:g} s "
+                                            "mid-answer; the answer is incomplete. Try again.", retryable=True)
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc.__context__
+            reason = redact(f"{type(cause).__name__}: {cause}" if cause else str(exc), key)
+            return ModelError("bad_stream", f"the connection to {where} broke off mid-answer ({reason}); the "
+                                            "answer is incomplete. Try again.", retryable=True)
+        if isinstance(exc, openai.APIStatusError):
+            return self._map_error(exc, key)
+        if isinstance(exc, openai.APIError):
+            return ModelError("bad_stream", f"{where} reported an error mid-answer: {self._detail(exc, key)}; "
+                                            "the answer is incomplete. Try again.", retryable=True)
+        return ModelError("bad_stream", f"the stream from {where} could not be read ({type(exc).__name__}: "
+                                        f"{redact(str(exc), key)}); the answer is incomplete. Try again.",
+                          retryable=True)
+
+
+def _usage_from(raw: Any) -> Usage:
+    def number(value: Any) -> int | None:
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    prompt_details = getattr(raw, "prompt_tokens_details", None)
+    completion_details = getattr(raw, "completion_tokens_details", None)
+    cached = number(getattr(prompt_details, "cached_tokens", None))
+    if cached is None:  # DeepSeek reports its context-cache hits apart
+        cached = number(getattr(raw, "prompt_cache_hit_tokens", None))
+    return Usage(
+        input_tokens=number(getattr(raw, "prompt_tokens", None)) or 0,
+        output_tokens=number(getattr(raw, "completion_tokens", None)) or 0,
+        cache_read_tokens=cached,
+        reasoning_tokens=number(getattr(completion_details, "reasoning_tokens", None)),
+    )
+
+
+def deepseek(model: str = DEEPSEEK_DEFAULT_MODEL, **options: Any) -> OpenAICompatibleProvider:
+    """A DeepSeek provider (``$DEEPSEEK_API_KEY``, ``https://api.deepseek.com``)."""
+    options.setdefault("provider_name", "deepseek")
+    options.setdefault("api_key_env", DEEPSEEK_KEY_ENV)
+    return OpenAICompatibleProvider(options.pop("base_url", None) or DEEPSEEK_BASE_URL, model, **options)

@@ -1,0 +1,82 @@
+"""Every user-facing notebook option, as a traitlet settable with ``%config`` or ``ipython_config.py``.
+
+``%config DshMagics.model = "deepseek"`` and ``c.DshMagics.model = "deepseek"`` both work, and
+``%config DshMagics`` lists every option with its help.
+"""
+
+from __future__ import annotations
+
+from traitlets import Bool, CaselessStrEnum, Float, Int, Unicode
+from traitlets.config import Configurable
+
+
+class DshSettings(Configurable):
+    """Options of the ``%%dsh`` magics and the notebook host."""
+
+    sessions_dir = Unicode(
+        "",
+        help="Folder of the JSONL session store. Empty: $DSH_SESSIONS_DIR when set, else .dsh/sessions in the "
+        "kernel's working directory (the notebook's folder).",
+    ).tag(config=True)
+    store = CaselessStrEnum(
+        ["jsonl", "sqlite"], default_value="jsonl",
+        help="Session store backend: 'jsonl' (one file per session beside the notebook) or 'sqlite'.",
+    ).tag(config=True)
+    sqlite_path = Unicode(
+        "", help="Database file for store='sqlite'. Empty: .dsh/sessions.sqlite in the working directory."
+    ).tag(config=True)
+    dsh_home = Unicode(
+        "", help="DSH_HOME for tools and hooks. Empty: $DSH_HOME when non-blank, else ~/.dsh."
+    ).tag(config=True)
+    model = Unicode(
+        "",
+        help="Model spec: 'offline', 'local', 'deepseek', 'deepseek:<model>', 'openai:<model>' or a model name "
+        "served at base_url. Empty: DeepSeek when $DEEPSEEK_API_KEY is set, else the offline model.",
+    ).tag(config=True)
+    base_url = Unicode("", help="Base URL of an OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp ...).").tag(
+        config=True
+    )
+    api_key_env = Unicode(
+        "", help="Name of the environment variable holding the API key (the key itself is never stored)."
+    ).tag(config=True)
+    context_window = Int(
+        0, help="Context window of the model in tokens. 0: the known value for the model, if any."
+    ).tag(config=True)
+    placement = CaselessStrEnum(
+        ["separate", "prompt-prefix"], default_value="separate",
+        help="Where a referenced-session snapshot goes: 'separate' (its own message before the prompt) or "
+        "'prompt-prefix' (baked before the prompt with a '## My request:' delimiter).",
+    ).tag(config=True)
+    max_references = Int(3, help="Most sessions one prompt may reference (hard maximum 3).").tag(config=True)
+    max_reference_bytes = Int(
+        0, help="Byte budget per referenced session. 0: automatic, from the model's context window."
+    ).tag(config=True)
+    reference_context_fraction = Float(
+        0.2, help="Share of the context window (x4 bytes a token) the automatic budget may use per reference."
+    ).tag(config=True)
+    candidate_limit = Int(50, help="Most sessions offered by completion and the picker.").tag(config=True)
+    python_tool = Bool(True, help="Let the agent run Python in this kernel's namespace.").tag(config=True)
+    bash_tool = Bool(True, help="Let the agent run bash commands in the notebook's folder.").tag(config=True)
+    bash_timeout = Float(120.0, help="Seconds before a foreground bash command is stopped.").tag(config=True)
+    interpolate = Bool(
+        True, help="Replace {name} in %%dsh prompts with values from the notebook namespace."
+    ).tag(config=True)
+    show_reasoning = Bool(False, help="Show the model's reasoning in cell output (hidden by default).").tag(
+        config=True
+    )
+    stream_rate = Float(20.0, help="Most display updates a second while an answer streams.").tag(config=True)
+    auto_compact_fraction = Float(
+        0.8, help="Compact automatically when a request would pass this share of the context window (0: off)."
+    ).tag(config=True)
+    max_steps = Int(25, help="Most model steps in one turn.").tag(config=True)
+    model_titles = Bool(True, help="Ask the model for a short session title after the first turn.").tag(config=True)
+    claude_hooks = Unicode(
+        "", help="Path to a Claude Code settings.json whose command hooks run for this session."
+    ).tag(config=True)
+    codex_hooks = Unicode("", help="Path to a Codex hooks.json whose command hooks run for this session.").tag(
+        config=True
+    )
+    export_env = Bool(
+        True, help="Export DSH_SESSION_ID, DSH_SESSION_JSONL and DSH_HOME to the kernel for ! and %%bash cells."
+    ).tag(config=True)
+    system_prompt = Unicode("", help="System prompt for the agent. Empty: the built-in one.").tag(config=True)

@@ -1,0 +1,45 @@
+"""Loading and unloading the IPython extension (kept tiny: heavy imports happen on first use)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_STATE: dict[int, Any] = {}
+
+
+def load(ip: Any) -> None:
+    from .magics import DshMagics
+
+    if id(ip) in _STATE:
+        return
+    magics = DshMagics(shell=ip)
+    ip.register_magics(magics)
+    ip.events.register("pre_run_cell", magics.refresh_views)
+    disposers = []
+    try:
+        from .completer import install_completer
+
+        disposers.append(install_completer(ip, lambda: magics.host))
+    except ImportError:
+        pass
+    if "dsh" not in ip.user_ns:
+        from .host import SessionHandle
+
+        ip.user_ns["dsh"] = SessionHandle(magics.host)
+        ip.user_ns_hidden["dsh"] = ip.user_ns["dsh"]
+    magics.host.export_env()
+    _STATE[id(ip)] = (magics, disposers)
+
+
+def unload(ip: Any) -> None:
+    state = _STATE.pop(id(ip), None)
+    if state is None:
+        return
+    magics, disposers = state
+    for dispose in disposers:
+        dispose()
+    try:
+        ip.events.unregister("pre_run_cell", magics.refresh_views)
+    except ValueError:
+        pass
+    magics.host.close()

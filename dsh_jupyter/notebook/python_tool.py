@@ -1,0 +1,139 @@
+"""The ``python`` tool: the agent runs Python in this kernel's namespace, visibly.
+
+While a foreground ``%%dsh`` cell waits, the code runs on the kernel's main thread (the cell pumps
+:class:`MainThreadCalls`), so its output appears in that cell and it sees and changes the notebook's
+variables exactly as a cell would. During a background turn there is no waiting cell: the code then runs
+on the agent thread under a lock and its output goes only to the tool result.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import concurrent.futures
+import queue
+import threading
+import traceback
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..tools.base import Tool, ToolExecution, ToolOutput
+
+if TYPE_CHECKING:
+    from .host import NotebookHost
+
+MAX_RESULT_CHARS = 20_000
+
+
+class MainThreadCalls:
+    """Callables the agent thread wants run on the main thread, pumped by the waiting cell."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.Queue()
+
+    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._queue.put((fn, future))
+        return future
+
+    def pump(self, timeout: float) -> bool:
+        """Run at most one pending call; False when none arrived within ``timeout`` seconds."""
+        try:
+            fn, future = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        if not future.set_running_or_notify_cancel():
+            return True
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # KeyboardInterrupt included: the caller decides
+            future.set_exception(exc)
+        return True
+
+    def drain_cancelled(self) -> None:
+        while True:
+            try:
+                _, future = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            future.cancel()
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_RESULT_CHARS:
+        return text
+    return text[:MAX_RESULT_CHARS] + f"\n… ({len(text) - MAX_RESULT_CHARS} more characters not shown)"
+
+
+class PythonTool(Tool):
+    name = "python"
+    description = (
+        "Run Python code in the user's Jupyter kernel. It shares the notebook's variables and imports; "
+        "printed output and the value of a final expression are returned. Use it to inspect data the "
+        "user has loaded or to compute results."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "description": "Python source to run in the kernel."}},
+        "required": ["code"],
+    }
+
+    def __init__(self, host: NotebookHost) -> None:
+        self.host = host
+        self._lock = threading.Lock()
+
+    async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
+        code = arguments.get("code")
+        if not isinstance(code, str) or not code.strip():
+            return ToolOutput("Error: 'code' must be a non-empty string of Python source.", is_error=True)
+        calls = self.host.main_thread_calls
+        if calls is not None and not execution.background:
+            future = calls.submit(lambda: self._execute(code, visible=True))
+        else:
+            loop = asyncio.get_running_loop()
+            future = loop.run_in_executor(None, self._locked_execute, code)  # type: ignore[assignment]
+        try:
+            return await asyncio.wrap_future(future) if isinstance(future, concurrent.futures.Future) else await future
+        except KeyboardInterrupt:
+            return ToolOutput("The Python code was interrupted.", is_error=True, meta={"interrupted": True})
+
+    def _locked_execute(self, code: str) -> ToolOutput:
+        with self._lock:
+            return self._execute(code, visible=False)
+
+    def _execute(self, code: str, *, visible: bool) -> ToolOutput:
+        from IPython.utils.capture import capture_output
+
+        shell = self.host.shell
+        namespace = shell.user_ns
+        try:
+            source = shell.transform_cell(code)
+            tree = ast.parse(source, "<dsh-python>", "exec")
+        except SyntaxError as exc:
+            return ToolOutput("SyntaxError: " + "".join(traceback.format_exception_only(exc)).strip(), is_error=True)
+        last_expr = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last_expr = ast.Expression(tree.body.pop().value)
+        value: Any = None
+        error: str | None = None
+        with capture_output(display=visible) as captured:
+            try:
+                exec(compile(tree, "<dsh-python>", "exec"), namespace)
+                if last_expr is not None:
+                    value = eval(compile(last_expr, "<dsh-python>", "eval"), namespace)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # the model sees the traceback and can fix its code
+                error = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None))
+        if visible:
+            captured.show()
+            if value is not None:
+                from IPython.display import display
+
+                display(value)
+        parts = [captured.stdout, captured.stderr]
+        if value is not None:
+            parts.append(f"Out: {value!r}")
+        if error:
+            parts.append(error)
+        text = "\n".join(p.rstrip("\n") for p in parts if p and p.strip()) or "(no output)"
+        return ToolOutput(_clip(text), is_error=error is not None)

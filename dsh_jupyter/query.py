@@ -1,0 +1,85 @@
+"""Session query: list sessions, read a session's current surface and its latest title."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .session import SessionHeader, SessionNotFoundError, SurfaceSnapshot
+from .store.base import SessionStore
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """One listed session: its header (``live`` is true when an in-process agent owns it)."""
+
+    header: SessionHeader
+    live: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.header.id
+
+
+def _order_key(header: SessionHeader) -> tuple[int, str]:
+    return (-int(header.created_at), header.id)
+
+
+class SessionQuery:
+    """Read-side view over one store, with optional live sessions that take precedence.
+
+    Live sessions are registered by agents in this process (``register_live``); a live session is read
+    from memory and never from storage, exactly like the reference's live-preferred corpus.
+    """
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self._live: dict[str, Any] = {}
+
+    # -- live sessions -------------------------------------------------------------------------------
+    def register_live(self, log: Any) -> None:
+        """Register an in-memory :class:`~dsh_jupyter.session.SessionLog` (must have ``header`` and
+        ``snapshot()``/``title()``) so reads see its unflushed events."""
+        self._live[log.header.id] = log
+
+    def unregister_live(self, session_id: str) -> None:
+        self._live.pop(session_id, None)
+
+    # -- queries -------------------------------------------------------------------------------------
+    def list_sessions(self) -> list[SessionRecord]:
+        """Every session, newest first: ``createdAt`` descending, then id ascending."""
+        records: dict[str, SessionRecord] = {h.id: SessionRecord(h) for h in self.store.list_headers()}
+        for session_id, log in self._live.items():
+            if len(log):
+                records[session_id] = SessionRecord(log.header, live=True)
+        return sorted(records.values(), key=lambda r: _order_key(r.header))
+
+    def read_surface(self, session_id: str) -> SurfaceSnapshot:
+        """Header copy, ``captured_through_seq`` (last raw seq, ``None`` for an empty log) and the current
+        surface events. Raises :class:`SessionNotFoundError` for an unknown id."""
+        log = self._live.get(session_id)
+        if log is not None and len(log):
+            return log.snapshot()
+        return self.store.read_surface(session_id)
+
+    def title(self, session_id: str) -> str | None:
+        """The latest ``session/title`` title, or ``None`` when the session has none."""
+        data = self.title_record(session_id)
+        title = data.get("title") if data else None
+        return title if isinstance(title, str) else None
+
+    def title_record(self, session_id: str) -> dict[str, Any] | None:
+        """The latest ``session/title`` event data (``title``, ``messageSeqs``, ``source``)."""
+        log = self._live.get(session_id)
+        if log is not None and len(log):
+            return log.title()
+        return self.store.read_title(session_id)
+
+    def header(self, session_id: str) -> SessionHeader:
+        log = self._live.get(session_id)
+        if log is not None:
+            return log.header
+        for header in self.store.list_headers():
+            if header.id == session_id:
+                return header
+        raise SessionNotFoundError(session_id)

@@ -1,0 +1,164 @@
+"""Cancellation: racing blocking backend calls against a cancel flag without ever waiting for them.
+
+Backend reads (``SessionQuery.read_surface``, title reads, spill writes) are synchronous and may block
+for as long as the storage does. Each runs in its own daemon thread; the caller waits for the result
+*or* the cancel flag, whichever comes first. A cancelled call keeps running in the background and its
+late result is dropped, so nothing it produces is ever published.
+
+A cancel flag is anything with ``is_set()``: an :class:`asyncio.Event` or a :class:`threading.Event`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol, TypeVar
+
+from .errors import SESSION_REFERENCE_CANCELLED, SessionReferenceError
+
+T = TypeVar("T")
+
+#: How often a flag that cannot be awaited (a threading.Event) is polled, in seconds.
+POLL_INTERVAL = 0.002
+
+
+class CancelFlag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+def cancelled_error(cancel: object = None) -> SessionReferenceError:
+    reason = getattr(cancel, "reason", None)
+    return SessionReferenceError(
+        SESSION_REFERENCE_CANCELLED,
+        "session reference preparation was cancelled; nothing was added to the conversation",
+        reason,
+    )
+
+
+def raise_if_cancelled(cancel: CancelFlag | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise cancelled_error(cancel)
+
+
+def _start_thread(fn: Callable[[], Any], deliver: Callable[[bool, Any], None], name: str) -> None:
+    def run() -> None:
+        try:
+            value, ok = fn(), True
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting side as the failure
+            value, ok = exc, False
+        deliver(ok, value)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+
+
+def call_cancellable(fn: Callable[[], T], cancel: CancelFlag | None, *, name: str = "dsh-reference-call") -> T:
+    """Run a blocking ``fn`` and return its result, or raise CANCELLED as soon as ``cancel`` is set."""
+    if cancel is None:
+        return fn()
+    raise_if_cancelled(cancel)
+    done = threading.Event()
+    outcome: list[Any] = []
+
+    def deliver(ok: bool, value: Any) -> None:
+        outcome.append((ok, value))
+        done.set()
+
+    _start_thread(fn, deliver, name)
+    while not done.wait(POLL_INTERVAL):
+        if cancel.is_set():
+            raise cancelled_error(cancel)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+def thread_future(fn: Callable[[], T], *, name: str = "dsh-reference-read") -> asyncio.Future[T]:
+    """An asyncio future for ``fn()`` run in a daemon thread. Cancelling the future drops the late result."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if future.done():
+            return
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+    def deliver(ok: bool, value: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(settle, ok, value)
+        except RuntimeError:
+            pass  # the loop is gone: nobody is waiting any more
+
+    _start_thread(fn, deliver, name)
+    return future
+
+
+class CancelWatch:
+    """Awaitable view of a cancel flag for one async operation (use as an ``async with`` block)."""
+
+    def __init__(self, cancel: CancelFlag | None) -> None:
+        self.flag = cancel
+        self._task: asyncio.Task[None] | None = None
+
+    def is_set(self) -> bool:
+        return self.flag is not None and self.flag.is_set()
+
+    def check(self) -> None:
+        raise_if_cancelled(self.flag)
+
+    async def _wait(self) -> None:
+        flag = self.flag
+        if isinstance(flag, asyncio.Event):
+            try:
+                await flag.wait()
+                return
+            except RuntimeError:  # bound to another loop: fall back to polling
+                pass
+        while flag is not None and not flag.is_set():
+            await asyncio.sleep(POLL_INTERVAL)
+        if flag is None:
+            await asyncio.Future()  # never cancelled
+
+    async def __aenter__(self) -> CancelWatch:
+        self._task = asyncio.ensure_future(self._wait())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._task = None
+
+    async def gather(self, futures: Iterable[Awaitable[T]]) -> list[T]:
+        """All results in order; the first failure or the cancel flag (whichever comes first) wins.
+
+        On failure or cancellation the other futures are cancelled, so their late results are dropped.
+        """
+        pending_list = [asyncio.ensure_future(f) for f in futures]
+        if self._task is None:
+            raise RuntimeError("CancelWatch.gather() needs the watch to be entered with 'async with'")
+        pending: set[asyncio.Future[Any]] = set(pending_list)
+        try:
+            while pending:
+                if self._task.done():
+                    raise cancelled_error(self.flag)
+                done, pending = await asyncio.wait(pending | {self._task}, return_when=asyncio.FIRST_COMPLETED)
+                pending.discard(self._task)
+                done.discard(self._task)
+                for future in done:
+                    if future.exception() is not None:
+                        raise future.exception()  # type: ignore[misc]
+                if self._task.done() or self.is_set():
+                    raise cancelled_error(self.flag)
+        finally:
+            for future in pending_list:
+                if not future.done():
+                    future.cancel()
+        return [f.result() for f in pending_list]

@@ -1,0 +1,131 @@
+"""Candidate discovery: which other sessions a prompt could reference, ranked for a picker.
+
+Ranking is by workspace affinity, stable in the listing order (newest first): sessions in the target's
+working directory, then sessions with no recorded directory, then everything else. A query filters
+case-insensitively on the session id, its working directory and its latest title, never on message
+bodies. Labels are the latest title, or the session id when there is none or it cannot be read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..session.header import is_safe_nonnegative_int
+from .cancellation import CancelFlag, call_cancellable, raise_if_cancelled
+from .errors import SESSION_REFERENCE_INVALID_REFERENCE, SessionReferenceError
+from .mentions import format_session_reference_mention
+from .target import ReferenceTarget
+
+if TYPE_CHECKING:
+    from ..query import SessionQuery, SessionRecord
+
+
+@dataclass(frozen=True)
+class SessionReferenceCandidate:
+    """One session a prompt may reference. ``cwd`` is ``None`` when the session recorded none."""
+
+    session_id: str
+    label: str
+    cwd: str | None
+    same_workspace: bool
+    created_at: int
+
+    def to_json(self) -> dict[str, Any]:
+        """``sessionId, label, cwd?, sameWorkspace, createdAt`` (``cwd`` left out when unknown, never null)."""
+        record: dict[str, Any] = {"sessionId": self.session_id, "label": self.label}
+        if self.cwd is not None:
+            record["cwd"] = self.cwd
+        record["sameWorkspace"] = self.same_workspace
+        record["createdAt"] = self.created_at
+        return record
+
+    def to_remote_json(self) -> dict[str, Any]:
+        """:meth:`to_json` plus the canonical ``mention`` a host inserts into the prompt draft."""
+        record = self.to_json()
+        record["mention"] = format_session_reference_mention(self.session_id, self.label)
+        return record
+
+
+def validate_limit(limit: object) -> int:
+    if not is_safe_nonnegative_int(limit) or isinstance(limit, float) or limit == 0:
+        raise SessionReferenceError(
+            SESSION_REFERENCE_INVALID_REFERENCE,
+            f"candidate limit must be a positive safe integer, got {limit!r}",
+        )
+    return int(limit)  # type: ignore[arg-type]
+
+
+def workspace_rank(candidate_cwd: str | None, target_cwd: str | None) -> int:
+    """0: same working directory; 1: the candidate has none; 2: anything else."""
+    if candidate_cwd is not None and target_cwd is not None and candidate_cwd == target_cwd:
+        return 0
+    if candidate_cwd is None:
+        return 1
+    return 2
+
+
+def _read_title(query: SessionQuery, session_id: str) -> str | None:
+    try:
+        title = query.title(session_id)
+    except Exception:  # an unreadable title only costs the label, never the candidate
+        return None
+    return title if isinstance(title, str) else None
+
+
+def _ranked(records: list[SessionRecord], target: ReferenceTarget) -> Iterator[SessionRecord]:
+    others = [r for r in records if r.header.id != target.session_id]
+    order = sorted(range(len(others)), key=lambda i: (workspace_rank(others[i].header.cwd, target.cwd), i))
+    return (others[i] for i in order)
+
+
+def _select(
+    query: SessionQuery, target: ReferenceTarget, needle: str, limit: int, cancel: CancelFlag | None
+) -> list[SessionReferenceCandidate]:
+    records = query.list_sessions()
+    raise_if_cancelled(cancel)
+    selected: list[SessionReferenceCandidate] = []
+    # Walking in rank order and stopping at ``limit`` gives exactly "filter all, sort, cut" while
+    # reading titles only for sessions that are kept or whose id and cwd do not already match.
+    for record in _ranked(records, target):
+        if len(selected) >= limit:
+            break
+        raise_if_cancelled(cancel)
+        header = record.header
+        title = _read_title(query, header.id)
+        label = title if title is not None else header.id
+        if needle and not (
+            needle in header.id.lower()
+            or (header.cwd is not None and needle in header.cwd.lower())
+            or needle in label.lower()
+        ):
+            continue
+        selected.append(
+            SessionReferenceCandidate(
+                session_id=header.id,
+                label=label,
+                cwd=header.cwd,
+                same_workspace=header.cwd is not None and header.cwd == target.cwd,
+                created_at=int(header.created_at),
+            )
+        )
+    return selected
+
+
+def list_candidates(
+    query: SessionQuery, target: ReferenceTarget, text: str = "", limit: int = 50, cancel: CancelFlag | None = None
+) -> list[SessionReferenceCandidate]:
+    """Ranked candidates for ``target``; see the module docstring for the rules.
+
+    Raises ``SESSION_REFERENCE_INVALID_REFERENCE`` for a bad limit and ``SESSION_REFERENCE_CANCELLED``
+    as soon as ``cancel`` is set, even while the listing or a title read is still blocked.
+    """
+    limit = validate_limit(limit)
+    if not isinstance(text, str):
+        raise SessionReferenceError(
+            SESSION_REFERENCE_INVALID_REFERENCE, f"a candidate query must be a string, got {type(text).__name__}"
+        )
+    needle = text.lower()
+    raise_if_cancelled(cancel)
+    return call_cancellable(lambda: _select(query, target, needle, limit, cancel), cancel, name="dsh-reference-candidates")

@@ -1,0 +1,281 @@
+"""The reference service: candidates for a picker, and prepare() for a prompt with references."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .._json import dumps
+from ..session.messages import SESSION_REFERENCE_KIND, text_block, user_message
+from .budget import DEFAULT_REFERENCE_CONTEXT_FRACTION, reference_budget
+from .cancellation import CancelFlag, CancelWatch, cancelled_error, thread_future
+from .candidates import SessionReferenceCandidate, list_candidates
+from .errors import (
+    SESSION_REFERENCE_BUDGET_EXCEEDED,
+    SESSION_REFERENCE_INVALID_CONFIG,
+    SESSION_REFERENCE_READ_FAILED,
+    SessionReferenceError,
+)
+from .framing import render_prompt
+from .inputs import SessionReferenceInput, normalise_references
+from .projection import project_surface
+from .retention import RetainedSource, retain_source
+from .spill import SpillResult, render_transcript, save_transcript
+from .target import ReferenceTarget
+
+if TYPE_CHECKING:
+    from ..query import SessionQuery
+    from ..session import SurfaceSnapshot
+
+#: Hard maximum of references in one message (also the default).
+MAX_REFERENCES = 3
+DEFAULT_CANDIDATE_LIMIT = 50
+_MAX_SAFE_INTEGER = 2**53 - 1
+
+
+@dataclass(frozen=True)
+class PreparedReferencedMessage:
+    """The result of :meth:`SessionReferenceResolver.prepare`.
+
+    ``content`` is a deep copy of the readable direct content. ``additional_context`` is the context
+    user message to record right after it (``None`` when there were no references). ``spills`` maps the
+    input index of each truncated source to where its full transcript went.
+    """
+
+    content: list[Any]
+    additional_context: dict[str, Any] | None = None
+    spills: dict[int, SpillResult] = field(default_factory=dict)
+
+
+def _positive_safe_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_SAFE_INTEGER:
+        raise SessionReferenceError(
+            SESSION_REFERENCE_INVALID_CONFIG,
+            f"session-reference: {name} must be a positive safe integer, got {value!r}",
+        )
+    return value
+
+
+def _failure_message(error: BaseException) -> str:
+    if len(error.args) == 1 and isinstance(error.args[0], str):
+        return error.args[0]
+    return str(error) or type(error).__name__
+
+
+def _is_snapshot(value: object) -> bool:
+    return all(hasattr(value, name) for name in ("header", "captured_through_seq", "events"))
+
+
+@dataclass(frozen=True)
+class _Rendered:
+    index: int
+    source: RetainedSource
+
+
+class SessionReferenceResolver:
+    """Prepares bounded, read-only snapshots of other sessions for a prompt.
+
+    ``max_references`` (1..3) caps distinct references per message; ``candidate_limit`` is the default
+    number of candidates; ``max_reference_bytes`` fixes the per-source budget (``None``: automatic,
+    ``max(65536, floor(context window × 4 × reference_context_fraction))``).
+    """
+
+    def __init__(
+        self,
+        query: SessionQuery,
+        *,
+        max_references: int = MAX_REFERENCES,
+        candidate_limit: int = DEFAULT_CANDIDATE_LIMIT,
+        max_reference_bytes: int | None = None,
+        reference_context_fraction: float = DEFAULT_REFERENCE_CONTEXT_FRACTION,
+    ) -> None:
+        self.max_references = _positive_safe_int("max_references", max_references)
+        self.candidate_limit = _positive_safe_int("candidate_limit", candidate_limit)
+        self.max_reference_bytes = (
+            None if max_reference_bytes is None else _positive_safe_int("max_reference_bytes", max_reference_bytes)
+        )
+        if self.max_references > MAX_REFERENCES:
+            raise SessionReferenceError(
+                SESSION_REFERENCE_INVALID_CONFIG,
+                f"session-reference: max_references must not exceed {MAX_REFERENCES}, got {max_references}",
+            )
+        fraction = reference_context_fraction
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, (int, float))
+            or not math.isfinite(fraction)
+            or not 0 <= fraction <= 1
+        ):
+            raise SessionReferenceError(
+                SESSION_REFERENCE_INVALID_CONFIG,
+                f"session-reference: reference_context_fraction must be between zero and one, got {fraction!r}",
+            )
+        self.reference_context_fraction = float(fraction)
+        self.query = query
+
+    # -- discovery ---------------------------------------------------------------------------------
+    def list_candidates(
+        self, target: ReferenceTarget, query: str = "", limit: int | None = None, cancel: CancelFlag | None = None
+    ) -> list[SessionReferenceCandidate]:
+        """Other sessions ``target`` may reference, best first (see :mod:`.candidates`)."""
+        return list_candidates(self.query, target, query, self.candidate_limit if limit is None else limit, cancel)
+
+    def remote_candidates(
+        self, target: ReferenceTarget, query: str = "", cancel: CancelFlag | None = None
+    ) -> list[dict[str, Any]]:
+        """JSON-ready candidates (configured limit) each with its canonical ``mention``."""
+        return [c.to_remote_json() for c in self.list_candidates(target, query, None, cancel)]
+
+    def budget_for(self, target: ReferenceTarget) -> int:
+        """The per-source byte budget prepare() uses for ``target``."""
+        return reference_budget(self.max_reference_bytes, target.context_window, self.reference_context_fraction)
+
+    # -- preparation -------------------------------------------------------------------------------
+    async def prepare(
+        self,
+        target: ReferenceTarget,
+        content: Sequence[Any],
+        references: Sequence[Any],
+        cancel: CancelFlag | None = None,
+    ) -> PreparedReferencedMessage:
+        """Snapshot every referenced session for one message; all or nothing.
+
+        Raises :class:`SessionReferenceError` (invalid reference, self reference, too many, read failed,
+        budget exceeded, cancelled); on any error nothing is returned to publish. Cancellation wins
+        promptly even while a backend read or a spill write is still blocked.
+        """
+        if isinstance(content, (str, bytes)) or not isinstance(content, Sequence):
+            raise TypeError(f"content must be a list of content blocks, got {type(content).__name__}")
+        accepted = copy.deepcopy(list(content))
+        inputs = normalise_references(target.session_id, references, self.max_references)
+        if not inputs:
+            return PreparedReferencedMessage(accepted)
+        watch = CancelWatch(cancel)
+        watch.check()
+        budget = self.budget_for(target)
+        watch.check()
+        async with watch:
+            snapshots = await self._read_all(watch, inputs)
+            watch.check()
+            rendered = await watch.gather([thread_future(lambda: self._render(snapshots, inputs, budget), name="dsh-reference-render")])
+            sources: list[RetainedSource] = rendered[0]
+            truncated = [i for i, s in enumerate(sources) if s.stats.truncated]
+            results = await watch.gather(
+                [thread_future(lambda i=i: self._spill(target, i, sources[i]), name="dsh-reference-spill") for i in truncated]
+            )
+            watch.check()
+        spills = dict(zip(truncated, results))
+        return PreparedReferencedMessage(accepted, self._context(sources, spills), spills)
+
+    def prepare_sync(
+        self,
+        target: ReferenceTarget,
+        content: Sequence[Any],
+        references: Sequence[Any],
+        cancel: CancelFlag | None = None,
+    ) -> PreparedReferencedMessage:
+        """:meth:`prepare` for synchronous callers (safe inside a running event loop, e.g. a notebook cell).
+
+        Runs on a private loop in a helper thread; ``cancel`` is any flag with ``is_set()`` (typically a
+        :class:`threading.Event`). A ``KeyboardInterrupt`` while waiting cancels the preparation.
+        """
+        flag = threading.Event()
+        outcome: list[tuple[bool, Any]] = []
+
+        class _Either:
+            def is_set(self) -> bool:
+                return flag.is_set() or (cancel is not None and cancel.is_set())
+
+        def run() -> None:
+            try:
+                outcome.append((True, asyncio.run(self.prepare(target, content, references, _Either()))))
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                outcome.append((False, exc))
+
+        worker = threading.Thread(target=run, name="dsh-reference-prepare", daemon=True)
+        worker.start()
+        try:
+            worker.join()
+        except KeyboardInterrupt:
+            flag.set()
+            worker.join()
+            raise
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
+
+    async def _read_all(self, watch: CancelWatch, inputs: list[SessionReferenceInput]) -> list[SurfaceSnapshot]:
+        futures = [
+            thread_future(lambda sid=ref.session_id: self.query.read_surface(sid), name="dsh-reference-read")
+            for ref in inputs
+        ]
+        try:
+            snapshots = await watch.gather(futures)
+        except SessionReferenceError:
+            raise
+        except Exception as exc:
+            if watch.is_set():
+                raise cancelled_error(watch.flag) from exc
+            raise SessionReferenceError(
+                SESSION_REFERENCE_READ_FAILED, f"failed to read referenced session: {_failure_message(exc)}", exc
+            ) from exc
+        for ref, snapshot in zip(inputs, snapshots):
+            if not _is_snapshot(snapshot):
+                raise SessionReferenceError(
+                    SESSION_REFERENCE_READ_FAILED,
+                    f"failed to read referenced session: reading {dumps(ref.session_id)} returned "
+                    f"{type(snapshot).__name__}, not a surface snapshot",
+                )
+        return snapshots
+
+    def _render(self, snapshots: list[SurfaceSnapshot], inputs: list[SessionReferenceInput], budget: int) -> list[RetainedSource]:
+        sources: list[RetainedSource] = []
+        for ref, snapshot in zip(inputs, snapshots):
+            retained = retain_source(project_surface(snapshot), ref.label if ref.label is not None else ref.session_id, budget)
+            if retained is None:
+                raise SessionReferenceError(
+                    SESSION_REFERENCE_BUDGET_EXCEEDED,
+                    f"the snapshot of session {dumps(ref.session_id)} cannot fit the {budget}-byte per-source budget "
+                    "even with old messages dropped and every text cut; raise max_reference_bytes",
+                )
+            sources.append(retained)
+        return sources
+
+    def _spill(self, target: ReferenceTarget, index: int, source: RetainedSource) -> SpillResult:
+        if target.session_dir is None:
+            return save_transcript(None, index, "")
+        transcript = render_transcript(source.full_data, source.projection.format_version)
+        return save_transcript(target.session_dir, index, transcript)
+
+    @staticmethod
+    def _context(sources: list[RetainedSource], spills: dict[int, SpillResult]) -> dict[str, Any]:
+        omissions = [
+            {
+                "sessionId": sources[i].projection.session_id,
+                "capturedThroughSeq": sources[i].projection.captured_through_seq,
+                "omittedMessages": sources[i].stats.omitted_messages,
+                "omittedBytes": sources[i].stats.omitted_bytes,
+                "fullSnapshot": spills[i].to_json(),
+            }
+            for i in sorted(spills)
+        ]
+        references = []
+        for index, source in enumerate(sources):
+            entry: dict[str, Any] = {
+                "sessionId": source.projection.session_id,
+                "label": source.label,
+                "capturedFormatVersion": source.projection.format_version,
+                "capturedThroughSeq": source.projection.captured_through_seq,
+            }
+            entry.update(source.stats.to_json())
+            entry["inputIndex"] = index
+            references.append(entry)
+        metadata = {"kind": SESSION_REFERENCE_KIND, "form": "recall", "version": 1, "references": references}
+        text = render_prompt([s.serialized for s in sources], omissions)
+        return user_message([text_block(text)], source=metadata)

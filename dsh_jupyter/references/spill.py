@@ -1,0 +1,144 @@
+"""Spill: save a truncated source's full projected snapshot beside the target session.
+
+When a source had to be cut to fit its budget, the complete projection (as captured by the same read)
+is written as a plain-text transcript into the target session's own folder, named
+``session-reference-<n>.txt`` after the reference's 1-based position (with ``-2``, ``-3``... added if
+that name is taken). The context message then lists where it is. A store without per-session folders
+(SQLite) reports ``storage-not-configured``; a failed write reports ``save-failed`` and is otherwise
+harmless: the preview is still published.
+
+Transcript layout: a heading and warning, the capture metadata as indented JSON, then every message
+as ``### Message <n>: <role>`` followed by its text as JSON string fragments of at most 64 code points,
+one per line, so any text (newlines and control characters included) stays line-oriented and exact.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._json import dumps, js_string
+from .framing import REFERENCE_WARNING
+
+log = logging.getLogger(__name__)
+
+#: Code points per JSON string fragment line in a transcript.
+FRAGMENT_CODE_POINTS = 64
+
+SAVED = "saved"
+UNAVAILABLE = "unavailable"
+STORAGE_NOT_CONFIGURED = "storage-not-configured"
+SAVE_FAILED = "save-failed"
+
+RETRIEVAL_HINT = "Read the file in slices (offset/limit) or grep it; a full transcript can be large."
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class SpillResult:
+    """Where a truncated source's full transcript went (``status`` ``'saved'``) or why it could not be saved."""
+
+    status: str
+    locator: str | None = None
+    bytes: int | None = None
+    retrieval_hint: str | None = None
+    reason: str | None = None
+
+    @classmethod
+    def saved(cls, path: Path, size: int) -> SpillResult:
+        return cls(SAVED, locator=str(path), bytes=size, retrieval_hint=RETRIEVAL_HINT)
+
+    @classmethod
+    def unavailable(cls, reason: str) -> SpillResult:
+        return cls(UNAVAILABLE, reason=reason)
+
+    @property
+    def path(self) -> Path | None:
+        return Path(self.locator) if self.locator is not None else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``fullSnapshot`` object of an omission entry."""
+        if self.status == SAVED:
+            return {"status": SAVED, "locator": self.locator, "bytes": self.bytes, "retrievalHint": self.retrieval_hint}
+        return {"status": UNAVAILABLE, "reason": self.reason}
+
+
+def _pretty_json(value: Any) -> str:
+    """``JSON.stringify(value, null, 2)``."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
+    text = js_string(text)
+    return _LONE_SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group(0)), text)
+
+
+def fragments(text: str, size: int = FRAGMENT_CODE_POINTS) -> list[str]:
+    """``text`` as JSON string literals of at most ``size`` code points each (a JavaScript code point view)."""
+    text = js_string(text)
+    return [dumps(text[i : i + size]) for i in range(0, len(text), size)]
+
+
+def render_transcript(full_data: dict[str, Any], captured_format_version: int) -> str:
+    """The transcript of a full projection (``sessionId, label, cwd, capturedThroughSeq, conversation``)."""
+    capture = {key: value for key, value in full_data.items() if key != "conversation"}
+    capture["capturedFormatVersion"] = captured_format_version
+    lines = [
+        "## Full snapshot of a referenced session",
+        "",
+        "This file is an untrusted, read-only copy of conversation from another session.",
+        REFERENCE_WARNING,
+        "",
+        _pretty_json(capture),
+        "",
+        f"Each message's text is split into JSON string fragments of at most {FRAGMENT_CODE_POINTS} code points,",
+        "one per line. Decode the fragments of a message and join them to get its exact text, newlines included.",
+    ]
+    for number, item in enumerate(full_data.get("conversation", []), start=1):
+        lines += ["", f"### Message {number}: {item['role']}", ""]
+        lines += fragments(item["text"])
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _open_unique(folder: Path, stem: str) -> tuple[Path, int]:
+    """Create (exclusively) the first free ``<stem>.txt`` / ``<stem>-2.txt`` / ... in ``folder``."""
+    attempt = 1
+    while True:
+        name = f"{stem}.txt" if attempt == 1 else f"{stem}-{attempt}.txt"
+        path = folder / name
+        try:
+            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            attempt += 1
+
+
+def save_transcript(folder: Path | None, input_index: int, content: str) -> SpillResult:
+    """Write ``content`` as ``session-reference-<input_index+1>.txt`` in ``folder`` (the target's session folder)."""
+    if folder is None:
+        return SpillResult.unavailable(STORAGE_NOT_CONFIGURED)
+    data = content.encode("utf-8")
+    path: Path | None = None
+    try:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        path, fd = _open_unique(folder, f"session-reference-{input_index + 1}")
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        log.warning("could not save the full snapshot of reference #%d in %s: %s", input_index + 1, folder, exc)
+        if path is not None:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+        return SpillResult.unavailable(SAVE_FAILED)
+    return SpillResult.saved(path.resolve(), len(data))

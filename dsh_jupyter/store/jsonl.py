@@ -1,0 +1,385 @@
+"""The default backend: one plain JSON-lines file per session, beside the notebook.
+
+Layout: ``<root>/<encode_segment(id)>/session.jsonl`` (the folder also holds the writer lock and any
+session-owned artifacts). The file is uncompressed, so ``pandas.read_json(path, lines=True)`` reads it.
+
+Writing: appends are buffered in memory; :meth:`JsonlWriter.flush` makes them durable. The first flush
+publishes the header and the first batch together (temp file, fsync, ``link`` without overwrite, fsync
+of the folder); later flushes append and fsync, and a failure truncates the file back to its previous
+length. One writer per session, enforced with a non-blocking ``flock``; readers never lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import uuid
+from pathlib import Path
+from typing import Iterable
+
+from .._json import dumpb
+from ..session import (
+    Event,
+    SessionFormatError,
+    SessionHeader,
+    SessionLog,
+    SessionNotFoundError,
+    SurfaceSnapshot,
+)
+from ..session.events import KNOWN_TYPES, SYSTEM_MESSAGE
+from .base import SessionLocation, SessionStore, SessionWriter
+from .errors import SessionExistsError, SessionWriteError
+from .locking import WriterLock
+from .paths import LOCK_NAME, LOG_NAME, session_folder_name
+from .repair import repair_open_turn
+from .scan import read_header, scan_events, scan_surface
+
+log = logging.getLogger(__name__)
+
+_TEMP_PREFIX = ".session.jsonl."
+_TEMP_SUFFIX = ".tmp"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:  # pragma: no cover - os.write raises rather than returning 0 on regular files
+            raise OSError("write made no progress")
+        view = view[written:]
+
+
+def encode_event(event: Event, expected_seq: int) -> bytes:
+    """Validate one event for appending and return its line (with newline)."""
+    if not isinstance(event, Event):
+        raise TypeError(f"append() takes Event objects, got {type(event).__name__}")
+    if event.seq != expected_seq:
+        raise SessionFormatError(
+            f"cannot append seq {event.seq}: the log continues at seq {expected_seq}. Events must be appended "
+            "in order with contiguous seqs (build them with SessionLog.append)."
+        )
+    if event.type not in KNOWN_TYPES and event.type != SYSTEM_MESSAGE and not event.ignorable:
+        raise SessionFormatError(
+            f"cannot append event type {event.type!r}: readers refuse unknown types; mark it ignorable=True "
+            "if readers that do not know it may skip it"
+        )
+    try:
+        return dumpb(event.to_json()) + b"\n"
+    except (TypeError, ValueError) as exc:
+        raise SessionFormatError(f"event seq {event.seq} ({event.type}) holds data that is not JSON: {exc}") from None
+
+
+class JsonlWriter(SessionWriter):
+    """The single writer of one JSONL session (see the module docstring for the guarantees)."""
+
+    def __init__(self, store: JsonlStore, header: SessionHeader, *, lock: WriterLock | None = None,
+                 size: int | None = None, next_seq: int = 0) -> None:
+        self.header = header
+        self._store = store
+        self.folder = store.folder(header.id)
+        self.path = self.folder / LOG_NAME
+        self._lock = lock
+        self._size = size  # bytes on disk; None until the log is published
+        self._fd: int | None = None
+        self._stored_seq = next_seq
+        self._next_seq = next_seq
+        self._buffer: list[bytes] = []
+        self._closed = False
+        self._mutex = threading.Lock()
+        if size is not None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+
+    # -- state -----------------------------------------------------------------------------------------
+    @property
+    def materialized(self) -> bool:
+        return self._size is not None
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next appended event must carry."""
+        return self._next_seq
+
+    @property
+    def pending(self) -> int:
+        """Number of buffered events not yet flushed."""
+        return self._next_seq - self._stored_seq
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- writing ---------------------------------------------------------------------------------------
+    def append(self, events: Iterable[Event]) -> None:
+        with self._mutex:
+            self._check_open()
+            lines: list[bytes] = []
+            seq = self._next_seq
+            for event in events:
+                lines.append(encode_event(event, seq))
+                seq += 1
+            self._buffer.extend(lines)
+            self._next_seq = seq
+
+    def flush(self) -> None:
+        with self._mutex:
+            self._check_open()
+            self._flush_locked()
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._closed:
+                return
+            try:
+                self._flush_locked()
+            finally:
+                self._closed = True
+                if self._fd is not None:
+                    os.close(self._fd)
+                    self._fd = None
+                if self._lock is not None:
+                    self._lock.release()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionFormatError(f"the writer of session {self.header.id!r} is closed; open the session again")
+
+    def _flush_locked(self) -> None:
+        if not self._buffer:
+            return
+        data = b"".join(self._buffer)
+        if self._size is None:
+            self._publish(data)
+        else:
+            self._append(data)
+        self._buffer.clear()
+        self._stored_seq = self._next_seq
+
+    def _publish(self, data: bytes) -> None:
+        """First flush: header plus first batch appear at once, and never over an existing log."""
+        if self._lock is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._lock = WriterLock.acquire(self.folder / LOCK_NAME, session_id=self.header.id, log=str(self.path))
+        _remove_stale_temps(self.folder)
+        if self.path.exists():
+            raise SessionExistsError(
+                f"cannot create session {self.header.id!r}: {self.path} already exists (another writer created "
+                "it first). Nothing was written. Resume it with store.open(id), or start a new session."
+            )
+        payload = dumpb(self.header.to_json()) + b"\n" + data
+        temp = self.folder / f"{_TEMP_PREFIX}{uuid.uuid4().hex}{_TEMP_SUFFIX}"
+        linked = False
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                _write_all(fd, payload)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.link(temp, self.path)  # fails if the name exists: never overwrites
+            linked = True
+            _fsync_dir(self.folder)
+        except FileExistsError:
+            temp.unlink(missing_ok=True)
+            raise SessionExistsError(
+                f"cannot create session {self.header.id!r}: {self.path} appeared while it was being published "
+                "(another writer). Nothing was written."
+            ) from None
+        except OSError as exc:
+            if linked:
+                self.path.unlink(missing_ok=True)
+            temp.unlink(missing_ok=True)
+            raise SessionWriteError(
+                f"could not create {self.path} ({exc}); nothing was stored and the {self.pending} buffered "
+                "event(s) are kept, so flush() can be retried once the problem (disk full, permissions) is fixed"
+            ) from exc
+        temp.unlink(missing_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+        self._size = len(payload)
+
+    def _append(self, data: bytes) -> None:
+        assert self._fd is not None and self._size is not None
+        try:
+            _write_all(self._fd, data)
+            os.fsync(self._fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, self._size)
+                os.fsync(self._fd)
+                restored = "the file was truncated back to its previous length"
+            except OSError as undo:
+                restored = f"truncating it back to {self._size} bytes also failed ({undo}); a reader will ignore the partial tail"
+            raise SessionWriteError(
+                f"could not append to {self.path} ({exc}); {restored}. The {self.pending} buffered event(s) are "
+                "kept, so flush() can be retried once the problem (disk full, permissions) is fixed."
+            ) from exc
+        self._size += len(data)
+
+
+def _remove_stale_temps(folder: Path) -> None:
+    """Temp files left by a writer killed between publishing and cleaning up (we hold the lock)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(_TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX):
+            try:
+                os.unlink(folder / name)
+            except OSError:
+                pass
+
+
+class JsonlStore(SessionStore):
+    """Sessions as JSON-lines files under ``root`` (resolved to an absolute path once, here)."""
+
+    kind = "jsonl"
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(os.path.abspath(os.path.expanduser(os.fspath(root))))
+
+    def __repr__(self) -> str:
+        return f"JsonlStore({str(self.root)!r})"
+
+    # -- layout (no I/O) ---------------------------------------------------------------------------------
+    def folder(self, session_id: str) -> Path:
+        """The folder of one session (it exists only once the session was flushed)."""
+        return self.root / session_folder_name(session_id)
+
+    def log_path(self, session_id: str) -> Path:
+        return self.folder(session_id) / LOG_NAME
+
+    def locate(self, header: SessionHeader) -> SessionLocation:
+        return SessionLocation(self.kind, str(self.log_path(header.id)))
+
+    def session_dir(self, header: SessionHeader) -> Path:
+        return self.folder(header.id)
+
+    # -- writing ---------------------------------------------------------------------------------------
+    def create(self, header: SessionHeader) -> JsonlWriter:
+        header.validate()
+        path = self.log_path(header.id)
+        if path.exists():
+            raise SessionExistsError(
+                f"session {header.id!r} already exists at {path}; resume it with store.open(id) or start a new session"
+            )
+        return JsonlWriter(self, header)
+
+    def open(self, session_id: str) -> tuple[SessionLog, JsonlWriter]:
+        folder = self.folder(session_id)
+        path = folder / LOG_NAME
+        if not path.is_file():
+            raise SessionNotFoundError(session_id, str(self.root))
+        lock = WriterLock.acquire(folder / LOCK_NAME, session_id=session_id, log=str(path))
+        try:
+            _remove_stale_temps(folder)
+            with open(path, "rb") as fh:
+                scan = scan_events(fh, str(path))
+            self._check_id(scan.header, session_id, path)
+            if scan.torn_bytes:
+                # Drop the torn line / tolerated crash tail so new lines follow the committed prefix.
+                with open(path, "r+b") as fh:
+                    fh.truncate(scan.committed_bytes)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            session = SessionLog(scan.header, scan.events)
+            writer = JsonlWriter(self, scan.header, lock=lock, size=scan.committed_bytes, next_seq=scan.next_seq)
+        except BaseException:
+            lock.release()
+            raise
+        try:
+            writer.attach(session)
+            if repair_open_turn(session):
+                writer.flush()
+        except BaseException:
+            writer.close()
+            raise
+        return session, writer
+
+    def delete(self, session_id: str) -> None:
+        folder = self.folder(session_id)
+        path = folder / LOG_NAME
+        if not path.is_file():
+            raise SessionNotFoundError(session_id, str(self.root))
+        lock = WriterLock.acquire(folder / LOCK_NAME, session_id=session_id, log=str(path))
+        try:
+            shutil.rmtree(folder)
+        finally:
+            lock.release()
+
+    # -- reading (never locks) -----------------------------------------------------------------------------
+    def _open_log(self, session_id: str):  # type: ignore[no-untyped-def]
+        path = self.log_path(session_id)
+        try:
+            return open(path, "rb"), path
+        except (FileNotFoundError, NotADirectoryError):
+            raise SessionNotFoundError(session_id, str(self.root)) from None
+
+    @staticmethod
+    def _check_id(header: SessionHeader, session_id: str, path: Path) -> None:
+        if header.id != session_id:
+            raise SessionFormatError(
+                f"{path} holds session {header.id!r}, not {session_id!r}: the file was copied or renamed into "
+                "the wrong folder. Move it to the folder named for its own id."
+            )
+
+    def load(self, session_id: str) -> SessionLog:
+        fh, path = self._open_log(session_id)
+        with fh:
+            scan = scan_events(fh, str(path))
+        self._check_id(scan.header, session_id, path)
+        return SessionLog(scan.header, scan.events)
+
+    def read_surface(self, session_id: str) -> SurfaceSnapshot:
+        fh, path = self._open_log(session_id)
+        with fh:
+            scan = scan_surface(fh, str(path), want_title=False)
+        self._check_id(scan.header, session_id, path)
+        return SurfaceSnapshot(scan.header, scan.last_seq, scan.surface)
+
+    def read_title(self, session_id: str) -> dict | None:
+        fh, path = self._open_log(session_id)
+        with fh:
+            scan = scan_surface(fh, str(path), want_surface=False)
+        self._check_id(scan.header, session_id, path)
+        return scan.title
+
+    def list_headers(self) -> list[SessionHeader]:
+        try:
+            entries = list(os.scandir(self.root))
+        except FileNotFoundError:
+            return []
+        headers: list[SessionHeader] = []
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            path = Path(entry.path) / LOG_NAME
+            try:
+                with open(path, "rb") as fh:
+                    header, _ = read_header(fh, str(path))
+            except FileNotFoundError:
+                continue  # a folder without a log (e.g. a writer that never flushed)
+            except (OSError, ValueError) as exc:
+                log.warning("skipping unreadable session log %s: %s", path, exc)
+                continue
+            if session_folder_name(header.id) != entry.name:
+                log.warning("skipping %s: it holds session %r, whose folder would be %r", path, header.id,
+                            session_folder_name(header.id))
+                continue
+            headers.append(header)
+        return headers
+
+    def exists(self, session_id: str) -> bool:
+        return self.log_path(session_id).is_file()
+
+
+__all__ = ["JsonlStore", "JsonlWriter", "encode_event"]

@@ -1,0 +1,434 @@
+"""Reading a JSONL session log: one scanner behind ``load``, ``read_surface``, ``read_title`` and ``open``.
+
+Rules (the reference's reader, §3.5 and §9 of the behaviour notes):
+
+* The header is exactly one newline-terminated line; anything else is an "empty or header-less
+  session log".
+* A final line without a trailing newline is a torn tail and is ignored.
+* Every complete line is parsed (packed chunk rows expanded) and must continue the seq. At the first
+  bad line (unparsable, invalid, a seq gap, or a surface op the fold refuses): if that line or any later
+  line that parses is a ``turn/end``, the log is corrupt (:class:`SessionCorruptError` with the line,
+  counted from 1 after the header); otherwise the bad line and everything after it are a tolerated
+  crash tail. ``committed_bytes`` is the end of the last good line.
+* A line holding an unknown event type that is not marked ``ignorable`` refuses the log.
+
+``scan_events`` decodes and validates every line. ``scan_surface`` is the fast path for reads that need
+only the current surface or the latest title. For a line that starts with the exact envelope prefix our
+writer and the reference's write (``{"type":T,"seq":N,"time":N,"data":``, or the packed-row prefix
+with its ``dt`` list), it checks, without decoding the data:
+
+* the line is newline-terminated and ends with ``}``;
+* ``T`` is a known type, and ``seq`` (or ``seq0`` plus the member count taken from ``dt``) continues
+  the log;
+* for ``user/message``, ``assistant/message``, ``tool/result`` and ``system/message``: the envelope tail
+  is exactly ``[,"sourceEventSeqs":[…]],"surfaceOp":<"append" | {"op":"replace","start":S,"end":E}>}``,
+  and a replace op is checked against the surface fold (both ends on the surface, every shadowed seq
+  cited).
+
+Any line that does not fit these patterns (other key order, unknown or ignorable type, extra envelope
+keys at the end, …) is decoded and validated in full, exactly like ``scan_events`` does. The surface
+events that survive the fold and the latest title are then decoded and validated in full. What the
+fast path does not check on lines it skips: the JSON inside ``data`` (a line damaged in the middle but
+still ending in ``}``), the ``sourceEventSeqs`` of ``append`` nodes, and packed-row contents beyond the
+count of ``dt``. :meth:`JsonlStore.load` checks all of it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Iterator, NoReturn
+
+from .._json import loads
+from ..session import (
+    Event,
+    ReplaceOp,
+    SessionCorruptError,
+    SessionFormatError,
+    SessionHeader,
+    SurfaceFold,
+    event_from_json,
+    events_from_record,
+)
+from ..session.events import KNOWN_TYPES, PACKED_ROW_TYPES, SESSION_TITLE, SURFACE_TYPES, SYSTEM_MESSAGE, TURN_END
+
+BLOCK_SIZE = 1 << 20
+
+_ENVELOPE = re.compile(
+    rb'\{"type":"([A-Za-z0-9/_.\-]{1,64})","seq":(0|[1-9][0-9]{0,15}),"time":(?:0|[1-9][0-9]{0,15}),"data":'
+)
+_PACKED = re.compile(
+    rb'\{"type":"(?:text-chunks|reasoning-chunks|tool-call-chunks)","seq0":(0|[1-9][0-9]{0,15}),'
+    rb'"time0":(?:0|[1-9][0-9]{0,15}),"data":\{"turn":(?:null|[0-9]+),"step":(?:null|[0-9]+),'
+    rb'"index":[0-9]+,"dt":\[((?:[0-9]+(?:,[0-9]+)*)?)\],'
+)
+_OP_KEY = b',"surfaceOp":'
+_OP_TAIL = re.compile(
+    rb',"surfaceOp":(?:"append"|\{"op":"replace","start":(0|[1-9][0-9]{0,15}),"end":(0|[1-9][0-9]{0,15})\})\}'
+)
+_CITED_KEY = b',"sourceEventSeqs":['
+_SEQ_LIST = re.compile(rb"(?:[0-9]{1,16}(?:,[0-9]{1,16})*)?")
+
+_FAST_PLAIN = frozenset(t.encode() for t in KNOWN_TYPES - SURFACE_TYPES)
+_FAST_SURFACE = frozenset(t.encode() for t in SURFACE_TYPES | {SYSTEM_MESSAGE})
+_TITLE_B = SESSION_TITLE.encode()
+_TURN_END_B = TURN_END.encode()
+_READABLE_TYPES = KNOWN_TYPES | {SYSTEM_MESSAGE} | set(PACKED_ROW_TYPES)
+_CLOSE_BRACE = ord("}")
+_CLOSE_BRACKET = ord("]")
+
+HEADERLESS = "empty or header-less session log"
+
+
+class _BadLine(Exception):
+    """A committed-looking line that ends the readable prefix (internal)."""
+
+
+@dataclass
+class ScanResult:
+    """What a scan found. ``committed_bytes`` is where a writer resuming the log truncates to."""
+
+    path: str
+    header: SessionHeader
+    header_bytes: int
+    committed_bytes: int
+    file_size: int
+    next_seq: int
+    #: 1-based event line of the first bad line when a crash tail was tolerated, else ``None``.
+    tail_line: int | None = None
+    tail_reason: str | None = None
+    events: list[Event] = field(default_factory=list)
+    surface: list[Event] = field(default_factory=list)
+    title: dict[str, Any] | None = None
+
+    @property
+    def last_seq(self) -> int | None:
+        return self.next_seq - 1 if self.next_seq else None
+
+    @property
+    def torn_bytes(self) -> int:
+        """Bytes after the committed prefix (torn final line and any tolerated crash tail)."""
+        return self.file_size - self.committed_bytes
+
+
+def read_header(fh: BinaryIO, path: str) -> tuple[SessionHeader, int]:
+    """Read and validate the header line; returns the header and its length including the newline."""
+    fh.seek(0)
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        chunk = fh.read(max(8192, total))
+        if not chunk:
+            raise SessionCorruptError(
+                f"{HEADERLESS}: the first line is missing or has no newline. The file was cut while it was "
+                "being created; move it aside (nothing else in it can be read).",
+                path=path,
+            )
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            parts.append(chunk[:newline])
+            total += newline + 1
+            break
+        parts.append(chunk)
+        total += len(chunk)
+    try:
+        header = SessionHeader.from_line(b"".join(parts))
+    except SessionFormatError as exc:
+        raise SessionFormatError(f"{path}: {exc}") from None
+    return header, total
+
+
+class _Lines:
+    """Newline-terminated lines of a file from ``offset`` on, read in blocks (no whole-file buffer).
+
+    Yields ``(buf, start, end, file_offset)`` with the line at ``buf[start:end]`` (newline excluded).
+    After iteration, ``torn`` holds the length of a final line without newline.
+    """
+
+    def __init__(self, fh: BinaryIO, offset: int, block_size: int = BLOCK_SIZE) -> None:
+        self.fh = fh
+        self.offset = offset
+        self.block_size = block_size
+        self.torn = 0
+
+    def __iter__(self) -> Iterator[tuple[bytes, int, int, int]]:
+        fh = self.fh
+        fh.seek(self.offset)
+        base = self.offset
+        carry = b""
+        want = self.block_size
+        while True:
+            chunk = fh.read(want)
+            if not chunk:
+                break
+            buf = carry + chunk if carry else chunk
+            find = buf.find
+            pos = 0
+            newline = find(b"\n")
+            while newline >= 0:
+                yield buf, pos, newline, base + pos
+                pos = newline + 1
+                newline = find(b"\n", pos)
+            carry = buf[pos:]
+            base += pos
+            # A line longer than a block: grow the read so a huge line costs linear, not quadratic, time.
+            want = max(self.block_size, len(carry))
+        self.torn = len(carry)
+
+
+def _decode_line(line: bytes) -> list[Event]:
+    """Decode and validate one line; :class:`_BadLine` when it is not a readable event line.
+
+    An unknown, non-ignorable type raises :class:`SessionFormatError` (the caller refuses the log)."""
+    try:
+        record = loads(line)
+    except ValueError as exc:
+        raise _BadLine(f"cannot be parsed as JSON ({exc})") from None
+    if isinstance(record, dict):
+        kind = record.get("type")
+        if isinstance(kind, str) and kind not in _READABLE_TYPES and record.get("ignorable") is not True:
+            raise SessionFormatError(f"unknown event type {kind!r} that is not marked ignorable")
+    try:
+        events = events_from_record(record)
+    except SessionFormatError as exc:
+        raise _BadLine(f"is not a valid event ({exc})") from None
+    return events
+
+
+def _line_is_turn_end(line: bytes) -> bool:
+    if _TURN_END_B not in line:
+        return False
+    try:
+        record = loads(line)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and record.get("type") == TURN_END
+
+
+class _Scanner:
+    """State shared by both scans: seq continuity, the fold, the first bad line and its tail."""
+
+    def __init__(self, path: str, header: SessionHeader, header_bytes: int) -> None:
+        self.path = path
+        self.header = header
+        self.header_bytes = header_bytes
+        self.committed = header_bytes
+        self.next_seq = 0
+        self.fold = SurfaceFold()
+        self.bad_line: int | None = None
+        self.bad_reason: str | None = None
+
+    def admit(self, events: list[Event]) -> list[int]:
+        """Seq continuity, citations and the fold for one decoded line (raises :class:`_BadLine`).
+
+        Returns the seqs its surface ops shadowed."""
+        expected = self.next_seq
+        for offset, event in enumerate(events):
+            if event.seq != expected + offset:
+                raise _BadLine(f"breaks the seq sequence (expected {expected + offset}, got {event.seq})")
+            if event.source_event_seqs is not None:
+                later = [s for s in event.source_event_seqs if s >= event.seq]
+                if later:
+                    raise _BadLine(f"cites seq {later[0]}, which is not earlier than its own seq {event.seq}")
+        shadowed: list[int] = []
+        for event in events:
+            if event.surface_op is not None:
+                shadowed.extend(self.apply(event.seq, event.surface_op, event.source_event_seqs))
+        return shadowed
+
+    def apply(self, seq: int, op: Any, cited: Any) -> list[int]:
+        try:
+            return self.fold.apply(seq, op, cited)
+        except SessionFormatError as exc:
+            raise _BadLine(f"has a surface op the fold refuses ({exc})") from None
+
+    def mark_bad(self, line_no: int, reason: str, line: bytes) -> None:
+        self.bad_line, self.bad_reason = line_no, reason
+        if _line_is_turn_end(line):
+            self.corrupt(line_no)
+
+    def check_tail(self, line_no: int, line: bytes) -> None:
+        if _line_is_turn_end(line):
+            self.corrupt(line_no)
+
+    def corrupt(self, turn_end_line: int) -> NoReturn:
+        assert self.bad_line is not None
+        where = "itself a turn/end" if turn_end_line == self.bad_line else f"turn/end at line {turn_end_line}"
+        raise SessionCorruptError(
+            f"corrupt session log: event line {self.bad_line} {self.bad_reason}, but a completed turn is "
+            f"recorded at or after it ({where}), so the damage is inside the committed log, before its last "
+            "completed turn. Restore the file from a backup; if you have none, copy it aside and start a new "
+            "session (lines are counted from 1 after the header).",
+            path=self.path,
+            line=self.bad_line,
+        )
+
+    def refuse(self, line_no: int, exc: SessionFormatError) -> NoReturn:
+        raise SessionFormatError(
+            f"{self.path}: event line {line_no} holds an {exc}. This log was written by a newer or different "
+            "program; read it with a dsh-jupyter version that knows this event type."
+        ) from None
+
+    def result(self, file_size: int, **extra: Any) -> ScanResult:
+        return ScanResult(self.path, self.header, self.header_bytes, self.committed, file_size, self.next_seq,
+                          self.bad_line, self.bad_reason, **extra)
+
+
+def scan_events(fh: BinaryIO, path: str) -> ScanResult:
+    """Decode and validate every line (``load`` and ``open``)."""
+    header, header_bytes = read_header(fh, path)
+    scanner = _Scanner(path, header, header_bytes)
+    events: list[Event] = []
+    lines = _Lines(fh, header_bytes)
+    line_no = 0
+    for buf, start, end, offset in lines:
+        line_no += 1
+        line = buf[start:end]
+        if scanner.bad_line is not None:
+            scanner.check_tail(line_no, line)
+            continue
+        try:
+            decoded = _decode_line(line)
+            scanner.admit(decoded)
+        except _BadLine as exc:
+            scanner.mark_bad(line_no, str(exc), line)
+            continue
+        except SessionFormatError as exc:
+            scanner.refuse(line_no, exc)
+        events.extend(decoded)
+        scanner.next_seq += len(decoded)
+        scanner.committed = offset + (end - start) + 1
+    return scanner.result(fh.seek(0, os.SEEK_END), events=events)
+
+
+def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_title: bool = True) -> ScanResult:
+    """The fast path: fold on seqs, then decode only surviving surface events and the latest title."""
+    header, header_bytes = read_header(fh, path)
+    scanner = _Scanner(path, header, header_bytes)
+    locations: dict[int, tuple[int, int, int]] = {}  # surface seq -> (offset, length, line_no)
+    title_at: tuple[int, int, int] | None = None
+    lines = _Lines(fh, header_bytes)
+    envelope_match = _ENVELOPE.match
+    packed_match = _PACKED.match
+    tail_match = _OP_TAIL.match
+    fast_plain = _FAST_PLAIN
+    fast_surface = _FAST_SURFACE
+    fold_apply = scanner.apply
+    line_no = 0
+    next_seq = 0
+    for buf, start, end, offset in lines:
+        line_no += 1
+        if scanner.bad_line is not None:
+            scanner.check_tail(line_no, buf[start:end])
+            continue
+        if buf[end - 1] == _CLOSE_BRACE:
+            match = envelope_match(buf, start, end)
+            if match is not None:
+                kind = match.group(1)
+                if kind in fast_plain and int(match.group(2)) == next_seq:
+                    if kind == _TITLE_B:
+                        title_at = (offset, end - start, line_no)
+                    next_seq += 1
+                    scanner.committed = offset + (end - start) + 1
+                    continue
+                if kind in fast_surface and int(match.group(2)) == next_seq:
+                    op_at = buf.rfind(_OP_KEY, match.end(), end)
+                    tail = tail_match(buf, op_at, end) if op_at > 0 else None
+                    if tail is not None and tail.end() == end:
+                        if tail.group(1) is None:
+                            fold_apply(next_seq, "append", None)
+                            locations[next_seq] = (offset, end - start, line_no)
+                            next_seq += 1
+                            scanner.committed = offset + (end - start) + 1
+                            continue
+                        cited = _fast_cited(buf, match.end(), op_at)
+                        if cited is not None:
+                            scanner.next_seq = next_seq
+                            try:
+                                shadowed = fold_apply(next_seq, ReplaceOp(int(tail.group(1)), int(tail.group(2))),
+                                                      cited)
+                            except _BadLine as exc:
+                                scanner.mark_bad(line_no, str(exc), buf[start:end])
+                                continue
+                            for seq in shadowed:
+                                locations.pop(seq, None)
+                            locations[next_seq] = (offset, end - start, line_no)
+                            next_seq += 1
+                            scanner.committed = offset + (end - start) + 1
+                            continue
+            else:
+                packed = packed_match(buf, start, end)
+                if packed is not None and int(packed.group(1)) == next_seq:
+                    deltas = packed.group(2)
+                    next_seq += deltas.count(b",") + 2 if deltas else 1
+                    scanner.committed = offset + (end - start) + 1
+                    continue
+        # Slow path: decode this line in full.
+        line = buf[start:end]
+        scanner.next_seq = next_seq
+        try:
+            decoded = _decode_line(line)
+            shadowed = scanner.admit(decoded)
+        except _BadLine as exc:
+            scanner.mark_bad(line_no, str(exc), line)
+            continue
+        except SessionFormatError as exc:
+            scanner.refuse(line_no, exc)
+        for seq in shadowed:
+            locations.pop(seq, None)
+        for event in decoded:
+            if event.surface_op is not None:
+                locations[event.seq] = (offset, end - start, line_no)
+            elif event.type == SESSION_TITLE:
+                title_at = (offset, end - start, line_no)
+        next_seq += len(decoded)
+        scanner.committed = offset + (end - start) + 1
+    scanner.next_seq = next_seq
+    file_size = fh.seek(0, os.SEEK_END)
+    surface: list[Event] = []
+    if want_surface:
+        for seq in scanner.fold.seqs:
+            surface.append(_decode_at(fh, path, locations[seq], seq))
+    title: dict[str, Any] | None = None
+    if want_title and title_at is not None:
+        event = _decode_at(fh, path, title_at, None)
+        title = event.data if isinstance(event.data, dict) else None
+    return scanner.result(file_size, surface=surface, title=title)
+
+
+def _fast_cited(buf: bytes, data_start: int, op_at: int) -> tuple[int, ...] | None:
+    """The envelope's ``sourceEventSeqs`` right before ``surfaceOp``; ``None`` when it is not there."""
+    if buf[op_at - 1] != _CLOSE_BRACKET:
+        return None
+    key_at = buf.rfind(_CITED_KEY, data_start, op_at)
+    if key_at < 0:
+        return None
+    body = buf[key_at + len(_CITED_KEY) : op_at - 1]
+    if _SEQ_LIST.fullmatch(body) is None:
+        return None
+    return tuple(int(s) for s in body.split(b",")) if body else ()
+
+
+def _decode_at(fh: BinaryIO, path: str, where: tuple[int, int, int], seq: int | None) -> Event:
+    """Re-read one committed line (found by a scan) and decode it in full."""
+    offset, length, line_no = where
+    fh.seek(offset)
+    line = fh.read(length)
+    try:
+        events = events_from_record(loads(line))
+    except (ValueError, SessionFormatError) as exc:
+        raise SessionCorruptError(
+            f"corrupt session log: event line {line_no} cannot be decoded ({exc}). Restore the file from a "
+            "backup, or copy it aside and start a new session.",
+            path=path,
+            line=line_no,
+        ) from None
+    if seq is None:
+        return events[-1]
+    for event in events:
+        if event.seq == seq:
+            return event
+    raise SessionCorruptError(  # pragma: no cover - the scan saw this seq on this line
+        f"event line {line_no} no longer holds seq {seq}; the file changed while it was read", path=path, line=line_no
+    )

@@ -1,0 +1,176 @@
+"""Bounded capture of process output: keep a head and a tail in memory, spill the whole to a file.
+
+A command can print gigabytes; the model should see at most ``limit`` bytes. :class:`OutputCapture`
+keeps the first and last parts within that budget and, when given a spill path, streams everything
+to that file once the output outgrows the budget, so nothing is lost and memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+_UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def safe_filename(name: str, suffix: str = ".txt") -> str:
+    """A file name derived from an id that may contain path separators or other odd characters."""
+    cleaned = _UNSAFE_FILENAME.sub("_", name).lstrip(".") or "output"
+    return cleaned[:150] + suffix
+
+
+def tool_output_path(session_dir: Path | None, call_id: str) -> Path | None:
+    """``<session_dir>/tool-output/<call_id>.txt``, or ``None`` when the session has no folder."""
+    if session_dir is None:
+        return None
+    return Path(session_dir) / "tool-output" / safe_filename(call_id)
+
+
+def _char_start(data: bytes | bytearray, index: int) -> int:
+    """Move ``index`` back to the start of the UTF-8 character it falls in."""
+    while 0 < index < len(data) and (data[index] & 0xC0) == 0x80:
+        index -= 1
+    return index
+
+
+def _skip_continuation(data: bytes | bytearray) -> int:
+    """Index of the first byte of ``data`` that starts a UTF-8 character."""
+    index = 0
+    while index < len(data) and (data[index] & 0xC0) == 0x80 and index < 3:
+        index += 1
+    return index
+
+
+@dataclass(frozen=True)
+class CapturedOutput:
+    """The result of a capture: the text to show, whether it was cut, and where the whole is kept."""
+
+    head: str
+    tail: str
+    total_bytes: int
+    truncated: bool
+    head_bytes: int
+    tail_bytes: int
+    spill_path: Path | None = None
+    spill_error: str | None = None
+
+    @property
+    def text(self) -> str:
+        """Head and tail joined (the whole output when nothing was cut)."""
+        return self.head + self.tail
+
+    def preview(self) -> str:
+        """The text with an explanatory marker between head and tail when the output was cut."""
+        if not self.truncated:
+            return self.text
+        if self.spill_path is not None:
+            where = f"full output saved to {self.spill_path}"
+        elif self.spill_error is not None:
+            where = f"full output could not be saved: {self.spill_error}"
+        else:
+            where = "full output not saved (no session folder)"
+        omitted = self.total_bytes - self.head_bytes - self.tail_bytes
+        return (
+            f"{self.head}\n[... {omitted} bytes omitted: showing the first {self.head_bytes} and last "
+            f"{self.tail_bytes} of {self.total_bytes} bytes; {where} ...]\n{self.tail}"
+        )
+
+
+class OutputCapture:
+    """Accumulate a byte stream within ``limit`` bytes of memory for the preview.
+
+    ``spill_path`` (optional) receives the complete stream, written only once the output exceeds the
+    limit (small outputs create no file). ``always_spill`` writes the file from the first byte.
+    """
+
+    def __init__(self, limit: int, spill_path: Path | None = None, *, always_spill: bool = False) -> None:
+        if limit < 64:
+            raise ValueError(f"output limit must be at least 64 bytes, got {limit}")
+        self.limit = limit
+        self.head_limit = limit // 2
+        self.tail_limit = limit - self.head_limit
+        self.spill_path = spill_path
+        self.total = 0
+        self._buffer = bytearray()  # whole output while it fits; afterwards the head
+        self._tail = bytearray()
+        self._overflowed = False
+        self._file: BinaryIO | None = None
+        self._spill_error: str | None = None
+        if always_spill:
+            self._open_spill()
+
+    @property
+    def overflowed(self) -> bool:
+        return self._overflowed
+
+    def _open_spill(self) -> None:
+        if self.spill_path is None or self._file is not None or self._spill_error is not None:
+            return
+        try:
+            os.makedirs(self.spill_path.parent, exist_ok=True)
+            self._file = open(self.spill_path, "wb")  # noqa: SIM115 - closed in close()
+            self._file.write(self._buffer)
+        except OSError as exc:
+            self._spill_error = f"{type(exc).__name__}: {exc}"
+            self._file = None
+
+    def _write_spill(self, chunk: bytes) -> None:
+        if self._file is None:
+            return
+        try:
+            self._file.write(chunk)
+        except OSError as exc:
+            self._spill_error = f"{type(exc).__name__}: {exc}"
+            self._file.close()
+            self._file = None
+
+    def feed(self, chunk: bytes) -> None:
+        if not chunk:
+            return
+        self.total += len(chunk)
+        self._write_spill(chunk)
+        if not self._overflowed:
+            self._buffer.extend(chunk)
+            if len(self._buffer) <= self.limit:
+                return
+            self._overflowed = True
+            self._open_spill_after_overflow()
+            data = bytes(self._buffer)
+            # Keep a few bytes past the head limit so finish() can see where the last character ends.
+            del self._buffer[self.head_limit + 4:]
+            self._tail = bytearray(data[self.head_limit:])
+        else:
+            self._tail.extend(chunk)
+        if len(self._tail) > self.tail_limit * 2:
+            del self._tail[: len(self._tail) - self.tail_limit]
+
+    def _open_spill_after_overflow(self) -> None:
+        if self._file is None:
+            self._open_spill()  # writes the whole buffer, which includes the current chunk
+
+    def close(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError as exc:
+                self._spill_error = f"{type(exc).__name__}: {exc}"
+            self._file = None
+
+    def finish(self) -> CapturedOutput:
+        """Close the spill file and return what to show."""
+        self.close()
+        if not self._overflowed:
+            spilled = self.spill_path if (self.spill_path is not None and self._spill_error is None
+                                          and self.spill_path.exists()) else None
+            return CapturedOutput(self._buffer.decode("utf-8", "replace"), "", self.total, False,
+                                  len(self._buffer), 0, spilled, self._spill_error)
+        head_end = _char_start(self._buffer, min(self.head_limit, len(self._buffer)))
+        head = bytes(self._buffer[:head_end])
+        tail_src = bytes(self._tail[-self.tail_limit:]) if len(self._tail) > self.tail_limit else bytes(self._tail)
+        tail = tail_src[_skip_continuation(tail_src):]
+        spilled = self.spill_path if (self.spill_path is not None and self._spill_error is None) else None
+        return CapturedOutput(head.decode("utf-8", "replace"), tail.decode("utf-8", "replace"), self.total, True,
+                              len(head), len(tail), spilled, self._spill_error)

@@ -1,0 +1,28 @@
+"""Shared pytest set-up: keep every test away from the user's real home and sessions."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SPEC_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "spec" / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path_factory.mktemp("dsh-home")
+    monkeypatch.setenv("DSH_HOME", str(home))
+    monkeypatch.delenv("DSH_SESSIONS_DIR", raising=False)
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    monkeypatch.delenv("DSH_SESSION_ID", raising=False)
+    monkeypatch.delenv("DSH_SESSION_JSONL", raising=False)
+
+
+@pytest.fixture
+def spec_fixtures() -> Path:
+    """The reference's own logs with their expected reads (read-only)."""
+    if not SPEC_FIXTURES.is_dir():
+        pytest.skip(f"spec fixtures not found at {SPEC_FIXTURES}")
+    return SPEC_FIXTURES

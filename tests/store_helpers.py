@@ -1,0 +1,340 @@
+"""Shared helpers for the store tests: realistic turns, the two backends, damage tools, the crash child."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from dsh_jupyter._json import dumpb
+from dsh_jupyter.session import SessionHeader, SessionLog
+from dsh_jupyter.session.messages import assistant_message, compaction_source, text_block, tool_result_message, user_message
+from dsh_jupyter.store import JsonlStore, SqliteStore
+from dsh_jupyter.store.base import SessionStore
+from dsh_jupyter.store.sqlite import session_key
+
+HERE = Path(__file__).resolve().parent
+MODEL_SOURCE = {"kind": "model", "provider": "offline", "model": "tiny"}
+BASE_TIME = 1_787_130_725_417
+
+
+def new_header(session_id: str = "s-1", *, cwd: str = "/home/dev/project", created_at: int = BASE_TIME) -> SessionHeader:
+    return SessionHeader.new(cwd, session_id=session_id, created_at=created_at)
+
+
+def payload(turn: int, size: int | None = None) -> str:
+    """Deterministic tool output for ``turn`` (so a reader can check it without the writer's help)."""
+    rng = random.Random(turn)
+    size = rng.randrange(0, 16_384) if size is None else size
+    words = ["alpha", "beta", "gamma", "δέλτα", "数据", "emoji😀", "quote\"", "back\\slash", "tab\t", "line\n"]
+    out: list[str] = []
+    length = 0
+    while length < size:
+        word = rng.choice(words)
+        out.append(word)
+        length += len(word) + 1
+    return f"turn {turn} output: " + " ".join(out)
+
+
+def append_turn(log: SessionLog, turn: int, *, tool: bool = True, size: int | None = None,
+                mid_turn: Callable[[], None] | None = None, title: bool = False) -> None:
+    """Append one realistic turn: prompt, streamed answer with a tool call, tool result, final answer."""
+    t = BASE_TIME + (log.next_seq * 3)
+
+    def add(kind: str, data: Any, **kw: Any) -> int:
+        return log.append(kind, data, time=t + log.next_seq, **kw).seq
+
+    add("turn/start", {"turn": turn})
+    add("step/start", {"turn": turn, "step": 1})
+    prompt = add("user/message", user_message(f"prompt {turn}"))
+    if title:
+        add("session/title", {"title": f"title {turn}", "messageSeqs": [prompt], "source": {"kind": "fallback"}})
+    chunks = [add("assistant/chunk", {"turn": turn, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": p}})
+              for p in ("Let ", "me ", "look.")]
+    blocks = [text_block("Let me look.")]
+    call_id = f"call-{turn}"
+    if tool:
+        blocks.append({"type": "tool-call", "id": call_id, "name": "bash", "arguments": '{"command":"ls"}'})
+    add("assistant/message", {"turn": turn, "step": 1, "message": assistant_message(blocks, MODEL_SOURCE)},
+        source_event_seqs=chunks)
+    if tool:
+        call = add("tool/call", {"turn": turn, "step": 1, "callId": call_id, "name": "bash", "arguments": '{"command":"ls"}'})
+        if mid_turn is not None:
+            mid_turn()
+        add("tool/result", {"turn": turn, "step": 1,
+                            "message": tool_result_message(call_id, [text_block(payload(turn, size))])},
+            source_event_seqs=[call])
+    add("step/end", {"turn": turn, "step": 1})
+    add("step/start", {"turn": turn, "step": 2})
+    add("assistant/message", {"turn": turn, "step": 2,
+                              "message": assistant_message([text_block(f"answer {turn}")], MODEL_SOURCE)},
+        source_event_seqs=[])
+    add("step/end", {"turn": turn, "step": 2})
+    add("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+
+
+def compact(log: SessionLog, turn: int, summary: str = "summary") -> int:
+    """Append a compaction whose checkpoint replaces the whole current surface; returns its seq."""
+    nodes = [e.seq for e in log.surface()]
+    cid = f"compaction-{turn}"
+    start = log.append("compaction/start", {"compactionId": cid, "turn": turn}).seq
+    summ = log.append("compaction/summary", {"compactionId": cid, "summary": summary}).seq
+    from dsh_jupyter.session import ReplaceOp
+
+    checkpoint = log.append(
+        "user/message",
+        user_message([text_block("<compacted-summary>"), text_block(summary), text_block("</compacted-summary>")],
+                     compaction_source(cid)),
+        surface_op=ReplaceOp(nodes[0], nodes[-1]),
+        source_event_seqs=[start, summ, *nodes],
+    ).seq
+    log.append("compaction/end", {"compactionId": cid, "turn": turn})
+    return checkpoint
+
+
+# -- backends --------------------------------------------------------------------------------------------
+@dataclass
+class Backend:
+    """One storage backend under test, with representation-specific ways to damage a stored session."""
+
+    kind: str
+    make: Callable[[Path], SessionStore]
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.kind
+
+
+def _jsonl(tmp: Path) -> SessionStore:
+    return JsonlStore(tmp / "sessions")
+
+
+def _sqlite(tmp: Path) -> SessionStore:
+    return SqliteStore(tmp / "sessions.db")
+
+
+BACKENDS = [Backend("jsonl", _jsonl), Backend("sqlite", _sqlite)]
+
+
+def write_session(store: SessionStore, session_id: str = "s-1", turns: int = 2, **kw: Any) -> SessionLog:
+    """A closed session with ``turns`` complete turns."""
+    header = new_header(session_id, **kw)
+    log = SessionLog(header)
+    with store.create(header) as writer:
+        writer.attach(log)
+        for turn in range(1, turns + 1):
+            append_turn(log, turn, title=turn == 1)
+            writer.flush()
+    return log
+
+
+def raw_lines(store: JsonlStore, session_id: str) -> list[bytes]:
+    return store.log_path(session_id).read_bytes().split(b"\n")
+
+
+def set_raw_lines(store: JsonlStore, session_id: str, lines: list[bytes]) -> None:
+    store.log_path(session_id).write_bytes(b"\n".join(lines))
+
+
+def line_of_seq(lines: list[bytes], seq: int) -> int:
+    """Index (in ``lines``, header = 0) of the physical line that holds ``seq`` (unpacked logs only)."""
+    for index, line in enumerate(lines[1:], start=1):
+        if line and json.loads(line).get("seq") == seq:
+            return index
+    raise LookupError(seq)
+
+
+def sqlite_exec(store: SqliteStore, sql: str, params: tuple[Any, ...] = ()) -> None:
+    conn = sqlite3.connect(store.path)
+    try:
+        conn.execute(sql, params)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def damage_event(store: SessionStore, session_id: str, seq: int) -> int | None:
+    """Make one stored event unreadable; returns the JSONL event line number (``None`` for SQLite)."""
+    if isinstance(store, JsonlStore):
+        lines = raw_lines(store, session_id)
+        index = line_of_seq(lines, seq)
+        lines[index] = lines[index][: len(lines[index]) // 2]
+        set_raw_lines(store, session_id, lines)
+        return index
+    assert isinstance(store, SqliteStore)
+    sqlite_exec(store, "UPDATE dsh_events SET body = ? WHERE key = ? AND seq = ?",
+                (b'{"type":"tool/call","seq":', session_key(session_id), seq))
+    return None
+
+
+def drop_event(store: SessionStore, session_id: str, seq: int) -> int | None:
+    """Remove one stored event (a seq gap); returns the JSONL event line number of the gap."""
+    if isinstance(store, JsonlStore):
+        lines = raw_lines(store, session_id)
+        index = line_of_seq(lines, seq)
+        del lines[index]
+        set_raw_lines(store, session_id, lines)
+        return index
+    assert isinstance(store, SqliteStore)
+    sqlite_exec(store, "DELETE FROM dsh_events WHERE key = ? AND seq = ?", (session_key(session_id), seq))
+    return None
+
+
+def add_raw_event(store: SessionStore, session_id: str, record: dict[str, Any]) -> None:
+    """Store one event record exactly as given (bypassing the writer's checks)."""
+    if isinstance(store, JsonlStore):
+        with open(store.log_path(session_id), "ab") as fh:
+            fh.write(dumpb(record) + b"\n")
+        return
+    assert isinstance(store, SqliteStore)
+    key = session_key(session_id)
+    sqlite_exec(store, "INSERT INTO dsh_events (key, seq, type, op, cited, body) VALUES (?, ?, ?, NULL, NULL, ?)",
+                (key, record["seq"], record["type"], dumpb(record)))
+    sqlite_exec(store, "UPDATE dsh_sessions SET next_seq = next_seq + 1 WHERE key = ?", (key,))
+
+
+def replace_header(store: SessionStore, session_id: str, raw: bytes) -> None:
+    """Overwrite the stored header record with ``raw`` JSON bytes."""
+    if isinstance(store, JsonlStore):
+        lines = raw_lines(store, session_id)
+        lines[0] = raw
+        set_raw_lines(store, session_id, lines)
+        return
+    assert isinstance(store, SqliteStore)
+    sqlite_exec(store, "UPDATE dsh_sessions SET header = ? WHERE key = ?", (raw, session_key(session_id)))
+
+
+def tear_tail(store: SessionStore, session_id: str, record: dict[str, Any]) -> None:
+    """What a crash in the middle of a write leaves behind."""
+    if isinstance(store, JsonlStore):
+        line = dumpb(record)
+        with open(store.log_path(session_id), "ab") as fh:
+            fh.write(line[: len(line) // 2])
+        return
+    assert isinstance(store, SqliteStore)
+    conn = sqlite3.connect(store.path)  # an uncommitted transaction, then the "process" dies
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("INSERT INTO dsh_events (key, seq, type, op, cited, body) VALUES (?, ?, ?, NULL, NULL, ?)",
+                 (session_key(session_id), record["seq"], record["type"], dumpb(record)))
+    conn.close()
+
+
+# -- crash child -----------------------------------------------------------------------------------------
+CRASH_CHILD = r"""
+import sys
+sys.path.insert(0, {helpers!r})
+from store_helpers import append_turn, new_header, make_backend_store
+from dsh_jupyter.session import SessionLog
+
+kind, root, sid = sys.argv[1:4]
+store = make_backend_store(kind, root)
+if store.exists(sid):
+    log, writer = store.open(sid)
+else:
+    header = new_header(sid)
+    log = SessionLog(header)
+    writer = store.create(header)
+    writer.attach(log)
+turn = sum(1 for e in log.events if e.type == "turn/start")
+print("ready", turn, flush=True)
+while True:
+    turn += 1
+    # A checkpoint flush in the middle of some turns, so a kill can leave a turn open (repair on open()).
+    append_turn(log, turn, mid_turn=writer.flush if turn % 3 == 0 else None)
+    writer.flush()
+    print("flushed", turn, log.last_seq, flush=True)
+"""
+
+
+def make_backend_store(kind: str, root: str) -> SessionStore:
+    return JsonlStore(Path(root) / "sessions") if kind == "jsonl" else SqliteStore(Path(root) / "sessions.db")
+
+
+@dataclass
+class CrashReport:
+    kills: int
+    flushed_turns: int
+    seconds: float
+    interrupted_turns: int
+
+
+def check_turns(log: SessionLog, flushed: set[int]) -> int:
+    """Every turn reported flushed is complete and intact; returns how many turns were repaired."""
+    turns: dict[int, dict[str, Any]] = {}
+    current: dict[str, Any] | None = None
+    for event in log.events:
+        data = event.data if isinstance(event.data, dict) else {}
+        if event.type == "turn/start":
+            current = turns.setdefault(data["turn"], {"texts": [], "results": []})
+            if current.get("started"):
+                raise AssertionError(f"turn {data['turn']} started twice")
+            current["started"] = True
+        elif event.type == "turn/end":
+            assert current is not None
+            current["reason"] = data["reason"]["kind"]
+        elif event.type == "user/message":
+            assert current is not None
+            current["texts"].append(event.data["content"][0]["text"])
+        elif event.type == "tool/result":
+            assert current is not None
+            current["results"].append(event.data["message"]["content"][0]["content"][0]["text"])
+    for turn in flushed:
+        got = turns.get(turn)
+        if got is None:
+            raise AssertionError(f"turn {turn} was reported flushed but is missing")
+        if got.get("reason") != "completed" or got["texts"] != [f"prompt {turn}"] or got["results"] != [payload(turn)]:
+            raise AssertionError(f"turn {turn} was reported flushed but reads back damaged: {got}")
+    # Every turn is closed (completed, or interrupted and repaired by a later open()).
+    open_turns = [t for t, v in turns.items() if "reason" not in v]
+    assert len(open_turns) <= 1, open_turns
+    return sum(1 for v in turns.values() if v.get("reason") == "interrupted")
+
+
+def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_delay: float = 0.15,
+                   session_id: str = "crash-session") -> CrashReport:
+    """Start a child that appends turns, SIGKILL it at a random moment, check the log; ``kills`` times."""
+    rng = random.Random(seed)
+    script = CRASH_CHILD.format(helpers=str(HERE))
+    store = make_backend_store(kind, str(root))
+    flushed: set[int] = set()
+    started = time.monotonic()
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    for _ in range(kills):
+        child = subprocess.Popen([sys.executable, "-c", script, kind, str(root), session_id],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        assert child.stdout is not None
+        first = child.stdout.readline().decode()
+        if not first.startswith("ready"):
+            child.kill()
+            _, err = child.communicate()
+            raise AssertionError(f"the child could not reopen the session: {first!r}\n{err.decode()}")
+        time.sleep(rng.uniform(0, max_delay))
+        child.kill()
+        out, err = child.communicate()
+        for line in out.decode().splitlines():
+            if line.startswith("flushed"):
+                flushed.add(int(line.split()[1]))
+        if child.returncode != -9:
+            raise AssertionError(f"child ended by itself ({child.returncode}): {err.decode()[-2000:]}")
+        check_turns(store.load(session_id), flushed)  # a reader sees every flushed turn, right after the kill
+    # Finally reopen in this process and keep appending.
+    log, writer = store.open(session_id)
+    with writer:
+        next_turn = sum(1 for e in log.events if e.type == "turn/start") + 1
+        append_turn(log, next_turn)
+    final = store.load(session_id)
+    flushed.add(next_turn)
+    interrupted = check_turns(final, flushed)
+    return CrashReport(kills, len(flushed), time.monotonic() - started, interrupted)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
