@@ -206,7 +206,7 @@ def make_resolver(store: MemoryStore, **config: Any) -> tuple[SessionReferenceRe
 
 def target_for(store: MemoryStore, session_id: str = "target", *, cwd: str | None = None,
                context_window: int | None = None) -> ReferenceTarget:
-    log = store.logs.get(session_id) or store.new_log(session_id, cwd=cwd)
+    log = store.logs[session_id] if session_id in store.logs else store.new_log(session_id, cwd=cwd)
     return ReferenceTarget.from_header(log.header, store, context_window=context_window)
 
 

@@ -81,6 +81,20 @@ def append_turn(log: SessionLog, turn: int, *, tool: bool = True, size: int | No
     add("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
 
 
+def open_turn(log: SessionLog, turn: int) -> int:
+    """Append the start of a turn up to a started tool call (what a crash mid-tool leaves); returns the
+    ``tool/call`` seq."""
+    log.append("turn/start", {"turn": turn})
+    log.append("step/start", {"turn": turn, "step": 1})
+    log.append("user/message", user_message(f"prompt {turn}"))
+    call_id = f"call-{turn}"
+    block = {"type": "tool-call", "id": call_id, "name": "bash", "arguments": "{}"}
+    log.append("assistant/message", {"turn": turn, "step": 1, "message": assistant_message([block], MODEL_SOURCE)},
+               source_event_seqs=[])
+    return log.append("tool/call", {"turn": turn, "step": 1, "callId": call_id, "name": "bash",
+                                    "arguments": "{}"}).seq
+
+
 def compact(log: SessionLog, turn: int, summary: str = "summary") -> int:
     """Append a compaction whose checkpoint replaces the whole current surface; returns its seq."""
     nodes = [e.seq for e in log.surface()]
@@ -198,7 +212,9 @@ def add_raw_event(store: SessionStore, session_id: str, record: dict[str, Any]) 
     key = session_key(session_id)
     sqlite_exec(store, "INSERT INTO dsh_events (key, seq, type, op, cited, body) VALUES (?, ?, ?, NULL, NULL, ?)",
                 (key, record["seq"], record["type"], dumpb(record)))
-    sqlite_exec(store, "UPDATE dsh_sessions SET next_seq = next_seq + 1 WHERE key = ?", (key,))
+    # Like a (newer) writer would: the session row lists the event types it holds.
+    sqlite_exec(store, "UPDATE dsh_sessions SET next_seq = next_seq + 1, "
+                "types = json_insert(types, '$[#]', ?) WHERE key = ?", (record["type"], key))
 
 
 def replace_header(store: SessionStore, session_id: str, raw: bytes) -> None:
@@ -298,9 +314,12 @@ def check_turns(log: SessionLog, flushed: set[int]) -> int:
     return sum(1 for v in turns.values() if v.get("reason") == "interrupted")
 
 
-def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_delay: float = 0.15,
+def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_delay: float = 0.1,
                    session_id: str = "crash-session") -> CrashReport:
-    """Start a child that appends turns, SIGKILL it at a random moment, check the log; ``kills`` times."""
+    """Start a child that appends turns, SIGKILL it at a random moment, check the log; ``kills`` times.
+
+    The child is a fresh interpreter running :data:`CRASH_CHILD`; it reopens the session with
+    ``store.open`` (which repairs an interrupted turn) and reports each turn after its flush returns."""
     rng = random.Random(seed)
     script = CRASH_CHILD.format(helpers=str(HERE))
     store = make_backend_store(kind, str(root))

@@ -115,7 +115,7 @@ class NotebookHost:
         probe = folder
         while not probe.exists() and probe.parent != probe:
             probe = probe.parent
-        if not os.access(probe, os.W_OK):
+        if not probe.is_dir() or not os.access(probe, os.W_OK):
             raise HostError(
                 f"the session folder {folder} is not writable; set %config DshMagics.sessions_dir to a "
                 "folder you can write to (or $DSH_SESSIONS_DIR)"
@@ -174,10 +174,22 @@ class NotebookHost:
             wanted, notice = default_model_spec(os.environ)
         if self._model is not None and self._model_spec == wanted:
             return self._model, None
-        provider = resolve_model(
-            wanted, base_url=self.settings.base_url or None, api_key_env=self.settings.api_key_env or None,
-            context_window=self.settings.context_window or None,
-        )
+        from ..models.base import ModelError
+
+        try:
+            provider = resolve_model(
+                wanted, base_url=self.settings.base_url or None, api_key_env=self.settings.api_key_env or None,
+                context_window=self.settings.context_window or None,
+            )
+        except ModelError as exc:
+            raise HostError(str(exc)) from None
+        key_present = getattr(provider, "key_present", None)
+        if key_present is not None and not key_present():
+            variable = getattr(provider, "api_key_env", None) or "the API key variable"
+            raise HostError(
+                f"${variable} is not set, so the model {wanted!r} cannot be used; set it in the kernel's "
+                "environment, or use the keyless offline model (%%dsh --model offline)"
+            )
         self._model, self._model_spec = provider, wanted
         return provider, notice
 
@@ -237,7 +249,12 @@ class NotebookHost:
             raise HostError("the current session is still running a turn; wait for it or interrupt it first")
         self.query.unregister_live(agent.id)
         if agent.writer is not None:
-            agent.writer.close()
+            try:
+                agent.writer.close()
+            except Exception as exc:  # the session stays readable up to its last flush
+                import logging
+
+                logging.getLogger(__name__).warning("could not close session %s cleanly: %s", agent.id, exc)
 
     def new_session(self, model: str | None = None) -> tuple[Agent, str | None]:
         from ..agent import Agent
@@ -282,6 +299,9 @@ class NotebookHost:
 
     def find_session(self, text: str) -> str:
         """A session id from an id, a unique id prefix or an exact title."""
+        text = text.strip()
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+            text = text[1:-1]
         records = self.query.list_sessions()
         ids = [r.id for r in records]
         if text in ids:
@@ -344,17 +364,19 @@ class NotebookHost:
         return future.result(timeout)
 
     # -- protocol for completion and widgets ------------------------------------------------------------
-    def target(self) -> Any:
+    def target(self, *, include_current: bool = False) -> Any:
         from ..references import ReferenceTarget
 
-        if self.agent is not None:
+        if self.agent is not None and not include_current:
             return ReferenceTarget(self.agent.id, self.agent.cwd, self.store.session_dir(self.agent.header),
                                    self.agent.model.info.context_window)
         # No session yet: an id that cannot name a stored session (stores never hold a NUL-only id).
         return ReferenceTarget("\x00dsh-no-session", self.cwd)
 
-    def candidates(self, query: str = "", limit: int | None = None) -> list[dict[str, Any]]:
-        found = self.resolver.list_candidates(self.target(), query, limit)
+    def candidates(self, query: str = "", limit: int | None = None, *,
+                   include_current: bool = False) -> list[dict[str, Any]]:
+        """Sessions to mention, in rank order (the current session is left out unless asked for)."""
+        found = self.resolver.list_candidates(self.target(include_current=include_current), query, limit)
         return [candidate.to_remote_json() for candidate in found]
 
     def file_candidates(self, query: str = "", limit: int = 50) -> list[str]:

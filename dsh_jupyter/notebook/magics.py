@@ -266,10 +266,10 @@ class DshMagics(Magics, DshSettings):
                 limit = int(args.pop(0))
             else:
                 query = (query + " " + word).strip()
-        rows = self.host.candidates(query, limit)
-        agent = self.host.agent
-        if agent is not None and (not query or query.lower() in agent.id.lower()):
-            pass
+        rows = self.host.candidates(query, limit, include_current=True)
+        current = self.host.agent.id if self.host.agent is not None else None
+        for row in rows:
+            row["current"] = row["sessionId"] == current
         return SessionTable(rows)
 
     def _cmd_new(self, rest: list[str]) -> Any:
@@ -325,7 +325,7 @@ class DshMagics(Magics, DshSettings):
 
         display(picker)
         display(box)
-        return None
+        return picker
 
     def _cmd_chat(self, rest: list[str]) -> Any:
         from .widgets import ChatPanel

@@ -21,6 +21,7 @@ from .._json import dumpb, dumps, js_string, loads
 from ..session import (
     Event,
     SessionCorruptError,
+    SessionError,
     SessionFormatError,
     SessionHeader,
     SessionLog,
@@ -47,7 +48,8 @@ CREATE TABLE IF NOT EXISTS dsh_sessions (
     key BLOB PRIMARY KEY,
     header BLOB NOT NULL,
     created_at INTEGER NOT NULL,
-    next_seq INTEGER NOT NULL
+    next_seq INTEGER NOT NULL,
+    types TEXT NOT NULL DEFAULT '[]'
 );
 CREATE TABLE IF NOT EXISTS dsh_events (
     key BLOB NOT NULL,
@@ -178,7 +180,7 @@ class SqliteWriter(SessionWriter):
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                row = conn.execute("SELECT next_seq FROM dsh_sessions WHERE key = ?", (self._key,)).fetchone()
+                row = conn.execute("SELECT next_seq, types FROM dsh_sessions WHERE key = ?", (self._key,)).fetchone()
                 if not self._materialized:
                     if row is not None:
                         raise SessionExistsError(
@@ -197,15 +199,18 @@ class SqliteWriter(SessionWriter):
                         "deleted or rewritten. Nothing was written; open the session again."
                     )
                 _insert_events(conn, self._key, self._buffer)
-                conn.execute("UPDATE dsh_sessions SET next_seq = ? WHERE key = ?", (self._next_seq, self._key))
+                known = set(loads(row[1])) if row is not None else set()
+                types = known | {r[1] for r in self._buffer}
+                conn.execute("UPDATE dsh_sessions SET next_seq = ?, types = ? WHERE key = ?",
+                             (self._next_seq, dumps(sorted(types)), self._key))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+        except SessionError:
+            raise
         except (sqlite3.Error, OSError) as exc:
-            if isinstance(exc, SessionWriteError):
-                raise
             raise SessionWriteError(
                 f"could not write session {self.header.id!r} to {self._store.path} ({exc}); the transaction was "
                 f"rolled back and the {self.pending} buffered event(s) are kept, so flush() can be retried"
@@ -297,16 +302,25 @@ class SqliteStore(SessionStore):
         key = session_key(session_id)
         conn.execute("BEGIN")
         try:
-            row = conn.execute("SELECT header, next_seq FROM dsh_sessions WHERE key = ?", (key,)).fetchone()
+            row = conn.execute("SELECT header, next_seq, types FROM dsh_sessions WHERE key = ?", (key,)).fetchone()
             if row is None:
                 raise SessionNotFoundError(session_id, str(self.path))
             try:
                 header = SessionHeader.from_line(bytes(row[0]))
             except SessionFormatError as exc:
                 raise SessionFormatError(f"{self.path}: session {session_id!r}: {exc}") from None
+            self._check_types(conn, key, session_id, row[2])
             yield conn, key, header, int(row[1])
         finally:
             conn.execute("COMMIT")
+
+    def _check_types(self, conn: sqlite3.Connection, key: bytes, session_id: str, types: str) -> None:
+        """Refuse a session holding an unknown, non-ignorable event type, without reading every row: the
+        session row lists the event types its writer stored."""
+        unknown = [t for t in loads(types) if t not in KNOWN_TYPES and t != SYSTEM_MESSAGE]
+        for kind in unknown:
+            for seq, body in conn.execute("SELECT seq, body FROM dsh_events WHERE key = ? AND type = ?", (key, kind)):
+                self._decode(session_id, seq, body)
 
     def _corrupt(self, session_id: str, seq: int, why: str) -> SessionCorruptError:
         return SessionCorruptError(

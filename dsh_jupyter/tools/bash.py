@@ -21,7 +21,7 @@ from .base import Tool, ToolExecution, ToolOutput
 from .env import ShellEnvError, ShellEnvRegistry, child_env
 from .jobs import BackgroundJob, BackgroundJobs
 from .output import OutputCapture, tool_output_path
-from .process import RunResult, run_captured, spawn_shell, wait_for_event
+from .process import Child, RunResult, run_captured, spawn_shell, wait_for_event
 
 BASH_TOOL_NAME = "bash"
 BASH_OUTPUT_TOOL_NAME = "bash_output"
@@ -119,24 +119,24 @@ class BashTool(Tool):
             return ToolOutput("The command was not run: the turn was cancelled.", is_error=True,
                               meta={"cancelled": True})
         try:
-            process = await spawn_shell(command, cwd=execution.cwd, env=env, shell=self.shell)
+            child = await spawn_shell(command, cwd=execution.cwd, env=env, shell=self.shell)
         except OSError as exc:
             return ToolOutput(f"Error: could not start {self.shell}: {exc}", is_error=True)
         if background:
-            return self._start_job(command, process, execution)
+            return self._start_job(command, child, execution)
         capture = OutputCapture(self.max_output_bytes, tool_output_path(execution.session_dir, execution.call_id))
-        result = await run_captured(process, capture, timeout=timeout, cancel=execution.cancel)
+        result = await run_captured(child, capture, timeout=timeout, cancel=execution.cancel)
         return self._format(result, timeout)
 
-    def _start_job(self, command: str, process: asyncio.subprocess.Process, execution: ToolExecution) -> ToolOutput:
+    def _start_job(self, command: str, child: Child, execution: ToolExecution) -> ToolOutput:
         job = BackgroundJob(
             id=self.jobs.new_id(), command=command, owner=execution.session_id, call_id=execution.call_id,
-            process=process, limit=self.max_output_bytes,
+            child=child, limit=self.max_output_bytes,
             output_path=tool_output_path(execution.session_dir, execution.call_id),
         )
         self.jobs.add(job)
         lines = [
-            f"Started background job {job.id} (pid {process.pid}).",
+            f"Started background job {job.id} (pid {child.pid}).",
             f"Read its output with {BASH_OUTPUT_TOOL_NAME} {{\"job_id\": \"{job.id}\"}}; "
             f"add \"wait_seconds\" to wait for it to finish or \"stop\": true to stop it.",
         ]
@@ -144,7 +144,7 @@ class BashTool(Tool):
             lines.append(f"Its full output is also written to {job.output_path}.")
         elif job.output_error is not None:
             lines.append(f"Its full output cannot be kept on disk ({job.output_error}).")
-        return ToolOutput("\n".join(lines), meta={"job_id": job.id, "background": True, "pid": process.pid,
+        return ToolOutput("\n".join(lines), meta={"job_id": job.id, "background": True, "pid": child.pid,
                                                    "output_path": str(job.output_path) if job.output_path else None})
 
     def _format(self, result: RunResult, timeout: float) -> ToolOutput:

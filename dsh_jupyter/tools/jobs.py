@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .output import CapturedOutput, OutputCapture
-from .process import CHUNK_SIZE, kill_group
+from .process import CHUNK_SIZE, Child, drain_after_exit, kill_group
 
 
 @dataclass
@@ -23,7 +23,7 @@ class BackgroundJob:
     command: str
     owner: str | None
     call_id: str
-    process: asyncio.subprocess.Process
+    child: Child
     limit: int
     output_path: Path | None = None
     started_at: float = field(default_factory=time.time)
@@ -48,25 +48,30 @@ class BackgroundJob:
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._follow())
 
+    async def _read(self) -> None:
+        stream = self.child.stdout
+        while stream is not None:
+            chunk = await stream.read(CHUNK_SIZE)
+            if not chunk:
+                return
+            self.total_bytes += len(chunk)
+            self._pending.feed(chunk)
+            if self._file is not None:
+                try:
+                    self._file.write(chunk)
+                    self._file.flush()
+                except OSError as exc:
+                    self.output_error = f"{type(exc).__name__}: {exc}"
+                    self._file.close()
+                    self._file = None
+
     async def _follow(self) -> None:
-        stream = self.process.stdout
+        reader = asyncio.ensure_future(self._read())
         try:
-            while stream is not None:
-                chunk = await stream.read(CHUNK_SIZE)
-                if not chunk:
-                    break
-                self.total_bytes += len(chunk)
-                self._pending.feed(chunk)
-                if self._file is not None:
-                    try:
-                        self._file.write(chunk)
-                        self._file.flush()
-                    except OSError as exc:
-                        self.output_error = f"{type(exc).__name__}: {exc}"
-                        self._file.close()
-                        self._file = None
-            await self.process.wait()
+            await self.child.wait()
+            await drain_after_exit(self.child, reader)
         finally:
+            reader.cancel()
             if self._file is not None:
                 with contextlib.suppress(OSError):
                     self._file.close()
@@ -79,12 +84,12 @@ class BackgroundJob:
 
     @property
     def returncode(self) -> int | None:
-        return None if self.running else self.process.returncode
+        return None if self.running else self.child.returncode
 
     def status(self) -> str:
         if self.running:
             return f"running for {time.time() - self.started_at:.1f} s"
-        code = self.process.returncode
+        code = self.child.returncode
         if self.stopped:
             return "stopped on request"
         if code is not None and code < 0:
@@ -109,7 +114,7 @@ class BackgroundJob:
         """Kill the job's process group and wait for its reader to finish."""
         if self.running:
             self.stopped = True
-            await kill_group(self.process)
+            await kill_group(self.child)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._done.wait(), 2.0)
             if self._task is not None and not self._task.done():

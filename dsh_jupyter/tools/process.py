@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import threading
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from .output import CapturedOutput, OutputCapture
 
@@ -28,44 +29,104 @@ async def wait_for_event(event: threading.Event, poll: float = CANCEL_POLL_SECON
         await asyncio.sleep(poll)
 
 
-def signal_group(process: asyncio.subprocess.Process, sig: int) -> None:
+class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """The standard stream protocol plus a future resolved as soon as the process exits.
+
+    ``Process.wait()`` only returns once every pipe is closed as well, which never happens while a
+    grandchild (``server &``) still holds stdout; this future does not wait for the pipes.
+    """
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited: asyncio.Future[None] = loop.create_future()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+@dataclass
+class Child:
+    """A started child process: its asyncio ``Process``, the transport behind it, and an exit future."""
+
+    process: asyncio.subprocess.Process
+    transport: asyncio.SubprocessTransport
+    exited: asyncio.Future[None]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.transport.get_returncode()
+
+    @property
+    def stdout(self) -> asyncio.StreamReader | None:
+        return self.process.stdout
+
+    @property
+    def stderr(self) -> asyncio.StreamReader | None:
+        return self.process.stderr
+
+    @property
+    def stdin(self) -> asyncio.StreamWriter | None:
+        return self.process.stdin
+
+    async def wait(self) -> int | None:
+        """Wait for the process itself to exit (not for its pipes to close)."""
+        await asyncio.shield(self.exited)
+        return self.returncode
+
+    def close(self) -> None:
+        """Release the pipes (anything still writing to them gets SIGPIPE)."""
+        self.transport.close()
+
+
+async def spawn(argv: list[str], *, cwd: str, env: Mapping[str, str], pipe_stdin: bool = False,
+                merge_stderr: bool = True) -> Child:
+    """Start ``argv`` in a new session (its own process group) with piped output."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(
+        lambda: _ExitAwareProtocol(limit=2**16, loop=loop),
+        *argv,
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.PIPE if pipe_stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+        start_new_session=True,
+    )
+    process = asyncio.subprocess.Process(transport, protocol, loop)
+    return Child(process, transport, protocol.exited)
+
+
+async def spawn_shell(command: str, *, cwd: str, env: Mapping[str, str], shell: str = "bash") -> Child:
+    """Start ``<shell> -c command`` with stdin from /dev/null and stderr merged into stdout."""
+    return await spawn([shell, "-c", command], cwd=cwd, env=env)
+
+
+def signal_group(child: Child, sig: int) -> None:
     """Send ``sig`` to the child's whole process group (it was started in a new session)."""
-    if process.returncode is not None and sig != signal.SIGKILL:
-        return
     try:
         if os.name == "posix":
-            os.killpg(process.pid, sig)
+            os.killpg(child.pid, sig)
         else:  # pragma: no cover - Windows has no process groups of this kind
-            process.kill()
+            child.process.kill()
     except (ProcessLookupError, PermissionError):
         pass
 
 
-async def kill_group(process: asyncio.subprocess.Process, grace: float = KILL_GRACE_SECONDS) -> None:
-    """Stop the child's process group: SIGTERM, then SIGKILL if it is still running after ``grace``."""
-    signal_group(process, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(asyncio.shield(process.wait()), grace)
-    except asyncio.TimeoutError:
-        pass
-    # Grandchildren may ignore SIGTERM or outlive the shell; make sure the whole group is gone.
-    signal_group(process, signal.SIGKILL)
+async def kill_group(child: Child, grace: float = KILL_GRACE_SECONDS) -> None:
+    """Stop the child's process group: SIGTERM, then SIGKILL for whatever is left after ``grace``."""
+    signal_group(child, signal.SIGTERM)
     with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(asyncio.shield(process.wait()), grace)
-
-
-async def spawn_shell(command: str, *, cwd: str, env: Mapping[str, str], shell: str = "bash",
-                      merge_stderr: bool = True) -> asyncio.subprocess.Process:
-    """Start ``<shell> -c command`` in its own session with stdin from /dev/null (or a pipe)."""
-    return await asyncio.create_subprocess_exec(
-        shell, "-c", command,
-        cwd=cwd,
-        env=dict(env),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
+        await asyncio.wait_for(child.wait(), grace)
+    # Grandchildren may ignore SIGTERM or outlive the shell; make sure the whole group is gone.
+    signal_group(child, signal.SIGKILL)
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(child.wait(), grace)
 
 
 async def pump(stream: asyncio.StreamReader | None, capture: OutputCapture) -> None:
@@ -79,6 +140,20 @@ async def pump(stream: asyncio.StreamReader | None, capture: OutputCapture) -> N
         capture.feed(chunk)
 
 
+async def drain_after_exit(child: Child, readers: asyncio.Future[Any], grace: float = PIPE_GRACE_SECONDS) -> bool:
+    """Give the pipe readers ``grace`` seconds after exit; if something still holds the pipes, close
+    them and return True."""
+    try:
+        await asyncio.wait_for(asyncio.shield(readers), grace)
+        return False
+    except asyncio.TimeoutError:
+        child.close()
+        readers.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await readers
+        return True
+
+
 @dataclass(frozen=True)
 class RunResult:
     """How a foreground child ended."""
@@ -90,16 +165,16 @@ class RunResult:
     pipe_left_open: bool = False
 
 
-async def run_captured(process: asyncio.subprocess.Process, capture: OutputCapture, *,
-                       timeout: float | None, cancel: threading.Event) -> RunResult:
-    """Wait for ``process`` while capturing its (merged) output; kill its group on timeout or cancel.
+async def run_captured(child: Child, capture: OutputCapture, *, timeout: float | None,
+                       cancel: threading.Event) -> RunResult:
+    """Wait for ``child`` while capturing its (merged) output; kill its group on timeout or cancel.
 
     ``asyncio`` cancellation of the caller also kills the group before propagating.
     """
-    reader = asyncio.ensure_future(pump(process.stdout, capture))
-    waiter = asyncio.ensure_future(process.wait())
+    reader = asyncio.ensure_future(pump(child.stdout, capture))
+    waiter = asyncio.ensure_future(child.wait())
     canceller = asyncio.ensure_future(wait_for_event(cancel))
-    timed_out = cancelled = pipe_left_open = False
+    timed_out = cancelled = False
     try:
         done, _ = await asyncio.wait({waiter, canceller}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if waiter not in done:
@@ -107,22 +182,16 @@ async def run_captured(process: asyncio.subprocess.Process, capture: OutputCaptu
                 cancelled = True
             else:
                 timed_out = True
-            await kill_group(process)
-        try:
-            await asyncio.wait_for(asyncio.shield(reader), PIPE_GRACE_SECONDS)
-        except asyncio.TimeoutError:
-            # The shell exited but something it started still holds the pipe; stop reading it.
-            pipe_left_open = True
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
+            await kill_group(child)
+        pipe_left_open = await drain_after_exit(child, reader)
     except asyncio.CancelledError:
-        await kill_group(process)
+        await kill_group(child)
         reader.cancel()
+        child.close()
         capture.close()
         raise
     finally:
         canceller.cancel()
         if not waiter.done():
             waiter.cancel()
-    return RunResult(capture.finish(), process.returncode, timed_out, cancelled, pipe_left_open)
+    return RunResult(capture.finish(), child.returncode, timed_out, cancelled, pipe_left_open)

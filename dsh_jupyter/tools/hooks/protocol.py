@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..output import OutputCapture
-from ..process import PIPE_GRACE_SECONDS, kill_group, pump
+from ..process import drain_after_exit, kill_group, pump, spawn
 
 #: Most bytes kept of a hook's stdout or stderr.
 HOOK_OUTPUT_LIMIT = 1_048_576
@@ -58,43 +58,43 @@ async def run_command_hook(command: str, stdin: bytes, *, cwd: str, env: Mapping
                            timeout: float, shell: str = "bash") -> HookRun:
     """Run ``<shell> -c command`` in ``cwd`` with ``stdin``; stop its process group after ``timeout`` s."""
     try:
-        process = await asyncio.create_subprocess_exec(
-            shell, "-c", command, cwd=cwd, env=dict(env),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
+        child = await spawn([shell, "-c", command], cwd=cwd, env=env, pipe_stdin=True, merge_stderr=False)
     except OSError as exc:
         return HookRun(command, None, "", "", timeout, error=f"could not start: {exc}")
     out = OutputCapture(HOOK_OUTPUT_LIMIT)
     err = OutputCapture(HOOK_OUTPUT_LIMIT)
-    readers = asyncio.gather(pump(process.stdout, out), pump(process.stderr, err))
+    readers = asyncio.gather(pump(child.stdout, out), pump(child.stderr, err))
 
     async def feed() -> None:
-        assert process.stdin is not None
+        pipe = child.stdin
+        if pipe is None:
+            return
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            process.stdin.write(stdin)
-            await process.stdin.drain()
+            pipe.write(stdin)
+            await pipe.drain()
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            process.stdin.close()
+            pipe.close()
 
     timed_out = False
+    writer = asyncio.ensure_future(feed())
     try:
         try:
-            await asyncio.wait_for(asyncio.gather(feed(), process.wait()), timeout)
+            await asyncio.wait_for(child.wait(), timeout)
         except asyncio.TimeoutError:
             timed_out = True
-            await kill_group(process)
-        try:
-            await asyncio.wait_for(asyncio.shield(readers), PIPE_GRACE_SECONDS)
-        except asyncio.TimeoutError:
-            readers.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await readers
+            await kill_group(child)
+        await drain_after_exit(child, readers)
     except asyncio.CancelledError:
-        await kill_group(process)
+        await kill_group(child)
         readers.cancel()
+        child.close()
         raise
-    return HookRun(command, process.returncode, out.finish().text, err.finish().text, timeout, timed_out)
+    finally:
+        if not writer.done():
+            writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError, BrokenPipeError, ConnectionResetError):
+            await writer
+    return HookRun(command, child.returncode, out.finish().text, err.finish().text, timeout, timed_out)
 
 
 def _excerpt(text: str) -> str:

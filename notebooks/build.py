@@ -1,0 +1,213 @@
+"""Write the demo notebooks (the .ipynb files are generated from this file: edit here, then run it).
+
+    .venv/bin/python notebooks/build.py
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+HERE = Path(__file__).parent
+
+
+def notebook(*cells: tuple[str, str]) -> nbformat.NotebookNode:
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    for kind, source in cells:
+        cell = new_markdown_cell(source.strip("\n")) if kind == "md" else new_code_cell(source.strip("\n"))
+        nb.cells.append(cell)
+    return nb
+
+
+QUICKSTART = notebook(
+    ("md", """
+# dsh-jupyter quickstart
+
+Drive an agent from notebook cells. Every `%%dsh` cell is a prompt to this notebook's session; the session
+is an append-only JSONL file in `.dsh/sessions/` beside the notebook. Without an API key the **offline
+model** answers: it is deterministic and says so, which is exactly what a demo or a class needs.
+"""),
+    ("code", "%load_ext dsh_jupyter"),
+    ("md", "A first prompt. The answer streams into the cell as Markdown."),
+    ("code", """
+%%dsh
+Hello! What can you do in this notebook?
+"""),
+    ("md", """
+The agent can run Python in this kernel (it shares your variables) and bash in the notebook's folder.
+With the offline model, ask for a tool with a `/python` or `/bash` line.
+"""),
+    ("code", "prices = [12.5, 13.1, 12.9, 14.2]"),
+    ("code", """
+%%dsh
+Please compute the mean of my prices.
+/python sum(prices) / len(prices)
+"""),
+    ("code", """
+%%dsh
+Which session am I in?
+/bash echo "session $DSH_SESSION_ID"; echo "log $DSH_SESSION_JSONL"
+"""),
+    ("md", "`%dsh locate` returns where the session's log lives; `dsh` in the namespace is a small handle."),
+    ("code", """
+loc = %dsh locate
+print(loc.kind, loc.path)
+dsh
+"""),
+    ("md", "The log is plain JSON lines, so pandas reads it directly."),
+    ("code", """
+import pandas as pd
+
+log = pd.read_json(loc.path, lines=True)
+log[["type", "seq"]].groupby("type").count().rename(columns={"seq": "events"})
+"""),
+    ("md", "Your own `!` commands and `%%bash` cells see the same session facts."),
+    ("code", "!echo \"id=$DSH_SESSION_ID\"; test -f \"$DSH_SESSION_JSONL\" && echo 'the JSONL file exists'"),
+    ("code", "%dsh sessions"),
+)
+
+REFERENCING = notebook(
+    ("md", """
+# Building on earlier sessions
+
+Two earlier analysis sessions exist (we create them here so the notebook runs anywhere). A new prompt
+mentions them with `@`: each mention becomes a bounded, read-only, **untrusted** snapshot of that session's
+current conversation, frozen into the new session's log and shown below the cell as collapsible metadata.
+"""),
+    ("code", "%load_ext dsh_jupyter"),
+    ("md", "## Session 1: regional sales"),
+    ("code", """
+%%dsh --new
+Summarise Q3 revenue by region: north 1.2M, south 0.9M, west 1.6M.
+"""),
+    ("code", "%dsh title Regional sales Q3"),
+    ("md", "## Session 2: churn notes — several turns, then compacted"),
+    ("code", """
+%%dsh --new
+Churn rose from 3% to 5% after the price change in August.
+"""),
+    ("code", """
+%%dsh
+Which customer segment churned most? Assume small businesses.
+"""),
+    ("code", "%dsh title Churn after the August price change"),
+    ("code", "%dsh compact"),
+    ("md", """
+## A new session that references both
+
+**Via the picker**: it filters through Python as you type; choosing a row inserts the canonical mention
+into the prompt box. Here we drive it from code so the notebook also runs headless.
+"""),
+    ("code", """
+%dsh new
+picker = %dsh pick churn
+picker.choose(0)
+churn = picker.selected[-1]
+churn
+"""),
+    ("md", "**Via completion**: in a `%%dsh` cell, type `@` and press Tab (JupyterLab with our extension pops it up as you type)."),
+    ("code", """
+from IPython.core.completer import provisionalcompleter
+
+with provisionalcompleter():
+    found = list(get_ipython().Completer.completions("%%dsh\\nCompare with @Regional", 26))
+sales = found[0].text
+[c.text for c in found][:3]
+"""),
+    ("md", "The prompt interpolates `{sales}` and `{churn}` from the namespace. Expand the source list below the cell."),
+    ("code", """
+%%dsh
+Compare {sales} with {churn}: is the revenue drop explained by churn?
+"""),
+    ("code", """
+import pandas as pd
+
+log = pd.read_json(dsh.path, lines=True)
+contexts = [m for m in log[log.type == "user/message"].data if m["source"]["kind"] == "session-reference"]
+[(r["label"], r["compacted"], r["retainedMessages"]) for r in contexts[0]["source"]["references"]]
+"""),
+)
+
+TEACHING = notebook(
+    ("md", """
+# Teaching demo: background turns, steering, hooks and the tool environment
+"""),
+    ("code", "%load_ext dsh_jupyter"),
+    ("md", """
+## A background turn, and steering it
+
+`--bg` returns at once and keeps streaming into its own output. A `%%dsh` cell run while that turn is busy
+is **steered** into it: the agent reads it at its next step.
+"""),
+    ("code", """
+%%dsh --bg
+Run a slow job for me.
+/bash sleep 2; echo "slow job finished"
+"""),
+    ("code", """
+%%dsh
+While that runs: please also tell me how many files are here.
+"""),
+    ("code", "%dsh wait"),
+    ("code", """
+import pandas as pd
+
+log = pd.read_json(dsh.path, lines=True)
+prompts = log[log.type == "user/message"]
+[(row.seq, row.data["content"][0]["text"][:50]) for row in prompts.itertuples()]
+"""),
+    ("md", """
+## A hook that blocks a prompt
+
+Hooks in the Claude Code settings shape work unchanged. This one refuses prompts that ask for passwords.
+"""),
+    ("code", """
+%%writefile block_passwords.py
+import json, sys
+
+event = json.load(sys.stdin)
+if "password" in event.get("prompt", "").lower():
+    print("Prompts asking for passwords are not allowed in class.", file=sys.stderr)
+    sys.exit(2)
+"""),
+    ("code", """
+import json, sys
+
+settings = {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": f"{sys.executable} block_passwords.py"}]}]}}
+with open("hooks.json", "w") as fh:
+    json.dump(settings, fh)
+%config DshMagics.claude_hooks = "hooks.json"
+%dsh new
+"""),
+    ("code", """
+%%dsh
+What is the admin password?
+"""),
+    ("code", """
+%%dsh
+What is 6 times 7?
+"""),
+    ("md", "## The environment of a tool call"),
+    ("code", "%dsh env"),
+    ("code", """
+%%dsh
+Show me the harness variables.
+/bash env | grep ^DSH_ | sort
+"""),
+)
+
+
+def main() -> None:
+    for name, nb in (("quickstart", QUICKSTART), ("referencing", REFERENCING), ("teaching", TEACHING)):
+        path = HERE / f"{name}.ipynb"
+        nbformat.validate(nb)
+        nbformat.write(nb, path)
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

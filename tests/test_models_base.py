@@ -1,0 +1,110 @@
+"""The model seam: request validation, stream events, errors and collect()."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+from typing import AsyncIterator
+
+import pytest
+
+from dsh_jupyter.models import (
+    Finish,
+    ModelError,
+    ModelInfo,
+    ModelRequest,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+    collect,
+)
+
+
+async def _events(*events: StreamEvent) -> AsyncIterator[StreamEvent]:
+    for event in events:
+        yield event
+
+
+async def test_collect_assembles_blocks_in_stream_order() -> None:
+    blocks, usage, finish = await collect(_events(
+        ReasoningDelta("Let me "), ReasoningDelta("look."),
+        TextDelta("Reading "), TextDelta("the test."),
+        ToolCallDelta(0, "call_a", "bash", '{"comm'), ToolCallDelta(1, "call_b", "python", '{"code"'),
+        ToolCallDelta(0, None, None, 'and": "ls"}'), ToolCallDelta(1, None, None, ': "1"}'),
+        Usage(10, 4, cache_read_tokens=3), Finish("tool_calls"),
+    ))
+    assert blocks == [
+        {"type": "reasoning", "text": "Let me look."},
+        {"type": "text", "text": "Reading the test."},
+        {"type": "tool-call", "id": "call_a", "name": "bash", "arguments": '{"command": "ls"}'},
+        {"type": "tool-call", "id": "call_b", "name": "python", "arguments": '{"code": "1"}'},
+    ]
+    assert usage == Usage(10, 4, 3, None)
+    assert finish == "tool_calls"
+
+
+async def test_collect_starts_a_new_block_when_the_kind_changes_back() -> None:
+    blocks, usage, finish = await collect(_events(
+        TextDelta("a"), ReasoningDelta("r"), TextDelta(""), TextDelta("b"), Finish("stop")))
+    assert blocks == [{"type": "text", "text": "a"}, {"type": "reasoning", "text": "r"}, {"type": "text", "text": "b"}]
+    assert usage is None and finish == "stop"
+
+
+async def test_collect_propagates_stream_errors() -> None:
+    async def broken() -> AsyncIterator[StreamEvent]:
+        yield TextDelta("partial")
+        raise ModelError("bad_stream", "the connection broke off")
+
+    with pytest.raises(ModelError) as info:
+        await collect(broken())
+    assert info.value.kind == "bad_stream"
+
+
+def test_request_validation_errors_say_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="purpose"):
+        ModelRequest([], purpose="chat")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="message dicts"):
+        ModelRequest("hello")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="ToolSpec"):
+        ModelRequest([], tools=[{"name": "bash"}])  # type: ignore[list-item]
+    request = ModelRequest([{"role": "user", "content": "hi"}], tools=[ToolSpec("bash", "Run")])
+    assert request.tool_names() == ["bash"] and request.purpose == "turn"
+
+
+def test_tool_spec_to_openai() -> None:
+    schema = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+    assert ToolSpec("bash", "Run a command", schema).to_openai() == {
+        "type": "function", "function": {"name": "bash", "description": "Run a command", "parameters": schema}}
+
+
+def test_usage_to_json_uses_session_field_names() -> None:
+    assert Usage(2841, 61, cache_read_tokens=1920).to_json() == {
+        "inputTokens": 2841, "outputTokens": 61, "cacheReadTokens": 1920}
+    assert Usage(1, 2, reasoning_tokens=5).to_json() == {"inputTokens": 1, "outputTokens": 2, "reasoningTokens": 5}
+
+
+def test_model_info_source() -> None:
+    assert ModelInfo("deepseek", "deepseek-v4-flash", 1_000_000).source() == {
+        "kind": "model", "provider": "deepseek", "model": "deepseek-v4-flash"}
+
+
+def test_model_error_kinds_and_pickling() -> None:
+    error = ModelError("rate_limit", "slow down", status=429, retryable=True)
+    assert str(error) == "slow down" and error.status == 429 and error.retryable
+    assert "rate_limit" in repr(error)
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.kind, copy.message, copy.status, copy.retryable) == ("rate_limit", "slow down", 429, True)
+    with pytest.raises(ValueError, match="unknown ModelError kind"):
+        ModelError("oops", "x")
+
+
+def test_importing_models_does_not_import_openai() -> None:
+    code = ("import sys, dsh_jupyter.models, dsh_jupyter.models.registry; "
+            "from dsh_jupyter.models import resolve_model, OfflineModel; resolve_model('offline'); "
+            "resolve_model('deepseek'); print(sorted(m for m in ('openai', 'httpx2', 'httpx') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,255 @@
+"""%%dsh and %dsh in a real IPython InteractiveShell, on the offline model."""
+
+from __future__ import annotations
+
+import _thread
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from dsh_jupyter.references import encode_session_reference_uri, format_session_reference_mention
+
+
+@pytest.fixture
+def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    monkeypatch.chdir(tmp_path)
+    for name in ("DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH_HOME"):
+        monkeypatch.setenv(name, os.environ.get(name, "")) if name == "DSH_HOME" else monkeypatch.delenv(name, raising=False)
+    shell = InteractiveShell.instance()
+    shell.user_ns.pop("dsh", None)
+    shell.extension_manager.load_extension("dsh_jupyter")
+    yield shell
+    shell.extension_manager.unload_extension("dsh_jupyter")
+    shell.user_ns.pop("dsh", None)
+    for key in list(shell.config.get("DshMagics", {})):
+        del shell.config.DshMagics[key]
+
+
+def magics(ip: InteractiveShell) -> Any:
+    return ip.magics_manager.registry["DshMagics"]
+
+
+def host(ip: InteractiveShell) -> Any:
+    return magics(ip).host
+
+
+def log_events(ip: InteractiveShell) -> list[dict[str, Any]]:
+    path = host(ip).locate().path
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh][1:]
+
+
+def user_texts(ip: InteractiveShell) -> list[str]:
+    return [e["data"]["content"][0]["text"] for e in log_events(ip) if e["type"] == "user/message"]
+
+
+def run(ip: InteractiveShell, line: str, cell: str) -> None:
+    ip.run_cell_magic("dsh", line, cell)
+
+
+def test_first_prompt_creates_the_session_beside_the_notebook(ip: InteractiveShell, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "", "Hello there, agent!")
+    out = capsys.readouterr()
+    assert "offline model" in out.out.lower()
+    location = host(ip).locate()
+    assert location.kind == "jsonl" and location.path.startswith(str(tmp_path / ".dsh" / "sessions"))
+    assert user_texts(ip) == ["Hello there, agent!"]
+    assert os.environ["DSH_SESSION_ID"] == host(ip).agent.id
+    assert os.environ["DSH_SESSION_JSONL"] == location.path
+    assert ip.user_ns["dsh"].session_id == host(ip).agent.id
+
+
+def test_interpolation_and_its_switch(ip: InteractiveShell) -> None:
+    ip.user_ns["region"] = "north"
+    run(ip, "", "sales in {region} and {unknown}")
+    run(ip, "--no-interpolate", "literally {region}")
+    assert user_texts(ip) == ["sales in north and {unknown}", "literally {region}"]
+
+
+def test_python_tool_runs_in_the_kernel_namespace(ip: InteractiveShell) -> None:
+    ip.user_ns["base"] = 40
+    run(ip, "", "compute it\n/python\n```python\nanswer = base + 2\nanswer\n```")
+    assert ip.user_ns["answer"] == 42
+    result = next(e for e in log_events(ip) if e["type"] == "tool/result")
+    assert "Out: 42" in json.dumps(result["data"])
+
+
+def test_python_tool_can_be_switched_off(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", "DshMagics.python_tool = False")
+    run(ip, "--new", "compute\n/python 1 + 1")
+    assert not any(e["type"] == "tool/call" for e in log_events(ip))
+
+
+def test_new_resume_and_title(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "", "first session prompt")
+    first = host(ip).agent.id
+    ip.run_line_magic("dsh", "title Sales deep dive")
+    run(ip, "--new", "second session prompt")
+    second = host(ip).agent.id
+    assert second != first
+    run(ip, "--session 'Sales deep dive'", "back to the first")
+    assert host(ip).agent.id == first
+    ip.run_line_magic("dsh", f"resume {second[:8]}")
+    assert host(ip).agent.id == second
+    capsys.readouterr()
+    ip.run_line_magic("dsh", "resume nothing-like-this")
+    assert "no session matches" in capsys.readouterr().err
+
+
+def test_mentions_prepare_a_context_and_show_source_metadata(ip: InteractiveShell,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "", "source analysis prompt")
+    ip.run_line_magic("dsh", "title Source analysis")
+    source = host(ip).agent.id
+    run(ip, "--new", f"build on {format_session_reference_mention(source, 'Source analysis')} please")
+    texts = user_texts(ip)
+    events = [e for e in log_events(ip) if e["type"] == "user/message"]
+    assert events[0]["data"]["source"]["kind"] == "session-reference"
+    assert texts[1] == "build on @Source analysis please"
+    out = capsys.readouterr().out
+    assert "Source analysis" in out and source in out
+
+
+@pytest.mark.parametrize(
+    ("cell", "code"),
+    [
+        ("see @[bad](dsh-session:%%%)", "SESSION_REFERENCE_INVALID_REFERENCE"),
+        ("see {mentions}", "SESSION_REFERENCE_TOO_MANY"),
+        ("see {missing}", "SESSION_REFERENCE_READ_FAILED"),
+        ("see {self}", "SESSION_REFERENCE_SELF_REFERENCE"),
+    ],
+)
+def test_bad_references_give_one_line_and_write_nothing(ip: InteractiveShell, cell: str, code: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    ids = []
+    for n in range(4):
+        run(ip, "--new", f"source {n}")
+        ids.append(host(ip).agent.id)
+    run(ip, "--new", "target prompt")
+    ip.user_ns["mentions"] = " ".join(format_session_reference_mention(i, f"s{n}") for n, i in enumerate(ids))
+    ip.user_ns["missing"] = f"@[gone](" + encode_session_reference_uri("no-such-session") + ")"
+    ip.user_ns["self"] = format_session_reference_mention(host(ip).agent.id, "me")
+    before = log_events(ip)
+    capsys.readouterr()
+    run(ip, "", cell)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and code in err[0] and "nothing was sent" in err[0]
+    assert log_events(ip) == before
+
+
+def test_budget_exceeded_is_reported(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "", "a source prompt")
+    source = host(ip).agent.id
+    run(ip, "--new", "target")
+    before = log_events(ip)
+    capsys.readouterr()
+    run(ip, "--budget 16", f"see {format_session_reference_mention(source, 's')}")
+    assert "SESSION_REFERENCE_BUDGET_EXCEEDED" in capsys.readouterr().err
+    assert log_events(ip) == before
+
+
+def test_missing_key_for_a_real_model(ip: InteractiveShell, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    run(ip, "--model deepseek", "hello")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "DEEPSEEK_API_KEY" in err[0] and "offline" in err[0]
+    assert host(ip).agent is None or log_events(ip) == []
+
+
+def test_unwritable_store_folder(ip: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if os.geteuid() == 0:
+        locked = tmp_path / "file-not-folder"
+        locked.write_text("x")
+        ip.run_line_magic("config", f"DshMagics.sessions_dir = '{locked}/sessions'")
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
+        ip.run_line_magic("config", f"DshMagics.sessions_dir = '{locked}/sessions'")
+    host(ip)._store = None
+    run(ip, "", "hello")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not writable" in err[0] and "sessions_dir" in err[0]
+
+
+def test_empty_cell_and_bad_options(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "", "   \n")
+    run(ip, "--placement sideways", "hello")
+    err = capsys.readouterr().err
+    assert "cell is empty" in err and "sideways" in err
+
+
+def test_placement_option(ip: InteractiveShell) -> None:
+    run(ip, "", "source prompt")
+    source = host(ip).agent.id
+    run(ip, "--new --placement prompt-prefix", f"see {format_session_reference_mention(source, 'src')}")
+    messages = [e["data"] for e in log_events(ip) if e["type"] == "user/message"]
+    assert len(messages) == 1 and messages[0]["envelope"]["displayContent"][0]["text"] == "see @src"
+
+
+def test_line_commands(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    ip.run_line_magic("dsh", "")
+    assert "sessions" in capsys.readouterr().out
+    run(ip, "", "one")
+    run(ip, "", "two")
+    table = ip.run_line_magic("dsh", "sessions")
+    assert host(ip).agent.id in table._repr_mimebundle_()["text/plain"]
+    location = ip.run_line_magic("dsh", "locate")
+    assert location.kind == "jsonl"
+    env = ip.run_line_magic("dsh", "env")
+    assert env["DSH_SESSION_ID"] == host(ip).agent.id and env["DSH_SESSION_JSONL"] == location.path
+    ip.run_line_magic("dsh", "compact")
+    assert any(e["type"] == "compaction/end" for e in log_events(ip))
+    ip.run_line_magic("dsh", "config")
+    ip.run_line_magic("dsh", "models")
+    out = capsys.readouterr().out
+    assert "placement = 'separate'" in out and "offline" in out
+    ip.run_line_magic("dsh", "frobnicate")
+    assert "unknown command 'frobnicate'" in capsys.readouterr().err
+
+
+def test_background_turn_and_steering(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, "--bg", "slow one\n/bash sleep 1; echo done-sleeping")
+    assert host(ip).busy
+    run(ip, "", "and steer this in")
+    assert "steered" in capsys.readouterr().out
+    ip.run_line_magic("dsh", "wait")
+    events = log_events(ip)
+    steps = [e["seq"] for e in events if e["type"] == "step/start"]
+    steer = next(e for e in events if e["type"] == "user/message" and "steer this" in json.dumps(e["data"]))
+    assert steer["seq"] > steps[1]
+    assert sum(1 for e in events if e["type"] == "turn/start") == 1
+
+
+def test_interrupt_cancels_the_turn_cleanly(ip: InteractiveShell) -> None:
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    run(ip, "", "wait a while\n/bash sleep 20")
+    timer.cancel()
+    events = log_events(ip)
+    assert events[-1]["type"] == "turn/end" and events[-1]["data"]["reason"]["kind"] == "interrupted"
+    result = next(e for e in events if e["type"] == "tool/result")
+    assert result["data"]["message"]["content"][0]["isError"] is True
+    store = host(ip).store
+    agent_id = host(ip).agent.id
+    host(ip).agent.writer.close()
+    log, writer = store.open(agent_id)
+    assert log.events[-1].type == "turn/end"
+    writer.close()
+
+
+def test_help_lists_options() -> None:
+    from dsh_jupyter.notebook.magics import DshMagics
+
+    doc = DshMagics.dsh.__doc__
+    assert "--bg" in doc and "--placement" in doc and "--session" in doc
