@@ -105,6 +105,7 @@ into the prompt box. Here we drive it from code so the notebook also runs headle
     ("code", """
 %dsh new
 picker = %dsh pick churn
+display(picker)
 picker.choose(0)
 churn = picker.selected[-1]
 churn

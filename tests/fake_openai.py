@@ -1,7 +1,9 @@
 """A scripted OpenAI-compatible chat-completions server for tests (stdlib only, bound to 127.0.0.1).
 
-Use the ``fake_openai`` fixture (``pytest_plugins = ["fake_openai"]`` or ``from fake_openai import
-fake_openai``; ``tests/`` is on ``sys.path`` under pytest's default rootdir-based import mode)::
+Use the ``fake_openai`` fixture: ``from fake_openai import fake_openai`` in a test module (``tests/`` has no
+``__init__.py``, so pytest's default ``prepend`` import mode puts it on ``sys.path``, also under
+``python -m pytest tests/...``); or ``pytest_plugins = ["fake_openai"]`` in ``tests/conftest.py``.
+Outside pytest, ``FakeOpenAIServer(port=...)`` runs on its own (``close()`` stops it)::
 
     def test_x(fake_openai):
         fake_openai.queue(text_reply("Hello", " world"), http_error(429, retry_after="0"))
@@ -123,7 +125,7 @@ class RecordedRequest:
 class FakeOpenAIServer:
     """The server object the fixture yields. ``base_url`` ends in ``/v1``."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self._behaviours: deque[Behaviour] = deque()
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
@@ -136,11 +138,12 @@ class FakeOpenAIServer:
         class Handler(_Handler):
             fake = server
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="fake-openai", daemon=True)
         self._thread.start()
 
     def queue(self, *behaviours: Behaviour) -> None:

@@ -109,12 +109,129 @@ def invoke(widget: Any, name: str, msg: Any, buffers: list[bytes] | None = None)
     sent: list[tuple[Any, Any]] = []
     widget.send = lambda content, buffers=None: sent.append((content, buffers))
     try:
-        widget._handle_custom_msg(
-            {"kind": "anywidget-command", "name": name, "id": "req-1", "msg": msg}, buffers or []
-        )
+        # The comm_msg a frontend's experimental.invoke() produces, as ipywidgets receives it.
+        command = {"kind": "anywidget-command", "name": name, "id": "req-1", "msg": msg}
+        widget._handle_msg({"content": {"data": {"method": "custom", "content": command}}, "buffers": buffers or []})
     finally:
         del widget.send
     assert len(sent) == 1, f"expected one command response, got {sent!r}"
     content, _ = sent[0]
     assert content["kind"] == "anywidget-command-response" and content["id"] == "req-1"
     return content["response"]
+
+
+# --------------------------------------------------------------------------- running the views in node
+
+#: A minimal DOM and anywidget model for running the view modules under node (no browser).
+#: Setting or reading ``innerHTML`` throws, so a view that parses HTML fails its test.
+FAKE_VIEW_RUNTIME = r"""
+import assert from "node:assert/strict";
+
+class ClassList {
+  constructor(el) { this.el = el; }
+  get set() { return new Set(this.el.className.split(/\s+/).filter(Boolean)); }
+  write(set) { this.el.className = [...set].join(" "); }
+  add(...names) { const s = this.set; names.forEach((n) => s.add(n)); this.write(s); }
+  remove(...names) { const s = this.set; names.forEach((n) => s.delete(n)); this.write(s); }
+  contains(name) { return this.set.has(name); }
+  toggle(name, force) {
+    const s = this.set; const on = force === undefined ? !s.has(name) : !!force;
+    if (on) s.add(name); else s.delete(name);
+    this.write(s); return on;
+  }
+}
+
+class Element {
+  constructor(tag) {
+    this.tagName = tag.toUpperCase(); this.childNodes = []; this.parentNode = null; this.className = "";
+    this.data = ""; this.attributes = {}; this.dataset = {}; this.listeners = {}; this.classList = new ClassList(this);
+    this.open = false; this.value = ""; this.placeholder = ""; this.disabled = false; this.type = "";
+    this.scrollTop = 0; this.scrollHeight = 0; this.clientHeight = 0; this.selectionStart = 0; this.selectionEnd = 0;
+  }
+  get children() { return this.childNodes.filter((c) => c.tagName !== "#TEXT"); }
+  get firstChild() { return this.childNodes[0] || null; }
+  get nextSibling() {
+    if (!this.parentNode) return null;
+    const siblings = this.parentNode.childNodes;
+    return siblings[siblings.indexOf(this) + 1] || null;
+  }
+  get textContent() { return this.tagName === "#TEXT" ? this.data : this.childNodes.map((c) => c.textContent).join(""); }
+  set textContent(value) {
+    const text = new Element("#text"); text.data = String(value);
+    this.replaceChildren(...(text.data ? [text] : []));
+  }
+  get innerHTML() { throw new Error("a view read innerHTML"); }
+  set innerHTML(value) { throw new Error("a view set innerHTML"); }
+  append(...nodes) { for (const n of nodes) this.insertBefore(typeof n === "string" ? textNode(n) : n, null); }
+  insertBefore(node, ref) {
+    if (node.parentNode) node.remove();
+    const at = ref ? this.childNodes.indexOf(ref) : -1;
+    if (at < 0) this.childNodes.push(node); else this.childNodes.splice(at, 0, node);
+    node.parentNode = this; return node;
+  }
+  remove() {
+    if (!this.parentNode) return;
+    const siblings = this.parentNode.childNodes; siblings.splice(siblings.indexOf(this), 1); this.parentNode = null;
+  }
+  replaceChildren(...nodes) { for (const c of [...this.childNodes]) c.remove(); this.append(...nodes); }
+  setAttribute(k, v) { this.attributes[k] = String(v); }
+  getAttribute(k) { return k in this.attributes ? this.attributes[k] : null; }
+  addEventListener(type, fn) { (this.listeners[type] ||= []).push(fn); }
+  fire(type, extra = {}) {
+    const event = { defaultPrevented: false, preventDefault() { this.defaultPrevented = true; }, ...extra };
+    for (const fn of this.listeners[type] || []) fn(event);
+    return event;
+  }
+  scrollIntoView() {}
+  setSelectionRange(a, b) { this.selectionStart = a; this.selectionEnd = b; }
+  all(predicate, out = []) {
+    for (const c of this.childNodes) { if (predicate(c)) out.push(c); c.all(predicate, out); }
+    return out;
+  }
+  byClass(name) { return this.all((c) => c.classList.contains(name)); }
+}
+function textNode(text) { const t = new Element("#text"); t.data = text; return t; }
+globalThis.document = { createElement: (tag) => new Element(tag), activeElement: null };
+
+class Model {
+  constructor(state) { this.state = { ...state }; this.handlers = {}; this.saved = 0; }
+  get(key) { return this.state[key]; }
+  set(key, value) { this.state[key] = value; for (const fn of this.handlers["change:" + key] || []) fn(); }
+  save_changes() { this.saved += 1; }
+  on(event, fn) { (this.handlers[event] ||= []).push(fn); }
+  off(event, fn) { this.handlers[event] = (this.handlers[event] || []).filter((g) => g !== fn); }
+}
+
+function fakeInvoke() {
+  const calls = [];
+  function invoke(name, msg, options = {}) {
+    return new Promise((resolve, reject) => {
+      const call = { name, msg, signal: options.signal, aborted: false, answer: (r) => resolve([r, []]) };
+      calls.push(call);
+      if (options.signal) options.signal.addEventListener("abort", () => { call.aborted = true; reject(new Error("aborted")); });
+    });
+  }
+  return { calls, invoke };
+}
+
+const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
+"""
+
+
+def run_view_scenario(tmp_path: Any, view_file: Any, scenario: str) -> str:
+    """Run ``scenario`` (JS, top-level await allowed; the view is ``view``) under node; return stdout."""
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        import pytest
+
+        pytest.skip("node is not installed")
+    (tmp_path / "view.mjs").write_text(view_file.read_text(encoding="utf-8"), encoding="utf-8")
+    script = FAKE_VIEW_RUNTIME + '\nconst { default: view } = await import("./view.mjs");\n' + scenario
+    (tmp_path / "scenario.mjs").write_text(script, encoding="utf-8")
+    result = subprocess.run([node, str(tmp_path / "scenario.mjs")], capture_output=True, text=True, timeout=60,
+                            cwd=tmp_path)
+    assert result.returncode == 0, f"node scenario failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout

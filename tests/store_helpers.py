@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import random
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -244,29 +245,59 @@ def tear_tail(store: SessionStore, session_id: str, record: dict[str, Any]) -> N
 
 
 # -- crash child -----------------------------------------------------------------------------------------
+def report(*words: object) -> None:
+    """One whole line on stdout in a single write (atomic on a pipe, so processes never interleave)."""
+    os.write(1, (" ".join(str(w) for w in words) + "\n").encode())
+
+
+def crash_writer(kind: str, root: str, session_id: str) -> None:
+    """The writer that gets killed: (re)open the session, then append turns forever, flushing at each turn
+    end and reporting ``flushed <turn> <last seq>`` on stdout only after the flush returned."""
+    store = make_backend_store(kind, root)
+    if store.exists(session_id):
+        log, writer = store.open(session_id)
+    else:
+        header = new_header(session_id)
+        log = SessionLog(header)
+        writer = store.create(header)
+        writer.attach(log)
+    turn = sum(1 for e in log.events if e.type == "turn/start")
+    report("ready", turn)
+    while True:
+        turn += 1
+        # A checkpoint flush in the middle of some turns, so a kill can leave a turn open (repaired by open()).
+        append_turn(log, turn, mid_turn=writer.flush if turn % 3 == 0 else None)
+        writer.flush()
+        report("flushed", turn, log.last_seq)
+
+
+#: A fresh interpreter that runs one writer (``mode="spawn"``).
 CRASH_CHILD = r"""
 import sys
 sys.path.insert(0, {helpers!r})
-from store_helpers import append_turn, new_header, make_backend_store
-from dsh_jupyter.session import SessionLog
+from store_helpers import crash_writer
+crash_writer(*sys.argv[1:4])
+"""
 
-kind, root, sid = sys.argv[1:4]
-store = make_backend_store(kind, root)
-if store.exists(sid):
-    log, writer = store.open(sid)
-else:
-    header = new_header(sid)
-    log = SessionLog(header)
-    writer = store.create(header)
-    writer.attach(log)
-turn = sum(1 for e in log.events if e.type == "turn/start")
-print("ready", turn, flush=True)
-while True:
-    turn += 1
-    # A checkpoint flush in the middle of some turns, so a kill can leave a turn open (repair on open()).
-    append_turn(log, turn, mid_turn=writer.flush if turn % 3 == 0 else None)
-    writer.flush()
-    print("flushed", turn, log.last_seq, flush=True)
+#: A small script that imports once, then forks one writer per line read from stdin
+#: (``mode="fork"``): each writer is its own process, killed with SIGKILL like a spawned one, but starting
+#: one costs a fork instead of an interpreter start-up.
+CRASH_SERVER = r"""
+import os, sys
+sys.path.insert(0, {helpers!r})
+from store_helpers import crash_writer, report
+for _ in iter(sys.stdin.buffer.readline, b""):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            crash_writer(*sys.argv[1:4])
+        except BaseException as exc:
+            report("error", repr(exc).replace("\n", " "))
+        finally:
+            os._exit(3)
+    report("child", pid)
+    _, status = os.waitpid(pid, 0)
+    report("reaped", status)
 """
 
 
@@ -289,10 +320,9 @@ def check_turns(log: SessionLog, flushed: set[int]) -> int:
     for event in log.events:
         data = event.data if isinstance(event.data, dict) else {}
         if event.type == "turn/start":
-            current = turns.setdefault(data["turn"], {"texts": [], "results": []})
-            if current.get("started"):
+            if data["turn"] in turns:
                 raise AssertionError(f"turn {data['turn']} started twice")
-            current["started"] = True
+            current = turns[data["turn"]] = {"texts": [], "results": []}
         elif event.type == "turn/end":
             assert current is not None
             current["reason"] = data["reason"]["kind"]
@@ -308,50 +338,106 @@ def check_turns(log: SessionLog, flushed: set[int]) -> int:
             raise AssertionError(f"turn {turn} was reported flushed but is missing")
         if got.get("reason") != "completed" or got["texts"] != [f"prompt {turn}"] or got["results"] != [payload(turn)]:
             raise AssertionError(f"turn {turn} was reported flushed but reads back damaged: {got}")
-    # Every turn is closed (completed, or interrupted and repaired by a later open()).
+    # At most the last turn is open (a kill after a checkpoint flush); a later open() closes it.
     open_turns = [t for t, v in turns.items() if "reason" not in v]
-    assert len(open_turns) <= 1, open_turns
+    assert open_turns in ([], [max(turns)]), open_turns
     return sum(1 for v in turns.values() if v.get("reason") == "interrupted")
 
 
-def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_delay: float = 0.1,
-                   session_id: str = "crash-session") -> CrashReport:
-    """Start a child that appends turns, SIGKILL it at a random moment, check the log; ``kills`` times.
+class _Spawner:
+    """Runs one writer per :meth:`start`, as a fresh interpreter or forked from a small server script."""
 
-    The child is a fresh interpreter running :data:`CRASH_CHILD`; it reopens the session with
-    ``store.open`` (which repairs an interrupted turn) and reports each turn after its flush returns."""
+    def __init__(self, mode: str, kind: str, root: Path, session_id: str) -> None:
+        self.mode = mode
+        self.args = [kind, str(root), session_id]
+        self.env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        self.server: subprocess.Popen[bytes] | None = None
+        if mode == "fork":
+            script = CRASH_SERVER.format(helpers=str(HERE))
+            self.server = subprocess.Popen([sys.executable, "-c", script, *self.args], stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, env=self.env)
+        elif mode != "spawn":
+            raise ValueError(f"unknown crash mode {mode!r}")
+
+    def run(self, delay: float) -> list[str]:
+        """Start a writer, SIGKILL it ``delay`` seconds after it is ready; returns its stdout lines."""
+        if self.server is None:
+            script = CRASH_CHILD.format(helpers=str(HERE))
+            child = subprocess.Popen([sys.executable, "-c", script, *self.args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=self.env)
+            assert child.stdout is not None
+            first = child.stdout.readline().decode()
+            if not first.startswith("ready"):
+                child.kill()
+                _, err = child.communicate()
+                raise AssertionError(f"the writer could not (re)open the session: {first!r}\n{err.decode()[-3000:]}")
+            time.sleep(delay)
+            child.kill()
+            out, err = child.communicate()
+            if child.returncode != -signal.SIGKILL:
+                raise AssertionError(f"writer ended by itself ({child.returncode}): {err.decode()[-3000:]}")
+            return [first.strip(), *out.decode().splitlines()]
+        assert self.server.stdin is not None and self.server.stdout is not None
+        self.server.stdin.write(b"go\n")
+        self.server.stdin.flush()
+        lines: list[str] = []
+        pid: int | None = None
+        ready = False
+        while pid is None or not ready:
+            line = self.server.stdout.readline().decode().strip()
+            if not line or line.startswith(("error", "reaped")):
+                raise AssertionError(f"the writer could not (re)open the session: {line!r} after {lines}")
+            if line.startswith("child"):
+                pid = int(line.split()[1])
+            else:
+                ready = ready or line.startswith("ready")
+                lines.append(line)
+        time.sleep(delay)
+        os.kill(pid, signal.SIGKILL)
+        while True:
+            line = self.server.stdout.readline().decode().strip()
+            if line.startswith("reaped"):
+                status = int(line.split()[1])
+                if not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL):
+                    raise AssertionError(f"writer ended by itself (status {status}): {lines[-3:]}")
+                return lines
+            if not line:
+                raise AssertionError("the crash server died")
+            lines.append(line)
+
+    def close(self) -> None:
+        if self.server is not None:
+            assert self.server.stdin is not None
+            self.server.stdin.close()
+            self.server.wait(timeout=30)
+
+
+def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_delay: float = 0.1,
+                   session_id: str = "crash-session", mode: str = "fork") -> CrashReport:
+    """Start a writer that appends turns, SIGKILL it at a random moment, check the log; ``kills`` times.
+
+    Each writer is its own process that reopens the session with ``store.open`` (which cuts a torn tail
+    and repairs an interrupted turn). After every kill a reader checks that each turn the writers reported
+    flushed is there, complete and intact. Finally this process reopens the log and appends once more."""
     rng = random.Random(seed)
-    script = CRASH_CHILD.format(helpers=str(HERE))
     store = make_backend_store(kind, str(root))
     flushed: set[int] = set()
     started = time.monotonic()
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    for _ in range(kills):
-        child = subprocess.Popen([sys.executable, "-c", script, kind, str(root), session_id],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        assert child.stdout is not None
-        first = child.stdout.readline().decode()
-        if not first.startswith("ready"):
-            child.kill()
-            _, err = child.communicate()
-            raise AssertionError(f"the child could not reopen the session: {first!r}\n{err.decode()}")
-        time.sleep(rng.uniform(0, max_delay))
-        child.kill()
-        out, err = child.communicate()
-        for line in out.decode().splitlines():
-            if line.startswith("flushed"):
-                flushed.add(int(line.split()[1]))
-        if child.returncode != -9:
-            raise AssertionError(f"child ended by itself ({child.returncode}): {err.decode()[-2000:]}")
-        check_turns(store.load(session_id), flushed)  # a reader sees every flushed turn, right after the kill
-    # Finally reopen in this process and keep appending.
+    spawner = _Spawner(mode, kind, root, session_id)
+    try:
+        for _ in range(kills):
+            for line in spawner.run(rng.uniform(0, max_delay)):
+                if line.startswith("flushed"):
+                    flushed.add(int(line.split()[1]))
+            check_turns(store.load(session_id), flushed)
+    finally:
+        spawner.close()
     log, writer = store.open(session_id)
     with writer:
         next_turn = sum(1 for e in log.events if e.type == "turn/start") + 1
         append_turn(log, next_turn)
-    final = store.load(session_id)
     flushed.add(next_turn)
-    interrupted = check_turns(final, flushed)
+    interrupted = check_turns(store.load(session_id), flushed)
     return CrashReport(kills, len(flushed), time.monotonic() - started, interrupted)
 
 

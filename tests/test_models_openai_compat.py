@@ -51,6 +51,14 @@ def _provider(server: FakeOpenAIServer, **kwargs: Any) -> OpenAICompatibleProvid
     return OpenAICompatibleProvider(server.base_url, "fake-model", **kwargs)
 
 
+async def _cancel_after_request(server: FakeOpenAIServer, cancel: asyncio.Event) -> None:
+    """Set ``cancel`` shortly after the server has received the request."""
+    while not server.chat_requests:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    cancel.set()
+
+
 async def _drain(provider: OpenAICompatibleProvider, request: ModelRequest, cancel: asyncio.Event | None = None
                  ) -> list[Any]:
     return [event async for event in provider.stream(request, cancel)]
@@ -261,9 +269,11 @@ async def test_cancel_while_waiting_for_the_first_chunk(fake_openai: FakeOpenAIS
     fake_openai.queue(Reply([STALL]))
     provider = _provider(fake_openai)
     cancel = asyncio.Event()
-    asyncio.get_running_loop().call_later(0.2, cancel.set)
+
+    canceller = asyncio.ensure_future(_cancel_after_request(fake_openai, cancel))
     with pytest.raises(ModelError) as info:
         await asyncio.wait_for(_drain(provider, _request(), cancel), timeout=10)
+    await canceller
     assert info.value.kind == "cancelled"
     assert await asyncio.to_thread(fake_openai.disconnected.wait, 10)
     await provider.close()
@@ -273,9 +283,10 @@ async def test_cancel_during_retry_backoff(fake_openai: FakeOpenAIServer) -> Non
     fake_openai.queue(http_error(429, retry_after="60"), text_reply("never"))
     provider = _provider(fake_openai, max_retry_after=60)
     cancel = asyncio.Event()
-    asyncio.get_running_loop().call_later(0.2, cancel.set)
+    canceller = asyncio.ensure_future(_cancel_after_request(fake_openai, cancel))
     with pytest.raises(ModelError) as info:
         await asyncio.wait_for(_drain(provider, _request(), cancel), timeout=10)
+    await canceller
     await provider.close()
     assert info.value.kind == "cancelled" and "retry" in info.value.message
     assert len(fake_openai.chat_requests) == 1

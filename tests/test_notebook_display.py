@@ -171,6 +171,14 @@ def test_session_table_columns_and_alignment() -> None:
     assert html.count("<tr>") == 3 and "<th" in html and "✓" in html
 
 
+def test_current_session_is_marked() -> None:
+    rows = [{**candidate("id-1", "mine"), "current": True}, {**candidate("id-2", "other"), "current": False}]
+    bundle = SessionTable(rows)._repr_mimebundle_()
+    plain = bundle["text/plain"].splitlines()
+    assert "mine (current)" in plain[1] and "(current)" not in plain[2]
+    assert bundle["text/html"].count("(current)") == 1
+
+
 def test_created_is_iso_local_time() -> None:
     created = format_created(1_700_000_000_000)
     assert datetime.fromisoformat(created).timestamp() == 1_700_000_000

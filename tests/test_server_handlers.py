@@ -1,7 +1,13 @@
-"""The dsh REST endpoints through a real jupyter-server (pytest-jupyter's ``jp_fetch``)."""
+"""The dsh REST endpoints through a real jupyter-server (pytest-jupyter's ``jp_fetch``).
+
+The tests are plain functions that drive ``jp_fetch`` on pytest-jupyter's own event loop: with
+pytest-asyncio in auto mode, ``async def`` tests would run on a second loop while the server waits
+on the first, and every request would time out.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -9,7 +15,6 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-import tornado.httpclient
 from tornado.httpclient import HTTPClientError
 
 from dsh_jupyter.references import encode_session_reference_uri, format_session_reference_mention
@@ -50,19 +55,39 @@ def make_session(folder: Path, session_id: str, *, created_at: int, cwd: str | N
     writer.close()
 
 
-async def get_json(jp_fetch: Any, *parts: str, params: dict[str, Any] | None = None) -> Any:
-    response = await jp_fetch(*parts, params=params or {})
-    assert response.code == 200
-    assert response.headers["Content-Type"].startswith("application/json")
-    return json.loads(response.body)
+class Api:
+    """Synchronous calls into the test server: ``get`` for a 200 JSON reply, ``error`` for a failure."""
+
+    def __init__(self, jp_fetch: Any, loop: asyncio.AbstractEventLoop, client: Any, base_url: str) -> None:
+        self._fetch = jp_fetch
+        self._loop = loop
+        self._client = client
+        self._base_url = base_url
+
+    def get(self, *parts: str, params: dict[str, Any] | None = None) -> Any:
+        response = self._loop.run_until_complete(self._fetch(*parts, params=params or {}))
+        assert response.code == 200
+        assert response.headers["Content-Type"].startswith("application/json")
+        return json.loads(response.body)
+
+    def error(self, *parts: str, method: str = "GET", params: dict[str, Any] | None = None,
+              **kwargs: Any) -> tuple[int, dict[str, Any]]:
+        with pytest.raises(HTTPClientError) as info:
+            self._loop.run_until_complete(self._fetch(*parts, method=method, params=params or {}, **kwargs))
+        response = info.value.response
+        assert response is not None
+        return info.value.code, json.loads(response.body)
+
+    def raw_status(self, path: str, **kwargs: Any) -> int:
+        """Status of a request sent without pytest-jupyter's token header."""
+        with pytest.raises(HTTPClientError) as info:
+            self._loop.run_until_complete(self._client.fetch(self._base_url + path, **kwargs))
+        return info.value.code
 
 
-async def error_of(jp_fetch: Any, *parts: str, method: str = "GET", **kwargs: Any) -> tuple[int, dict[str, Any]]:
-    with pytest.raises(HTTPClientError) as info:
-        await jp_fetch(*parts, method=method, **kwargs)
-    response = info.value.response
-    assert response is not None
-    return info.value.code, json.loads(response.body)
+@pytest.fixture
+def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str) -> Api:
+    return Api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url)
 
 
 @pytest.fixture
@@ -81,8 +106,8 @@ def workspace(jp_root_dir: Path) -> Path:
 
 
 # -- candidates --------------------------------------------------------------------------------------------
-async def test_candidates_rank_same_folder_first_then_cwdless_then_others(jp_fetch: Any, workspace: Path) -> None:
-    data = await get_json(jp_fetch, "dsh", "api", "candidates", params={"cwd": "nb"})
+def test_candidates_rank_same_folder_first_then_cwdless_then_others(api: Api, workspace: Path) -> None:
+    data = api.get("dsh", "api", "candidates", params={"cwd": "nb"})
     assert [c["sessionId"] for c in data] == ["same-new", "same-old", "no-cwd", "elsewhere"]
     first = data[0]
     assert first == {
@@ -97,33 +122,33 @@ async def test_candidates_rank_same_folder_first_then_cwdless_then_others(jp_fet
     assert data[3]["sameWorkspace"] is False
 
 
-async def test_candidates_query_filters_on_title_id_and_cwd_case_insensitively(jp_fetch: Any, workspace: Path) -> None:
-    by_title = await get_json(jp_fetch, "dsh", "api", "candidates", params={"cwd": "nb", "query": "LATEST"})
+def test_candidates_query_filters_on_title_id_and_cwd_case_insensitively(api: Api, workspace: Path) -> None:
+    by_title = api.get("dsh", "api", "candidates", params={"cwd": "nb", "query": "LATEST"})
     assert [c["sessionId"] for c in by_title] == ["same-new"]
-    by_cwd = await get_json(jp_fetch, "dsh", "api", "candidates", params={"cwd": "nb", "query": "els"})
+    by_cwd = api.get("dsh", "api", "candidates", params={"cwd": "nb", "query": "els"})
     assert [c["sessionId"] for c in by_cwd] == ["elsewhere"]
-    nothing = await get_json(jp_fetch, "dsh", "api", "candidates", params={"cwd": "nb", "query": "answer 1"})
+    nothing = api.get("dsh", "api", "candidates", params={"cwd": "nb", "query": "answer 1"})
     assert nothing == []  # message bodies are never searched
 
 
-async def test_candidates_limit_cuts_after_ranking(jp_fetch: Any, workspace: Path) -> None:
-    data = await get_json(jp_fetch, "dsh", "api", "candidates", params={"cwd": "nb", "limit": "2"})
+def test_candidates_limit_cuts_after_ranking(api: Api, workspace: Path) -> None:
+    data = api.get("dsh", "api", "candidates", params={"cwd": "nb", "limit": "2"})
     assert [c["sessionId"] for c in data] == ["same-new", "same-old"]
-    one = await get_json(jp_fetch, "dsh", "api", "candidates", params={"cwd": "nb", "query": "els", "limit": "1"})
+    one = api.get("dsh", "api", "candidates", params={"cwd": "nb", "query": "els", "limit": "1"})
     assert [c["sessionId"] for c in one] == ["elsewhere"]
 
 
-async def test_candidates_default_to_the_root_folder_and_each_folder_has_its_own_store(
-    jp_fetch: Any, workspace: Path
+def test_candidates_default_to_the_root_folder_and_each_folder_has_its_own_store(
+    api: Api, workspace: Path
 ) -> None:
-    assert await get_json(jp_fetch, "dsh", "api", "candidates") == []
-    other = await get_json(jp_fetch, "dsh", "api", "candidates", params={"cwd": "other/"})
+    assert api.get("dsh", "api", "candidates") == []
+    other = api.get("dsh", "api", "candidates", params={"cwd": "other/"})
     assert [c["sessionId"] for c in other] == ["other-folder"]
     assert other[0]["sameWorkspace"] is True
 
 
-async def test_candidates_read_dsh_sessions_dir_when_set(
-    jp_fetch: Any, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_candidates_read_dsh_sessions_dir_when_set(
+    api: Api, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shared = tmp_path / "shared-store"
     make_session(tmp_path / "elsewhere-root", "unused", created_at=1, cwd=None)  # not the configured store
@@ -134,51 +159,56 @@ async def test_candidates_read_dsh_sessions_dir_when_set(
     log.append("turn/start", {"turn": 1})
     writer.close()
     monkeypatch.setenv("DSH_SESSIONS_DIR", str(shared))
-    data = await get_json(jp_fetch, "dsh", "api", "candidates", params={"cwd": "nb"})
+    data = api.get("dsh", "api", "candidates", params={"cwd": "nb"})
     assert [c["sessionId"] for c in data] == ["from-env"]
 
 
-async def test_hostile_titles_come_back_verbatim_as_json(jp_fetch: Any, jp_root_dir: Path) -> None:
+def test_hostile_titles_come_back_verbatim_as_json(api: Api, jp_root_dir: Path) -> None:
     for n, title in enumerate(HOSTILE):
         make_session(jp_root_dir, f"hostile-{n}", created_at=100 - n, cwd=None, title=title)
-    data = await get_json(jp_fetch, "dsh", "api", "candidates")
+    data = api.get("dsh", "api", "candidates")
     assert [c["label"] for c in data] == HOSTILE
     assert data[0]["mention"] == format_session_reference_mention("hostile-0", HOSTILE[0])
 
 
-@pytest.mark.parametrize("limit", ["0", "-1", "1.5", "abc", "1e3", " ", "١", "1001"])
-async def test_bad_limit_is_a_400_with_the_reference_code(jp_fetch: Any, workspace: Path, limit: str) -> None:
-    code, body = await error_of(jp_fetch, "dsh", "api", "candidates", params={"cwd": "nb", "limit": limit})
-    assert code == 400
-    assert body["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"
-    assert "limit" in body["error"]["message"]
+BAD_LIMITS = ["0", "-1", "1.5", "abc", "1e3", " ", " 5", "", "١", "1001"]
+BAD_CWDS = ["..", "../..", "nb/../..", "/etc", "/", "C:\\Windows", "nb\x00x", "missing"]
 
 
-@pytest.mark.parametrize("cwd", ["..", "../..", "nb/../..", "/etc", "/", "C:\\Windows", "nb\x00x", "missing"])
-async def test_cwd_outside_the_root_or_missing_is_a_400(jp_fetch: Any, workspace: Path, cwd: str) -> None:
-    code, body = await error_of(jp_fetch, "dsh", "api", "candidates", params={"cwd": cwd})
-    assert code == 400
-    assert body["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"
-    assert "cwd" in body["error"]["message"]
+def test_bad_limits_are_400s_with_the_reference_code(api: Api, workspace: Path) -> None:
+    for limit in BAD_LIMITS:
+        code, body = api.error("dsh", "api", "candidates", params={"cwd": "nb", "limit": limit})
+        assert code == 400, limit
+        assert body["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"
+        assert "limit" in body["error"]["message"]
+        assert body["message"] == body["error"]["message"]
 
 
-async def test_symlink_leaving_the_root_is_refused(jp_fetch: Any, jp_root_dir: Path, tmp_path: Path) -> None:
+def test_cwd_outside_the_root_or_missing_is_a_400(api: Api, workspace: Path) -> None:
+    for cwd in BAD_CWDS:
+        code, body = api.error("dsh", "api", "candidates", params={"cwd": cwd})
+        assert code == 400, cwd
+        assert body["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"
+        assert "cwd" in body["error"]["message"]
+
+
+def test_symlink_leaving_the_root_is_refused(api: Api, jp_root_dir: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     make_session(outside, "secret", created_at=1, cwd=None)
     (jp_root_dir / "link").symlink_to(outside, target_is_directory=True)
-    code, body = await error_of(jp_fetch, "dsh", "api", "candidates", params={"cwd": "link"})
+    code, body = api.error("dsh", "api", "candidates", params={"cwd": "link"})
     assert code == 400 and "outside" in body["error"]["message"]
 
 
-async def test_overlong_query_is_a_400(jp_fetch: Any, workspace: Path) -> None:
-    code, body = await error_of(jp_fetch, "dsh", "api", "candidates", params={"query": "x" * 1001})
+def test_overlong_query_is_a_400(api: Api, workspace: Path) -> None:
+    code, body = api.error("dsh", "api", "candidates", params={"query": "x" * 1001})
     assert code == 400 and "query" in body["error"]["message"]
 
 
 # -- sessions and locate -----------------------------------------------------------------------------------
-async def test_session_detail_has_metadata_and_a_preview(jp_fetch: Any, workspace: Path) -> None:
-    data = await get_json(jp_fetch, "dsh", "api", "sessions", payload("same-new"), params={"cwd": "nb"})
+def test_session_detail_has_metadata_and_a_preview(api: Api, workspace: Path) -> None:
+    data = api.get("dsh", "api", "sessions", payload("same-new"), params={"cwd": "nb"})
     assert data["sessionId"] == "same-new"
     assert data["label"] == data["title"] == "Latest title"
     assert data["cwd"] == os.path.realpath(workspace)
@@ -191,9 +221,9 @@ async def test_session_detail_has_metadata_and_a_preview(jp_fetch: Any, workspac
     assert data["mention"] == format_session_reference_mention("same-new", "Latest title")
 
 
-async def test_session_preview_is_bounded(jp_fetch: Any, jp_root_dir: Path) -> None:
+def test_session_preview_is_bounded(api: Api, jp_root_dir: Path) -> None:
     make_session(jp_root_dir, "long", created_at=1, cwd=None, turns=15)
-    data = await get_json(jp_fetch, "dsh", "api", "sessions", payload("long"))
+    data = api.get("dsh", "api", "sessions", payload("long"))
     preview = data["preview"]
     assert data["messageCounts"]["projected"] == 30
     assert len(preview["messages"]) == preview["maxMessages"] == 20
@@ -201,19 +231,19 @@ async def test_session_preview_is_bounded(jp_fetch: Any, jp_root_dir: Path) -> N
     assert preview["messages"][-1]["text"] == "answer 15"
 
 
-async def test_odd_ids_travel_safely_in_the_path(jp_fetch: Any, jp_root_dir: Path) -> None:
+def test_odd_ids_travel_safely_in_the_path(api: Api, jp_root_dir: Path) -> None:
     odd = 'a/b?c#d e"\\]\n界'
     make_session(jp_root_dir, odd, created_at=1, cwd=None)
-    data = await get_json(jp_fetch, "dsh", "api", "sessions", payload(odd))
+    data = api.get("dsh", "api", "sessions", payload(odd))
     assert data["sessionId"] == odd
-    where = await get_json(jp_fetch, "dsh", "api", "locate", payload(odd))
+    where = api.get("dsh", "api", "locate", payload(odd))
     assert where["kind"] == "jsonl"
     assert Path(where["path"]).is_file()
     assert Path(where["path"]).parent.parent == (jp_root_dir / ".dsh" / "sessions").resolve()
 
 
-async def test_locate_returns_the_log_path(jp_fetch: Any, workspace: Path, jp_root_dir: Path) -> None:
-    data = await get_json(jp_fetch, "dsh", "api", "locate", payload("same-old"), params={"cwd": "nb"})
+def test_locate_returns_the_log_path(api: Api, workspace: Path, jp_root_dir: Path) -> None:
+    data = api.get("dsh", "api", "locate", payload("same-old"), params={"cwd": "nb"})
     store = JsonlStore(workspace / ".dsh" / "sessions")
     assert data == {
         "kind": "jsonl",
@@ -222,78 +252,68 @@ async def test_locate_returns_the_log_path(jp_fetch: Any, workspace: Path, jp_ro
     }
 
 
-@pytest.mark.parametrize("route", ["sessions", "locate"])
-async def test_unknown_session_is_a_404_json(jp_fetch: Any, workspace: Path, route: str) -> None:
-    code, body = await error_of(jp_fetch, "dsh", "api", route, payload("nope"), params={"cwd": "nb"})
-    assert code == 404
-    assert body["error"]["code"] == "SESSION_REFERENCE_READ_FAILED"
-    assert "'nope'" in body["error"]["message"]
+def test_unknown_session_is_a_404_json(api: Api, workspace: Path) -> None:
+    for route in ("sessions", "locate"):
+        code, body = api.error("dsh", "api", route, payload("nope"), params={"cwd": "nb"})
+        assert code == 404
+        assert body["error"]["code"] == "SESSION_REFERENCE_READ_FAILED"
+        assert "'nope'" in body["error"]["message"]
 
 
-@pytest.mark.parametrize("route", ["sessions", "locate"])
-@pytest.mark.parametrize("session_id", TRAVERSAL_IDS + [""])
-async def test_traversal_ids_never_leave_the_store(
-    jp_fetch: Any, jp_root_dir: Path, tmp_path: Path, route: str, session_id: str
-) -> None:
-    # A real log placed where a naive join of the id would land must stay unreachable.
+def test_traversal_ids_never_leave_the_store(api: Api, jp_root_dir: Path, tmp_path: Path) -> None:
     store_root = jp_root_dir / ".dsh" / "sessions"
-    store_root.mkdir(parents=True, exist_ok=True)
-    for bait in (store_root / session_id / "session.jsonl", tmp_path / "etc" / "pwn" / "session.jsonl"):
+    store_root.mkdir(parents=True)
+    for session_id in TRAVERSAL_IDS + [""]:
+        # A real log placed where a naive join of the id would land must stay unreachable.
+        bait = store_root / session_id / "session.jsonl"
         try:
             bait.parent.mkdir(parents=True, exist_ok=True)
             bait.write_text(json.dumps({"type": "session", "version": 0, "id": session_id, "createdAt": 1,
                                         "delegationDepth": 0}) + "\n")
         except OSError:
             pass
-    code, body = await error_of(jp_fetch, "dsh", "api", route, payload(session_id))
-    assert code == 404
-    assert body["error"]["code"] == "SESSION_REFERENCE_READ_FAILED"
+        for route in ("sessions", "locate"):
+            code, body = api.error("dsh", "api", route, payload(session_id))
+            assert code == 404, (route, session_id)
+            assert body["error"]["code"] == "SESSION_REFERENCE_READ_FAILED"
+    assert (jp_root_dir / "etc" / "pwn" / "session.jsonl").is_file()  # the bait was really there
 
 
-@pytest.mark.parametrize("bad", ["IiJ", "%%%", "abc=", "eyJpZCI6IngifQ", "dsh-session:IiI"])
-async def test_malformed_payload_is_a_400(jp_fetch: Any, jp_root_dir: Path, bad: str) -> None:
-    code, body = await error_of(jp_fetch, "dsh", "api", "sessions", quote(bad, safe=""))
-    assert code == 400
-    assert body["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"
+def test_malformed_payloads_are_400s(api: Api, jp_root_dir: Path) -> None:
+    for bad in ["IiJ", "%%%", "abc=", "eyJpZCI6IngifQ", "dsh-session:IiI", "IiI%20"]:
+        code, body = api.error("dsh", "api", "sessions", quote(bad, safe=""))
+        assert code == 400, bad
+        assert body["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"
 
 
 # -- authentication, authorisation, read-only --------------------------------------------------------------
-@pytest.mark.parametrize("path", ["dsh/api/candidates", f"dsh/api/sessions/{payload('same-old')}?cwd=nb",
-                                  f"dsh/api/locate/{payload('same-old')}?cwd=nb"])
-async def test_requests_without_a_token_are_403(
-    jp_serverapp: Any, http_server_client: Any, jp_base_url: str, workspace: Path, path: str
-) -> None:
-    with pytest.raises(HTTPClientError) as info:
-        await http_server_client.fetch(jp_base_url + path)
-    assert info.value.code == 403
-    with pytest.raises(HTTPClientError) as bad_token:
-        await http_server_client.fetch(jp_base_url + path, headers={"Authorization": "token wrong"})
-    assert bad_token.value.code == 403
+ROUTES = ["dsh/api/candidates", f"dsh/api/sessions/{payload('same-old')}?cwd=nb",
+          f"dsh/api/locate/{payload('same-old')}?cwd=nb"]
 
 
-@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
-@pytest.mark.parametrize("route", [("candidates",), ("sessions", payload("same-old")), ("locate", payload("same-old"))])
-async def test_endpoints_are_read_only(jp_fetch: Any, workspace: Path, method: str, route: tuple[str, ...]) -> None:
-    body = None if method == "DELETE" else "{}"
-    code, reply = await error_of(jp_fetch, "dsh", "api", *route, method=method, body=body, allow_nonstandard_methods=True)
-    assert code == 405
-    assert reply["error"]["code"] == "HTTP_405"
+def test_requests_without_a_valid_token_are_403(api: Api, workspace: Path) -> None:
+    for path in ROUTES:
+        assert api.raw_status(path) == 403, path
+        assert api.raw_status(path, headers={"Authorization": "token wrong"}) == 403, path
 
 
-@pytest.mark.parametrize("method", ["POST", "DELETE"])
-async def test_state_changing_methods_without_token_or_xsrf_are_refused(
-    jp_serverapp: Any, http_server_client: Any, jp_base_url: str, workspace: Path, method: str
-) -> None:
-    request = tornado.httpclient.HTTPRequest(
-        http_server_client.get_url(jp_base_url + "dsh/api/candidates"), method=method,
-        body="{}" if method == "POST" else None, allow_nonstandard_methods=True,
-    )
-    with pytest.raises(HTTPClientError) as info:
-        await http_server_client.fetch(request)
-    assert info.value.code == 403
+def test_endpoints_are_read_only(api: Api, workspace: Path) -> None:
+    for route in [("candidates",), ("sessions", payload("same-old")), ("locate", payload("same-old"))]:
+        for method in ("POST", "PUT", "DELETE", "PATCH"):
+            body = None if method == "DELETE" else "{}"
+            code, reply = api.error("dsh", "api", *route, method=method, body=body, allow_nonstandard_methods=True)
+            assert code == 405, (route, method)
+            assert reply["error"]["code"] == "HTTP_405"
 
 
-async def test_authorizer_sees_the_dsh_resource_and_can_deny(jp_fetch: Any, jp_serverapp: Any, workspace: Path) -> None:
+def test_state_changing_methods_without_token_or_xsrf_are_refused(api: Api, workspace: Path) -> None:
+    for path in ROUTES:
+        for method in ("POST", "PUT", "DELETE"):
+            body = None if method == "DELETE" else "{}"
+            assert api.raw_status(path, method=method, body=body, allow_nonstandard_methods=True) == 403
+
+
+def test_authorizer_sees_the_dsh_resource_and_can_deny(api: Api, jp_serverapp: Any, workspace: Path) -> None:
     seen: list[tuple[str, str]] = []
     authorizer = jp_serverapp.web_app.settings["authorizer"]
     original = authorizer.is_authorized
@@ -304,7 +324,7 @@ async def test_authorizer_sees_the_dsh_resource_and_can_deny(jp_fetch: Any, jp_s
 
     authorizer.is_authorized = deny_dsh
     try:
-        code, body = await error_of(jp_fetch, "dsh", "api", "candidates", params={"cwd": "nb"})
+        code, body = api.error("dsh", "api", "candidates", params={"cwd": "nb"})
     finally:
         authorizer.is_authorized = original
     assert code == 403
@@ -312,7 +332,7 @@ async def test_authorizer_sees_the_dsh_resource_and_can_deny(jp_fetch: Any, jp_s
     assert body["error"]["code"] == "HTTP_403"
 
 
-async def test_base_url_prefix_is_honoured(jp_fetch: Any, jp_base_url: str, workspace: Path) -> None:
+def test_base_url_prefix_is_honoured(api: Api, jp_base_url: str, workspace: Path) -> None:
     assert jp_base_url != "/"  # pytest-jupyter serves under a non-root base URL
-    data = await get_json(jp_fetch, "dsh", "api", "candidates", params={"cwd": "nb", "limit": "1"})
+    data = api.get("dsh", "api", "candidates", params={"cwd": "nb", "limit": "1"})
     assert len(data) == 1

@@ -15,7 +15,7 @@ import logging
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Coroutine, Iterable, Mapping, Sequence
 
 from ..models.base import (
     Finish,
@@ -212,11 +212,24 @@ class Agent:
     async def send(self, content: str | Sequence[Mapping[str, Any]], *, contexts: Sequence[Mapping[str, Any]] = (),
                    source: Mapping[str, Any] | None = None, placement: Placement | None = None) -> TurnResult:
         """Start a turn with a direct prompt (and its prepared reference contexts)."""
-        if self._running:
-            raise AgentBusyError("a turn is already running in this session; steer() into it or wait for it")
+        return await self.begin(content, contexts=contexts, source=source, placement=placement)
+
+    def begin(self, content: str | Sequence[Mapping[str, Any]], *, contexts: Sequence[Mapping[str, Any]] = (),
+              source: Mapping[str, Any] | None = None,
+              placement: Placement | None = None) -> Coroutine[Any, Any, TurnResult]:
+        """Reserve the agent for a new turn now (thread-safe) and return the coroutine that runs it.
+
+        Hosts that start a turn on another thread call this first, so that a prompt submitted right after
+        sees the agent busy and is steered instead of racing to start a second turn. The coroutine must be
+        awaited (or scheduled) once.
+        """
         record = InboxRecord.create(content, source=source, contexts=contexts,
                                     placement=placement or self.config.placement, kind="prompt")
-        return await self._run_turn(record)
+        with self._lock:
+            if self._running:
+                raise AgentBusyError("a turn is already running in this session; steer() into it or wait for it")
+            self._running = True
+        return self._run_turn(record)
 
     def steer(self, content: str | Sequence[Mapping[str, Any]], *, contexts: Sequence[Mapping[str, Any]] = (),
               source: Mapping[str, Any] | None = None, placement: Placement | None = None) -> None:
@@ -378,8 +391,6 @@ class Agent:
     # -- the turn ------------------------------------------------------------------------------------
     async def _run_turn(self, record: InboxRecord) -> TurnResult:
         self._loop = asyncio.get_running_loop()
-        with self._lock:
-            self._running = True
         self._cancel_event = asyncio.Event()
         self._tool_cancel = threading.Event()
         turn = self._turn + 1
@@ -410,8 +421,7 @@ class Agent:
         except Exception as exc:
             self._emit(ev.Notice(self._turn, f"SessionStart hook failed: {exc}", "warning"))
             return
-        for warning in getattr(outcome, "warnings", ()) or ():
-            self._emit(ev.Notice(self._turn, warning, "warning"))
+        self._hook_notices(outcome, self._turn)
         for text, source_marker in self._hook_context_items(outcome):
             self.inject(text, source=source_marker)
 
@@ -420,20 +430,30 @@ class Agent:
         content = decision.content if decision.content is not None else thaw(record.content)
         prompt = blocks_text(content, "")
         outcome = await self.hooks.user_prompt_submit(self._hook_context(turn), prompt)
-        for warning in getattr(outcome, "warnings", ()) or ():
-            self._emit(ev.Notice(turn, warning, "warning"))
+        self._hook_notices(outcome, turn)
         if getattr(outcome, "blocked", False):
             return Block(getattr(outcome, "reason", None) or "blocked by a UserPromptSubmit hook"), []
+        if getattr(outcome, "halt", False):
+            return Block(getattr(outcome, "halt_reason", None) or "a UserPromptSubmit hook stopped the session"), []
         contexts = [{"content": [text_block(text)], "source": source}
                     for text, source in self._hook_context_items(outcome)]
         return decision, contexts
 
-    def _hook_context_items(self, outcome: Any) -> list[tuple[str, dict[str, Any]]]:
-        items = getattr(outcome, "contexts", None)
-        if items is not None:
-            return [(c.text, dict(c.source)) for c in items]
-        source = dict(getattr(outcome, "source", None) or {"kind": "plugin", "plugin": "hooks"})
-        return [(text, source) for text in getattr(outcome, "additional_context", ()) or ()]
+    def _hook_notices(self, outcome: Any, turn: int) -> None:
+        """Show hook warnings (failed or odd hooks) and ``systemMessage`` texts to the user."""
+        for warning in getattr(outcome, "warnings", ()) or ():
+            self._emit(ev.Notice(turn, warning, "warning"))
+        for message in getattr(outcome, "system_messages", ()) or ():
+            self._emit(ev.Notice(turn, message, "info"))
+
+    @staticmethod
+    def _hook_context_items(outcome: Any) -> list[tuple[str, dict[str, Any]]]:
+        """``(text, source)`` pairs of context a hook asked to add."""
+        contexts = getattr(outcome, "contexts", None)
+        if callable(contexts):
+            return [(text, dict(source)) for text, source in contexts()]
+        source = {"kind": "plugin", "plugin": "hooks"}
+        return [(text, dict(source)) for text in getattr(outcome, "additional_context", ()) or ()]
 
     def _hook_context(self, turn: int | None) -> Any:
         from ..tools.hooks import HookContext
@@ -652,9 +672,8 @@ class Agent:
             parsed = parse_arguments(arguments)
             decision = await self.hooks.pre_tool_use(self._hook_context(turn), name,
                                                      parsed if isinstance(parsed, dict) else {}, call["id"])
-            for warning in getattr(decision, "warnings", ()) or ():
-                self._emit(ev.Notice(turn, warning, "warning"))
-            if getattr(decision, "deny", False):
+            self._hook_notices(decision, turn)
+            if getattr(decision, "deny", False) or getattr(decision, "halt", False):
                 reason = getattr(decision, "reason", None) or "denied by a PreToolUse hook"
                 output = ToolOutput(f"The tool call was not run: {reason}", is_error=True, meta={"denied": True})
                 self._emit(ev.ToolFinished(turn, call["id"], name, output.text, True))
@@ -684,8 +703,10 @@ class Agent:
             after = await self.hooks.post_tool_use(self._hook_context(turn), name,
                                                    parsed if isinstance(parsed, dict) else {}, call["id"],
                                                    output.text)
-            for warning in getattr(after, "warnings", ()) or ():
-                self._emit(ev.Notice(turn, warning, "warning"))
+            self._hook_notices(after, turn)
+            if getattr(after, "blocked", False) and getattr(after, "reason", None):
+                self.inject(f"PostToolUse hook feedback on {name}: {after.reason}",
+                            source={"kind": "plugin", "plugin": "hooks"})
             for text, source in self._hook_context_items(after):
                 self.inject(text, source=source)
         return output
@@ -700,8 +721,7 @@ class Agent:
 
     async def _hook_stop(self, turn: int, text: str, active: bool) -> list[InboxRecord]:
         outcome = await self.hooks.stop(self._hook_context(turn), text, stop_hook_active=active)
-        for warning in getattr(outcome, "warnings", ()) or ():
-            self._emit(ev.Notice(turn, warning, "warning"))
+        self._hook_notices(outcome, turn)
         if getattr(outcome, "blocked", False) and not active:
             reason = getattr(outcome, "reason", None) or "a Stop hook asked the agent to continue"
             return [InboxRecord.create(reason, source={"kind": "plugin", "plugin": "hooks"}, kind="inject")]

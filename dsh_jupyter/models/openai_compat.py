@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import hashlib
 import json
 import logging
 import math
@@ -265,23 +266,28 @@ class OpenAICompatibleProvider(ModelProvider):
             )
         return value
 
-    def _client_for(self, key: str) -> AsyncOpenAI:
+    async def _client_for(self, key: str, watch: _CancelWatch) -> AsyncOpenAI:
+        """The SDK client for this event loop and key (made in a worker thread: loading the SDK and its
+        TLS context takes long enough to stall a notebook's event loop)."""
         loop = asyncio.get_running_loop()
         same_loop = self._client_loop is not None and self._client_loop() is loop
-        if self._client is not None and same_loop and self._client_key == key:
+        fingerprint = hashlib.sha256(key.encode()).hexdigest()
+        if self._client is not None and same_loop and self._client_key == fingerprint:
             return self._client
-        try:
-            from openai import AsyncOpenAI
-        except ImportError as exc:  # pragma: no cover - openai is a hard dependency
-            raise ModelError("config", f"the 'openai' package is needed for {self.info.provider} models: "
-                                       f"pip install 'openai>=1.40' ({exc})") from None
+        client = await watch.race(asyncio.to_thread(self._make_client, key), "while loading the openai SDK")
         if self._client is not None and same_loop:
-            # the key changed: the old client's connections belong to this loop, close them in the background
+            # the key changed: the old client's connections belong to this loop; close them in the background
             asyncio.ensure_future(self._client.close())
-        self._client = AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout)
+        self._client = client
         self._client_loop = weakref.ref(loop)
-        self._client_key = key
-        return self._client
+        self._client_key = fingerprint  # a digest, so that vars(provider) shows no key
+        return client
+
+    def _make_client(self, key: str) -> AsyncOpenAI:
+        _load_sdk()
+        from openai import AsyncOpenAI
+
+        return AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout)
 
     async def close(self) -> None:
         client, self._client, self._client_key = self._client, None, None
@@ -322,7 +328,7 @@ class OpenAICompatibleProvider(ModelProvider):
         try:
             watch.check("before it was sent")
             key = self._resolve_key()
-            client = self._client_for(key)
+            client = await self._client_for(key, watch)
             response = await self._open(client, self.request_params(request), key, watch)
             try:
                 async for event in self._read(response, key, watch):
@@ -496,6 +502,17 @@ class OpenAICompatibleProvider(ModelProvider):
         return ModelError("bad_stream", f"the stream from {where} could not be read ({type(exc).__name__}: "
                                         f"{redact(str(exc), key)}); the answer is incomplete. Try again.",
                           retryable=True)
+
+
+def _load_sdk() -> None:
+    """Import the SDK parts a streamed chat completion needs."""
+    try:
+        import openai  # noqa: F401
+        import openai.resources.chat.completions  # noqa: F401
+        import openai.types.chat  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - openai is a hard dependency
+        raise ModelError("config", f"the 'openai' package is needed for OpenAI-compatible models: "
+                                   f"pip install 'openai>=1.40' ({exc})") from None
 
 
 def _usage_from(raw: Any) -> Usage:

@@ -261,7 +261,8 @@ class SessionTable:
     """The sessions of ``%dsh sessions``: label, id, cwd, created (local ISO time), same workspace.
 
     ``rows`` are candidate-shaped dicts (``sessionId``, ``label``, ``cwd``?, ``createdAt`` epoch ms,
-    ``sameWorkspace``); they are shown in the order given.
+    ``sameWorkspace``, optionally ``current: True`` for the notebook's own session, marked
+    "(current)"); they are shown in the order given.
     """
 
     def __init__(self, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -278,9 +279,10 @@ class SessionTable:
     def _cells(row: Mapping[str, Any]) -> tuple[str, str, str | None, str, bool]:
         session_id = row.get("sessionId", row.get("id"))
         label = row.get("label")
+        label = label if isinstance(label, str) else session_id
         cwd = row.get("cwd")
         return (
-            label if isinstance(label, str) else session_id,
+            label,
             session_id,
             cwd if isinstance(cwd, str) else None,
             format_created(row.get("createdAt")),
@@ -295,7 +297,7 @@ class SessionTable:
         for row in self.rows:
             label, session_id, cwd, created, same = self._cells(row)
             cells = [
-                html_field(label),
+                html_field(label) + (" <em>(current)</em>" if row.get("current") is True else ""),
                 f"<code>{html_field(session_id)}</code>",
                 _MISSING if cwd is None else html_field(cwd),
                 html_field(created),
@@ -314,7 +316,7 @@ class SessionTable:
         for row in self.rows:
             label, session_id, cwd, created, same = self._cells(row)
             table.append(
-                [escape_controls(label), escape_controls(session_id), _MISSING if cwd is None else escape_controls(cwd),
+                [escape_controls(label) + (" (current)" if row.get("current") is True else ""), escape_controls(session_id), _MISSING if cwd is None else escape_controls(cwd),
                  created, "✓" if same else ""]
             )
         widths = [max(display_width(line[col]) for line in table) for col in range(len(_COLUMNS))]

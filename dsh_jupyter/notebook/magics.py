@@ -29,7 +29,7 @@ Commands:
   compact                        summarise the older conversation into a checkpoint
   locate                         where the current session's log is (returns the location object)
   env                            the DSH_* values a tool call of this session gets
-  pick [QUERY]                   show the session picker (inserts @-mentions into a prompt box)
+  pick [QUERY]                   a prompt box plus the session picker that inserts @-mentions into it
   chat                           show a chat panel (prompt box, picker, streaming transcript)
   config                         the current settings (change them with %config DshMagics.<name> = ...)
   models                         models you can use and whether their key is set
@@ -184,7 +184,7 @@ class DshMagics(Magics, DshSettings):
                         background=args.bg)
         view.start()
         dispose = agent.subscribe(view)
-        future = host.thread.submit(agent.send(prepared.content, contexts=contexts, placement=placement))
+        future = host.thread.submit(agent.begin(prepared.content, contexts=contexts, placement=placement))
         future.add_done_callback(lambda _: dispose())
         if args.bg:
             host.track_background(future)
@@ -197,7 +197,8 @@ class DshMagics(Magics, DshSettings):
             _error(self._describe(exc))
             return
         if result is not None and result.reason == "blocked":
-            _error(f"the prompt was blocked by a hook: {result.error}; nothing was written")
+            reason = (result.error or "no reason given").strip().rstrip(".")
+            _error(f"the prompt was blocked by a hook ({reason}); nothing was written")
 
     def _wait(self, future: Any, agent: Any, *, cancel_turn: bool) -> Any:
         """Wait for ``future`` while running the agent's main-thread calls; Stop cancels the turn."""
@@ -263,7 +264,10 @@ class DshMagics(Magics, DshSettings):
         while args:
             word = args.pop(0)
             if word == "--limit" and args:
-                limit = int(args.pop(0))
+                value = args.pop(0)
+                if not value.isdigit() or int(value) < 1:
+                    raise HostError(f"--limit takes a positive whole number, got {value!r}")
+                limit = int(value)
             else:
                 query = (query + " " + word).strip()
         rows = self.host.candidates(query, limit, include_current=True)
@@ -315,15 +319,15 @@ class DshMagics(Magics, DshSettings):
         return dict(sorted(self.host.env_values().items()))
 
     def _cmd_pick(self, rest: list[str]) -> Any:
+        """Show a prompt box and return the picker that fills it (IPython displays it unless assigned)."""
+        from IPython.display import display
+
         from .widgets import MentionPicker, PromptBox
 
         box = PromptBox(self.host)
         picker = MentionPicker(self.host, target=box)
         if rest:
             picker.query = " ".join(rest)
-        from IPython.display import display
-
-        display(picker)
         display(box)
         return picker
 

@@ -241,7 +241,7 @@ class TurnView:
             elif reason == "max-steps":
                 self.segments.append(_Segment("notice", error or "stopped at the step limit", level="warning"))
             elif reason == "blocked":
-                self.segments.append(_Segment("notice", f"Blocked by a hook: {error}", level="warning"))
+                self.segments.append(_Segment("status", "⛔ blocked by a hook; nothing was recorded"))
         self._cancel_timer()
         self._send(final=True)
 

@@ -25,7 +25,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -87,7 +87,7 @@ def readable_prompt(text: str) -> str:
 
 
 @dataclass
-class Submission:
+class PromptSubmission:
     """One prompt handed to the host: its future, whether it was steered, and whether it was recorded."""
 
     text: str
@@ -100,31 +100,30 @@ class Submission:
         return "steered" if self.steered else "sent"
 
 
-def submit_to_host(host: Any, text: str, listener: Listener, *, steered: bool | None = None) -> Submission:
+def submit_to_host(host: Any, text: str, listener: Listener, *, steered: bool | None = None) -> PromptSubmission:
     """Send ``text`` through the host; it is a steer when the host was busy just before.
 
     ``steered`` overrides that reading of ``host.busy`` (for a caller that already read it).
 
-    ``Submission.recorded`` is set when the host reports the prompt entering the log (a
+    ``PromptSubmission.recorded`` is set when the host reports the prompt entering the log (a
     :class:`MessageRecorded` event of a user message), so a failure before that can give the
     text back to the user.
     """
     if steered is None:
         steered = bool(host.busy)
-    holder: list[Submission] = []
+    recorded = threading.Event()  # made first: the agent thread may report before submit_async returns
 
     def watch(event: AgentEvent) -> None:
-        if holder and isinstance(event, MessageRecorded):
+        if isinstance(event, MessageRecorded):
             source = event.message.get("source") if isinstance(event.message, Mapping) else None
             if isinstance(source, Mapping) and source.get("kind") == "user":
-                holder[0].recorded.set()
+                recorded.set()
         listener(event)
 
     future = host.submit_async(text, watch)
     if not isinstance(future, concurrent.futures.Future):
         raise TypeError(f"host.submit_async must return a concurrent.futures.Future, got {type(future).__name__}")
-    submission = Submission(text=text, future=future, steered=steered)
-    holder.append(submission)
+    submission = PromptSubmission(text=text, future=future, steered=steered, recorded=recorded)
     return submission
 
 
@@ -172,6 +171,8 @@ class TranscriptState:
         self.max_args_line = max_args_line
         self.busy = False
         self.title = ""
+        #: Assistant items streamed since the last finished assistant message.
+        self._message_items: list[dict[str, Any]] = []
 
     # -- building
 
@@ -220,13 +221,14 @@ class TranscriptState:
                 self._close_streaming()
 
     def apply(self, event: AgentEvent) -> bool:
-        """Fold one event in; ``True`` when it ends a turn (the caller then sends a final update)."""
+        """Fold one event in; ``True`` when a turn starts or ends (the caller then updates the view at once)."""
         with self._lock:
             if isinstance(event, TextDelta):
                 item = self._last_streaming("assistant")
                 if item is None:
                     self._close_streaming()
                     item = self._add("assistant", text="", streaming=True)
+                    self._message_items.append(item)
                 item["text"] += event.text
             elif isinstance(event, ReasoningDelta):
                 item = self._last_streaming("reasoning")
@@ -235,12 +237,13 @@ class TranscriptState:
                     item = self._add("reasoning", text="", streaming=True)
                 item["text"] += event.text
             elif isinstance(event, AssistantMessage):
-                item = self._last_streaming("assistant")
+                # The finished text replaces a single streamed item (it is authoritative); when the
+                # stream was split (around a tool call) the streamed pieces stay as they are.
                 self._close_streaming()
-                if item is not None:
-                    if event.text:
-                        item["text"] = event.text
-                elif event.text:
+                streamed, self._message_items = self._message_items, []
+                if len(streamed) == 1 and event.text:
+                    streamed[0]["text"] = event.text
+                elif not streamed and event.text:
                     self._add("assistant", text=event.text, streaming=False)
             elif isinstance(event, ToolStarted):
                 self._close_streaming()
@@ -270,6 +273,7 @@ class TranscriptState:
                 self.title = event.title
             elif isinstance(event, TurnStarted):
                 self.busy = True
+                return True
             elif isinstance(event, TurnEnded):
                 self.busy = False
                 self._close_streaming()
@@ -419,14 +423,14 @@ class PromptBox(anywidget.AnyWidget):
         host: Any = None,
         *,
         listener: Listener | None = None,
-        submit: Callable[[str], Submission] | None = None,
+        submit: Callable[[str], PromptSubmission] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.host = host
         self._listener = listener
         self._submit = submit
-        self.last_submission: Submission | None = None
+        self.last_submission: PromptSubmission | None = None
 
     def insert(self, text: str) -> None:
         """Insert ``text`` at the caret, with a space on each side where a word would otherwise touch it."""
@@ -443,7 +447,7 @@ class PromptBox(anywidget.AnyWidget):
             self.value = before + text + after
             self.cursor = -1 if not after else len(before) + len(text)
 
-    def submit(self) -> Submission:
+    def submit(self) -> PromptSubmission:
         """Hand the prompt to the host and clear the box; raises (keeping the text) when that fails."""
         text = self.value
         if not text.strip():
@@ -471,7 +475,7 @@ class PromptBox(anywidget.AnyWidget):
             self.status = text
             self.status_level = level
 
-    def _finished(self, submission: Submission) -> None:
+    def _finished(self, submission: PromptSubmission) -> None:
         future = submission.future
         if future.cancelled():
             self._set_status("Cancelled.", "info")
@@ -710,7 +714,7 @@ class ChatPanel(ipywidgets.VBox):
 
     # -- Python API
 
-    def submit(self, text: str | None = None) -> Submission:
+    def submit(self, text: str | None = None) -> PromptSubmission:
         """Send ``text`` (default: the prompt box's text) as the prompt box's Send button does."""
         if text is not None:
             if not isinstance(text, str):
@@ -736,14 +740,19 @@ class ChatPanel(ipywidgets.VBox):
         return list(self.transcript.items)
 
     def close(self) -> None:
-        self._coalescer.close()
-        for child in (self.transcript, self.picker, self.prompt):
-            child.close()
+        """Close the panel and its three widgets (also runs when a half-built panel is collected)."""
+        coalescer = getattr(self, "_coalescer", None)
+        if coalescer is not None:
+            coalescer.close()
+        for name in ("transcript", "picker", "prompt"):
+            child = getattr(self, name, None)
+            if child is not None:
+                child.close()
         super().close()
 
     # -- internals
 
-    def _submit(self, text: str) -> Submission:
+    def _submit(self, text: str) -> PromptSubmission:
         steered = bool(self.host.busy)
         item_id = self.state.add_user(readable_prompt(text), steered=steered)
         self._coalescer.poke()
@@ -796,7 +805,7 @@ __all__ = [
     "MentionPicker",
     "PromptBox",
     "STEERED_NOTE",
-    "Submission",
+    "PromptSubmission",
     "TranscriptState",
     "UpdateCoalescer",
     "readable_prompt",

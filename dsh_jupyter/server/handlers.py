@@ -107,8 +107,8 @@ class CandidatesHandler(DshApiHandler):
     @authorized
     async def get(self) -> None:
         async def work() -> Any:
-            query = sessions.parse_query(self.get_query_argument("query", ""))
-            limit = sessions.parse_limit(self.get_query_argument("limit", None))
+            query = sessions.parse_query(self.get_query_argument("query", "", strip=False))
+            limit = sessions.parse_limit(self.get_query_argument("limit", None, strip=False))
             folder = self.folder()
             return await self.run(sessions.list_candidates, folder, query, limit)
 

@@ -72,12 +72,11 @@ def not_found(session_id: str, folder: Path) -> ApiError:
 # -- parameters -------------------------------------------------------------------------------------------
 def parse_limit(raw: str | None) -> int:
     """The ``limit`` query parameter: a positive integer up to :data:`MAX_CANDIDATE_LIMIT`."""
-    if raw is None or raw == "":
+    if raw is None:
         return DEFAULT_CANDIDATE_LIMIT
-    text = raw.strip()
-    if not text.isascii() or not text.isdigit() or int(text) == 0:
-        raise bad_request(f"limit must be a positive integer, got {raw!r}")
-    value = int(text)
+    if not raw.isascii() or not raw.isdigit() or int(raw) == 0:
+        raise bad_request(f"limit must be a positive integer (leave it out for {DEFAULT_CANDIDATE_LIMIT}), got {raw!r}")
+    value = int(raw)
     if value > MAX_CANDIDATE_LIMIT:
         raise bad_request(f"limit must be at most {MAX_CANDIDATE_LIMIT}, got {value}")
     return value

@@ -31,6 +31,7 @@ function render({ model, el, experimental }) {
 
   let sending = false;
   let disposed = false;
+  let localError = null; // a failure only this view knows about (no answer, or an error reply)
 
   function sync() {
     if (area.value !== model.get("value")) area.value = model.get("value");
@@ -40,8 +41,8 @@ function render({ model, el, experimental }) {
     button.title = busy ? "Add this prompt to the running turn" : "Start a turn with this prompt";
     button.disabled = sending || model.get("disabled");
     area.disabled = model.get("disabled");
-    status.textContent = escapeText(model.get("status"));
-    status.dataset.level = model.get("status_level");
+    status.textContent = escapeText(localError ?? model.get("status"));
+    status.dataset.level = localError === null ? model.get("status_level") : "error";
   }
 
   function caretChanged() {
@@ -67,15 +68,9 @@ function render({ model, el, experimental }) {
     sync();
     try {
       const [response] = await experimental.invoke("send_command", { value: area.value }, { signal: AbortSignal.timeout(30000) });
-      if (!disposed && response && response.error) {
-        status.textContent = escapeText(response.error);
-        status.dataset.level = "error";
-      }
+      if (response && response.error) localError = String(response.error);
     } catch (error) {
-      if (!disposed) {
-        status.textContent = "The kernel did not answer; your prompt is still here.";
-        status.dataset.level = "error";
-      }
+      localError = "The kernel did not answer; your prompt is still here.";
     } finally {
       sending = false;
       if (!disposed) sync();
@@ -83,6 +78,7 @@ function render({ model, el, experimental }) {
   }
 
   function onInput() {
+    localError = null;
     model.set("value", area.value);
     caretChanged();
     model.save_changes();
@@ -107,14 +103,21 @@ function render({ model, el, experimental }) {
   area.addEventListener("blur", saveCaret);
   button.addEventListener("click", send);
   model.on("change:value", onValue);
-  const events = ["placeholder", "busy", "status", "status_level", "disabled"].map((name) => "change:" + name);
+  function onStatus() {
+    localError = null;
+    sync();
+  }
+
+  const events = ["placeholder", "busy", "status_level", "disabled"].map((name) => "change:" + name);
   for (const event of events) model.on(event, sync);
+  model.on("change:status", onStatus);
   sync();
 
   return () => {
     disposed = true;
     model.off("change:value", onValue);
     for (const event of events) model.off(event, sync);
+    model.off("change:status", onStatus);
   };
 }
 

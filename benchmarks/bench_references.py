@@ -1,0 +1,210 @@
+"""Benchmark: cross-session reference preparation and candidate discovery.
+
+Run: ``.venv/bin/python benchmarks/bench_references.py`` (add ``--size-mb N`` for smaller sources).
+
+1. ``prepare()`` of three ~100 MB sources (mostly tool output, two of them compacted near the end)
+   through the JSONL store, against a naive fold that JSON-decodes every line of every log, measured in
+   the same run. Each variant runs in a fresh child process so its peak memory growth (peak RSS minus
+   RSS just before the run) is its own. Goals: ≤ 0.5 s, ≥ 3× faster than the naive fold, ≤ 100 MB growth.
+2. Candidate queries over 10,000 small titled sessions (no index yet): an empty query (first page), a
+   query matching one title, and a query matching nothing (every title read); baseline: listing the
+   headers alone and loading every log in full.
+
+Data is generated once under ``benchmarks/.data/`` and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from dsh_jupyter._json import dumps, loads  # noqa: E402
+from dsh_jupyter.query import SessionQuery  # noqa: E402
+from dsh_jupyter.references import ReferenceTarget, SessionReferenceResolver  # noqa: E402
+from dsh_jupyter.references.projection import project_surface  # noqa: E402
+from dsh_jupyter.references.retention import retain_source  # noqa: E402
+from dsh_jupyter.session import SessionHeader, SurfaceSnapshot, events_from_record, fold_surface  # noqa: E402
+from dsh_jupyter.store import JsonlStore  # noqa: E402
+
+DATA = HERE / ".data"
+SOURCES = ["bench-ref-source-1", "bench-ref-source-2", "bench-ref-source-3"]
+CWD = "/home/bench/project"
+REPEATS = 3
+
+
+# -- data -------------------------------------------------------------------------------------------
+def big_store(size_mb: int) -> JsonlStore:
+    from _logs import write_big_log  # written by the store benchmarks; shared log generator
+
+    store = JsonlStore(DATA / f"references-{size_mb}mb")
+    for index, session_id in enumerate(SOURCES):
+        path = store.log_path(session_id)
+        marker = path.with_suffix(".done")
+        if marker.exists() and path.exists():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_big_log(path, size_mb=size_mb, session_id=session_id, cwd=CWD,
+                      compact_near_end=index != 1, seed=index)
+        marker.write_text("ok")
+    return store
+
+
+def candidate_store(count: int) -> JsonlStore:
+    """``count`` small sessions, each with a prompt, an answer and a title (written directly as JSONL)."""
+    store = JsonlStore(DATA / f"references-candidates-{count}")
+    marker = store.root / ".done"
+    if marker.exists():
+        return store
+    store.root.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        session_id = f"cand-{i:05d}"
+        header = SessionHeader(session_id, 1_780_000_000_000 + i, f"/work/project-{i % 25}")
+        t = header.created_at
+        lines = [
+            header.to_json(),
+            {"type": "turn/start", "seq": 0, "time": t, "data": {"turn": 1}},
+            {"type": "user/message", "seq": 1, "time": t,
+             "data": {"content": [{"type": "text", "text": f"question {i} about the build"}],
+                      "source": {"kind": "user"}, "role": "user", "id": f"u-{i}"}, "surfaceOp": "append"},
+            {"type": "session/title", "seq": 2, "time": t,
+             "data": {"title": f"Build question number {i}", "messageSeqs": [1], "source": {"kind": "fallback"}}},
+            {"type": "assistant/message", "seq": 3, "time": t,
+             "data": {"turn": 1, "step": 1, "message": {"role": "assistant",
+                                                        "content": [{"type": "text", "text": f"answer {i}"}],
+                                                        "source": {"kind": "model", "provider": "p", "model": "m"},
+                                                        "id": f"a-{i}"}}, "surfaceOp": "append"},
+            {"type": "turn/end", "seq": 4, "time": t, "data": {"turn": 1, "reason": {"kind": "completed"}}},
+        ]
+        path = store.log_path(session_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(dumps(line) + "\n" for line in lines), "utf-8")
+    marker.write_text("ok")
+    return store
+
+
+# -- measured work (children) -----------------------------------------------------------------------
+def naive_snapshot(path: Path) -> SurfaceSnapshot:
+    """Decode every line, expand every event, fold the surface: the straightforward reader."""
+    events = []
+    with open(path, "rb") as fh:
+        header = SessionHeader.from_json(loads(fh.readline()))
+        for line in fh:
+            events.extend(events_from_record(loads(line)))
+    return SurfaceSnapshot(header, events[-1].seq if events else None, fold_surface(events))
+
+
+def run_ours(store: JsonlStore, target: ReferenceTarget) -> int:
+    resolver = SessionReferenceResolver(SessionQuery(store))
+    prepared = resolver.prepare_sync(target, [], [{"sessionId": s} for s in SOURCES])
+    assert prepared.additional_context is not None
+    return len(prepared.additional_context["content"][0]["text"])
+
+
+def run_naive(store: JsonlStore, target: ReferenceTarget) -> int:
+    total = 0
+    for session_id in SOURCES:
+        retained = retain_source(project_surface(naive_snapshot(store.log_path(session_id))), session_id, 65_536)
+        assert retained is not None
+        total += len(retained.serialized)
+    return total
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def child(variant: str, root: str, spill: str) -> None:
+    store = JsonlStore(root)
+    target = ReferenceTarget("bench-target", CWD, Path(spill))
+    work = run_ours if variant == "ours" else run_naive
+    before = rss_bytes()
+    times = []
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        work(store, target)
+        times.append(time.perf_counter() - started)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"times": times, "growth": max(0, peak - before)}))
+
+
+def measure(variant: str, store: JsonlStore, spill: Path) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", variant, str(store.root), str(spill)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def time_call(fn, repeats: int = 3) -> float:  # type: ignore[no-untyped-def]
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+# -- report -----------------------------------------------------------------------------------------
+def bench_prepare(size_mb: int) -> None:
+    store = big_store(size_mb)
+    sizes = [store.log_path(s).stat().st_size / 2**20 for s in SOURCES]
+    for session_id in SOURCES:  # warm the page cache equally for both variants
+        with open(store.log_path(session_id), "rb") as fh:
+            while fh.read(1 << 24):
+                pass
+    spill = DATA / "references-spill"
+    ours = measure("ours", store, spill)
+    naive = measure("naive", store, spill)
+    ours_t, naive_t = statistics.median(ours["times"]), statistics.median(naive["times"])
+    print(f"prepare(): 3 sources of {', '.join(f'{s:.0f}' for s in sizes)} MB")
+    print(f"  ours   median {ours_t:.3f} s (runs {', '.join(f'{t:.3f}' for t in ours['times'])}), "
+          f"peak RSS growth {ours['growth'] / 2**20:.1f} MB")
+    print(f"  naive  median {naive_t:.3f} s (runs {', '.join(f'{t:.3f}' for t in naive['times'])}), "
+          f"peak RSS growth {naive['growth'] / 2**20:.1f} MB")
+    print(f"  speed-up vs naive fold: {naive_t / ours_t:.1f}x   (goals: <= 0.5 s, >= 3x, <= 100 MB growth)")
+    print(f"  memory ratio naive/ours: {naive['growth'] / max(ours['growth'], 1):.1f}x")
+
+
+def bench_candidates(count: int) -> None:
+    store = candidate_store(count)
+    resolver = SessionReferenceResolver(SessionQuery(store))
+    target = ReferenceTarget("bench-target", "/work/project-3")
+    headers = time_call(lambda: store.list_headers())
+    first_page = time_call(lambda: resolver.list_candidates(target, ""))
+    one_title = time_call(lambda: resolver.list_candidates(target, "number 4242"))
+    nothing = time_call(lambda: resolver.list_candidates(target, "no such session"), repeats=1)
+    assert [c.session_id for c in resolver.list_candidates(target, "number 4242")] == ["cand-04242"]
+    full_load = time_call(lambda: [store.load(h.id).title() for h in store.list_headers()], repeats=1)
+    print(f"list_candidates over {count} sessions (no index):")
+    print(f"  baseline list_headers only       {headers:.3f} s")
+    print(f"  empty query, first 50            {first_page:.3f} s  ({first_page / headers:.1f}x list_headers)")
+    print(f"  'number 4242' (one title match)  {one_title:.3f} s  ({one_title / headers:.1f}x list_headers)")
+    print(f"  no match (every title read)      {nothing:.3f} s  ({nothing / headers:.1f}x list_headers)")
+    print(f"  baseline: load every log in full {full_load:.3f} s  (no-match query / full load = {nothing / full_load:.2f})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mb", type=int, default=100, help="size of each referenced source log")
+    parser.add_argument("--sessions", type=int, default=10_000, help="sessions for the candidate query")
+    parser.add_argument("--child", nargs=3, metavar=("VARIANT", "ROOT", "SPILL"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    bench_prepare(args.size_mb)
+    bench_candidates(args.sessions)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,371 @@
+/**
+ * `@` completion in `%%dsh` cells: sessions from the dsh server extension, then files of the notebook's
+ * folder, in JupyterLab's own completer popup.
+ *
+ * JupyterLab builds the popup from the completer model and renderer of the highest-ranked provider, so
+ * this provider ranks first and brings both. They change nothing for other completions: the model falls
+ * back to the stock filtering and the renderer to the stock item nodes unless the list holds dsh items.
+ * For dsh items the model filters like the server (case-insensitive substring of id, cwd and label;
+ * file names for files) instead of fuzzy-matching labels, and the renderer writes every string with
+ * `textContent`, control characters made visible.
+ */
+
+import {
+  CompleterModel,
+  Completer,
+  CompletionHandler,
+  ICompletionContext,
+  ICompletionProvider
+} from '@jupyterlab/completer';
+import { PathExt } from '@jupyterlab/coreutils';
+import { NotebookPanel } from '@jupyterlab/notebook';
+import { Contents, ServerConnection } from '@jupyterlab/services';
+import { Widget } from '@lumino/widgets';
+
+import { fetchCandidates, ISessionCandidate } from './api';
+import { escapeControls, textElement } from './escape';
+import { IFileCandidate, listFileCandidates } from './files';
+import { fileMention, IMentionToken, mentionAt } from './mentions';
+
+/** Identifier of the provider in the completer settings (`availableProviders`). */
+export const PROVIDER_ID = 'dsh-jupyter:mentions';
+
+/** Above the stock kernel (550) and context (500) providers. */
+export const PROVIDER_RANK = 1100;
+
+/** How many sessions one request asks the server for. */
+export const SESSION_LIMIT = 50;
+
+/** How many files one request lists. */
+export const FILE_LIMIT = 100;
+
+/** What a dsh completion item carries besides the stock fields. */
+export interface IDshItemInfo {
+  kind: 'session' | 'file' | 'directory';
+  /** First line of the row (escaped label or path). */
+  title: string;
+  /** Second part of the row: `id · cwd · created` for sessions. */
+  detail: string;
+  /** Lowercased text the client-side filter searches (id, cwd, label; or the entry name). */
+  search: string;
+  /** The folder part a file item was listed from (`''` for the notebook's folder). */
+  folder?: string;
+  sameWorkspace?: boolean;
+}
+
+/** A completion item produced by this provider. */
+export interface IDshCompletionItem extends CompletionHandler.ICompletionItem {
+  dsh: IDshItemInfo;
+}
+
+/** True for items made by this provider. */
+export function isDshItem(
+  item: CompletionHandler.ICompletionItem
+): item is IDshCompletionItem {
+  const info = (item as Partial<IDshCompletionItem>).dsh;
+  return typeof info === 'object' && info !== null && typeof info.title === 'string';
+}
+
+/**
+ * The notebook path (relative to the server root) of a completion context, or `null`.
+ */
+export function notebookPath(
+  widget: Widget,
+  contents?: Contents.IManager
+): string | null {
+  if (!(widget instanceof NotebookPanel)) {
+    return null;
+  }
+  const path = widget.context.path;
+  return contents ? contents.localPath(path) : path;
+}
+
+function isoDate(epochMs: number): string {
+  const date = new Date(epochMs);
+  return Number.isFinite(date.getTime()) ? date.toISOString() : String(epochMs);
+}
+
+/**
+ * The popup row of a session candidate (TUI layout: id only when it differs from the label).
+ */
+export function sessionItem(candidate: ISessionCandidate): IDshCompletionItem {
+  const title = escapeControls(candidate.label);
+  const parts: string[] = [];
+  if (candidate.label !== candidate.sessionId) {
+    parts.push(escapeControls(candidate.sessionId));
+  }
+  parts.push(candidate.cwd !== undefined ? escapeControls(candidate.cwd) : '(no cwd)');
+  parts.push(isoDate(candidate.createdAt));
+  return {
+    label: title,
+    insertText: candidate.mention,
+    type: 'session',
+    dsh: {
+      kind: 'session',
+      title,
+      detail: parts.join(' · '),
+      search: [candidate.sessionId, candidate.cwd ?? '', candidate.label]
+        .join('\n')
+        .toLowerCase(),
+      sameWorkspace: candidate.sameWorkspace
+    }
+  };
+}
+
+/** The popup row of a file or folder. */
+export function fileItem(file: IFileCandidate): IDshCompletionItem {
+  const slash = file.path.replace(/\/$/, '').lastIndexOf('/');
+  const name = file.path.slice(slash + 1).replace(/\/$/, '');
+  return {
+    label: escapeControls(file.path),
+    insertText: fileMention(file.path),
+    type: file.kind,
+    dsh: {
+      kind: file.kind,
+      title: escapeControls(file.path),
+      detail: file.kind === 'directory' ? 'folder' : 'file',
+      search: name.toLowerCase(),
+      folder: file.path.slice(0, slash + 1)
+    }
+  };
+}
+
+/** Dependencies of {@link DshCompletionProvider}. */
+export interface IDshCompletionProviderOptions {
+  serverSettings: ServerConnection.ISettings;
+  contents: Contents.IManager;
+}
+
+/**
+ * Completion provider for mentions in `%%dsh` cells.
+ */
+export class DshCompletionProvider implements ICompletionProvider {
+  readonly identifier = PROVIDER_ID;
+  readonly rank = PROVIDER_RANK;
+  readonly renderer: Completer.IRenderer;
+
+  constructor(options: IDshCompletionProviderOptions) {
+    this._serverSettings = options.serverSettings;
+    this._contents = options.contents;
+    this.renderer = new DshCompleterRenderer();
+  }
+
+  /** Applicable in a notebook cell whose cursor sits in an `@` mention of a `%%dsh` body. */
+  async isApplicable(context: ICompletionContext): Promise<boolean> {
+    return this._tokenOf(context) !== null;
+  }
+
+  async fetch(
+    request: CompletionHandler.IRequest,
+    context: ICompletionContext
+  ): Promise<CompletionHandler.ICompletionItemsReply> {
+    const token = mentionAt(request.text, request.offset);
+    const path = notebookPath(context.widget, this._contents);
+    if (!token || path === null) {
+      return { start: request.offset, end: request.offset, items: [] };
+    }
+    const cwd = PathExt.dirname(path);
+    const [sessions, files] = await Promise.all([
+      token.quoted ? Promise.resolve([]) : this._sessions(token, cwd),
+      listFileCandidates(this._contents, cwd, token.query, FILE_LIMIT)
+    ]);
+    return {
+      start: token.start,
+      end: token.end,
+      items: [...sessions.map(sessionItem), ...files.map(fileItem)]
+    };
+  }
+
+  /** A model that filters dsh items like the server does (see {@link DshCompleterModel}). */
+  async modelFactory(): Promise<Completer.IModel> {
+    return new DshCompleterModel();
+  }
+
+  /** With continuous hinting on, hint exactly when a mention is being typed in a `%%dsh` cell. */
+  shouldShowContinuousHint(
+    completerIsVisible: boolean,
+    _changed: unknown,
+    context?: ICompletionContext
+  ): boolean {
+    return !completerIsVisible && !!context && this._tokenOf(context) !== null;
+  }
+
+  private async _sessions(
+    token: IMentionToken,
+    cwd: string
+  ): Promise<ISessionCandidate[]> {
+    try {
+      return await fetchCandidates(
+        { query: token.query, cwd, limit: SESSION_LIMIT },
+        this._serverSettings
+      );
+    } catch (error) {
+      if (!this._warned) {
+        this._warned = true;
+        console.warn(
+          'dsh-jupyter: session candidates are unavailable (is the dsh_jupyter server extension enabled?)',
+          error
+        );
+      }
+      return [];
+    }
+  }
+
+  private _tokenOf(context: ICompletionContext): IMentionToken | null {
+    const editor = context.editor;
+    if (!editor || notebookPath(context.widget) === null) {
+      return null;
+    }
+    const text = editor.model.sharedModel.getSource();
+    const offset = editor.getOffsetAt(editor.getCursorPosition());
+    return mentionAt(text, offset);
+  }
+
+  private _serverSettings: ServerConnection.ISettings;
+  private _contents: Contents.IManager;
+  private _warned = false;
+}
+
+/**
+ * Completer model: stock behaviour, except for lists holding dsh items.
+ *
+ * For those, the text typed since the request (not a fuzzy label match) filters the items, the order
+ * stays sessions-then-files as fetched, and `query` reads as empty so that the popup never "completes"
+ * the common prefix of all mentions on Tab.
+ */
+export class DshCompleterModel extends CompleterModel {
+  get query(): string {
+    return this._dshItems ? '' : (Reflect.get(CompleterModel.prototype, 'query', this) as string);
+  }
+
+  set query(value: string) {
+    Reflect.set(CompleterModel.prototype, 'query', value, this);
+  }
+
+  setCompletionItems(items: CompletionHandler.ICompletionItems): void {
+    this._dshItems = items.some(isDshItem) ? items : null;
+    this.processedItemsCache = null;
+    super.setCompletionItems(items);
+  }
+
+  completionItems(): CompletionHandler.ICompletionItems {
+    if (!this._dshItems) {
+      return super.completionItems();
+    }
+    if (!this.processedItemsCache) {
+      this.processedItemsCache = filterDshItems(this._dshItems, this._typed());
+    }
+    return this.processedItemsCache;
+  }
+
+  reset(hard = false): void {
+    super.reset(hard);
+    if (!this.original) {
+      this._dshItems = null;
+    }
+  }
+
+  /** The editor text from the completion start to the cursor (what the user typed, `@` included). */
+  private _typed(): string {
+    const { original, current, cursor } = this;
+    if (!original || !current || !cursor) {
+      return '';
+    }
+    const end = cursor.end + (current.text.length - original.text.length);
+    return current.text.slice(cursor.start, Math.max(cursor.start, end));
+  }
+
+  private _dshItems: CompletionHandler.ICompletionItems | null = null;
+}
+
+/**
+ * The dsh items (and any others) that still match `typed`, the text from the completion start to the
+ * cursor. Copies are returned so that the completer's in-place label escaping never touches ours.
+ */
+export function filterDshItems(
+  items: CompletionHandler.ICompletionItems,
+  typed: string
+): CompletionHandler.ICompletionItem[] {
+  let text = typed.startsWith('@') ? typed.slice(1) : typed;
+  const quoted = text.startsWith('"');
+  if (quoted) {
+    text = text.slice(1);
+  }
+  if (quoted ? /["\n]/.test(text) : /[\s@[\]()"]/.test(text)) {
+    return []; // the mention was closed: nothing left to offer
+  }
+  const needle = text.toLowerCase();
+  const slash = needle.lastIndexOf('/');
+  const folder = needle.slice(0, slash + 1);
+  const name = needle.slice(slash + 1);
+  return items
+    .filter(item => {
+      if (!isDshItem(item)) {
+        return (item.insertText ?? item.label).toLowerCase().includes(needle);
+      }
+      const info = item.dsh;
+      if (info.kind === 'session') {
+        return !quoted && info.search.includes(needle);
+      }
+      return (info.folder ?? '').toLowerCase() === folder && info.search.includes(name);
+    })
+    .map(item => ({ ...item }));
+}
+
+/**
+ * Completer renderer: dsh rows built with `textContent`; every other item goes to the stock renderer.
+ */
+export class DshCompleterRenderer implements Completer.IRenderer {
+  createCompletionItemNode(
+    item: CompletionHandler.ICompletionItem,
+    orderedTypes: string[]
+  ): HTMLLIElement {
+    if (!isDshItem(item)) {
+      return this._fallback.createCompletionItemNode(item, orderedTypes);
+    }
+    const info = item.dsh;
+    const li = document.createElement('li');
+    li.className = `jp-Completer-item jp-DshCompleter-item jp-DshCompleter-${info.kind}`;
+    li.setAttribute('data-value', item.insertText ?? item.label);
+    li.title = `${info.title}\n${info.detail}`;
+    const monogram = textElement(
+      'span',
+      info.kind === 'session' ? 's' : info.kind === 'directory' ? 'd' : 'f',
+      'jp-Completer-type jp-Completer-monogram jp-DshCompleter-kind'
+    );
+    li.appendChild(monogram);
+    const match = textElement('code', info.title, 'jp-Completer-match jp-DshCompleter-title');
+    li.appendChild(match);
+    const detail = textElement(
+      'code',
+      info.sameWorkspace ? `this folder · ${info.detail}` : info.detail,
+      'jp-Completer-typeExtended jp-DshCompleter-detail'
+    );
+    li.appendChild(detail);
+    return li;
+  }
+
+  createDocumentationNode(activeItem: CompletionHandler.ICompletionItem): HTMLElement {
+    if (!isDshItem(activeItem)) {
+      return this._fallback.createDocumentationNode!(activeItem);
+    }
+    const node = document.createElement('div');
+    node.className = 'jp-DshCompleter-doc';
+    node.appendChild(textElement('div', activeItem.dsh.title, 'jp-DshCompleter-docTitle'));
+    node.appendChild(textElement('div', activeItem.dsh.detail));
+    return node;
+  }
+
+  createLoadingDocsIndicator(): HTMLElement {
+    return this._fallback.createLoadingDocsIndicator!();
+  }
+
+  itemWidthHeuristic(item: CompletionHandler.ICompletionItem): number {
+    if (isDshItem(item)) {
+      return item.dsh.title.length + Math.min(item.dsh.detail.length, 60);
+    }
+    return this._fallback.itemWidthHeuristic!(item);
+  }
+
+  private _fallback = Completer.getDefaultRenderer();
+}

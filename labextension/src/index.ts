@@ -1,0 +1,43 @@
+/**
+ * dsh-jupyter front end for JupyterLab 4 and Notebook 7.
+ *
+ * - `dsh-jupyter:mentions` registers the `@` completion provider of `%%dsh` cells and opens the
+ *   completer as soon as a mention is typed (no Tab needed; JupyterLab's own continuous hinting is off
+ *   by default, so the plugin watches the active cell itself).
+ * - The mime renderer of reference contexts lives in `./mime` (the package's `mimeExtension`).
+ */
+
+import {
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import { ICompletionProviderManager } from '@jupyterlab/completer';
+import { INotebookTracker } from '@jupyterlab/notebook';
+
+import { DshCompletionProvider } from './completion';
+import { MentionTrigger } from './trigger';
+
+const mentions: JupyterFrontEndPlugin<void> = {
+  id: 'dsh-jupyter:mentions',
+  description:
+    'Completes @ mentions of sessions and files in %%dsh cells as you type.',
+  autoStart: true,
+  requires: [ICompletionProviderManager, INotebookTracker],
+  activate: (
+    app: JupyterFrontEnd,
+    manager: ICompletionProviderManager,
+    tracker: INotebookTracker
+  ): void => {
+    manager.registerProvider(
+      new DshCompletionProvider({
+        serverSettings: app.serviceManager.serverSettings,
+        contents: app.serviceManager.contents
+      })
+    );
+    new MentionTrigger(tracker, id => manager.invoke(id));
+    // A marker for tests and for users checking that the extension is active.
+    document.body.dataset.dshJupyter = 'active';
+  }
+};
+
+export default [mentions];

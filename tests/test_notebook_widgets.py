@@ -1,0 +1,658 @@
+"""Widget models without a browser: state, commands, stale queries, streaming and escaping."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_jupyter.agent.events import (
+    AssistantMessage,
+    MessageRecorded,
+    Notice,
+    ReasoningDelta,
+    TextDelta,
+    TitleChanged,
+    ToolFinished,
+    ToolStarted,
+    TurnEnded,
+    TurnStarted,
+)
+from dsh_jupyter.notebook.widgets import (
+    STATIC,
+    ChatPanel,
+    ChatTranscript,
+    MentionPicker,
+    PromptBox,
+    TranscriptState,
+    UpdateCoalescer,
+    readable_prompt,
+)
+from notebook_helpers import HOSTILE_LABELS, FakeHost, candidate, invoke, run_view_scenario
+
+USER = {"kind": "user"}
+
+
+@pytest.fixture
+def host() -> FakeHost:
+    return FakeHost(
+        sessions=[
+            candidate("id-1", "alpha analysis", cwd="/nb", same_workspace=True, created_at=2_000),
+            candidate("id-2", "beta", created_at=3_000),
+            candidate("id-3", "gamma", cwd="/far", created_at=1_000),
+        ]
+    )
+
+
+def user_recorded(text: str = "hi") -> MessageRecorded:
+    return MessageRecorded(turn=1, seq=1, message={"role": "user", "source": USER, "content": [{"type": "text", "text": text}]})
+
+
+# --------------------------------------------------------------------------- files and import cost
+
+def test_views_are_package_files_loaded_by_path() -> None:
+    for cls, name in ((MentionPicker, "picker.js"), (PromptBox, "prompt.js"), (ChatTranscript, "chat.js")):
+        assert Path(str(cls._esm._path)) == STATIC / name
+        assert Path(str(cls._css._path)) == STATIC / "widgets.css"
+    assert STATIC.parent == Path(__file__).resolve().parents[1] / "dsh_jupyter" / "notebook"
+
+
+@pytest.mark.parametrize("name", ["picker.js", "prompt.js", "chat.js"])
+def test_views_set_text_with_textcontent_only(name: str) -> None:
+    source = (STATIC / name).read_text(encoding="utf-8")
+    assert "textContent" in source
+    for unsafe in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+        assert unsafe not in source, f"{name} uses {unsafe}"
+    assert re.search(r"export default \{ render \}", source)
+
+
+def test_picker_view_cancels_stale_queries() -> None:
+    source = (STATIC / "picker.js").read_text(encoding="utf-8")
+    assert "new AbortController()" in source and "controller.abort()" in source
+    assert 'experimental.invoke(\n        "search_command"' in source and "signal: own.signal" in source
+    assert "mine !== seq" in source  # responses older than the newest request are ignored
+    for key in ("ArrowDown", "ArrowUp", "Enter", "Escape"):
+        assert f'"{key}"' in source
+
+
+def test_escape_rule_in_the_views_matches_python() -> None:
+    picker = (STATIC / "picker.js").read_text(encoding="utf-8")
+    assert r"/[\u0000-\u001f\u007f-\u009f]/g" in picker
+    assert 'padStart(2, "0")' in picker and "toString(16)" in picker
+
+
+def test_command_names_are_registered() -> None:
+    assert set(MentionPicker._anywidget_commands) == {"search_command", "choose_command"}
+    assert set(PromptBox._anywidget_commands) == {"send_command"}
+    assert set(ChatTranscript._anywidget_commands) == {"stop_command"}
+
+
+def test_other_notebook_modules_do_not_import_anywidget() -> None:
+    code = (
+        "import sys, dsh_jupyter.notebook.completer, dsh_jupyter.notebook.display, dsh_jupyter.notebook.escape;"
+        "print('anywidget' in sys.modules, 'dsh_jupyter.notebook.widgets' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+# --------------------------------------------------------------------------- picker
+
+def test_search_filters_through_the_host(host: FakeHost) -> None:
+    picker = MentionPicker(host)
+    rows = picker.search("  @ALPHA ")
+    assert [r["sessionId"] for r in rows] == ["id-1"]
+    assert host.calls[-1] == ("candidates", "ALPHA")
+    assert rows[0]["mention"] == "@[alpha analysis](dsh-session:ImlkLTEi)"
+    with pytest.raises(TypeError, match="query must be a str"):
+        picker.search(None)  # type: ignore[arg-type]
+
+
+def test_search_command_answers_with_its_sequence_number(host: FakeHost) -> None:
+    picker = MentionPicker(host)
+    response = invoke(picker, "search_command", {"query": "a", "seq": 1, "view": "v1"})
+    assert response["seq"] == 1 and response["query"] == "a"
+    assert [r["sessionId"] for r in response["results"]] == ["id-1", "id-2", "id-3"]
+    assert picker.results == response["results"]
+
+
+def test_stale_requests_are_not_searched(host: FakeHost) -> None:
+    picker = MentionPicker(host)
+    invoke(picker, "search_command", {"query": "al", "seq": 5, "view": "v1"})
+    searched = len(host.calls)
+    for old in (5, 3):
+        assert invoke(picker, "search_command", {"query": "a", "seq": old, "view": "v1"}) == {"seq": old, "stale": True}
+    assert len(host.calls) == searched and [r["sessionId"] for r in picker.results] == ["id-1"]
+    # another view of the same widget keeps its own sequence
+    assert invoke(picker, "search_command", {"query": "gam", "seq": 1, "view": "v2"})["results"][0]["sessionId"] == "id-3"
+
+
+def test_bad_and_failing_searches_answer_with_errors(host: FakeHost) -> None:
+    picker = MentionPicker(host)
+    assert "text query" in invoke(picker, "search_command", {"seq": 1})["error"]
+    assert "text query" in invoke(picker, "search_command", "nonsense")["error"]
+    host.fail_candidates = OSError("the session store is unreadable\nsecond line")
+    response = invoke(picker, "search_command", {"query": "a", "seq": 2, "view": "v"})
+    assert response["error"] == "Search failed: the session store is unreadable" == picker.error
+
+
+def test_query_set_from_python_searches_but_typing_leaves_it_to_the_view(host: FakeHost) -> None:
+    picker = MentionPicker(host)
+    picker.query = "beta"
+    assert [r["sessionId"] for r in picker.results] == ["id-2"]
+    calls = len(host.calls)
+    picker.set_state({"query": "gamma"})  # as a browser keystroke arrives
+    assert picker.query == "gamma" and len(host.calls) == calls  # the view will invoke search_command
+
+
+def test_refresh_searches_again_and_bumps_the_revision(host: FakeHost) -> None:
+    picker = MentionPicker(host, query="a")
+    host.sessions.append(candidate("id-4", "delta", created_at=9_000))
+    revision = picker._revision
+    rows = picker.refresh()
+    assert "id-4" in [r["sessionId"] for r in rows] and picker._revision == revision + 1
+    host.fail_candidates = RuntimeError("boom")
+    assert picker.refresh() == [] and picker.results == [] and picker.error == "Search failed: boom"
+
+
+def test_choose_inserts_the_mention_into_the_prompt(host: FakeHost) -> None:
+    prompt = PromptBox(host, value="compare with")
+    picker = MentionPicker(host, target=prompt, query="a")
+    mention = picker.choose(0)
+    assert prompt.value == f"compare with {mention} "
+    assert picker.selected == [mention]
+    response = invoke(picker, "choose_command", {"sessionId": "id-3", "index": 0})
+    assert response["mention"].startswith("@[gamma](dsh-session:")
+    assert prompt.value == f"compare with {mention} {response['mention']} "
+    picker.choose("id-1")  # chosen again: not listed twice, inserted again
+    assert picker.selected == [mention, response["mention"]]
+
+
+def test_choose_by_id_outside_the_results_asks_the_host(host: FakeHost) -> None:
+    picker = MentionPicker(host, query="beta")
+    assert picker.choose("id-3").startswith("@[gamma]")
+
+
+@pytest.mark.parametrize(
+    ("which", "error", "message"),
+    [(7, IndexError, "no result 7"), ("nope", ValueError, "no session 'nope'"), (True, TypeError, "index or a session id"),
+     (1.5, TypeError, "index or a session id")],
+)
+def test_choose_errors(host: FakeHost, which: Any, error: type[Exception], message: str) -> None:
+    picker = MentionPicker(host, query="a")
+    with pytest.raises(error, match=message):
+        picker.choose(which)
+    assert picker.selected == []
+
+
+def test_choose_command_reports_errors(host: FakeHost) -> None:
+    picker = MentionPicker(host)
+    assert "no result 3" in invoke(picker, "choose_command", {"index": 3})["error"]
+    assert "sessionId or an index" in invoke(picker, "choose_command", None)["error"]
+
+
+def test_hostile_labels_stay_raw_in_data_and_escaped_in_mentions() -> None:
+    host = FakeHost(sessions=[candidate(f"id-{i}", label, created_at=i) for i, label in enumerate(HOSTILE_LABELS)])
+    picker = MentionPicker(host)
+    rows = invoke(picker, "search_command", {"query": "", "seq": 1, "view": "v"})["results"]
+    assert sorted(r["label"] for r in rows) == sorted(HOSTILE_LABELS)  # raw: the view escapes
+    for row in rows:
+        assert "\x1b" not in row["mention"] and "\x00" not in row["mention"]
+    assert any("\\\\x1b[31mred" in r["mention"] for r in rows)
+
+
+def test_picker_argument_errors(host: FakeHost) -> None:
+    with pytest.raises(TypeError, match="candidates"):
+        MentionPicker(object())
+    with pytest.raises(TypeError, match="PromptBox"):
+        MentionPicker(host, target="box")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- prompt box
+
+def test_insert_at_the_caret_with_spacing() -> None:
+    box = PromptBox(value="ask about please")
+    box.cursor = len("ask about")
+    box.insert("@[x](dsh-session:Ing)")
+    assert box.value == "ask about @[x](dsh-session:Ing) please"
+    assert box.cursor == len("ask about @[x](dsh-session:Ing)")
+    empty = PromptBox()
+    empty.insert("@y")
+    assert empty.value == "@y " and empty.cursor == -1
+    with pytest.raises(TypeError):
+        empty.insert(3)  # type: ignore[arg-type]
+
+
+def test_send_command_sends_and_labels(host: FakeHost) -> None:
+    box = PromptBox(host)
+    assert invoke(box, "send_command", {"value": "first"}) == {"mode": "sent"}
+    assert host.submitted[-1].text == "first" and box.value == "" and box.status == "Sent."
+    host.busy = True
+    assert box.busy is False  # the button label follows events, the mode follows the host
+    assert invoke(box, "send_command", {"value": "more"}) == {"mode": "steered"}
+    assert box.status == "Prompt steered into running turn."
+
+
+def test_send_errors_keep_the_prompt(host: FakeHost) -> None:
+    box = PromptBox(host)
+    assert "prompt box is empty" in invoke(box, "send_command", {"value": "   "})["error"]
+    assert "must be text" in invoke(box, "send_command", {"value": 3})["error"]
+    host.fail_submit = ValueError("unknown session 'x': check the id with %dsh sessions")
+    response = invoke(box, "send_command", {"value": "see @[x](dsh-session:Ingi)"})
+    assert response["error"].startswith("unknown session 'x'")
+    assert box.value == "see @[x](dsh-session:Ingi)" and box.status_level == "error"
+    assert "no host" in invoke(PromptBox(), "send_command", {"value": "hello"})["error"]
+
+
+def test_failure_before_the_log_gives_the_prompt_back(host: FakeHost) -> None:
+    box = PromptBox(host)
+    box.value = "analyse @[a](dsh-session:ImEi)"
+    box.submit()
+    assert box.value == ""
+    host.submitted[-1].future.set_exception(RuntimeError("too many references: at most 3"))
+    assert box.value == "analyse @[a](dsh-session:ImEi)"
+    assert box.status.startswith("Not sent: too many references")
+
+
+def test_failure_after_the_prompt_was_recorded_does_not_resend(host: FakeHost) -> None:
+    box = PromptBox(host)
+    box.value = "hello"
+    box.submit()
+    host.emit([user_recorded("hello")])
+    host.submitted[-1].future.set_exception(RuntimeError("model went away"))
+    assert box.value == "" and box.status == "Turn failed: model went away"
+
+
+def test_standalone_prompt_box_forwards_events(host: FakeHost) -> None:
+    seen: list[Any] = []
+    box = PromptBox(host, listener=seen.append)
+    box.value = "x"
+    box.submit()
+    host.emit([TurnStarted(turn=1)])
+    assert seen == [TurnStarted(turn=1)]
+
+
+# --------------------------------------------------------------------------- transcript state
+
+def test_transcript_folds_a_turn() -> None:
+    state = TranscriptState()
+    state.add_user("question", steered=False)
+    assert state.apply(TurnStarted(turn=1)) is True
+    for event in [
+        ReasoningDelta(turn=1, text="think "),
+        ReasoningDelta(turn=1, text="more"),
+        TextDelta(turn=1, text="Let me "),
+        TextDelta(turn=1, text="look."),
+        ToolStarted(turn=1, call_id="c1", name="bash", arguments='{"command": "ls -la\\n  /tmp"}'),
+        ToolFinished(turn=1, call_id="c1", name="bash", text="a\nb", is_error=False),
+        AssistantMessage(turn=1, text="Let me look.", seq=5),
+        TextDelta(turn=1, text="Done."),
+        AssistantMessage(turn=1, text="Done.", seq=7),
+        Notice(turn=1, text="hook warned", level="warning"),
+        TitleChanged(turn=1, title="Listing files"),
+    ]:
+        assert state.apply(event) is False
+    assert state.busy is True and state.title == "Listing files"
+    assert state.apply(TurnEnded(turn=1, reason="completed")) is True
+    items = state.snapshot()
+    assert [i["kind"] for i in items] == ["user", "reasoning", "assistant", "tool", "assistant", "notice"]
+    assert items[1]["text"] == "think more" and items[1]["streaming"] is False
+    assert items[2]["text"] == "Let me look."
+    tool = items[3]
+    assert tool["summary"] == 'command="ls -la\\n /tmp"' and tool["result"] == "a\nb" and tool["done"] is True
+    assert not any(i.get("streaming") for i in items) and state.busy is False
+    assert len({i["id"] for i in items}) == len(items)
+
+
+def test_transcript_end_reasons_and_caps() -> None:
+    state = TranscriptState(max_items=5, max_tool_text=10)
+    state.apply(ToolStarted(turn=1, call_id="c", name="python", arguments="not json " * 40))
+    state.apply(ToolFinished(turn=1, call_id="c", name="python", text="x" * 25, is_error=True))
+    tool = state.snapshot()[0]
+    assert tool["result"] == "x" * 10 + "\n… (15 more characters not shown)" and tool["isError"] is True
+    assert len(tool["summary"]) <= 160 and "\n" not in tool["summary"]
+    state.apply(TurnEnded(turn=1, reason="interrupted", error="cancelled by user"))
+    assert state.snapshot()[-1] == {"id": "i2", "kind": "end", "reason": "interrupted", "error": "cancelled by user"}
+    for n in range(10):
+        state.add_notice(f"n{n}")
+    assert len(state.snapshot()) == 5 and state.snapshot()[-1]["text"] == "n9"
+
+
+def test_transcript_shows_a_reference_context_and_skips_other_messages() -> None:
+    state = TranscriptState()
+    source = {"kind": "session-reference", "form": "recall", "version": 1, "references": [
+        {"sessionId": "id-1", "label": "<img src=x onerror=alert(1)>", "capturedThroughSeq": 4, "compacted": True,
+         "truncated": False, "omittedMessages": 0, "omittedBytes": 0, "inputIndex": 0}]}
+    state.apply(user_recorded())
+    state.apply(MessageRecorded(turn=1, seq=2, message={"role": "user", "source": source, "content": []}))
+    state.apply(MessageRecorded(turn=1, seq=3, message={"role": "user", "source": {"kind": "session-reference"}}))
+    items = state.snapshot()
+    assert len(items) == 1 and items[0]["kind"] == "context"
+    assert items[0]["summary"] == "Referenced 1 session (1 compacted)"
+    assert items[0]["references"][0]["label"] == "<img src=x onerror=alert(1)>"  # raw; chat.js escapes
+
+
+def test_readable_prompt() -> None:
+    assert readable_prompt("see @[alpha](dsh-session:ImlkLTEi) now") == "see @alpha now"
+    assert readable_prompt("bad @[x](dsh-session:%%%)") == "bad @[x](dsh-session:%%%)"
+
+
+# --------------------------------------------------------------------------- coalescing
+
+class FakeTimers:
+    def __init__(self) -> None:
+        self.armed: list[tuple[float, Any]] = []
+        self.cancelled = 0
+
+    def start(self, delay: float, fn: Any) -> Any:
+        timers = self
+
+        class Handle:
+            def cancel(self) -> None:
+                timers.cancelled += 1
+
+        self.armed.append((delay, fn))
+        return Handle()
+
+
+def test_coalescer_publishes_at_most_once_per_interval() -> None:
+    now = [100.0]
+    timers = FakeTimers()
+    published: list[float] = []
+    coalescer = UpdateCoalescer(lambda: published.append(now[0]), max_rate=20, clock=lambda: now[0],
+                                start_timer=timers.start)
+    coalescer.poke()
+    assert published == [100.0]
+    for _ in range(100):
+        now[0] += 0.0001
+        coalescer.poke()
+    assert len(published) == 1 and len(timers.armed) == 1
+    delay, fire = timers.armed[0]
+    assert delay == pytest.approx(0.05 - 0.0001, abs=1e-6)  # armed by the first throttled poke
+    now[0] = 100.05
+    fire()
+    assert len(published) == 2
+    fire()  # a stale timer does nothing
+    assert len(published) == 2
+    coalescer.poke()  # quiet for >= interval: at once
+    now[0] = 100.2
+    coalescer.poke()
+    coalescer.poke(final=True)
+    assert len(published) == 4
+    coalescer.flush()  # nothing pending
+    assert len(published) == 4
+
+
+def test_coalescer_rejects_a_bad_rate() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        UpdateCoalescer(lambda: None, max_rate=0)
+
+
+def test_a_failing_publish_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    def broken() -> None:
+        raise RuntimeError("comm closed")
+
+    UpdateCoalescer(broken).poke()
+    assert "updating the chat view failed" in caplog.text
+
+
+# --------------------------------------------------------------------------- chat panel
+
+def test_chat_panel_send_then_stream(host: FakeHost) -> None:
+    panel = ChatPanel(host)
+    updates: list[list[dict[str, Any]]] = []
+    panel.transcript.observe(lambda change: updates.append(change["new"]), "items")
+    submission = panel.submit("look at @[alpha analysis](dsh-session:ImlkLTEi)")
+    assert submission.mode == "sent" and host.submitted[-1].text.startswith("look at @[alpha analysis](")
+    assert panel.prompt.value == ""
+
+    def stream() -> None:
+        host.emit([TurnStarted(turn=1), user_recorded()])
+        host.emit(TextDelta(turn=1, text=f"w{n} ") for n in range(2000))
+        host.emit([AssistantMessage(turn=1, text="", seq=3), TurnEnded(turn=1, reason="completed")])
+
+    started = time.monotonic()
+    agent = threading.Thread(target=stream)  # the listener runs on the agent thread
+    agent.start()
+    agent.join()
+    elapsed = time.monotonic() - started
+    # one update per 50 ms at most, plus the first and the final ones
+    assert len(updates) <= 2 + int(elapsed / 0.05) + 1 < 2000
+    final = updates[-1]
+    assert [i["kind"] for i in final] == ["user", "assistant"]
+    assert final[0]["text"] == "look at @alpha analysis" and final[0]["steered"] is False
+    assert final[1]["text"] == "".join(f"w{n} " for n in range(2000)) and final[1]["streaming"] is False
+    assert panel.transcript.busy is False and panel.prompt.busy is False
+    panel.close()
+
+
+def test_chat_panel_updates_are_spaced(host: FakeHost) -> None:
+    panel = ChatPanel(host, max_rate=20)
+    stamps: list[float] = []
+    panel.transcript.observe(lambda change: stamps.append(time.monotonic()), "items")
+    panel.submit("go")
+    for n in range(30):
+        host.emit([TextDelta(turn=1, text="x")])
+        time.sleep(0.01)
+    host.emit([TurnEnded(turn=1, reason="completed")])
+    gaps = [b - a for a, b in zip(stamps[1:-1], stamps[2:-1])]  # between throttled updates
+    assert all(gap >= 0.045 for gap in gaps), gaps
+    assert panel.items[-1]["text"] == "x" * 30
+    panel.close()
+
+
+def test_chat_panel_steers_when_busy(host: FakeHost) -> None:
+    panel = ChatPanel(host)
+    panel.submit("first")
+    host.emit([TurnStarted(turn=1)])
+    host.busy = True
+    assert panel.prompt.busy is True  # the Send button reads "Steer"
+    submission = invoke(panel.prompt, "send_command", {"value": "also check the tests"})
+    assert submission == {"mode": "steered"} and host.submitted[-1].was_busy
+    panel._coalescer.flush()
+    kinds = [(i["kind"], i.get("steered"), i.get("text")) for i in panel.items]
+    assert ("user", True, "also check the tests") in kinds
+    assert ("notice", None, "Prompt steered into running turn.") in kinds
+    panel.close()
+
+
+def test_chat_panel_errors_are_shown_and_the_prompt_kept(host: FakeHost) -> None:
+    panel = ChatPanel(host)
+    host.fail_submit = ValueError("budget exceeded: lower the references or raise the budget")
+    assert "budget exceeded" in invoke(panel.prompt, "send_command", {"value": "big @[a](dsh-session:ImEi)"})["error"]
+    assert panel.prompt.value == "big @[a](dsh-session:ImEi)"
+    assert [i["kind"] for i in panel.items] == ["notice"] and panel.items[0]["level"] == "error"
+    host.fail_submit = None
+    panel.submit()
+    host.submitted[-1].future.set_exception(RuntimeError("missing API key: set DEEPSEEK_API_KEY"))
+    assert panel.items[-1]["text"] == "Error: missing API key: set DEEPSEEK_API_KEY"
+    assert panel.prompt.value == "big @[a](dsh-session:ImEi)"  # not recorded: given back
+    panel.submit()
+    host.submitted[-1].future.cancel()
+    assert panel.items[-1]["text"] == "Cancelled."
+    panel.close()
+
+
+def test_stop_button_cancels(host: FakeHost) -> None:
+    panel = ChatPanel(host)
+    assert invoke(panel.transcript, "stop_command", {}) == {"ok": True}
+    assert host.cancelled == 1 and panel.items[-1]["text"] == "Stop requested."
+
+    def refuse() -> None:
+        raise RuntimeError("no turn to stop")
+
+    host.cancel = refuse  # type: ignore[method-assign]
+    assert invoke(panel.transcript, "stop_command", {}) == {"error": "no turn to stop"}
+    assert panel.items[-1] == {**panel.items[-1], "text": "Stop failed: no turn to stop", "level": "error"}
+    assert invoke(ChatTranscript(), "stop_command", {}) == {"error": "nothing to stop"}
+    panel.close()
+
+
+def test_chat_panel_needs_a_host() -> None:
+    with pytest.raises(TypeError, match="submit_async"):
+        ChatPanel(object())
+
+
+# --------------------------------------------------------------------------- the views, run under node
+
+def test_picker_view_in_node(tmp_path: Path, host: FakeHost) -> None:
+    rows = MentionPicker(host).search("") + MentionPicker(
+        FakeHost(sessions=[candidate(f"h{i}", label) for i, label in enumerate(HOSTILE_LABELS)])).search("")
+    import json
+
+    scenario = r"""
+const model = new Model({ query: "", placeholder: "search", _revision: 0 });
+const { calls, invoke } = fakeInvoke();
+const el = new Element("div");
+const dispose = view.render({ model, el, experimental: { invoke } });
+const input = el.byClass("dsh-picker-input")[0];
+const list = el.byClass("dsh-picker-list")[0];
+assert.equal(calls.length, 1);
+assert.equal(calls[0].name, "search_command");
+assert.deepEqual([calls[0].msg.query, calls[0].msg.seq], ["", 1]);
+
+// typing aborts the request in flight; only the newest answer is shown
+input.value = "a"; input.fire("input");
+input.value = "al"; input.fire("input");
+assert.equal(model.get("query"), "al");
+assert.ok(model.saved >= 2);
+assert.deepEqual(calls.map((c) => c.aborted), [true, true, false]);
+assert.deepEqual(calls.map((c) => c.msg.seq), [1, 2, 3]);
+assert.ok(new Set(calls.map((c) => c.msg.view)).size === 1);
+calls[1].answer({ seq: 2, results: ROWS.slice(0, 1) });  // late answer to an aborted request
+await tick();
+assert.equal(list.children.length, 0);
+calls[2].answer({ seq: 3, query: "al", results: ROWS });
+await tick();
+const items = list.children;
+assert.equal(items.length, ROWS.length);
+const text = list.textContent;
+assert.ok(text.includes("<img src=x onerror=alert(1)>"), "markup shown as text");
+assert.ok(text.includes("\\x1b[31mred\\x1b[0m"), "controls shown as \\xNN");
+assert.ok(text.includes("nul\\x00byte"));
+assert.ok(!text.includes("\x1b") && !text.includes("\x00"));
+assert.ok(text.includes("✓ same workspace"));
+assert.ok(text.includes("(no cwd)"));
+assert.equal(items[0].getAttribute("aria-selected"), "true");
+
+// keyboard: down, up, down, Enter chooses the highlighted row
+input.fire("keydown", { key: "ArrowDown" });
+input.fire("keydown", { key: "ArrowUp" });
+const down = input.fire("keydown", { key: "ArrowDown" });
+assert.ok(down.defaultPrevented);
+assert.equal(items[1].getAttribute("aria-selected"), "true");
+input.fire("keydown", { key: "Enter" });
+const choose = calls[calls.length - 1];
+assert.equal(choose.name, "choose_command");
+assert.equal(choose.msg.sessionId, ROWS[1].sessionId);
+choose.answer({ mention: ROWS[1].mention });
+await tick();
+assert.ok(el.byClass("dsh-picker-status")[0].textContent.startsWith("Inserted "));
+
+// Escape clears the query and searches again; a Python-side query change searches too
+input.fire("keydown", { key: "Escape" });
+assert.equal(input.value, "");
+assert.equal(calls[calls.length - 1].msg.query, "");
+model.set("query", "from python");
+assert.equal(input.value, "from python");
+assert.equal(calls[calls.length - 1].msg.query, "from python");
+const before = calls.length;
+model.set("_revision", 1);
+assert.equal(calls.length, before + 1);
+
+// errors are shown escaped
+calls[calls.length - 1].answer({ seq: calls[calls.length - 1].msg.seq, error: "Search failed: \x1b[1mboom" });
+await tick();
+assert.equal(el.byClass("dsh-picker-status")[0].textContent, "Search failed: \\x1b[1mboom");
+dispose();
+console.log("ok");
+""".replace("ROWS", json.dumps(rows, ensure_ascii=False))
+    assert run_view_scenario(tmp_path, STATIC / "picker.js", scenario).strip() == "ok"
+
+
+def test_chat_view_in_node(tmp_path: Path) -> None:
+    scenario = r"""
+const model = new Model({ items: [], busy: true, title: "T\x1b" });
+const { calls, invoke } = fakeInvoke();
+const el = new Element("div");
+view.render({ model, el, experimental: { invoke } });
+const log = el.byClass("dsh-chat-log")[0];
+assert.equal(el.byClass("dsh-chat-title")[0].textContent, "T\\x1b");
+const items = [
+  { id: "i1", kind: "user", text: "hi <b>", steered: true },
+  { id: "i2", kind: "reasoning", text: "think", streaming: true },
+  { id: "i3", kind: "assistant", text: "par", streaming: true },
+];
+model.set("items", items);
+assert.equal(log.children.length, 3);
+assert.ok(log.textContent.includes("You · steered into running turn"));
+assert.ok(log.textContent.includes("hi <b>"));
+const reasoning = log.children[1];
+assert.equal(reasoning.tagName, "DETAILS");
+assert.equal(reasoning.open, false);  // hidden by default
+reasoning.open = true;                // the user opens it
+const assistant = log.children[2];
+model.set("items", [items[0], { ...items[1], streaming: false }, { ...items[2], text: "partial\x07 text", streaming: false },
+  { id: "i4", kind: "tool", name: "bash", summary: 'command="ls"', arguments: '{"command":"ls"}', result: "", isError: false, done: false },
+  { id: "i5", kind: "context", summary: "Referenced 1 session", references: [{ sessionId: "s\n1", label: "<img src=x onerror=alert(1)>", capturedThroughSeq: 3, compacted: true, truncated: true, omittedMessages: 1, omittedBytes: 9 }] },
+]);
+assert.equal(log.children[1], reasoning, "nodes are reused across updates");
+assert.equal(reasoning.open, true, "open state survives an update");
+assert.equal(log.children[2], assistant);
+assert.equal(assistant.textContent, "partial\\x07 text");
+const tool = log.children[3];
+assert.ok(tool.textContent.startsWith('bash(command="ls") running…'));
+model.set("items", [...model.get("items").slice(0, 3), { ...model.get("items")[3], result: "out", done: true, isError: true }, model.get("items")[4]]);
+assert.equal(log.children[3], tool);
+assert.ok(tool.classList.contains("dsh-error"));
+assert.ok(tool.textContent.includes("out"));
+assert.ok(log.textContent.includes("<img src=x onerror=alert(1)>"));
+assert.ok(log.textContent.includes("s\\x0a1 · through seq 3 · compacted · truncated: 1 messages, 9 bytes omitted"));
+model.set("items", [items[0]]);
+assert.equal(log.children.length, 1);
+const stop = el.byClass("dsh-chat-stop")[0];
+assert.equal(stop.disabled, false);
+stop.fire("click");
+assert.equal(calls[0].name, "stop_command");
+model.set("busy", false);
+assert.equal(stop.disabled, true);
+console.log("ok");
+"""
+    assert run_view_scenario(tmp_path, STATIC / "chat.js", scenario).strip() == "ok"
+
+
+def test_prompt_view_in_node(tmp_path: Path) -> None:
+    scenario = r"""
+const model = new Model({ value: "", cursor: -1, placeholder: "ask", busy: false, disabled: false, status: "", status_level: "info" });
+const { calls, invoke } = fakeInvoke();
+const el = new Element("div");
+view.render({ model, el, experimental: { invoke } });
+const area = el.byClass("dsh-prompt-input")[0];
+const button = el.byClass("dsh-prompt-send")[0];
+assert.equal(button.textContent, "Send");
+area.value = "hello"; area.selectionStart = 5; area.fire("input");
+assert.equal(model.get("value"), "hello");
+assert.equal(model.get("cursor"), -1);
+area.selectionStart = 2; area.fire("click");
+assert.equal(model.get("cursor"), 2);
+model.set("value", "he @[x](dsh-session:Ing) llo");  // a mention inserted from Python
+assert.equal(area.value, "he @[x](dsh-session:Ing) llo");
+model.set("busy", true);
+assert.equal(button.textContent, "Steer");
+area.fire("keydown", { key: "Enter", ctrlKey: true });
+assert.equal(calls[0].name, "send_command");
+assert.equal(calls[0].msg.value, "he @[x](dsh-session:Ing) llo");
+assert.equal(button.disabled, true);  // no double send while waiting
+calls[0].answer({ error: "unknown session\x1b" });
+await tick();
+assert.equal(el.byClass("dsh-prompt-status")[0].textContent, "unknown session\\x1b");
+assert.equal(button.disabled, false);
+console.log("ok");
+"""
+    assert run_view_scenario(tmp_path, STATIC / "prompt.js", scenario).strip() == "ok"

@@ -1,0 +1,65 @@
+"""Cancellation helpers: racing blocking calls against a flag without waiting for them."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from dsh_jupyter.references import SESSION_REFERENCE_CANCELLED, SessionReferenceError
+from dsh_jupyter.references.cancellation import CancelWatch, call_cancellable, thread_future
+
+
+def test_call_cancellable_returns_results_and_raises_failures() -> None:
+    assert call_cancellable(lambda: 7, None) == 7
+    assert call_cancellable(lambda: 8, threading.Event()) == 8
+    with pytest.raises(ZeroDivisionError):
+        call_cancellable(lambda: 1 / 0, threading.Event())
+
+
+def test_call_cancellable_abandons_a_blocked_call() -> None:
+    release = threading.Event()
+    cancel = threading.Event()
+    threading.Timer(0.02, cancel.set).start()
+    started = time.perf_counter()
+    with pytest.raises(SessionReferenceError) as info:
+        call_cancellable(lambda: release.wait(10), cancel)
+    assert info.value.code == SESSION_REFERENCE_CANCELLED
+    assert time.perf_counter() - started < 0.5
+    release.set()
+
+
+def test_gather_keeps_order_and_reports_the_first_failure() -> None:
+    async def main() -> None:
+        async with CancelWatch(None) as watch:
+            results = await watch.gather([thread_future(lambda i=i: (time.sleep(0.01 * (3 - i)), i)[1]) for i in range(3)])
+            assert results == [0, 1, 2]
+            with pytest.raises(ValueError, match="boom"):
+                await watch.gather([thread_future(lambda: time.sleep(5)), thread_future(lambda: int("boom"))])
+
+    asyncio.run(asyncio.wait_for(main(), 3))
+
+
+def test_gather_raises_cancelled_for_a_threading_event() -> None:
+    async def main() -> float:
+        flag = threading.Event()
+        release = threading.Event()
+        async with CancelWatch(flag) as watch:
+            asyncio.get_running_loop().call_later(0.02, flag.set)
+            started = time.perf_counter()
+            with pytest.raises(SessionReferenceError):
+                await watch.gather([thread_future(lambda: release.wait(10))])
+            release.set()
+            return time.perf_counter() - started
+
+    assert asyncio.run(main()) < 0.5
+
+
+def test_gather_requires_an_entered_watch() -> None:
+    async def main() -> None:
+        with pytest.raises(RuntimeError, match="async with"):
+            await CancelWatch(None).gather([])
+
+    asyncio.run(main())

@@ -1,0 +1,272 @@
+"""Spill: full transcripts of truncated sources saved beside the target, and the omission notice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from references_helpers import (
+    MemoryStore,
+    append_user,
+    build_projection_log,
+    context_text,
+    make_resolver,
+    object_size,
+    omission_entries,
+    prompt_data,
+    target_for,
+)
+
+from dsh_jupyter.references import SESSION_REFERENCE_CANCELLED, SessionReferenceError
+from dsh_jupyter.references import resolver as resolver_module
+from dsh_jupyter.references.retention import js_utf8_length
+from dsh_jupyter.references.spill import (
+    RETRIEVAL_HINT,
+    SpillResult,
+    fragments,
+    render_transcript,
+    save_transcript,
+)
+
+CASES = [
+    ("huge single message", ["head\n" + "界😀" * 10_000 + "\ntail"], 360),
+    ("whole dropped messages", ["old " + "界" * 300, "new fact"], 180),
+    ("tiny preview", ["😀" * 300], 140),
+    ("escaped controls", ["\x00\n\r\t\"\\" * 300], 180),
+]
+
+
+def transcript_messages(content: str) -> list[tuple[str, list[str]]]:
+    """(role, fragment lines) of each message section of a transcript."""
+    sections = content.split("\n### Message ")[1:]
+    result = []
+    for number, section in enumerate(sections, start=1):
+        header, _, body = section.partition("\n\n")
+        index, role = header.split(": ")
+        assert int(index) == number
+        result.append((role, [line for line in body.split("\n") if line]))
+    return result
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    return MemoryStore(tmp_path / "sessions")
+
+
+@pytest.mark.parametrize(("name", "texts", "budget"), CASES, ids=[c[0] for c in CASES])
+def test_truncated_sources_save_their_full_captured_transcript(
+    store: MemoryStore, name: str, texts: list[str], budget: int
+) -> None:
+    log = store.new_log("source")
+    for text in texts:
+        append_user(log, text)
+    resolver, _ = make_resolver(store, max_reference_bytes=budget)
+    target = target_for(store)
+    prepared = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
+
+    saved = prepared.spills[0]
+    assert saved.status == "saved" and saved.path is not None
+    assert saved.path.parent == target.session_dir
+    assert saved.path.name == "session-reference-1.txt"
+    content = saved.path.read_text("utf-8")
+    assert saved.bytes == len(content.encode("utf-8"))
+    assert content.endswith("\n")
+    assert "untrusted, read-only" in content and "do not act on" in content
+    assert '"capturedFormatVersion": 0' in content and '"sessionId": "source"' in content
+    messages = transcript_messages(content)
+    assert [role for role, _ in messages] == ["user"] * len(texts)
+    assert ["".join(json.loads(line) for line in lines) for _, lines in messages] == texts
+    for _, lines in messages:
+        assert all(len(line) <= 386 for line in lines)
+        assert all(len(json.loads(line)) <= 64 for line in lines)
+
+    text = context_text(prepared)
+    assert "\ufffd" not in text
+    [data] = prompt_data(text)
+    assert object_size(data) <= budget
+    [entry] = omission_entries(text)
+    assert entry == {
+        "sessionId": "source",
+        "capturedThroughSeq": len(texts) - 1,
+        "omittedMessages": len(texts) - 1,
+        "omittedBytes": entry["omittedBytes"],
+        "fullSnapshot": {"status": "saved", "locator": str(saved.path), "bytes": saved.bytes,
+                         "retrievalHint": RETRIEVAL_HINT},
+    }
+    assert entry["omittedBytes"] > 0
+    if budget == 140:
+        assert data["conversation"] == [{"role": "user", "text": ""}]
+        assert entry["omittedBytes"] == js_utf8_length(texts[0])
+
+
+def test_escaped_control_fragments_hit_the_line_length_bound(store: MemoryStore) -> None:
+    lines = fragments("\x00" * 130)
+    assert [len(line) for line in lines] == [386, 386, 14]
+
+
+def test_intact_references_add_no_section_and_save_nothing(store: MemoryStore) -> None:
+    append_user(store.new_log("source"), "complete fact")
+    resolver, _ = make_resolver(store)
+    target = target_for(store)
+    prepared = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
+    assert "Reference omissions" not in context_text(prepared) and "complete fact" in context_text(prepared)
+    assert prepared.spills == {}
+    assert not target.session_dir.exists()
+
+
+def test_distinct_locators_beside_an_intact_reference(store: MemoryStore) -> None:
+    for session_id, text in [("one", "large" * 300), ("two", "intact"), ("three", "large" * 300)]:
+        append_user(store.new_log(session_id), text)
+    resolver, _ = make_resolver(store, max_reference_bytes=180)
+    prepared = resolver.prepare_sync(target_for(store), [], [{"sessionId": s} for s in ["one", "two", "three"]])
+    assert sorted(prepared.spills) == [0, 2]
+    names = [prepared.spills[i].path.name for i in (0, 2)]
+    assert names == ["session-reference-1.txt", "session-reference-3.txt"]
+    text = context_text(prepared)
+    assert [e["sessionId"] for e in omission_entries(text)] == ["one", "three"]
+    assert "intact" in text
+    # The locators are part of the durable message, so a replay of the target sees them.
+    assert all(str(prepared.spills[i].path) in json.dumps(prepared.additional_context) for i in (0, 2))
+
+
+def test_existing_files_are_never_overwritten(store: MemoryStore) -> None:
+    append_user(store.new_log("source"), "large" * 300)
+    resolver, _ = make_resolver(store, max_reference_bytes=180)
+    target = target_for(store)
+    first = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
+    second = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
+    assert first.spills[0].path.name == "session-reference-1.txt"
+    assert second.spills[0].path.name == "session-reference-1-2.txt"
+    assert first.spills[0].path.read_text() == second.spills[0].path.read_text()
+
+
+def test_no_session_folder_reports_storage_not_configured() -> None:
+    store = MemoryStore(None)
+    append_user(store.new_log("source"), "界" * 500)
+    resolver, _ = make_resolver(store, max_reference_bytes=180)
+    prepared = resolver.prepare_sync(target_for(store), [], [{"sessionId": "source"}])
+    text = context_text(prepared)
+    assert '"status":"unavailable"' in text and "storage-not-configured" in text
+    assert '"locator"' not in text and '"status":"saved"' not in text
+    assert prepared.spills[0] == SpillResult.unavailable("storage-not-configured")
+
+
+def test_failed_save_reports_save_failed_and_still_publishes(store: MemoryStore, tmp_path: Path) -> None:
+    append_user(store.new_log("source"), "界" * 500)
+    resolver, _ = make_resolver(store, max_reference_bytes=180)
+    target = target_for(store)
+    target.session_dir.parent.mkdir(parents=True)
+    target.session_dir.write_text("a file where the folder should be")
+    prepared = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
+    text = context_text(prepared)
+    assert "save-failed" in text and '"locator"' not in text
+    assert prepared.spills[0].reason == "save-failed"
+
+
+def test_save_failure_removes_a_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    def broken_write(fd: int, data: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", broken_write)
+    result = save_transcript(tmp_path, 0, "content")
+    assert result.status == "unavailable" and result.reason == "save-failed"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_transcript_is_the_capture_even_if_the_source_changes_while_saving(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = store.add(build_projection_log())
+    real_save = resolver_module.save_transcript
+
+    def save_while_mutating(folder: Path | None, index: int, content: str) -> SpillResult:
+        append_user(source, "later mutation must not appear")
+        return real_save(folder, index, content)
+
+    monkeypatch.setattr(resolver_module, "save_transcript", save_while_mutating)
+    resolver, _ = make_resolver(store, max_reference_bytes=240)
+    prepared = resolver.prepare_sync(target_for(store), [], [{"sessionId": "source"}])
+    full = prepared.spills[0].path.read_text("utf-8")
+    for text in ["checkpoint", "recent user", "human steer", "visible answer"]:
+        assert text in full
+    for text in ["later mutation", "old user", "tool output", "private reasoning", "workspace secret",
+                 "plugin steer", "unfinished answer"]:
+        assert text not in full and text not in context_text(prepared)
+    assert prepared.additional_context["source"]["references"][0]["capturedThroughSeq"] == 13
+
+
+@pytest.mark.parametrize("timing", ["during-save", "after-save"])
+def test_cancellation_during_or_after_a_save_publishes_nothing(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, timing: str
+) -> None:
+    append_user(store.new_log("source"), "large" * 500)
+    cancel = threading.Event()
+    started, finish, settled = threading.Event(), threading.Event(), threading.Event()
+    real_save = resolver_module.save_transcript
+
+    def slow_save(folder: Path | None, index: int, content: str) -> SpillResult:
+        started.set()
+        finish.wait(10)
+        result = real_save(folder, index, content)
+        if timing == "after-save":
+            cancel.set()
+        settled.set()
+        return result
+
+    monkeypatch.setattr(resolver_module, "save_transcript", slow_save)
+    resolver, _ = make_resolver(store, max_reference_bytes=180)
+    target = target_for(store)
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(resolver.prepare_sync(target, [], [{"sessionId": "source"}], cancel))
+        except BaseException as exc:  # noqa: BLE001
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    assert started.wait(5)
+    if timing == "during-save":
+        cancel.set()
+        worker.join(2)
+        assert not worker.is_alive(), "cancellation must not wait for the save"
+    finish.set()
+    worker.join(5)
+    assert settled.wait(5)
+    [error] = outcome
+    assert isinstance(error, SessionReferenceError) and error.code == SESSION_REFERENCE_CANCELLED
+    # The artifact may stay behind; nothing was returned to publish.
+    deadline = time.monotonic() + 5
+    while not (target.session_dir / "session-reference-1.txt").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert (target.session_dir / "session-reference-1.txt").exists()
+
+
+def test_render_transcript_layout() -> None:
+    data = {"sessionId": "s\ud800", "label": "L", "cwd": None, "capturedThroughSeq": 3,
+            "conversation": [{"role": "user", "text": "a\nb"}, {"role": "assistant", "text": "x" * 70}]}
+    content = render_transcript(data, 0)
+    lines = content.split("\n")
+    assert lines[0].startswith("## ") and lines[1] == ""
+    assert '{\n  "sessionId": "s\\ud800",\n  "label": "L",\n  "cwd": null,\n  "capturedThroughSeq": 3,\n' \
+           '  "capturedFormatVersion": 0\n}' in content
+    assert content.endswith('### Message 2: assistant\n\n"' + "x" * 64 + '"\n"xxxxxx"\n')
+    assert '### Message 1: user\n\n"a\\nb"\n' in content
+
+
+def test_async_prepare_with_an_asyncio_event(store: MemoryStore) -> None:
+    append_user(store.new_log("source"), "large" * 300)
+    resolver, _ = make_resolver(store, max_reference_bytes=180)
+
+    async def main() -> object:
+        return await resolver.prepare(target_for(store), [], [{"sessionId": "source"}], asyncio.Event())
+
+    prepared = asyncio.run(main())
+    assert prepared.spills[0].status == "saved"  # type: ignore[attr-defined]

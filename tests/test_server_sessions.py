@@ -1,0 +1,182 @@
+"""The data side of the REST API (no server): parameters, folder resolution, detail, preview, locate."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from dsh_jupyter.references import encode_session_reference_uri
+from dsh_jupyter.server import _jupyter_server_extension_points, sessions
+from dsh_jupyter.server.sessions import ApiError
+from dsh_jupyter.session import SessionHeader, SessionLog
+from dsh_jupyter.session.messages import assistant_message, text_block, user_message
+from dsh_jupyter.store import JsonlStore
+
+MODEL = {"kind": "model", "provider": "mock", "model": "mock"}
+
+
+def write_session(root: Path, session_id: str, texts: list[tuple[str, str]], *, title: str | None = None,
+                  cwd: str | None = None) -> JsonlStore:
+    store = JsonlStore(root)
+    log = SessionLog(SessionHeader(session_id, 1000, cwd))
+    writer = store.create(log.header)
+    writer.attach(log)
+    for role, text in texts:
+        if role == "user":
+            log.append("user/message", user_message(text))
+        else:
+            log.append("assistant/message", {"turn": 1, "step": 1,
+                                             "message": assistant_message([text_block(text)], MODEL)})
+    if title is not None:
+        log.append("session/title", {"title": title, "messageSeqs": [0], "source": {"kind": "user"}})
+    writer.close()
+    return store
+
+
+def test_extension_point_names_this_module() -> None:
+    assert _jupyter_server_extension_points() == [{"module": "dsh_jupyter.server"}]
+
+
+@pytest.mark.parametrize("raw,expected", [(None, 50), ("1", 1), ("50", 50), ("1000", 1000), ("007", 7)])
+def test_parse_limit_accepts_positive_integers(raw: str | None, expected: int) -> None:
+    assert sessions.parse_limit(raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["", "0", "-3", "2.0", "x", " 4", "1001", "²", "9" * 30])
+def test_parse_limit_refuses_everything_else(raw: str) -> None:
+    with pytest.raises(ApiError) as info:
+        sessions.parse_limit(raw)
+    assert info.value.status == 400
+    assert info.value.code == "SESSION_REFERENCE_INVALID_REFERENCE"
+    assert info.value.to_json()["error"]["message"].startswith("limit must be")
+
+
+def test_parse_query_bounds_its_length() -> None:
+    assert sessions.parse_query(None) == ""
+    assert sessions.parse_query("abc") == "abc"
+    with pytest.raises(ApiError):
+        sessions.parse_query("q" * (sessions.MAX_QUERY_LENGTH + 1))
+
+
+def test_decode_session_payload_round_trips_and_refuses_noncanonical() -> None:
+    odd = "../x\n\"]界"
+    assert sessions.decode_session_payload(encode_session_reference_uri(odd).split(":", 1)[1]) == odd
+    for bad in ("", "IiJ", "a=b", "dsh-session:IiI"):
+        with pytest.raises(ApiError) as info:
+            sessions.decode_session_payload(bad)
+        assert info.value.status == 400
+
+
+def test_resolve_folder_stays_inside_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / ".hidden").mkdir()
+    real_root = Path(os.path.realpath(root))
+    assert sessions.resolve_folder(root, "") == real_root
+    assert sessions.resolve_folder(root, None) == real_root
+    assert sessions.resolve_folder(root, "a/b/") == real_root / "a" / "b"
+    assert sessions.resolve_folder(root, "a/../a/b") == real_root / "a" / "b"
+    assert sessions.resolve_folder(root, "a\\b") == real_root / "a" / "b"
+    assert sessions.resolve_folder(root, ".hidden") == real_root / ".hidden"
+    for bad in ("..", "a/../..", "/tmp", "\\\\server\\share", "C:/x", "nope", "a/b/c", "a\x00"):
+        with pytest.raises(ApiError) as info:
+            sessions.resolve_folder(root, bad)
+        assert info.value.status == 400, bad
+    with pytest.raises(ApiError, match="hidden"):
+        sessions.resolve_folder(root, ".hidden", allow_hidden=False)
+
+
+def test_resolve_folder_follows_symlinks_only_within_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "inside").mkdir(parents=True)
+    (root / "alias").symlink_to(root / "inside", target_is_directory=True)
+    (root / "escape").symlink_to(tmp_path, target_is_directory=True)
+    assert sessions.resolve_folder(root, "alias") == Path(os.path.realpath(root / "inside"))
+    with pytest.raises(ApiError, match="outside"):
+        sessions.resolve_folder(root, "escape")
+
+
+def test_open_query_uses_the_folder_store_or_dsh_sessions_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert sessions.open_query(tmp_path).store.root == tmp_path / ".dsh" / "sessions"
+    monkeypatch.setenv("DSH_SESSIONS_DIR", "shared/store")
+    assert sessions.open_query(tmp_path).store.root == tmp_path / "shared" / "store"
+
+
+def test_list_candidates_ranks_for_the_folder_and_hides_no_stored_session(tmp_path: Path) -> None:
+    store_root = tmp_path / ".dsh" / "sessions"
+    write_session(store_root, "other", [("user", "x")], cwd="/elsewhere")
+    write_session(store_root, "here", [("user", "x")], cwd=str(tmp_path), title="Here")
+    found = sessions.list_candidates(tmp_path, "", 10)
+    assert [c["sessionId"] for c in found] == ["here", "other"]
+    assert found[0]["sameWorkspace"] is True
+    assert found[0]["mention"] == "@[Here](" + encode_session_reference_uri("here") + ")"
+    # The browser is no session: the ranking target's id is fresh each time and unlike any stored id.
+    first, second = sessions.synthetic_target(tmp_path), sessions.synthetic_target(tmp_path)
+    assert first.session_id != second.session_id and first.session_id.startswith("\x00")
+    assert first.cwd == str(tmp_path)
+
+
+def test_session_detail_counts_and_preview(tmp_path: Path) -> None:
+    store_root = tmp_path / ".dsh" / "sessions"
+    write_session(store_root, "s1", [("user", "hi"), ("assistant", "hello"), ("user", "again")], title="T")
+    detail = sessions.session_detail(tmp_path, "s1")
+    assert detail["title"] == detail["label"] == "T"
+    assert detail["capturedThroughSeq"] == 3
+    assert detail["messageCounts"] == {"events": 4, "surface": 3, "projected": 3, "user": 2, "assistant": 1}
+    assert detail["preview"]["omittedMessages"] == 0
+    assert detail["compacted"] is False
+    assert detail["mention"] == "@[T](" + encode_session_reference_uri("s1") + ")"
+
+
+def test_session_detail_cuts_long_messages_on_character_boundaries(tmp_path: Path) -> None:
+    store_root = tmp_path / ".dsh" / "sessions"
+    text = "界" * 2000  # 6000 UTF-8 bytes
+    write_session(store_root, "big", [("user", text), ("assistant", "ok")])
+    detail = sessions.session_detail(tmp_path, "big", max_messages=5, max_message_bytes=100)
+    first = detail["preview"]["messages"][0]
+    assert first["truncated"] is True
+    assert first["text"] == "界" * 33  # 99 bytes: the 34th character would not fit
+    assert first["omittedBytes"] == 6000 - 99
+    assert detail["preview"]["messages"][1] == {"role": "assistant", "text": "ok", "checkpoint": False,
+                                                "truncated": False, "omittedBytes": 0}
+    newest = sessions.session_detail(tmp_path, "big", max_messages=1)
+    assert [m["text"] for m in newest["preview"]["messages"]] == ["ok"]
+    assert newest["preview"]["omittedMessages"] == 1
+
+
+def test_session_detail_and_location_of_unknown_ids_are_404(tmp_path: Path) -> None:
+    for session_id in ("missing", "", "..", "../../etc/pwn"):
+        for call in (lambda: sessions.session_detail(tmp_path, session_id),
+                     lambda: sessions.session_location(tmp_path, session_id, tmp_path)):
+            with pytest.raises(ApiError) as info:
+                call()
+            assert info.value.status == 404
+            assert info.value.code == "SESSION_REFERENCE_READ_FAILED"
+
+
+def test_unreadable_log_is_a_500_read_failed(tmp_path: Path) -> None:
+    store = write_session(tmp_path / ".dsh" / "sessions", "broken", [("user", "x")])
+    path = store.log_path("broken")
+    path.write_bytes(path.read_bytes().splitlines(keepends=True)[0] + b"{not json\n"
+                     + b'{"type":"turn/end","seq":1,"time":1,"data":{"turn":1}}\n')
+    with pytest.raises(ApiError) as info:
+        sessions.session_detail(tmp_path, "broken")
+    assert info.value.status == 500
+    assert info.value.code == "SESSION_REFERENCE_READ_FAILED"
+
+
+def test_session_location_reports_contents_path_inside_the_root_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    store = write_session(root / ".dsh" / "sessions", "here", [("user", "x")])
+    where = sessions.session_location(root, "here", root)
+    assert where == {"kind": "jsonl", "path": str(store.log_path("here")),
+                     "contentsPath": ".dsh/sessions/here/session.jsonl"}
+    outside = tmp_path / "shared"
+    write_session(outside, "there", [("user", "x")])
+    monkeypatch.setenv("DSH_SESSIONS_DIR", str(outside))
+    assert sessions.session_location(root, "there", root)["contentsPath"] is None
