@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -31,18 +32,13 @@ def new_header(session_id: str = "s-1", *, cwd: str = "/home/dev/project", creat
     return SessionHeader.new(cwd, session_id=session_id, created_at=created_at)
 
 
+@functools.lru_cache(maxsize=4096)
 def payload(turn: int, size: int | None = None) -> str:
     """Deterministic tool output for ``turn`` (so a reader can check it without the writer's help)."""
     rng = random.Random(turn)
     size = rng.randrange(0, 16_384) if size is None else size
     words = ["alpha", "beta", "gamma", "δέλτα", "数据", "emoji😀", "quote\"", "back\\slash", "tab\t", "line\n"]
-    out: list[str] = []
-    length = 0
-    while length < size:
-        word = rng.choice(words)
-        out.append(word)
-        length += len(word) + 1
-    return f"turn {turn} output: " + " ".join(out)
+    return f"turn {turn} output: " + " ".join(rng.choices(words, k=size // 6))
 
 
 def append_turn(log: SessionLog, turn: int, *, tool: bool = True, size: int | None = None,

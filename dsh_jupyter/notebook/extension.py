@@ -27,7 +27,6 @@ def load(ip: Any) -> None:
 
         ip.user_ns["dsh"] = SessionHandle(magics.host)
         ip.user_ns_hidden["dsh"] = ip.user_ns["dsh"]
-    magics.host.export_env()
     _STATE[id(ip)] = (magics, disposers)
 
 

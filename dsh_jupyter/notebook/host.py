@@ -8,20 +8,19 @@ small protocol the completer and widgets use (``candidates``, ``file_candidates`
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..session import SessionHeader
-from ..store.base import SessionLocation, SessionStore
 from .config import DshSettings
 from .runtime import AgentThread
 
 if TYPE_CHECKING:
+    import concurrent.futures
+
+    from ..store.base import SessionLocation, SessionStore
     from ..agent import Agent
     from ..agent.events import AgentEvent
     from ..agent.submit import Submission
@@ -258,10 +257,10 @@ class NotebookHost:
 
     def new_session(self, model: str | None = None) -> tuple[Agent, str | None]:
         from ..agent import Agent
+        from ..session import SessionHeader, SessionLog
 
         provider, notice = self.model_for(model)
         header = SessionHeader.new(self.cwd)
-        from ..session import SessionLog
 
         agent = Agent(SessionLog(header), self.store.create(header), self.store, provider, tools=self._tools(),
                       hooks=self._hooks(), config=self._agent_config())

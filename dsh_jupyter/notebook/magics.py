@@ -72,6 +72,7 @@ class DshMagics(Magics, DshSettings):
         super().__init__(shell=shell, **kwargs)
         self.host = NotebookHost(self, shell)
         self._views: list[Any] = []
+        self._env_exported = False
 
     # -- %%dsh ---------------------------------------------------------------------------------------
     @magic_arguments()
@@ -206,6 +207,7 @@ class DshMagics(Magics, DshSettings):
 
         calls = MainThreadCalls()
         self.host.main_thread_calls = calls
+        future.add_done_callback(lambda _: calls.wake())
         interrupted_at: float | None = None
         try:
             while not future.done():
@@ -371,7 +373,14 @@ class DshMagics(Magics, DshSettings):
 
     # -- background views -------------------------------------------------------------------------------
     def refresh_views(self, *args: Any) -> None:
-        """Re-send finished background views under the cell now starting (called before each cell)."""
+        """Before each cell: export the session facts once, and re-send background views under the cell now
+        starting (updates sent while the kernel was idle had no cell to ride on)."""
+        if not self._env_exported:
+            self._env_exported = True
+            try:
+                self.host.export_env()
+            except Exception:  # never break the user's cell over an environment hint
+                pass
         keep = []
         for view in self._views:
             view.refresh()

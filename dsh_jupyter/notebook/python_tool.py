@@ -35,6 +35,10 @@ class MainThreadCalls:
         self._queue.put((fn, future))
         return future
 
+    def wake(self) -> None:
+        """Make a waiting :meth:`pump` return at once (call when the awaited work finishes)."""
+        self._queue.put((lambda: None, concurrent.futures.Future()))
+
     def pump(self, timeout: float) -> bool:
         """Run at most one pending call; False when none arrived within ``timeout`` seconds."""
         try:

@@ -1,0 +1,107 @@
+"""Notebook host figures: `%load_ext dsh_jupyter` time and the per-turn overhead of `%%dsh`.
+
+    .venv/bin/python benchmarks/bench_notebook.py
+
+Goals (issue [4/6]): loading the extension ≤ 150 ms (reported next to importing IPython alone), and
+≤ 20 ms of `%%dsh` overhead per turn on the offline model (the cell's time minus the model's own time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+LOAD_SCRIPT = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from IPython.core.interactiveshell import InteractiveShell
+ip = InteractiveShell.instance()
+t1 = time.perf_counter()
+ip.extension_manager.load_extension("dsh_jupyter")
+t2 = time.perf_counter()
+heavy = [m for m in ("openai", "anywidget", "ipywidgets", "httpx", "pandas") if m in sys.modules]
+print(json.dumps({"ipython": t1 - t0, "load_ext": t2 - t1, "heavy": heavy}))
+"""
+
+
+def measure_load(runs: int = 7) -> dict[str, float]:
+    """Median over fresh processes, with bytecode caching on (as after a normal pip install, which
+    compiles .pyc files) and one uncounted warm-up run that writes those caches."""
+    ipython, load = [], []
+    heavy: list[str] = []
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for run in range(runs + 1):
+        with tempfile.TemporaryDirectory() as folder:
+            out = subprocess.run([sys.executable, "-c", LOAD_SCRIPT], capture_output=True, text=True, cwd=folder,
+                                 check=True, env=env)
+        if run == 0:
+            continue
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        ipython.append(result["ipython"])
+        load.append(result["load_ext"])
+        heavy = result["heavy"]
+    return {"ipython": statistics.median(ipython), "load_ext": statistics.median(load), "heavy": heavy}
+
+
+def measure_turns(turns: int = 40) -> dict[str, float]:
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    from dsh_jupyter.models.base import ModelRequest
+    from dsh_jupyter.models.offline import OfflineModel
+
+    folder = tempfile.mkdtemp()
+    os.chdir(folder)
+    os.environ.pop("DEEPSEEK_API_KEY", None)
+    ip = InteractiveShell.instance()
+    ip.extension_manager.load_extension("dsh_jupyter")
+    ip.run_line_magic("config", "DshMagics.model_titles = False")
+    with capture_output():
+        ip.run_cell_magic("dsh", "", "warm-up prompt")
+    cell_times = []
+    for n in range(turns):
+        started = time.perf_counter()
+        with capture_output():
+            ip.run_cell_magic("dsh", "--new" if n % 10 == 0 else "", f"prompt number {n}: what do you see?")
+        cell_times.append(time.perf_counter() - started)
+    host = ip.magics_manager.registry["DshMagics"].host
+    messages = [{"role": "user", "content": f"prompt number {n}: what do you see?"}]
+    model = OfflineModel()
+
+    async def model_only() -> float:
+        started = time.perf_counter()
+        async for _ in model.stream(ModelRequest(messages=messages)):
+            pass
+        return time.perf_counter() - started
+
+    model_times = [asyncio.run(model_only()) for _ in range(turns)]
+    ip.extension_manager.unload_extension("dsh_jupyter")
+    del host
+    return {"cell": statistics.median(cell_times), "model": statistics.median(model_times),
+            "p90_cell": sorted(cell_times)[int(len(cell_times) * 0.9) - 1]}
+
+
+def main() -> None:
+    load = measure_load()
+    print("== %load_ext dsh_jupyter (fresh process, median of 7)")
+    print(f"   import IPython + shell      {load['ipython'] * 1000:8.1f} ms   (baseline)")
+    print(f"   %load_ext dsh_jupyter       {load['load_ext'] * 1000:8.1f} ms   goal <= 150 ms   "
+          f"ratio to baseline {load['load_ext'] / load['ipython']:.2f}x")
+    print(f"   heavy modules imported by loading: {load['heavy'] or 'none'}")
+    turns = measure_turns()
+    overhead = turns["cell"] - turns["model"]
+    print("== %%dsh turn on the offline model (median of 40 turns)")
+    print(f"   offline model stream alone  {turns['model'] * 1000:8.2f} ms   (baseline)")
+    print(f"   whole %%dsh cell            {turns['cell'] * 1000:8.2f} ms   (p90 {turns['p90_cell'] * 1000:.2f} ms)")
+    print(f"   overhead per turn           {overhead * 1000:8.2f} ms   goal <= 20 ms   "
+          f"ratio cell/model {turns['cell'] / max(turns['model'], 1e-9):.1f}x")
+
+
+if __name__ == "__main__":
+    main()

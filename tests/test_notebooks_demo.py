@@ -1,0 +1,92 @@
+"""The demo notebooks, executed headless by nbclient on a real kernel, with assertions on their outputs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from dsh_jupyter.demo import default_notebooks_dir, run_notebook
+
+pytestmark = pytest.mark.slow
+
+
+def execute(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> nbformat.NotebookNode:
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    out = run_notebook(default_notebooks_dir() / f"{name}.ipynb", tmp_path / name)
+    return nbformat.read(out, as_version=4)
+
+
+def outputs(nb: nbformat.NotebookNode, marker: str) -> list[dict[str, Any]]:
+    cell = next(c for c in nb.cells if c.cell_type == "code" and marker in c.source)
+    return cell.outputs
+
+
+def text_of(outs: list[dict[str, Any]]) -> str:
+    parts = []
+    for out in outs:
+        if out.get("output_type") == "stream":
+            parts.append(out["text"])
+        for mime in ("text/markdown", "text/plain", "text/html"):
+            if mime in out.get("data", {}):
+                parts.append(out["data"][mime])
+    return "\n".join(parts)
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_quickstart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nb = execute("quickstart", tmp_path, monkeypatch)
+    assert "offline model" in text_of(outputs(nb, "Hello! What can you do")).lower()
+    assert "13.175" in text_of(outputs(nb, "mean of my prices"))
+    printed = text_of(outputs(nb, "loc = %dsh locate"))
+    path = Path(re.search(r"^jsonl (\S+)$", printed, re.M).group(1))
+    assert path.is_file() and path.is_relative_to(tmp_path / "quickstart" / ".dsh" / "sessions")
+    log = read_log(path)
+    assert log[0]["type"] == "session"
+    assert "user/message" in text_of(outputs(nb, "pd.read_json"))
+    shell = text_of(outputs(nb, "!echo"))
+    assert f"id={log[0]['id']}" in shell and "the JSONL file exists" in shell
+    assert log[0]["id"] in text_of(outputs(nb, "%dsh sessions"))
+
+
+def test_referencing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nb = execute("referencing", tmp_path, monkeypatch)
+    chosen = text_of(outputs(nb, "picker = %dsh pick churn"))
+    assert "@[Churn after the August price change](dsh-session:" in chosen
+    completed = text_of(outputs(nb, "provisionalcompleter"))
+    assert "@[Regional sales Q3](dsh-session:" in completed
+    compare = outputs(nb, "Compare {sales} with {churn}")
+    bundle = next(o for o in compare if "application/vnd.dsh.reference-context+json" in o.get("data", {}))
+    data = bundle["data"]["application/vnd.dsh.reference-context+json"]
+    assert [r["label"] for r in data["references"]] == ["Regional sales Q3", "Churn after the August price change"]
+    assert [r["compacted"] for r in data["references"]] == [False, True]
+    assert "<details" in bundle["data"]["text/html"]
+    answer = text_of(compare)
+    assert "You referenced 2 sessions" in answer and "@Regional sales Q3" in answer
+    assert "('Churn after the August price change', True" in text_of(outputs(nb, "contexts = [m for m"))
+
+
+def test_teaching(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nb = execute("teaching", tmp_path, monkeypatch)
+    assert "steered into the running turn" in text_of(outputs(nb, "While that runs"))
+    background = text_of(outputs(nb, "%%dsh --bg"))
+    assert "slow job finished" in background and "how many files" in background
+    sessions = sorted((tmp_path / "teaching" / ".dsh" / "sessions").glob("*/session.jsonl"))
+    logs = [read_log(p) for p in sessions]
+    first = next(log for log in logs if any("slow job" in json.dumps(e) for e in log))
+    steps = [e["seq"] for e in first if e["type"] == "step/start"]
+    steer = next(e for e in first if e["type"] == "user/message" and "While that runs" in json.dumps(e))
+    assert steer["seq"] > steps[1] and sum(e["type"] == "turn/start" for e in first) == 1
+    blocked = text_of(outputs(nb, "admin password"))
+    assert "blocked by a hook" in blocked and "not allowed in class" in blocked
+    assert not any("admin password" in json.dumps(e) for log in logs for e in log)
+    assert "42" in text_of(outputs(nb, "6 times 7")) or "6 times 7" in text_of(outputs(nb, "6 times 7"))
+    env = text_of(outputs(nb, "env | grep ^DSH_"))
+    assert "DSH_SHELL=1" in env and "DSH_SESSION_JSONL=" in env
