@@ -45,18 +45,22 @@ REPEATS = 3
 
 # -- data -------------------------------------------------------------------------------------------
 def big_store(size_mb: int) -> JsonlStore:
-    from _logs import write_big_log  # written by the store benchmarks; shared log generator
+    import hashlib
 
+    from _logs import write_big_log  # the shared log generator of the store benchmarks
+
+    # Regenerate whenever the generator changes.
+    version = hashlib.sha256((HERE / "_logs.py").read_bytes()).hexdigest()[:16]
     store = JsonlStore(DATA / f"references-{size_mb}mb")
     for index, session_id in enumerate(SOURCES):
         path = store.log_path(session_id)
-        marker = path.with_suffix(".done")
-        if marker.exists() and path.exists():
+        marker = path.with_name("generated-by")
+        if path.exists() and marker.exists() and marker.read_text() == version:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         write_big_log(path, size_mb=size_mb, session_id=session_id, cwd=CWD,
                       compact_near_end=index != 1, seed=index)
-        marker.write_text("ok")
+        marker.write_text(version)
     return store
 
 
@@ -141,7 +145,9 @@ def child(variant: str, root: str, spill: str) -> None:
 
 def measure(variant: str, store: JsonlStore, spill: Path) -> dict:
     out = subprocess.run([sys.executable, __file__, "--child", variant, str(store.root), str(spill)],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"the {variant} run failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -92,14 +92,17 @@ def open_turn(log: SessionLog, turn: int) -> int:
                                     "arguments": "{}"}).seq
 
 
-def compact(log: SessionLog, turn: int, summary: str = "summary") -> int:
-    """Append a compaction whose checkpoint replaces the whole current surface; returns its seq."""
-    nodes = [e.seq for e in log.surface()]
-    cid = f"compaction-{turn}"
-    start = log.append("compaction/start", {"compactionId": cid, "turn": turn}).seq
-    summ = log.append("compaction/summary", {"compactionId": cid, "summary": summary}).seq
+def compact(log: SessionLog, turn: int | None, summary: str = "summary", *, first: int = 0,
+            last: int = -1) -> int:
+    """Append a compaction whose checkpoint replaces the surface nodes from position ``first`` through
+    ``last`` (default: the whole current surface); returns the checkpoint's seq."""
     from dsh_jupyter.session import ReplaceOp
 
+    surface = [e.seq for e in log.surface()]
+    nodes = surface[first : (last % len(surface)) + 1]
+    cid = f"compaction-{log.next_seq}"
+    start = log.append("compaction/start", {"compactionId": cid, "turn": turn}).seq
+    summ = log.append("compaction/summary", {"compactionId": cid, "summary": summary}).seq
     checkpoint = log.append(
         "user/message",
         user_message([text_block("<compacted-summary>"), text_block(summary), text_block("</compacted-summary>")],
@@ -425,7 +428,10 @@ def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_dela
             for line in spawner.run(rng.uniform(0, max_delay)):
                 if line.startswith("flushed"):
                     flushed.add(int(line.split()[1]))
-            check_turns(store.load(session_id), flushed)
+            if store.exists(session_id):
+                check_turns(store.load(session_id), flushed)
+            else:  # killed before its first flush: lazily, nothing was ever stored
+                assert not flushed, "turns were reported flushed but the session does not exist"
     finally:
         spawner.close()
     log, writer = store.open(session_id)

@@ -35,6 +35,10 @@ if os.environ.get("STAND_IN_FAIL"):
     sys.exit(3)
 with open(os.environ["STAND_IN_ARGV"], "w") as out:
     json.dump(sys.argv[1:], out)
+if os.environ.get("STAND_IN_CRASH"):
+    import resource, signal
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    FakeOpenAIServer.next_behaviour = lambda self, body: os.kill(os.getpid(), signal.SIGILL)
 server = FakeOpenAIServer(port=int(args.port))
 server.models = [args.model_alias]
 threading.Event().wait()
@@ -150,6 +154,18 @@ def test_a_server_that_dies_while_starting_gives_its_log(stand_in: dict[str, Pat
     assert info.value.kind == "config"
     assert "exited with code 3" in info.value.message and "could not load model" in info.value.message
     assert not server.running
+
+
+async def test_a_crash_under_a_request_is_explained(stand_in: dict[str, Path],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STAND_IN_CRASH", "1")
+    model = LocalModel(model_path=stand_in["gguf"], startup_timeout=60)
+    with pytest.raises(ModelError) as info:
+        await collect(model.stream(ModelRequest([{"role": "user", "content": "hi"}])))
+    assert info.value.kind == "server" and not info.value.retryable
+    assert "was killed by SIGILL" in info.value.message and "GGML_NATIVE=OFF" in info.value.message
+    assert model.base_url is None  # forgotten: the next request starts a new server
+    await model.close()
 
 
 async def test_missing_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:

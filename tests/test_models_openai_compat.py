@@ -149,7 +149,9 @@ async def test_429_and_5xx_are_retried_then_succeed(fake_openai: FakeOpenAIServe
                                                     caplog: pytest.LogCaptureFixture) -> None:
     fake_openai.queue(http_error(429, "slow down", retry_after="0.05"), http_error(500), http_error(503),
                       text_reply("finally"))
-    provider = _provider(fake_openai, max_retries=3, backoff=0.01)
+    retries: list[tuple[str, float, int]] = []
+    provider = _provider(fake_openai, max_retries=3, backoff=0.01,
+                         on_retry=lambda error, delay, number: retries.append((error.kind, delay, number)))
     with caplog.at_level(logging.WARNING, logger="dsh_jupyter.models"):
         blocks, _, finish = await collect(provider.stream(_request()))
     await provider.close()
@@ -159,6 +161,7 @@ async def test_429_and_5xx_are_retried_then_succeed(fake_openai: FakeOpenAIServe
     assert len(delays) == 3
     assert "retrying in 0.05 s" in delays[0]  # Retry-After honoured
     assert "retrying in 0.02 s" in delays[1] and "retrying in 0.04 s" in delays[2]  # exponential backoff
+    assert retries == [("rate_limit", 0.05, 1), ("server", 0.02, 2), ("server", 0.04, 3)]
 
 
 async def test_retry_after_is_capped(fake_openai: FakeOpenAIServer, caplog: pytest.LogCaptureFixture) -> None:

@@ -31,6 +31,7 @@ from store_helpers import (
     Backend,
     add_raw_event,
     append_turn,
+    compact,
     damage_event,
     drop_event,
     new_header,
@@ -69,6 +70,30 @@ def test_round_trip(store: SessionStore) -> None:
     assert store.read_title("s-1") == {"title": "title 1", "messageSeqs": [2], "source": {"kind": "fallback"}}
     assert [h.id for h in store.list_headers()] == ["s-1"]
     assert store.exists("s-1") and not store.exists("s-2")
+
+
+def test_compacted_session_round_trip(store: SessionStore) -> None:
+    header = new_header("compacted")
+    log = SessionLog(header)
+    with store.create(header) as writer:
+        writer.attach(log)
+        append_turn(log, 1)
+        turn1_nodes = len(log.surface())
+        append_turn(log, 2)
+        writer.flush()
+        first = compact(log, 3, "first", last=turn1_nodes - 1)  # replaces turn 1 only
+        append_turn(log, 3)
+        surface = [e.seq for e in log.surface()]
+        assert surface[0] == first and surface[1] < first
+        # The second range starts at the first checkpoint and ends at an older seq (positional).
+        second = compact(log, 4, "second", last=surface.index(max(s for s in surface[1:] if s < first)))
+        append_turn(log, 4, title=True)
+    snapshot = store.read_surface("compacted")
+    assert snapshot.events == log.surface()
+    assert snapshot.events[0].seq == second
+    assert first not in [e.seq for e in snapshot.events]
+    assert store.load("compacted").surface() == log.surface()
+    assert store.read_title("compacted")["title"] == "title 4"
 
 
 def test_jsonl_round_trip_is_byte_identical(tmp_path: Path) -> None:

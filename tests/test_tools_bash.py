@@ -8,7 +8,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
 import pytest
 
@@ -41,8 +41,10 @@ def registry(tmp_path: Path) -> ShellEnvRegistry:
 
 
 @pytest.fixture
-def bash(registry: ShellEnvRegistry) -> BashTool:
-    return BashTool(registry, default_timeout=20.0, max_output_bytes=2000)
+async def bash(registry: ShellEnvRegistry) -> AsyncIterator[BashTool]:
+    tool = BashTool(registry, default_timeout=20.0, max_output_bytes=2000)
+    yield tool
+    await tool.jobs.stop_all()
 
 
 @pytest.fixture(autouse=True)
@@ -57,10 +59,6 @@ def _execution(tmp_path: Path, *, header: SessionHeader | None = None, location:
                call_id: str = "call-1", session_dir: Path | None = None, **kw: Any) -> ToolExecution:
     return ToolExecution.create(call_id, str(tmp_path), header=header, locate=lambda: location,
                                 session_dir=session_dir, **kw)
-
-
-async def _finish(bash: BashTool) -> None:
-    await bash.jobs.stop_all()
 
 
 # -- description and schema ------------------------------------------------------------------------
@@ -332,7 +330,6 @@ async def test_background_jobs_are_private_to_their_session(bash: BashTool, tmp_
     assert denied.is_error and "no background job" in denied.text
     stopped = await reader.run({"job_id": job_id, "stop": True}, mine)
     assert "stopped on request" in stopped.text and not stopped.meta["running"]
-    await _finish(bash)
 
 
 async def test_background_flag_on_execution(bash: BashTool, tmp_path: Path) -> None:
@@ -349,7 +346,6 @@ async def test_background_wait_honours_cancel(bash: BashTool, tmp_path: Path) ->
     started = time.monotonic()
     result = await bash.companion().run({"job_id": out.meta["job_id"], "wait_seconds": 60}, execution)
     assert time.monotonic() - started < 20 and result.meta["running"]
-    await _finish(bash)
 
 
 async def test_unknown_job_and_bad_wait(bash: BashTool, tmp_path: Path) -> None:
@@ -383,3 +379,8 @@ async def test_registered_bash_tools_run_via_the_registry(bash: BashTool, tmp_pa
     assert out.text == "via registry\n[exit code: 0]"
     bad = await tools.execute("bash", '{"cmd": "ls"}', _execution(tmp_path))
     assert bad.is_error and "command" in bad.text
+    header = SessionHeader.new(tmp_path)
+    spoofed = await tools.execute(
+        "bash", '{"command": "echo $DSH_SESSION_ID", "env": {"DSH_SESSION_ID": "spoofed"}, "stdin": "x"}',
+        _execution(tmp_path, header=header))
+    assert spoofed.text == f"{header.id}\n[exit code: 0]"

@@ -673,8 +673,11 @@ class Agent:
             decision = await self.hooks.pre_tool_use(self._hook_context(turn), name,
                                                      parsed if isinstance(parsed, dict) else {}, call["id"])
             self._hook_notices(decision, turn)
-            if getattr(decision, "deny", False) or getattr(decision, "halt", False):
-                reason = getattr(decision, "reason", None) or "denied by a PreToolUse hook"
+            asks = getattr(decision, "ask", False)
+            if getattr(decision, "deny", False) or getattr(decision, "halt", False) or asks:
+                reason = getattr(decision, "reason", None) or getattr(decision, "halt_reason", None) or (
+                    "a PreToolUse hook asked for the user's approval, which this host cannot request"
+                    if asks else "denied by a PreToolUse hook")
                 output = ToolOutput(f"The tool call was not run: {reason}", is_error=True, meta={"denied": True})
                 self._emit(ev.ToolFinished(turn, call["id"], name, output.text, True))
                 return output

@@ -247,8 +247,44 @@ class LocalModel(ModelProvider):
             provider = await watch.race(asyncio.to_thread(self._ensure_server), "while the local model started")
         finally:
             watch.close()
-        async for event in provider.stream(request, cancel):
-            yield event
+        try:
+            async for event in provider.stream(request, cancel):
+                yield event
+        except ModelError as error:
+            if error.kind in ("bad_stream", "server"):
+                crash = await asyncio.to_thread(self._crash_report)
+                if crash is not None:
+                    raise crash from None
+            raise
+
+    def _crash_report(self) -> ModelError | None:
+        """A clear error when the server process died under a request (and forget it, so the next use
+        starts a fresh one)."""
+        with self._lock:
+            server = self._server
+            if server is None or server.process is None:
+                return None
+            try:
+                code = server.process.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                return None
+            self._server = None
+            self._provider = None
+        tail = server.log_tail()
+        server.stop()
+        how = f"exited with code {code}"
+        if code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        hint = "try again (a new server starts on the next request)"
+        if code == -signal.SIGILL:
+            hint = ("llama.cpp was compiled for CPU instructions this machine refuses (common in VMs for AMX or "
+                    "AVX-512); rebuild it for a generic CPU: CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install "
+                    "--force-reinstall --no-cache-dir --no-deps llama-cpp-python")
+        return ModelError("server", f"the local model server {how} while answering (log {server.log_path}): "
+                                    f"{tail}; {hint}.", retryable=code != -signal.SIGILL)
 
     async def close(self) -> None:
         """Close the client and stop the server."""

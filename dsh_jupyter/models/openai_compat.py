@@ -35,7 +35,7 @@ import os
 import re
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Iterator, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator, Mapping, TypeVar
 from urllib.parse import urlsplit
 
 from .base import (
@@ -141,7 +141,10 @@ class _CancelWatch:
     async def race(self, awaitable: Awaitable[_T], what: str) -> _T:
         if self.event is None:
             return await awaitable
-        self.check(what)
+        if self.event.is_set():
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()  # never started; closing it avoids a "never awaited" warning
+            self.check(what)
         if self._waiter is None:
             self._waiter = asyncio.ensure_future(self.event.wait())
         task = asyncio.ensure_future(awaitable)
@@ -180,7 +183,9 @@ class OpenAICompatibleProvider(ModelProvider):
 
     ``context_window`` overrides the built-in table (:mod:`dsh_jupyter.models.catalog`); ``timeout`` is the
     SDK timeout in seconds (connect and each read); ``extra_body`` adds endpoint-specific request fields;
-    ``include_usage=False`` leaves out ``stream_options`` for servers that refuse it.
+    ``include_usage=False`` leaves out ``stream_options`` for servers that refuse it. ``on_retry(error,
+    delay_seconds, retry_number)`` is called before each retry sleep (to show "retrying..." in a UI);
+    retries are also logged on the ``dsh_jupyter.models`` logger.
     """
 
     def __init__(
@@ -198,6 +203,7 @@ class OpenAICompatibleProvider(ModelProvider):
         timeout: float = 180.0,
         extra_body: Mapping[str, Any] | None = None,
         include_usage: bool = True,
+        on_retry: Callable[[ModelError, float, int], None] | None = None,
     ) -> None:
         if not isinstance(base_url, str) or urlsplit(base_url).scheme not in ("http", "https") or not urlsplit(base_url).hostname:
             raise ModelError("config", f"base_url must be an http(s) URL such as {DEEPSEEK_BASE_URL!r}, got {base_url!r}")
@@ -222,6 +228,7 @@ class OpenAICompatibleProvider(ModelProvider):
         self.timeout = float(timeout)
         self.extra_body = dict(extra_body) if extra_body else None
         self.include_usage = include_usage
+        self.on_retry = on_retry
         window = context_window if context_window is not None else known_context_window(self.model)
         self.info = ModelInfo(provider_name or _default_provider_name(self.base_url), self.model, window)
         self._client: AsyncOpenAI | None = None
@@ -360,6 +367,8 @@ class OpenAICompatibleProvider(ModelProvider):
                 logger.warning("%s: %s; retrying in %.2f s (attempt %d of %d)", self.info.provider,
                                error.message, delay, attempt + 2, self.max_retries + 1)
                 attempt += 1
+                if self.on_retry is not None:
+                    self.on_retry(error, delay, attempt)
                 await watch.race(asyncio.sleep(delay), "while waiting to retry")
 
     async def _read(self, response: Any, key: str, watch: _CancelWatch) -> AsyncIterator[StreamEvent]:

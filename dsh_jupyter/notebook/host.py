@@ -81,6 +81,7 @@ class NotebookHost:
         self._model: ModelProvider | None = None
         self._model_spec: str | None = None
         self._background: concurrent.futures.Future[Any] | None = None
+        self._bash_tools: list[Any] = []
         self.main_thread_calls: Any = None  # set by the magic while a foreground cell waits
         self._lock = threading.Lock()
 
@@ -201,6 +202,7 @@ class NotebookHost:
             from ..tools.bash import BashTool
 
             bash = BashTool(self.env_registry, default_timeout=self.settings.bash_timeout)
+            self._bash_tools.append(bash)
             registry.register(bash)
             registry.register(bash.companion())
         if self.settings.python_tool and self.shell is not None:
@@ -425,6 +427,11 @@ class NotebookHost:
                 self._retire(self.agent)
             except HostError:
                 self.agent.cancel()
+        for bash in self._bash_tools:  # background jobs outlive turns, not the kernel's extension
+            try:
+                self.thread.run(bash.jobs.stop_all(), timeout=10)
+            except Exception:
+                pass
         model = self._model
         if model is not None:
             try:

@@ -17,7 +17,8 @@ only the current surface or the latest title. For a line that starts with the ex
 writer and the reference's write (``{"type":T,"seq":N,"time":N,"data":``, or the packed-row prefix
 with its ``dt`` list), it checks, without decoding the data:
 
-* the line is newline-terminated and ends with ``}``;
+* the line is newline-terminated and ends with ``}``, and a log-only line (not a surface event) of up
+  to 64 KiB is well-formed JSON;
 * ``T`` is a known type, and ``seq`` (or ``seq0`` plus the member count taken from ``dt``) continues
   the log;
 * for ``user/message``, ``assistant/message``, ``tool/result`` and ``system/message``: the envelope tail
@@ -28,9 +29,11 @@ with its ``dt`` list), it checks, without decoding the data:
 Any line that does not fit these patterns (other key order, unknown or ignorable type, extra envelope
 keys at the end, …) is decoded and validated in full, exactly like ``scan_events`` does. The surface
 events that survive the fold and the latest title are then decoded and validated in full. What the
-fast path does not check on lines it skips: the JSON inside ``data`` (a line damaged in the middle but
-still ending in ``}``), the ``sourceEventSeqs`` of ``append`` nodes, and packed-row contents beyond the
-count of ``dt``. :meth:`JsonlStore.load` checks all of it.
+fast path does not check on lines it does not decode: the JSON inside ``data`` of a shadowed surface
+event or of a log-only line over 64 KiB (damage in the middle of such a line that leaves its end intact),
+the envelope contents beyond the prefix (e.g. a stray surfaceOp on a log-only line), the
+``sourceEventSeqs`` of ``append`` nodes, and packed-row contents beyond the count of ``dt``.
+:meth:`JsonlStore.load` checks all of it.
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ from ..session import (
 from ..session.events import KNOWN_TYPES, PACKED_ROW_TYPES, SESSION_TITLE, SURFACE_TYPES, SYSTEM_MESSAGE, TURN_END
 
 BLOCK_SIZE = 1 << 20
+
+#: Log-only lines up to this size are still checked to be well-formed JSON by the fast path (cheap,
+#: and it catches a line cut right after an inner ``}``); longer ones get only the prefix/suffix checks.
+PARSE_MAX = 64 * 1024
 
 _ENVELOPE = re.compile(
     rb'\{"type":"([A-Za-z0-9/_.\-]{1,64})","seq":(0|[1-9][0-9]{0,15}),"time":(?:0|[1-9][0-9]{0,15}),"data":'
@@ -196,6 +203,14 @@ def _decode_line(line: bytes) -> list[Event]:
     return events
 
 
+def _is_json(line: bytes) -> bool:
+    try:
+        loads(line)
+    except ValueError:
+        return False
+    return True
+
+
 def _line_is_turn_end(line: bytes) -> bool:
     if _TURN_END_B not in line:
         return False
@@ -315,6 +330,7 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
     fast_plain = _FAST_PLAIN
     fast_surface = _FAST_SURFACE
     fold_apply = scanner.apply
+    parse_max = PARSE_MAX
     line_no = 0
     next_seq = 0
     for buf, start, end, offset in lines:
@@ -326,7 +342,8 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
             match = envelope_match(buf, start, end)
             if match is not None:
                 kind = match.group(1)
-                if kind in fast_plain and int(match.group(2)) == next_seq:
+                if (kind in fast_plain and int(match.group(2)) == next_seq
+                        and (end - start > parse_max or _is_json(buf[start:end]))):
                     if kind == _TITLE_B:
                         title_at = (offset, end - start, line_no)
                     next_seq += 1
@@ -359,7 +376,8 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
                             continue
             else:
                 packed = packed_match(buf, start, end)
-                if packed is not None and int(packed.group(1)) == next_seq:
+                if (packed is not None and int(packed.group(1)) == next_seq
+                        and (end - start > parse_max or _is_json(buf[start:end]))):
                     deltas = packed.group(2)
                     next_seq += deltas.count(b",") + 2 if deltas else 1
                     scanner.committed = offset + (end - start) + 1

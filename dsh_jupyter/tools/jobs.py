@@ -157,5 +157,7 @@ class BackgroundJobs:
         return len(self._jobs)
 
     async def stop_all(self) -> None:
-        """Kill every running job (call when the host shuts down)."""
-        await asyncio.gather(*(job.stop() for job in list(self._jobs.values()) if job.running))
+        """Kill every running job and wait until all of them are finished (call when the host shuts down)."""
+        jobs = list(self._jobs.values())
+        await asyncio.gather(*(job.stop() for job in jobs if job.running))
+        await asyncio.gather(*(job.wait(None) for job in jobs))

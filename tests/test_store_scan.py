@@ -1,0 +1,165 @@
+"""The JSONL scanner: block-wise line reading, and the fast surface path agreeing with the full load."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_jupyter._json import dumpb
+from dsh_jupyter.session import SessionLog
+from dsh_jupyter.store import JsonlStore
+from dsh_jupyter.store import scan as scan_module
+from dsh_jupyter.store.scan import _Lines, scan_surface
+
+from store_helpers import append_turn, compact, new_header, raw_lines, write_session
+
+
+@pytest.mark.parametrize("block", [1, 3, 7, 64, 1 << 20])
+def test_lines_are_read_whole_across_blocks(block: int) -> None:
+    lines = [b"a", b"", b"x" * 200, b"\xe6\x95\xb0", b"y" * 5]
+    data = b"\n".join(lines) + b"\ntorn"
+    reader = _Lines(io.BytesIO(data), 0, block)
+    got = [(buf[s:e], off) for buf, s, e, off in reader]
+    offsets, pos = [], 0
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line) + 1
+    assert got == list(zip(lines, offsets))
+    assert reader.torn == 4
+
+
+def _store_with(tmp_path: Path, records: list[dict[str, Any] | bytes], session_id: str = "s") -> JsonlStore:
+    store = JsonlStore(tmp_path / "sessions")
+    header = new_header(session_id)
+    path = store.log_path(session_id)
+    path.parent.mkdir(parents=True)
+    body = [r if isinstance(r, bytes) else dumpb(r) for r in records]
+    path.write_bytes(b"\n".join([dumpb(header.to_json()), *body, b""]))
+    return store
+
+
+def _written(tmp_path: Path) -> tuple[JsonlStore, SessionLog]:
+    store = JsonlStore(tmp_path / "sessions")
+    header = new_header("s")
+    log = SessionLog(header)
+    with store.create(header) as writer:
+        writer.attach(log)
+        for turn in range(1, 5):
+            append_turn(log, turn, title=True)
+        compact(log, 5, last=-3)
+        append_turn(log, 5)
+    return store, log
+
+
+def test_lines_in_another_key_order_are_read_in_full(tmp_path: Path) -> None:
+    store, log = _written(tmp_path)
+    lines = raw_lines(store, "s")
+    rng = random.Random(7)
+    for index in range(1, len(lines) - 1):
+        if rng.random() < 0.5:
+            record = json.loads(lines[index])
+            keys = list(record)
+            rng.shuffle(keys)
+            lines[index] = json.dumps({k: record[k] for k in keys}, ensure_ascii=False).encode()
+    store.log_path("s").write_bytes(b"\n".join(lines))
+    assert store.read_surface("s").events == log.surface()
+    assert store.read_title("s") == log.title()
+    assert store.load("s").events == log.events
+
+
+def test_fast_path_decodes_only_the_surface_it_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, log = _written(tmp_path)
+    decoded: list[Any] = []
+    real = scan_module.events_from_record
+
+    def counting(record: Any) -> Any:
+        decoded.append(record)
+        return real(record)
+
+    monkeypatch.setattr(scan_module, "events_from_record", counting)
+    snapshot = store.read_surface("s")
+    assert snapshot.events == log.surface()
+    assert len(decoded) == len(log.surface()), "shadowed and log-only lines are never decoded"
+    decoded.clear()
+    assert store.read_title("s") == log.title()
+    assert len(decoded) == 1
+
+
+def test_packed_chunk_rows_count_their_members(tmp_path: Path) -> None:
+    user = {"type": "user/message", "seq": 0, "time": 1,
+            "data": {"content": [{"type": "text", "text": "hi"}], "source": {"kind": "user"}, "role": "user", "id": "u"},
+            "surfaceOp": "append"}
+    packed = {"type": "text-chunks", "seq0": 1, "time0": 2,
+              "data": {"turn": 1, "step": 1, "index": 0, "dt": [1, 2, 3], "texts": ["a", "b", "c", "d"]}}
+    tool = {"type": "tool-call-chunks", "seq0": 5, "time0": 9,
+            "data": {"turn": 1, "step": 1, "index": 1, "dt": [], "id": "c", "args": ["{}"]}}
+    answer = {"type": "assistant/message", "seq": 6, "time": 9,
+              "data": {"turn": 1, "step": 1, "message": {"role": "assistant", "content": [{"type": "text", "text": "abcd"}],
+                                                         "source": {"kind": "model"}, "id": "a"}},
+              "sourceEventSeqs": [1, 2, 3, 4], "surfaceOp": "append"}
+    store = _store_with(tmp_path, [user, packed, tool, answer])
+    snapshot = store.read_surface("s")
+    assert [e.seq for e in snapshot.events] == [0, 6] and snapshot.captured_through_seq == 6
+    log = store.load("s")
+    assert [e.seq for e in log.events] == list(range(7))
+    assert [e.data["chunk"]["text"] for e in log.events[1:5]] == ["a", "b", "c", "d"]
+    assert [e.time for e in log.events[1:5]] == [2, 3, 5, 8]
+
+
+def test_nested_surface_keys_do_not_fool_the_fast_path(tmp_path: Path) -> None:
+    trap = {"surfaceOp": {"op": "replace", "start": 0, "end": 0}, "sourceEventSeqs": [0]}
+    message = {"content": [{"type": "text", "text": ',"surfaceOp":"append"}'}], "source": {"kind": "user"},
+               "role": "user", "id": "u", "meta": trap}
+    records = [
+        {"type": "user/message", "seq": 0, "time": 1, "data": message, "surfaceOp": "append"},
+        {"type": "request/context", "seq": 1, "time": 1, "data": trap},
+        {"type": "user/message", "seq": 2, "time": 1, "data": {**message, "id": "v"}, "surfaceOp": "append"},
+        {"type": "user/message", "seq": 3, "time": 1, "data": {**message, "id": "w", "meta": {"surfaceOp": "append"}},
+         "sourceEventSeqs": [0, 2], "surfaceOp": {"op": "replace", "start": 0, "end": 2}},
+    ]
+    store = _store_with(tmp_path, records)
+    assert [e.seq for e in store.read_surface("s").events] == [3]
+    assert store.load("s").surface() == store.read_surface("s").events
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_fast_and_full_reads_agree_on_damaged_logs(tmp_path: Path, seed: int) -> None:
+    """Cut, drop or garble a random line: both paths either agree or both reject the log."""
+    store = JsonlStore(tmp_path / "sessions")
+    written = write_session(store, "s", turns=3)
+    lines = raw_lines(store, "s")
+    rng = random.Random(seed)
+    index = rng.randrange(1, len(lines) - 1)
+    action = rng.choice(["cut", "drop", "garble"])
+    if action == "cut":
+        lines[index] = lines[index][: rng.randrange(1, len(lines[index]))]
+    elif action == "drop":
+        del lines[index]
+    else:
+        lines[index] = b"{" + lines[index]
+    store.log_path("s").write_bytes(b"\n".join(lines))
+    outcomes = []
+    for read in (lambda: store.load("s").surface(), lambda: store.read_surface("s").events):
+        try:
+            outcomes.append(read())
+        except Exception as exc:  # noqa: BLE001 - comparing the two paths' outcomes
+            outcomes.append((type(exc), getattr(exc, "line", None)))
+    assert outcomes[0] == outcomes[1], (action, index)
+    assert written.header.id == "s"
+
+
+def test_scan_surface_reports_committed_bytes(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path / "sessions")
+    write_session(store, "s", turns=1)
+    path = store.log_path("s")
+    size = path.stat().st_size
+    with open(path, "ab") as fh:
+        fh.write(b'{"type":"turn/start"')
+    with open(path, "rb") as fh:
+        result = scan_surface(fh, str(path))
+    assert result.committed_bytes == size and result.torn_bytes == len(b'{"type":"turn/start"')
