@@ -310,6 +310,7 @@ class CrashReport:
     flushed_turns: int
     seconds: float
     interrupted_turns: int
+    torn_tails: int = 0  # kills that left a partial last line (JSONL), cut away by the next open()
 
 
 def check_turns(log: SessionLog, flushed: set[int]) -> int:
@@ -421,6 +422,7 @@ def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_dela
     rng = random.Random(seed)
     store = make_backend_store(kind, str(root))
     flushed: set[int] = set()
+    torn = 0
     started = time.monotonic()
     spawner = _Spawner(mode, kind, root, session_id)
     try:
@@ -429,6 +431,8 @@ def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_dela
                 if line.startswith("flushed"):
                     flushed.add(int(line.split()[1]))
             if store.exists(session_id):
+                if isinstance(store, JsonlStore) and not store.log_path(session_id).read_bytes().endswith(b"\n"):
+                    torn += 1
                 check_turns(store.load(session_id), flushed)
             else:  # killed before its first flush: lazily, nothing was ever stored
                 assert not flushed, "turns were reported flushed but the session does not exist"
@@ -440,7 +444,7 @@ def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_dela
         append_turn(log, next_turn)
     flushed.add(next_turn)
     interrupted = check_turns(store.load(session_id), flushed)
-    return CrashReport(kills, len(flushed), time.monotonic() - started, interrupted)
+    return CrashReport(kills, len(flushed), time.monotonic() - started, interrupted, torn)
 
 
 def digest(path: Path) -> str:

@@ -207,3 +207,8 @@ def test_stats_of_an_untouched_source() -> None:
     assert retained.stats.to_json() == {"compacted": False, "originalMessages": 2, "retainedMessages": 2,
                                         "omittedMessages": 0, "omittedBytes": 0, "truncated": False}
     assert retained.full_data == retained.data
+
+
+def test_truncate_search_result_is_exact() -> None:
+    # r = 7 is the largest retained count whose result fits: ceil(7/2) head bytes, floor(7/2) tail bytes.
+    assert truncate_with_notice("0123456789" * 10, 40) == ("0123789\n[\u2026 93 UTF-8 bytes omitted \u2026]", 93)

@@ -700,3 +700,36 @@ def test_latest_title_wins(store: SessionStore) -> None:
     # a session with no events is never stored: it is missing, not untitled
     with pytest.raises(SessionNotFoundError):
         store.read_title("untitled")
+
+
+def test_append_that_cannot_be_undone_stops_the_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = JsonlStore(tmp_path / "sessions")
+    header = new_header("stuck")
+    log = SessionLog(header)
+    writer = store.create(header)
+    writer.attach(log)
+    append_turn(log, 1)
+    writer.flush()
+    append_turn(log, 2)
+    real_write = os.write
+
+    def half_write(fd: int, data: Any) -> int:
+        real_write(fd, bytes(data)[: len(data) // 2])
+        raise OSError(errno.EIO, "I/O error (injected)")
+
+    def no_truncate(fd: int, size: int) -> None:
+        raise OSError(errno.EIO, "truncate failed (injected)")
+
+    monkeypatch.setattr(os, "write", half_write)
+    monkeypatch.setattr(os, "ftruncate", no_truncate)
+    with pytest.raises(SessionWriteError, match="store.open"):
+        writer.flush()
+    monkeypatch.undo()
+    with pytest.raises(SessionWriteError, match="stopped"):
+        writer.flush()  # retrying would write seqs the file may already hold
+    with pytest.raises(SessionWriteError):
+        writer.close()
+    reopened, writer = store.open("stuck")  # the lock was released; the partial batch is cut or kept whole
+    with writer:
+        assert [e.seq for e in reopened.events] == list(range(len(reopened)))
+        assert reopened.events[-1].type == "turn/end"

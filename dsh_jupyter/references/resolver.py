@@ -23,14 +23,13 @@ from .errors import (
 )
 from .framing import render_prompt
 from .inputs import SessionReferenceInput, normalise_references
-from .projection import project_surface
+from .projection import ProjectedSession, project_surface
 from .retention import RetainedSource, retain_source
-from .spill import SpillResult, render_transcript, save_transcript
+from .spill import STORAGE_NOT_CONFIGURED, SpillResult, render_transcript, save_transcript
 from .target import ReferenceTarget
 
 if TYPE_CHECKING:
     from ..query import SessionQuery
-    from ..session import SurfaceSnapshot
 
 #: Hard maximum of references in one message (also the default).
 MAX_REFERENCES = 3
@@ -69,12 +68,6 @@ def _failure_message(error: BaseException) -> str:
 
 def _is_snapshot(value: object) -> bool:
     return all(hasattr(value, name) for name in ("header", "captured_through_seq", "events"))
-
-
-@dataclass(frozen=True)
-class _Rendered:
-    index: int
-    source: RetainedSource
 
 
 class SessionReferenceResolver:
@@ -160,9 +153,11 @@ class SessionReferenceResolver:
         budget = self.budget_for(target)
         watch.check()
         async with watch:
-            snapshots = await self._read_all(watch, inputs)
+            projections = await self._read_all(watch, inputs)
             watch.check()
-            rendered = await watch.gather([thread_future(lambda: self._render(snapshots, inputs, budget), name="dsh-reference-render")])
+            rendered = await watch.gather(
+                [thread_future(lambda: self._render(projections, inputs, budget), name="dsh-reference-render")]
+            )
             sources: list[RetainedSource] = rendered[0]
             truncated = [i for i, s in enumerate(sources) if s.stats.truncated]
             results = await watch.gather(
@@ -210,13 +205,20 @@ class SessionReferenceResolver:
             raise value
         return value
 
-    async def _read_all(self, watch: CancelWatch, inputs: list[SessionReferenceInput]) -> list[SurfaceSnapshot]:
+    def _read_and_project(self, session_id: str) -> ProjectedSession:
+        """One source read (in a worker thread), projected right away so the full snapshot can be freed."""
+        snapshot = self.query.read_surface(session_id)
+        if not _is_snapshot(snapshot):
+            raise TypeError(f"reading {dumps(session_id)} returned {type(snapshot).__name__}, not a surface snapshot")
+        return project_surface(snapshot)
+
+    async def _read_all(self, watch: CancelWatch, inputs: list[SessionReferenceInput]) -> list[ProjectedSession]:
         futures = [
-            thread_future(lambda sid=ref.session_id: self.query.read_surface(sid), name="dsh-reference-read")
+            thread_future(lambda sid=ref.session_id: self._read_and_project(sid), name="dsh-reference-read")
             for ref in inputs
         ]
         try:
-            snapshots = await watch.gather(futures)
+            return await watch.gather(futures)
         except SessionReferenceError:
             raise
         except Exception as exc:
@@ -225,31 +227,23 @@ class SessionReferenceResolver:
             raise SessionReferenceError(
                 SESSION_REFERENCE_READ_FAILED, f"failed to read referenced session: {_failure_message(exc)}", exc
             ) from exc
-        for ref, snapshot in zip(inputs, snapshots):
-            if not _is_snapshot(snapshot):
-                raise SessionReferenceError(
-                    SESSION_REFERENCE_READ_FAILED,
-                    f"failed to read referenced session: reading {dumps(ref.session_id)} returned "
-                    f"{type(snapshot).__name__}, not a surface snapshot",
-                )
-        return snapshots
 
-    def _render(self, snapshots: list[SurfaceSnapshot], inputs: list[SessionReferenceInput], budget: int) -> list[RetainedSource]:
-        sources: list[RetainedSource] = []
-        for ref, snapshot in zip(inputs, snapshots):
-            retained = retain_source(project_surface(snapshot), ref.label if ref.label is not None else ref.session_id, budget)
+    def _render(self, sources: list[ProjectedSession], inputs: list[SessionReferenceInput], budget: int) -> list[RetainedSource]:
+        rendered: list[RetainedSource] = []
+        for ref, projection in zip(inputs, sources):
+            retained = retain_source(projection, ref.label if ref.label is not None else ref.session_id, budget)
             if retained is None:
                 raise SessionReferenceError(
                     SESSION_REFERENCE_BUDGET_EXCEEDED,
                     f"the snapshot of session {dumps(ref.session_id)} cannot fit the {budget}-byte per-source budget "
                     "even with old messages dropped and every text cut; raise max_reference_bytes",
                 )
-            sources.append(retained)
-        return sources
+            rendered.append(retained)
+        return rendered
 
     def _spill(self, target: ReferenceTarget, index: int, source: RetainedSource) -> SpillResult:
         if target.session_dir is None:
-            return save_transcript(None, index, "")
+            return SpillResult.unavailable(STORAGE_NOT_CONFIGURED)
         transcript = render_transcript(source.full_data, source.projection.format_version)
         return save_transcript(target.session_dir, index, transcript)
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from .._json import dumps, js_string
 from .framing import REFERENCE_WARNING
 
@@ -78,8 +80,20 @@ def _pretty_json(value: Any) -> str:
 
 def fragments(text: str, size: int = FRAGMENT_CODE_POINTS) -> list[str]:
     """``text`` as JSON string literals of at most ``size`` code points each (a JavaScript code point view)."""
+    return _fragment_block(text, size).split("\n") if text else []
+
+
+def _fragment_block(text: str, size: int = FRAGMENT_CODE_POINTS) -> str:
+    """The fragment lines of ``text`` joined with ``\\n``."""
     text = js_string(text)
-    return [dumps(text[i : i + size]) for i in range(0, len(text), size)]
+    chunks = [text[i : i + size] for i in range(0, len(text), size)]
+    if not chunks:
+        return ""
+    encode = orjson.dumps
+    try:
+        return b"\n".join([encode(chunk) for chunk in chunks]).decode("utf-8")
+    except TypeError:  # lone surrogates: orjson refuses them, the slow path escapes them like JavaScript
+        return "\n".join(dumps(chunk) for chunk in chunks)
 
 
 def render_transcript(full_data: dict[str, Any], captured_format_version: int) -> str:
@@ -99,7 +113,8 @@ def render_transcript(full_data: dict[str, Any], captured_format_version: int) -
     ]
     for number, item in enumerate(full_data.get("conversation", []), start=1):
         lines += ["", f"### Message {number}: {item['role']}", ""]
-        lines += fragments(item["text"])
+        if item["text"]:
+            lines.append(_fragment_block(item["text"]))
     lines.append("")
     return "\n".join(lines)
 

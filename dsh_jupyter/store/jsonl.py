@@ -17,7 +17,7 @@ import shutil
 import threading
 import uuid
 from pathlib import Path
-from typing import Iterable
+from typing import BinaryIO, Iterable
 
 from .._json import dumpb
 from ..session import (
@@ -48,6 +48,23 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _make_dirs(path: Path) -> list[Path]:
+    """Create ``path`` and its missing parents; returns the folders whose listing changed (to fsync)."""
+    missing: list[Path] = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    changed: list[Path] = []
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        changed.append(folder.parent)
+    return changed
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -96,8 +113,8 @@ class JsonlWriter(SessionWriter):
         self._buffer: list[bytes] = []
         self._closed = False
         self._mutex = threading.Lock()
-        if size is not None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+        self._new_dirs: list[Path] = []
+        self._broken: str | None = None
 
     # -- state -----------------------------------------------------------------------------------------
     @property
@@ -156,6 +173,11 @@ class JsonlWriter(SessionWriter):
     def _flush_locked(self) -> None:
         if not self._buffer:
             return
+        if self._broken is not None:
+            raise SessionWriteError(
+                f"the writer of {self.path} stopped after {self._broken}; close it and reopen the session with "
+                "store.open(id)"
+            )
         data = b"".join(self._buffer)
         if self._size is None:
             self._publish(data)
@@ -167,7 +189,13 @@ class JsonlWriter(SessionWriter):
     def _publish(self, data: bytes) -> None:
         """First flush: header plus first batch appear at once, and never over an existing log."""
         if self._lock is None:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            try:
+                self._new_dirs = _make_dirs(self.folder)
+            except OSError as exc:
+                raise SessionWriteError(
+                    f"could not create the session folder {self.folder} ({exc}); nothing was stored and the "
+                    f"{self.pending} buffered event(s) are kept, so flush() can be retried"
+                ) from exc
             self._lock = WriterLock.acquire(self.folder / LOCK_NAME, session_id=self.header.id, log=str(self.path))
         _remove_stale_temps(self.folder)
         if self.path.exists():
@@ -187,7 +215,9 @@ class JsonlWriter(SessionWriter):
                 os.close(fd)
             os.link(temp, self.path)  # fails if the name exists: never overwrites
             linked = True
-            _fsync_dir(self.folder)
+            # The log's name, and the session folder's own entry if it is new, must survive a power cut.
+            for folder in (self.folder, *reversed(self._new_dirs)):
+                _fsync_dir(folder)
         except FileExistsError:
             temp.unlink(missing_ok=True)
             raise SessionExistsError(
@@ -202,22 +232,39 @@ class JsonlWriter(SessionWriter):
                 f"could not create {self.path} ({exc}); nothing was stored and the {self.pending} buffered "
                 "event(s) are kept, so flush() can be retried once the problem (disk full, permissions) is fixed"
             ) from exc
-        temp.unlink(missing_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
-        self._size = len(payload)
+        self._size = len(payload)  # published: from here on, flushes append
+        self._new_dirs = []
+        try:
+            temp.unlink()
+        except OSError:
+            pass  # a leftover temp file is removed by the next writer of this session
 
     def _append(self, data: bytes) -> None:
-        assert self._fd is not None and self._size is not None
+        assert self._size is not None
         try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
             _write_all(self._fd, data)
             os.fsync(self._fd)
         except OSError as exc:
+            if self._fd is None:
+                raise SessionWriteError(
+                    f"could not open {self.path} for appending ({exc}); nothing was written and the "
+                    f"{self.pending} buffered event(s) are kept, so flush() can be retried"
+                ) from exc
             try:
                 os.ftruncate(self._fd, self._size)
-                os.fsync(self._fd)
                 restored = "the file was truncated back to its previous length"
+                try:
+                    os.fsync(self._fd)
+                except OSError:
+                    pass  # the next successful flush syncs the truncation together with the retried batch
             except OSError as undo:
-                restored = f"truncating it back to {self._size} bytes also failed ({undo}); a reader will ignore the partial tail"
+                # The file may now end with part of this batch: appending the batch again would repeat seqs.
+                self._broken = f"a failed append could not be undone ({undo})"
+                restored = (f"truncating it back to {self._size} bytes also failed ({undo}), so it may keep part of "
+                            "this batch; this writer stops here: close it and reopen the session with store.open(id), "
+                            "which keeps the complete lines and repairs the rest")
             raise SessionWriteError(
                 f"could not append to {self.path} ({exc}); {restored}. The {self.pending} buffered event(s) are "
                 "kept, so flush() can be retried once the problem (disk full, permissions) is fixed."
@@ -317,7 +364,7 @@ class JsonlStore(SessionStore):
             lock.release()
 
     # -- reading (never locks) -----------------------------------------------------------------------------
-    def _open_log(self, session_id: str):  # type: ignore[no-untyped-def]
+    def _open_log(self, session_id: str) -> tuple[BinaryIO, Path]:
         path = self.log_path(session_id)
         try:
             return open(path, "rb"), path
@@ -347,6 +394,9 @@ class JsonlStore(SessionStore):
         return SurfaceSnapshot(scan.header, scan.last_seq, scan.surface)
 
     def read_title(self, session_id: str) -> dict | None:
+        """The latest title, decoding only that line. The scan runs forward over the whole file (without
+        decoding) so a title is reported only from the committed log, exactly as ``read_surface`` sees it:
+        never from a torn tail or from after a damaged line."""
         fh, path = self._open_log(session_id)
         with fh:
             scan = scan_surface(fh, str(path), want_surface=False)

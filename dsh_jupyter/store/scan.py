@@ -51,7 +51,6 @@ from ..session import (
     SessionFormatError,
     SessionHeader,
     SurfaceFold,
-    event_from_json,
     events_from_record,
 )
 from ..session.events import KNOWN_TYPES, PACKED_ROW_TYPES, SESSION_TITLE, SURFACE_TYPES, SYSTEM_MESSAGE, TURN_END
@@ -338,7 +337,7 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
         if scanner.bad_line is not None:
             scanner.check_tail(line_no, buf[start:end])
             continue
-        if buf[end - 1] == _CLOSE_BRACE:
+        if end > start and buf[end - 1] == _CLOSE_BRACE:
             match = envelope_match(buf, start, end)
             if match is not None:
                 kind = match.group(1)

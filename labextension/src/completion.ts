@@ -22,10 +22,16 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { Contents, ServerConnection } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 
-import { fetchCandidates, ISessionCandidate } from './api';
-import { escapeControls, textElement } from './escape';
-import { IFileCandidate, listFileCandidates } from './files';
-import { fileMention, IMentionToken, mentionAt } from './mentions';
+import { fetchCandidates, ISessionCandidate } from './api.js';
+import { textElement } from './escape.js';
+import { listFileCandidates } from './files.js';
+import {
+  fileItem,
+  filterDshItems,
+  isDshItem,
+  sessionItem
+} from './items.js';
+import { IMentionToken, mentionAt } from './mentions.js';
 
 /** Identifier of the provider in the completer settings (`availableProviders`). */
 export const PROVIDER_ID = 'dsh-jupyter:mentions';
@@ -39,33 +45,6 @@ export const SESSION_LIMIT = 50;
 /** How many files one request lists. */
 export const FILE_LIMIT = 100;
 
-/** What a dsh completion item carries besides the stock fields. */
-export interface IDshItemInfo {
-  kind: 'session' | 'file' | 'directory';
-  /** First line of the row (escaped label or path). */
-  title: string;
-  /** Second part of the row: `id · cwd · created` for sessions. */
-  detail: string;
-  /** Lowercased text the client-side filter searches (id, cwd, label; or the entry name). */
-  search: string;
-  /** The folder part a file item was listed from (`''` for the notebook's folder). */
-  folder?: string;
-  sameWorkspace?: boolean;
-}
-
-/** A completion item produced by this provider. */
-export interface IDshCompletionItem extends CompletionHandler.ICompletionItem {
-  dsh: IDshItemInfo;
-}
-
-/** True for items made by this provider. */
-export function isDshItem(
-  item: CompletionHandler.ICompletionItem
-): item is IDshCompletionItem {
-  const info = (item as Partial<IDshCompletionItem>).dsh;
-  return typeof info === 'object' && info !== null && typeof info.title === 'string';
-}
-
 /**
  * The notebook path (relative to the server root) of a completion context, or `null`.
  */
@@ -78,56 +57,6 @@ export function notebookPath(
   }
   const path = widget.context.path;
   return contents ? contents.localPath(path) : path;
-}
-
-function isoDate(epochMs: number): string {
-  const date = new Date(epochMs);
-  return Number.isFinite(date.getTime()) ? date.toISOString() : String(epochMs);
-}
-
-/**
- * The popup row of a session candidate (TUI layout: id only when it differs from the label).
- */
-export function sessionItem(candidate: ISessionCandidate): IDshCompletionItem {
-  const title = escapeControls(candidate.label);
-  const parts: string[] = [];
-  if (candidate.label !== candidate.sessionId) {
-    parts.push(escapeControls(candidate.sessionId));
-  }
-  parts.push(candidate.cwd !== undefined ? escapeControls(candidate.cwd) : '(no cwd)');
-  parts.push(isoDate(candidate.createdAt));
-  return {
-    label: title,
-    insertText: candidate.mention,
-    type: 'session',
-    dsh: {
-      kind: 'session',
-      title,
-      detail: parts.join(' · '),
-      search: [candidate.sessionId, candidate.cwd ?? '', candidate.label]
-        .join('\n')
-        .toLowerCase(),
-      sameWorkspace: candidate.sameWorkspace
-    }
-  };
-}
-
-/** The popup row of a file or folder. */
-export function fileItem(file: IFileCandidate): IDshCompletionItem {
-  const slash = file.path.replace(/\/$/, '').lastIndexOf('/');
-  const name = file.path.slice(slash + 1).replace(/\/$/, '');
-  return {
-    label: escapeControls(file.path),
-    insertText: fileMention(file.path),
-    type: file.kind,
-    dsh: {
-      kind: file.kind,
-      title: escapeControls(file.path),
-      detail: file.kind === 'directory' ? 'folder' : 'file',
-      search: name.toLowerCase(),
-      folder: file.path.slice(0, slash + 1)
-    }
-  };
 }
 
 /** Dependencies of {@link DshCompletionProvider}. */
@@ -279,40 +208,6 @@ export class DshCompleterModel extends CompleterModel {
 }
 
 /**
- * The dsh items (and any others) that still match `typed`, the text from the completion start to the
- * cursor. Copies are returned so that the completer's in-place label escaping never touches ours.
- */
-export function filterDshItems(
-  items: CompletionHandler.ICompletionItems,
-  typed: string
-): CompletionHandler.ICompletionItem[] {
-  let text = typed.startsWith('@') ? typed.slice(1) : typed;
-  const quoted = text.startsWith('"');
-  if (quoted) {
-    text = text.slice(1);
-  }
-  if (quoted ? /["\n]/.test(text) : /[\s@[\]()"]/.test(text)) {
-    return []; // the mention was closed: nothing left to offer
-  }
-  const needle = text.toLowerCase();
-  const slash = needle.lastIndexOf('/');
-  const folder = needle.slice(0, slash + 1);
-  const name = needle.slice(slash + 1);
-  return items
-    .filter(item => {
-      if (!isDshItem(item)) {
-        return (item.insertText ?? item.label).toLowerCase().includes(needle);
-      }
-      const info = item.dsh;
-      if (info.kind === 'session') {
-        return !quoted && info.search.includes(needle);
-      }
-      return (info.folder ?? '').toLowerCase() === folder && info.search.includes(name);
-    })
-    .map(item => ({ ...item }));
-}
-
-/**
  * Completer renderer: dsh rows built with `textContent`; every other item goes to the stock renderer.
  */
 export class DshCompleterRenderer implements Completer.IRenderer {
@@ -332,6 +227,10 @@ export class DshCompleterRenderer implements Completer.IRenderer {
       'span',
       info.kind === 'session' ? 's' : info.kind === 'directory' ? 'd' : 'f',
       'jp-Completer-type jp-Completer-monogram jp-DshCompleter-kind'
+    );
+    monogram.setAttribute(
+      'data-color-index',
+      info.kind === 'session' ? '1' : info.kind === 'directory' ? '2' : '3'
     );
     li.appendChild(monogram);
     const match = textElement('code', info.title, 'jp-Completer-match jp-DshCompleter-title');

@@ -14,8 +14,8 @@ import {
 import { ICompletionProviderManager } from '@jupyterlab/completer';
 import { INotebookTracker } from '@jupyterlab/notebook';
 
-import { DshCompletionProvider } from './completion';
-import { MentionTrigger } from './trigger';
+import { DshCompletionProvider } from './completion.js';
+import { MentionTrigger } from './trigger.js';
 
 const mentions: JupyterFrontEndPlugin<void> = {
   id: 'dsh-jupyter:mentions',

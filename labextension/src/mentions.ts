@@ -80,3 +80,31 @@ export function mentionAt(text: string, offset: number): IMentionToken | null {
 export function fileMention(path: string): string {
   return /[\s()[\]]/.test(path) && !path.includes('"') ? `@"${path}"` : `@${path}`;
 }
+
+/** One yjs text delta operation. */
+export interface IDeltaOp {
+  insert?: unknown;
+  delete?: number;
+  retain?: number;
+}
+
+/**
+ * True for an edit a person makes key by key: one character typed (or a selection replaced by it),
+ * one deleted, or a folder completion (text ending with `/`) inserted.
+ */
+export function isTypingEdit(delta: ReadonlyArray<IDeltaOp> | undefined): boolean {
+  if (!delta) {
+    return false;
+  }
+  const inserted = delta
+    .map(op => (typeof op.insert === 'string' ? op.insert : ''))
+    .join('');
+  const deleted = delta.reduce((sum, op) => sum + (op.delete ?? 0), 0);
+  if (inserted.length === 1) {
+    return true;
+  }
+  if (inserted.length === 0) {
+    return deleted === 1;
+  }
+  return inserted.endsWith('/') && !inserted.includes('\n');
+}

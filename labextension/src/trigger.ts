@@ -11,35 +11,7 @@
 import { Cell } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
-import { mentionAt } from './mentions';
-
-/** One yjs text delta operation. */
-interface IDeltaOp {
-  insert?: unknown;
-  delete?: number;
-  retain?: number;
-}
-
-/**
- * True for an edit a person makes key by key: one character typed (or a selection replaced by it),
- * one deleted, or a folder completion (text ending with `/`) inserted.
- */
-export function isTypingEdit(delta: ReadonlyArray<IDeltaOp> | undefined): boolean {
-  if (!delta) {
-    return false;
-  }
-  const inserted = delta
-    .map(op => (typeof op.insert === 'string' ? op.insert : ''))
-    .join('');
-  const deleted = delta.reduce((sum, op) => sum + (op.delete ?? 0), 0);
-  if (inserted.length === 1) {
-    return true;
-  }
-  if (inserted.length === 0) {
-    return deleted === 1;
-  }
-  return inserted.endsWith('/') && !inserted.includes('\n');
-}
+import { IDeltaOp, isTypingEdit, mentionAt } from './mentions.js';
 
 /**
  * Watches the active cell of the current notebook and calls `invoke(panel.id)` when a mention is typed.

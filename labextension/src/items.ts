@@ -1,0 +1,123 @@
+/**
+ * The rows dsh adds to the completer popup, and how typing filters them.
+ *
+ * This module holds no DOM or JupyterLab runtime code, so it can be tested on plain Node.
+ */
+
+import type { CompletionHandler } from '@jupyterlab/completer';
+
+import type { ISessionCandidate } from './api.js';
+import { escapeControls } from './escape.js';
+import type { IFileCandidate } from './files.js';
+import { fileMention } from './mentions.js';
+
+/** What a dsh completion item carries besides the stock fields. */
+export interface IDshItemInfo {
+  kind: 'session' | 'file' | 'directory';
+  /** First line of the row (escaped label or path). */
+  title: string;
+  /** Second part of the row: `id · cwd · created` for sessions. */
+  detail: string;
+  /** Lowercased text the client-side filter searches (id, cwd, label; or the entry name). */
+  search: string;
+  /** The folder part a file item was listed from (`''` for the notebook's folder). */
+  folder?: string;
+  sameWorkspace?: boolean;
+}
+
+/** A completion item produced by this provider. */
+export interface IDshCompletionItem extends CompletionHandler.ICompletionItem {
+  dsh: IDshItemInfo;
+}
+
+/** True for items made by this provider. */
+export function isDshItem(
+  item: CompletionHandler.ICompletionItem
+): item is IDshCompletionItem {
+  const info = (item as Partial<IDshCompletionItem>).dsh;
+  return typeof info === 'object' && info !== null && typeof info.title === 'string';
+}
+
+function isoDate(epochMs: number): string {
+  const date = new Date(epochMs);
+  return Number.isFinite(date.getTime()) ? date.toISOString() : String(epochMs);
+}
+
+/**
+ * The popup row of a session candidate (TUI layout: id only when it differs from the label).
+ */
+export function sessionItem(candidate: ISessionCandidate): IDshCompletionItem {
+  const title = escapeControls(candidate.label);
+  const parts: string[] = [];
+  if (candidate.label !== candidate.sessionId) {
+    parts.push(escapeControls(candidate.sessionId));
+  }
+  parts.push(candidate.cwd !== undefined ? escapeControls(candidate.cwd) : '(no cwd)');
+  parts.push(isoDate(candidate.createdAt));
+  return {
+    label: title,
+    insertText: candidate.mention,
+    type: 'session',
+    dsh: {
+      kind: 'session',
+      title,
+      detail: parts.join(' · '),
+      search: [candidate.sessionId, candidate.cwd ?? '', candidate.label]
+        .join('\n')
+        .toLowerCase(),
+      sameWorkspace: candidate.sameWorkspace
+    }
+  };
+}
+
+/** The popup row of a file or folder. */
+export function fileItem(file: IFileCandidate): IDshCompletionItem {
+  const slash = file.path.replace(/\/$/, '').lastIndexOf('/');
+  const name = file.path.slice(slash + 1).replace(/\/$/, '');
+  return {
+    label: escapeControls(file.path),
+    insertText: fileMention(file.path),
+    type: file.kind,
+    dsh: {
+      kind: file.kind,
+      title: escapeControls(file.path),
+      detail: file.kind === 'directory' ? 'folder' : 'file',
+      search: name.toLowerCase(),
+      folder: file.path.slice(0, slash + 1)
+    }
+  };
+}
+
+/**
+ * The dsh items (and any others) that still match `typed`, the text from the completion start to the
+ * cursor. Copies are returned so that the completer's in-place label escaping never touches ours.
+ */
+export function filterDshItems(
+  items: CompletionHandler.ICompletionItems,
+  typed: string
+): CompletionHandler.ICompletionItem[] {
+  let text = typed.startsWith('@') ? typed.slice(1) : typed;
+  const quoted = text.startsWith('"');
+  if (quoted) {
+    text = text.slice(1);
+  }
+  if (quoted ? /["\n]/.test(text) : /[\s@[\]()"]/.test(text)) {
+    return []; // the mention was closed: nothing left to offer
+  }
+  const needle = text.toLowerCase();
+  const slash = needle.lastIndexOf('/');
+  const folder = needle.slice(0, slash + 1);
+  const name = needle.slice(slash + 1);
+  return items
+    .filter(item => {
+      if (!isDshItem(item)) {
+        return (item.insertText ?? item.label).toLowerCase().includes(needle);
+      }
+      const info = item.dsh;
+      if (info.kind === 'session') {
+        return !quoted && info.search.includes(needle);
+      }
+      return (info.folder ?? '').toLowerCase() === folder && info.search.includes(name);
+    })
+    .map(item => ({ ...item }));
+}
