@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Collection
 
 from .session import SessionHeader, SessionNotFoundError, SurfaceSnapshot
 from .store.base import SessionStore
@@ -54,12 +54,17 @@ class SessionQuery:
                 records[session_id] = SessionRecord(log.header, live=True)
         return sorted(records.values(), key=lambda r: _order_key(r.header))
 
-    def read_surface(self, session_id: str) -> SurfaceSnapshot:
+    def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         """Header copy, ``captured_through_seq`` (last raw seq, ``None`` for an empty log) and the current
-        surface events. Raises :class:`SessionNotFoundError` for an unknown id."""
+        surface events. Raises :class:`SessionNotFoundError` for an unknown id.
+
+        ``skip_data`` names event types the caller will not look into: a store may return them with
+        ``data=None`` instead of decoding them (live sessions return everything)."""
         log = self._live.get(session_id)
         if log is not None and len(log):
             return log.snapshot()
+        if skip_data:
+            return self.store.read_surface(session_id, skip_data=skip_data)
         return self.store.read_surface(session_id)
 
     def title(self, session_id: str) -> str | None:

@@ -6,7 +6,7 @@ import json
 import re
 import threading
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable
 
 from dsh_jupyter.query import SessionQuery
 from dsh_jupyter.references import ReferenceTarget, SessionReferenceResolver
@@ -100,7 +100,7 @@ class MemoryStore(SessionStore):
     def load(self, session_id: str) -> SessionLog:
         return self._log(session_id)
 
-    def read_surface(self, session_id: str) -> SurfaceSnapshot:
+    def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         return self._log(session_id).snapshot()
 
     def read_title(self, session_id: str) -> dict | None:
@@ -134,12 +134,12 @@ class StallingQuery(SessionQuery):
         self.entered.set()
         self.release.wait(30)
 
-    def read_surface(self, session_id: str) -> SurfaceSnapshot:
+    def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         self.reads.append(session_id)
         if self.stall_reads:
             self._stall()
         try:
-            return super().read_surface(session_id)
+            return super().read_surface(session_id, skip_data=skip_data)
         finally:
             self.finished.set()
 

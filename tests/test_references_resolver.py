@@ -143,7 +143,7 @@ class FailingQuery(SessionQuery):
         super().__init__(store)
         self.failure, self.result, self.cancel = failure, result, cancel
 
-    def read_surface(self, session_id: str):  # type: ignore[no-untyped-def]
+    def read_surface(self, session_id: str, **kwargs):  # type: ignore[no-untyped-def]
         if self.cancel is not None:
             self.cancel.set()
         if self.failure is not None:
@@ -253,7 +253,7 @@ def test_reads_run_in_parallel(store: MemoryStore) -> None:
     barrier = threading.Barrier(3, timeout=5)
 
     class BarrierQuery(SessionQuery):
-        def read_surface(self, session_id: str):  # type: ignore[no-untyped-def]
+        def read_surface(self, session_id: str, **kwargs):  # type: ignore[no-untyped-def]
             barrier.wait()  # only passes when all three reads are in flight together
             return super().read_surface(session_id)
 

@@ -72,6 +72,20 @@ def test_round_trip(store: SessionStore) -> None:
     assert store.exists("s-1") and not store.exists("s-2")
 
 
+def test_surface_read_can_skip_decoding_chosen_types(store: SessionStore) -> None:
+    written = write_session(store, "s-1", turns=2)
+    full = store.read_surface("s-1")
+    lean = store.read_surface("s-1", skip_data={"tool/result"})
+    assert [(e.type, e.seq, e.surface_op) for e in lean.events] == [(e.type, e.seq, e.surface_op) for e in full.events]
+    assert any(e.type == "tool/result" for e in lean.events)
+    for before, after in zip(full.events, lean.events):
+        if after.type == "tool/result":
+            assert after.data is None and after.source_event_seqs == before.source_event_seqs
+        else:
+            assert after == before
+    assert lean.captured_through_seq == written.last_seq
+
+
 def test_compacted_session_round_trip(store: SessionStore) -> None:
     header = new_header("compacted")
     log = SessionLog(header)

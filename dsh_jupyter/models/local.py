@@ -20,6 +20,7 @@ Without the extra, every use raises ``ModelError(kind="config")`` saying ``pip i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.resources
 import importlib.util
 import os
@@ -103,6 +104,16 @@ def _stop_process(process: subprocess.Popen[bytes], log: IO[bytes] | None) -> No
             process.wait(timeout=5)
     if log is not None and not log.closed:
         log.close()
+
+
+def _for_llama_server(request: ModelRequest) -> ModelRequest:
+    """llama.cpp's server refuses ``content: null`` (OpenAI's spelling for an assistant message that only
+    calls tools); send an empty string instead."""
+    if all(message.get("content") is not None for message in request.messages):
+        return request
+    messages = [dict(message, content="") if message.get("content") is None else message
+                for message in request.messages]
+    return dataclasses.replace(request, messages=messages)
 
 
 class LocalServer:
@@ -248,7 +259,7 @@ class LocalModel(ModelProvider):
         finally:
             watch.close()
         try:
-            async for event in provider.stream(request, cancel):
+            async for event in provider.stream(_for_llama_server(request), cancel):
                 yield event
         except ModelError as error:
             if error.kind in ("bad_stream", "server"):

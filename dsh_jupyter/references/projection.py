@@ -60,6 +60,10 @@ class ProjectedSession:
         }
 
 
+#: Surface event types projection never looks into: a store need not decode them for a snapshot.
+PROJECTION_SKIPS: frozenset[str] = frozenset({"tool/result", "system/message"})
+
+
 def _text(blocks: Any) -> str:
     return blocks_text(blocks) if isinstance(blocks, list) else ""
 

@@ -23,7 +23,7 @@ from .errors import (
 )
 from .framing import render_prompt
 from .inputs import SessionReferenceInput, normalise_references
-from .projection import ProjectedSession, project_surface
+from .projection import PROJECTION_SKIPS, ProjectedSession, project_surface
 from .retention import RetainedSource, retain_source
 from .spill import STORAGE_NOT_CONFIGURED, SpillResult, render_transcript, save_transcript
 from .target import ReferenceTarget
@@ -207,7 +207,7 @@ class SessionReferenceResolver:
 
     def _read_and_project(self, session_id: str) -> ProjectedSession:
         """One source read (in a worker thread), projected right away so the full snapshot can be freed."""
-        snapshot = self.query.read_surface(session_id)
+        snapshot = self.query.read_surface(session_id, skip_data=PROJECTION_SKIPS)
         if not _is_snapshot(snapshot):
             raise TypeError(f"reading {dumps(session_id)} returned {type(snapshot).__name__}, not a surface snapshot")
         return project_surface(snapshot)

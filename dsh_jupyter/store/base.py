@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Collection, Iterable
 
 from ..session import Event, SessionHeader, SessionLog, SurfaceSnapshot
 
@@ -83,8 +83,12 @@ class SessionStore(abc.ABC):
         """Read the whole log (every raw event)."""
 
     @abc.abstractmethod
-    def read_surface(self, session_id: str) -> SurfaceSnapshot:
-        """Header copy, last raw seq and current surface events, decoding no more than needed."""
+    def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
+        """Header copy, last raw seq and current surface events, decoding no more than needed.
+
+        Surface events whose type is in ``skip_data`` come back with ``data=None`` (type, seq, time and
+        surface fields intact): callers that ignore, say, tool results never pay for decoding them.
+        """
 
     @abc.abstractmethod
     def read_title(self, session_id: str) -> dict | None:

@@ -17,7 +17,7 @@ import shutil
 import threading
 import uuid
 from pathlib import Path
-from typing import BinaryIO, Iterable
+from typing import BinaryIO, Collection, Iterable
 
 from .._json import dumpb
 from ..session import (
@@ -386,10 +386,10 @@ class JsonlStore(SessionStore):
         self._check_id(scan.header, session_id, path)
         return SessionLog(scan.header, scan.events)
 
-    def read_surface(self, session_id: str) -> SurfaceSnapshot:
+    def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         fh, path = self._open_log(session_id)
         with fh:
-            scan = scan_surface(fh, str(path), want_title=False)
+            scan = scan_surface(fh, str(path), want_title=False, skip_data=frozenset(skip_data))
         self._check_id(scan.header, session_id, path)
         return SurfaceSnapshot(scan.header, scan.last_seq, scan.surface)
 

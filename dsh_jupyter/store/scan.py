@@ -62,7 +62,7 @@ BLOCK_SIZE = 1 << 20
 PARSE_MAX = 64 * 1024
 
 _ENVELOPE = re.compile(
-    rb'\{"type":"([A-Za-z0-9/_.\-]{1,64})","seq":(0|[1-9][0-9]{0,15}),"time":(?:0|[1-9][0-9]{0,15}),"data":'
+    rb'\{"type":"([A-Za-z0-9/_.\-]{1,64})","seq":(0|[1-9][0-9]{0,15}),"time":(0|[1-9][0-9]{0,15}),"data":'
 )
 _PACKED = re.compile(
     rb'\{"type":"(?:text-chunks|reasoning-chunks|tool-call-chunks)","seq0":(0|[1-9][0-9]{0,15}),'
@@ -316,8 +316,15 @@ def scan_events(fh: BinaryIO, path: str) -> ScanResult:
     return scanner.result(fh.seek(0, os.SEEK_END), events=events)
 
 
-def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_title: bool = True) -> ScanResult:
-    """The fast path: fold on seqs, then decode only surviving surface events and the latest title."""
+def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_title: bool = True,
+                 skip_data: frozenset[str] = frozenset()) -> ScanResult:
+    """The fast path: fold on seqs, then decode only surviving surface events and the latest title.
+
+    Surviving surface events whose type is in ``skip_data`` and whose line fits the fast pattern are not
+    decoded at all: they come back with ``data=None`` (type, seq, time, surface op and cited seqs kept).
+    """
+    skipped: dict[int, Event] = {}
+    skip_b = frozenset(t.encode() for t in skip_data)
     header, header_bytes = read_header(fh, path)
     scanner = _Scanner(path, header, header_bytes)
     locations: dict[int, tuple[int, int, int]] = {}  # surface seq -> (offset, length, line_no)
@@ -355,6 +362,10 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
                         if tail.group(1) is None:
                             fold_apply(next_seq, "append", None)
                             locations[next_seq] = (offset, end - start, line_no)
+                            if kind in skip_b:
+                                cited_append = _fast_cited(buf, match.end(), op_at)
+                                skipped[next_seq] = Event(kind.decode(), next_seq, int(match.group(3)), None,
+                                                          "append", cited_append)
                             next_seq += 1
                             scanner.committed = offset + (end - start) + 1
                             continue
@@ -370,6 +381,9 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
                             for seq in shadowed:
                                 locations.pop(seq, None)
                             locations[next_seq] = (offset, end - start, line_no)
+                            if kind in skip_b:
+                                skipped[next_seq] = Event(kind.decode(), next_seq, int(match.group(3)), None,
+                                                          ReplaceOp(int(tail.group(1)), int(tail.group(2))), cited)
                             next_seq += 1
                             scanner.committed = offset + (end - start) + 1
                             continue
@@ -406,7 +420,8 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
     surface: list[Event] = []
     if want_surface:
         for seq in scanner.fold.seqs:
-            surface.append(_decode_at(fh, path, locations[seq], seq))
+            placeholder = skipped.get(seq)
+            surface.append(placeholder if placeholder is not None else _decode_at(fh, path, locations[seq], seq))
     title: dict[str, Any] | None = None
     if want_title and title_at is not None:
         event = _decode_at(fh, path, title_at, None)

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Collection, Iterable, Iterator
 
 from .._json import dumpb, dumps, js_string, loads
 from ..session import (
@@ -365,25 +365,38 @@ class SqliteStore(SessionStore):
     def load(self, session_id: str) -> SessionLog:
         return self._load(session_id)
 
-    def read_surface(self, session_id: str) -> SurfaceSnapshot:
+    def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         with self._snapshot(session_id) as (conn, key, header, next_seq):
             fold = SurfaceFold()
             rows = conn.execute(
-                "SELECT seq, op, cited FROM dsh_events WHERE key = ? AND op IS NOT NULL ORDER BY seq", (key,)
+                "SELECT seq, op, cited, type FROM dsh_events WHERE key = ? AND op IS NOT NULL ORDER BY seq", (key,)
             )
-            for seq, op, cited in rows:
+            kinds: dict[int, tuple[str, Any, Any]] = {}
+            for seq, op, cited, kind in rows:
                 try:
-                    fold.apply(seq, _parse_op(op), loads(cited) if cited else None)
+                    parsed_op = _parse_op(op)
+                    cited_seqs = loads(cited) if cited else None
+                    fold.apply(seq, parsed_op, cited_seqs)
                 except (ValueError, KeyError, TypeError) as exc:
                     raise self._corrupt(session_id, seq, f"has a surface op that cannot be applied ({exc})") from None
+                if kind in skip_data:
+                    kinds[seq] = (kind, parsed_op, cited_seqs)
             survivors = fold.seqs
+            wanted = [seq for seq in survivors if seq not in kinds]
             bodies: dict[int, bytes] = {}
-            for i in range(0, len(survivors), _IN_CHUNK):
-                chunk = survivors[i : i + _IN_CHUNK]
+            for i in range(0, len(wanted), _IN_CHUNK):
+                chunk = wanted[i : i + _IN_CHUNK]
                 marks = ",".join("?" * len(chunk))
                 query = f"SELECT seq, body FROM dsh_events WHERE key = ? AND seq IN ({marks})"
                 bodies.update(conn.execute(query, (key, *chunk)))
-            events = [self._decode(session_id, seq, bodies[seq]) for seq in survivors]
+            events = []
+            for seq in survivors:
+                if seq in kinds:
+                    kind, parsed_op, cited_seqs = kinds[seq]
+                    events.append(Event(kind, seq, 0, None, parsed_op,
+                                        tuple(cited_seqs) if cited_seqs is not None else None))
+                else:
+                    events.append(self._decode(session_id, seq, bodies[seq]))
             return SurfaceSnapshot(header, next_seq - 1 if next_seq else None, events)
 
     def read_title(self, session_id: str) -> dict | None:
