@@ -80,7 +80,7 @@ def test_surface_read_can_skip_decoding_chosen_types(store: SessionStore) -> Non
     assert any(e.type == "tool/result" for e in lean.events)
     for before, after in zip(full.events, lean.events):
         if after.type == "tool/result":
-            assert after.data is None and after.source_event_seqs == before.source_event_seqs
+            assert after.data is None and after.surface_op == before.surface_op
         else:
             assert after == before
     assert lean.captured_through_seq == written.last_seq

@@ -86,8 +86,9 @@ class SessionStore(abc.ABC):
     def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         """Header copy, last raw seq and current surface events, decoding no more than needed.
 
-        Surface events whose type is in ``skip_data`` come back with ``data=None`` (type, seq, time and
-        surface fields intact): callers that ignore, say, tool results never pay for decoding them.
+        Surface events whose type is in ``skip_data`` may come back as placeholders with ``data=None``
+        (type, seq and surface op intact; time and cited seqs only where the backend has them cheaply):
+        callers that ignore, say, tool results never pay for decoding them.
         """
 
     @abc.abstractmethod
