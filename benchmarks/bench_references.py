@@ -31,6 +31,7 @@ sys.path.insert(0, str(HERE))
 
 from dsh_jupyter._json import dumps, loads  # noqa: E402
 from dsh_jupyter.query import SessionQuery  # noqa: E402
+from dsh_jupyter.references.projection import PROJECTION_SKIPS
 from dsh_jupyter.references import ReferenceTarget, SessionReferenceResolver  # noqa: E402
 from dsh_jupyter.references.projection import project_surface  # noqa: E402
 from dsh_jupyter.references.retention import retain_source  # noqa: E402
@@ -182,16 +183,16 @@ def bench_prepare(size_mb: int) -> None:
     print(f"  speed-up vs naive fold: {naive_t / ours_t:.1f}x   (goals: <= 0.5 s, >= 3x, <= 100 MB growth)")
     print(f"  memory ratio naive/ours: {naive['growth'] / max(ours['growth'], 1):.1f}x")
     # Split: how much of ours is the store's surface read and how much is the reference work proper.
-    snapshots = {s: store.read_surface(s) for s in SOURCES}
+    snapshots = {s: store.read_surface(s, skip_data=PROJECTION_SKIPS) for s in SOURCES}
 
     class PreRead(SessionQuery):
-        def read_surface(self, session_id: str) -> SurfaceSnapshot:
+        def read_surface(self, session_id: str, **_: object) -> SurfaceSnapshot:
             return snapshots[session_id]
 
     resolver = SessionReferenceResolver(PreRead(store))
     target = ReferenceTarget("bench-target", CWD, spill)
     refs = [{"sessionId": s} for s in SOURCES]
-    reads = time_call(lambda: [store.read_surface(s) for s in SOURCES])
+    reads = time_call(lambda: [store.read_surface(s, skip_data=PROJECTION_SKIPS) for s in SOURCES])
     work = time_call(lambda: resolver.prepare_sync(target, [], refs))
     print(f"  split: store.read_surface x3 (sequential) {reads:.3f} s; projection+retention+framing+spill "
           f"{work:.3f} s")

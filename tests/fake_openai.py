@@ -18,7 +18,8 @@ the last user message as ``"echo: <text>"``). Behaviours:
   ``delta`` dict sent as one chunk (``{"content": ...}``, ``{"reasoning_content": ...}``,
   ``{"tool_calls": [...]}``), or one of the markers :data:`DROP` (close the connection mid-stream, an
   unterminated chunked body), :data:`INVALID` (send ``data: {not json``), :data:`STALL` (stop sending and
-  hold the connection until the client goes away or :meth:`FakeOpenAIServer.close`). After the steps the
+  hold the connection until the client goes away or :meth:`FakeOpenAIServer.close`), or a :class:`RawEvent`
+  sent verbatim (such as an ``{"error": ...}`` payload mid-stream). After the steps the
   server sends the finish chunk, the usage chunk and ``data: [DONE]``. Non-stream requests get the same
   content as one ``chat.completion`` object.
 - :class:`HTTPError` (:func:`http_error`): a status code with an OpenAI-style error body and headers
@@ -47,6 +48,13 @@ DROP = "<drop>"
 INVALID = "<invalid>"
 STALL = "<stall>"
 _MARKERS = (DROP, INVALID, STALL)
+
+
+@dataclass(frozen=True)
+class RawEvent:
+    """A stream step sent verbatim as ``data: <json>`` (e.g. ``{"error": {...}}`` mid-stream)."""
+
+    payload: Any
 
 
 @dataclass
@@ -276,6 +284,9 @@ class _Handler(BaseHTTPRequestHandler):
                 if step == STALL:
                     self._stall()
                     return
+                if isinstance(step, RawEvent):
+                    self._event(step.payload)
+                    continue
                 self._event({**base, "choices": [{"index": 0, "delta": step, "finish_reason": None}]})
             if reply.finish_reason is not None:
                 self._event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason}]})

@@ -9,20 +9,23 @@ import traceback
 from typing import Any
 
 import pytest
-from fake_openai import (  # noqa: F401  (fake_openai is a fixture)
+
+pytest.register_assert_rewrite("fake_openai")
+pytest_plugins = ["fake_openai"]  # the fake_openai fixture
+
+from fake_openai import (  # noqa: E402
     DROP,
     INVALID,
     STALL,
     FakeOpenAIServer,
+    RawEvent,
     Reply,
     broken_reply,
-    fake_openai,
     http_error,
     text_reply,
     tool_call_reply,
 )
-
-from dsh_jupyter.models import (
+from dsh_jupyter.models import (  # noqa: E402
     Finish,
     ModelError,
     ModelRequest,
@@ -34,7 +37,7 @@ from dsh_jupyter.models import (
     Usage,
     collect,
 )
-from dsh_jupyter.models.openai_compat import parse_retry_after, redact, retry_delay
+from dsh_jupyter.models.openai_compat import parse_retry_after, redact, retry_delay  # noqa: E402
 
 SECRET = "sk-test-7f3a9c1e5b2d4f60"
 BASH = ToolSpec("bash", "Run a bash command.", {"type": "object", "properties": {"command": {"type": "string"}},
@@ -237,15 +240,13 @@ async def test_stream_without_finish_reason_is_bad_stream(fake_openai: FakeOpenA
     assert info.value.kind == "bad_stream" and "ended before the model finished" in info.value.message
 
 
-async def test_error_event_inside_the_stream(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.queue(Reply([{"content": "a"}]))
+async def test_error_payload_inside_the_stream(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.queue(Reply([{"content": "a"}, RawEvent({"error": {"message": "overloaded mid-stream"}})]))
     provider = _provider(fake_openai)
-    # a server that reports an error as an SSE payload mid-stream
-    fake_openai.queue(Reply([{"content": "a"}, INVALID]))
-    await _drain(provider, _request())
-    with pytest.raises(ModelError):
+    with pytest.raises(ModelError) as info:
         await _drain(provider, _request())
     await provider.close()
+    assert info.value.kind == "bad_stream" and "overloaded mid-stream" in info.value.message
 
 
 async def test_cancel_mid_stream_returns_promptly_and_closes_the_connection(fake_openai: FakeOpenAIServer) -> None:

@@ -516,9 +516,10 @@ class OpenAICompatibleProvider(ModelProvider):
 def _load_sdk() -> None:
     """Import the SDK parts a streamed chat completion needs."""
     try:
-        import openai  # noqa: F401
-        import openai.resources.chat.completions  # noqa: F401
-        import openai.types.chat  # noqa: F401
+        import importlib
+
+        for module in ("openai", "openai.resources.chat.completions", "openai.types.chat.chat_completion_chunk"):
+            importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - openai is a hard dependency
         raise ModelError("config", f"the 'openai' package is needed for OpenAI-compatible models: "
                                    f"pip install 'openai>=1.40' ({exc})") from None

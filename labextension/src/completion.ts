@@ -6,8 +6,8 @@
  * this provider ranks first and brings both. They change nothing for other completions: the model falls
  * back to the stock filtering and the renderer to the stock item nodes unless the list holds dsh items.
  * For dsh items the model filters like the server (case-insensitive substring of id, cwd and label;
- * file names for files) instead of fuzzy-matching labels, and the renderer writes every string with
- * `textContent`, control characters made visible.
+ * file names for files) instead of fuzzy-matching labels and leaves out other providers' items, and the
+ * renderer writes every string with `textContent`, control characters made visible.
  */
 
 import {
@@ -158,9 +158,9 @@ export class DshCompletionProvider implements ICompletionProvider {
 /**
  * Completer model: stock behaviour, except for lists holding dsh items.
  *
- * For those, the text typed since the request (not a fuzzy label match) filters the items, the order
- * stays sessions-then-files as fetched, and `query` reads as empty so that the popup never "completes"
- * the common prefix of all mentions on Tab.
+ * For those, the text typed since the request (not a fuzzy label match) filters the items, other
+ * providers' items are left out, the order stays sessions-then-files as fetched, and `query` reads as
+ * empty so that the popup never "completes" the common prefix of all mentions on Tab.
  */
 export class DshCompleterModel extends CompleterModel {
   get query(): string {

@@ -89,8 +89,11 @@ export function fileItem(file: IFileCandidate): IDshCompletionItem {
 }
 
 /**
- * The dsh items (and any others) that still match `typed`, the text from the completion start to the
- * cursor. Copies are returned so that the completer's in-place label escaping never touches ours.
+ * The dsh items that still match `typed`, the text from the completion start to the cursor.
+ *
+ * Other providers' items are dropped: inside a mention the kernel can only offer unrelated names
+ * (IPython answers a bare `@` with every magic) or the same sessions and files again. Copies are
+ * returned so that the completer's in-place label escaping never touches the originals.
  */
 export function filterDshItems(
   items: CompletionHandler.ICompletionItems,
@@ -111,7 +114,7 @@ export function filterDshItems(
   return items
     .filter(item => {
       if (!isDshItem(item)) {
-        return (item.insertText ?? item.label).toLowerCase().includes(needle);
+        return false;
       }
       const info = item.dsh;
       if (info.kind === 'session') {

@@ -84,7 +84,7 @@ test('filterDshItems narrows like the server and keeps sessions before files', (
     { label: 'kernel-thing', insertText: 'kernel-thing' }
   ];
   const labels = typed => filterDshItems(items, typed).map(i => i.label);
-  assert.deepEqual(labels('@'), ['Quarterly\\x1b[0m', 'Notes', 'data.csv', 'sub dir/', 'kernel-thing']);
+  assert.deepEqual(labels('@'), ['Quarterly\\x1b[0m', 'Notes', 'data.csv', 'sub dir/']); // no kernel items
   assert.deepEqual(labels('@QUA'), ['Quarterly\\x1b[0m']);
   assert.deepEqual(labels('@else'), ['Notes']); // by cwd
   assert.deepEqual(labels('@s-1'), ['Quarterly\\x1b[0m']); // by id
