@@ -1,6 +1,17 @@
 #!/usr/bin/env bash
-# Fresh machine -> full test suite. Creates .venv, installs everything, runs pytest.
+# Fresh machine -> full test suite. Creates .venv, installs the package with its test dependencies (the
+# JupyterLab extension is built from source on the way), installs Debian chromium for the browser tests
+# when it is missing and this user may install packages, then runs pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/venv.sh
+bash scripts/venv.sh test,local
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian chromium for the browser tests ..."
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/tmp/dsh-chromium-install.log 2>&1 \
+      || { tail -20 /tmp/dsh-chromium-install.log; echo "could not install chromium" >&2; exit 1; }
+  else
+    echo "note: chromium is not installed; the browser tests will be skipped (apt-get install chromium)" >&2
+  fi
+fi
 exec .venv/bin/python -m pytest "$@"

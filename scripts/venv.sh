@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Create (or update) the project's virtual environment in .venv and install the package with its test extras.
+# Create (or update) the project's virtual environment in .venv and install the package in editable mode
+# with the extras named by $1 (default "test"). The JupyterLab extension is built from source on the way
+# (Node and npm are needed for that; the wheel users install ships it prebuilt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+extras=${1:-test}
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-stamp=.venv/.dsh-installed
+stamp=".venv/.dsh-installed-${extras//,/-}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/constraints.txt -nt "$stamp" ]; then
-  echo "installing dsh-jupyter and its test dependencies into .venv ..."
+  echo "installing dsh-jupyter[$extras] into .venv (first run: a few minutes) ..."
   log=$(mktemp)
-  if ! .venv/bin/python -m pip install --disable-pip-version-check -c scripts/constraints.txt -e ".[test]" >"$log" 2>&1; then
+  # llama.cpp (the optional local model) must be built for a generic CPU: a native build can die with
+  # SIGILL on virtual machines whose advertised instruction sets are not all usable.
+  if ! CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" PATH="$PWD/.venv/bin:$PATH" \
+      .venv/bin/python -m pip install --disable-pip-version-check -c scripts/constraints.txt -e ".[$extras]" >"$log" 2>&1; then
     grep -v "is ignored: it is neither a file nor a directory" "$log" | tail -60
     echo "pip install failed (full log: $log)" >&2
     exit 1

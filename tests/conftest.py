@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["fake_openai", "pytest_jupyter.jupyter_server"]
+
 SPEC_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "spec" / "fixtures"
 
 

@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 
-pytest.register_assert_rewrite("fake_openai")
-pytest_plugins = ["fake_openai"]  # the fake_openai fixture
 
 from fake_openai import (  # noqa: E402
     DROP,

@@ -22,7 +22,6 @@ from dsh_jupyter.session import SessionHeader, SessionLog
 from dsh_jupyter.session.messages import assistant_message, text_block, user_message
 from dsh_jupyter.store import JsonlStore
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 HOSTILE = ["<img src=x onerror=alert(1)>", "</referenced-sessions>", "\x1b[31mred\x1b[0m\x07"]
 TRAVERSAL_IDS = ["../../etc/pwn", "/etc/passwd", "..", ".", "a/../../b", "~"]

@@ -113,7 +113,7 @@ def _tail_of(fh: BinaryIO, committed: int) -> bytes:
 
 def read_full(path: str, folder: str, stat: LogStat) -> LogFacts | None:
     """Read a log in full. ``None`` when it is not a listable session log (the store would skip it too)."""
-    from ..references.projection import project_surface
+    from ..references.projection import PROJECTION_SKIPS, project_surface
     from ..session import SurfaceSnapshot
     from ..store.scan import read_header, scan_surface
 
@@ -137,7 +137,7 @@ def read_full(path: str, folder: str, stat: LogStat) -> LogFacts | None:
         facts = LogFacts(header.id, header.cwd, int(header.created_at), None, False, 0, 0, 0, 0, stat, None, b"",
                          True)
         try:
-            scan = scan_surface(fh, path)
+            scan = scan_surface(fh, path, skip_data=PROJECTION_SKIPS)
         except (SessionError, ValueError, OSError):
             scan = None
         if scan is None:

@@ -8,6 +8,11 @@ Text that may hold lone UTF-16 surrogates (session ids, cwds, titles: the log fo
 as UTF-8 ``BLOB`` with surrogates passed through (:func:`enc`). Byte order of that encoding is code-point
 order, so ``ORDER BY session_id`` sorts exactly like Python's ``str`` comparison, and ``instr`` on the
 lowercased blobs is exactly Python's ``needle in text.lower()`` (UTF-8 is self-synchronising).
+
+``meta_index`` is a trigram index over the same lowercased id, cwd and title (inserted as those very bytes),
+so a needle of three or more characters finds its rows without reading every row; ``body_index`` indexes
+the projected message text (see :mod:`.bodies`). Both are contentless: taking a row out needs the values it
+was indexed with, which the ``sessions`` row (``*_lc``) and ``bodies.text_z`` keep.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import sqlite3
 from pathlib import Path
 
 #: Bumped whenever a table changes; a catalog of another version is rebuilt from the logs.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: File name of the catalog inside ``DSH_HOME``.
 CATALOG_NAME = "catalog.sqlite"
@@ -88,9 +93,13 @@ CREATE TABLE IF NOT EXISTS bodies(
 CREATE VIRTUAL TABLE IF NOT EXISTS body_index USING fts5(
     text, content='', tokenize='unicode61 remove_diacritics 2'
 );
+CREATE VIRTUAL TABLE IF NOT EXISTS meta_index USING fts5(
+    sid, cwd, title, content='', tokenize='trigram case_sensitive 1'
+);
 """
 
 _DROP = """
+DROP TABLE IF EXISTS meta_index;
 DROP TABLE IF EXISTS body_index;
 DROP TABLE IF EXISTS bodies;
 DROP TABLE IF EXISTS pending_folders;

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..session.header import is_safe_nonnegative_int
 from .cancellation import CancelFlag, call_cancellable, raise_if_cancelled
-from .errors import SESSION_REFERENCE_INVALID_REFERENCE, SessionReferenceError
+from .errors import SESSION_REFERENCE_INVALID_CONFIG, SESSION_REFERENCE_INVALID_REFERENCE, SessionReferenceError
 from .mentions import format_session_reference_mention
 from .target import ReferenceTarget
 
@@ -113,10 +113,32 @@ def _select(
     return selected
 
 
+#: The scanning path (every header, then titles in rank order), for sources that merge it with their own.
+select_by_scanning = _select
+
+
+# --- candidate sources (the session catalog plugs in here) ---------------------------------------------------
+class CandidateSource(Protocol):
+    """Somewhere that answers candidate queries without scanning ``query``'s store (the session catalog).
+
+    ``select_candidates`` must follow the rules of this module (filter, ranking, labels, self excluded,
+    at most ``limit``) over every session it knows plus ``query``'s live sessions. ``needle`` is already
+    lowercased. ``body=True`` also matches sessions whose projected messages contain the words of ``needle``.
+    """
+
+    def select_candidates(self, query: SessionQuery, target: ReferenceTarget, needle: str, limit: int,
+                          cancel: CancelFlag | None = None, *, body: bool = False) -> list[SessionReferenceCandidate]:
+        ...
+
+
 def list_candidates(
-    query: SessionQuery, target: ReferenceTarget, text: str = "", limit: int = 50, cancel: CancelFlag | None = None
+    query: SessionQuery, target: ReferenceTarget, text: str = "", limit: int = 50, cancel: CancelFlag | None = None,
+    *, source: CandidateSource | None = None, body: bool = False,
 ) -> list[SessionReferenceCandidate]:
     """Ranked candidates for ``target``; see the module docstring for the rules.
+
+    With ``source`` (the session catalog) the candidates come from it instead of a scan of ``query``'s
+    store; ``body=True`` (search message bodies too) needs a ``source``.
 
     Raises ``SESSION_REFERENCE_INVALID_REFERENCE`` for a bad limit and ``SESSION_REFERENCE_CANCELLED``
     as soon as ``cancel`` is set, even while the listing or a title read is still blocked.
@@ -126,6 +148,15 @@ def list_candidates(
         raise SessionReferenceError(
             SESSION_REFERENCE_INVALID_REFERENCE, f"a candidate query must be a string, got {type(text).__name__}"
         )
+    if body and source is None:
+        raise SessionReferenceError(
+            SESSION_REFERENCE_INVALID_CONFIG,
+            "searching message bodies needs the session catalog; create the resolver with "
+            "catalog=dsh_jupyter.catalog.open_catalog()",
+        )
     needle = text.lower()
     raise_if_cancelled(cancel)
+    if source is not None:
+        return call_cancellable(lambda: source.select_candidates(query, target, needle, limit, cancel, body=body),
+                                cancel, name="dsh-reference-candidates")
     return call_cancellable(lambda: _select(query, target, needle, limit, cancel), cancel, name="dsh-reference-candidates")

@@ -6,15 +6,15 @@ import asyncio
 import copy
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._json import dumps
 from ..session.messages import SESSION_REFERENCE_KIND, text_block, user_message
 from .budget import DEFAULT_REFERENCE_CONTEXT_FRACTION, reference_budget
 from .cancellation import CancelFlag, CancelWatch, cancelled_error, thread_future
-from .candidates import SessionReferenceCandidate, list_candidates
+from .candidates import CandidateSource, SessionReferenceCandidate, list_candidates
 from .errors import (
     SESSION_REFERENCE_BUDGET_EXCEEDED,
     SESSION_REFERENCE_INVALID_CONFIG,
@@ -30,6 +30,19 @@ from .target import ReferenceTarget
 
 if TYPE_CHECKING:
     from ..query import SessionQuery
+    from ..session import SurfaceSnapshot
+
+
+class CatalogSource(CandidateSource, Protocol):
+    """A :class:`CandidateSource` that can also read the sessions it lists (the session catalog).
+
+    ``read_surface`` reads from ``query`` first (live sessions, the host's store) and otherwise from the
+    store that holds the session, raising ``SessionNotFoundError`` when no known store does.
+    """
+
+    def read_surface(self, query: SessionQuery, session_id: str, *,
+                     skip_data: Collection[str] = ()) -> SurfaceSnapshot: ...
+
 
 #: Hard maximum of references in one message (also the default).
 MAX_REFERENCES = 3
@@ -75,7 +88,9 @@ class SessionReferenceResolver:
 
     ``max_references`` (1..3) caps distinct references per message; ``candidate_limit`` is the default
     number of candidates; ``max_reference_bytes`` fixes the per-source budget (``None``: automatic,
-    ``max(65536, floor(context window × 4 × reference_context_fraction))``).
+    ``max(65536, floor(context window × 4 × reference_context_fraction))``). ``catalog`` (the session
+    catalog, :func:`dsh_jupyter.catalog.open_catalog`) makes candidates come from every known store at
+    keystroke speed, and lets prepare() read sessions of other stores.
     """
 
     def __init__(
@@ -86,6 +101,7 @@ class SessionReferenceResolver:
         candidate_limit: int = DEFAULT_CANDIDATE_LIMIT,
         max_reference_bytes: int | None = None,
         reference_context_fraction: float = DEFAULT_REFERENCE_CONTEXT_FRACTION,
+        catalog: CatalogSource | None = None,
     ) -> None:
         self.max_references = _positive_safe_int("max_references", max_references)
         self.candidate_limit = _positive_safe_int("candidate_limit", candidate_limit)
@@ -110,13 +126,18 @@ class SessionReferenceResolver:
             )
         self.reference_context_fraction = float(fraction)
         self.query = query
+        self.catalog = catalog
 
     # -- discovery ---------------------------------------------------------------------------------
     def list_candidates(
-        self, target: ReferenceTarget, query: str = "", limit: int | None = None, cancel: CancelFlag | None = None
+        self, target: ReferenceTarget, query: str = "", limit: int | None = None, cancel: CancelFlag | None = None,
+        *, body: bool = False,
     ) -> list[SessionReferenceCandidate]:
-        """Other sessions ``target`` may reference, best first (see :mod:`.candidates`)."""
-        return list_candidates(self.query, target, query, self.candidate_limit if limit is None else limit, cancel)
+        """Other sessions ``target`` may reference, best first (see :mod:`.candidates`).
+
+        ``body=True`` also matches message bodies (needs ``catalog``)."""
+        return list_candidates(self.query, target, query, self.candidate_limit if limit is None else limit, cancel,
+                               source=self.catalog, body=body)
 
     def remote_candidates(
         self, target: ReferenceTarget, query: str = "", cancel: CancelFlag | None = None
@@ -207,7 +228,10 @@ class SessionReferenceResolver:
 
     def _read_and_project(self, session_id: str) -> ProjectedSession:
         """One source read (in a worker thread), projected right away so the full snapshot can be freed."""
-        snapshot = self.query.read_surface(session_id, skip_data=PROJECTION_SKIPS)
+        if self.catalog is not None:
+            snapshot = self.catalog.read_surface(self.query, session_id, skip_data=PROJECTION_SKIPS)
+        else:
+            snapshot = self.query.read_surface(session_id, skip_data=PROJECTION_SKIPS)
         if not _is_snapshot(snapshot):
             raise TypeError(f"reading {dumps(session_id)} returned {type(snapshot).__name__}, not a surface snapshot")
         return project_surface(snapshot)

@@ -1,0 +1,81 @@
+"""Message-body search: what is indexed (projected user/assistant text only) and how a query is read.
+
+The body index holds exactly the text a reference would carry (:mod:`dsh_jupyter.references.projection`):
+direct user prompts and steers, compaction checkpoints and assistant text. Tool output, reasoning, system
+messages and injected context (plugin messages, earlier reference snapshots) never reach it.
+
+A query is split into words (letters and digits; everything else separates words, as SQLite's
+``unicode61`` tokenizer does). Every word must occur in the session; the last word also matches as a
+prefix while it is still being typed. Case and diacritics are ignored. Text in scripts written without
+spaces (Chinese, Japanese) is one word per run of characters, so only whole runs match.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import zlib
+from collections.abc import Iterable
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def query_words(text: str) -> list[str]:
+    """The words of a body query, lowercased."""
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 query for ``text`` (every word, the last one as a prefix), or ``None`` when it has no word."""
+    words = _WORD.findall(text)
+    if not words:
+        return None
+    prefix_last = not text[-1:].isspace()
+    parts = ['"' + w.replace('"', '""') + '"' for w in words]
+    if prefix_last:
+        parts[-1] += "*"
+    return " ".join(parts)
+
+
+def _fold(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def texts_match(texts: Iterable[str], text: str) -> bool:
+    """The same test in Python, for sessions that are not indexed (live, unsaved messages)."""
+    words = [_fold(w) for w in query_words(text)]
+    if not words:
+        return False
+    present: set[str] = set()
+    for chunk in texts:
+        present.update(_fold(w) for w in _WORD.findall(chunk))
+    *whole, last = words
+    if any(w not in present for w in whole):
+        return False
+    if text[-1:].isspace():
+        return last in present
+    return any(p.startswith(last) for p in present)
+
+
+def pack(text: str) -> bytes:
+    """Indexed text as stored beside the index (SQLite FTS5 needs it to take a row out again)."""
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), 1)
+
+
+def unpack(data: bytes) -> str:
+    return zlib.decompress(data).decode("utf-8", "surrogatepass")
+
+
+def index_text(texts: Iterable[str]) -> str:
+    """The text of one body row (messages joined by blank lines), with lone surrogates made harmless."""
+    joined = "\n\n".join(texts)
+    return joined.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(joined) else joined
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

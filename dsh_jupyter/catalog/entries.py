@@ -1,0 +1,82 @@
+"""What the catalog returns about a session, and the ordering rules every path shares."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ..store.paths import LOG_NAME
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One session as the catalog knows it.
+
+    ``title`` is the latest ``session/title`` title (``None`` when there is none or it cannot be read);
+    ``label`` is the title or, failing that, the id. ``store`` is the store root and ``path`` the log.
+    Counts are of the current surface: ``user_messages`` and ``assistant_messages`` are the projected
+    messages (what a reference would carry). ``indexed`` is ``False`` for a session found by the scanning
+    fallback that the catalog has not indexed yet (its counts are then unknown and 0).
+    """
+
+    session_id: str
+    store: str
+    folder: str
+    cwd: str | None
+    created_at: int
+    title: str | None
+    events: int = 0
+    surface: int = 0
+    user_messages: int = 0
+    assistant_messages: int = 0
+    size: int = 0
+    mtime_ns: int = 0
+    readable: bool = True
+    notebook: str | None = None
+    indexed: bool = True
+    live: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.title if self.title is not None else self.session_id
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.store, self.folder, LOG_NAME)
+
+    def order_key(self, target_cwd: str | None) -> tuple[int, int, str]:
+        """Candidate order: workspace rank, then newest first, then id."""
+        return (workspace_rank(self.cwd, target_cwd), -self.created_at, self.session_id)
+
+    def matches(self, needle: str) -> bool:
+        """The reference's filter: ``needle`` (already lowercased) in the id, the cwd or the label."""
+        if not needle:
+            return True
+        return (needle in self.session_id.lower() or (self.cwd is not None and needle in self.cwd.lower())
+                or needle in self.label.lower())
+
+    def to_json(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"sessionId": self.session_id, "label": self.label, "title": self.title}
+        if self.cwd is not None:
+            record["cwd"] = self.cwd
+        record["createdAt"] = self.created_at
+        record["store"] = self.store
+        record["path"] = self.path
+        if self.notebook is not None:
+            record["notebook"] = self.notebook
+        record["messageCounts"] = {"events": self.events, "surface": self.surface, "user": self.user_messages,
+                                   "assistant": self.assistant_messages}
+        record["size"] = self.size
+        record["readable"] = self.readable
+        record["indexed"] = self.indexed
+        return record
+
+
+def workspace_rank(candidate_cwd: str | None, target_cwd: str | None) -> int:
+    """0: same working directory; 1: the candidate has none; 2: anything else (the reference's ranking)."""
+    if candidate_cwd is not None and target_cwd is not None and candidate_cwd == target_cwd:
+        return 0
+    if candidate_cwd is None:
+        return 1
+    return 2

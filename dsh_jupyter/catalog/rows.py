@@ -1,0 +1,212 @@
+"""Catalog rows: reading them into Python and writing what a log read found (inside a transaction).
+
+Every write here runs inside a transaction the caller holds (see :func:`transaction`). Writing a row also
+keeps its body-index rows and the ``is_primary`` flag in step: when the same session id is stored in
+several stores (a copied folder), exactly one row per id is primary, the copy whose log changed last, so
+every query shows each session once.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from .bodies import index_text, pack, unpack
+from .entries import CatalogEntry
+from .logs import LogFacts, LogStat, PreviousRead
+from .schema import BODY_SHIFT, dec, enc, error_kind
+
+T = TypeVar("T")
+
+#: Columns of ``sessions`` read into a :class:`Row` (with ``store_id``'s root resolved separately).
+ROW_COLUMNS = ("id, store_id, folder, session_id, cwd, created_at, title, readable, events, surface, user_messages, "
+               "assistant_messages, size, mtime_ns, ino, committed, tail, next_seq, chunks")
+
+
+@dataclass(frozen=True)
+class Row:
+    """A ``sessions`` row."""
+
+    rowid: int
+    store_id: int
+    folder: str
+    session_id: str
+    cwd: str | None
+    created_at: int
+    title: str | None
+    readable: bool
+    events: int
+    surface: int
+    user_messages: int
+    assistant_messages: int
+    stat: LogStat
+    committed: int | None
+    tail: bytes
+    next_seq: int
+    chunks: int
+
+    @classmethod
+    def from_sql(cls, r: tuple) -> Row:
+        return cls(r[0], r[1], os.fsdecode(bytes(r[2])), dec(r[3]) or "", dec(r[4]), int(r[5]), dec(r[6]), bool(r[7]),
+                   r[8], r[9], r[10], r[11], LogStat(r[12], r[13], r[14]), r[15], bytes(r[16]), r[17], r[18])
+
+    def previous(self) -> PreviousRead:
+        return PreviousRead(self.stat, self.committed, self.tail, self.next_seq, self.title, self.readable,
+                            self.events, self.surface, self.user_messages, self.assistant_messages)
+
+    def entry(self, root: str, notebook: str | None = None) -> CatalogEntry:
+        return CatalogEntry(self.session_id, root, self.folder, self.cwd, self.created_at, self.title, self.events,
+                            self.surface, self.user_messages, self.assistant_messages, self.stat.size,
+                            self.stat.mtime_ns, self.readable, notebook)
+
+    def with_facts(self, facts: LogFacts) -> Row:
+        """This row as it reads after ``facts`` (used when the refreshed row could not be written)."""
+        return Row(self.rowid, self.store_id, self.folder, facts.session_id, facts.cwd, facts.created_at, facts.title,
+                   facts.readable, facts.events, facts.surface, facts.user, facts.assistant, facts.stat,
+                   facts.committed, facts.tail, facts.next_seq, self.chunks)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], *, attempts: int = 1,
+                pause: float = 0.01) -> T:
+    """Run ``fn`` in ``BEGIN IMMEDIATE`` … ``COMMIT``; a busy database is retried ``attempts`` times in all."""
+    for attempt in range(attempts):
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if error_kind(exc) == "busy" and attempt + 1 < attempts:
+                time.sleep(pause * (attempt + 1))
+                continue
+            raise
+        try:
+            result = fn(conn)
+            conn.execute("COMMIT")
+            return result
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def upsert_store(conn: sqlite3.Connection, root: str) -> tuple[int, bool]:
+    """The store's id, inserting it when new; ``True`` when it was inserted."""
+    key = os.fsencode(root)
+    row = conn.execute("SELECT id FROM stores WHERE root = ?", (key,)).fetchone()
+    if row is not None:
+        return int(row[0]), False
+    cursor = conn.execute("INSERT INTO stores(root, registered_ms) VALUES(?, ?)", (key, now_ms()))
+    return int(cursor.lastrowid), True
+
+
+def apply_facts(conn: sqlite3.Connection, store_id: int, folder: str, facts: LogFacts) -> int:
+    """Write what a read of the log in ``folder`` found; returns the row id."""
+    title = facts.title
+    values = (
+        enc(facts.session_id), enc(facts.cwd) if facts.cwd is not None else None, facts.created_at,
+        enc(title) if title is not None else None, enc(facts.session_id.lower()),
+        enc(facts.cwd.lower()) if facts.cwd is not None else None,
+        enc(title.lower()) if title is not None else None, int(facts.readable), facts.events, facts.surface,
+        facts.user, facts.assistant, facts.stat.size, facts.stat.mtime_ns, facts.stat.ino, facts.committed,
+        facts.tail, facts.next_seq, now_ms(),
+    )
+    key = os.fsencode(folder)
+    found = conn.execute("SELECT id, chunks, session_id, id_lc, cwd_lc, title_lc FROM sessions "
+                         "WHERE store_id = ? AND folder = ?", (store_id, key)).fetchone()
+    if found is None:
+        cursor = conn.execute(
+            "INSERT INTO sessions(session_id, cwd, created_at, title, id_lc, cwd_lc, title_lc, readable, events, "
+            "surface, user_messages, assistant_messages, size, mtime_ns, ino, committed, tail, next_seq, indexed_ms, "
+            "store_id, folder, chunks) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
+            values + (store_id, key),
+        )
+        rowid, chunks, previous_id = int(cursor.lastrowid), 0, None
+    else:
+        rowid, chunks, previous_id = int(found[0]), int(found[1]), bytes(found[2])
+        _unindex_meta(conn, rowid, found[3], found[4], found[5])
+        conn.execute(
+            "UPDATE sessions SET session_id=?, cwd=?, created_at=?, title=?, id_lc=?, cwd_lc=?, title_lc=?, "
+            "readable=?, events=?, surface=?, user_messages=?, assistant_messages=?, size=?, mtime_ns=?, ino=?, "
+            "committed=?, tail=?, next_seq=?, indexed_ms=? WHERE id=?",
+            values + (rowid,),
+        )
+    conn.execute(_META_INSERT, (rowid, values[4], values[5], values[6]))
+    if facts.full:
+        _drop_bodies(conn, rowid, chunks)
+        chunks = 0
+    if facts.bodies:
+        text = index_text(facts.bodies)
+        body_id = (rowid << BODY_SHIFT) | chunks
+        conn.execute("INSERT INTO bodies(id, text_z) VALUES(?, ?)", (body_id, pack(text)))
+        conn.execute("INSERT INTO body_index(rowid, text) VALUES(?, ?)", (body_id, text))
+        chunks += 1
+    conn.execute("UPDATE sessions SET chunks = ? WHERE id = ?", (chunks, rowid))
+    conn.execute("DELETE FROM pending_folders WHERE store_id = ? AND folder = ?", (store_id, key))
+    sid = enc(facts.session_id)
+    recompute_primary(conn, sid)
+    if previous_id is not None and previous_id != sid:
+        recompute_primary(conn, previous_id)
+    return rowid
+
+
+_META_INSERT = ("INSERT INTO meta_index(rowid, sid, cwd, title) "
+                "VALUES(?, CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT))")
+
+
+def _unindex_meta(conn: sqlite3.Connection, rowid: int, id_lc: bytes, cwd_lc: bytes | None,
+                  title_lc: bytes | None) -> None:
+    conn.execute("INSERT INTO meta_index(meta_index, rowid, sid, cwd, title) "
+                 "VALUES('delete', ?, CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT))",
+                 (rowid, id_lc, cwd_lc, title_lc))
+
+
+def _drop_bodies(conn: sqlite3.Connection, rowid: int, chunks: int) -> None:
+    if chunks <= 0:
+        return
+    low = rowid << BODY_SHIFT
+    high = low | ((1 << BODY_SHIFT) - 1)
+    for body_id, text_z in conn.execute("SELECT id, text_z FROM bodies WHERE id BETWEEN ? AND ?", (low, high)).fetchall():
+        conn.execute("INSERT INTO body_index(body_index, rowid, text) VALUES('delete', ?, ?)",
+                     (body_id, unpack(bytes(text_z))))
+    conn.execute("DELETE FROM bodies WHERE id BETWEEN ? AND ?", (low, high))
+
+
+def delete_rows(conn: sqlite3.Connection, rowids: Iterable[int]) -> int:
+    """Remove rows (and their body rows); returns how many existed."""
+    removed = 0
+    touched: set[bytes] = set()
+    for rowid in rowids:
+        found = conn.execute("SELECT chunks, session_id, id_lc, cwd_lc, title_lc FROM sessions WHERE id = ?",
+                             (rowid,)).fetchone()
+        if found is None:
+            continue
+        _drop_bodies(conn, rowid, int(found[0]))
+        _unindex_meta(conn, rowid, found[2], found[3], found[4])
+        conn.execute("DELETE FROM sessions WHERE id = ?", (rowid,))
+        touched.add(bytes(found[1]))
+        removed += 1
+    for sid in touched:
+        recompute_primary(conn, sid)
+    return removed
+
+
+def recompute_primary(conn: sqlite3.Connection, sid: bytes) -> None:
+    """Mark the one primary copy of session ``sid``: the log changed last, then the lowest store id."""
+    conn.execute(
+        "UPDATE sessions SET is_primary = (id = (SELECT id FROM sessions WHERE session_id = ?1 "
+        "ORDER BY mtime_ns DESC, store_id ASC, id ASC LIMIT 1)) WHERE session_id = ?1",
+        (sid,),
+    )
+
+
+def store_rows(conn: sqlite3.Connection, store_id: int) -> dict[str, Row]:
+    """Every row of one store by folder name."""
+    cursor = conn.execute(f"SELECT {ROW_COLUMNS} FROM sessions WHERE store_id = ?", (store_id,))
+    return {row.folder: row for row in map(Row.from_sql, cursor.fetchall())}

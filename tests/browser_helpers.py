@@ -1,0 +1,437 @@
+"""Shared machinery of the browser tests: a real Jupyter server, Debian chromium and notebook pages.
+
+- :func:`require_chromium` / :func:`require_notebook7`: skip when a piece is missing, except under
+  ``CI=true``, where a missing piece fails the run (CI must run these tests).
+- :func:`running_server`: ``jupyter lab`` or ``jupyter notebook`` (run with this interpreter, so the
+  kernel can import ``dsh_jupyter``) on 127.0.0.1, a free port and a fixed token, in a temporary root,
+  with every Jupyter directory (config, data, runtime, settings, workspaces, IPython) in a temporary
+  state folder. News and update checks are switched off through the temporary settings folder. The
+  server is stopped by its PID at the end (kernels first, through the REST API).
+- :func:`launched_browser`: Playwright's sync API driving ``/usr/bin/chromium`` headless with the flags
+  of the toolchain notes (never a downloaded browser).
+- :class:`NotebookPage`: a notebook opened in Lab or Notebook 7, with the cell helpers the tests share.
+- :func:`write_session` / :func:`write_notebook`: earlier sessions (real JSONL store, ``session/title``
+  events) and notebooks made with nbformat.
+
+Screenshots go to ``test-artifacts/`` at the repository root, named after the test and the step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import nbformat
+import pytest
+
+from dsh_jupyter.session import SessionHeader, SessionLog
+from dsh_jupyter.session.messages import assistant_message, text_block, user_message
+from dsh_jupyter.store import JsonlStore
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+#: The flags of the toolchain notes: no sandbox (root), no GPU, nothing that phones home.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+TOKEN = "dsh-browser-tests-0123456789abcdef"
+LABEXTENSION = "dsh-jupyter"
+BUILT_LABEXTENSION = REPO / "dsh_jupyter" / "labextension"
+SERVER_CONFIG = REPO / "jupyter-config" / "server-config" / "dsh_jupyter.json"
+#: Environment variables that must never reach the server or its kernels.
+SECRET_VARIABLES = ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_API_KEY")
+#: dsh variables of the calling process that would point the kernel at other sessions.
+DSH_VARIABLES = ("DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH_HOME")
+#: Notification settings that keep the "news" toast and the update check away.
+QUIET_NOTIFICATIONS = {"fetchNews": "false", "checkForUpdates": False}
+
+SERVER_START_SECONDS = 90.0
+#: Default Playwright timeout (ms) of every page; runs share two cores with other work.
+PAGE_TIMEOUT_MS = 30_000
+KERNEL_TIMEOUT_MS = 90_000
+
+MODEL_SOURCE = {"kind": "model", "provider": "offline", "model": "offline"}
+
+
+# --------------------------------------------------------------------------- requirements
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip the test because ``reason``; under ``CI=true`` fail instead (CI must run the browser tests)."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: the browser tests must run in CI, so this is a failure)", pytrace=False)
+    pytest.skip(reason)
+
+
+def require_chromium() -> str:
+    """The chromium executable, or skip (fail in CI) with the way to install it."""
+    if not os.access(CHROMIUM, os.X_OK):
+        missing(f"{CHROMIUM} is missing: install Debian chromium (apt-get install chromium); "
+                "never run `playwright install`")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing("the playwright Python package is not installed (pip install -e '.[test]')")
+    return CHROMIUM
+
+
+def require_notebook7() -> None:
+    """Skip (fail in CI) unless Jupyter Notebook 7 or later is importable with this interpreter."""
+    try:
+        import notebook
+    except ImportError:
+        missing("Jupyter Notebook 7 is not installed (pip install 'notebook>=7'); it is needed for the "
+                "Notebook 7 browser test")
+    major = str(getattr(notebook, "__version__", "0")).split(".")[0]
+    if not major.isdigit() or int(major) < 7:
+        missing(f"Jupyter Notebook {notebook.__version__} is installed; the browser test needs Notebook 7 or later")
+
+
+def artifact_path(request: pytest.FixtureRequest, step: str) -> Path:
+    """``test-artifacts/<test name>--<step>.png`` (folder created on demand)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
+    return ARTIFACTS / f"{name}--{step}.png"
+
+
+# --------------------------------------------------------------------------- sessions and notebooks
+
+
+def write_session(
+    folder: Path,
+    session_id: str,
+    title: str | None,
+    *,
+    cwd: str | None,
+    created_at: int,
+    turns: int = 1,
+) -> int:
+    """Write an earlier session into ``folder``'s JSONL store (``<folder>/.dsh/sessions``).
+
+    Each turn is a user question and an assistant answer; ``title`` arrives as a ``session/title``
+    event, as a host writes it. Returns the sequence number of the last event (what a reference made
+    now would capture through).
+    """
+    store = JsonlStore(folder / ".dsh" / "sessions")
+    log = SessionLog(SessionHeader(session_id, created_at, cwd))
+    writer = store.create(log.header)
+    writer.attach(log)
+    try:
+        for turn in range(1, turns + 1):
+            prompt = log.append("user/message", user_message(f"question {turn} for {session_id}")).seq
+            log.append("assistant/message", {
+                "turn": turn, "step": 1,
+                "message": assistant_message([text_block(f"answer {turn} from {session_id}")], MODEL_SOURCE),
+            })
+            if turn == 1 and title is not None:
+                log.append("session/title", {"title": title, "messageSeqs": [prompt], "source": {"kind": "user"}})
+    finally:
+        writer.close()
+    last = log.last_seq
+    assert last is not None
+    return last
+
+
+def write_notebook(path: Path, *sources: str) -> Path:
+    """A notebook of code cells with the ``python3`` kernel, written with nbformat."""
+    cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+    })
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _labextension_installed() -> bool:
+    """True when the environment already ships the built labextension (a wheel install)."""
+    from jupyter_core.paths import ENV_JUPYTER_PATH, SYSTEM_JUPYTER_PATH
+
+    return any((Path(p) / "labextensions" / LABEXTENSION / "package.json").is_file()
+               for p in [*ENV_JUPYTER_PATH, *SYSTEM_JUPYTER_PATH])
+
+
+def prepare_state(state: Path) -> dict[str, str]:
+    """Make the temporary Jupyter folders in ``state`` and return the server's environment.
+
+    The server extension is enabled through a ``jupyter_server_config.d`` copy of the file the wheel
+    ships; an editable install (which installs no shared data) gets the built labextension linked
+    into the temporary data folder. Missing assets skip the test (fail in CI).
+    """
+    folders = {name: state / name for name in ("config", "data", "runtime", "settings", "workspaces",
+                                               "ipython", "dsh-home")}
+    for folder in folders.values():
+        folder.mkdir(parents=True, exist_ok=True)
+
+    config_d = folders["config"] / "jupyter_server_config.d"
+    config_d.mkdir(exist_ok=True)
+    if SERVER_CONFIG.is_file():
+        shutil.copyfile(SERVER_CONFIG, config_d / "dsh_jupyter.json")
+    else:
+        (config_d / "dsh_jupyter.json").write_text(
+            json.dumps({"ServerApp": {"jpserver_extensions": {"dsh_jupyter": True}}}), encoding="utf-8")
+
+    if not _labextension_installed():
+        if not (BUILT_LABEXTENSION / "package.json").is_file():
+            missing(f"the labextension is not built ({BUILT_LABEXTENSION}/package.json is missing): "
+                    "run `jlpm install && jlpm build` in labextension/ or reinstall with scripts/venv.sh")
+        target = folders["data"] / "labextensions" / LABEXTENSION
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            target.symlink_to(BUILT_LABEXTENSION, target_is_directory=True)
+
+    notification = folders["settings"] / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    notification.parent.mkdir(parents=True, exist_ok=True)
+    notification.write_text(json.dumps(QUIET_NOTIFICATIONS), encoding="utf-8")
+
+    env = dict(os.environ)
+    for name in (*SECRET_VARIABLES, *DSH_VARIABLES, "JUPYTER_PATH", "JUPYTERLAB_DIR", "JUPYTER_CONFIG_PATH"):
+        env.pop(name, None)
+    bin_dir = str(Path(sys.executable).parent)
+    env.update({
+        # The kernelspec runs `python`: it must be this interpreter (it imports dsh_jupyter).
+        "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
+        "JUPYTER_CONFIG_DIR": str(folders["config"]),
+        "JUPYTER_DATA_DIR": str(folders["data"]),
+        "JUPYTER_RUNTIME_DIR": str(folders["runtime"]),
+        "JUPYTERLAB_SETTINGS_DIR": str(folders["settings"]),
+        "JUPYTERLAB_WORKSPACES_DIR": str(folders["workspaces"]),
+        "IPYTHONDIR": str(folders["ipython"]),
+        "DSH_HOME": str(folders["dsh-home"]),
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        "PYTHONUNBUFFERED": "1",
+    })
+    return env
+
+
+@dataclass
+class JupyterServer:
+    """A running ``jupyter lab`` / ``jupyter notebook`` started by a test."""
+
+    app: str
+    root: Path
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    token: str = TOKEN
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def notebook_url(self, path: str) -> str:
+        """The page of notebook ``path`` (relative to the root) in this server's app."""
+        quoted = urllib.request.pathname2url(path)
+        if self.app == "lab":
+            return f"{self.base_url}lab/tree/{quoted}?reset&token={self.token}"
+        return f"{self.base_url}notebooks/{quoted}?token={self.token}"
+
+    def request(self, method: str, path: str, *, timeout: float = 10.0) -> tuple[int, Any]:
+        """``method path`` with the token; returns ``(status, decoded JSON or None)``."""
+        req = urllib.request.Request(self.base_url + path, method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as response:
+                body = response.read()
+                return response.status, json.loads(body) if body else None
+        except urllib.error.HTTPError as error:
+            body = error.read()
+            try:
+                return error.code, json.loads(body) if body else None
+            except ValueError:
+                return error.code, None
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no server log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def wait_ready(self, timeout: float = SERVER_START_SECONDS) -> None:
+        """Until ``/api/status`` and the dsh candidates endpoint answer 200 (or the server dies)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"jupyter {self.app} exited with {self.process.returncode} while starting:\n"
+                                   f"{self.log_tail()}")
+            with contextlib.suppress(OSError):
+                status, _ = self.request("GET", "api/status", timeout=2)
+                if status == 200:
+                    status, body = self.request("GET", "dsh/api/candidates?limit=1", timeout=5)
+                    if status == 200:
+                        return
+                    raise RuntimeError(f"the dsh server extension did not answer dsh/api/candidates "
+                                       f"({status}: {body}):\n{self.log_tail()}")
+            time.sleep(0.2)
+        raise RuntimeError(f"jupyter {self.app} was not ready after {timeout:.0f} s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        """Shut the kernels down through the API, then stop the server by its PID."""
+        if self.process.poll() is None:
+            with contextlib.suppress(Exception):
+                status, kernels = self.request("GET", "api/kernels", timeout=5)
+                for kernel in kernels if status == 200 and isinstance(kernels, list) else []:
+                    self.request("DELETE", f"api/kernels/{kernel['id']}", timeout=10)
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def running_server(app: str, root: Path, state: Path) -> Iterator[JupyterServer]:
+    """``jupyter lab`` (``app="lab"``) or ``jupyter notebook`` serving ``root``; stopped on exit."""
+    if app not in ("lab", "notebook"):
+        raise ValueError(f"app must be 'lab' or 'notebook', got {app!r}")
+    env = prepare_state(state)
+    module = "jupyterlab" if app == "lab" else "notebook"
+    log_path = state / f"jupyter-{app}.log"
+    server: JupyterServer | None = None
+    for _attempt in range(3):  # a free port may be taken between choosing and binding it
+        port = free_port()
+        command = [
+            sys.executable, "-m", module, "--no-browser", "--allow-root",
+            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
+            f"--LabServerApp.workspaces_dir={state / 'workspaces'}",
+        ]
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL,
+                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        server = JupyterServer(app=app, root=root, port=port, process=process, log_path=log_path)
+        try:
+            server.wait_ready()
+            break
+        except RuntimeError:
+            server.stop()
+            if "address already in use" not in server.log_tail().lower():
+                raise
+    assert server is not None
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# --------------------------------------------------------------------------- the browser
+
+
+@contextlib.contextmanager
+def launched_browser() -> Iterator[Any]:
+    """Headless Debian chromium through Playwright's sync API (closed on exit)."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@dataclass
+class PageWatch:
+    """What a page did that a test must notice: dialogs (alert/confirm/prompt) and uncaught errors."""
+
+    dialogs: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def attach(self, page: Any) -> None:
+        def on_dialog(dialog: Any) -> None:
+            self.dialogs.append(f"{dialog.type}: {dialog.message}")
+            dialog.dismiss()
+
+        page.on("dialog", on_dialog)
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+
+
+class NotebookPage:
+    """A notebook opened in JupyterLab (``app="lab"``) or Notebook 7, with cell helpers.
+
+    Cells are addressed by index in the visible notebook (Lab keeps restored, hidden notebooks in the
+    DOM, so every selector is scoped to the visible panel).
+    """
+
+    def __init__(self, page: Any, server: JupyterServer, path: str) -> None:
+        self.page = page
+        self.server = server
+        self.path = path
+        self.scope = (".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook" if server.app == "lab"
+                      else ".jp-NotebookPanel .jp-Notebook")
+
+    def open(self) -> NotebookPage:
+        """Load the notebook page and wait until our labextension is active and the cells are shown."""
+        self.page.goto(self.server.notebook_url(self.path))
+        self.page.wait_for_selector("body[data-dsh-jupyter='active']", state="attached", timeout=KERNEL_TIMEOUT_MS)
+        self.page.wait_for_selector(f"{self.scope} .jp-Cell", timeout=KERNEL_TIMEOUT_MS)
+        if self.server.app == "lab":
+            self.page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=KERNEL_TIMEOUT_MS)
+        return self
+
+    def cell(self, index: int) -> Any:
+        return self.page.locator(f"{self.scope} .jp-Cell").nth(index)
+
+    def editor(self, index: int) -> Any:
+        return self.cell(index).locator(".jp-InputArea-editor")
+
+    def source(self, index: int) -> str:
+        """The cell's text as the editor shows it."""
+        return str(self.cell(index).locator(".cm-content").inner_text())
+
+    def focus_end(self, index: int) -> None:
+        """Put the caret at the end of cell ``index`` (edit mode)."""
+        self.editor(index).click()
+        self.page.keyboard.press("Control+End")
+
+    def run(self, index: int, *, timeout: float = KERNEL_TIMEOUT_MS) -> Any:
+        """Run cell ``index`` with Shift+Enter and wait until its execution count is shown; its output area."""
+        from playwright.sync_api import expect
+
+        self.editor(index).click()
+        self.page.keyboard.press("Shift+Enter")
+        prompt = self.cell(index).locator(".jp-InputArea-prompt")
+        expect(prompt).to_have_text(re.compile(r"\[\d+\]"), timeout=timeout)
+        return self.cell(index).locator(".jp-OutputArea")
+
+    def output_text(self, index: int) -> str:
+        return str(self.cell(index).locator(".jp-OutputArea").inner_text())
+
+    def screenshot(self, request: pytest.FixtureRequest, step: str) -> Path:
+        path = artifact_path(request, step)
+        self.page.screenshot(path=str(path), full_page=True)
+        return path

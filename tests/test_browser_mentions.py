@@ -1,0 +1,178 @@
+"""In a real browser: a ``%%dsh`` turn on the offline model, ``@`` completion of an earlier session and
+the reference-context renderer, in JupyterLab 4 and in Notebook 7.
+
+Each app gets its own ``jupyter`` server (started here, on 127.0.0.1) over a temporary root holding
+earlier sessions written with the real JSONL store. The browser is Debian chromium, driven headless.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from browser_helpers import (
+    PAGE_TIMEOUT_MS,
+    JupyterServer,
+    NotebookPage,
+    PageWatch,
+    launched_browser,
+    require_chromium,
+    require_notebook7,
+    running_server,
+    write_notebook,
+    write_session,
+)
+from dsh_jupyter.references.mentions import format_session_reference_mention
+
+pytestmark = pytest.mark.browser
+
+FOLDER = "project"
+NOTEBOOK = f"{FOLDER}/mentions.ipynb"
+TARGET_ID = "analysis-1"
+TARGET_TITLE = "Quarterly revenue analysis"
+CELLS = (
+    "%load_ext dsh_jupyter",
+    "%%dsh\nHello! What can you do in this notebook?",
+    "%%dsh\nWhat did we conclude in ",
+)
+
+
+@dataclass
+class Root:
+    """A server root with earlier sessions beside the notebook."""
+
+    path: Path
+    target_seq: int
+
+
+def make_root(path: Path) -> Root:
+    folder = path / FOLDER
+    here = os.path.realpath(folder)
+    target_seq = write_session(folder, TARGET_ID, TARGET_TITLE, cwd=here, created_at=1_787_000_000_000, turns=2)
+    write_session(folder, "cleanup-2", "Data cleanup notes", cwd=here, created_at=1_787_000_100_000)
+    write_session(folder, "other-3", "Unrelated experiment", cwd="/elsewhere", created_at=1_787_000_200_000)
+    write_notebook(path / NOTEBOOK, *CELLS)
+    return Root(path, target_seq)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with launched_browser() as browser:
+        yield browser
+
+
+def _server(app: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, Root]]:
+    require_chromium()
+    if app == "notebook":
+        require_notebook7()
+    root = make_root(tmp_path_factory.mktemp(f"{app}-root"))
+    with running_server(app, root.path, tmp_path_factory.mktemp(f"{app}-state")) as server:
+        yield server, root
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, Root]]:
+    yield from _server("lab", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def notebook7(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, Root]]:
+    yield from _server("notebook", tmp_path_factory)
+
+
+def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytest.FixtureRequest) -> None:
+    """Run a turn, complete ``@qua`` to the target session from the popup, run it, inspect the sources."""
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(PAGE_TIMEOUT_MS)
+        watch = PageWatch()
+        watch.attach(page)
+        nb = NotebookPage(page, server, NOTEBOOK).open()
+
+        nb.run(0)
+        expect(nb.cell(0).locator(".jp-OutputArea-output")).to_have_count(0)
+
+        answer = nb.run(1)
+        expect(answer).to_contain_text("Offline model (no API key needed)")
+        expect(answer).to_contain_text("Hello! What can you do in this notebook?")
+        expect(answer.locator(".jp-RenderedMarkdown").first).to_be_visible()
+        nb.screenshot(request, "1-offline-answer")
+
+        # `@` alone opens the popup (no Tab): every session of the folder is offered.
+        nb.focus_end(2)
+        page.keyboard.type("@")
+        popup = page.locator(".jp-Completer")
+        sessions = popup.locator(".jp-DshCompleter-session")
+        expect(sessions.first).to_be_visible()
+        # Ranked as the server ranks them: this folder first (newest first), then other folders. The
+        # notebook's own session (made by the turn above) is in the same store, so the list has four.
+        expect(sessions).to_have_count(4)
+        titles = sessions.locator(".jp-DshCompleter-title").all_inner_texts()
+        assert titles[1:] == ["Data cleanup notes", TARGET_TITLE, "Unrelated experiment"], titles
+        # A few letters narrow it to the one session whose label, id or folder holds them.
+        page.keyboard.type("qua")
+        expect(sessions).to_have_count(1)
+        row = sessions.first
+        expect(row.locator(".jp-DshCompleter-title")).to_have_text(TARGET_TITLE)
+        expect(row.locator(".jp-DshCompleter-detail")).to_contain_text(TARGET_ID)
+        nb.screenshot(request, "2-completion-popup")
+
+        row.click()
+        expect(popup).to_be_hidden()
+        mention = format_session_reference_mention(TARGET_ID, TARGET_TITLE)
+        assert nb.source(2) == f"%%dsh\nWhat did we conclude in {mention}"
+        nb.screenshot(request, "3-mention-inserted")
+
+        output = nb.run(2)
+        rendered = output.locator(".jp-DshReferenceContext")
+        expect(rendered).to_have_count(1)
+        expect(output).to_contain_text("Offline model (no API key needed)")
+        summary = rendered.locator("details.jp-DshReferenceContext-list > summary")
+        expect(summary).to_have_text(f"Referenced 1 session: {TARGET_TITLE}")
+        fields = rendered.locator("dl.jp-DshReferenceContext-fields")
+        expect(fields).to_be_hidden()  # collapsed until opened
+        summary.click()
+        expect(rendered.locator(".jp-DshReferenceContext-target")).to_be_visible()
+        source = rendered.locator("details.jp-DshReferenceContext-source")
+        expect(source.locator("summary .jp-DshReferenceContext-label")).to_have_text(TARGET_TITLE)
+        expect(source.locator("summary .jp-DshReferenceContext-id")).to_have_text(TARGET_ID)
+        source.locator("summary").click()
+        expect(fields).to_be_visible()
+        rows = dict(zip(fields.locator("dt").all_inner_texts(), fields.locator("dd").all_inner_texts(), strict=True))
+        assert rows["Label"] == TARGET_TITLE
+        assert rows["Session id"] == TARGET_ID
+        assert rows["Captured through seq"] == str(root.target_seq)
+        assert rows["Compacted"] == "no"
+        assert rows["Messages retained"] == "4 of 4"
+        assert rows["Truncated"] == "no"
+        # The offline model saw the snapshot: it reports the referenced session by label.
+        expect(output).to_contain_text(TARGET_TITLE)
+        rendered.scroll_into_view_if_needed()
+        nb.screenshot(request, "4-reference-context")
+
+        assert watch.dialogs == []
+        assert watch.errors == []
+    finally:
+        context.close()
+
+
+def test_lab_mention_completion_and_reference_context(
+    browser: Any, lab: tuple[JupyterServer, Root], request: pytest.FixtureRequest
+) -> None:
+    server, root = lab
+    mention_flow(browser, server, root, request)
+
+
+def test_notebook7_mention_completion_and_reference_context(
+    browser: Any, notebook7: tuple[JupyterServer, Root], request: pytest.FixtureRequest
+) -> None:
+    server, root = notebook7
+    mention_flow(browser, server, root, request)
