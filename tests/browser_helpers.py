@@ -377,7 +377,7 @@ class PageWatch:
             dialog.dismiss()
 
         page.on("dialog", on_dialog)
-        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on("pageerror", lambda error: self.errors.append(f"{error}\n{error.stack}"))
 
 
 class NotebookPage:
@@ -401,6 +401,9 @@ class NotebookPage:
         self.page.wait_for_selector(f"{self.scope} .jp-Cell", timeout=KERNEL_TIMEOUT_MS)
         if self.server.app == "lab":
             self.page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=KERNEL_TIMEOUT_MS)
+        else:  # Notebook 7 has no status bar; its indicator goes initializing -> unknown -> idle
+            self.page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", state="attached",
+                                        timeout=KERNEL_TIMEOUT_MS)
         return self
 
     def cell(self, index: int) -> Any:
@@ -422,9 +425,15 @@ class NotebookPage:
         """Run cell ``index`` with Shift+Enter and wait until its execution count is shown; its output area."""
         from playwright.sync_api import expect
 
-        self.editor(index).click()
-        self.page.keyboard.press("Shift+Enter")
         prompt = self.cell(index).locator(".jp-InputArea-prompt")
+        for _attempt in range(3):
+            self.editor(index).click()
+            self.page.keyboard.press("Shift+Enter")
+            try:  # queued ([*]) or done ([n]); a key press lost while the page settles leaves [ ]
+                expect(prompt).not_to_have_text(re.compile(r"^\[ \]"), timeout=3_000)
+                break
+            except AssertionError:
+                continue
         expect(prompt).to_have_text(re.compile(r"\[\d+\]"), timeout=timeout)
         return self.cell(index).locator(".jp-OutputArea")
 

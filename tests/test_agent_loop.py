@@ -341,3 +341,25 @@ async def test_full_loop_bash_sees_current_managed_env_and_no_stale_values(tmp_p
     assert "absent" in output  # the log is written at the first turn end, not before
     assert os.path.exists(agent.locate().path)
     assert store.load(agent.id).header.id == agent.id
+
+
+def test_reasoning_is_sent_back_only_within_a_tool_using_step() -> None:
+    from dsh_jupyter.agent.request import surface_to_messages
+    from dsh_jupyter.session import SessionHeader, SessionLog
+    from dsh_jupyter.session.messages import assistant_message, user_message
+
+    log = SessionLog(SessionHeader.new("/tmp"))
+    source = {"kind": "model", "provider": "deepseek", "model": "m"}
+    log.append("user/message", user_message("old prompt"))
+    old = assistant_message([{"type": "reasoning", "text": "old thoughts"},
+                             {"type": "tool-call", "id": "a", "name": "bash", "arguments": "{}"}], source)
+    log.append("assistant/message", {"turn": 1, "step": 1, "message": old})
+    log.append("user/message", user_message("new prompt"))
+    new = assistant_message([{"type": "reasoning", "text": "new thoughts"},
+                             {"type": "tool-call", "id": "b", "name": "bash", "arguments": "{}"}], source)
+    log.append("assistant/message", {"turn": 2, "step": 1, "message": new})
+    plain = surface_to_messages(log.surface())
+    assert all("reasoning_content" not in m for m in plain)
+    deepseek = surface_to_messages(log.surface(), reasoning_in_tool_steps=True)
+    assistants = [m for m in deepseek if m["role"] == "assistant"]
+    assert "reasoning_content" not in assistants[0] and assistants[1]["reasoning_content"] == "new thoughts"

@@ -596,9 +596,13 @@ class Agent:
     def _tool_specs(self) -> list[ToolSpec]:
         return [ToolSpec(s["name"], s["description"], s["parameters"]) for s in self.tools.specs()]
 
+    def _request_messages(self) -> list[dict[str, Any]]:
+        return surface_to_messages(self.session.surface(), self.config.system_prompt,
+                                   reasoning_in_tool_steps=self.model.info.provider == "deepseek")
+
     async def _model_step(self, turn: int, step: int) -> tuple[str, list[dict[str, Any]]]:
         request = ModelRequest(
-            messages=surface_to_messages(self.session.surface(), self.config.system_prompt),
+            messages=self._request_messages(),
             tools=self._tool_specs(), max_tokens=self.config.max_tokens, purpose="turn",
         )
         blocks: list[dict[str, Any]] = []
@@ -733,8 +737,8 @@ class Agent:
     # -- replay --------------------------------------------------------------------------------------
     def next_request(self) -> ModelRequest:
         """The request the next step would send (from the log alone; used to check replay)."""
-        return ModelRequest(messages=surface_to_messages(self.session.surface(), self.config.system_prompt),
-                            tools=self._tool_specs(), max_tokens=self.config.max_tokens, purpose="turn")
+        return ModelRequest(messages=self._request_messages(), tools=self._tool_specs(),
+                            max_tokens=self.config.max_tokens, purpose="turn")
 
     async def close(self) -> None:
         if self.writer is not None:

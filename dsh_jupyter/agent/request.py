@@ -25,12 +25,26 @@ def _tool_result_text(message: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def surface_to_messages(surface: Iterable[Event], system_prompt: str | None = None) -> list[dict[str, Any]]:
-    """Chat messages for a model request, in surface order."""
+def _reasoning_of(blocks: Iterable[Any]) -> str:
+    return "".join(
+        b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "reasoning" and isinstance(b.get("text"), str)
+    )
+
+
+def surface_to_messages(surface: Iterable[Event], system_prompt: str | None = None, *,
+                        reasoning_in_tool_steps: bool = False) -> list[dict[str, Any]]:
+    """Chat messages for a model request, in surface order.
+
+    ``reasoning_in_tool_steps`` sends back the reasoning of assistant messages that called tools since the
+    last user prompt as ``reasoning_content`` (DeepSeek's thinking mode needs it within a tool-using turn;
+    other endpoints never see the field).
+    """
     messages: list[dict[str, Any]] = []
+    surface = list(surface)
+    last_prompt = max((i for i, e in enumerate(surface) if e.type == USER_MESSAGE), default=-1)
     if system_prompt:
         messages.append({"role": "system", "content": system_prompt})
-    for event in surface:
+    for position, event in enumerate(surface):
         message = event.message
         if message is None:
             continue
@@ -52,6 +66,10 @@ def surface_to_messages(surface: Iterable[Event], system_prompt: str | None = No
             entry: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
                 entry["tool_calls"] = calls
+                if reasoning_in_tool_steps and position > last_prompt:
+                    reasoning = _reasoning_of(content)
+                    if reasoning:
+                        entry["reasoning_content"] = reasoning
             messages.append(entry)
         elif event.type == TOOL_RESULT:
             source = message.get("source") or {}
