@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         where = p.add_mutually_exclusive_group()
         where.add_argument("--store", metavar="DIR",
                            help="the session store to use (default: ./.dsh/sessions, or $DSH_SESSIONS_DIR)")
-        where.add_argument("--all", action="store_true", help="every store the catalog knows")
+        where.add_argument("--all", action="store_true",
+                           help="every store the catalog knows (and the current folder's store)")
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     p = commands.add_parser("list", help="sessions, newest first",
@@ -156,6 +157,11 @@ def _local_store(option: str | None) -> str:
 def _scope(catalog: Catalog, args: argparse.Namespace) -> list[str] | None:
     """The store roots a command looks at (``None``: every known store), indexed and up to date."""
     if getattr(args, "all", False):
+        from .store.paths import default_sessions_dir
+
+        here = default_sessions_dir()
+        if here.is_dir():
+            catalog.register_store(here)  # the store of the current folder counts as known
         report = catalog.sync(budget=None)
         _warn_errors(report.errors)
         return None

@@ -116,3 +116,33 @@ async def test_sqlite_sessions_give_hooks_no_transcript(tmp_path: Path) -> None:
     await agent.send("hello")
     assert json.loads((out / "claude" / "stdin.bin").read_bytes())["transcript_path"] == ""
     assert json.loads((out / "codex" / "stdin.bin").read_bytes())["transcript_path"] is None
+
+
+async def test_stop_hook_keeps_the_turn_going_once(tmp_path: Path) -> None:
+    hooks = HookRunner([ClaudeCodeHooks(settings("Stop", f"{PY} {SCRIPTS / 'stop_gate.py'}"))])
+    model = ScriptedModel(say("done early"), say("ran the tests, now done"))
+    agent = Agent.create(JsonlStore(tmp_path / "s"), model, cwd=str(tmp_path), hooks=hooks)
+    result = await agent.send("fix the bug")
+    assert result.reason == "completed" and result.text == "ran the tests, now done"
+    feedback = [e.data for e in agent.session.events if e.type == "user/message"][-1]
+    assert feedback["source"] == {"kind": "plugin", "plugin": "hooks"}
+    assert feedback["content"][0]["text"] == "run the test suite before finishing"
+    assert sum(e.type == "step/start" for e in agent.session.events) == 2
+
+
+async def test_post_tool_hook_context_reaches_the_next_step(tmp_path: Path) -> None:
+    script = tmp_path / "note.sh"
+    script.write_text("#!/bin/sh\ncat > /dev/null\n"
+                      "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PostToolUse\", "
+                      "\"additionalContext\": \"remember to lint\"}}'\n")
+    hooks = HookRunner([ClaudeCodeHooks({"hooks": {"PostToolUse": [{"matcher": "bash", "hooks": [
+        {"type": "command", "command": f"sh {script}"}]}]}})])
+    tools = ToolRegistry()
+    tools.register(ShellLike())
+    model = ScriptedModel(call("bash", json.dumps({"command": "ls"}), "c1"), say("ok"))
+    agent = Agent.create(JsonlStore(tmp_path / "s"), model, cwd=str(tmp_path), hooks=hooks, tools=tools)
+    await agent.send("list files")
+    texts = [m["content"] for m in model.requests[-1].messages if m["role"] == "user"]
+    assert texts[-1] == "remember to lint"
+    note = [e.data for e in agent.session.events if e.type == "user/message"][-1]
+    assert note["source"] == {"kind": "plugin", "plugin": "hooks-claude-code"}

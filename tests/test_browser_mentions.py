@@ -16,14 +16,13 @@ from typing import Any
 import pytest
 
 from browser_helpers import (
-    PAGE_TIMEOUT_MS,
     JupyterServer,
     NotebookPage,
-    PageWatch,
     launched_browser,
     require_chromium,
     require_notebook7,
     running_server,
+    watched_page,
     write_notebook,
     write_session,
 )
@@ -60,7 +59,7 @@ def make_root(path: Path) -> Root:
     return Root(path, target_seq)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def browser() -> Iterator[Any]:
     with launched_browser() as browser:
         yield browser
@@ -89,12 +88,7 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
     """Run a turn, complete ``@qua`` to the target session from the popup, run it, inspect the sources."""
     from playwright.sync_api import expect
 
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    try:
-        page = context.new_page()
-        page.set_default_timeout(PAGE_TIMEOUT_MS)
-        watch = PageWatch()
-        watch.attach(page)
+    with watched_page(browser) as (page, watch):
         nb = NotebookPage(page, server, NOTEBOOK).open()
 
         nb.run(0)
@@ -153,15 +147,17 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         assert rows["Compacted"] == "no"
         assert rows["Messages retained"] == "4 of 4"
         assert rows["Truncated"] == "no"
-        # The offline model saw the snapshot: it reports the referenced session by label.
-        expect(output).to_contain_text(TARGET_TITLE)
+        # Our renderer, not the text/html fallback of the same bundle, drew it.
+        expect(output.locator("details.dsh-reference-context")).to_have_count(0)
+        # The offline model received the snapshot: its answer reports the referenced session.
+        answer = output.locator(".jp-RenderedMarkdown")
+        expect(answer.filter(has_text="You referenced 1 session")).to_contain_text(
+            f"session {TARGET_ID}, cwd {os.path.realpath(root.path / FOLDER)}, captured through seq {root.target_seq}")
         rendered.scroll_into_view_if_needed()
         nb.screenshot(request, "4-reference-context")
 
         assert watch.dialogs == []
         assert watch.errors == []
-    finally:
-        context.close()
 
 
 def test_lab_mention_completion_and_reference_context(

@@ -656,3 +656,78 @@ assert.equal(button.disabled, false);
 console.log("ok");
 """
     assert run_view_scenario(tmp_path, STATIC / "prompt.js", scenario).strip() == "ok"
+
+
+# --------------------------------------------------------------------------- picker: message-body search toggle
+
+class BodyHost(FakeHost):
+    """A host whose candidates() can also search message bodies (as the session catalog does)."""
+
+    bodies: dict[str, str] = {"id-3": "we discussed parquet partitions"}
+
+    def candidates(self, query: str, limit: int | None = None, *, body: bool = False) -> list[dict[str, Any]]:
+        rows = super().candidates(query, limit)
+        if body:
+            self.calls.append(("body", query))
+            ids = {r["sessionId"] for r in rows}
+            rows += [dict(s) for s in self.sessions
+                     if s["sessionId"] not in ids and query.lower() in self.bodies.get(s["sessionId"], "")]
+        return rows
+
+
+def body_host() -> BodyHost:
+    return BodyHost(sessions=[candidate("id-1", "alpha", created_at=2), candidate("id-3", "gamma", created_at=1)])
+
+
+def test_picker_body_toggle_searches_message_bodies() -> None:
+    host = body_host()
+    picker = MentionPicker(host)
+    assert picker.search("parquet") == []
+    assert [r["sessionId"] for r in picker.search("parquet", body=True)] == ["id-3"]
+    picker.query = "parquet"
+    assert picker.results == []
+    picker.body = True  # ticking the box from Python searches again
+    assert [r["sessionId"] for r in picker.results] == ["id-3"] and ("body", "parquet") in host.calls
+    response = invoke(picker, "search_command", {"query": "parquet", "seq": 1, "view": "v", "body": False})
+    assert response["results"] == []
+    response = invoke(picker, "search_command", {"query": "parquet", "seq": 2, "view": "v"})  # default: the toggle
+    assert [r["sessionId"] for r in response["results"]] == ["id-3"]
+    assert "true or false" in invoke(picker, "search_command", {"query": "x", "seq": 3, "body": "yes"})["error"]
+    with pytest.raises(TypeError, match="True or False"):
+        picker.search("x", body="yes")  # type: ignore[arg-type]
+
+
+def test_picker_body_toggle_needs_a_host_that_can_search_bodies(host: FakeHost) -> None:
+    picker = MentionPicker(host)
+    with pytest.raises(ValueError, match="cannot search message bodies"):
+        picker.search("alpha", body=True)
+    picker.body = True
+    assert picker.results == [] and "cannot search message bodies" in picker.error
+    assert "cannot search message bodies" in invoke(picker, "search_command",
+                                                    {"query": "a", "seq": 1, "view": "v"})["error"]
+
+
+def test_picker_body_toggle_in_node(tmp_path: Path) -> None:
+    scenario = r"""
+const model = new Model({ query: "", placeholder: "search", _revision: 0, body: false });
+const { calls, invoke } = fakeInvoke();
+const el = new Element("div");
+const dispose = view.render({ model, el, experimental: { invoke } });
+const box = el.byClass("dsh-picker-body-toggle")[0];
+assert.equal(box.type, "checkbox");
+assert.equal(box.checked, false);
+assert.ok(el.byClass("dsh-picker-body")[0].textContent.includes("search message bodies"));
+assert.equal(calls[0].msg.body, false);
+box.checked = true; box.fire("change");
+assert.equal(model.get("body"), true);
+assert.ok(model.saved >= 1);
+assert.equal(calls[calls.length - 1].msg.body, true);
+const before = calls.length;
+model.set("body", false);  // unticked from Python: the box follows and searches again
+assert.equal(box.checked, false);
+assert.equal(calls.length, before + 1);
+assert.equal(calls[calls.length - 1].msg.body, false);
+dispose();
+console.log("ok");
+"""
+    assert run_view_scenario(tmp_path, STATIC / "picker.js", scenario).strip() == "ok"

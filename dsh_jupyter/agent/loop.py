@@ -54,9 +54,10 @@ from ..session.messages import (
     user_message,
 )
 from ..store.base import SessionStore, SessionWriter
-from ..tools.base import ToolExecution, ToolOutput, ToolRegistry
+from ..tools.base import ToolExecution, ToolOutput, ToolRegistry, parse_arguments
 from . import events as ev
 from .compaction import COMPACTION_INSTRUCTIONS, checkpoint_content, plan_compaction
+from .hooks import HOOK_FEEDBACK_SOURCE, HookGate
 from .inbox import REQUEST_DELIMITER, InboxRecord, Placement, thaw
 from .prompt_submit import Allow, Block, PromptSubmission, PromptSubmitHooks
 from .request import estimate_tokens, surface_to_messages
@@ -395,13 +396,20 @@ class Agent:
         self._tool_cancel = threading.Event()
         turn = self._turn + 1
         try:
-            if self.hooks is not None and not self._session_started:
-                await self._hook_session_start("startup")
+            gate = self._gate()
+            if gate is not None and not self._session_started:
+                self._session_started = True
+                for context in (await gate.session_start(self._turn, "startup")).contexts:
+                    self.inject(context["content"], source=context["source"])
             decision = await self.prompt_submit.run(
                 PromptSubmission(thaw(record.content), thaw(record.source), self.id, turn))
             hook_contexts: list[dict[str, Any]] = []
-            if isinstance(decision, Allow) and self.hooks is not None:
-                decision, hook_contexts = await self._hook_prompt(decision, record, turn)
+            if isinstance(decision, Allow) and gate is not None:
+                direct = decision.content if decision.content is not None else thaw(record.content)
+                answer = await gate.prompt(turn, blocks_text(direct, ""))
+                if answer.blocked:
+                    decision = Block(answer.reason or "blocked")
+                hook_contexts = answer.contexts
             if isinstance(decision, Block):
                 self._drop_queue()
                 self._emit(ev.TurnEnded(turn, "blocked", decision.reason))
@@ -414,46 +422,10 @@ class Agent:
             self._cancel_event = None
             self._tool_cancel = None
 
-    async def _hook_session_start(self, source: str) -> None:
-        self._session_started = True
-        try:
-            outcome = await self.hooks.session_start(self._hook_context(None), source)
-        except Exception as exc:
-            self._emit(ev.Notice(self._turn, f"SessionStart hook failed: {exc}", "warning"))
-            return
-        self._hook_notices(outcome, self._turn)
-        for text, source_marker in self._hook_context_items(outcome):
-            self.inject(text, source=source_marker)
-
-    async def _hook_prompt(self, decision: Allow, record: InboxRecord,
-                           turn: int) -> tuple[Allow | Block, list[dict[str, Any]]]:
-        content = decision.content if decision.content is not None else thaw(record.content)
-        prompt = blocks_text(content, "")
-        outcome = await self.hooks.user_prompt_submit(self._hook_context(turn), prompt)
-        self._hook_notices(outcome, turn)
-        if getattr(outcome, "blocked", False):
-            return Block(getattr(outcome, "reason", None) or "blocked by a UserPromptSubmit hook"), []
-        if getattr(outcome, "halt", False):
-            return Block(getattr(outcome, "halt_reason", None) or "a UserPromptSubmit hook stopped the session"), []
-        contexts = [{"content": [text_block(text)], "source": source}
-                    for text, source in self._hook_context_items(outcome)]
-        return decision, contexts
-
-    def _hook_notices(self, outcome: Any, turn: int) -> None:
-        """Show hook warnings (failed or odd hooks) and ``systemMessage`` texts to the user."""
-        for warning in getattr(outcome, "warnings", ()) or ():
-            self._emit(ev.Notice(turn, warning, "warning"))
-        for message in getattr(outcome, "system_messages", ()) or ():
-            self._emit(ev.Notice(turn, message, "info"))
-
-    @staticmethod
-    def _hook_context_items(outcome: Any) -> list[tuple[str, dict[str, Any]]]:
-        """``(text, source)`` pairs of context a hook asked to add."""
-        contexts = getattr(outcome, "contexts", None)
-        if callable(contexts):
-            return [(text, dict(source)) for text, source in contexts()]
-        source = {"kind": "plugin", "plugin": "hooks"}
-        return [(text, dict(source)) for text in getattr(outcome, "additional_context", ()) or ()]
+    def _gate(self) -> HookGate | None:
+        if self.hooks is None:
+            return None
+        return HookGate(self.hooks, self._hook_context, self._emit)
 
     def _hook_context(self, turn: int | None) -> Any:
         from ..tools.hooks import HookContext
@@ -670,19 +642,14 @@ class Agent:
     async def _run_tool(self, turn: int, call: dict[str, Any]) -> ToolOutput:
         name, arguments = call["name"], call["arguments"]
         self._emit(ev.ToolStarted(turn, call["id"], name, arguments))
-        if self.hooks is not None:
-            from ..tools.base import parse_arguments
-
-            parsed = parse_arguments(arguments)
-            decision = await self.hooks.pre_tool_use(self._hook_context(turn), name,
-                                                     parsed if isinstance(parsed, dict) else {}, call["id"])
-            self._hook_notices(decision, turn)
-            asks = getattr(decision, "ask", False)
-            if getattr(decision, "deny", False) or getattr(decision, "halt", False) or asks:
-                reason = getattr(decision, "reason", None) or getattr(decision, "halt_reason", None) or (
-                    "a PreToolUse hook asked for the user's approval, which this host cannot request"
-                    if asks else "denied by a PreToolUse hook")
-                output = ToolOutput(f"The tool call was not run: {reason}", is_error=True, meta={"denied": True})
+        gate = self._gate()
+        parsed = parse_arguments(arguments)
+        tool_input = parsed if isinstance(parsed, dict) else {}
+        if gate is not None:
+            answer = await gate.pre_tool(turn, name, tool_input, call["id"])
+            if answer.blocked:
+                output = ToolOutput(f"The tool call was not run: {answer.reason}", is_error=True,
+                                    meta={"denied": True})
                 self._emit(ev.ToolFinished(turn, call["id"], name, output.text, True))
                 return output
         execution = self.execution(call["id"])
@@ -703,19 +670,10 @@ class Agent:
             raise _Interrupted()
         output = task.result()
         self._emit(ev.ToolFinished(turn, call["id"], name, output.text, output.is_error))
-        if self.hooks is not None:
-            from ..tools.base import parse_arguments
-
-            parsed = parse_arguments(arguments)
-            after = await self.hooks.post_tool_use(self._hook_context(turn), name,
-                                                   parsed if isinstance(parsed, dict) else {}, call["id"],
-                                                   output.text)
-            self._hook_notices(after, turn)
-            if getattr(after, "blocked", False) and getattr(after, "reason", None):
-                self.inject(f"PostToolUse hook feedback on {name}: {after.reason}",
-                            source={"kind": "plugin", "plugin": "hooks"})
-            for text, source in self._hook_context_items(after):
-                self.inject(text, source=source)
+        if gate is not None:
+            answer = await gate.post_tool(turn, name, tool_input, call["id"], output.text)
+            for context in answer.contexts:
+                self.inject(context["content"], source=context["source"])
         return output
 
     def _write_tool_result(self, turn: int, step: int, call: dict[str, Any], output: ToolOutput,
@@ -727,12 +685,11 @@ class Agent:
         self.session.append(TOOL_RESULT, data, source_event_seqs=[call_seq])
 
     async def _hook_stop(self, turn: int, text: str, active: bool) -> list[InboxRecord]:
-        outcome = await self.hooks.stop(self._hook_context(turn), text, stop_hook_active=active)
-        self._hook_notices(outcome, turn)
-        if getattr(outcome, "blocked", False) and not active:
-            reason = getattr(outcome, "reason", None) or "a Stop hook asked the agent to continue"
-            return [InboxRecord.create(reason, source={"kind": "plugin", "plugin": "hooks"}, kind="inject")]
-        return []
+        gate = self._gate()
+        answer = await gate.stop(turn, text, active) if gate is not None else None
+        if answer is None or not answer.blocked:
+            return []
+        return [InboxRecord.create(answer.reason or "continue", source=HOOK_FEEDBACK_SOURCE, kind="inject")]
 
     # -- replay --------------------------------------------------------------------------------------
     def next_request(self) -> ModelRequest:

@@ -38,7 +38,7 @@ import time
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ..store.paths import LOG_NAME
 from . import registry
@@ -82,7 +82,7 @@ LEASE_MS = 30_000
 #: Writes are committed in batches of about this long (bulk work without a deadline: longer batches, which
 #: index faster; readers never wait for them, and a keystroke that needs to write meanwhile skips saving).
 BATCH_SECONDS = 0.05
-BULK_BATCH_SECONDS = 0.5
+BULK_BATCH_SECONDS = 0.25
 #: A folder mtime this close to now is not trusted (a change in the same clock tick could hide behind it).
 RACY_NS = 100_000_000
 #: How long after a failure to open the catalog it is tried again.
@@ -129,6 +129,12 @@ class SyncReport:
 
 
 @dataclass(frozen=True)
+class _Refreshed:
+    rows: dict[int, Row | None]
+    saved: bool
+
+
+@dataclass(frozen=True)
 class _Store:
     id: int
     root: str
@@ -170,9 +176,9 @@ class Catalog:
         self.fallback_budget = fallback_budget
         self.listing_budget = listing_budget
         self.background = background
-        self._lock = threading.RLock()
-        self._conn: sqlite3.Connection | None = None
-        self._conn_ino: int | None = None
+        self._lock = threading.RLock()  # opening, recovery and the worker; queries do not take it
+        self._local = threading.local()  # one connection per thread: no thread waits for another's reads
+        self._conns: list[sqlite3.Connection] = []
         self._retry_at = 0.0
         self._unavailable_reason = ""
         self._known: set[str] = set()
@@ -181,7 +187,6 @@ class Catalog:
         self._closed = False
         #: Set when the last query had to fall back to reading logs and did not finish in time.
         self.last_query_complete = True
-        self._unsaved = False
 
     def __repr__(self) -> str:
         return f"Catalog({str(self.path)!r})"
@@ -209,38 +214,46 @@ class Catalog:
 
     @contextlib.contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        """The foreground connection, under the lock; SQLite errors become :class:`CatalogUnavailable`."""
-        with self._lock:
-            if self._closed:
-                raise CatalogUnavailable("the catalog was closed")
-            if self._conn is not None and _inode(self.path) != self._conn_ino:
-                # The file was replaced (set aside after damage, or removed): use the new one.
-                self._drop_connection()
-            if self._conn is None:
+        """This thread's connection; SQLite errors become :class:`CatalogUnavailable` (and trigger recovery)."""
+        if self._closed:
+            raise CatalogUnavailable("the catalog was closed")
+        local = self._local
+        conn: sqlite3.Connection | None = getattr(local, "conn", None)
+        if conn is not None and _inode(self.path) != local.ino:
+            self._drop_connection()  # the file was replaced (set aside after damage, or removed)
+            conn = None
+        if conn is None:
+            with self._lock:
                 if time.monotonic() < self._retry_at:
                     raise CatalogUnavailable(self._unavailable_reason)
                 try:
-                    self._conn = self._connect(FOREGROUND_BUSY_MS)
-                    self._conn_ino = _inode(self.path)
+                    conn = self._connect(FOREGROUND_BUSY_MS)
                 except sqlite3.DatabaseError as exc:
-                    self._conn = None
                     self._failed(exc)
                 except OSError as exc:
                     self._retry_at = time.monotonic() + RETRY_SECONDS
                     self._unavailable_reason = f"cannot create the catalog at {self.path}: {exc}"
                     raise CatalogUnavailable(self._unavailable_reason) from exc
-            try:
-                yield self._conn
-            except sqlite3.DatabaseError as exc:
-                self._failed(exc)
+                local.conn, local.ino = conn, _inode(self.path)
+                self._conns.append(conn)
+        try:
+            yield conn
+        except sqlite3.DatabaseError as exc:
+            self._failed(exc)
+        except sqlite3.ProgrammingError as exc:  # closed under us (close() at shutdown)
+            self._drop_connection()
+            raise CatalogUnavailable(f"the catalog {self.path} was closed: {exc}") from exc
 
-    def _failed(self, exc: sqlite3.DatabaseError) -> None:
-        """React to an SQLite error on the foreground connection, then raise :class:`CatalogUnavailable`."""
+    def _failed(self, exc: sqlite3.DatabaseError) -> NoReturn:
+        """React to an SQLite error on this thread's connection, then raise :class:`CatalogUnavailable`."""
         kind = error_kind(exc)
         if kind == "busy":
             raise CatalogUnavailable(f"the catalog {self.path} is busy: {exc}") from exc
         if kind == "corrupt":
-            self._recover(exc)
+            failed_ino = getattr(self._local, "ino", None)
+            self._drop_connection()
+            with self._lock:
+                self._recover(exc, failed_ino)
             raise CatalogCorrupt(f"the catalog {self.path} was damaged ({exc}); it is being rebuilt from the logs") \
                 from exc
         self._drop_connection()
@@ -249,16 +262,22 @@ class Catalog:
         raise CatalogUnavailable(self._unavailable_reason) from exc
 
     def _drop_connection(self) -> None:
-        if self._conn is not None:
+        """Close this thread's connection."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
             with contextlib.suppress(sqlite3.Error):
-                self._conn.close()
-            self._conn = None
+                conn.close()
+            with self._lock, contextlib.suppress(ValueError):
+                self._conns.remove(conn)
 
-    def _recover(self, exc: BaseException) -> None:
-        """Set a damaged catalog aside and start again from the logs (one process does it; others wait)."""
+    def _recover(self, exc: BaseException, failed_ino: int | None) -> None:
+        """Set a damaged catalog aside and start again from the logs (one process does it; others wait).
+
+        ``failed_ino`` is the inode of the file the failing connection had open: when the path now names
+        another file, someone already replaced it, and there is nothing to set aside."""
         from filelock import FileLock, Timeout
 
-        self._drop_connection()
         self._retry_at = time.monotonic() + 0.2
         self._unavailable_reason = f"the catalog {self.path} is being rebuilt"
         lock = FileLock(str(self.path) + ".rebuild.lock")
@@ -267,7 +286,7 @@ class Catalog:
         except Timeout:
             return  # another process is setting it aside; we reopen once it is done
         try:
-            if self._conn_ino is not None and _inode(self.path) not in (None, self._conn_ino):
+            if failed_ino is not None and _inode(self.path) not in (None, failed_ino):
                 return  # someone already replaced it with a new file: just reopen
             self._set_aside()
             log.warning("catalog: %s was damaged (%s); it was moved to %s.corrupt and is rebuilt from the logs",
@@ -291,9 +310,12 @@ class Catalog:
         with self._lock:
             self._closed = True
             worker, self._worker = self._worker, None
-            self._drop_connection()
+            conns, self._conns = self._conns, []
         if worker is not None:
             worker.stop()
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
 
     # ------------------------------------------------------------------------------------------ stores
     def register_store(self, root: str | os.PathLike[str]) -> str:
@@ -348,7 +370,7 @@ class Catalog:
                 stat = stat_log(path)
                 if found is None:
                     if stat is None:
-                        self._note_pending(conn, store_id, folder)
+                        self._try_write(conn, lambda c: self._note_pending(c, store_id, folder))
                         return
                     facts = read_full(path, folder, stat)
                     if facts is not None:
@@ -572,7 +594,7 @@ class Catalog:
         return facts if facts is not None else read_full(path, row.folder, stat)
 
     def _refresh(self, conn: sqlite3.Connection, roots: Mapping[int, str], changes: list[tuple[Row, LogStat | None]],
-                 *, attempts: int = 1) -> dict[int, Row | None]:
+                 *, attempts: int = 1) -> _Refreshed:
         """Re-read changed rows and write them; returns what they now are (``None``: gone), written or not."""
         updated: dict[int, Row | None] = {}
         work: list[tuple[Row, LogFacts | None, LogStat | None]] = []
@@ -592,10 +614,10 @@ class Catalog:
                 else:
                     apply_facts(c, row.store_id, row.folder, facts)
 
-        if not self._try_write(conn, write, attempts=attempts):
-            log.debug("catalog: busy; %d refreshed row(s) are used without being saved", len(work))
-            self._unsaved = True
-        return updated
+        if self._try_write(conn, write, attempts=attempts):
+            return _Refreshed(updated, True)
+        log.debug("catalog: busy; %d refreshed row(s) are used without being saved", len(work))
+        return _Refreshed(updated, False)
 
     @staticmethod
     def _try_write(conn: sqlite3.Connection, fn: Any, *, attempts: int = 1) -> bool:
@@ -680,8 +702,9 @@ class Catalog:
         return True if worker is None else worker.wait_idle(timeout)
 
     # ------------------------------------------------------------------------------------------ freshness
-    def _freshen(self, conn: sqlite3.Connection) -> dict[int, _Store]:
-        """Steps 1–3 of the module docstring; returns the stores as they are now.
+    def _freshen(self, conn: sqlite3.Connection) -> tuple[dict[int, _Store], dict[int, Row | None]]:
+        """Steps 1–3 of the module docstring; returns the stores as they are now, and the hot rows that were
+        re-read but could not be saved (the database was busy), for the query to use as they are now.
 
         Writes here are best effort: when another process holds the database, the work is left to the
         next query or to the background (the rows about to be returned are still checked, step 4).
@@ -736,9 +759,12 @@ class Catalog:
             f"SELECT {ROW_COLUMNS} FROM sessions WHERE mtime_ns > ? ORDER BY mtime_ns DESC LIMIT ?",
             (cutoff, HOT_LIMIT))]
         changes = [(row, stat) for row in hot if _changed(row, stat := stat_log(self._path(roots, row)))]
+        unsaved: dict[int, Row | None] = {}
         if changes:
-            self._refresh(conn, roots, changes)
-        return stores
+            refreshed = self._refresh(conn, roots, changes)
+            if not refreshed.saved:
+                unsaved = refreshed.rows
+        return stores, unsaved
 
     @staticmethod
     def _best_effort(fn: Any) -> bool:
@@ -787,14 +813,17 @@ class Catalog:
         self.last_query_complete = True
         try:
             with self._db() as conn:
-                stores = self._freshen(conn)
+                stores, unsaved = self._freshen(conn)
                 wanted = {s.id for s in stores.values() if only is None or s.root in only}
-                found.extend(self._ranked(conn, stores, wanted, target_cwd, needle, body_query, limit, exclude))
+                # Stores still being indexed: what is not indexed yet is read from the logs. The indexed set
+                # is taken before the ranked query, so a log indexed in between is found twice, never missed.
                 for store in stores.values():
                     if store.id in wanted and not store.ready and not store.missing:
                         indexed = {os.fsdecode(bytes(f)) for (f,) in conn.execute(
                             "SELECT folder FROM sessions WHERE store_id = ?", (store.id,))}
                         scan_sources.append(_unindexed(store.root, indexed))
+                found.extend(self._ranked(conn, stores, wanted, target_cwd, needle, body_query, limit, exclude,
+                                          unsaved))
             self._maybe_sweep()
         except CatalogUnavailable as exc:
             log.info("catalog: answering from the logs: %s", exc)
@@ -818,30 +847,42 @@ class Catalog:
 
     def _ranked(self, conn: sqlite3.Connection, stores: Mapping[int, _Store], store_ids: set[int],
                 target_cwd: str | None, needle: str, body_query: str | None, limit: int,
-                exclude: frozenset[str]) -> list[CatalogEntry]:
-        """Step 4: the ranked rows of ``store_ids``, each checked against its log before it is returned."""
+                exclude: frozenset[str], unsaved: Mapping[int, Row | None] | None = None) -> list[CatalogEntry]:
+        """Step 4: the ranked rows of ``store_ids``, each checked against its log before it is returned.
+
+        ``unsaved`` rows (re-read, not written: the database was busy) replace their stored version, and
+        join the answer when they now match."""
         if not store_ids:
             return []
         roots = {s.id: s.root for s in stores.values()}
         where = Filter(target_cwd, needle, body_query, exclude, None if len(store_ids) == len(stores) else store_ids)
-        overrides: dict[int, Row | None] = {}
+        overrides: dict[int, Row | None] = dict(unsaved or {})
         rows: list[Row] = []
         for _round in range(3):
-            self._unsaved = False
             rows = [r for r in (overrides.get(row.rowid, row) if row.rowid in overrides else row
                                 for row in select_rows(conn, where, limit)) if r is not None]
             changes = [(row, stat) for row in rows if _changed(row, stat := stat_log(self._path(roots, row)))]
             if not changes:
                 break
-            overrides.update(self._refresh(conn, roots, changes))
-            if self._unsaved:
-                break  # the database is busy: use the re-read rows as they are, without querying again
-        rows = [r for r in (overrides.get(row.rowid, row) if row.rowid in overrides else row for row in rows)
-                if r is not None]
+            refreshed = self._refresh(conn, roots, changes)
+            if refreshed.saved:
+                continue  # the next round reads the saved rows
+            overrides.update(refreshed.rows)
+            rows = [r for r in (overrides.get(row.rowid, row) if row.rowid in overrides else row for row in rows)
+                    if r is not None]
+            break  # the database is busy: use the re-read rows as they are, without querying again
         entries = [row.entry(roots[row.store_id]) for row in rows]
         if overrides:
-            # Rows re-read but not saved may no longer match the filter (body matches are kept as found).
+            # Rows re-read but not saved: drop those that no longer match, add those that now do.
+            present = {row.rowid for row in rows}
             entries = [e for e in entries if body_query is not None or e.matches(needle)]
+            for rowid, row in overrides.items():
+                if row is None or rowid in present or row.store_id not in store_ids or row.session_id in exclude:
+                    continue
+                entry = row.entry(roots[row.store_id])
+                if entry.matches(needle):
+                    entries.append(entry)
+            entries = _dedupe(sorted(entries, key=lambda e: e.order_key(target_cwd)), limit)
         return entries
 
     def select_candidates(self, query: Any, target: Any, needle: str, limit: int, cancel: Any = None, *,
@@ -896,14 +937,14 @@ class Catalog:
     def lookup(self, session_id: str) -> list[CatalogEntry]:
         """Every indexed copy of ``session_id`` (the primary copy first), checked against its log."""
         with self._db() as conn:
-            stores = self._freshen(conn)
+            stores, _ = self._freshen(conn)
             roots = {s.id: s.root for s in stores.values()}
             rows = [Row.from_sql(r) for r in conn.execute(
                 f"SELECT {ROW_COLUMNS} FROM sessions WHERE session_id = ? ORDER BY is_primary DESC, mtime_ns DESC",
                 (enc(session_id),))]
             changes = [(row, stat) for row in rows if _changed(row, stat := stat_log(self._path(roots, row)))]
             if changes:
-                updated = self._refresh(conn, roots, changes)
+                updated = self._refresh(conn, roots, changes).rows
                 rows = [r for r in (updated.get(row.rowid, row) if row.rowid in updated else row for row in rows)
                         if r is not None]
             notebook = conn.execute("SELECT notebook FROM notebooks WHERE session_id = ?",
@@ -917,7 +958,7 @@ class Catalog:
             return exact[:1]
         key = enc(text)
         with self._db() as conn:
-            stores = self._freshen(conn)
+            stores, _ = self._freshen(conn)
             roots = {s.id: s.root for s in stores.values()}
             rows = [Row.from_sql(r) for r in conn.execute(
                 f"SELECT {ROW_COLUMNS} FROM sessions WHERE is_primary = 1 AND substr(session_id, 1, ?) = ? "
@@ -931,7 +972,7 @@ class Catalog:
         """
         only = None if roots is None else [store_root(r) for r in roots]
         with self._db() as conn:
-            stores = self._freshen(conn)
+            stores, _ = self._freshen(conn)
             roots_by_id = {s.id: s.root for s in stores.values()}
             where, params = ("is_primary = 1", [])
             if only is not None:
@@ -944,7 +985,7 @@ class Catalog:
             rows = [Row.from_sql(r) for r in conn.execute(sql, params)]
             changes = [(row, stat) for row in rows if _changed(row, stat := stat_log(self._path(roots_by_id, row)))]
             if changes:
-                updated = self._refresh(conn, roots_by_id, changes)
+                updated = self._refresh(conn, roots_by_id, changes).rows
                 rows = [r for r in (updated.get(row.rowid, row) if row.rowid in updated else row for row in rows)
                         if r is not None]
             notebooks = dict(conn.execute("SELECT session_id, notebook FROM notebooks").fetchall())
@@ -1027,6 +1068,7 @@ class _Worker:
 
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
+        conn_ino: int | None = None
         try:
             while True:
                 with self._cond:
@@ -1038,8 +1080,13 @@ class _Worker:
                     del self._jobs[job]
                     self._busy = True
                 try:
+                    if conn is not None and _inode(self.catalog.path) != conn_ino:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.close()
+                        conn = None
                     if conn is None:
                         conn = self.catalog._connect(BACKGROUND_BUSY_MS)
+                        conn_ino = _inode(self.catalog.path)
                     self.catalog._run_job(conn, job)
                 except sqlite3.DatabaseError as exc:
                     log.warning("catalog: background indexing failed (%s); it is retried at the next query", exc)
@@ -1049,7 +1096,7 @@ class _Worker:
                     conn = None
                     if error_kind(exc) == "corrupt":
                         with self.catalog._lock:
-                            self.catalog._recover(exc)
+                            self.catalog._recover(exc, conn_ino)
                 except Exception:  # noqa: BLE001 - background work must never kill the thread silently
                     log.exception("catalog: background job %r failed", job)
                 finally:

@@ -7,9 +7,11 @@ catalog records is exactly the title ``JsonlStore.read_title`` returns, and a lo
 An incremental read continues an earlier read of a log that only grew: it decodes the lines appended after
 the committed prefix it saw last time and checks them as strictly as the store's full decoder does (valid
 JSON, known or ignorable type, contiguous seqs, citations of earlier seqs only). Anything it cannot follow
-with certainty (a replace op, a bad line, a file that was replaced or cut, bytes before the old end that
-changed) makes it give up, and the caller reads the log in full instead. So both paths always agree with a
-full read of the same bytes.
+with certainty (a replace op, a bad line, a file that was replaced, cut or rewritten at the same length, the
+last committed bytes changed) makes it give up, and the caller reads the log in full instead.
+
+Logs are append-only; the one change an incremental read cannot see is an edit in place of bytes before the
+last committed line that also makes the file longer (same inode). ``Catalog.reindex`` reads everything again.
 """
 
 from __future__ import annotations
@@ -172,8 +174,9 @@ def read_appended(path: str, previous: PreviousRead, stat: LogStat, *, session_i
     from ..references.projection import project_event
 
     committed = previous.committed
-    if committed is None or not previous.readable or stat.ino != previous.stat.ino or stat.size < committed:
-        return None
+    if (committed is None or not previous.readable or stat.ino != previous.stat.ino or stat.size < committed
+            or stat.size <= previous.stat.size):
+        return None  # not a log that only grew: an append always makes the file longer
     try:
         fh = open(path, "rb")
     except OSError:

@@ -7,7 +7,9 @@ extension stays fast. The views live in ``static/`` (``picker.js``, ``prompt.js`
 The widgets talk to a duck-typed notebook host:
 
 - ``host.candidates(query, limit=None) -> list[dict]``: sessions in rank order, remote candidate
-  form (``sessionId``, ``label``, ``cwd``?, ``sameWorkspace``, ``createdAt``, ``mention``);
+  form (``sessionId``, ``label``, ``cwd``?, ``sameWorkspace``, ``createdAt``, ``mention``); the
+  picker's "search message bodies" toggle calls ``host.candidates(query, limit, body=True)``, which a
+  host offers when it searches through the session catalog;
 - ``host.submit_async(text, listener) -> concurrent.futures.Future``: send or steer (the host
   decides); ``listener`` receives :mod:`dsh_jupyter.agent.events` from the agent thread;
 - ``host.busy -> bool`` and ``host.cancel()``.
@@ -510,15 +512,18 @@ class PromptBox(anywidget.AnyWidget):
 class MentionPicker(anywidget.AnyWidget):
     """Search sessions as you type (filtered in Python) and insert their mentions into a prompt.
 
-    ``query`` is synced with the search box; ``results`` holds the candidate dicts of the latest
-    search (raw labels; the view escapes them) with ``mention`` set to the mention to insert;
-    ``selected`` lists the mentions chosen so far. ``choose(i)`` picks by index or session id.
+    ``query`` is synced with the search box; ``body`` with the "search message bodies" checkbox
+    (sessions whose prompts or answers contain the words match too); ``results`` holds the candidate
+    dicts of the latest search (raw labels; the view escapes them) with ``mention`` set to the mention to
+    insert; ``selected`` lists the mentions chosen so far. ``choose(i)`` picks by index or session id.
     """
 
     _esm = STATIC / "picker.js"
     _css = STATIC / "widgets.css"
 
     query = traitlets.Unicode("").tag(sync=True)
+    #: Also search message bodies (the view's "search message bodies" checkbox).
+    body = traitlets.Bool(False).tag(sync=True)
     selected = traitlets.List(traitlets.Unicode()).tag(sync=True)
     placeholder = traitlets.Unicode("Search sessions by title, id or folder…").tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
@@ -544,14 +549,26 @@ class MentionPicker(anywidget.AnyWidget):
 
     # -- Python API
 
-    def search(self, query: str) -> list[dict[str, Any]]:
-        """Ask the host for candidates matching ``query`` (a leading ``@`` is ignored); raises on failure."""
+    def search(self, query: str, body: bool | None = None) -> list[dict[str, Any]]:
+        """Ask the host for candidates matching ``query`` (a leading ``@`` is ignored); raises on failure.
+
+        ``body`` (default: the ``body`` toggle) also matches message bodies."""
         if not isinstance(query, str):
             raise TypeError(f"the picker query must be a str, got {type(query).__name__}")
+        if body is None:
+            body = self.body
+        elif not isinstance(body, bool):
+            raise TypeError(f"body must be True or False, got {type(body).__name__}")
         needle = query.strip()
         if needle.startswith("@"):
             needle = needle[1:]
-        candidates = self.host.candidates(needle, self.limit)
+        if body:
+            if not _accepts_keyword(self.host.candidates, "body"):
+                raise ValueError("this notebook host cannot search message bodies (it needs the session catalog); "
+                                 "untick 'search message bodies'")
+            candidates = self.host.candidates(needle, self.limit, body=True)
+        else:
+            candidates = self.host.candidates(needle, self.limit)
         rows = []
         for candidate in candidates or ():
             try:
@@ -614,6 +631,12 @@ class MentionPicker(anywidget.AnyWidget):
             return  # typed in a view: that view asks through search_command
         self._search_and_store(change["new"])
 
+    @traitlets.observe("body")
+    def _body_changed(self, change: Mapping[str, Any]) -> None:
+        if "body" in self._property_lock:
+            return  # ticked in a view: that view asks through search_command
+        self._search_and_store(self.query)
+
     def _is_stale(self, view: str, seq: Any) -> bool:
         if isinstance(seq, bool) or not isinstance(seq, int):
             return False
@@ -629,19 +652,23 @@ class MentionPicker(anywidget.AnyWidget):
 
     @command
     def search_command(self, msg: Any, buffers: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
-        """View → kernel: ``{"query", "seq", "view"}``; answers with the results for that ``seq``.
+        """View → kernel: ``{"query", "seq", "view", "body"?}``; answers with the results for that ``seq``.
 
-        A request whose ``seq`` is not newer than one already answered for the same view gets
-        ``{"stale": true}`` and no search.
+        ``body`` (a bool; default: the ``body`` toggle) also searches message bodies. A request whose
+        ``seq`` is not newer than one already answered for the same view gets ``{"stale": true}`` and
+        no search.
         """
         if not isinstance(msg, Mapping) or not isinstance(msg.get("query"), str):
             return {"error": "a search needs a text query"}, []
+        body = msg.get("body", None)
+        if body is not None and not isinstance(body, bool):
+            return {"error": "body must be true or false"}, []
         seq, view = msg.get("seq"), str(msg.get("view", ""))
         if self._is_stale(view, seq):
             return {"seq": seq, "stale": True}, []
         query = msg["query"]
         try:
-            rows = self.search(query)
+            rows = self.search(query, body)
         except Exception as error:
             log.warning("dsh: session search failed", exc_info=True)
             self.error = f"Search failed: {_one_line_error(error)}"
@@ -662,6 +689,18 @@ class MentionPicker(anywidget.AnyWidget):
         except Exception as error:
             return {"error": _one_line_error(error)}, []
         return {"mention": mention, "selected": list(self.selected)}, []
+
+
+def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` takes the keyword argument ``name`` (directly or through ``**kwargs``)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True  # cannot tell: let the call say
+    return any(p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or p.kind == p.VAR_KEYWORD
+               for p in parameters)
 
 
 class ChatTranscript(anywidget.AnyWidget):

@@ -1,6 +1,7 @@
 // Mention picker (anywidget view). Filtering happens in Python: every keystroke invokes the
 // "search_command" command, aborting the previous request; responses carry a sequence number and
-// only the newest one is shown. All text is set with textContent, never parsed as HTML.
+// only the newest one is shown. The "search message bodies" checkbox (model trait "body") is sent
+// with every search. All text is set with textContent, never parsed as HTML.
 
 const ONE_LINE_CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g;
 const TIMEOUT_MS = 10000;
@@ -37,11 +38,17 @@ function render({ model, el, experimental }) {
   input.setAttribute("aria-label", "Search sessions");
   input.placeholder = model.get("placeholder");
   input.value = model.get("query");
+  const toggle = node("label", "dsh-picker-body");
+  const bodyBox = node("input", "dsh-picker-body-toggle");
+  bodyBox.type = "checkbox";
+  bodyBox.checked = model.get("body") === true;
+  toggle.title = "Also find sessions whose prompts or answers contain every word (never tool output)";
+  toggle.append(bodyBox, node("span", "", " search message bodies"));
   const list = node("ul", "dsh-picker-list");
   list.setAttribute("role", "listbox");
   const status = node("div", "dsh-picker-status");
   status.setAttribute("aria-live", "polite");
-  root.append(input, list, status);
+  root.append(input, toggle, list, status);
   el.append(root);
 
   const viewId = newViewId();
@@ -107,7 +114,7 @@ function render({ model, el, experimental }) {
     try {
       const [response] = await experimental.invoke(
         "search_command",
-        { query, seq: mine, view: viewId },
+        { query, seq: mine, view: viewId, body: bodyBox.checked },
         { signal: own.signal },
       );
       if (disposed || mine !== seq || !response || response.stale) return;
@@ -181,11 +188,27 @@ function render({ model, el, experimental }) {
     input.placeholder = model.get("placeholder");
   }
 
+  function onToggle() {
+    model.set("body", bodyBox.checked);
+    model.save_changes();
+    search(input.value);
+  }
+
+  function onBodyChanged() {
+    const body = model.get("body") === true;
+    if (body !== bodyBox.checked) {
+      bodyBox.checked = body;
+      search(input.value);
+    }
+  }
+
   input.addEventListener("input", onInput);
   input.addEventListener("keydown", onKeyDown);
+  bodyBox.addEventListener("change", onToggle);
   model.on("change:query", onQueryChanged);
   model.on("change:_revision", onRevision);
   model.on("change:placeholder", onPlaceholder);
+  model.on("change:body", onBodyChanged);
   search(input.value);
 
   return () => {
@@ -194,6 +217,7 @@ function render({ model, el, experimental }) {
     model.off("change:query", onQueryChanged);
     model.off("change:_revision", onRevision);
     model.off("change:placeholder", onPlaceholder);
+    model.off("change:body", onBodyChanged);
   };
 }
 

@@ -1,0 +1,114 @@
+"""In a real browser: the anywidget session picker of ``%dsh pick`` filters as you type (the search
+runs in Python) and inserts the chosen session's mention into the prompt box, by keyboard and by click.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from browser_helpers import (
+    JupyterServer,
+    NotebookPage,
+    launched_browser,
+    require_chromium,
+    running_server,
+    watched_page,
+    write_notebook,
+    write_session,
+)
+from dsh_jupyter.references.mentions import format_session_reference_mention
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOK = "work/picker.ipynb"
+SESSIONS = [  # (id, title, created_at); the first two live in the notebook's folder
+    ("analysis-1", "Quarterly revenue analysis", 1_787_000_000_000),
+    ("cleanup-2", "Data cleanup notes", 1_787_000_100_000),
+    ("other-3", "Unrelated experiment", 1_787_000_200_000),
+]
+CHECK = """\
+print("query:", repr(picker.query))
+print("results:", [row["sessionId"] for row in picker.results])
+print("selected:", picker.selected)
+print("value:", repr(picker.target.value))"""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    require_chromium()
+    root = tmp_path_factory.mktemp("picker-root")
+    folder = root / "work"
+    here = os.path.realpath(folder)
+    for session_id, title, created_at in SESSIONS:
+        cwd = "/elsewhere" if session_id == "other-3" else here
+        write_session(folder, session_id, title, cwd=cwd, created_at=created_at)
+    write_notebook(root / NOTEBOOK, "%load_ext dsh_jupyter", "picker = %dsh pick\npicker", CHECK)
+    with running_server("lab", root, tmp_path_factory.mktemp("picker-state")) as server:
+        yield server
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    with launched_browser() as browser:
+        yield browser
+
+
+def test_picker_filters_in_python_and_inserts_mentions(
+    browser: Any, lab: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, lab, NOTEBOOK).open()
+        nb.run(0)
+        widgets = nb.run(1)
+        prompt = widgets.locator("textarea.dsh-prompt-input")
+        search = widgets.locator("input.dsh-picker-input")
+        rows = widgets.locator("li.dsh-picker-row")
+        labels = rows.locator(".dsh-picker-label")
+        expect(prompt).to_be_visible()
+        expect(search).to_be_visible()
+        # Unfiltered: every session, this folder first (newest first), then the others.
+        expect(labels).to_have_text(["Data cleanup notes", "Quarterly revenue analysis", "Unrelated experiment"])
+        expect(rows.first.locator(".dsh-picker-same")).to_be_visible()
+        nb.screenshot(request, "1-picker")
+
+        prompt.click()
+        page.keyboard.type("Compare ")
+
+        # Each keystroke asks Python (search_command); the rows follow what was typed.
+        search.click()
+        page.keyboard.type("u")
+        expect(labels).to_have_count(3)
+        page.keyboard.type("a")
+        expect(labels).to_have_text(["Quarterly revenue analysis"])
+        expect(rows.first).to_have_attribute("aria-selected", "true")
+        nb.screenshot(request, "2-filtered")
+        page.keyboard.press("Enter")  # keyboard choice of the highlighted row
+        first = format_session_reference_mention("analysis-1", "Quarterly revenue analysis")
+        expect(prompt).to_have_value(f"Compare {first} ")
+
+        page.keyboard.press("Escape")  # clears the search: all rows again
+        expect(labels).to_have_count(3)
+        page.keyboard.type("clean")
+        expect(labels).to_have_text(["Data cleanup notes"])
+        rows.first.click()  # mouse choice
+        second = format_session_reference_mention("cleanup-2", "Data cleanup notes")
+        expect(prompt).to_have_value(f"Compare {first} {second} ")
+        expect(widgets.locator(".dsh-picker-status")).to_have_text("Inserted Data cleanup notes")
+        nb.screenshot(request, "3-inserted")
+
+        # Python holds the same state: the query typed, the filtered results, the chosen mentions.
+        output = nb.run(2)
+        expect(output).to_contain_text("query: 'clean'")
+        expect(output).to_contain_text("results: ['cleanup-2']")
+        expect(output).to_contain_text(f"selected: {[first, second]!r}")
+        expect(output).to_contain_text(f"value: {f'Compare {first} {second} '!r}")
+        nb.screenshot(request, "4-python-state")
+
+        assert watch.dialogs == []
+        assert watch.errors == []
