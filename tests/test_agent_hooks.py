@@ -142,7 +142,8 @@ async def test_post_tool_hook_context_reaches_the_next_step(tmp_path: Path) -> N
     model = ScriptedModel(call("bash", json.dumps({"command": "ls"}), "c1"), say("ok"))
     agent = Agent.create(JsonlStore(tmp_path / "s"), model, cwd=str(tmp_path), hooks=hooks, tools=tools)
     await agent.send("list files")
-    texts = [m["content"] for m in model.requests[-1].messages if m["role"] == "user"]
+    last_turn_request = [r for r in model.requests if r.purpose == "turn"][-1]
+    texts = [m["content"] for m in last_turn_request.messages if m["role"] == "user"]
     assert texts[-1] == "remember to lint"
     note = [e.data for e in agent.session.events if e.type == "user/message"][-1]
     assert note["source"] == {"kind": "plugin", "plugin": "hooks-claude-code"}
