@@ -186,14 +186,17 @@ def _resolve(catalog: Catalog, text: str, roots: list[str] | None) -> CatalogEnt
     if copies:
         return copies[0]
     matches = [e for e in catalog.find(text) if e.session_id != text]
-    inside = [e for e in matches if wanted is None or e.store in wanted]
+    inside = []  # one entry per matching id: its copy in ``roots`` (the primary copy when anywhere)
+    for match in matches:
+        held = [e for e in catalog.lookup(match.session_id) if wanted is None or e.store in wanted]
+        if held:
+            inside.append(held[0])
     if len(inside) == 1:
-        return catalog.lookup(inside[0].session_id)[0] if wanted is None else next(
-            e for e in catalog.lookup(inside[0].session_id) if e.store in wanted)
+        return inside[0]
     if len(inside) > 1:
-        shown = ", ".join(escape(e.session_id) for e in inside[:5])
-        raise CliError(f"{escape(text)!s} is the start of several session ids ({shown}{', …' if len(inside) > 5 else ''}); "
-                       "give more of the id", EXIT_NOT_FOUND)
+        shown = ", ".join(escape(e.session_id) for e in inside[:5]) + (", …" if len(inside) > 5 else "")
+        raise CliError(f"{escape(text)} is the start of several session ids ({shown}); give more of the id",
+                       EXIT_NOT_FOUND)
     elsewhere = catalog.lookup(text) or matches
     if roots is not None and elsewhere:
         stores = sorted({e.store for e in elsewhere})

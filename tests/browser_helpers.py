@@ -69,6 +69,8 @@ QUIET_NOTIFICATIONS = {"fetchNews": "false", "checkForUpdates": False}
 SERVER_START_SECONDS = 90.0
 #: Default Playwright timeout (ms) of every page; runs share two cores with other work.
 PAGE_TIMEOUT_MS = 30_000
+#: Timeout (ms) of Playwright's ``expect`` assertions (its default, 5 s, is short on a busy machine).
+EXPECT_TIMEOUT_MS = 15_000
 KERNEL_TIMEOUT_MS = 90_000
 
 MODEL_SOURCE = {"kind": "model", "provider": "offline", "model": "offline"}
@@ -332,7 +334,7 @@ def running_server(app: str, root: Path, state: Path) -> Iterator[JupyterServer]
             f"--LabServerApp.workspaces_dir={state / 'workspaces'}",
         ]
         with log_path.open("ab") as log:
-            process = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL,
+            process = subprocess.Popen(command, cwd=state, env=env, stdin=subprocess.DEVNULL,
                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         server = JupyterServer(app=app, root=root, port=port, process=process, log_path=log_path)
         try:
@@ -361,8 +363,9 @@ def launched_browser() -> Iterator[Any]:
     that loop up and fail to close it.
     """
     require_chromium()
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
@@ -464,15 +467,12 @@ class NotebookPage:
             self.editor(index).click()
             self.page.keyboard.press("Shift+Enter")
             try:  # queued ([*]) or done ([n]); a key press lost while the page settles leaves [ ]
-                expect(prompt).not_to_have_text(re.compile(r"^\[ \]"), timeout=3_000)
+                expect(prompt).not_to_have_text(re.compile(r"^\[ \]"), timeout=5_000)
                 break
             except AssertionError:
                 continue
         expect(prompt).to_have_text(re.compile(r"\[\d+\]"), timeout=timeout)
         return self.cell(index).locator(".jp-OutputArea")
-
-    def output_text(self, index: int) -> str:
-        return str(self.cell(index).locator(".jp-OutputArea").inner_text())
 
     def screenshot(self, request: pytest.FixtureRequest, step: str) -> Path:
         path = artifact_path(request, step)

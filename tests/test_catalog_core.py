@@ -55,24 +55,38 @@ def indexed(tmp_path: Path, stores: list[JsonlStore], **kw: object) -> Catalog:
     return catalog
 
 
-def assert_same(catalog: Catalog, stores: list[JsonlStore], *, live: list[SessionLog] = (), queries=QUERIES) -> None:
+#: The queries most tests compare (the main equivalence test uses all of ``QUERIES``).
+QUICK = ("", "s1", "WORK/A", "title", "数据", "zzz-no-match")
+
+
+def assert_same(catalog: Catalog, stores: list[JsonlStore], *, live: list[SessionLog] = (), queries=QUICK,
+                limits: tuple[int, ...] = (1, 50)) -> None:
     for target in TARGETS:
         for text in queries:
-            for limit in (1, 4, 50):
+            for limit in limits:
                 expected = scanned(stores, target, text, limit, live)
                 assert cataloged(catalog, stores, target, text, limit, live) == expected, (target, text, limit)
 
 
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("catalog-stores")
+    generate_stores(base, stores=3, sessions=12)
+    return base
+
+
 @pytest.fixture
-def stores(tmp_path: Path) -> list[JsonlStore]:
-    return generate_stores(tmp_path, stores=3, sessions=12)
+def stores(tmp_path: Path, template: Path) -> list[JsonlStore]:
+    """Three stores of twelve sessions each (a copy of one generated set: writing them fsyncs every log)."""
+    shutil.copytree(template, tmp_path, dirs_exist_ok=True)
+    return [JsonlStore(tmp_path / f"folder{s}" / ".dsh" / "sessions") for s in range(3)]
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_same_results_and_order_as_scanning_on_generated_stores(tmp_path: Path, seed: int) -> None:
     stores = generate_stores(tmp_path, stores=3, sessions=14, seed=seed)
     catalog = indexed(tmp_path, stores)
-    assert_same(catalog, stores)
+    assert_same(catalog, stores, queries=QUERIES, limits=(1, 2, 4, 7, 50))
     # Every known store is searched: the answer holds sessions of all three.
     found = cataloged(catalog, stores, ReferenceTarget("x", "/work/a"), "", 100)
     assert {c["sessionId"][:2] for c in found} == {"s0", "s1", "s2"}
@@ -209,7 +223,7 @@ def test_log_appended_while_indexing(tmp_path: Path) -> None:
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        deadline = time.monotonic() + 1.5
+        deadline = time.monotonic() + 0.8
         rounds = 0
         while time.monotonic() < deadline or rounds < 5:
             catalog.ensure_store(store.root, budget=None)
@@ -465,3 +479,25 @@ def test_open_catalog_is_shared_per_home(tmp_path: Path, monkeypatch: pytest.Mon
     assert open_catalog(tmp_path / "h2") is not first
     first.close()
     assert open_catalog() is not first
+
+
+def test_cancelling_a_catalog_query(tmp_path: Path, stores: list[JsonlStore]) -> None:
+    from dsh_jupyter.references import SESSION_REFERENCE_CANCELLED
+
+    catalog = indexed(tmp_path, stores)
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(SessionReferenceError) as info:
+        list_candidates(SessionQuery(stores[0]), TARGETS[0], "", 5, cancel, source=catalog)
+    assert info.value.code == SESSION_REFERENCE_CANCELLED
+
+
+def test_a_budgeted_start_finishes_in_the_background(tmp_path: Path, stores: list[JsonlStore]) -> None:
+    catalog = Catalog(tmp_path / "home" / "catalog.sqlite", fallback_budget=30.0)
+    reports = [catalog.ensure_store(store.root, budget=0.0) for store in stores]
+    assert all(r.pending for r in reports)
+    assert_same(catalog, stores, queries=("", "title"))  # complete meanwhile: unindexed logs are read directly
+    assert catalog.wait_idle(30)
+    assert all(s.ready and s.sessions == 12 for s in catalog.stores())
+    assert catalog.ensure_store(stores[0].root).indexed == 0  # nothing changed: nothing read
+    catalog.close()

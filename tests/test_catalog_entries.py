@@ -23,3 +23,10 @@ def test_label_path_filter_and_json() -> None:
     assert "cwd" not in record and record["notebook"] == "n.ipynb" and record["title"] == "Title"
     assert entry.to_json()["messageCounts"] == {"events": 3, "surface": 2, "user": 1, "assistant": 1}
     assert entry.order_key("/Work/Proj") < titled.order_key("/Work/Proj")
+
+
+def test_the_log_file_name_is_the_stores() -> None:
+    from dsh_jupyter.catalog.entries import LOG_NAME
+    from dsh_jupyter.store.paths import LOG_NAME as STORE_LOG_NAME
+
+    assert LOG_NAME == STORE_LOG_NAME

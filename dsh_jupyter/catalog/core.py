@@ -40,10 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..store.paths import LOG_NAME
-from . import registry
 from .bodies import fts_query, texts_match
-from .entries import CatalogEntry
+from .entries import LOG_NAME, CatalogEntry
 from .fallback import ScanSource, deadline_in, scan_candidates
 from .live import live_entry, live_texts
 from .logs import LogFacts, LogStat, read_appended, read_full, stat_log
@@ -206,7 +204,7 @@ class Catalog:
 
     def _seed_stores(self, conn: sqlite3.Connection) -> None:
         """A new catalog learns the stores from the registry file (they are indexed in the background)."""
-        roots = registry.read_roots(self.home)
+        roots = _registry().read_roots(self.home)
         if not roots:
             return
         transaction(conn, lambda c: [upsert_store(c, root) for root in roots], attempts=5)
@@ -323,7 +321,7 @@ class Catalog:
         name = store_root(root)
         if name in self._known:
             return name
-        registry.add_roots(self.home, [name])
+        _registry().add_roots(self.home, [name])
         with contextlib.suppress(CatalogUnavailable):
             with self._db() as conn:
                 transaction(conn, lambda c: upsert_store(c, name), attempts=5)
@@ -385,7 +383,7 @@ class Catalog:
     def forget_store(self, root: str | os.PathLike[str]) -> int:
         """Drop a store and its rows from the catalog (its logs are untouched); returns the rows dropped."""
         name = store_root(root)
-        registry.remove_roots(self.home, [name])
+        _registry().remove_roots(self.home, [name])
         self._known.discard(name)
         with self._db() as conn:
             store_id = self._store_id(conn, name)
@@ -449,7 +447,7 @@ class Catalog:
         return report
 
     def _all_roots(self) -> list[str]:
-        roots = list(registry.read_roots(self.home))
+        roots = list(_registry().read_roots(self.home))
         with contextlib.suppress(CatalogUnavailable):
             with self._db() as conn:
                 for (root,) in conn.execute("SELECT root FROM stores ORDER BY id"):
@@ -784,14 +782,15 @@ class Catalog:
     # ------------------------------------------------------------------------------------------ queries
     def candidates(self, target_id: str, target_cwd: str | None, text: str = "", limit: int = 50, *,
                    body: bool = False, live: Mapping[str, Any] | None = None, roots: Iterable[str] | None = None,
-                   cancel: Any = None) -> list[CatalogEntry]:
+                   local: str | None = None, cancel: Any = None) -> list[CatalogEntry]:
         """Sessions a prompt of session ``target_id`` in ``target_cwd`` may reference, best first.
 
         The reference's rules: ``text`` (case-insensitive) filters on id, cwd and latest title; ranking puts
         sessions of ``target_cwd`` first, then sessions without a cwd, then the rest, each newest first
         (``createdAt`` descending, then id). ``body=True`` also matches sessions whose projected messages
         contain every word of ``text`` (see :mod:`.bodies`). ``live`` maps ids to in-memory logs that
-        override the indexed ones. ``roots`` restricts the answer to those stores.
+        override the indexed ones. ``roots`` restricts the answer to those stores. ``local`` is the asking
+        host's own store: when the catalog cannot answer, it is read first.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a positive integer, got {limit!r}")
@@ -828,6 +827,9 @@ class Catalog:
         except CatalogUnavailable as exc:
             log.info("catalog: answering from the logs: %s", exc)
             names = self._all_roots()
+            if local is not None:
+                first = store_root(local)
+                names = [first] + [n for n in names if n != first]
             scan_sources = [ScanSource(r) for r in names if only is None or r in only]
         if scan_sources:
             outcome = scan_candidates(scan_sources, target_id, target_cwd, needle, limit, exclude=exclude,
@@ -897,10 +899,11 @@ class Catalog:
         from .live import live_logs
 
         store = getattr(query, "store", None)
+        local = None
         if isinstance(store, JsonlStore):
-            self.register_store(store.root)
+            local = self.register_store(store.root)
         entries = self.candidates(target.session_id, target.cwd, needle, limit, body=body, live=live_logs(query),
-                                  cancel=cancel)
+                                  local=local, cancel=cancel)
         if store is not None and not isinstance(store, JsonlStore):
             # A store the catalog cannot index (e.g. SQLite): merge its sessions by scanning it.
             from ..references.candidates import select_by_scanning
@@ -1023,6 +1026,13 @@ def _dedupe(entries: list[CatalogEntry], limit: int) -> list[CatalogEntry]:
         if len(out) >= limit:
             break
     return out
+
+
+def _registry() -> Any:
+    """The known-stores file module (imported on first use: it brings in filelock)."""
+    from . import registry
+
+    return registry
 
 
 def _inode(path: Path) -> int | None:

@@ -6,7 +6,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..store.paths import LOG_NAME
+#: File name of a session's log in its folder (``dsh_jupyter.store.paths.LOG_NAME``, spelled out here so a
+#: query does not import the storage backends; a test checks they agree).
+LOG_NAME = "session.jsonl"
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..store.paths import LOG_NAME, session_folder_name
-from .entries import CatalogEntry
+from .entries import LOG_NAME, CatalogEntry
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +50,7 @@ def _check(deadline: float | None, cancel: object) -> None:
 
 
 def _headers(source: ScanSource, deadline: float | None, cancel: object) -> Iterable[CatalogEntry]:
+    from ..store.paths import session_folder_name
     from ..store.scan import read_header
 
     try:

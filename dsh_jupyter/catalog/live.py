@@ -30,8 +30,8 @@ def live_entry(log: Any) -> CatalogEntry:
     data = log.title()
     title = data.get("title") if isinstance(data, dict) else None
     header = log.header
-    return CatalogEntry(header.id, "", "", header.cwd, int(header.created_at), title if isinstance(title, str) else None,
-                        indexed=False, live=True)
+    return CatalogEntry(header.id, "", "", header.cwd, int(header.created_at),
+                        title if isinstance(title, str) else None, indexed=False, live=True)
 
 
 def live_texts(log: Any) -> list[str]:

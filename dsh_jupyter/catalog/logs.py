@@ -12,6 +12,9 @@ last committed bytes changed) makes it give up, and the caller reads the log in 
 
 Logs are append-only; the one change an incremental read cannot see is an edit in place of bytes before the
 last committed line that also makes the file longer (same inode). ``Catalog.reindex`` reads everything again.
+
+Only :class:`LogStat` and :func:`stat_log` are needed to answer a query; the reading machinery (JSON, the
+store's scanner, projection) is imported when a log is actually read.
 """
 
 from __future__ import annotations
@@ -21,17 +24,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from .._json import loads
-from ..session import SessionError
-from ..session.events import KNOWN_TYPES, PACKED_ROW_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, events_from_record
-from ..store.paths import LOG_NAME, session_folder_name
-
 log = logging.getLogger(__name__)
 
 #: Bytes at the end of the committed prefix kept to recognise the same file on the next read.
 TAIL_BYTES = 64
 _READ_BLOCK = 1 << 20
-_READABLE_TYPES = KNOWN_TYPES | {SYSTEM_MESSAGE} | set(PACKED_ROW_TYPES)
 
 
 @dataclass(frozen=True)
@@ -116,7 +113,8 @@ def _tail_of(fh: BinaryIO, committed: int) -> bytes:
 def read_full(path: str, folder: str, stat: LogStat) -> LogFacts | None:
     """Read a log in full. ``None`` when it is not a listable session log (the store would skip it too)."""
     from ..references.projection import PROJECTION_SKIPS, project_surface
-    from ..session import SurfaceSnapshot
+    from ..session import SessionError, SurfaceSnapshot
+    from ..store.paths import session_folder_name
     from ..store.scan import read_header, scan_surface
 
     try:
@@ -216,13 +214,18 @@ def read_appended(path: str, previous: PreviousRead, stat: LogStat, *, session_i
 
 def _admit_line(line: bytes, next_seq: int, facts: LogFacts, project_event: Any) -> int:
     """Check one appended line like the store's full decoder; returns the next expected seq."""
+    from .._json import loads
+    from ..session import SessionError
+    from ..session.events import KNOWN_TYPES, PACKED_ROW_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, events_from_record
+
+    readable = KNOWN_TYPES | {SYSTEM_MESSAGE} | set(PACKED_ROW_TYPES)
     try:
         record = loads(line)
     except ValueError:
         raise _GiveUp from None
     if isinstance(record, dict):
         kind = record.get("type")
-        if isinstance(kind, str) and kind not in _READABLE_TYPES and record.get("ignorable") is not True:
+        if isinstance(kind, str) and kind not in readable and record.get("ignorable") is not True:
             raise _GiveUp
     try:
         events = events_from_record(record)
@@ -248,7 +251,3 @@ def _admit_line(line: bytes, next_seq: int, facts: LogFacts, project_event: Any)
             facts.title = _title_of(event.data)
         next_seq += 1
     return next_seq
-
-
-def log_path(root: str, folder: str) -> str:
-    return os.path.join(root, folder, LOG_NAME)

@@ -172,7 +172,8 @@ def _drop_bodies(conn: sqlite3.Connection, rowid: int, chunks: int) -> None:
         return
     low = rowid << BODY_SHIFT
     high = low | ((1 << BODY_SHIFT) - 1)
-    for body_id, text_z in conn.execute("SELECT id, text_z FROM bodies WHERE id BETWEEN ? AND ?", (low, high)).fetchall():
+    rows = conn.execute("SELECT id, text_z FROM bodies WHERE id BETWEEN ? AND ?", (low, high)).fetchall()
+    for body_id, text_z in rows:
         conn.execute("INSERT INTO body_index(body_index, rowid, text) VALUES('delete', ?, ?)",
                      (body_id, unpack(bytes(text_z))))
     conn.execute("DELETE FROM bodies WHERE id BETWEEN ? AND ?", (low, high))

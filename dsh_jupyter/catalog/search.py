@@ -100,8 +100,10 @@ def _sorted_hits(conn: sqlite3.Connection, where: Filter, limit: int) -> list[Ro
     else:
         rank = "CASE WHEN cwd IS NULL THEN 1 ELSE 2 END"
         rank_params = []
-    sql = (f"SELECT {ROW_COLUMNS} FROM sessions WHERE id IN temp.hits AND {' AND '.join(clauses)} "
-           f"ORDER BY {rank}, created_at DESC, session_id LIMIT ?")
+    # CROSS JOIN keeps SQLite from walking the whole table: it reads just the hit rows by id.
+    columns = ", ".join(f"sessions.{c.strip()}" for c in ROW_COLUMNS.split(","))
+    sql = (f"SELECT {columns} FROM temp.hits CROSS JOIN sessions ON sessions.id = hits.id "
+           f"WHERE {' AND '.join(clauses)} ORDER BY {rank}, created_at DESC, session_id LIMIT ?")
     return [Row.from_sql(r) for r in conn.execute(sql, params + rank_params + [limit])]
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..agent import events as ev
 from .escape import escape_controls
+from .markdown import safe_markdown
 
 TOOL_PREVIEW_CHARS = 4000
 ARGS_PREVIEW_CHARS = 120
@@ -76,7 +77,7 @@ class TranscriptMarkdown:
         parts: list[str] = []
         for seg in self.segments:
             if seg.kind == "text":
-                parts.append(seg.text)
+                parts.append(safe_markdown(seg.text))
             elif seg.kind == "reasoning":
                 body = html.escape(escape_controls(seg.text, one_line=False))
                 state = " open" if self.show_reasoning else ""

@@ -44,6 +44,19 @@ function isoDate(epochMs: number): string {
 }
 
 /**
+ * The mention to insert: the canonical URI from the server (it carries the real id), with the label's
+ * terminal controls made visible, as the notebook's own completer and picker insert it.
+ */
+export function hostMention(candidate: ISessionCandidate): string {
+  const uri = /\]\((dsh-session:[^)\s]*)\)$/.exec(candidate.mention);
+  if (uri === null) {
+    return candidate.mention;
+  }
+  const label = escapeControls(candidate.label).replace(/[\\\]]/g, m => '\\' + m);
+  return `@[${label}](${uri[1]})`;
+}
+
+/**
  * The popup row of a session candidate (TUI layout: id only when it differs from the label).
  */
 export function sessionItem(candidate: ISessionCandidate): IDshCompletionItem {
@@ -56,7 +69,7 @@ export function sessionItem(candidate: ISessionCandidate): IDshCompletionItem {
   parts.push(isoDate(candidate.createdAt));
   return {
     label: title,
-    insertText: candidate.mention,
+    insertText: hostMention(candidate),
     type: 'session',
     dsh: {
       kind: 'session',

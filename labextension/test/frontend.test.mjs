@@ -63,11 +63,14 @@ const candidate = (over = {}) => ({
   createdAt: Date.UTC(2026, 7, 1), mention: '@[Quarterly\x1b[0m](dsh-session:InMtMSI)', ...over
 });
 
-test('sessionItem escapes for display and inserts the server mention unchanged', () => {
+test('sessionItem escapes for display and inserts the mention with a visible-controls label', () => {
   const item = sessionItem(candidate());
   assert.ok(isDshItem(item));
   assert.equal(item.label, 'Quarterly\\x1b[0m');
-  assert.equal(item.insertText, '@[Quarterly\x1b[0m](dsh-session:InMtMSI)');
+  // Same as the Python host: controls made visible, then the mention's own escaping of \\ and ].
+  assert.equal(item.insertText, '@[Quarterly\\\\x1b[0m](dsh-session:InMtMSI)');
+  const bracketed = sessionItem(candidate({ label: 'a]b\\c', mention: '@[a\\]b\\\\c](dsh-session:InMtMSI)' }));
+  assert.equal(bracketed.insertText, '@[a\\]b\\\\c](dsh-session:InMtMSI)');
   assert.equal(item.dsh.detail, 's-1 · /w/nb · 2026-08-01T00:00:00.000Z');
   const plain = sessionItem(candidate({ label: 's-1', cwd: undefined }));
   assert.equal(plain.dsh.detail, '(no cwd) · 2026-08-01T00:00:00.000Z');

@@ -1,0 +1,67 @@
+"""The browser-test harness itself: when it skips or fails, and what the server it starts can see."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import browser_helpers as bh
+
+pytestmark = pytest.mark.browser
+
+
+def test_missing_chromium_skips_locally_with_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bh, "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"apt-get install chromium"):
+        bh.require_chromium()
+
+
+def test_missing_chromium_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bh, "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"CI=true"):
+        bh.require_chromium()
+
+
+def test_missing_notebook7_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "notebook", None)  # makes `import notebook` raise ImportError
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"Notebook 7 is not installed"):
+        bh.require_notebook7()
+
+
+def test_server_environment_is_isolated_and_keyless(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-real-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-other-key")
+    monkeypatch.setenv("DSH_SESSIONS_DIR", "/somewhere/else")
+    env = bh.prepare_state(tmp_path)
+    assert "DEEPSEEK_API_KEY" not in env and "OPENAI_API_KEY" not in env and "DSH_SESSIONS_DIR" not in env
+    assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
+                 "JUPYTERLAB_WORKSPACES_DIR", "IPYTHONDIR", "DSH_HOME"):
+        assert Path(env[name]).is_relative_to(tmp_path), name
+    enabled = json.loads((tmp_path / "config" / "jupyter_server_config.d" / "dsh_jupyter.json").read_text())
+    assert enabled["ServerApp"]["jpserver_extensions"]["dsh_jupyter"] is True
+    notification = tmp_path / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    assert json.loads(notification.read_text()) == bh.QUIET_NOTIFICATIONS
+    if (bh.BUILT_LABEXTENSION / "package.json").is_file():
+        linked = tmp_path / "data" / "labextensions" / bh.LABEXTENSION
+        assert linked.resolve() == bh.BUILT_LABEXTENSION.resolve()
+
+
+def test_unknown_app_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"'lab' or 'notebook'"), bh.running_server("voila", tmp_path, tmp_path):
+        pass
+
+
+def test_a_server_that_cannot_start_reports_its_log(tmp_path: Path) -> None:
+    missing_root = tmp_path / "no-such-root"
+    with pytest.raises(RuntimeError, match=r"exited with") as caught, \
+            bh.running_server("lab", missing_root, tmp_path / "state"):
+        pass
+    assert "no-such-root" in str(caught.value)
