@@ -335,3 +335,22 @@ def test_base_url_prefix_is_honoured(api: Api, jp_base_url: str, workspace: Path
     assert jp_base_url != "/"  # pytest-jupyter serves under a non-root base URL
     data = api.get("dsh", "api", "candidates", params={"cwd": "nb", "limit": "1"})
     assert len(data) == 1
+
+
+# -- the catalog: every known folder, body search -----------------------------------------------------------
+def test_candidates_include_other_known_folders_after_the_same_folder(api: Api, workspace: Path,
+                                                                       jp_root_dir: Path) -> None:
+    api.get("dsh", "api", "candidates", params={"cwd": "other"})  # the server now knows other/'s store
+    data = api.get("dsh", "api", "candidates", params={"cwd": "nb"})
+    ids = [c["sessionId"] for c in data]
+    assert ids[:2] == ["same-new", "same-old"] and "other-folder" in ids
+
+
+def test_body_search_matches_message_text_only_when_asked(api: Api, workspace: Path) -> None:
+    titles_only = api.get("dsh", "api", "candidates", params={"cwd": "nb", "query": "question 1 of same-old"})
+    assert titles_only == []
+    bodies = api.get("dsh", "api", "candidates",
+                     params={"cwd": "nb", "query": "question 1 of same-old", "body": "1"})
+    assert [c["sessionId"] for c in bodies] == ["same-old"]
+    status, error = api.error("dsh", "api", "candidates", params={"cwd": "nb", "body": "maybe"})
+    assert status == 400 and error["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"

@@ -55,6 +55,10 @@ class DshSettings(Configurable):
         0.2, help="Share of the context window (x4 bytes a token) the automatic budget may use per reference."
     ).tag(config=True)
     candidate_limit = Int(50, help="Most sessions offered by completion and the picker.").tag(config=True)
+    catalog = Bool(
+        True, help="Index sessions of every notebook folder in $DSH_HOME/catalog.sqlite, so completion and the "
+        "picker find them at keystroke speed (off: only this folder's store is read)."
+    ).tag(config=True)
     python_tool = Bool(True, help="Let the agent run Python in this kernel's namespace.").tag(config=True)
     bash_tool = Bool(True, help="Let the agent run bash commands in the notebook's folder.").tag(config=True)
     bash_timeout = Float(120.0, help="Seconds before a foreground bash command is stopped.").tag(config=True)

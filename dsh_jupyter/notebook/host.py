@@ -82,6 +82,8 @@ class NotebookHost:
         self._model_spec: str | None = None
         self._background: concurrent.futures.Future[Any] | None = None
         self._bash_tools: list[Any] = []
+        self._catalog: Any = None
+        self._catalog_started = False
         self.main_thread_calls: Any = None  # set by the magic while a foreground cell waits
         self._lock = threading.Lock()
 
@@ -132,18 +134,67 @@ class NotebookHost:
     @property
     def resolver(self) -> SessionReferenceResolver:
         if self._resolver is None:
-            from ..references import SessionReferenceResolver, SessionReferenceError
-
-            s = self.settings
-            try:
-                self._resolver = SessionReferenceResolver(
-                    self.query, max_references=s.max_references, candidate_limit=s.candidate_limit,
-                    max_reference_bytes=s.max_reference_bytes or None,
-                    reference_context_fraction=s.reference_context_fraction,
-                )
-            except SessionReferenceError as exc:
-                raise HostError(f"invalid reference settings: {exc}") from None
+            self._resolver = self.make_resolver(self.settings.max_reference_bytes or None)
         return self._resolver
+
+    def make_resolver(self, max_reference_bytes: int | None) -> SessionReferenceResolver:
+        """A reference service with the current settings (and the catalog, for JSONL stores)."""
+        from ..references import SessionReferenceError, SessionReferenceResolver
+
+        s = self.settings
+        try:
+            return SessionReferenceResolver(
+                self.query, max_references=s.max_references, candidate_limit=s.candidate_limit,
+                max_reference_bytes=max_reference_bytes, reference_context_fraction=s.reference_context_fraction,
+                catalog=self.catalog,
+            )
+        except SessionReferenceError as exc:
+            raise HostError(f"invalid reference settings: {exc}") from None
+
+    @property
+    def catalog(self) -> Any:
+        """The cross-folder session catalog, or ``None`` (turned off, SQLite store, or unavailable)."""
+        if not self.settings.catalog or self.settings.store != "jsonl":
+            return None
+        if self._catalog is None:
+            from ..catalog import open_catalog
+
+            try:
+                self._catalog = open_catalog(self.settings.dsh_home or None)
+            except Exception as exc:  # the catalog is an index: without it, reads fall back to the logs
+                import logging
+
+                logging.getLogger(__name__).warning("session catalog unavailable: %s", exc)
+                return None
+        if not self._catalog_started:
+            self._catalog_started = True
+            root = self.sessions_root()
+            threading.Thread(target=self._index_store, args=(root,), name="dsh-catalog", daemon=True).start()
+        return self._catalog
+
+    def _index_store(self, root: Path) -> None:
+        try:
+            self._catalog.ensure_store(root, budget=None)
+        except Exception as exc:
+            import logging
+
+            logging.getLogger(__name__).warning("could not index %s: %s", root, exc)
+
+    def _catalog_note(self, agent: Agent, *, created: bool = False) -> None:
+        """Tell the catalog about a session this kernel created, opened or just flushed."""
+        catalog = self.catalog
+        store = self._store
+        if catalog is None or store is None or not hasattr(store, "root"):
+            return
+        try:
+            if created:
+                catalog.register_session(store.root, agent.id, notebook=os.environ.get("JPY_SESSION_NAME"))
+            else:
+                catalog.session_changed(store.root, agent.id)
+        except Exception as exc:
+            import logging
+
+            logging.getLogger(__name__).warning("could not update the session catalog: %s", exc)
 
     def reset_services(self) -> None:
         """Forget derived services after a configuration change (the current agent keeps running)."""
@@ -242,8 +293,16 @@ class NotebookHost:
             self._retire(self.agent)
         self.agent = agent
         self.query.register_live(agent.session)
+        agent.subscribe(self._on_agent_event)
+        self._catalog_note(agent, created=True)
         self.export_env()
         return agent
+
+    def _on_agent_event(self, event: Any) -> None:
+        from ..agent import events as ev
+
+        if isinstance(event, (ev.TurnEnded, ev.TitleChanged)) and self.agent is not None:
+            self._catalog_note(self.agent)
 
     def _retire(self, agent: Agent) -> None:
         if agent.busy:
@@ -375,9 +434,11 @@ class NotebookHost:
         return ReferenceTarget("\x00dsh-no-session", self.cwd)
 
     def candidates(self, query: str = "", limit: int | None = None, *,
-                   include_current: bool = False) -> list[dict[str, Any]]:
-        """Sessions to mention, in rank order (the current session is left out unless asked for)."""
-        found = self.resolver.list_candidates(self.target(include_current=include_current), query, limit)
+                   include_current: bool = False, body: bool = False) -> list[dict[str, Any]]:
+        """Sessions to mention, in rank order (the current session is left out unless asked for).
+        ``body`` also matches message text (needs the catalog)."""
+        found = self.resolver.list_candidates(self.target(include_current=include_current), query, limit,
+                                              body=body)
         return [candidate.to_remote_json() for candidate in found]
 
     def file_candidates(self, query: str = "", limit: int = 50) -> list[str]:

@@ -21,8 +21,10 @@ LINE_HELP = """Session commands for the notebook's agent.
 Usage: %dsh <command> [arguments]
 
 Commands:
-  sessions [QUERY] [--limit N]   list sessions (label, id, cwd, created, same workspace); QUERY filters
-                                 by title, id or folder
+  sessions [QUERY] [--limit N] [--body]
+                                 list sessions (label, id, cwd, created, same workspace) from every
+                                 known notebook folder; QUERY filters by title, id or folder, and with
+                                 --body also by message text
   new [--model SPEC]             start a new session for the following %%dsh cells
   resume ID                      continue an earlier session (id, unique id prefix or exact title)
   title TEXT                     set the current session's title (wins over automatic titles)
@@ -146,13 +148,8 @@ class DshMagics(Magics, DshSettings):
         host = self.host
         resolver = host.resolver
         if args.budget is not None:
-            from ..references import SessionReferenceResolver
-
             try:
-                resolver = SessionReferenceResolver(
-                    host.query, max_references=self.max_references, candidate_limit=self.candidate_limit,
-                    max_reference_bytes=args.budget, reference_context_fraction=self.reference_context_fraction,
-                )
+                resolver = host.make_resolver(args.budget)
             except Exception as exc:
                 _error(self._describe(exc))
                 return
@@ -261,18 +258,20 @@ class DshMagics(Magics, DshSettings):
     def _cmd_sessions(self, rest: list[str]) -> Any:
         from .display import SessionTable
 
-        query, limit = "", None
+        query, limit, body = "", None, False
         args = list(rest)
         while args:
             word = args.pop(0)
-            if word == "--limit" and args:
+            if word == "--body":
+                body = True
+            elif word == "--limit" and args:
                 value = args.pop(0)
                 if not value.isdigit() or int(value) < 1:
                     raise HostError(f"--limit takes a positive whole number, got {value!r}")
                 limit = int(value)
             else:
                 query = (query + " " + word).strip()
-        rows = self.host.candidates(query, limit, include_current=True)
+        rows = self.host.candidates(query, limit, include_current=True, body=body)
         current = self.host.agent.id if self.host.agent is not None else None
         for row in rows:
             row["current"] = row["sessionId"] == current

@@ -27,6 +27,18 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     base_url = serverapp.web_app.settings["base_url"]
     serverapp.web_app.add_handlers(".*$", [(url_path_join(base_url, route), handler) for route, handler in ROUTES])
     serverapp.log.info("dsh-jupyter: REST endpoints at %sdsh/api/ (candidates, sessions, locate)", base_url)
+    _index_root_in_background(serverapp)
+
+
+def _index_root_in_background(serverapp: Any) -> None:
+    """Pick up the store of the folder the server starts in (say, one copied in from a colleague)."""
+    import threading
+    from pathlib import Path
+
+    from .sessions import server_catalog
+
+    root = Path(serverapp.root_dir)
+    threading.Thread(target=server_catalog, args=(root,), name="dsh-catalog-index", daemon=True).start()
 
 
 # jupyter-server before 2 looked for this name.

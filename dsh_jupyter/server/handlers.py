@@ -109,8 +109,9 @@ class CandidatesHandler(DshApiHandler):
         async def work() -> Any:
             query = sessions.parse_query(self.get_query_argument("query", "", strip=False))
             limit = sessions.parse_limit(self.get_query_argument("limit", None, strip=False))
+            body = sessions.parse_flag("body", self.get_query_argument("body", None, strip=False))
             folder = self.folder()
-            return await self.run(sessions.list_candidates, folder, query, limit)
+            return await self.run(lambda: sessions.list_candidates(folder, query, limit, body=body))
 
         await self.answer(work)
 

@@ -12,7 +12,9 @@ store's own id encoding, which maps every id to one folder name inside the store
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +84,15 @@ def parse_limit(raw: str | None) -> int:
     return value
 
 
+def parse_flag(name: str, raw: str | None) -> bool:
+    """A boolean query parameter: absent, ``0``/``false`` or ``1``/``true``."""
+    if raw is None or raw.lower() in ("", "0", "false", "no"):
+        return False
+    if raw.lower() in ("1", "true", "yes"):
+        return True
+    raise bad_request(f"{name} must be 1 or 0 (true or false), got {raw!r}")
+
+
 def parse_query(raw: str | None) -> str:
     """The ``query`` parameter (text typed after ``@``), at most :data:`MAX_QUERY_LENGTH` characters."""
     text = raw or ""
@@ -126,6 +137,9 @@ def resolve_folder(root_dir: str | os.PathLike[str], cwd: str | None, *, allow_h
     return candidate
 
 
+log = logging.getLogger(__name__)
+
+
 # -- data access (the one seam a catalog will replace) ----------------------------------------------------
 def open_query(folder: Path) -> SessionQuery:
     """The session query of the notebook folder ``folder``: its JSONL store, or ``$DSH_SESSIONS_DIR``."""
@@ -137,10 +151,55 @@ def synthetic_target(folder: Path) -> ReferenceTarget:
     return ReferenceTarget(session_id=f"\x00dsh-jupyter-server:{uuid.uuid4()}", cwd=str(folder))
 
 
-def list_candidates(folder: Path, query: str = "", limit: int = DEFAULT_CANDIDATE_LIMIT) -> list[dict[str, Any]]:
-    """Ranked candidates for a prompt in ``folder``: ``{sessionId, label, cwd?, sameWorkspace, createdAt, mention}``."""
-    resolver = SessionReferenceResolver(open_query(folder), candidate_limit=limit)
-    return resolver.remote_candidates(synthetic_target(folder), query)
+_ENSURED: dict[tuple[str, str], threading.Event] = {}  # (catalog file, store root) -> indexed
+_ENSURED_LOCK = threading.Lock()
+#: How long a request waits for a store another thread is indexing before reading what is there.
+ENSURE_WAIT_SECONDS = 2.0
+
+
+def server_catalog(folder: Path) -> Any:
+    """The session catalog (every store known to this user), with ``folder``'s store registered and
+    indexed once per process; ``None`` when the catalog cannot be opened (then only ``folder``'s own store
+    is read)."""
+    try:
+        from ..catalog import open_catalog
+
+        catalog = open_catalog()
+    except Exception as exc:  # an index only: without it the folder's logs are read directly
+        log.warning("dsh-jupyter: session catalog unavailable (%s); reading logs directly", exc)
+        return None
+    root = str(default_sessions_dir(folder))
+    key = (str(getattr(catalog, "path", id(catalog))), root)
+    with _ENSURED_LOCK:
+        done = _ENSURED.get(key)
+        mine = done is None
+        if mine:
+            done = _ENSURED[key] = threading.Event()
+    if not mine:
+        done.wait(ENSURE_WAIT_SECONDS)
+        return catalog
+    try:
+        catalog.ensure_store(root)
+    except Exception as exc:
+        log.warning("dsh-jupyter: could not index %s: %s", root, exc)
+    finally:
+        done.set()
+    return catalog
+
+
+def list_candidates(folder: Path, query: str = "", limit: int = DEFAULT_CANDIDATE_LIMIT, *,
+                    body: bool = False) -> list[dict[str, Any]]:
+    """Ranked candidates for a prompt in ``folder``: ``{sessionId, label, cwd?, sameWorkspace, createdAt, mention}``.
+
+    Sessions come from every store the catalog knows (same folder first); ``body`` also matches message text.
+    """
+    catalog = server_catalog(folder)
+    if body and catalog is None:
+        raise ApiError(503, "SESSION_REFERENCE_READ_FAILED",
+                       "body search needs the session catalog, which could not be opened; search titles instead")
+    resolver = SessionReferenceResolver(open_query(folder), candidate_limit=limit, catalog=catalog)
+    found = resolver.list_candidates(synthetic_target(folder), query, limit, body=body)
+    return [candidate.to_remote_json() for candidate in found]
 
 
 def _utf8_prefix(text: str, max_bytes: int) -> tuple[str, int]:
