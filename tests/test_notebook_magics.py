@@ -253,3 +253,48 @@ def test_help_lists_options() -> None:
 
     doc = DshMagics.dsh.__doc__
     assert "--bg" in doc and "--placement" in doc and "--session" in doc
+
+
+def test_pick_and_chat_build_their_widgets(ip: InteractiveShell) -> None:
+    run(ip, "", "a first session about churn")
+    ip.run_line_magic("dsh", "title Churn notes")
+    run(ip, "--new", "second")
+    picker = ip.run_line_magic("dsh", "pick churn")
+    assert [r["label"] for r in picker.results] == ["Churn notes"]
+    picker.choose(0)
+    assert picker.selected[-1].startswith("@[Churn notes](dsh-session:")
+    assert picker.selected[-1] in picker.target.value
+    panel = ip.run_line_magic("dsh", "chat")
+    assert type(panel).__name__ == "ChatPanel"
+
+
+def test_stop_and_wait_without_a_turn(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    ip.run_line_magic("dsh", "stop")
+    ip.run_line_magic("dsh", "wait")
+    out = capsys.readouterr().out
+    assert "no turn is running" in out and "no background turn" in out
+
+
+def test_sessions_from_another_notebook_folder_are_found(ip: InteractiveShell, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh_jupyter.session import SessionHeader, SessionLog
+    from dsh_jupyter.session.messages import user_message
+    from dsh_jupyter.store import JsonlStore
+
+    other = tmp_path / "other-project"
+    store = JsonlStore(other / ".dsh" / "sessions")
+    log = SessionLog(SessionHeader.new(other, session_id="colleague-session"))
+    writer = store.create(log.header)
+    writer.attach(log)
+    log.append("user/message", user_message("quarterly forecast question"))
+    log.append("session/title", {"title": "Forecast from a colleague", "messageSeqs": [0], "source": {"kind": "user"}})
+    writer.close()
+    from dsh_jupyter.catalog import open_catalog
+
+    open_catalog().ensure_store(store.root, budget=None)
+    run(ip, "", "local prompt")
+    table = ip.run_line_magic("dsh", "sessions forecast")
+    plain = table._repr_mimebundle_()["text/plain"]
+    assert "Forecast from a colleague" in plain and "colleague-session" in plain
+    body = ip.run_line_magic("dsh", "sessions --body quarterly")
+    assert "colleague-session" in body._repr_mimebundle_()["text/plain"]
