@@ -298,3 +298,16 @@ def test_sessions_from_another_notebook_folder_are_found(ip: InteractiveShell, t
     assert "Forecast from a colleague" in plain and "colleague-session" in plain
     body = ip.run_line_magic("dsh", "sessions --body quarterly")
     assert "colleague-session" in body._repr_mimebundle_()["text/plain"]
+
+
+def test_config_changes_apply_to_the_next_prompt(ip: InteractiveShell, tmp_path: Path) -> None:
+    run(ip, "", "source prompt")
+    source = host(ip).agent.id
+    run(ip, "--new", "target prompt")
+    ip.run_line_magic("config", "DshMagics.placement = 'prompt-prefix'")
+    run(ip, "", f"see {format_session_reference_mention(source, 'src')}")
+    last = [e["data"] for e in log_events(ip) if e["type"] == "user/message"][-1]
+    assert "envelope" in last
+    ip.run_line_magic("config", f"DshMagics.sessions_dir = '{tmp_path / 'elsewhere'}'")
+    run(ip, "--new", "in the new store")
+    assert host(ip).locate().path.startswith(str(tmp_path / "elsewhere"))

@@ -85,7 +85,6 @@ class NotebookHost:
         self._catalog: Any = None
         self._catalog_started = False
         self.main_thread_calls: Any = None  # set by the magic while a foreground cell waits
-        self._lock = threading.Lock()
 
     # -- configuration-derived services ---------------------------------------------------------------
     def sessions_root(self) -> Path:
@@ -129,6 +128,8 @@ class NotebookHost:
             from ..query import SessionQuery
 
             self._query = SessionQuery(self.store)
+            if self.agent is not None:
+                self._query.register_live(self.agent.session)
         return self._query
 
     @property
@@ -196,10 +197,32 @@ class NotebookHost:
 
             logging.getLogger(__name__).warning("could not update the session catalog: %s", exc)
 
-    def reset_services(self) -> None:
-        """Forget derived services after a configuration change (the current agent keeps running)."""
+    #: Which derived services each setting feeds (anything else only changes the agent's own options).
+    _STORE_SETTINGS = frozenset({"sessions_dir", "store", "sqlite_path"})
+    _MODEL_SETTINGS = frozenset({"model", "base_url", "api_key_env", "context_window"})
+
+    def settings_changed(self, name: str) -> None:
+        """Apply a ``%config`` change: later reads, prompts and sessions use it; a running turn is left alone.
+
+        A changed store or model applies to the next session (``%dsh new``) and, for the model, to the next
+        prompt; agent options (placement, tools, hooks, limits) apply to the current session's next prompt.
+        """
         self._resolver = None
-        self._env = None
+        if name in self._STORE_SETTINGS:
+            self._store = None
+            self._query = None
+        if name in self._MODEL_SETTINGS:
+            self._model = None
+            self._model_spec = None
+        if name in ("dsh_home", "catalog"):
+            self._env = None
+            self._catalog = None
+            self._catalog_started = False
+        agent = self.agent
+        if agent is not None and not agent.busy and name not in self._STORE_SETTINGS | self._MODEL_SETTINGS:
+            agent.config = self._agent_config()
+            agent.tools = self._tools()
+            agent.hooks = self._hooks()
 
     @property
     def env_registry(self) -> ShellEnvRegistry:

@@ -75,6 +75,10 @@ class DshMagics(Magics, DshSettings):
         self.host = NotebookHost(self, shell)
         self._views: list[Any] = []
         self._env_exported = False
+        self.observe(self._setting_changed, names=list(DshSettings.class_trait_names(config=True)))
+
+    def _setting_changed(self, change: Any) -> None:
+        self.host.settings_changed(change["name"])
 
     # -- %%dsh ---------------------------------------------------------------------------------------
     @magic_arguments()
