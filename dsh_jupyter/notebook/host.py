@@ -84,6 +84,7 @@ class NotebookHost:
         self._bash_tools: list[Any] = []
         self._catalog: Any = None
         self._catalog_started = False
+        self._catalog_lock = threading.Lock()
         self.main_thread_calls: Any = None  # set by the magic while a foreground cell waits
 
     # -- configuration-derived services ---------------------------------------------------------------
@@ -157,6 +158,10 @@ class NotebookHost:
         """The cross-folder session catalog, or ``None`` (turned off, SQLite store, or unavailable)."""
         if not self.settings.catalog or self.settings.store != "jsonl":
             return None
+        with self._catalog_lock:
+            return self._open_catalog()
+
+    def _open_catalog(self) -> Any:
         if self._catalog is None:
             from ..catalog import open_catalog
 
@@ -172,6 +177,10 @@ class NotebookHost:
             root = self.sessions_root()
             threading.Thread(target=self._index_store, args=(root,), name="dsh-catalog", daemon=True).start()
         return self._catalog
+
+    def start_indexing(self) -> None:
+        """Index this folder's store in the background (as the kernel starts: stores copied in are found)."""
+        threading.Thread(target=lambda: self.catalog, name="dsh-catalog-open", daemon=True).start()
 
     def _index_store(self, root: Path) -> None:
         try:

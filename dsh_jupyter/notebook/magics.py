@@ -382,7 +382,8 @@ class DshMagics(Magics, DshSettings):
             self._env_exported = True
             try:
                 self.host.export_env()
-            except Exception:  # never break the user's cell over an environment hint
+                self.host.start_indexing()
+            except Exception:  # never break the user's cell over an environment hint or an index
                 pass
         keep = []
         for view in self._views:
