@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -102,3 +104,47 @@ def test_wheel_holds_the_prebuilt_extension_and_the_server_config(tmp_path: Path
         built = {p.relative_to(ASSETS).as_posix() for p in ASSETS.rglob("*") if p.is_file()}
         shipped = {n[len(f"{data}{LABEXT_DATA}/"):] for n in names if n.startswith(f"{data}{LABEXT_DATA}/")}
         assert shipped == built | {"install.json"}
+
+
+@pytest.mark.slow
+def test_wheel_installed_in_a_fresh_venv_is_enabled(tmp_path: Path) -> None:
+    """Install the built wheel (no deps, offline) into a new venv that borrows the test environment's
+    packages through a plain path entry (so our editable install is not visible), then ask Jupyter."""
+    missing = [name for name in ("hatchling", "hatch_jupyter_builder") if importlib.util.find_spec(name) is None]
+    if missing or not (ASSETS / "static" / "style.js").is_file():
+        pytest.skip("needs hatchling, hatch-jupyter-builder and a built labextension (bash scripts/venv.sh)")
+    wheels = tmp_path / "wheels"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+         "--disable-pip-version-check", "-w", str(wheels), str(ROOT)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = wheels.glob("dsh_jupyter-*.whl")
+    venv = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    test_site = next(p for p in sys.path if p.endswith("site-packages") and Path(p, "jupyter_server").is_dir())
+    Path(site, "borrowed.pth").write_text(test_site + "\n")  # a path line: its .pth files are not run
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
+         "--disable-pip-version-check", str(wheel)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    env["HOME"] = str(tmp_path / "home")
+    where = subprocess.run([str(python), "-c", "import dsh_jupyter; print(dsh_jupyter.__file__)"],
+                           capture_output=True, text=True, env=env, check=True, cwd=tmp_path).stdout
+    assert where.startswith(site), where  # the wheel's copy, not the editable checkout
+    labext = subprocess.run([str(python), "-m", "jupyterlab.labextensions", "list"],
+                            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    listing = re.sub(r"\x1b\[[0-9;]*m", "", labext.stdout + labext.stderr)  # drop colour codes
+    assert re.search(r"dsh-jupyter v\S+ enabled\s+.*OK", listing), listing
+    assert str(venv) in listing, listing
+    server = subprocess.run([str(python), "-m", "jupyter_server.extension.serverextension", "list"],
+                            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    listing = re.sub(r"\x1b\[[0-9;]*m", "", server.stdout + server.stderr)
+    assert re.search(r"dsh_jupyter enabled", listing) and "OK" in listing, listing
