@@ -125,6 +125,7 @@ def test_background_turn_streams_into_its_cell_while_others_run(
         background = nb.run(1)  # returns at once: the turn runs on the agent thread
         steered = nb.run(2)
         expect(steered).to_contain_text("steered into the running turn")
+        print(f"\n[steer] background cell after the steering cell: {output_text(nb, 1)!r}")
         start(nb, 3)
 
         # (a) While cell 4 runs, the background cell shows the tool call, then its result.
@@ -134,6 +135,7 @@ def test_background_turn_streams_into_its_cell_while_others_run(
         expect(call.locator("pre")).to_contain_text("slow-job-finished")
         expect(call.locator("summary")).to_contain_text("✓")
         assert running(nb, 3), "cell 4 ended before the background cell showed the tool result"
+        print(f"[cell 4 running] background cell: {output_text(nb, 1)!r}")
         nb.screenshot(request, "1-while-cell-4-runs")
 
         finished(nb, 3)
@@ -145,6 +147,8 @@ def test_background_turn_streams_into_its_cell_while_others_run(
         expect(answer).to_contain_text("Offline model (no API key needed)")
         background.scroll_into_view_if_needed()
         nb.screenshot(request, "2-after-wait")
+        print(f"[after %dsh wait] background cell: {output_text(nb, 1)!r}")
+        print(f"[after %dsh wait] cells 3-5: {[output_text(nb, i) for i in (2, 3, 4)]!r}")
 
         # (c) Nothing of the background turn leaked into the cells that ran meanwhile.
         steered_outputs = steered.locator(".jp-OutputArea-output")
