@@ -54,6 +54,20 @@ def database(sessions: dict[str, tuple]) -> sqlite3.Connection:
     return conn
 
 
+def test_a_title_with_nul_is_found_by_text_after_the_nul() -> None:
+    sessions = {"aa": ("a", 0, "aa\x00aab"), "b": (None, 0, "x\x01aab")}
+    conn = database(sessions)
+    where = Filter(None, "aab", None, frozenset(), None)
+    original = search.DENSE
+    search.DENSE = 1000  # the indexed plan
+    try:
+        got = [row.session_id for row in select(conn, where, 5)]
+    finally:
+        search.DENSE = original
+        conn.close()
+    assert got == expected(sessions, where, 5) == ["b", "aa"]  # cwd-less first when the target has none
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(SESSION, min_size=0, max_size=12, unique_by=lambda s: s[0]), st.data(), st.none() | TEXT,
        st.integers(1, 6), st.sampled_from([0, 2, 1000]))
@@ -81,7 +95,7 @@ def test_the_query_follows_the_rules_for_any_text(rows: list[tuple], data: st.Da
 
 
 def test_trigram_queries_are_used_only_when_exact() -> None:
-    assert trigram_query("ab") is None and trigram_query("a\x00bc") is None
+    assert trigram_query("ab") is None and trigram_query("a\x00bc") is None and trigram_query("a\x01bc") is None
     assert trigram_query('ab"c') == '"ab""c"'
 
 

@@ -137,7 +137,7 @@ def apply_facts(conn: sqlite3.Connection, store_id: int, folder: str, facts: Log
             "committed=?, tail=?, next_seq=?, indexed_ms=? WHERE id=?",
             values + (rowid,),
         )
-    conn.execute(_META_INSERT, (rowid, values[4], values[5], values[6]))
+    conn.execute(_META_INSERT, (rowid, meta_text(values[4]), meta_text(values[5]), meta_text(values[6])))
     if facts.full:
         _drop_bodies(conn, rowid, chunks)
         chunks = 0
@@ -156,6 +156,13 @@ def apply_facts(conn: sqlite3.Connection, store_id: int, folder: str, facts: Log
     return rowid
 
 
+def meta_text(value: bytes | None) -> bytes | None:
+    """What the trigram index is given for a lowercased field. FTS5 stops reading text at a NUL, so NUL
+    is indexed as U+0001 instead; needles holding either character never use the index
+    (:func:`.search.trigram_query`), so no other needle can tell the two apart."""
+    return value.replace(b"\x00", b"\x01") if value is not None else None
+
+
 _META_INSERT = ("INSERT INTO meta_index(rowid, sid, cwd, title) "
                 "VALUES(?, CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT))")
 
@@ -164,7 +171,7 @@ def _unindex_meta(conn: sqlite3.Connection, rowid: int, id_lc: bytes, cwd_lc: by
                   title_lc: bytes | None) -> None:
     conn.execute("INSERT INTO meta_index(meta_index, rowid, sid, cwd, title) "
                  "VALUES('delete', ?, CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT))",
-                 (rowid, id_lc, cwd_lc, title_lc))
+                 (rowid, meta_text(id_lc), meta_text(cwd_lc), meta_text(title_lc)))
 
 
 def _drop_bodies(conn: sqlite3.Connection, rowid: int, chunks: int) -> None:

@@ -22,7 +22,7 @@ import sqlite3
 from pathlib import Path
 
 #: Bumped whenever a table changes; a catalog of another version is rebuilt from the logs.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: NUL indexed as U+0001 in meta_index
 
 #: File name of the catalog inside ``DSH_HOME``.
 CATALOG_NAME = "catalog.sqlite"

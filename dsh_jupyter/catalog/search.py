@@ -40,7 +40,7 @@ class Filter:
 
 def trigram_query(needle: str) -> str | None:
     """The trigram-index phrase for ``needle`` (``None`` when the index cannot answer it exactly)."""
-    if len(needle) < 3 or "\x00" in needle:
+    if len(needle) < 3 or "\x00" in needle or "\x01" in needle:  # see rows.meta_text
         return None
     return '"' + needle.replace('"', '""') + '"'
 
