@@ -6,6 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# CI explores the same examples every run (a failure there is reproducible, never a coin toss);
+# local runs keep exploring new ones.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI") == "true":
+    hypothesis_settings.load_profile("ci")
 
 pytest_plugins = ["fake_openai", "pytest_jupyter.jupyter_server"]
 
