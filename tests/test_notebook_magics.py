@@ -311,3 +311,17 @@ def test_config_changes_apply_to_the_next_prompt(ip: InteractiveShell, tmp_path:
     ip.run_line_magic("config", f"DshMagics.sessions_dir = '{tmp_path / 'elsewhere'}'")
     run(ip, "--new", "in the new store")
     assert host(ip).locate().path.startswith(str(tmp_path / "elsewhere"))
+
+
+def test_a_turn_that_ends_before_the_steer_starts_a_new_turn(ip: InteractiveShell,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from dsh_jupyter.agent import Agent
+
+    run(ip, "", "first prompt")
+    monkeypatch.setattr(Agent, "busy", property(lambda self: True))  # looks busy, but nothing runs
+    run(ip, "", "second prompt, not lost")
+    monkeypatch.undo()
+    assert "steered" not in capsys.readouterr().out
+    assert user_texts(ip)[-1] == "second prompt, not lost"
+    assert sum(e["type"] == "turn/start" for e in log_events(ip)) == 2

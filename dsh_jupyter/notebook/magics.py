@@ -174,19 +174,32 @@ class DshMagics(Magics, DshSettings):
             display(ReferenceContextDisplay(prepared.context["source"], target_session_id=agent.id, spills=spills))
         contexts = [prepared.context] if prepared.context else []
         placement = args.placement
-        if agent.busy:
+        # Send or steer is decided from the agent's state after preparation; a turn that starts or ends in
+        # between is handled by trying the other one, so the prompt is never lost.
+        from ..agent import AgentBusyError, AgentIdleError
+
+        turn = None
+        if not agent.busy:
+            try:
+                turn = agent.begin(prepared.content, contexts=contexts, placement=placement)
+            except AgentBusyError:
+                turn = None
+        if turn is None:
             try:
                 agent.steer(prepared.content, contexts=contexts, placement=placement)
+            except AgentIdleError:
+                turn = agent.begin(prepared.content, contexts=contexts, placement=placement)
             except Exception as exc:
                 _error(self._describe(exc))
                 return
-            print(f"↪ steered into the running turn of session {agent.id}")
-            return
+            else:
+                print(f"↪ steered into the running turn of session {agent.id}")
+                return
         view = TurnView(show_reasoning=self.show_reasoning or args.reasoning, rate=self.stream_rate,
                         background=args.bg)
         view.start()
         dispose = agent.subscribe(view)
-        future = host.thread.submit(agent.begin(prepared.content, contexts=contexts, placement=placement))
+        future = host.thread.submit(turn)
         future.add_done_callback(lambda _: dispose())
         if args.bg:
             host.track_background(future)
