@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import AsyncIterator
 
 from dsh_jupyter.models.base import (
     Finish,
@@ -44,7 +44,6 @@ class ScriptedModel(ModelProvider):
         self.info = ModelInfo("scripted", "scripted-1", context_window)
         self.replies: list[Reply] = list(replies)
         self.requests: list[ModelRequest] = []
-        self.started = asyncio.Event() if False else None
 
     def queue(self, *replies: Reply) -> None:
         self.replies.extend(replies)

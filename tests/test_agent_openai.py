@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fake_openai import (  # noqa: F401  (fixture)
+from fake_openai import (  # the fake_openai fixture itself comes from tests/conftest.py
     DROP,
     STALL,
     FakeOpenAIServer,
     broken_reply,
-    fake_openai,
     http_error,
     text_reply,
     tool_call_reply,

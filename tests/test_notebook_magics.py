@@ -136,7 +136,7 @@ def test_bad_references_give_one_line_and_write_nothing(ip: InteractiveShell, ce
         ids.append(host(ip).agent.id)
     run(ip, "--new", "target prompt")
     ip.user_ns["mentions"] = " ".join(format_session_reference_mention(i, f"s{n}") for n, i in enumerate(ids))
-    ip.user_ns["missing"] = f"@[gone](" + encode_session_reference_uri("no-such-session") + ")"
+    ip.user_ns["missing"] = "@[gone](" + encode_session_reference_uri("no-such-session") + ")"
     ip.user_ns["self"] = format_session_reference_mention(host(ip).agent.id, "me")
     before = log_events(ip)
     capsys.readouterr()

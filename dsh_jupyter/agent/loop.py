@@ -48,7 +48,6 @@ from ..session.messages import (
     assistant_message,
     blocks_text,
     compaction_source,
-    new_message_id,
     text_block,
     tool_result_message,
     user_message,

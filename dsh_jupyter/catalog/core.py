@@ -54,7 +54,6 @@ from .schema import (
     CatalogCorrupt,
     CatalogUnavailable,
     connect,
-    dec,
     enc,
     ensure_schema,
     error_kind,
