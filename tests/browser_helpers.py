@@ -478,3 +478,10 @@ class NotebookPage:
         path = artifact_path(request, step)
         self.page.screenshot(path=str(path), full_page=True)
         return path
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A fresh headless chromium per test (see :func:`launched_browser` for why not per module)."""
+    with launched_browser() as launched:
+        yield launched

@@ -22,7 +22,6 @@ import pytest
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
-    launched_browser,
     require_chromium,
     running_server,
     watched_page,
@@ -62,11 +61,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     with running_server("lab", root, tmp_path_factory.mktemp("background-state")) as server:
         yield server
 
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with launched_browser() as browser:
-        yield browser
 
 
 def start(nb: NotebookPage, index: int) -> None:

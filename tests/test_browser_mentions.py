@@ -18,7 +18,6 @@ import pytest
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
-    launched_browser,
     require_chromium,
     require_notebook7,
     running_server,
@@ -58,11 +57,6 @@ def make_root(path: Path) -> Root:
     write_notebook(path / NOTEBOOK, *CELLS)
     return Root(path, target_seq)
 
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with launched_browser() as browser:
-        yield browser
 
 
 def _server(app: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, Root]]:

@@ -13,7 +13,6 @@ import pytest
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
-    launched_browser,
     require_chromium,
     running_server,
     watched_page,
@@ -50,11 +49,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     with running_server("lab", root, tmp_path_factory.mktemp("picker-state")) as server:
         yield server
 
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with launched_browser() as browser:
-        yield browser
 
 
 def test_picker_filters_in_python_and_inserts_mentions(

@@ -20,7 +20,6 @@ from browser_helpers import (
     JupyterServer,
     NotebookPage,
     PageWatch,
-    launched_browser,
     require_chromium,
     running_server,
     watched_page,
@@ -73,11 +72,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     with running_server("lab", root, tmp_path_factory.mktemp("security-state")) as server:
         yield server
 
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with launched_browser() as browser:
-        yield browser
 
 
 class Inertness:

@@ -9,6 +9,7 @@ from dsh_jupyter.references.candidates import workspace_rank as reference_rank
 
 
 def test_the_ranking_rule_is_the_references_rule() -> None:
+    assert workspace_rank is reference_rank  # one rule, not a copy that could drift
     for a, b in itertools.product([None, "/a", "/b"], repeat=2):
         assert workspace_rank(a, b) == reference_rank(a, b)
 

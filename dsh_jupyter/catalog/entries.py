@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ..ranking import workspace_rank
+
 #: File name of a session's log in its folder (``dsh_jupyter.store.paths.LOG_NAME``, spelled out here so a
 #: query does not import the storage backends; a test checks they agree).
 LOG_NAME = "session.jsonl"
@@ -73,12 +75,3 @@ class CatalogEntry:
         record["readable"] = self.readable
         record["indexed"] = self.indexed
         return record
-
-
-def workspace_rank(candidate_cwd: str | None, target_cwd: str | None) -> int:
-    """0: same working directory; 1: the candidate has none; 2: anything else (the reference's ranking)."""
-    if candidate_cwd is not None and target_cwd is not None and candidate_cwd == target_cwd:
-        return 0
-    if candidate_cwd is None:
-        return 1
-    return 2

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..ranking import workspace_rank
 from ..session.header import is_safe_nonnegative_int
 from .cancellation import CancelFlag, call_cancellable, raise_if_cancelled
 from .errors import SESSION_REFERENCE_INVALID_CONFIG, SESSION_REFERENCE_INVALID_REFERENCE, SessionReferenceError
@@ -55,15 +56,6 @@ def validate_limit(limit: object) -> int:
             f"candidate limit must be a positive safe integer, got {limit!r}",
         )
     return int(limit)  # type: ignore[arg-type]
-
-
-def workspace_rank(candidate_cwd: str | None, target_cwd: str | None) -> int:
-    """0: same working directory; 1: the candidate has none; 2: anything else."""
-    if candidate_cwd is not None and target_cwd is not None and candidate_cwd == target_cwd:
-        return 0
-    if candidate_cwd is None:
-        return 1
-    return 2
 
 
 def _read_title(query: SessionQuery, session_id: str) -> str | None:
