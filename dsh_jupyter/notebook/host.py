@@ -444,16 +444,14 @@ class NotebookHost:
     def track_background(self, future: concurrent.futures.Future[Any]) -> None:
         self._background = future
 
+    @property
+    def background(self) -> concurrent.futures.Future[Any] | None:
+        """The latest background turn's future (``None`` when none was started)."""
+        return self._background
+
     def cancel(self) -> None:
         if self.agent is not None:
             self.agent.cancel()
-
-    def wait(self, timeout: float | None = None) -> Any:
-        """Wait for a background turn (interruptible)."""
-        future = self._background
-        if future is None:
-            return None
-        return future.result(timeout)
 
     # -- protocol for completion and widgets ------------------------------------------------------------
     def target(self, *, include_current: bool = False) -> Any:

@@ -370,7 +370,7 @@ class DshMagics(Magics, DshSettings):
         return None
 
     def _cmd_wait(self, rest: list[str]) -> Any:
-        future = self.host._background
+        future = self.host.background
         if future is None:
             print("no background turn")
             return None

@@ -138,7 +138,7 @@ class TurnView:
         handle = display(TranscriptMarkdown([_Segment("status", "…")], self.show_reasoning), display_id=True)
         self._handles.append(handle)
 
-    def _send(self, final: bool = False) -> None:
+    def _send(self) -> None:
         with self._lock:
             segments = list(self.segments[self._frozen:])
             handle = self._handles[-1] if self._handles else None
@@ -190,7 +190,7 @@ class TurnView:
         if self.background:
             return
         self._cancel_timer()
-        self._send(final=True)
+        self._send()
         with self._lock:
             self._frozen = len(self.segments)
         self._new_handle()
@@ -244,8 +244,8 @@ class TurnView:
             elif reason == "blocked":
                 self.segments.append(_Segment("status", "⛔ blocked by a hook; nothing was recorded"))
         self._cancel_timer()
-        self._send(final=True)
+        self._send()
 
     def refresh(self) -> None:
         """Re-send the current state (from the main thread, e.g. when the next cell starts)."""
-        self._send(final=True)
+        self._send()
