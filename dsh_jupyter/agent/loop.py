@@ -146,7 +146,8 @@ class Agent:
         self._tool_cancel: threading.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._turn = sum(1 for e in session.events if e.type == TURN_START)
-        self._session_started = False
+        #: The ``SessionStart`` source still to announce to hooks at the first turn (``None``: announced).
+        self._session_start_source: str | None = "startup"
         if writer is not None:
             writer.attach(session)
 
@@ -164,7 +165,7 @@ class Agent:
         session, writer = store.open(session_id)
         agent = cls(session, None, store, model, **kwargs)
         agent.writer = writer  # store.open already attached the writer to the log
-        agent._session_started = True
+        agent._session_start_source = "resume"
         return agent
 
     # -- identity ------------------------------------------------------------------------------------
@@ -396,9 +397,9 @@ class Agent:
         turn = self._turn + 1
         try:
             gate = self._gate()
-            if gate is not None and not self._session_started:
-                self._session_started = True
-                for context in (await gate.session_start(self._turn, "startup")).contexts:
+            source, self._session_start_source = self._session_start_source, None
+            if gate is not None and source is not None:
+                for context in (await gate.session_start(self._turn, source)).contexts:
                     self.inject(context["content"], source=context["source"])
             decision = await self.prompt_submit.run(
                 PromptSubmission(thaw(record.content), thaw(record.source), self.id, turn))

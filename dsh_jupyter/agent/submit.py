@@ -1,25 +1,31 @@
-"""From prompt text to an admitted message: parse mentions, prepare snapshots, then send or steer.
+"""From prompt text to an admitted message: parse mentions, prepare snapshots, then start a turn or steer.
 
-This is the host-side step the reference's hosts perform before the core sees anything: the core agent
-only receives readable content plus frozen contexts. Preparation happens first; the choice between
-``send`` (idle) and ``steer`` (busy) is made from the agent's state after preparation.
+This is the host-side step the reference's hosts perform before the core sees anything: the core agent only
+receives readable content plus frozen contexts. Preparation happens first; whether the prompt starts a turn
+(idle) or is steered into the running one (busy) is decided once, here, by :func:`dispatch`, from the agent's
+state after preparation. Every host (the ``%%dsh`` magic, ``--bg`` turns, the picker, the chat panel) goes
+through it, so a turn that starts or ends between the check and the act never loses a prompt.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..references import ReferenceTarget, SessionReferenceResolver, parse_session_reference_text
 from ..session.messages import text_block
 from .inbox import Placement
-from .loop import Agent, TurnResult
+from .loop import Agent, AgentBusyError, AgentIdleError, TurnResult
+
+#: How often a prompt may bounce between "just ended" and "just started" before we give up (never in practice).
+_DISPATCH_ATTEMPTS = 8
 
 
 @dataclass
 class Submission:
-    """What happened to a submitted prompt: ``steered`` into a running turn, or the finished ``turn``."""
+    """A prepared prompt and what happened to it: ``steered`` into a running turn, or the finished ``turn``."""
 
     content: list[dict[str, Any]]
     context: dict[str, Any] | None
@@ -27,15 +33,23 @@ class Submission:
     turn: TurnResult | None = None
     spills: dict[int, Any] = field(default_factory=dict)
 
+    @property
+    def contexts(self) -> list[dict[str, Any]]:
+        return [self.context] if self.context else []
+
+
+@dataclass
+class Dispatched:
+    """What :func:`dispatch` did: ``started`` a turn (``turn`` must then be awaited or scheduled once) or
+    ``steered`` the prompt into the running turn (``turn`` is ``None``)."""
+
+    action: Literal["started", "steered"]
+    turn: Coroutine[Any, Any, TurnResult] | None = None
+
 
 def reference_target(agent: Agent) -> ReferenceTarget:
-    store = agent.store
-    return ReferenceTarget(
-        session_id=agent.id,
-        cwd=agent.cwd,
-        session_dir=store.session_dir(agent.header) if store is not None else None,
-        context_window=agent.model.info.context_window,
-    )
+    """The session a prompt of ``agent`` prepares references for."""
+    return ReferenceTarget.from_header(agent.header, agent.store, context_window=agent.model.info.context_window)
 
 
 async def prepare_prompt(agent: Agent, text: str, resolver: SessionReferenceResolver | None,
@@ -56,14 +70,41 @@ async def prepare_prompt(agent: Agent, text: str, resolver: SessionReferenceReso
                       spills=dict(getattr(prepared, "spills", {}) or {}))
 
 
-async def submit(agent: Agent, text: str, resolver: SessionReferenceResolver | None = None, *,
-                 placement: Placement | None = None, cancel: asyncio.Event | None = None) -> Submission:
-    """Prepare ``text`` and hand it to the agent: steer when a turn is running, else run a new turn."""
-    submission = await prepare_prompt(agent, text, resolver, cancel)
-    contexts = [submission.context] if submission.context else []
-    if agent.busy:
-        agent.steer(submission.content, contexts=contexts, placement=placement)
+def dispatch(agent: Agent, submission: Submission, *, placement: Placement | None = None) -> Dispatched:
+    """Start a turn with ``submission`` when the agent is idle, else steer it into the running turn.
+
+    Thread-safe: the agent reserves a turn atomically (``begin``) and refuses steering when idle, so a turn
+    that starts or ends in between makes us try the other way, and the prompt is never lost.
+    """
+    contexts = submission.contexts
+    start = not agent.busy
+    for _ in range(_DISPATCH_ATTEMPTS):
+        if start:
+            try:
+                return Dispatched("started", agent.begin(submission.content, contexts=contexts, placement=placement))
+            except AgentBusyError:
+                start = False  # a turn started meanwhile: steer into it
+                continue
+        try:
+            agent.steer(submission.content, contexts=contexts, placement=placement)
+        except AgentIdleError:
+            start = True  # the turn ended meanwhile: start one
+            continue
         submission.steered = True
-        return submission
-    submission.turn = await agent.send(submission.content, contexts=contexts, placement=placement)
+        return Dispatched("steered")
+    raise AgentBusyError("the session kept starting and ending turns; send the prompt again")
+
+
+async def submit(agent: Agent, text: str, resolver: SessionReferenceResolver | None = None, *,
+                 placement: Placement | None = None, cancel: asyncio.Event | None = None,
+                 on_start: Callable[[], None] | None = None) -> Submission:
+    """Prepare ``text`` and hand it to the agent (:func:`dispatch`); a started turn is awaited here.
+
+    ``on_start`` is called once a turn was reserved, before it runs (hosts use it to track the turn)."""
+    submission = await prepare_prompt(agent, text, resolver, cancel)
+    dispatched = dispatch(agent, submission, placement=placement)
+    if dispatched.turn is not None:
+        if on_start is not None:
+            on_start()
+        submission.turn = await dispatched.turn
     return submission

@@ -1,33 +1,41 @@
-"""The notebook host: one per kernel. Owns the store, the current session's agent and the agent thread.
+"""The notebook host: one per kernel. Owns the current session's agent and the agent thread.
 
-It adapts the host-independent core to a notebook: it decides send versus steer after preparation,
-exports the session's ``DSH_*`` facts for the user's own ``!`` and ``%%bash`` cells, and offers the
-small protocol the completer and widgets use (``candidates``, ``file_candidates``, ``submit_async``,
-``busy``, ``cancel``).
+It adapts the host-independent core to a notebook: the session parts come from one
+:class:`~dsh_jupyter.services.Services` (the same wiring the server and the CLI use); sessions are created
+and resumed through the agent's own constructors (so ``SessionStart`` hooks fire once, with the right
+source); prompts go through the agent layer's one submit path; and the session's ``DSH_*`` facts are
+exported for the user's own ``!`` and ``%%bash`` cells. Widgets and the completer use the small protocol in
+:mod:`dsh_jupyter.notebook.protocols`.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
+from ..services import ServiceError, Services, ServiceSettings
 from .config import DshSettings
 from .runtime import AgentThread
 
 if TYPE_CHECKING:
     import concurrent.futures
 
-    from ..store.base import SessionLocation, SessionStore
-    from ..agent import Agent
+    from ..agent import Agent, AgentConfig
     from ..agent.events import AgentEvent
     from ..agent.submit import Submission
     from ..models.base import ModelProvider
     from ..query import SessionQuery
-    from ..references import SessionReferenceResolver
+    from ..references import ReferenceTarget, SessionReferenceResolver
+    from ..store.base import SessionLocation, SessionStore
+    from ..tools.base import ToolRegistry
     from ..tools.env import ShellEnvRegistry
+    from ..tools.hooks import HookRunner
+
+log = logging.getLogger(__name__)
 
 
 class HostError(RuntimeError):
@@ -65,6 +73,10 @@ class SessionHandle:
         return f"<dsh session {self.session_id!r} at {self.path or '(no JSONL file: SQLite store)'}>"
 
 
+#: Settings that only change how the current agent behaves (applied to it when it is idle).
+_MODEL_SETTINGS = frozenset({"model", "base_url", "api_key_env", "context_window"})
+
+
 class NotebookHost:
     """Everything one kernel needs to drive agents from cells."""
 
@@ -72,143 +84,61 @@ class NotebookHost:
         self.settings = settings
         self.shell = shell
         self.cwd = os.path.abspath(cwd or os.getcwd())
+        self.services = Services(ServiceSettings.from_config(settings, self.cwd))
         self.thread = AgentThread()
         self.agent: Agent | None = None
-        self._store: SessionStore | None = None
-        self._query: SessionQuery | None = None
-        self._resolver: SessionReferenceResolver | None = None
-        self._env: ShellEnvRegistry | None = None
         self._model: ModelProvider | None = None
         self._model_spec: str | None = None
         self._background: concurrent.futures.Future[Any] | None = None
         self._bash_tools: list[Any] = []
-        self._catalog: Any = None
-        self._catalog_started = False
-        self._catalog_lock = threading.Lock()
+        self._disposers: list[Callable[[], None]] = []
         self.main_thread_calls: Any = None  # set by the magic while a foreground cell waits
 
-    # -- configuration-derived services ---------------------------------------------------------------
-    def sessions_root(self) -> Path:
-        from ..store import default_sessions_dir
-
-        if self.settings.sessions_dir.strip():
-            return Path(os.path.expanduser(self.settings.sessions_dir)).resolve()
-        return default_sessions_dir(self.cwd)
-
+    # -- configuration-derived services (one wiring: dsh_jupyter.services) ------------------------------
     @property
     def store(self) -> SessionStore:
-        if self._store is None:
-            if self.settings.store == "sqlite":
-                from ..store import SqliteStore
-
-                path = self.settings.sqlite_path.strip() or os.path.join(self.cwd, ".dsh", "sessions.sqlite")
-                self._check_writable(Path(path).parent)
-                self._store = SqliteStore(os.path.expanduser(path))
-            else:
-                from ..store import JsonlStore
-
-                root = self.sessions_root()
-                self._check_writable(root)
-                self._store = JsonlStore(root)
-        return self._store
-
-    @staticmethod
-    def _check_writable(folder: Path) -> None:
-        probe = folder
-        while not probe.exists() and probe.parent != probe:
-            probe = probe.parent
-        if not probe.is_dir() or not os.access(probe, os.W_OK):
-            raise HostError(
-                f"the session folder {folder} is not writable; set %config DshMagics.sessions_dir to a "
-                "folder you can write to (or $DSH_SESSIONS_DIR)"
-            )
+        return self._service(lambda: self.services.store)
 
     @property
     def query(self) -> SessionQuery:
-        if self._query is None:
-            from ..query import SessionQuery
-
-            self._query = SessionQuery(self.store)
-            if self.agent is not None:
-                self._query.register_live(self.agent.session)
-        return self._query
+        query = self._service(lambda: self.services.query)
+        if self.agent is not None:
+            query.register_live(self.agent.session)
+        return query
 
     @property
     def resolver(self) -> SessionReferenceResolver:
-        if self._resolver is None:
-            self._resolver = self.make_resolver(self.settings.max_reference_bytes or None)
-        return self._resolver
+        return self._service(lambda: self.services.resolver)
 
-    def make_resolver(self, max_reference_bytes: int | None) -> SessionReferenceResolver:
-        """A reference service with the current settings (and the catalog, for JSONL stores)."""
-        from ..references import SessionReferenceError, SessionReferenceResolver
-
-        s = self.settings
-        try:
-            return SessionReferenceResolver(
-                self.query, max_references=s.max_references, candidate_limit=s.candidate_limit,
-                max_reference_bytes=max_reference_bytes, reference_context_fraction=s.reference_context_fraction,
-                catalog=self.catalog,
-            )
-        except SessionReferenceError as exc:
-            raise HostError(f"invalid reference settings: {exc}") from None
+    def make_resolver(self, max_reference_bytes: int | None, *, option: str = "--budget") -> SessionReferenceResolver:
+        """A reference service with another per-reference budget (``option``: what the user typed)."""
+        return self._service(lambda: self.services.make_resolver(max_reference_bytes, option=option))
 
     @property
     def catalog(self) -> Any:
         """The cross-folder session catalog, or ``None`` (turned off, SQLite store, or unavailable)."""
-        if not self.settings.catalog or self.settings.store != "jsonl":
-            return None
-        with self._catalog_lock:
-            return self._open_catalog()
+        return self.services.catalog
 
-    def _open_catalog(self) -> Any:
-        if self._catalog is None:
-            from ..catalog import open_catalog
+    @property
+    def env_registry(self) -> ShellEnvRegistry:
+        return self.services.env_registry
 
-            try:
-                self._catalog = open_catalog(self.settings.dsh_home or None)
-            except Exception as exc:  # the catalog is an index: without it, reads fall back to the logs
-                import logging
+    def sessions_root(self) -> Path:
+        return self.services.sessions_root()
 
-                logging.getLogger(__name__).warning("session catalog unavailable: %s", exc)
-                return None
-        if not self._catalog_started:
-            self._catalog_started = True
-            root = self.sessions_root()
-            threading.Thread(target=self._index_store, args=(root,), name="dsh-catalog", daemon=True).start()
-        return self._catalog
+    def dsh_home(self) -> str:
+        return self.services.dsh_home()
 
     def start_indexing(self) -> None:
         """Index this folder's store in the background (as the kernel starts: stores copied in are found)."""
-        threading.Thread(target=lambda: self.catalog, name="dsh-catalog-open", daemon=True).start()
+        self.services.start_indexing()
 
-    def _index_store(self, root: Path) -> None:
+    @staticmethod
+    def _service(build: Callable[[], Any]) -> Any:
         try:
-            self._catalog.ensure_store(root, budget=None)
-        except Exception as exc:
-            import logging
-
-            logging.getLogger(__name__).warning("could not index %s: %s", root, exc)
-
-    def _catalog_note(self, agent: Agent, *, created: bool = False) -> None:
-        """Tell the catalog about a session this kernel created, opened or just flushed."""
-        catalog = self.catalog
-        store = self._store
-        if catalog is None or store is None or not hasattr(store, "root"):
-            return
-        try:
-            if created:
-                catalog.register_session(store.root, agent.id, notebook=os.environ.get("JPY_SESSION_NAME"))
-            else:
-                catalog.session_changed(store.root, agent.id)
-        except Exception as exc:
-            import logging
-
-            logging.getLogger(__name__).warning("could not update the session catalog: %s", exc)
-
-    #: Which derived services each setting feeds (anything else only changes the agent's own options).
-    _STORE_SETTINGS = frozenset({"sessions_dir", "store", "sqlite_path"})
-    _MODEL_SETTINGS = frozenset({"model", "base_url", "api_key_env", "context_window"})
+            return build()
+        except ServiceError as exc:
+            raise HostError(str(exc)) from None
 
     def settings_changed(self, name: str) -> None:
         """Apply a ``%config`` change: later reads, prompts and sessions use it; a running turn is left alone.
@@ -216,39 +146,21 @@ class NotebookHost:
         A changed store or model applies to the next session (``%dsh new``) and, for the model, to the next
         prompt; agent options (placement, tools, hooks, limits) apply to the current session's next prompt.
         """
-        self._resolver = None
-        if name in self._STORE_SETTINGS:
-            self._store = None
-            self._query = None
-        if name in self._MODEL_SETTINGS:
+        changed = self.services.configure(ServiceSettings.from_config(self.settings, self.cwd))
+        if name in _MODEL_SETTINGS:
             self._model = None
             self._model_spec = None
-        if name in ("dsh_home", "catalog"):
-            self._env = None
-            self._catalog = None
-            self._catalog_started = False
         agent = self.agent
-        if agent is not None and not agent.busy and name not in self._STORE_SETTINGS | self._MODEL_SETTINGS:
+        if agent is not None and not agent.busy and name not in _MODEL_SETTINGS and not changed & {
+                "store", "sessions_dir", "sqlite_path"}:
             agent.config = self._agent_config()
             agent.tools = self._tools()
             agent.hooks = self._hooks()
 
-    @property
-    def env_registry(self) -> ShellEnvRegistry:
-        if self._env is None:
-            from ..tools.env import ShellEnvRegistry
-
-            self._env = ShellEnvRegistry(self.settings.dsh_home or None)
-        return self._env
-
-    def dsh_home(self) -> str:
-        from ..tools.home import resolve_dsh_home
-
-        return str(resolve_dsh_home(self.settings.dsh_home or None))
-
     # -- models ---------------------------------------------------------------------------------------
     def model_for(self, spec: str | None) -> tuple[ModelProvider, str | None]:
         """The provider for ``spec`` (or the configured/default one) and a notice to show, if any."""
+        from ..models.base import ModelError
         from ..models.registry import default_model_spec, resolve_model
 
         notice = None
@@ -257,8 +169,6 @@ class NotebookHost:
             wanted, notice = default_model_spec(os.environ)
         if self._model is not None and self._model_spec == wanted:
             return self._model, None
-        from ..models.base import ModelError
-
         try:
             provider = resolve_model(
                 wanted, base_url=self.settings.base_url or None, api_key_env=self.settings.api_key_env or None,
@@ -276,8 +186,8 @@ class NotebookHost:
         self._model, self._model_spec = provider, wanted
         return provider, notice
 
-    # -- sessions -------------------------------------------------------------------------------------
-    def _tools(self) -> Any:
+    # -- what a new agent gets ------------------------------------------------------------------------
+    def _tools(self) -> ToolRegistry:
         from ..tools.base import ToolRegistry
 
         registry = ToolRegistry()
@@ -294,8 +204,8 @@ class NotebookHost:
             registry.register(PythonTool(self))
         return registry
 
-    def _hooks(self) -> Any:
-        bridges = []
+    def _hooks(self) -> HookRunner | None:
+        bridges: list[Any] = []
         if self.settings.claude_hooks.strip():
             from ..tools.hooks import ClaudeCodeHooks
 
@@ -310,7 +220,7 @@ class NotebookHost:
 
         return HookRunner(bridges)
 
-    def _agent_config(self) -> Any:
+    def _agent_config(self) -> AgentConfig:
         from ..agent import AgentConfig
         from ..agent.loop import DEFAULT_SYSTEM_PROMPT
 
@@ -320,64 +230,99 @@ class NotebookHost:
             auto_compact_fraction=s.auto_compact_fraction or None, model_titles=s.model_titles,
         )
 
-    def _install(self, agent: Agent) -> Agent:
-        if self.agent is not None and self.agent is not agent:
-            self._retire(self.agent)
+    def _agent_options(self) -> dict[str, Any]:
+        return {"tools": self._tools(), "hooks": self._hooks(), "config": self._agent_config()}
+
+    # -- sessions -------------------------------------------------------------------------------------
+    def _install(self, agent: Agent, *, created: bool) -> Agent:
         self.agent = agent
         self.query.register_live(agent.session)
-        agent.subscribe(self._on_agent_event)
-        self._catalog_note(agent, created=True)
+        self._disposers.append(agent.subscribe(self._on_agent_event))
+        self.services.note_session(agent.id, created=created, notebook=os.environ.get("JPY_SESSION_NAME"))
         self.export_env()
         return agent
 
-    def _on_agent_event(self, event: Any) -> None:
+    def _on_agent_event(self, event: AgentEvent) -> None:
         from ..agent import events as ev
 
-        if isinstance(event, (ev.TurnEnded, ev.TitleChanged)) and self.agent is not None:
-            self._catalog_note(self.agent)
+        if isinstance(event, ev.TurnEnded | ev.TitleChanged) and self.agent is not None:
+            self.services.note_session(self.agent.id)
 
-    def _retire(self, agent: Agent) -> None:
+    def _leave_current(self, *, discard: bool = False) -> None:
+        """Close the current session before another becomes current; never drops unsaved events silently.
+
+        A turn that could not be saved (say, the disk was full) is written now; if that still fails the switch
+        is refused, unless ``discard`` says to drop those events.
+        """
+        agent = self.agent
+        if agent is None:
+            return
         if agent.busy:
-            raise HostError("the current session is still running a turn; wait for it or interrupt it first")
-        self.query.unregister_live(agent.id)
-        if agent.writer is not None:
+            raise HostError("the current session is still running a turn; wait for it (%dsh wait) or stop it "
+                            "(%dsh stop) first")
+        writer = agent.writer
+        pending = int(getattr(writer, "pending", 0) or 0) if writer is not None else 0
+        if writer is not None and pending and not discard:
             try:
-                agent.writer.close()
-            except Exception as exc:  # the session stays readable up to its last flush
-                import logging
+                writer.flush()
+            except Exception as exc:
+                raise HostError(
+                    f"the current session has {pending} event(s) that could not be saved ({exc}); free the space "
+                    "or fix the folder and run the command again, or drop them by adding --discard (%dsh new --discard)"
+                ) from None
+        for dispose in self._disposers:
+            dispose()
+        self._disposers.clear()
+        self.query.unregister_live(agent.id)
+        self.agent = None
+        if writer is None:
+            return
+        try:
+            if discard:
+                dropped = writer.discard()
+                if dropped:
+                    print(f"dropped {dropped} unsaved event(s) of session {agent.id}; its log ends at its last save")
+            else:
+                writer.close()
+        except Exception as exc:  # the session stays readable up to its last flush
+            log.warning("could not close session %s cleanly: %s", agent.id, exc)
 
-                logging.getLogger(__name__).warning("could not close session %s cleanly: %s", agent.id, exc)
-
-    def new_session(self, model: str | None = None) -> tuple[Agent, str | None]:
+    def new_session(self, model: str | None = None, *, discard: bool = False) -> tuple[Agent, str | None]:
         from ..agent import Agent
-        from ..session import SessionHeader, SessionLog
 
         provider, notice = self.model_for(model)
-        header = SessionHeader.new(self.cwd)
+        self._service(self.services.check_writable)
+        store = self.store
+        self._leave_current(discard=discard)
+        agent = Agent.create(store, provider, cwd=self.cwd, **self._agent_options())
+        return self._install(agent, created=True), notice
 
-        agent = Agent(SessionLog(header), self.store.create(header), self.store, provider, tools=self._tools(),
-                      hooks=self._hooks(), config=self._agent_config())
-        return self._install(agent), notice
-
-    def resume(self, session_id: str, model: str | None = None) -> tuple[Agent, str | None]:
+    def resume(self, session_id: str, model: str | None = None, *, discard: bool = False
+               ) -> tuple[Agent, str | None]:
         from ..agent import Agent
         from ..session import SessionError, SessionNotFoundError
 
         if self.agent is not None and self.agent.id == session_id:
             return self.agent, None
         provider, notice = self.model_for(model)
+        if self.busy:
+            raise HostError("the current session is still running a turn; wait for it (%dsh wait) or stop it "
+                            "(%dsh stop) first")
         try:
-            log, writer = self.store.open(session_id)
+            agent = Agent.resume(self.store, session_id, provider, **self._agent_options())
         except SessionNotFoundError:
             raise HostError(
-                f"no session {session_id!r} in {self.sessions_root()}; list them with %dsh sessions"
+                f"no session {session_id!r} in {self.services.describe_store()}; list them with %dsh sessions"
             ) from None
         except SessionError as exc:
             raise HostError(str(exc)) from None
-        agent = Agent(log, None, self.store, provider, tools=self._tools(), hooks=self._hooks(),
-                      config=self._agent_config())
-        agent.writer = writer
-        return self._install(agent), notice
+        try:
+            self._leave_current(discard=discard)
+        except HostError:
+            if agent.writer is not None:
+                agent.writer.close()
+            raise
+        return self._install(agent, created=False), notice
 
     def current(self, model: str | None = None) -> tuple[Agent, str | None]:
         """The current session's agent, created lazily; switching model keeps the session."""
@@ -394,14 +339,14 @@ class NotebookHost:
         text = text.strip()
         if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
             text = text[1:-1]
-        records = self.query.list_sessions()
-        ids = [r.id for r in records]
+        query = self.query
+        ids = [r.id for r in query.list_sessions()]
         if text in ids:
             return text
         prefixed = [i for i in ids if i.startswith(text)]
         if len(prefixed) == 1:
             return prefixed[0]
-        titled = [i for i in ids if self.query.title(i) == text]
+        titled = [i for i in ids if query.title(i) == text]
         if len(titled) == 1:
             return titled[0]
         if len(prefixed) > 1 or len(titled) > 1:
@@ -454,14 +399,13 @@ class NotebookHost:
             self.agent.cancel()
 
     # -- protocol for completion and widgets ------------------------------------------------------------
-    def target(self, *, include_current: bool = False) -> Any:
-        from ..references import ReferenceTarget
-
-        if self.agent is not None and not include_current:
-            return ReferenceTarget(self.agent.id, self.agent.cwd, self.store.session_dir(self.agent.header),
-                                   self.agent.model.info.context_window)
-        # No session yet: an id that cannot name a stored session (stores never hold a NUL-only id).
-        return ReferenceTarget("\x00dsh-no-session", self.cwd)
+    def target(self, *, include_current: bool = False) -> ReferenceTarget:
+        """Who is asking: the current session, or nobody (``session_id`` ``None``) when there is none yet or
+        the current one should be offered too."""
+        agent = self.agent
+        if agent is None or include_current:
+            return self.services.target()
+        return self.services.target(agent.header, context_window=agent.model.info.context_window)
 
     def candidates(self, query: str = "", limit: int | None = None, *,
                    include_current: bool = False, body: bool = False) -> list[dict[str, Any]]:
@@ -494,39 +438,54 @@ class NotebookHost:
 
     def submit_async(self, text: str, listener: Callable[[AgentEvent], None] | None = None,
                      model: str | None = None) -> concurrent.futures.Future[Submission]:
-        """Prepare ``text`` and send it (idle) or steer it into the running turn (busy)."""
-        agent, _ = self.current(model)
+        """Prepare ``text`` and send it (idle) or steer it into the running turn (busy), through the agent
+        layer's one submit path; a turn it starts becomes the background turn ``%dsh wait`` waits for."""
+        import concurrent.futures
+
         from ..agent.submit import submit
 
+        agent, _ = self.current(model)
         dispose = agent.subscribe(listener) if listener is not None else None
+        turn_done: concurrent.futures.Future[Submission] = concurrent.futures.Future()
+
+        def started() -> None:  # on the agent thread, as the turn is reserved
+            self.track_background(turn_done)
 
         async def run() -> Submission:
             try:
-                return await submit(agent, text, self.resolver)
+                return await submit(agent, text, self.resolver, on_start=started)
             finally:
                 if dispose is not None:
                     dispose()
 
-        future = self.thread.submit(run())
-        if not agent.busy:
-            self.track_background(future)
-        return future
+        outer = self.thread.submit(run())
+        outer.add_done_callback(lambda f: _copy_outcome(f, turn_done))
+        return outer
 
     def close(self) -> None:
         if self.agent is not None:
             try:
-                self._retire(self.agent)
+                self._leave_current()
             except HostError:
                 self.agent.cancel()
         for bash in self._bash_tools:  # background jobs outlive turns, not the kernel's extension
             try:
                 self.thread.run(bash.jobs.stop_all(), timeout=10)
             except Exception:
-                pass
+                log.debug("could not stop background jobs", exc_info=True)
         model = self._model
         if model is not None:
             try:
                 self.thread.run(model.close(), timeout=10)
             except Exception:
-                pass
+                log.debug("could not close the model", exc_info=True)
         self.thread.stop()
+
+
+def _copy_outcome(source: concurrent.futures.Future[Any], target: concurrent.futures.Future[Any]) -> None:
+    if source.cancelled():
+        target.cancel()
+    elif source.exception() is not None:
+        target.set_exception(source.exception())  # type: ignore[arg-type]
+    else:
+        target.set_result(source.result())

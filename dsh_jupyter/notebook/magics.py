@@ -153,9 +153,9 @@ class DshMagics(Magics, DshSettings):
         resolver = host.resolver
         if args.budget is not None:
             try:
-                resolver = host.make_resolver(args.budget)
-            except Exception as exc:
-                _error(self._describe(exc))
+                resolver = host.make_resolver(args.budget, option="--budget")
+            except HostError as exc:
+                _error(str(exc))
                 return
         try:
             prepared = self._wait(host.thread.submit(prepare_prompt(agent, prompt, resolver)), agent, cancel_turn=False)
@@ -172,29 +172,17 @@ class DshMagics(Magics, DshSettings):
 
             spills = {index: getattr(spill, "path", spill) for index, spill in prepared.spills.items()}
             display(ReferenceContextDisplay(prepared.context["source"], target_session_id=agent.id, spills=spills))
-        contexts = [prepared.context] if prepared.context else []
-        placement = args.placement
-        # Send or steer is decided from the agent's state after preparation; a turn that starts or ends in
-        # between is handled by trying the other one, so the prompt is never lost.
-        from ..agent import AgentBusyError, AgentIdleError
+        from ..agent.submit import dispatch
 
-        turn = None
-        if not agent.busy:
-            try:
-                turn = agent.begin(prepared.content, contexts=contexts, placement=placement)
-            except AgentBusyError:
-                turn = None
-        if turn is None:
-            try:
-                agent.steer(prepared.content, contexts=contexts, placement=placement)
-            except AgentIdleError:
-                turn = agent.begin(prepared.content, contexts=contexts, placement=placement)
-            except Exception as exc:
-                _error(self._describe(exc))
-                return
-            else:
-                print(f"↪ steered into the running turn of session {agent.id}")
-                return
+        try:
+            dispatched = dispatch(agent, prepared, placement=args.placement)
+        except Exception as exc:
+            _error(self._describe(exc))
+            return
+        if dispatched.turn is None:
+            print(f"↪ steered into the running turn of session {agent.id}")
+            return
+        turn = dispatched.turn
         view = TurnView(show_reasoning=self.show_reasoning or args.reasoning, rate=self.stream_rate,
                         background=args.bg)
         view.start()

@@ -47,7 +47,7 @@ def _fields(entry: object) -> tuple[object, object]:
     )
 
 
-def normalise_references(target_id: str, references: object, max_references: int) -> list[SessionReferenceInput]:
+def normalise_references(target_id: str | None, references: object, max_references: int) -> list[SessionReferenceInput]:
     """Validate, de-duplicate (first appearance and first label win) and cap the references.
 
     Every entry is checked, duplicates included, so a self-reference anywhere is reported. The label

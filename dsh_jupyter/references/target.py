@@ -15,13 +15,14 @@ if TYPE_CHECKING:
 class ReferenceTarget:
     """The target session of a reference operation.
 
-    ``session_id`` is excluded from candidates and may not be referenced; ``cwd`` drives candidate
+    ``session_id`` is excluded from candidates and may not be referenced (``None``: no session is asking
+    yet, as in a fresh notebook, the browser or the command line); ``cwd`` drives candidate
     ranking; ``session_dir`` is where truncated sources' full transcripts are saved (``None`` when the
     backend has no per-session folder, e.g. SQLite); ``context_window`` is the model's context window in
     tokens, used for the automatic per-source budget (``None`` when the model's metadata has none).
     """
 
-    session_id: str
+    session_id: str | None
     cwd: str | None
     session_dir: Path | None = None
     context_window: int | None = None

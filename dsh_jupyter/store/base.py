@@ -42,6 +42,11 @@ class SessionWriter(abc.ABC):
     def close(self) -> None:
         """Flush and release the writer lock. Idempotent."""
 
+    @abc.abstractmethod
+    def discard(self) -> int:
+        """Drop the buffered events that were never stored, then close; returns how many were dropped.
+        The stored log stays exactly as it was at its last successful flush."""
+
     @property
     @abc.abstractmethod
     def materialized(self) -> bool:

@@ -151,6 +151,14 @@ class SqliteWriter(SessionWriter):
             self._check_open()
             self._flush_locked()
 
+    def discard(self) -> int:
+        with self._mutex:
+            dropped = self._next_seq - self._stored_seq
+            self._buffer.clear()
+            self._next_seq = self._stored_seq
+        self.close()
+        return dropped
+
     def close(self) -> None:
         with self._mutex:
             if self._closed:
