@@ -205,7 +205,8 @@ def prepare_state(state: Path) -> dict[str, str]:
             json.dumps({"ServerApp": {"jpserver_extensions": {"dsh_jupyter": True}}}), encoding="utf-8")
 
     # The working tree's build wins over an installed copy (the user data folder comes first in
-    # Jupyter's search path), so the tests never run stale assets an earlier install copied.
+    # Jupyter's search path once JUPYTER_PREFER_ENV_PATH is off, below), so the tests never run stale
+    # assets an earlier install copied.
     if (BUILT_LABEXTENSION / "package.json").is_file():
         target = folders["data"] / "labextensions" / LABEXTENSION
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -233,6 +234,9 @@ def prepare_state(state: Path) -> dict[str, str]:
         "JUPYTERLAB_WORKSPACES_DIR": str(folders["workspaces"]),
         "IPYTHONDIR": str(folders["ipython"]),
         "DSH_HOME": str(folders["dsh-home"]),
+        # In a virtual environment Jupyter searches the environment's folders before the user's; the
+        # temporary user data folder holding the tree's build must come first.
+        "JUPYTER_PREFER_ENV_PATH": "0",
         "PYDEVD_DISABLE_FILE_VALIDATION": "1",
         "PYTHONUNBUFFERED": "1",
     })

@@ -37,6 +37,8 @@ CELLS = (
     "%load_ext dsh_jupyter",
     "%%dsh\nHello! What can you do in this notebook?",
     "%%dsh\nWhat did we conclude in ",
+    "import os  # an ordinary Python cell",
+    "%%dsh\nAnd compare with ",
 )
 
 
@@ -53,6 +55,8 @@ def make_root(path: Path) -> Root:
     here = os.path.realpath(folder)
     target_seq = write_session(folder, TARGET_ID, TARGET_TITLE, cwd=here, created_at=1_787_000_000_000, turns=2)
     write_session(folder, "cleanup-2", "Data cleanup notes", cwd=here, created_at=1_787_000_100_000)
+    write_session(folder, "sales-4", "Regional sales Q3", cwd=here, created_at=1_787_000_050_000)
+    write_session(folder, "budget-5", "Regional budget", cwd=here, created_at=1_787_000_060_000)
     write_session(folder, "other-3", "Unrelated experiment", cwd="/elsewhere", created_at=1_787_000_200_000)
     write_notebook(path / NOTEBOOK, *CELLS)
     return Root(path, target_seq)
@@ -95,17 +99,26 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         expect(answer.locator(".jp-RenderedMarkdown")).to_have_count(1)
         nb.screenshot(request, "1-offline-answer")
 
-        # `@` alone opens the popup (no Tab): every session of the folder is offered.
+        # `%%dsh` cells are prompts: their editor highlights Markdown, so the Python keyword "in" is plain
+        # text there, while an ordinary cell keeps Python highlighting.
+        python_words = nb.cell(3).locator(".cm-line span", has_text="import")
+        expect(python_words).to_have_count(1)
+        keyword_class = python_words.first.get_attribute("class")
+        assert keyword_class, "the Python cell's keyword carries a highlight class"
+        expect(nb.cell(2).locator(f".cm-line span.{keyword_class.split()[0]}")).to_have_count(0)
+
+        # `@` alone opens the popup (no Tab): every session of the folder is offered, except the notebook's
+        # own current session (made by the turn above), which cannot be referenced from itself.
         nb.focus_end(2)
         page.keyboard.type("@")
         popup = page.locator(".jp-Completer")
         sessions = popup.locator(".jp-DshCompleter-session")
         expect(sessions.first).to_be_visible()
-        # Ranked as the server ranks them: this folder first (newest first), then other folders. The
-        # notebook's own session (made by the turn above) is in the same store, so the list has four.
-        expect(sessions).to_have_count(4)
+        # Ranked as the server ranks them: this folder first (newest first), then other folders.
+        expect(sessions).to_have_count(5)
         titles = sessions.locator(".jp-DshCompleter-title").all_inner_texts()
-        assert titles[1:] == ["Data cleanup notes", TARGET_TITLE, "Unrelated experiment"], titles
+        assert titles == ["Data cleanup notes", "Regional budget", "Regional sales Q3", TARGET_TITLE,
+                          "Unrelated experiment"], titles
         # A few letters narrow it to the one session whose label, id or folder holds them.
         page.keyboard.type("qua")
         expect(sessions).to_have_count(1)
@@ -150,6 +163,19 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
             f"session {TARGET_ID}, cwd {os.path.realpath(root.path / FOLDER)}, captured through seq {root.target_seq}")
         rendered.scroll_into_view_if_needed()
         nb.screenshot(request, "4-reference-context")
+
+        # Titles hold spaces: typing on across a space keeps filtering by every word, and Enter picks
+        # the highlighted row.
+        nb.focus_end(4)
+        page.keyboard.type("@")
+        expect(sessions.first).to_be_visible()
+        page.keyboard.type("regional sa")
+        expect(sessions).to_have_count(1)
+        expect(sessions.first.locator(".jp-DshCompleter-title")).to_have_text("Regional sales Q3")
+        nb.screenshot(request, "5-popup-across-space")
+        page.keyboard.press("Enter")
+        expect(popup).to_be_hidden()
+        assert nb.source(4) == "%%dsh\nAnd compare with " + format_session_reference_mention("sales-4", "Regional sales Q3")
 
         assert watch.dialogs == []
         assert watch.errors == []

@@ -22,6 +22,9 @@ def load(ip: Any) -> None:
         disposers.append(install_completer(ip, lambda: magics.host))
     except ImportError:
         pass
+    from .frontend_comm import install_current_session_comm
+
+    disposers.append(install_current_session_comm(ip, lambda: magics.host))
     if "dsh" not in ip.user_ns:
         from .host import SessionHandle
 

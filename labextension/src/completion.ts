@@ -31,6 +31,7 @@ import {
   isDshItem,
   sessionItem
 } from './items.js';
+import { currentSessionId } from './kernel.js';
 import { IMentionToken, mentionAt } from './mentions.js';
 
 /** Identifier of the provider in the completer settings (`availableProviders`). */
@@ -94,14 +95,18 @@ export class DshCompletionProvider implements ICompletionProvider {
       return { start: request.offset, end: request.offset, items: [] };
     }
     const cwd = PathExt.dirname(path);
-    const [sessions, files] = await Promise.all([
+    const panel = context.widget as NotebookPanel;
+    const [sessions, files, current] = await Promise.all([
       token.quoted ? Promise.resolve([]) : this._sessions(token, cwd),
-      listFileCandidates(this._contents, cwd, token.query, FILE_LIMIT)
+      listFileCandidates(this._contents, cwd, token.query, FILE_LIMIT),
+      token.quoted ? Promise.resolve(null) : currentSessionId(panel)
     ]);
+    // The kernel's own session cannot be referenced from itself: leave it out.
+    const others = sessions.filter(candidate => candidate.sessionId !== current);
     return {
       start: token.start,
       end: token.end,
-      items: [...sessions.map(sessionItem), ...files.map(fileItem)]
+      items: [...others.map(sessionItem), ...files.map(fileItem)]
     };
   }
 

@@ -4,6 +4,7 @@
  * - `dsh-jupyter:mentions` registers the `@` completion provider of `%%dsh` cells and opens the
  *   completer as soon as a mention is typed (no Tab needed; JupyterLab's own continuous hinting is off
  *   by default, so the plugin watches the active cell itself).
+ * - `%%dsh` cells highlight as Markdown (they are prompts), other code cells as the kernel's language.
  * - The mime renderer of reference contexts lives in `./mime` (the package's `mimeExtension`).
  */
 
@@ -15,6 +16,7 @@ import { ICompletionProviderManager } from '@jupyterlab/completer';
 import { INotebookTracker } from '@jupyterlab/notebook';
 
 import { DshCompletionProvider } from './completion.js';
+import { DshCellHighlighter } from './highlight.js';
 import { MentionTrigger } from './trigger.js';
 
 const mentions: JupyterFrontEndPlugin<void> = {
@@ -35,6 +37,7 @@ const mentions: JupyterFrontEndPlugin<void> = {
       })
     );
     new MentionTrigger(tracker, id => manager.invoke(id));
+    new DshCellHighlighter(tracker);
     // A marker for tests and for users checking that the extension is active.
     document.body.dataset.dshJupyter = 'active';
   }

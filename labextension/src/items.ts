@@ -117,10 +117,14 @@ export function filterDshItems(
   if (quoted) {
     text = text.slice(1);
   }
-  if (quoted ? /["\n]/.test(text) : /[\s@[\]()"]/.test(text)) {
+  if (quoted ? /["\n]/.test(text) : /[\n@[\]()"]/.test(text)) {
     return []; // the mention was closed: nothing left to offer
   }
   const needle = text.toLowerCase();
+  // Session titles hold spaces: every word typed must appear (so "regional sales" finds
+  // "Regional sales Q3"); a file name typed without quotes ends at a space.
+  const words = needle.split(/\s+/).filter(word => word !== '');
+  const spaced = !quoted && /\s/.test(needle);
   const slash = needle.lastIndexOf('/');
   const folder = needle.slice(0, slash + 1);
   const name = needle.slice(slash + 1);
@@ -131,9 +135,9 @@ export function filterDshItems(
       }
       const info = item.dsh;
       if (info.kind === 'session') {
-        return !quoted && info.search.includes(needle);
+        return !quoted && words.every(word => info.search.includes(word));
       }
-      return (info.folder ?? '').toLowerCase() === folder && info.search.includes(name);
+      return !spaced && (info.folder ?? '').toLowerCase() === folder && info.search.includes(name);
     })
     .map(item => ({ ...item }));
 }

@@ -93,7 +93,12 @@ test('filterDshItems narrows like the server and keeps sessions before files', (
   assert.deepEqual(labels('@s-1'), ['Quarterly\\x1b[0m']); // by id
   assert.deepEqual(labels('@"sub dir/q'), ['sub dir/q.txt']);
   assert.deepEqual(labels('@dat'), ['data.csv']);
-  assert.deepEqual(labels('@qua rter'), []); // the mention was closed by a space
+  // Session titles hold spaces: every typed word must match; a plain file name ends at a space.
+  assert.deepEqual(labels('@qua rter'), ['Quarterly\\x1b[0m']);
+  assert.deepEqual(labels('@QUARTERLY nb '), ['Quarterly\\x1b[0m']);
+  assert.deepEqual(labels('@qua zz'), []);
+  assert.deepEqual(labels('@data.csv and'), []);
+  assert.deepEqual(labels('@qua\nx'), []); // a new line closes the mention
   const copy = filterDshItems(items, '@')[0];
   copy.label = 'changed';
   assert.equal(items[0].label, 'Quarterly\\x1b[0m');
