@@ -178,7 +178,7 @@ def test_install_is_idempotent_and_disposable(host: FakeHost) -> None:
     second()
     assert dsh_matcher not in shell.Completer.custom_matchers
     first()  # disposing twice is harmless
-    assert completer_module._host_getter is None
+    assert completer_module._installed == []
 
 
 def test_install_rejects_bad_arguments() -> None:

@@ -18,21 +18,20 @@ from dsh_jupyter.agent.events import (
     Notice,
     ReasoningDelta,
     TextDelta,
-    TitleChanged,
     ToolFinished,
     ToolStarted,
     TurnEnded,
     TurnStarted,
 )
+from dsh_jupyter.notebook.transcript import Transcript
 from dsh_jupyter.notebook.widgets import (
     STATIC,
     ChatPanel,
     ChatTranscript,
     MentionPicker,
     PromptBox,
-    TranscriptState,
-    UpdateCoalescer,
     readable_prompt,
+    view_item,
 )
 from notebook_helpers import HOSTILE_LABELS, FakeHost, candidate, invoke, run_view_scenario
 
@@ -278,128 +277,46 @@ def test_standalone_prompt_box_forwards_events(host: FakeHost) -> None:
     assert seen == [TurnStarted(turn=1)]
 
 
-# --------------------------------------------------------------------------- transcript state
+# --------------------------------------------------------------------------- the chat view's item form
 
-def test_transcript_folds_a_turn() -> None:
-    state = TranscriptState()
-    state.add_user("question", steered=False)
-    assert state.apply(TurnStarted(turn=1)) is True
-    for event in [
-        ReasoningDelta(turn=1, text="think "),
-        ReasoningDelta(turn=1, text="more"),
-        TextDelta(turn=1, text="Let me "),
-        TextDelta(turn=1, text="look."),
-        ToolStarted(turn=1, call_id="c1", name="bash", arguments='{"command": "ls -la\\n  /tmp"}'),
-        ToolFinished(turn=1, call_id="c1", name="bash", text="a\nb", is_error=False),
-        AssistantMessage(turn=1, text="Let me look.", seq=5),
-        TextDelta(turn=1, text="Done."),
-        AssistantMessage(turn=1, text="Done.", seq=7),
-        Notice(turn=1, text="hook warned", level="warning"),
-        TitleChanged(turn=1, title="Listing files"),
-    ]:
-        assert state.apply(event) is False
-    assert state.busy is True and state.title == "Listing files"
-    assert state.apply(TurnEnded(turn=1, reason="completed")) is True
-    items = state.snapshot()
-    assert [i["kind"] for i in items] == ["user", "reasoning", "assistant", "tool", "assistant", "notice"]
-    assert items[1]["text"] == "think more" and items[1]["streaming"] is False
-    assert items[2]["text"] == "Let me look."
-    tool = items[3]
-    assert tool["summary"] == 'command="ls -la\\n /tmp"' and tool["result"] == "a\nb" and tool["done"] is True
-    assert not any(i.get("streaming") for i in items) and state.busy is False
-    assert len({i["id"] for i in items}) == len(items)
-
-
-def test_transcript_end_reasons_and_caps() -> None:
-    state = TranscriptState(max_items=5, max_tool_text=10)
-    state.apply(ToolStarted(turn=1, call_id="c", name="python", arguments="not json " * 40))
-    state.apply(ToolFinished(turn=1, call_id="c", name="python", text="x" * 25, is_error=True))
-    tool = state.snapshot()[0]
-    assert tool["result"] == "x" * 10 + "\n… (15 more characters not shown)" and tool["isError"] is True
-    assert len(tool["summary"]) <= 160 and "\n" not in tool["summary"]
-    state.apply(TurnEnded(turn=1, reason="interrupted", error="cancelled by user"))
-    assert state.snapshot()[-1] == {"id": "i2", "kind": "end", "reason": "interrupted", "error": "cancelled by user"}
-    for n in range(10):
-        state.add_notice(f"n{n}")
-    assert len(state.snapshot()) == 5 and state.snapshot()[-1]["text"] == "n9"
-
-
-def test_transcript_shows_a_reference_context_and_skips_other_messages() -> None:
-    state = TranscriptState()
+def test_view_items_are_the_form_chat_js_reads() -> None:
+    state = Transcript()
+    state.add_user("question", steered=True)
     source = {"kind": "session-reference", "form": "recall", "version": 1, "references": [
         {"sessionId": "id-1", "label": "<img src=x onerror=alert(1)>", "capturedThroughSeq": 4, "compacted": True,
          "truncated": False, "omittedMessages": 0, "omittedBytes": 0, "inputIndex": 0}]}
-    state.apply(user_recorded())
-    state.apply(MessageRecorded(turn=1, seq=2, message={"role": "user", "source": source, "content": []}))
-    state.apply(MessageRecorded(turn=1, seq=3, message={"role": "user", "source": {"kind": "session-reference"}}))
-    items = state.snapshot()
-    assert len(items) == 1 and items[0]["kind"] == "context"
-    assert items[0]["summary"] == "Referenced 1 session (1 compacted)"
-    assert items[0]["references"][0]["label"] == "<img src=x onerror=alert(1)>"  # raw; chat.js escapes
+    for event in [
+        TurnStarted(turn=1),
+        MessageRecorded(turn=1, seq=2, message={"role": "user", "source": source, "content": []}),
+        ReasoningDelta(turn=1, text="think"),
+        TextDelta(turn=1, text="Let me look."),
+        ToolStarted(turn=1, call_id="c1", name="bash", arguments='{"command": "ls -la\\n  /tmp"}'),
+        ToolFinished(turn=1, call_id="c1", name="bash", text="a\nb", is_error=False),
+        ToolStarted(turn=1, call_id="c2", name="bash", arguments='{"command": "sleep 9"}'),
+        Notice(turn=1, text="hook warned", level="warning"),
+        TurnEnded(turn=1, reason="interrupted", error="cancelled by user"),
+    ]:
+        state.apply(event)
+    views = [view_item(item) for item in state.snapshot()]
+    assert [v["kind"] for v in views] == ["user", "notice", "context", "reasoning", "assistant", "tool", "tool",
+                                          "notice", "end"]
+    assert views[0] == {"id": "i1", "kind": "user", "text": "question", "steered": True}
+    assert views[1]["text"] == "Prompt steered into running turn."
+    assert views[2]["summary"] == "Referenced 1 session (1 compacted)"
+    assert views[2]["references"][0]["label"] == "<img src=x onerror=alert(1)>"  # raw; chat.js escapes
+    assert views[3] == {"id": "i4", "kind": "reasoning", "text": "think", "streaming": False}
+    assert views[4] == {"id": "i5", "kind": "assistant", "text": "Let me look.", "streaming": False}
+    assert views[5] == {"id": "i6", "kind": "tool", "callId": "c1", "name": "bash", "summary": "ls -la /tmp",
+                        "arguments": '{"command": "ls -la\\n  /tmp"}', "result": "a\nb", "isError": False,
+                        "done": True, "status": "ok"}
+    assert views[6]["status"] == "stopped" and views[6]["done"] is True and views[6]["isError"] is False
+    assert views[8] == {"id": "i9", "kind": "end", "reason": "interrupted", "error": "cancelled by user"}
+    assert len({v["id"] for v in views}) == len(views)
 
 
 def test_readable_prompt() -> None:
     assert readable_prompt("see @[alpha](dsh-session:ImlkLTEi) now") == "see @alpha now"
     assert readable_prompt("bad @[x](dsh-session:%%%)") == "bad @[x](dsh-session:%%%)"
-
-
-# --------------------------------------------------------------------------- coalescing
-
-class FakeTimers:
-    def __init__(self) -> None:
-        self.armed: list[tuple[float, Any]] = []
-        self.cancelled = 0
-
-    def start(self, delay: float, fn: Any) -> Any:
-        timers = self
-
-        class Handle:
-            def cancel(self) -> None:
-                timers.cancelled += 1
-
-        self.armed.append((delay, fn))
-        return Handle()
-
-
-def test_coalescer_publishes_at_most_once_per_interval() -> None:
-    now = [100.0]
-    timers = FakeTimers()
-    published: list[float] = []
-    coalescer = UpdateCoalescer(lambda: published.append(now[0]), max_rate=20, clock=lambda: now[0],
-                                start_timer=timers.start)
-    coalescer.poke()
-    assert published == [100.0]
-    for _ in range(100):
-        now[0] += 0.0001
-        coalescer.poke()
-    assert len(published) == 1 and len(timers.armed) == 1
-    delay, fire = timers.armed[0]
-    assert delay == pytest.approx(0.05 - 0.0001, abs=1e-6)  # armed by the first throttled poke
-    now[0] = 100.05
-    fire()
-    assert len(published) == 2
-    fire()  # a stale timer does nothing
-    assert len(published) == 2
-    coalescer.poke()  # quiet for >= interval: at once
-    now[0] = 100.2
-    coalescer.poke()
-    coalescer.poke(final=True)
-    assert len(published) == 4
-    coalescer.flush()  # nothing pending
-    assert len(published) == 4
-
-
-def test_coalescer_rejects_a_bad_rate() -> None:
-    with pytest.raises(ValueError, match="positive"):
-        UpdateCoalescer(lambda: None, max_rate=0)
-
-
-def test_a_failing_publish_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
-    def broken() -> None:
-        raise RuntimeError("comm closed")
-
-    UpdateCoalescer(broken).poke()
-    assert "updating the chat view failed" in caplog.text
 
 
 # --------------------------------------------------------------------------- chat panel
