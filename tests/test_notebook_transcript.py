@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dsh_jupyter.agent.events import (
+    AgentEvent,
     AssistantMessage,
     MessageRecorded,
     Notice,
@@ -44,10 +45,10 @@ def user_recorded(text: str = "hi") -> MessageRecorded:
                                                    "content": [{"type": "text", "text": text}]})
 
 
-def fold(*events: object, state: Transcript | None = None) -> Transcript:
+def fold(*events: AgentEvent, state: Transcript | None = None) -> Transcript:
     state = state or Transcript()
     for event in events:
-        state.apply(event)  # type: ignore[arg-type]
+        state.apply(event)
     return state
 
 
@@ -348,3 +349,16 @@ def test_publish_runs_isolated_or_in_the_pokers_context() -> None:
     UpdateCoalescer(lambda: seen.append(cell.get())).poke()
     UpdateCoalescer(lambda: seen.append(cell.get()), isolate=False).poke()
     assert seen == ["none", "cell-7"]
+
+
+def test_settled_number_stops_before_the_first_running_tool() -> None:
+    state = fold(TextDelta(turn=1, text="a"))
+    assert state.settled_number() == 1
+    fold(ToolStarted(turn=1, call_id="x", name="bash", arguments="{}"),
+         ToolStarted(turn=1, call_id="y", name="bash", arguments="{}"),
+         ToolFinished(turn=1, call_id="y", name="bash", text="", is_error=False), state=state)
+    assert state.settled_number() == 1
+    assert [i.kind for i in state.items_after(0, upto=2)] == ["text", "tool"]
+    fold(ToolFinished(turn=1, call_id="x", name="bash", text="", is_error=False), state=state)
+    assert state.settled_number() == 3
+    assert Transcript().settled_number() == 0

@@ -132,6 +132,7 @@ class TurnView:
         self._lock = threading.Lock()
         self._handles: list[DisplayHandle] = []
         self._frozen = 0  # the last item number already shown in a finished (frozen) output
+        self._upto: int | None = None  # while freezing: the last item the current output keeps
         self._coalescer = UpdateCoalescer(self._send, max_rate=rate if rate > 0 else math.inf,
                                           start_timer=loop_timer, isolate=background)
 
@@ -164,20 +165,30 @@ class TurnView:
     def _send(self) -> None:
         with self._lock:
             handle = self._handles[-1] if self._handles else None
-            frozen = self._frozen
+            frozen, upto = self._frozen, self._upto
         if handle is None:
             return
-        items = self.transcript.items_after(frozen)
+        items = self.transcript.items_after(frozen, upto)
         handle.update(TranscriptMarkdown(items, self.show_reasoning, waiting=not self.transcript.finished))
 
     def _freeze(self) -> None:
-        """Foreground only: finish the current output and continue in a new one below it."""
-        self._coalescer.poke(final=True)
-        if self.background:
+        """Foreground only: finish the current output and continue in a new one below it.
+
+        The finished output keeps the items up to the first tool call still running (each result
+        then shows in the output that holds its call); the rest moves to the new output.
+        """
+        settled = self.transcript.settled_number()
+        if self.background or settled <= self._frozen:
+            self._coalescer.poke(final=True)
             return
         with self._lock:
-            self._frozen = self.transcript.last_number
+            self._upto = settled
+        self._coalescer.poke(final=True)
+        with self._lock:
+            self._frozen, self._upto = settled, None
         self._new_handle()
+        if self.transcript.last_number > settled:
+            self._coalescer.poke(final=True)
 
     # -- events ------------------------------------------------------------------------------------------
     def note(self, text: str, level: str = "info") -> None:

@@ -209,10 +209,21 @@ class Transcript:
         with self._lock:
             return [replace(item) for item in self._items]
 
-    def items_after(self, number: int) -> list[Item]:
-        """Copies of the items added after item ``number`` (0: all)."""
+    def items_after(self, number: int, upto: int | None = None) -> list[Item]:
+        """Copies of the items added after item ``number`` (0: all), up to item ``upto`` (``None``: the newest)."""
         with self._lock:
-            return [replace(item) for item in self._items if item.number > number]
+            return [replace(item) for item in self._items
+                    if item.number > number and (upto is None or item.number <= upto)]
+
+    def settled_number(self) -> int:
+        """The newest item number up to which every tool call has finished (what a view may freeze)."""
+        with self._lock:
+            settled = 0
+            for item in self._items:
+                if isinstance(item, ToolItem) and item.status == "running":
+                    break
+                settled = item.number
+            return settled
 
     @property
     def last_number(self) -> int:
