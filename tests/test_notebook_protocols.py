@@ -58,3 +58,13 @@ def test_surfaces_take_typed_hosts(module: object) -> None:
     tree = ast.parse(source)
     imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not any(name == "host" or name.endswith(".host") for name in imported)
+
+
+def test_the_protocols_load_nothing_heavy() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, dsh_jupyter.notebook.protocols; "
+            "print(sorted(m for m in sys.modules if m.startswith('dsh_jupyter.agent') or m == 'IPython'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"  # the completer imports them while %load_ext runs

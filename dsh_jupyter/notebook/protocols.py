@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
-from ..agent.events import AgentEvent
+if TYPE_CHECKING:  # the agent package is heavy: the completer imports this module while the extension loads
+    from ..agent.events import AgentEvent
 
 _T = TypeVar("_T")
 
 #: Receives agent events on the agent thread.
-Listener = Callable[[AgentEvent], None]
+Listener: TypeAlias = "Callable[[AgentEvent], None]"
 
 
 class SessionCandidates(Protocol):
