@@ -153,8 +153,11 @@ def test_a_turn_ends_once_and_a_new_turn_starts_afresh() -> None:
     fold(TurnStarted(turn=2), state=state)
     assert state.reason is None and state.busy
     assert state.end_turn("interrupted") is True
-    assert [(i.kind, getattr(i, "reason", None)) for i in state.snapshot()] == [("end", "error"),
-                                                                                 ("end", "interrupted")]
+    # A prompt blocked by a hook ends without a start (and with the next turn's number).
+    fold(TurnEnded(turn=3, reason="blocked", error="no secrets"), TurnEnded(turn=3, reason="blocked"), state=state)
+    assert [(i.kind, getattr(i, "reason", None)) for i in state.snapshot()] == [
+        ("end", "error"), ("end", "interrupted"), ("end", "blocked"), ("end", "blocked")]
+    assert state.reason == "blocked" and state.busy is False
 
 
 def test_a_single_streamed_text_is_replaced_by_the_finished_message() -> None:

@@ -39,7 +39,7 @@ MAX_TOOL_TEXT = 4000
 MAX_ARGS_LINE = 120
 #: Said in the transcript when a prompt is steered into the running turn.
 STEERED_NOTE = "steered into running turn"
-#: Events folded in from agent threads are JSON-like; reference metadata keeps these keys.
+#: What a context item keeps of each referenced session's metadata.
 _REFERENCE_KEYS = ("sessionId", "label", "capturedThroughSeq", "compacted", "truncated", "omittedMessages",
                    "omittedBytes")
 
@@ -264,13 +264,16 @@ class Transcript:
                 self._close_streaming()
 
     def end_turn(self, reason: str, error: str | None = None) -> bool:
-        """End the current turn (``reason`` as in :class:`~dsh_jupyter.agent.events.TurnEnded`).
+        """End a turn that could not report its own end (``reason`` as in :class:`~dsh_jupyter.agent.events.TurnEnded`).
 
         Tools still running are marked ``stopped``; a reason other than ``completed`` adds an
-        :class:`EndItem`. Returns ``False`` (and changes nothing) when the turn had already ended.
+        :class:`EndItem`. Returns ``False`` (and changes nothing) when the latest turn already ended.
         """
         with self._lock:
-            return self._end(reason, error)
+            if self.reason is not None:
+                return False
+            self._end(reason, error)
+            return True
 
     # -- building from agent events
 
@@ -352,9 +355,8 @@ class Transcript:
         item.result = capped(event.text, self.max_tool_text)
         item.status = "error" if event.is_error else "ok"
 
-    def _end(self, reason: str, error: str | None) -> bool:
-        if self.reason is not None:
-            return False
+    def _end(self, reason: str, error: str | None) -> None:
+        # Every TurnEnded event counts: a prompt blocked by a hook ends without having started.
         self.busy, self.reason = False, reason
         self._close_streaming()
         self._message_items = []
@@ -363,7 +365,6 @@ class Transcript:
                 item.status = "stopped"
         if reason != "completed":
             self._add(EndItem(self._next(), reason, error))
-        return True
 
     def _record(self, event: ev.MessageRecorded) -> None:
         message = event.message if isinstance(event.message, Mapping) else {}
