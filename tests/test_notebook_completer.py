@@ -185,7 +185,7 @@ def test_install_rejects_bad_arguments() -> None:
     with pytest.raises(TypeError, match="callable"):
         install_completer(InteractiveShell.instance(), None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Completer"):
-        install_completer(object(), lambda: None)
+        install_completer(object(), lambda: None)  # type: ignore[arg-type]
 
 
 def test_matcher_never_raises(ip: InteractiveShell) -> None:

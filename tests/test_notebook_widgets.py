@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -50,15 +51,16 @@ def host() -> FakeHost:
 
 
 def user_recorded(text: str = "hi") -> MessageRecorded:
-    return MessageRecorded(turn=1, seq=1, message={"role": "user", "source": USER, "content": [{"type": "text", "text": text}]})
+    content = [{"type": "text", "text": text}]
+    return MessageRecorded(turn=1, seq=1, message={"role": "user", "source": USER, "content": content})
 
 
 # --------------------------------------------------------------------------- files and import cost
 
 def test_views_are_package_files_loaded_by_path() -> None:
     for cls, name in ((MentionPicker, "picker.js"), (PromptBox, "prompt.js"), (ChatTranscript, "chat.js")):
-        assert Path(str(cls._esm._path)) == STATIC / name
-        assert Path(str(cls._css._path)) == STATIC / "widgets.css"
+        assert Path(str(getattr(cls._esm, "_path", ""))) == STATIC / name
+        assert Path(str(getattr(cls._css, "_path", ""))) == STATIC / "widgets.css"
     assert STATIC.parent == Path(__file__).resolve().parents[1] / "dsh_jupyter" / "notebook"
 
 
@@ -129,7 +131,8 @@ def test_stale_requests_are_not_searched(host: FakeHost) -> None:
         assert invoke(picker, "search_command", {"query": "a", "seq": old, "view": "v1"}) == {"seq": old, "stale": True}
     assert len(host.calls) == searched and [r["sessionId"] for r in picker.results] == ["id-1"]
     # another view of the same widget keeps its own sequence
-    assert invoke(picker, "search_command", {"query": "gam", "seq": 1, "view": "v2"})["results"][0]["sessionId"] == "id-3"
+    answer = invoke(picker, "search_command", {"query": "gam", "seq": 1, "view": "v2"})
+    assert answer["results"][0]["sessionId"] == "id-3"
 
 
 def test_bad_and_failing_searches_answer_with_errors(host: FakeHost) -> None:
@@ -180,7 +183,8 @@ def test_choose_by_id_outside_the_results_asks_the_host(host: FakeHost) -> None:
 
 @pytest.mark.parametrize(
     ("which", "error", "message"),
-    [(7, IndexError, "no result 7"), ("nope", ValueError, "no session 'nope'"), (True, TypeError, "index or a session id"),
+    [(7, IndexError, "no result 7"), ("nope", ValueError, "no session 'nope'"),
+     (True, TypeError, "index or a session id"),
      (1.5, TypeError, "index or a session id")],
 )
 def test_choose_errors(host: FakeHost, which: Any, error: type[Exception], message: str) -> None:
@@ -208,7 +212,7 @@ def test_hostile_labels_stay_raw_in_data_and_escaped_in_mentions() -> None:
 
 def test_picker_argument_errors(host: FakeHost) -> None:
     with pytest.raises(TypeError, match="candidates"):
-        MentionPicker(object())
+        MentionPicker(object())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="PromptBox"):
         MentionPicker(host, target="box")  # type: ignore[arg-type]
 
@@ -354,11 +358,11 @@ def test_chat_panel_updates_are_spaced(host: FakeHost) -> None:
     stamps: list[float] = []
     panel.transcript.observe(lambda change: stamps.append(time.monotonic()), "items")
     panel.submit("go")
-    for n in range(30):
+    for _ in range(30):
         host.emit([TextDelta(turn=1, text="x")])
         time.sleep(0.01)
     host.emit([TurnEnded(turn=1, reason="completed")])
-    gaps = [b - a for a, b in zip(stamps[1:-1], stamps[2:-1])]  # between throttled updates
+    gaps = [b - a for a, b in itertools.pairwise(stamps[1:-1])]  # between throttled updates
     assert all(gap >= 0.045 for gap in gaps), gaps
     assert panel.items[-1]["text"] == "x" * 30
     panel.close()
@@ -413,7 +417,7 @@ def test_stop_button_cancels(host: FakeHost) -> None:
 
 def test_chat_panel_needs_a_host() -> None:
     with pytest.raises(TypeError, match="submit_async"):
-        ChatPanel(object())
+        ChatPanel(object())  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- the views, run under node
@@ -515,9 +519,13 @@ assert.equal(reasoning.tagName, "DETAILS");
 assert.equal(reasoning.open, false);  // hidden by default
 reasoning.open = true;                // the user opens it
 const assistant = log.children[2];
-model.set("items", [items[0], { ...items[1], streaming: false }, { ...items[2], text: "partial\x07 text", streaming: false },
-  { id: "i4", kind: "tool", name: "bash", summary: 'command="ls"', arguments: '{"command":"ls"}', result: "", isError: false, done: false },
-  { id: "i5", kind: "context", summary: "Referenced 1 session", references: [{ sessionId: "s\n1", label: "<img src=x onerror=alert(1)>", capturedThroughSeq: 3, compacted: true, truncated: true, omittedMessages: 1, omittedBytes: 9 }] },
+model.set("items", [items[0], { ...items[1], streaming: false },
+  { ...items[2], text: "partial\x07 text", streaming: false },
+  { id: "i4", kind: "tool", name: "bash", summary: 'command="ls"', arguments: '{"command":"ls"}', result: "",
+    isError: false, done: false, status: "running" },
+  { id: "i5", kind: "context", summary: "Referenced 1 session", references: [{ sessionId: "s\n1",
+    label: "<img src=x onerror=alert(1)>", capturedThroughSeq: 3, compacted: true, truncated: true,
+    omittedMessages: 1, omittedBytes: 9 }] },
 ]);
 assert.equal(log.children[1], reasoning, "nodes are reused across updates");
 assert.equal(reasoning.open, true, "open state survives an update");
@@ -525,10 +533,15 @@ assert.equal(log.children[2], assistant);
 assert.equal(assistant.textContent, "partial\\x07 text");
 const tool = log.children[3];
 assert.ok(tool.textContent.startsWith('bash(command="ls") running…'));
-model.set("items", [...model.get("items").slice(0, 3), { ...model.get("items")[3], result: "out", done: true, isError: true }, model.get("items")[4]]);
+const failed = { ...model.get("items")[3], result: "out", done: true, isError: true, status: "error" };
+model.set("items", [...model.get("items").slice(0, 3), failed, model.get("items")[4]]);
 assert.equal(log.children[3], tool);
 assert.ok(tool.classList.contains("dsh-error"));
 assert.ok(tool.textContent.includes("out"));
+const stopped = { ...failed, result: "", isError: false, status: "stopped" };
+model.set("items", [...model.get("items").slice(0, 3), stopped, model.get("items")[4]]);
+assert.ok(tool.textContent.startsWith('bash(command="ls") stopped'), tool.textContent);
+assert.ok(!tool.classList.contains("dsh-error"));
 assert.ok(log.textContent.includes("<img src=x onerror=alert(1)>"));
 assert.ok(log.textContent.includes("s\\x0a1 · through seq 3 · compacted · truncated: 1 messages, 9 bytes omitted"));
 model.set("items", [items[0]]);
@@ -546,7 +559,8 @@ console.log("ok");
 
 def test_prompt_view_in_node(tmp_path: Path) -> None:
     scenario = r"""
-const model = new Model({ value: "", cursor: -1, placeholder: "ask", busy: false, disabled: false, status: "", status_level: "info" });
+const model = new Model({ value: "", cursor: -1, placeholder: "ask", busy: false, disabled: false, status: "",
+  status_level: "info" });
 const { calls, invoke } = fakeInvoke();
 const el = new Element("div");
 view.render({ model, el, experimental: { invoke } });
@@ -580,7 +594,7 @@ console.log("ok");
 class BodyHost(FakeHost):
     """A host whose candidates() can also search message bodies (as the session catalog does)."""
 
-    bodies: dict[str, str] = {"id-3": "we discussed parquet partitions"}
+    bodies: ClassVar[dict[str, str]] = {"id-3": "we discussed parquet partitions"}
 
     def candidates(self, query: str, limit: int | None = None, *, body: bool = False) -> list[dict[str, Any]]:
         rows = super().candidates(query, limit)
