@@ -73,6 +73,8 @@ def test_errors_and_bad_code_come_back_to_the_model() -> None:
     empty = run_tool(host, "   ")
     assert empty.is_error and "non-empty" in empty.text
     assert run_tool(host, "x = 1", background=True).text == "(no output)"
+    long = run_tool(host, "print('x' * 30_000)", background=True).text
+    assert long == "x" * 20_000 + "\n… (10000 more characters not shown)"
 
 
 # --------------------------------------------------------------------------- a real kernel

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from ..tools.base import Tool, ToolExecution, ToolOutput
 from .protocols import PythonToolHost
+from .transcript import capped
 
 _T = TypeVar("_T")
 
@@ -66,12 +67,6 @@ class MainThreadCalls:
             except queue.Empty:
                 return
             future.cancel()
-
-
-def _clip(text: str) -> str:
-    if len(text) <= MAX_RESULT_CHARS:
-        return text
-    return text[:MAX_RESULT_CHARS] + f"\n… ({len(text) - MAX_RESULT_CHARS} more characters not shown)"
 
 
 class PythonTool(Tool):
@@ -147,4 +142,4 @@ class PythonTool(Tool):
         if error:
             parts.append(error)
         text = "\n".join(p.rstrip("\n") for p in parts if p and p.strip()) or "(no output)"
-        return ToolOutput(_clip(text), is_error=error is not None)
+        return ToolOutput(capped(text, MAX_RESULT_CHARS), is_error=error is not None)
