@@ -71,7 +71,8 @@ def test_summary_counts() -> None:
 
 
 def test_html_is_a_static_details_element_with_every_field() -> None:
-    html = ReferenceContextDisplay(two_sources(), target_session_id="t", spills={1: "/p/s.txt"})._repr_mimebundle_()["text/html"]
+    shown = ReferenceContextDisplay(two_sources(), target_session_id="t", spills={1: "/p/s.txt"})
+    html = shown._repr_mimebundle_()["text/html"]
     assert html.startswith("<details") and html.rstrip().endswith("</details>")
     assert "<summary" in html and "Referenced 2 sessions (1 compacted, 1 truncated)" in html
     assert html.count("<table") == 2
@@ -82,10 +83,12 @@ def test_html_is_a_static_details_element_with_every_field() -> None:
 
 
 def test_plain_text_lists_each_source() -> None:
-    plain = ReferenceContextDisplay(two_sources(), target_session_id="t", spills={1: None})._repr_mimebundle_()["text/plain"]
+    shown = ReferenceContextDisplay(two_sources(), target_session_id="t", spills={1: None})
+    plain = shown._repr_mimebundle_()["text/plain"]
     lines = plain.splitlines()
     assert lines[0] == "Referenced 2 sessions (1 compacted, 1 truncated)"
-    assert lines[1] == "  1. analysis one · id s-1 · seq 12 · compacted · 4 of 4 messages kept, 0 omitted · 0 bytes omitted · not truncated"
+    assert lines[1] == ("  1. analysis one · id s-1 · seq 12 · compacted · 4 of 4 messages kept, 0 omitted · "
+                        "0 bytes omitted · not truncated")
     assert lines[2] == ("  2. analysis two · id s-2 · seq 40 · not compacted · 2 of 4 messages kept, 2 omitted · "
                         "1234 bytes omitted · truncated · spill not saved")
 
@@ -110,7 +113,8 @@ def test_hostile_values_are_text_in_every_form(label: str) -> None:
 
 
 def test_newline_in_a_label_stays_on_one_line() -> None:
-    plain = ReferenceContextDisplay(source(reference("id", "two\nlines", 0)), target_session_id="t")._repr_mimebundle_()["text/plain"]
+    shown = ReferenceContextDisplay(source(reference("id", "two\nlines", 0)), target_session_id="t")
+    plain = shown._repr_mimebundle_()["text/plain"]
     assert "two\\x0alines" in plain and len(plain.splitlines()) == 2
 
 

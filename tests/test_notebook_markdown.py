@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dsh_jupyter.notebook.markdown import safe_markdown
-from dsh_jupyter.notebook.render import TranscriptMarkdown, _Segment
+from dsh_jupyter.notebook.render import TranscriptMarkdown
+from dsh_jupyter.notebook.transcript import TextItem
 
 
 @pytest.mark.parametrize(
@@ -37,5 +38,5 @@ def test_unclosed_code_span_does_not_protect_html() -> None:
 
 
 def test_transcript_markdown_uses_it() -> None:
-    md = TranscriptMarkdown([_Segment("text", "title: <img src=x onerror=alert(1)>")], False).markdown()
+    md = TranscriptMarkdown([TextItem(1, "title: <img src=x onerror=alert(1)>")], False).markdown()
     assert "<img" not in md and "&lt;img" in md

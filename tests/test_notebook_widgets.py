@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -18,21 +19,20 @@ from dsh_jupyter.agent.events import (
     Notice,
     ReasoningDelta,
     TextDelta,
-    TitleChanged,
     ToolFinished,
     ToolStarted,
     TurnEnded,
     TurnStarted,
 )
+from dsh_jupyter.notebook.transcript import Transcript
 from dsh_jupyter.notebook.widgets import (
     STATIC,
     ChatPanel,
     ChatTranscript,
     MentionPicker,
     PromptBox,
-    TranscriptState,
-    UpdateCoalescer,
     readable_prompt,
+    view_item,
 )
 from notebook_helpers import HOSTILE_LABELS, FakeHost, candidate, invoke, run_view_scenario
 
@@ -51,15 +51,16 @@ def host() -> FakeHost:
 
 
 def user_recorded(text: str = "hi") -> MessageRecorded:
-    return MessageRecorded(turn=1, seq=1, message={"role": "user", "source": USER, "content": [{"type": "text", "text": text}]})
+    content = [{"type": "text", "text": text}]
+    return MessageRecorded(turn=1, seq=1, message={"role": "user", "source": USER, "content": content})
 
 
 # --------------------------------------------------------------------------- files and import cost
 
 def test_views_are_package_files_loaded_by_path() -> None:
     for cls, name in ((MentionPicker, "picker.js"), (PromptBox, "prompt.js"), (ChatTranscript, "chat.js")):
-        assert Path(str(cls._esm._path)) == STATIC / name
-        assert Path(str(cls._css._path)) == STATIC / "widgets.css"
+        assert Path(str(getattr(cls._esm, "_path", ""))) == STATIC / name
+        assert Path(str(getattr(cls._css, "_path", ""))) == STATIC / "widgets.css"
     assert STATIC.parent == Path(__file__).resolve().parents[1] / "dsh_jupyter" / "notebook"
 
 
@@ -130,7 +131,8 @@ def test_stale_requests_are_not_searched(host: FakeHost) -> None:
         assert invoke(picker, "search_command", {"query": "a", "seq": old, "view": "v1"}) == {"seq": old, "stale": True}
     assert len(host.calls) == searched and [r["sessionId"] for r in picker.results] == ["id-1"]
     # another view of the same widget keeps its own sequence
-    assert invoke(picker, "search_command", {"query": "gam", "seq": 1, "view": "v2"})["results"][0]["sessionId"] == "id-3"
+    answer = invoke(picker, "search_command", {"query": "gam", "seq": 1, "view": "v2"})
+    assert answer["results"][0]["sessionId"] == "id-3"
 
 
 def test_bad_and_failing_searches_answer_with_errors(host: FakeHost) -> None:
@@ -181,7 +183,8 @@ def test_choose_by_id_outside_the_results_asks_the_host(host: FakeHost) -> None:
 
 @pytest.mark.parametrize(
     ("which", "error", "message"),
-    [(7, IndexError, "no result 7"), ("nope", ValueError, "no session 'nope'"), (True, TypeError, "index or a session id"),
+    [(7, IndexError, "no result 7"), ("nope", ValueError, "no session 'nope'"),
+     (True, TypeError, "index or a session id"),
      (1.5, TypeError, "index or a session id")],
 )
 def test_choose_errors(host: FakeHost, which: Any, error: type[Exception], message: str) -> None:
@@ -209,7 +212,7 @@ def test_hostile_labels_stay_raw_in_data_and_escaped_in_mentions() -> None:
 
 def test_picker_argument_errors(host: FakeHost) -> None:
     with pytest.raises(TypeError, match="candidates"):
-        MentionPicker(object())
+        MentionPicker(object())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="PromptBox"):
         MentionPicker(host, target="box")  # type: ignore[arg-type]
 
@@ -278,128 +281,46 @@ def test_standalone_prompt_box_forwards_events(host: FakeHost) -> None:
     assert seen == [TurnStarted(turn=1)]
 
 
-# --------------------------------------------------------------------------- transcript state
+# --------------------------------------------------------------------------- the chat view's item form
 
-def test_transcript_folds_a_turn() -> None:
-    state = TranscriptState()
-    state.add_user("question", steered=False)
-    assert state.apply(TurnStarted(turn=1)) is True
-    for event in [
-        ReasoningDelta(turn=1, text="think "),
-        ReasoningDelta(turn=1, text="more"),
-        TextDelta(turn=1, text="Let me "),
-        TextDelta(turn=1, text="look."),
-        ToolStarted(turn=1, call_id="c1", name="bash", arguments='{"command": "ls -la\\n  /tmp"}'),
-        ToolFinished(turn=1, call_id="c1", name="bash", text="a\nb", is_error=False),
-        AssistantMessage(turn=1, text="Let me look.", seq=5),
-        TextDelta(turn=1, text="Done."),
-        AssistantMessage(turn=1, text="Done.", seq=7),
-        Notice(turn=1, text="hook warned", level="warning"),
-        TitleChanged(turn=1, title="Listing files"),
-    ]:
-        assert state.apply(event) is False
-    assert state.busy is True and state.title == "Listing files"
-    assert state.apply(TurnEnded(turn=1, reason="completed")) is True
-    items = state.snapshot()
-    assert [i["kind"] for i in items] == ["user", "reasoning", "assistant", "tool", "assistant", "notice"]
-    assert items[1]["text"] == "think more" and items[1]["streaming"] is False
-    assert items[2]["text"] == "Let me look."
-    tool = items[3]
-    assert tool["summary"] == 'command="ls -la\\n /tmp"' and tool["result"] == "a\nb" and tool["done"] is True
-    assert not any(i.get("streaming") for i in items) and state.busy is False
-    assert len({i["id"] for i in items}) == len(items)
-
-
-def test_transcript_end_reasons_and_caps() -> None:
-    state = TranscriptState(max_items=5, max_tool_text=10)
-    state.apply(ToolStarted(turn=1, call_id="c", name="python", arguments="not json " * 40))
-    state.apply(ToolFinished(turn=1, call_id="c", name="python", text="x" * 25, is_error=True))
-    tool = state.snapshot()[0]
-    assert tool["result"] == "x" * 10 + "\n… (15 more characters not shown)" and tool["isError"] is True
-    assert len(tool["summary"]) <= 160 and "\n" not in tool["summary"]
-    state.apply(TurnEnded(turn=1, reason="interrupted", error="cancelled by user"))
-    assert state.snapshot()[-1] == {"id": "i2", "kind": "end", "reason": "interrupted", "error": "cancelled by user"}
-    for n in range(10):
-        state.add_notice(f"n{n}")
-    assert len(state.snapshot()) == 5 and state.snapshot()[-1]["text"] == "n9"
-
-
-def test_transcript_shows_a_reference_context_and_skips_other_messages() -> None:
-    state = TranscriptState()
+def test_view_items_are_the_form_chat_js_reads() -> None:
+    state = Transcript()
+    state.add_user("question", steered=True)
     source = {"kind": "session-reference", "form": "recall", "version": 1, "references": [
         {"sessionId": "id-1", "label": "<img src=x onerror=alert(1)>", "capturedThroughSeq": 4, "compacted": True,
          "truncated": False, "omittedMessages": 0, "omittedBytes": 0, "inputIndex": 0}]}
-    state.apply(user_recorded())
-    state.apply(MessageRecorded(turn=1, seq=2, message={"role": "user", "source": source, "content": []}))
-    state.apply(MessageRecorded(turn=1, seq=3, message={"role": "user", "source": {"kind": "session-reference"}}))
-    items = state.snapshot()
-    assert len(items) == 1 and items[0]["kind"] == "context"
-    assert items[0]["summary"] == "Referenced 1 session (1 compacted)"
-    assert items[0]["references"][0]["label"] == "<img src=x onerror=alert(1)>"  # raw; chat.js escapes
+    for event in [
+        TurnStarted(turn=1),
+        MessageRecorded(turn=1, seq=2, message={"role": "user", "source": source, "content": []}),
+        ReasoningDelta(turn=1, text="think"),
+        TextDelta(turn=1, text="Let me look."),
+        ToolStarted(turn=1, call_id="c1", name="bash", arguments='{"command": "ls -la\\n  /tmp"}'),
+        ToolFinished(turn=1, call_id="c1", name="bash", text="a\nb", is_error=False),
+        ToolStarted(turn=1, call_id="c2", name="bash", arguments='{"command": "sleep 9"}'),
+        Notice(turn=1, text="hook warned", level="warning"),
+        TurnEnded(turn=1, reason="interrupted", error="cancelled by user"),
+    ]:
+        state.apply(event)
+    views = [view_item(item) for item in state.snapshot()]
+    assert [v["kind"] for v in views] == ["user", "notice", "context", "reasoning", "assistant", "tool", "tool",
+                                          "notice", "end"]
+    assert views[0] == {"id": "i1", "kind": "user", "text": "question", "steered": True}
+    assert views[1]["text"] == "Prompt steered into running turn."
+    assert views[2]["summary"] == "Referenced 1 session (1 compacted)"
+    assert views[2]["references"][0]["label"] == "<img src=x onerror=alert(1)>"  # raw; chat.js escapes
+    assert views[3] == {"id": "i4", "kind": "reasoning", "text": "think", "streaming": False}
+    assert views[4] == {"id": "i5", "kind": "assistant", "text": "Let me look.", "streaming": False}
+    assert views[5] == {"id": "i6", "kind": "tool", "callId": "c1", "name": "bash", "summary": "ls -la /tmp",
+                        "arguments": '{"command": "ls -la\\n  /tmp"}', "result": "a\nb", "isError": False,
+                        "done": True, "status": "ok"}
+    assert views[6]["status"] == "stopped" and views[6]["done"] is True and views[6]["isError"] is False
+    assert views[8] == {"id": "i9", "kind": "end", "reason": "interrupted", "error": "cancelled by user"}
+    assert len({v["id"] for v in views}) == len(views)
 
 
 def test_readable_prompt() -> None:
     assert readable_prompt("see @[alpha](dsh-session:ImlkLTEi) now") == "see @alpha now"
     assert readable_prompt("bad @[x](dsh-session:%%%)") == "bad @[x](dsh-session:%%%)"
-
-
-# --------------------------------------------------------------------------- coalescing
-
-class FakeTimers:
-    def __init__(self) -> None:
-        self.armed: list[tuple[float, Any]] = []
-        self.cancelled = 0
-
-    def start(self, delay: float, fn: Any) -> Any:
-        timers = self
-
-        class Handle:
-            def cancel(self) -> None:
-                timers.cancelled += 1
-
-        self.armed.append((delay, fn))
-        return Handle()
-
-
-def test_coalescer_publishes_at_most_once_per_interval() -> None:
-    now = [100.0]
-    timers = FakeTimers()
-    published: list[float] = []
-    coalescer = UpdateCoalescer(lambda: published.append(now[0]), max_rate=20, clock=lambda: now[0],
-                                start_timer=timers.start)
-    coalescer.poke()
-    assert published == [100.0]
-    for _ in range(100):
-        now[0] += 0.0001
-        coalescer.poke()
-    assert len(published) == 1 and len(timers.armed) == 1
-    delay, fire = timers.armed[0]
-    assert delay == pytest.approx(0.05 - 0.0001, abs=1e-6)  # armed by the first throttled poke
-    now[0] = 100.05
-    fire()
-    assert len(published) == 2
-    fire()  # a stale timer does nothing
-    assert len(published) == 2
-    coalescer.poke()  # quiet for >= interval: at once
-    now[0] = 100.2
-    coalescer.poke()
-    coalescer.poke(final=True)
-    assert len(published) == 4
-    coalescer.flush()  # nothing pending
-    assert len(published) == 4
-
-
-def test_coalescer_rejects_a_bad_rate() -> None:
-    with pytest.raises(ValueError, match="positive"):
-        UpdateCoalescer(lambda: None, max_rate=0)
-
-
-def test_a_failing_publish_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
-    def broken() -> None:
-        raise RuntimeError("comm closed")
-
-    UpdateCoalescer(broken).poke()
-    assert "updating the chat view failed" in caplog.text
 
 
 # --------------------------------------------------------------------------- chat panel
@@ -437,11 +358,11 @@ def test_chat_panel_updates_are_spaced(host: FakeHost) -> None:
     stamps: list[float] = []
     panel.transcript.observe(lambda change: stamps.append(time.monotonic()), "items")
     panel.submit("go")
-    for n in range(30):
+    for _ in range(30):
         host.emit([TextDelta(turn=1, text="x")])
         time.sleep(0.01)
     host.emit([TurnEnded(turn=1, reason="completed")])
-    gaps = [b - a for a, b in zip(stamps[1:-1], stamps[2:-1])]  # between throttled updates
+    gaps = [b - a for a, b in itertools.pairwise(stamps[1:-1])]  # between throttled updates
     assert all(gap >= 0.045 for gap in gaps), gaps
     assert panel.items[-1]["text"] == "x" * 30
     panel.close()
@@ -496,7 +417,7 @@ def test_stop_button_cancels(host: FakeHost) -> None:
 
 def test_chat_panel_needs_a_host() -> None:
     with pytest.raises(TypeError, match="submit_async"):
-        ChatPanel(object())
+        ChatPanel(object())  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- the views, run under node
@@ -598,9 +519,13 @@ assert.equal(reasoning.tagName, "DETAILS");
 assert.equal(reasoning.open, false);  // hidden by default
 reasoning.open = true;                // the user opens it
 const assistant = log.children[2];
-model.set("items", [items[0], { ...items[1], streaming: false }, { ...items[2], text: "partial\x07 text", streaming: false },
-  { id: "i4", kind: "tool", name: "bash", summary: 'command="ls"', arguments: '{"command":"ls"}', result: "", isError: false, done: false },
-  { id: "i5", kind: "context", summary: "Referenced 1 session", references: [{ sessionId: "s\n1", label: "<img src=x onerror=alert(1)>", capturedThroughSeq: 3, compacted: true, truncated: true, omittedMessages: 1, omittedBytes: 9 }] },
+model.set("items", [items[0], { ...items[1], streaming: false },
+  { ...items[2], text: "partial\x07 text", streaming: false },
+  { id: "i4", kind: "tool", name: "bash", summary: 'command="ls"', arguments: '{"command":"ls"}', result: "",
+    isError: false, done: false, status: "running" },
+  { id: "i5", kind: "context", summary: "Referenced 1 session", references: [{ sessionId: "s\n1",
+    label: "<img src=x onerror=alert(1)>", capturedThroughSeq: 3, compacted: true, truncated: true,
+    omittedMessages: 1, omittedBytes: 9 }] },
 ]);
 assert.equal(log.children[1], reasoning, "nodes are reused across updates");
 assert.equal(reasoning.open, true, "open state survives an update");
@@ -608,10 +533,15 @@ assert.equal(log.children[2], assistant);
 assert.equal(assistant.textContent, "partial\\x07 text");
 const tool = log.children[3];
 assert.ok(tool.textContent.startsWith('bash(command="ls") running…'));
-model.set("items", [...model.get("items").slice(0, 3), { ...model.get("items")[3], result: "out", done: true, isError: true }, model.get("items")[4]]);
+const failed = { ...model.get("items")[3], result: "out", done: true, isError: true, status: "error" };
+model.set("items", [...model.get("items").slice(0, 3), failed, model.get("items")[4]]);
 assert.equal(log.children[3], tool);
 assert.ok(tool.classList.contains("dsh-error"));
 assert.ok(tool.textContent.includes("out"));
+const stopped = { ...failed, result: "", isError: false, status: "stopped" };
+model.set("items", [...model.get("items").slice(0, 3), stopped, model.get("items")[4]]);
+assert.ok(tool.textContent.startsWith('bash(command="ls") stopped'), tool.textContent);
+assert.ok(!tool.classList.contains("dsh-error"));
 assert.ok(log.textContent.includes("<img src=x onerror=alert(1)>"));
 assert.ok(log.textContent.includes("s\\x0a1 · through seq 3 · compacted · truncated: 1 messages, 9 bytes omitted"));
 model.set("items", [items[0]]);
@@ -629,7 +559,8 @@ console.log("ok");
 
 def test_prompt_view_in_node(tmp_path: Path) -> None:
     scenario = r"""
-const model = new Model({ value: "", cursor: -1, placeholder: "ask", busy: false, disabled: false, status: "", status_level: "info" });
+const model = new Model({ value: "", cursor: -1, placeholder: "ask", busy: false, disabled: false, status: "",
+  status_level: "info" });
 const { calls, invoke } = fakeInvoke();
 const el = new Element("div");
 view.render({ model, el, experimental: { invoke } });
@@ -663,7 +594,7 @@ console.log("ok");
 class BodyHost(FakeHost):
     """A host whose candidates() can also search message bodies (as the session catalog does)."""
 
-    bodies: dict[str, str] = {"id-3": "we discussed parquet partitions"}
+    bodies: ClassVar[dict[str, str]] = {"id-3": "we discussed parquet partitions"}
 
     def candidates(self, query: str, limit: int | None = None, *, body: bool = False) -> list[dict[str, Any]]:
         rows = super().candidates(query, limit)

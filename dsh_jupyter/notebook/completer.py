@@ -12,8 +12,8 @@ not part of a word, the matcher offers:
 Everywhere else the matcher returns nothing and suppresses nothing, so ordinary completion is
 untouched. Host failures are logged and never reach the user's completion request.
 
-The host is duck-typed: ``host.candidates(query, limit=None) -> list[dict]`` (remote candidate
-form, rank order) and ``host.file_candidates(query, limit=50) -> list[str]``.
+The host is a :class:`~.protocols.CompletionHost`: ``host.candidates(query, limit=None)`` (remote
+candidate form, rank order) and ``host.file_candidates(query, limit=50) -> list[str]``.
 """
 
 from __future__ import annotations
@@ -22,11 +22,15 @@ import logging
 import re
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from IPython.core.completer import CompletionContext, SimpleCompletion, SimpleMatcherResult, context_matcher
 
 from .escape import host_mention
+from .protocols import CompletionHost, FileCandidates, SessionCandidates
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +39,7 @@ MATCHER_ID = "dsh_jupyter.mentions"
 #: How many files to offer after the sessions.
 FILE_LIMIT = 50
 
-HostGetter = Callable[[], Any]
+HostGetter = Callable[[], CompletionHost | None]
 
 #: ``@`` not preceded by a word character, then a fragment without whitespace, ``@`` or a leading
 #: ``[`` (``@[`` is an already written mention), running to the cursor.
@@ -43,7 +47,8 @@ _FRAGMENT = re.compile(r"(?<!\w)@((?!\[)[^\s@]*)\Z")
 _MAGIC = re.compile(r"%%dsh(?:\s|\Z)")
 
 _lock = threading.Lock()
-_host_getter: HostGetter | None = None
+#: The getter of the latest :func:`install_completer` (one slot: a kernel has one notebook host).
+_installed: list[HostGetter] = []
 
 
 def _magic_line(full_text: str) -> int | None:
@@ -68,7 +73,7 @@ def mention_fragment(context: CompletionContext) -> str | None:
     return None if match is None else match.group(1)
 
 
-def _session_completions(host: Any, fragment: str) -> list[SimpleCompletion]:
+def _session_completions(host: SessionCandidates, fragment: str) -> list[SimpleCompletion]:
     try:
         candidates = host.candidates(fragment)
     except Exception:  # a failing store must not break the completion request
@@ -83,7 +88,7 @@ def _session_completions(host: Any, fragment: str) -> list[SimpleCompletion]:
     return completions
 
 
-def _file_completions(host: Any, fragment: str) -> list[SimpleCompletion]:
+def _file_completions(host: FileCandidates, fragment: str) -> list[SimpleCompletion]:
     try:
         paths = host.file_candidates(fragment, limit=FILE_LIMIT)
     except Exception:
@@ -92,7 +97,7 @@ def _file_completions(host: Any, fragment: str) -> list[SimpleCompletion]:
     return [SimpleCompletion("@" + path, type="path") for path in paths or () if isinstance(path, str) and path]
 
 
-def mention_completions(context: CompletionContext, host: Any) -> SimpleMatcherResult:
+def mention_completions(context: CompletionContext, host: CompletionHost | None) -> SimpleMatcherResult:
     """Sessions, then files, for the ``@fragment`` before the cursor; empty and non-suppressing elsewhere."""
     fragment = mention_fragment(context)
     if fragment is None or host is None:
@@ -114,37 +119,35 @@ def dsh_matcher(context: CompletionContext) -> SimpleMatcherResult:
     try:
         if mention_fragment(context) is None:
             return {"completions": [], "suppress": False}
-        getter = _host_getter
-        host = getter() if getter is not None else None
+        getters = list(_installed)
+        host = getters[0]() if getters else None
         return mention_completions(context, host)
     except Exception:
         log.warning("dsh: @ completion failed", exc_info=True)
         return {"completions": [], "suppress": False}
 
 
-def install_completer(ip: Any, host_getter: HostGetter) -> Callable[[], None]:
+def install_completer(ip: InteractiveShell, host_getter: HostGetter) -> Callable[[], None]:
     """Register :func:`dsh_matcher` on ``ip.Completer``; returns a disposer that removes it again.
 
     ``host_getter()`` is called at completion time and returns the notebook host (or ``None`` when
     there is none yet). Installing again only replaces the getter, so the matcher appears once.
     """
-    global _host_getter
     if not callable(host_getter):
         raise TypeError(f"install_completer needs a callable returning the host, got {type(host_getter).__name__}")
     completer = getattr(ip, "Completer", None)
     if completer is None or not hasattr(completer, "custom_matchers"):
         raise TypeError("install_completer needs an IPython shell with a Completer (got one without)")
     with _lock:
-        _host_getter = host_getter
+        _installed[:] = [host_getter]
         if dsh_matcher not in completer.custom_matchers:
             completer.custom_matchers.append(dsh_matcher)
 
     def dispose() -> None:
-        global _host_getter
         with _lock:
             while dsh_matcher in completer.custom_matchers:
                 completer.custom_matchers.remove(dsh_matcher)
-            if _host_getter is host_getter:
-                _host_getter = None
+            if _installed and _installed[0] is host_getter:
+                _installed.clear()
 
     return dispose

@@ -1,9 +1,14 @@
 """The ``python`` tool: the agent runs Python in this kernel's namespace, visibly.
 
 While a foreground ``%%dsh`` cell waits, the code runs on the kernel's main thread (the cell pumps
-:class:`MainThreadCalls`), so its output appears in that cell and it sees and changes the notebook's
-variables exactly as a cell would. During a background turn there is no waiting cell: the code then runs
-on the agent thread under a lock and its output goes only to the tool result.
+:class:`MainThreadCalls`), so it sees and changes the notebook's variables exactly as a cell would.
+During a background turn there is no waiting cell: the code then runs on the agent thread under a lock.
+
+Printed text, errors and the value of a final expression go to the tool result only, which the cell
+shows once, inside the call's collapsed tool line. Rich outputs the code displays itself (``display``
+of a figure or a table) cannot live in that line: in a foreground cell they appear below it.
+
+The tool depends on :class:`~.protocols.PythonToolHost`, not on the notebook host.
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ import concurrent.futures
 import queue
 import threading
 import traceback
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..tools.base import Tool, ToolExecution, ToolOutput
+from .protocols import PythonToolHost
+from .transcript import capped
 
-if TYPE_CHECKING:
-    from .host import NotebookHost
+_T = TypeVar("_T")
 
 MAX_RESULT_CHARS = 20_000
 
@@ -30,8 +37,8 @@ class MainThreadCalls:
     def __init__(self) -> None:
         self._queue: queue.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.Queue()
 
-    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    def submit(self, fn: Callable[[], _T]) -> concurrent.futures.Future[_T]:
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
         self._queue.put((fn, future))
         return future
 
@@ -62,12 +69,6 @@ class MainThreadCalls:
             future.cancel()
 
 
-def _clip(text: str) -> str:
-    if len(text) <= MAX_RESULT_CHARS:
-        return text
-    return text[:MAX_RESULT_CHARS] + f"\n… ({len(text) - MAX_RESULT_CHARS} more characters not shown)"
-
-
 class PythonTool(Tool):
     name = "python"
     description = (
@@ -75,13 +76,13 @@ class PythonTool(Tool):
         "printed output and the value of a final expression are returned. Use it to inspect data the "
         "user has loaded or to compute results."
     )
-    parameters = {
-        "type": "object",
-        "properties": {"code": {"type": "string", "description": "Python source to run in the kernel."}},
-        "required": ["code"],
-    }
 
-    def __init__(self, host: NotebookHost) -> None:
+    def __init__(self, host: PythonToolHost) -> None:
+        self.parameters = {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "Python source to run in the kernel."}},
+            "required": ["code"],
+        }
         self.host = host
         self._lock = threading.Lock()
 
@@ -90,13 +91,13 @@ class PythonTool(Tool):
         if not isinstance(code, str) or not code.strip():
             return ToolOutput("Error: 'code' must be a non-empty string of Python source.", is_error=True)
         calls = self.host.main_thread_calls
+        result: asyncio.Future[ToolOutput]
         if calls is not None and not execution.background:
-            future = calls.submit(lambda: self._execute(code, visible=True))
+            result = asyncio.wrap_future(calls.submit(lambda: self._execute(code, visible=True)))
         else:
-            loop = asyncio.get_running_loop()
-            future = loop.run_in_executor(None, self._locked_execute, code)  # type: ignore[assignment]
+            result = asyncio.get_running_loop().run_in_executor(None, self._locked_execute, code)
         try:
-            return await asyncio.wrap_future(future) if isinstance(future, concurrent.futures.Future) else await future
+            return await result
         except KeyboardInterrupt:
             return ToolOutput("The Python code was interrupted.", is_error=True, meta={"interrupted": True})
 
@@ -115,8 +116,10 @@ class PythonTool(Tool):
         except SyntaxError as exc:
             return ToolOutput("SyntaxError: " + "".join(traceback.format_exception_only(exc)).strip(), is_error=True)
         last_expr = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last_expr = ast.Expression(tree.body.pop().value)
+        last = tree.body[-1] if tree.body else None
+        if isinstance(last, ast.Expr):
+            tree.body.pop()
+            last_expr = ast.Expression(last.value)
         value: Any = None
         error: str | None = None
         with capture_output(display=visible) as captured:
@@ -127,17 +130,16 @@ class PythonTool(Tool):
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # the model sees the traceback and can fix its code
-                error = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None))
-        if visible:
-            captured.show()
-            if value is not None:
-                from IPython.display import display
-
-                display(value)
+                shown = exc.__traceback__.tb_next if exc.__traceback__ else None  # without this module's frame
+                error = "".join(traceback.format_exception(type(exc), exc, shown))
         parts = [captured.stdout, captured.stderr]
+        for output in captured.outputs:  # only captured in a visible run
+            parts.append(str(output.data.get("text/plain", "")))
+            if set(output.data) - {"text/plain"}:
+                output.display()  # a figure, a table: it cannot live in the tool line
         if value is not None:
             parts.append(f"Out: {value!r}")
         if error:
             parts.append(error)
         text = "\n".join(p.rstrip("\n") for p in parts if p and p.strip()) or "(no output)"
-        return ToolOutput(_clip(text), is_error=error is not None)
+        return ToolOutput(capped(text, MAX_RESULT_CHARS), is_error=error is not None)

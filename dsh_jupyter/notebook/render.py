@@ -1,5 +1,8 @@
 """Streaming a turn into cell output: Markdown that updates in place, coalesced to a few updates a second.
 
+The events are folded by :class:`~.transcript.Transcript`; this module only turns its items into
+Markdown (and plain text for terminals) and decides where the updates go.
+
 Agent events arrive on the agent thread. A foreground turn updates display handles under its own cell
 (the agent task carries the cell's context) and freezes finished parts as separate outputs so each update
 stays small. A background turn keeps one handle and sends its updates from an empty context, so they
@@ -9,123 +12,142 @@ when the next cell runs (updates sent while the kernel is idle have no cell to r
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import html
-import json
+import math
 import threading
-import time
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..agent import events as ev
 from .escape import escape_controls
 from .markdown import safe_markdown
+from .transcript import (
+    EndItem,
+    Item,
+    NoticeItem,
+    ReasoningItem,
+    TextItem,
+    ToolItem,
+    ToolStatus,
+    Transcript,
+    UpdateCoalescer,
+    loop_timer,
+)
 
-TOOL_PREVIEW_CHARS = 4000
-ARGS_PREVIEW_CHARS = 120
+if TYPE_CHECKING:
+    from IPython.display import DisplayHandle
 
-
-@dataclass
-class _Segment:
-    kind: str  # text | reasoning | tool | notice | status
-    text: str = ""
-    name: str = ""
-    arguments: str = ""
-    result: str | None = None
-    is_error: bool = False
-    level: str = "info"
-
-
-def _one_line_args(name: str, arguments: str) -> str:
-    try:
-        parsed = json.loads(arguments or "{}")
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict):
-        if name == "bash" and isinstance(parsed.get("command"), str):
-            summary = parsed["command"]
-        elif name == "python" and isinstance(parsed.get("code"), str):
-            summary = parsed["code"]
-        else:
-            summary = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in parsed.items())
-    else:
-        summary = arguments or ""
-    summary = " ".join(summary.split())
-    if len(summary) > ARGS_PREVIEW_CHARS:
-        summary = summary[: ARGS_PREVIEW_CHARS - 1] + "…"
-    return summary
+#: The mark after a tool line in Markdown, and the word in plain text, for each status.
+TOOL_MARKS: dict[ToolStatus, tuple[str, str]] = {
+    "running": ("…", "running"),
+    "ok": ("✓", "ok"),
+    "error": ("✗", "error"),
+    "stopped": ("⏹ stopped", "stopped"),
+}
+#: The body of a tool line whose turn ended before the call finished.
+STOPPED_BODY = "(stopped: the turn ended before this call finished; no result was recorded)"
+#: Shown while a turn has produced nothing yet.
+WAITING = "…"
 
 
-def _clip(text: str, limit: int = TOOL_PREVIEW_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n… ({len(text) - limit} more characters)"
+def _end_line(item: EndItem) -> tuple[str, bool]:
+    """What a cell says when its turn ended other than ``completed``, and whether it is a quiet status line."""
+    if item.reason == "interrupted":
+        return "⏹ interrupted: the turn was stopped; the log is closed cleanly.", True
+    if item.reason == "error":
+        return f"The turn ended with an error: {item.error}", False
+    if item.reason == "max-steps":
+        return item.error or "stopped at the step limit", False
+    if item.reason == "blocked":
+        return "⛔ blocked by a hook; nothing was recorded", True
+    return f"the turn ended: {item.reason}", True
 
 
 class TranscriptMarkdown:
-    """A display object for part of a turn: Markdown for notebooks, plain text for terminals."""
+    """A display object for part of a turn: Markdown for notebooks, plain text for terminals.
 
-    def __init__(self, segments: list[_Segment], show_reasoning: bool) -> None:
-        self.segments = segments
+    User prompts and reference contexts are not shown: a cell shows its own prompt, and the magic
+    displays the reference context before the turn starts.
+    """
+
+    def __init__(self, items: Sequence[Item], show_reasoning: bool, *, waiting: bool = True) -> None:
+        self.items = list(items)
         self.show_reasoning = show_reasoning
+        #: Show :data:`WAITING` when there are no items (the turn is still running).
+        self.waiting = waiting
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
         return {"text/markdown": self.markdown(), "text/plain": self.plain()}
 
     def markdown(self) -> str:
         parts: list[str] = []
-        for seg in self.segments:
-            if seg.kind == "text":
-                parts.append(safe_markdown(seg.text))
-            elif seg.kind == "reasoning":
-                body = html.escape(escape_controls(seg.text, one_line=False))
+        for item in self.items:
+            if isinstance(item, TextItem):
+                parts.append(safe_markdown(item.text))
+            elif isinstance(item, ReasoningItem):
+                body = html.escape(escape_controls(item.text, one_line=False))
                 state = " open" if self.show_reasoning else ""
                 parts.append(f"<details{state}><summary>Reasoning</summary><pre>{body}</pre></details>")
-            elif seg.kind == "tool":
-                status = "…" if seg.result is None else ("✗" if seg.is_error else "✓")
-                head = html.escape(escape_controls(f"{seg.name} · {_one_line_args(seg.name, seg.arguments)}"))
-                body = "" if seg.result is None else html.escape(escape_controls(_clip(seg.result), one_line=False))
-                parts.append(f"<details><summary>🔧 <code>{head}</code> {status}</summary><pre>{body}</pre></details>")
-            elif seg.kind in ("notice", "status"):
-                text = html.escape(escape_controls(seg.text, one_line=False))
-                parts.append(f"<sub>{text}</sub>" if seg.kind == "status" else f"> {text}")
+            elif isinstance(item, ToolItem):
+                mark = TOOL_MARKS[item.status][0]
+                head = html.escape(escape_controls(f"{item.name} · {item.summary}"))
+                shown = STOPPED_BODY if item.status == "stopped" and not item.result else item.result
+                body = html.escape(escape_controls(shown, one_line=False))
+                parts.append(f"<details><summary>🔧 <code>{head}</code> {mark}</summary><pre>{body}</pre></details>")
+            elif isinstance(item, NoticeItem):
+                parts.append("> " + html.escape(escape_controls(item.text, one_line=False)))
+            elif isinstance(item, EndItem):
+                line, quiet = _end_line(item)
+                text = html.escape(escape_controls(line, one_line=False))
+                parts.append(f"<sub>{text}</sub>" if quiet else f"> {text}")
+        if not parts and self.waiting:
+            parts.append(f"<sub>{WAITING}</sub>")
         return "\n\n".join(p for p in parts if p)
 
     def plain(self) -> str:
         lines: list[str] = []
-        for seg in self.segments:
-            if seg.kind == "text":
-                lines.append(escape_controls(seg.text, one_line=False))
-            elif seg.kind == "reasoning" and self.show_reasoning:
-                lines.append("[reasoning] " + escape_controls(seg.text, one_line=False))
-            elif seg.kind == "tool":
-                status = "running" if seg.result is None else ("error" if seg.is_error else "ok")
-                lines.append(escape_controls(f"[tool {seg.name}: {_one_line_args(seg.name, seg.arguments)}] {status}"))
-            elif seg.kind in ("notice", "status"):
-                lines.append(escape_controls(seg.text, one_line=False))
+        for item in self.items:
+            if isinstance(item, TextItem):
+                lines.append(escape_controls(item.text, one_line=False))
+            elif isinstance(item, ReasoningItem) and self.show_reasoning:
+                lines.append("[reasoning] " + escape_controls(item.text, one_line=False))
+            elif isinstance(item, ToolItem):
+                lines.append(escape_controls(f"[tool {item.name}: {item.summary}] {TOOL_MARKS[item.status][1]}"))
+            elif isinstance(item, NoticeItem):
+                lines.append(escape_controls(item.text, one_line=False))
+            elif isinstance(item, EndItem):
+                lines.append(escape_controls(_end_line(item)[0], one_line=False))
+        if not lines and self.waiting:
+            lines.append(WAITING)
         return "\n".join(lines)
 
 
-@dataclass
 class TurnView:
-    """Renders one submitted prompt's turn into the cell that submitted it."""
+    """Renders one submitted prompt's turn into the cell that submitted it (a listener of agent events)."""
 
-    show_reasoning: bool = False
-    rate: float = 20.0
-    background: bool = False
-    segments: list[_Segment] = field(default_factory=list)
-    finished: bool = False
-    reason: str | None = None
-
-    def __post_init__(self) -> None:
+    def __init__(self, show_reasoning: bool = False, rate: float = 20.0, background: bool = False) -> None:
+        self.show_reasoning = show_reasoning
+        self.background = background
+        self.transcript = Transcript(max_items=None)
         self._lock = threading.Lock()
-        self._handles: list[Any] = []
-        self._frozen = 0
-        self._last = 0.0
-        self._timer: asyncio.TimerHandle | None = None
-        self._dirty = False
-        self.updates = 0
+        self._handles: list[DisplayHandle] = []
+        self._frozen = 0  # the last item number already shown in a finished (frozen) output
+        self._upto: int | None = None  # while freezing: the last item the current output keeps
+        self._coalescer = UpdateCoalescer(self._send, max_rate=rate if rate > 0 else math.inf,
+                                          start_timer=loop_timer, isolate=background)
+
+    @property
+    def finished(self) -> bool:
+        return self.transcript.finished
+
+    @property
+    def reason(self) -> str | None:
+        return self.transcript.reason
+
+    @property
+    def updates(self) -> int:
+        """How many display updates were sent (the first display not counted)."""
+        return self._coalescer.updates
 
     # -- display plumbing ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -135,117 +157,56 @@ class TurnView:
     def _new_handle(self) -> None:
         from IPython.display import display
 
-        handle = display(TranscriptMarkdown([_Segment("status", "…")], self.show_reasoning), display_id=True)
-        self._handles.append(handle)
+        handle = display(TranscriptMarkdown([], self.show_reasoning), display_id=True)
+        if handle is not None:
+            with self._lock:
+                self._handles.append(handle)
 
     def _send(self) -> None:
         with self._lock:
-            segments = list(self.segments[self._frozen:])
             handle = self._handles[-1] if self._handles else None
-            self._dirty = False
-            self._last = time.monotonic()
+            frozen, upto = self._frozen, self._upto
         if handle is None:
             return
-        if not segments:
-            segments = [_Segment("status", "…")]
-        obj = TranscriptMarkdown(segments, self.show_reasoning)
-        self.updates += 1
-        if self.background:
-            contextvars.Context().run(handle.update, obj)
-        else:
-            handle.update(obj)
-
-    def _schedule(self) -> None:
-        interval = 1.0 / self.rate if self.rate > 0 else 0.0
-        now = time.monotonic()
-        with self._lock:
-            self._dirty = True
-            due = self._last + interval - now
-            timer_pending = self._timer is not None
-        if due <= 0:
-            self._cancel_timer()
-            self._send()
-            return
-        if timer_pending:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self._send()
-            return
-        self._timer = loop.call_later(due, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        if self._dirty:
-            self._send()
-
-    def _cancel_timer(self) -> None:
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
+        items = self.transcript.items_after(frozen, upto)
+        handle.update(TranscriptMarkdown(items, self.show_reasoning, waiting=not self.transcript.finished))
 
     def _freeze(self) -> None:
-        """Foreground only: finish the current output and continue in a new one below it."""
-        if self.background:
+        """Foreground only: finish the current output and continue in a new one below it.
+
+        The finished output keeps the items up to the first tool call still running (each result
+        then shows in the output that holds its call); the rest moves to the new output.
+        """
+        settled = self.transcript.settled_number()
+        if self.background or settled <= self._frozen:
+            self._coalescer.poke(final=True)
             return
-        self._cancel_timer()
-        self._send()
         with self._lock:
-            self._frozen = len(self.segments)
+            self._upto = settled
+        self._coalescer.poke(final=True)
+        with self._lock:
+            self._frozen, self._upto = settled, None
         self._new_handle()
+        if self.transcript.last_number > settled:
+            self._coalescer.poke(final=True)
 
     # -- events ------------------------------------------------------------------------------------------
     def note(self, text: str, level: str = "info") -> None:
-        with self._lock:
-            self.segments.append(_Segment("notice", text, level=level))
-        self._schedule()
+        self.transcript.add_notice(text, level)
+        self._coalescer.poke()
 
     def __call__(self, event: ev.AgentEvent) -> None:
-        if isinstance(event, ev.TextDelta):
-            self._append_piece("text", event.text)
-        elif isinstance(event, ev.ReasoningDelta):
-            self._append_piece("reasoning", event.text)
-        elif isinstance(event, ev.ToolStarted):
-            with self._lock:
-                self.segments.append(_Segment("tool", name=event.name, arguments=event.arguments))
-            self._schedule()
-        elif isinstance(event, ev.ToolFinished):
-            with self._lock:
-                for seg in reversed(self.segments):
-                    if seg.kind == "tool" and seg.result is None and seg.name == event.name:
-                        seg.result, seg.is_error = event.text, event.is_error
-                        break
+        boundary = self.transcript.apply(event)
+        if isinstance(event, ev.ToolFinished):
             self._freeze()
-        elif isinstance(event, ev.Notice):
-            self.note(event.text, event.level)
-        elif isinstance(event, ev.TurnEnded):
-            self.finish(event.reason, event.error)
-
-    def _append_piece(self, kind: str, text: str) -> None:
-        with self._lock:
-            if self.segments and self.segments[-1].kind == kind:
-                self.segments[-1].text += text
-            else:
-                self.segments.append(_Segment(kind, text))
-        self._schedule()
+        else:
+            self._coalescer.poke(final=boundary)
 
     def finish(self, reason: str, error: str | None = None) -> None:
-        with self._lock:
-            if self.finished:
-                return
-            self.finished, self.reason = True, reason
-            if reason == "interrupted":
-                self.segments.append(_Segment("status", "⏹ interrupted: the turn was stopped; the log is closed cleanly."))
-            elif reason == "error":
-                self.segments.append(_Segment("notice", f"The turn ended with an error: {error}", level="error"))
-            elif reason == "max-steps":
-                self.segments.append(_Segment("notice", error or "stopped at the step limit", level="warning"))
-            elif reason == "blocked":
-                self.segments.append(_Segment("status", "⛔ blocked by a hook; nothing was recorded"))
-        self._cancel_timer()
-        self._send()
+        """End the view's turn (when the turn could not report its end itself); idempotent."""
+        self.transcript.end_turn(reason, error)
+        self._coalescer.poke(final=True)
 
     def refresh(self) -> None:
         """Re-send the current state (from the main thread, e.g. when the next cell starts)."""
-        self._send()
+        self._coalescer.poke(final=True)

@@ -4,15 +4,13 @@ This module imports anywidget; nothing else in the package imports it at load ti
 extension stays fast. The views live in ``static/`` (``picker.js``, ``prompt.js``, ``chat.js``,
 ``widgets.css``) and set every piece of text with ``textContent``.
 
-The widgets talk to a duck-typed notebook host:
-
-- ``host.candidates(query, limit=None) -> list[dict]``: sessions in rank order, remote candidate
-  form (``sessionId``, ``label``, ``cwd``?, ``sameWorkspace``, ``createdAt``, ``mention``); the
-  picker's "search message bodies" toggle calls ``host.candidates(query, limit, body=True)``, which a
-  host offers when it searches through the session catalog;
-- ``host.submit_async(text, listener) -> concurrent.futures.Future``: send or steer (the host
-  decides); ``listener`` receives :mod:`dsh_jupyter.agent.events` from the agent thread;
-- ``host.busy -> bool`` and ``host.cancel()``.
+The widgets depend on the host protocols of :mod:`.protocols`: the picker on
+:class:`~.protocols.SessionCandidates` (its "search message bodies" toggle needs a host whose
+``candidates`` also takes ``body=True``, :class:`~.protocols.BodySearch`), the prompt box on
+:class:`~.protocols.PromptHost` (``submit_async`` sends or steers; its listener receives
+:mod:`dsh_jupyter.agent.events` from the agent thread) and the chat panel on
+:class:`~.protocols.ChatHost`. The chat transcript is folded by :class:`~.transcript.Transcript`;
+this module only converts its items to the form ``chat.js`` reads.
 
 Requests from a view arrive as anywidget commands (``anywidget.experimental.command``): each
 returns ``(response, buffers)`` and never raises; failures come back as ``{"error": message}``.
@@ -21,49 +19,39 @@ returns ``(response, buffers)`` and never raises; failures come back as ``{"erro
 from __future__ import annotations
 
 import concurrent.futures
-import contextvars
-import itertools
-import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, cast
 
 import anywidget
 import ipywidgets
 import traitlets
 from anywidget.experimental import command
 
-from dsh_jupyter.agent.events import (
-    AgentEvent,
-    AssistantMessage,
-    MessageRecorded,
-    Notice,
-    ReasoningDelta,
-    TextDelta,
-    TitleChanged,
-    ToolFinished,
-    ToolStarted,
-    TurnEnded,
-    TurnStarted,
-)
+from dsh_jupyter.agent.events import AgentEvent, MessageRecorded
 
-from .display import reference_summary
 from .escape import host_mention
+from .protocols import BodySearch, ChatHost, Listener, PromptHost, SessionCandidates
+from .transcript import (
+    STEERED_NOTE,
+    ContextItem,
+    Item,
+    NoticeItem,
+    ReasoningItem,
+    TextItem,
+    ToolItem,
+    Transcript,
+    UpdateCoalescer,
+    UserItem,
+    item_id,
+)
 
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).with_name("static")
-STEERED_NOTE = "steered into running turn"
-
-Listener = Callable[[AgentEvent], None]
-
-
-class _Timer(Protocol):
-    def cancel(self) -> None: ...
 
 
 def _ignore(event: AgentEvent) -> None:
@@ -102,7 +90,7 @@ class PromptSubmission:
         return "steered" if self.steered else "sent"
 
 
-def submit_to_host(host: Any, text: str, listener: Listener, *, steered: bool | None = None) -> PromptSubmission:
+def submit_to_host(host: PromptHost, text: str, listener: Listener, *, steered: bool | None = None) -> PromptSubmission:
     """Send ``text`` through the host; it is a steer when the host was busy just before.
 
     ``steered`` overrides that reading of ``host.busy`` (for a caller that already read it).
@@ -129,271 +117,29 @@ def submit_to_host(host: Any, text: str, listener: Listener, *, steered: bool | 
     return submission
 
 
-# --------------------------------------------------------------------------- transcript model
+# --------------------------------------------------------------------------- the chat view's item form
 
 
-def _one_line(text: str, limit: int) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _capped(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n… ({len(text) - limit} more characters not shown)"
-
-
-def _argument_summary(arguments: str, limit: int) -> str:
-    """Tool arguments on one line: ``key=value`` pairs of a JSON object, else the raw text."""
-    try:
-        parsed = json.loads(arguments)
-    except (TypeError, ValueError):
-        return _one_line(str(arguments), limit)
-    if isinstance(parsed, dict):
-        parts = [f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items()]
-        return _one_line(", ".join(parts), limit)
-    return _one_line(json.dumps(parsed, ensure_ascii=False), limit)
-
-
-class TranscriptState:
-    """A thread-safe fold of agent events into transcript items (plain dicts with raw text).
-
-    Item kinds: ``user`` (text, steered), ``assistant`` (text, streaming), ``reasoning`` (text,
-    streaming), ``tool`` (callId, name, summary, arguments, result, isError, done), ``context``
-    (summary, references), ``notice`` (text, level) and ``end`` (reason, error). Each has a
-    unique ``id``. Views escape the text; nothing here is HTML.
-    """
-
-    def __init__(self, *, max_items: int = 500, max_tool_text: int = 4000, max_args_line: int = 160) -> None:
-        self._lock = threading.Lock()
-        self._items: list[dict[str, Any]] = []
-        self._ids = itertools.count(1)
-        self.max_items = max_items
-        self.max_tool_text = max_tool_text
-        self.max_args_line = max_args_line
-        self.busy = False
-        self.title = ""
-        #: Assistant items streamed since the last finished assistant message.
-        self._message_items: list[dict[str, Any]] = []
-
-    # -- building
-
-    def _add(self, kind: str, **fields: Any) -> dict[str, Any]:
-        item = {"id": f"i{next(self._ids)}", "kind": kind, **fields}
-        self._items.append(item)
-        if len(self._items) > self.max_items:
-            del self._items[: len(self._items) - self.max_items]
-        return item
-
-    def _close_streaming(self) -> None:
-        for item in self._items:
-            if item.get("streaming"):
-                item["streaming"] = False
-
-    def _last_streaming(self, kind: str) -> dict[str, Any] | None:
-        if self._items and self._items[-1]["kind"] == kind and self._items[-1].get("streaming"):
-            return self._items[-1]
-        return None
-
-    def add_user(self, text: str, *, steered: bool) -> str:
-        with self._lock:
-            self._close_streaming()
-            item = self._add("user", text=text, steered=steered)
-            if steered:
-                self._add("notice", text=f"Prompt {STEERED_NOTE}.", level="info")
-            return item["id"]
-
-    def add_notice(self, text: str, level: str = "info") -> None:
-        with self._lock:
-            self._add("notice", text=text, level=level)
-
-    def remove(self, item_id: str) -> None:
-        with self._lock:
-            position = next((i for i, item in enumerate(self._items) if item["id"] == item_id), None)
-            if position is not None:
-                removed = self._items.pop(position)
-                following = self._items[position] if position < len(self._items) else None
-                if removed["kind"] == "user" and removed.get("steered") and following and following["kind"] == "notice":
-                    self._items.pop(position)
-
-    def set_busy(self, busy: bool) -> None:
-        with self._lock:
-            self.busy = busy
-            if not busy:
-                self._close_streaming()
-
-    def apply(self, event: AgentEvent) -> bool:
-        """Fold one event in; ``True`` when a turn starts or ends (the caller then updates the view at once)."""
-        with self._lock:
-            if isinstance(event, TextDelta):
-                item = self._last_streaming("assistant")
-                if item is None:
-                    self._close_streaming()
-                    item = self._add("assistant", text="", streaming=True)
-                    self._message_items.append(item)
-                item["text"] += event.text
-            elif isinstance(event, ReasoningDelta):
-                item = self._last_streaming("reasoning")
-                if item is None:
-                    self._close_streaming()
-                    item = self._add("reasoning", text="", streaming=True)
-                item["text"] += event.text
-            elif isinstance(event, AssistantMessage):
-                # The finished text replaces a single streamed item (it is authoritative); when the
-                # stream was split (around a tool call) the streamed pieces stay as they are.
-                self._close_streaming()
-                streamed, self._message_items = self._message_items, []
-                if len(streamed) == 1 and event.text:
-                    streamed[0]["text"] = event.text
-                elif not streamed and event.text:
-                    self._add("assistant", text=event.text, streaming=False)
-            elif isinstance(event, ToolStarted):
-                self._close_streaming()
-                self._add(
-                    "tool",
-                    callId=event.call_id,
-                    name=event.name,
-                    summary=_argument_summary(event.arguments, self.max_args_line),
-                    arguments=_capped(event.arguments, self.max_tool_text),
-                    result="",
-                    isError=False,
-                    done=False,
-                )
-            elif isinstance(event, ToolFinished):
-                item = next(
-                    (i for i in reversed(self._items) if i["kind"] == "tool" and i["callId"] == event.call_id), None
-                )
-                if item is None:
-                    item = self._add("tool", callId=event.call_id, name=event.name, summary="", arguments="",
-                                     result="", isError=False, done=False)
-                item.update(result=_capped(event.text, self.max_tool_text), isError=bool(event.is_error), done=True)
-            elif isinstance(event, MessageRecorded):
-                self._record(event)
-            elif isinstance(event, Notice):
-                self._add("notice", text=event.text, level=event.level)
-            elif isinstance(event, TitleChanged):
-                self.title = event.title
-            elif isinstance(event, TurnStarted):
-                self.busy = True
-                return True
-            elif isinstance(event, TurnEnded):
-                self.busy = False
-                self._close_streaming()
-                for item in self._items:
-                    if item["kind"] == "tool" and not item["done"]:
-                        item["done"] = True
-                if event.reason != "completed":
-                    self._add("end", reason=event.reason, error=event.error)
-                return True
-            return False
-
-    def _record(self, event: MessageRecorded) -> None:
-        message = event.message if isinstance(event.message, Mapping) else {}
-        source = message.get("source")
-        if not (isinstance(source, Mapping) and source.get("kind") == "session-reference"):
-            return
-        try:
-            summary = reference_summary(source)
-        except ValueError:
-            log.warning("dsh: a reference context with malformed metadata was not shown", exc_info=True)
-            return
-        keys = ("sessionId", "label", "capturedThroughSeq", "compacted", "truncated", "omittedMessages", "omittedBytes")
-        references = [
-            {key: reference.get(key) for key in keys}
-            for reference in source.get("references", ())
-            if isinstance(reference, Mapping)
-        ]
-        self._add("context", summary=summary, references=references)
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        """A copy safe to hand to a widget trait (each item copied; strings shared)."""
-        with self._lock:
-            return [dict(item) for item in self._items]
-
-
-# --------------------------------------------------------------------------- update coalescing
-
-
-def _thread_timer(delay: float, fn: Callable[[], None]) -> _Timer:
-    timer = threading.Timer(delay, fn)
-    timer.daemon = True
-    timer.start()
-    return timer
-
-
-class UpdateCoalescer:
-    """Calls ``publish`` at most ``max_rate`` times a second, always once more after the last poke.
-
-    ``poke()`` may come from any thread (the agent thread streams tokens). The first poke after a
-    quiet period publishes at once; later ones within the interval arm one timer that publishes
-    the latest state; ``poke(final=True)`` publishes at once (end of a turn). ``publish`` runs in an
-    empty :mod:`contextvars` context, so it is not attributed to whichever cell started the work.
-    """
-
-    def __init__(
-        self,
-        publish: Callable[[], None],
-        *,
-        max_rate: float = 20.0,
-        clock: Callable[[], float] = time.monotonic,
-        start_timer: Callable[[float, Callable[[], None]], _Timer] = _thread_timer,
-    ) -> None:
-        if not isinstance(max_rate, (int, float)) or not max_rate > 0:
-            raise ValueError(f"max_rate must be a positive number of updates per second, got {max_rate!r}")
-        self._publish = publish
-        self.interval = 1.0 / max_rate
-        self._clock = clock
-        self._start_timer = start_timer
-        self._lock = threading.RLock()
-        self._last: float | None = None
-        self._timer: _Timer | None = None
-        self._generation = 0
-        self._pending = False
-        self.updates = 0
-
-    def poke(self, *, final: bool = False) -> None:
-        with self._lock:
-            self._pending = True
-            now = self._clock()
-            if final or self._last is None or now - self._last >= self.interval:
-                self._publish_now(now)
-            elif self._timer is None:
-                generation = self._generation
-                self._timer = self._start_timer(self.interval - (now - self._last), lambda: self._fire(generation))
-
-    def flush(self) -> None:
-        """Publish now if anything changed since the last update."""
-        with self._lock:
-            if self._pending:
-                self._publish_now(self._clock())
-
-    def _fire(self, generation: int) -> None:
-        with self._lock:
-            if generation != self._generation:
-                return
-            self._timer = None
-            if self._pending:
-                self._publish_now(self._clock())
-
-    def _publish_now(self, now: float) -> None:
-        self._cancel_timer()
-        self._pending = False
-        self._last = now
-        self.updates += 1
-        try:
-            contextvars.Context().run(self._publish)
-        except Exception:
-            log.warning("dsh: updating the chat view failed", exc_info=True)
-
-    def _cancel_timer(self) -> None:
-        self._generation += 1
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def close(self) -> None:
-        with self._lock:
-            self._cancel_timer()
+def view_item(item: Item) -> dict[str, Any]:
+    """A transcript item as ``chat.js`` reads it (raw text; the view escapes)."""
+    view: dict[str, Any] = {"id": item_id(item)}
+    if isinstance(item, UserItem):
+        view.update(kind="user", text=item.text, steered=item.steered)
+    elif isinstance(item, TextItem):
+        view.update(kind="assistant", text=item.text, streaming=item.streaming)
+    elif isinstance(item, ReasoningItem):
+        view.update(kind="reasoning", text=item.text, streaming=item.streaming)
+    elif isinstance(item, ToolItem):
+        view.update(kind="tool", callId=item.call_id, name=item.name, summary=item.summary,
+                    arguments=item.arguments, result=item.result, isError=item.is_error, done=item.done,
+                    status=item.status)
+    elif isinstance(item, ContextItem):
+        view.update(kind="context", summary=item.summary, references=[dict(r) for r in item.references])
+    elif isinstance(item, NoticeItem):
+        view.update(kind="notice", text=item.text, level=item.level)
+    else:
+        view.update(kind="end", reason=item.reason, error=item.error)
+    return view
 
 
 # --------------------------------------------------------------------------- widgets
@@ -413,7 +159,9 @@ class PromptBox(anywidget.AnyWidget):
     value = traitlets.Unicode("").tag(sync=True)
     #: Caret position in ``value`` (``-1``: at the end); mentions are inserted there.
     cursor = traitlets.Int(-1).tag(sync=True)
-    placeholder = traitlets.Unicode("Ask the agent… (mention sessions with the picker; Ctrl+Enter sends)").tag(sync=True)
+    placeholder = traitlets.Unicode(
+        "Ask the agent… (mention sessions with the picker; Ctrl+Enter sends)"
+    ).tag(sync=True)
     #: The agent is working: the button reads "Steer".
     busy = traitlets.Bool(False).tag(sync=True)
     disabled = traitlets.Bool(False).tag(sync=True)
@@ -422,7 +170,7 @@ class PromptBox(anywidget.AnyWidget):
 
     def __init__(
         self,
-        host: Any = None,
+        host: PromptHost | None = None,
         *,
         listener: Listener | None = None,
         submit: Callable[[str], PromptSubmission] | None = None,
@@ -536,7 +284,7 @@ class MentionPicker(anywidget.AnyWidget):
 
     _MAX_VIEWS = 64
 
-    def __init__(self, host: Any, *, target: PromptBox | None = None, **kwargs: Any) -> None:
+    def __init__(self, host: SessionCandidates, *, target: PromptBox | None = None, **kwargs: Any) -> None:
         if host is None or not callable(getattr(host, "candidates", None)):
             raise TypeError("MentionPicker needs a host with a candidates(query, limit) method")
         if target is not None and not isinstance(target, PromptBox):
@@ -566,7 +314,7 @@ class MentionPicker(anywidget.AnyWidget):
             if not _accepts_keyword(self.host.candidates, "body"):
                 raise ValueError("this notebook host cannot search message bodies (it needs the session catalog); "
                                  "untick 'search message bodies'")
-            candidates = self.host.candidates(needle, self.limit, body=True)
+            candidates = cast(BodySearch, self.host).candidates(needle, self.limit, body=True)
         else:
             candidates = self.host.candidates(needle, self.limit)
         rows = []
@@ -586,7 +334,7 @@ class MentionPicker(anywidget.AnyWidget):
     def choose(self, which: int | str) -> str:
         """Pick a result by index in ``results`` or by session id; insert its mention; return it."""
         candidate = self._find(which)
-        mention = candidate["mention"]
+        mention = str(candidate["mention"])
         if mention not in self.selected:
             self.selected = [*self.selected, mention]
         if self.target is not None:
@@ -699,7 +447,7 @@ def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return True  # cannot tell: let the call say
-    return any(p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or p.kind == p.VAR_KEYWORD
+    return any((p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)) or p.kind == p.VAR_KEYWORD
                for p in parameters)
 
 
@@ -738,12 +486,12 @@ class ChatPanel(ipywidgets.VBox):
     of each turn.
     """
 
-    def __init__(self, host: Any, *, max_rate: float = 20.0, **kwargs: Any) -> None:
+    def __init__(self, host: ChatHost, *, max_rate: float = 20.0, **kwargs: Any) -> None:
         for name in ("submit_async", "cancel", "candidates"):
             if not callable(getattr(host, name, None)):
                 raise TypeError(f"ChatPanel needs a notebook host with a {name}() method")
         self.host = host
-        self.state = TranscriptState()
+        self.state = Transcript()
         self.transcript = ChatTranscript(on_stop=self.stop)
         self.prompt = PromptBox(host, submit=self._submit)
         self.picker = MentionPicker(host, target=self.prompt)
@@ -793,16 +541,16 @@ class ChatPanel(ipywidgets.VBox):
 
     def _submit(self, text: str) -> PromptSubmission:
         steered = bool(self.host.busy)
-        item_id = self.state.add_user(readable_prompt(text), steered=steered)
+        user_item = self.state.add_user(readable_prompt(text), steered=steered)
         self._coalescer.poke()
         try:
             submission = submit_to_host(self.host, text, self._on_event, steered=steered)
         except Exception as error:
-            self.state.remove(item_id)
+            self.state.remove(user_item)
             self.state.add_notice(f"Not sent: {_one_line_error(error)}", "error")
             self._coalescer.poke(final=True)
             raise
-        submission.future.add_done_callback(lambda future: self._finished(future))
+        submission.future.add_done_callback(self._finished)
         return submission
 
     def _on_event(self, event: AgentEvent) -> None:
@@ -829,7 +577,7 @@ class ChatPanel(ipywidgets.VBox):
         self._coalescer.poke(final=True)
 
     def _publish(self) -> None:
-        items = self.state.snapshot()
+        items = [view_item(item) for item in self.state.snapshot()]
         busy, title = self.state.busy, self.state.title
         with self.transcript.hold_sync():
             self.transcript.items = items
@@ -839,14 +587,13 @@ class ChatPanel(ipywidgets.VBox):
 
 
 __all__ = [
+    "STEERED_NOTE",
     "ChatPanel",
     "ChatTranscript",
     "MentionPicker",
     "PromptBox",
-    "STEERED_NOTE",
     "PromptSubmission",
-    "TranscriptState",
-    "UpdateCoalescer",
     "readable_prompt",
     "submit_to_host",
+    "view_item",
 ]

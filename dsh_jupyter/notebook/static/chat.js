@@ -78,7 +78,7 @@ const builders = {
     const update = (next) => {
       setText(name, escapeLine(next.name));
       setText(args, "(" + escapeLine(next.summary) + ")");
-      setText(state, !next.done ? " running…" : next.isError ? " failed" : "");
+      setText(state, next.status === "stopped" ? " stopped" : !next.done ? " running…" : next.isError ? " failed" : "");
       box.classList.toggle("dsh-error", !!next.isError);
       setText(fullArgs, escapeText(next.arguments));
       setText(result, next.done ? escapeText(next.result) : "");

@@ -1,0 +1,132 @@
+"""The ``python`` tool: in-process behaviour, and what a real kernel's cell shows (nbclient)."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import concurrent.futures
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import nbformat
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from dsh_jupyter.notebook import python_tool as python_tool_module
+from dsh_jupyter.notebook.python_tool import MainThreadCalls, PythonTool
+from dsh_jupyter.tools.base import ToolExecution
+
+_T = TypeVar("_T")
+
+
+class ToolHost:
+    """The two things the tool needs from a host (:class:`~dsh_jupyter.notebook.protocols.PythonToolHost`)."""
+
+    def __init__(self, shell: InteractiveShell, calls: MainThreadCalls | None = None) -> None:
+        self.shell = shell
+        self.main_thread_calls = calls
+
+
+class InlineCalls:
+    """Runs the submitted callable at once (as a pumping cell would, without a second thread)."""
+
+    def submit(self, fn: Callable[[], _T]) -> concurrent.futures.Future[_T]:
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+        future.set_result(fn())
+        return future
+
+
+def run_tool(host: Any, code: str, *, background: bool = False) -> Any:
+    execution = ToolExecution.create("call-1", ".", background=background)
+    return asyncio.run(PythonTool(host).run({"code": code}, execution))
+
+
+def test_the_tool_does_not_import_the_host() -> None:
+    tree = ast.parse(Path(python_tool_module.__file__).read_text(encoding="utf-8"))
+    modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "host" not in modules and not any(m and m.endswith(".host") for m in modules)
+
+
+def test_text_goes_to_the_result_only(capsys: pytest.CaptureFixture[str]) -> None:
+    shell = InteractiveShell.instance()
+    shell.user_ns["base"] = 40
+    host = ToolHost(shell)
+    host.main_thread_calls = InlineCalls()  # type: ignore[assignment]
+    output = run_tool(host, "print('printed-' + 'text')\nfrom IPython.display import display\n"
+                            "display('shown-' + 'text')\nanswer = base + 2\nanswer")
+    assert shell.user_ns["answer"] == 42
+    assert output.is_error is False
+    assert output.text == "printed-text\n'shown-text'\nOut: 42"
+    captured = capsys.readouterr()
+    assert "printed-text" not in captured.out and "shown-text" not in captured.out and "42" not in captured.out
+
+
+def test_errors_and_bad_code_come_back_to_the_model() -> None:
+    shell = InteractiveShell.instance()
+    host = ToolHost(shell)
+    failed = run_tool(host, "1 / 0", background=True)
+    assert failed.is_error and "ZeroDivisionError" in failed.text and "python_tool" not in failed.text
+    syntax = run_tool(host, "def (", background=True)
+    assert syntax.is_error and syntax.text.startswith("SyntaxError")
+    empty = run_tool(host, "   ")
+    assert empty.is_error and "non-empty" in empty.text
+    assert run_tool(host, "x = 1", background=True).text == "(no output)"
+    long = run_tool(host, "print('x' * 30_000)", background=True).text
+    assert long == "x" * 20_000 + "\n… (10000 more characters not shown)"
+
+
+# --------------------------------------------------------------------------- a real kernel
+
+
+def execute(tmp_path: Path, cells: list[str]) -> Any:
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client.execute(cwd=str(tmp_path))
+    return nb
+
+
+def shown(outputs: list[Any]) -> list[str]:
+    """What a notebook front end shows for each output: stream text, else Markdown, else plain text."""
+    texts = []
+    for out in outputs:
+        if out.get("output_type") == "stream":
+            texts.append(out["text"])
+            continue
+        data = out.get("data", {})
+        for mime in ("text/markdown", "text/html", "text/plain"):
+            if mime in data:
+                texts.append(data[mime])
+                break
+    return texts
+
+
+@pytest.mark.slow
+def test_kernel_python_output_appears_once_inside_its_tool_line_and_a_stopped_tool_is_marked(tmp_path: Path) -> None:
+    # Eleven lines first: the offline model's answer quotes the first ten lines of a result, so the
+    # last line and the value reach the cell only through the tool line.
+    code = "for i in range(11):\n    print('line', i)\nprint('tail-' + 'marker')\n'final-' + 'value'"
+    nb = execute(tmp_path, [
+        "%load_ext dsh_jupyter",
+        f"%%dsh\nrun it\n/python\n```python\n{code}\n```",
+        "import _thread, threading\nthreading.Timer(1.5, _thread.interrupt_main).start()\n"
+        "get_ipython().run_cell_magic('dsh', '', 'wait\\n/bash sleep 20')",
+    ])
+    python_cell, stopped_cell = nb.cells[1], nb.cells[2]
+    texts = shown(python_cell.outputs)
+    joined = "\n".join(texts)
+    assert joined.count("tail-marker") == 1, texts
+    assert joined.count("final-value") == 1, texts
+    assert not any("line 3" in out.get("text", "") for out in python_cell.outputs if out.get("output_type") == "stream")
+    tool_line = re.search(r"<details><summary>🔧 <code>python · [^<]*</code> ✓</summary><pre>(.*?)</pre></details>",
+                          joined, re.S)
+    assert tool_line is not None, joined
+    assert "tail-marker" in tool_line.group(1) and "Out: &#x27;final-value&#x27;" in tool_line.group(1)
+
+    stopped = "\n".join(shown(stopped_cell.outputs))
+    assert re.search(r"<summary>🔧 <code>bash · sleep 20</code> ⏹ stopped</summary>", stopped), stopped
+    assert "</code> …</summary>" not in stopped and "<sub>…</sub>" not in stopped
+    assert "⏹ interrupted" in stopped

@@ -1,0 +1,209 @@
+"""The cell renderer: Markdown and plain text from transcript items, and where a turn's updates go."""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+import pytest
+
+from dsh_jupyter.agent.events import (
+    AgentEvent,
+    AssistantMessage,
+    Notice,
+    ReasoningDelta,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnEnded,
+    TurnStarted,
+)
+from dsh_jupyter.notebook.render import TranscriptMarkdown, TurnView
+from dsh_jupyter.notebook.transcript import EndItem, Item, ReasoningItem, TextItem, ToolItem
+
+
+class FakeHandle:
+    def __init__(self, shown: Any) -> None:
+        self.versions = [shown]
+
+    def update(self, obj: Any) -> None:
+        self.versions.append(obj)
+
+    @property
+    def markdown(self) -> str:
+        return str(self.versions[-1].markdown())
+
+
+@pytest.fixture
+def handles(monkeypatch: pytest.MonkeyPatch) -> list[FakeHandle]:
+    import IPython.display
+
+    made: list[FakeHandle] = []
+
+    def display(obj: Any, display_id: bool = False) -> FakeHandle:
+        assert display_id is True
+        made.append(FakeHandle(obj))
+        return made[-1]
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    return made
+
+
+def feed(view: TurnView, events: list[AgentEvent]) -> None:
+    for event in events:
+        view(event)
+
+
+def tool(call_id: str, command: str) -> ToolStarted:
+    return ToolStarted(turn=1, call_id=call_id, name="bash", arguments=f'{{"command": "{command}"}}')
+
+
+# --------------------------------------------------------------------------- Markdown and plain text
+
+def test_items_render_as_markdown_and_plain_text() -> None:
+    items: list[Item] = [
+        ReasoningItem(1, "hmm <b>", streaming=False),
+        TextItem(2, "**answer** <img src=x onerror=alert(1)>", streaming=False),
+        ToolItem(3, "c1", "bash", "ls <dir>", "{}", "a\x1bb", "ok"),
+        ToolItem(4, "c2", "bash", "false", "{}", "failed", "error"),
+        ToolItem(5, "c3", "bash", "sleep 9", "{}", "", "stopped"),
+        ToolItem(6, "c4", "bash", "sleep 1", "{}"),
+        EndItem(7, "interrupted"),
+    ]
+    view = TranscriptMarkdown(items, show_reasoning=False)
+    md = view.markdown()
+    assert "<details><summary>Reasoning</summary><pre>hmm &lt;b&gt;</pre></details>" in md
+    assert "**answer** &lt;img" in md and "<img" not in md
+    assert "<summary>🔧 <code>bash · ls &lt;dir&gt;</code> ✓</summary><pre>a\\x1bb</pre>" in md
+    assert "<code>bash · false</code> ✗</summary><pre>failed</pre>" in md
+    assert re.search(r"<code>bash · sleep 9</code> ⏹ stopped</summary><pre>\(stopped: [^<]+\)</pre>", md)
+    assert "<code>bash · sleep 1</code> …</summary><pre></pre>" in md
+    assert "<sub>⏹ interrupted: the turn was stopped; the log is closed cleanly.</sub>" in md
+    plain = view.plain()
+    assert plain.splitlines() == [
+        "**answer** <img src=x onerror=alert(1)>",
+        "[tool bash: ls <dir>] ok",
+        "[tool bash: false] error",
+        "[tool bash: sleep 9] stopped",
+        "[tool bash: sleep 1] running",
+        "⏹ interrupted: the turn was stopped; the log is closed cleanly.",
+    ]
+    assert "<details open>" in TranscriptMarkdown(items[:1], show_reasoning=True).markdown()
+    assert TranscriptMarkdown(items[:1], show_reasoning=True).plain() == "[reasoning] hmm <b>"
+
+
+@pytest.mark.parametrize(
+    ("reason", "error", "expected"),
+    [
+        ("error", "model failed", "> The turn ended with an error: model failed"),
+        ("max-steps", "stopped after 3 steps", "> stopped after 3 steps"),
+        ("max-steps", None, "> stopped at the step limit"),
+        ("blocked", "no", "<sub>⛔ blocked by a hook; nothing was recorded</sub>"),
+    ],
+)
+def test_end_reasons(reason: str, error: str | None, expected: str) -> None:
+    assert TranscriptMarkdown([EndItem(1, reason, error)], False).markdown() == expected
+
+
+def test_nothing_yet_shows_a_waiting_mark_only_while_the_turn_runs() -> None:
+    assert TranscriptMarkdown([], False).markdown() == "<sub>…</sub>"
+    assert TranscriptMarkdown([], False).plain() == "…"
+    assert TranscriptMarkdown([], False, waiting=False).markdown() == ""
+
+
+# --------------------------------------------------------------------------- the turn view
+
+def test_a_foreground_turn_freezes_each_finished_tool_into_its_own_output(handles: list[FakeHandle]) -> None:
+    view = TurnView(rate=1000.0)
+    view.start()
+    feed(view, [
+        TurnStarted(turn=1),
+        TextDelta(turn=1, text="Two calls."),
+        AssistantMessage(turn=1, text="Two calls.", seq=2),
+        tool("a", "echo one"),
+        tool("b", "echo one"),  # same tool, same arguments: matched by call id
+        ToolFinished(turn=1, call_id="b", name="bash", text="second result", is_error=False),
+        ToolFinished(turn=1, call_id="a", name="bash", text="first result", is_error=True),
+        TextDelta(turn=1, text="All done."),
+        Notice(turn=1, text="a hook said hi"),
+        TurnEnded(turn=1, reason="completed"),
+    ])
+    # "b" finished while "a" still ran: the first output keeps what came before "a"; both calls
+    # move to the second output, which is finished when "a" is; the rest goes to a third.
+    assert len(handles) == 3
+    assert handles[0].markdown == "Two calls."
+    second = handles[1].markdown
+    assert re.fullmatch(r"<details><summary>🔧 <code>bash · echo one</code> ✗</summary><pre>first result</pre>"
+                        r"</details>\n\n<details><summary>🔧 <code>bash · echo one</code> ✓</summary>"
+                        r"<pre>second result</pre></details>", second), second
+    assert handles[2].markdown == "All done.\n\n> a hook said hi"
+    shown = "".join(handle.markdown for handle in handles)
+    assert shown.count("first result") == 1 and shown.count("second result") == 1
+    assert view.finished and view.reason == "completed"
+
+
+def test_an_interrupted_tool_shows_a_stopped_mark_never_a_waiting_one(handles: list[FakeHandle]) -> None:
+    view = TurnView()
+    view.start()
+    feed(view, [TurnStarted(turn=1), TextDelta(turn=1, text="Waiting."), tool("s", "sleep 20"),
+                TurnEnded(turn=1, reason="interrupted")])
+    md = handles[-1].markdown
+    assert "<code>bash · sleep 20</code> ⏹ stopped" in md and "…" not in md
+    assert md.endswith("<sub>⏹ interrupted: the turn was stopped; the log is closed cleanly.</sub>")
+
+
+def test_finish_ends_a_turn_that_could_not_report_its_end(handles: list[FakeHandle]) -> None:
+    view = TurnView()
+    view.start()
+    feed(view, [TurnStarted(turn=1), tool("s", "sleep 20")])
+    view.finish("error", "the kernel lost the agent thread")
+    view.finish("error", "twice")  # ignored: the turn has ended
+    md = handles[-1].markdown
+    assert "⏹ stopped" in md and md.count("The turn ended with an error") == 1
+    assert "the kernel lost the agent thread" in md and "twice" not in md
+
+
+def test_a_background_view_keeps_one_output_and_refreshes_it(handles: list[FakeHandle]) -> None:
+    view = TurnView(background=True)
+    view.start()
+    feed(view, [TurnStarted(turn=1), tool("a", "ls"),
+                ToolFinished(turn=1, call_id="a", name="bash", text="files", is_error=False),
+                TextDelta(turn=1, text="Listed."), TurnEnded(turn=1, reason="completed")])
+    assert len(handles) == 1
+    sent = len(handles[0].versions)
+    view.refresh()
+    assert len(handles[0].versions) == sent + 1
+    assert handles[0].markdown.endswith("Listed.") and "✓" in handles[0].markdown
+
+
+def test_notes_and_reasoning(handles: list[FakeHandle]) -> None:
+    view = TurnView(show_reasoning=True)
+    view.start()
+    view.note("retrying", "warning")
+    feed(view, [ReasoningDelta(turn=1, text="think"), TurnEnded(turn=1, reason="completed")])
+    assert handles[-1].markdown == "> retrying\n\n<details open><summary>Reasoning</summary><pre>think</pre></details>"
+
+
+def test_streaming_updates_are_coalesced(handles: list[FakeHandle]) -> None:
+    view = TurnView(rate=20.0)
+    view.start()
+
+    def stream() -> None:
+        view(TurnStarted(turn=1))
+        for n in range(3000):
+            view(TextDelta(turn=1, text=f"w{n} "))
+        view(TurnEnded(turn=1, reason="completed"))
+
+    agent = threading.Thread(target=stream)
+    agent.start()
+    agent.join()
+    assert view.updates < 200 and len(handles[0].versions) - 1 == view.updates
+    assert handles[0].markdown == "".join(f"w{n} " for n in range(3000))
+
+
+def test_a_zero_rate_updates_on_every_event(handles: list[FakeHandle]) -> None:
+    view = TurnView(rate=0)
+    view.start()
+    feed(view, [TextDelta(turn=1, text="a"), TextDelta(turn=1, text="b"), TextDelta(turn=1, text="c")])
+    assert view.updates == 3
