@@ -13,16 +13,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agent_helpers import Reply, ScriptedModel, call, say  # noqa: E402
+from agent_helpers import Reply, ScriptedModel, call, say
 
-from dsh_jupyter.agent import Agent, AgentBusyError, AgentConfig, AgentIdleError, Allow, Block  # noqa: E402
-from dsh_jupyter.agent import events as ev  # noqa: E402
-from dsh_jupyter.agent.inbox import REQUEST_DELIMITER  # noqa: E402
-from dsh_jupyter.agent.compaction import COMPACTION_INSTRUCTIONS, COMPACTION_REQUEST  # noqa: E402
-from dsh_jupyter.models.openai_compat import chat_messages  # noqa: E402
-from dsh_jupyter.session.messages import message_text, text_block  # noqa: E402
-from dsh_jupyter.store import JsonlStore  # noqa: E402
-from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry  # noqa: E402
+from dsh_jupyter.agent import Agent, AgentBusyError, AgentConfig, AgentIdleError, Allow, Block
+from dsh_jupyter.agent import events as ev
+from dsh_jupyter.agent.compaction import COMPACTION_INSTRUCTIONS, COMPACTION_REQUEST
+from dsh_jupyter.agent.inbox import REQUEST_DELIMITER
+from dsh_jupyter.models.openai_compat import chat_messages
+from dsh_jupyter.session.messages import message_text, text_block
+from dsh_jupyter.store import JsonlStore
+from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry
 
 
 class EchoTool(Tool):
@@ -142,7 +142,7 @@ async def test_steer_lands_in_the_next_step_of_the_running_turn(tmp_path: Path) 
 
 async def test_blocked_prompt_writes_nothing(tmp_path: Path) -> None:
     model = ScriptedModel(say("never"))
-    agent, store = make_agent(tmp_path, model)
+    agent, _ = make_agent(tmp_path, model)
 
     async def guard(submission: Any, next_: Any) -> Any:
         if "secret" in submission.text:
@@ -269,7 +269,7 @@ async def test_compaction_replaces_older_surface_and_next_request_uses_checkpoin
     assert not any("first question" in t for t in texts[1:])
     await agent.send("third question")
     request = model.requests[-1].messages
-    assert "Summary of:" in message_text(request[0]) and all("answer one" != message_text(m) for m in request)
+    assert "Summary of:" in message_text(request[0]) and all(message_text(m) != "answer one" for m in request)
     summary_request = next(r for r in model.requests if r.purpose == "compaction")
     assert summary_request.system == COMPACTION_INSTRUCTIONS
     assert message_text(summary_request.messages[-1]) == COMPACTION_REQUEST

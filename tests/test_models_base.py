@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import pytest
 

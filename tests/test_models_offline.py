@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from dsh_jupyter.agent import REQUEST_DELIMITER
+from dsh_jupyter.agent.compaction import checkpoint_content
 from dsh_jupyter.models import (
     Finish,
     ModelError,
@@ -22,8 +24,6 @@ from dsh_jupyter.models import (
     Usage,
     collect,
 )
-from dsh_jupyter.agent import REQUEST_DELIMITER
-from dsh_jupyter.agent.compaction import checkpoint_content
 from dsh_jupyter.models.offline import (
     OFFLINE_BANNER,
     offline_title,
@@ -67,7 +67,7 @@ def context(entries: list[dict[str, Any]], omissions: list[dict[str, Any]] | Non
     return user_message([text_block(framed_block(entries, omissions))], source=source)
 
 
-SESSION_A = {
+SESSION_A: dict[str, Any] = {
     "sessionId": "b3c1d7a2-5f0e-4c8a-9d61-2e7f40a18c55", "label": "Flaky login test race",
     "cwd": "/home/dev/projects/webapp", "capturedThroughSeq": 99,
     "conversation": [
@@ -78,11 +78,11 @@ SESSION_A = {
         {"role": "assistant", "text": "A longer sleep only makes the failure rarer; use waitForURL."},
     ],
 }
-SESSION_B = {
+SESSION_B: dict[str, Any] = {
     "sessionId": "7d0c55e1-0000-4000-8000-000000000002", "label": "Migrations <dry-run>", "cwd": None,
     "capturedThroughSeq": 210,
     "conversation": [
-        {"role": "user", "text": "Checkpoint written by compaction.\n\n<compacted-summary>\n## Primary Request\n- dry run"},
+        {"role": "user", "text": "Checkpoint written by compaction.\n\n## Primary Request\n- dry run"},
         {"role": "user", "text": "Now add a test."},
         {"role": "assistant", "text": "Added tests/test_migrate.py.\n[… omitted 1234 UTF-8 bytes …]"},
     ],
@@ -92,7 +92,8 @@ OMISSIONS = [{"sessionId": SESSION_B["sessionId"], "capturedThroughSeq": 210, "o
                                                       "bytes": 5000, "retrievalHint": "Use read."}}]
 
 
-async def run(model: OfflineModel, request: ModelRequest) -> tuple[list[Any], list[dict[str, Any]], Usage | None, str | None]:
+async def run(model: OfflineModel, request: ModelRequest
+              ) -> tuple[list[Any], list[dict[str, Any]], Usage | None, str | None]:
     events = [event async for event in model.stream(request)]
 
     async def replay() -> Any:
@@ -130,7 +131,8 @@ async def test_reports_referenced_sessions_from_a_framed_block() -> None:
     assert "You asked: “Compare @Flaky login test race with @Migrations”" in text
     assert "You referenced 2 sessions:" in text
     assert ("- “Flaky login test race” (session b3c1d7a2-5f0e-4c8a-9d61-2e7f40a18c55, cwd /home/dev/projects/webapp, "
-            "captured through seq 99): 5 messages (2 from the user, 3 from the assistant); not compacted; complete.") in text
+            "captured through seq 99): 5 messages (2 from the user, 3 from the assistant); not compacted; "
+            "complete.") in text
     assert "- “Migrations <dry-run>” (session 7d0c55e1-0000-4000-8000-000000000002, captured through seq 210)" in text
     assert ("3 messages (2 from the user, 1 from the assistant); compacted; truncated (2 messages dropped, "
             "1,234 bytes of text omitted); full snapshot saved at /tmp/spill/session-2.txt.") in text
@@ -176,7 +178,8 @@ async def test_only_the_current_turn_is_reported() -> None:
 
 
 async def test_a_damaged_block_is_reported_not_fatal() -> None:
-    _, blocks, _, finish = await run(OfflineModel(), turn("<referenced-sessions>\n[{oops\n</referenced-sessions>", "hi"))
+    damaged = "<referenced-sessions>\n[{oops\n</referenced-sessions>"
+    _, blocks, _, finish = await run(OfflineModel(), turn(damaged, "hi"))
     assert "does not hold valid JSON" in blocks[0]["text"] and finish == "stop"
 
 
@@ -187,7 +190,8 @@ async def test_bash_command_becomes_a_tool_call() -> None:
     assert blocks[0]["type"] == "text" and blocks[0]["text"].startswith(OFFLINE_BANNER)
     call = blocks[1]
     assert call["type"] == "tool-call" and call["name"] == "bash" and call["id"].startswith("call_offline_")
-    assert json.loads(call["arguments"]) == {"command": "ls -la /tmp", "description": "requested with /bash in the prompt"}
+    assert json.loads(call["arguments"]) == {"command": "ls -la /tmp",
+                                             "description": "requested with /bash in the prompt"}
     deltas = [e for e in events if isinstance(e, ToolCallDelta)]
     assert deltas[0].id == call["id"] and deltas[0].name == "bash"
     assert all(d.id is None and d.name is None for d in deltas[1:]) and len(deltas) == 2
@@ -229,7 +233,8 @@ async def test_summarises_tool_results_and_finishes() -> None:
 async def test_scripted_responses_are_used_in_order_then_fallback() -> None:
     model = OfflineModel()
     model.queue("Scripted hello.",
-                [{"type": "reasoning", "text": "Thinking."}, "Running it.", ToolCall("bash", {"command": "date"}, id="c1")],
+                [{"type": "reasoning", "text": "Thinking."}, "Running it.",
+                 ToolCall("bash", {"command": "date"}, id="c1")],
                 RuntimeError("scripted failure"),
                 lambda request: f"You sent {len(request.messages)} messages.")
     assert model.pending() == 4
@@ -315,7 +320,7 @@ async def test_usage_estimates_chars_over_four() -> None:
     model = OfflineModel()
     model.queue("x" * 10)
     request = turn("hello")
-    events, _, usage, _ = await run(model, request)
+    _, _, usage, _ = await run(model, request)
     chars = len("You are dsh.") + len(json.dumps(list(request.messages), ensure_ascii=False)) + len(json.dumps([]))
     assert usage == Usage(math.ceil(chars / 4), 3)
 

@@ -9,9 +9,7 @@ import traceback
 from typing import Any
 
 import pytest
-
-
-from fake_openai import (  # noqa: E402
+from fake_openai import (
     DROP,
     INVALID,
     STALL,
@@ -23,7 +21,8 @@ from fake_openai import (  # noqa: E402
     text_reply,
     tool_call_reply,
 )
-from dsh_jupyter.models import (  # noqa: E402
+
+from dsh_jupyter.models import (
     Finish,
     ModelError,
     ModelRequest,
@@ -35,14 +34,14 @@ from dsh_jupyter.models import (  # noqa: E402
     Usage,
     collect,
 )
-from dsh_jupyter.models.openai_compat import (  # noqa: E402
+from dsh_jupyter.models.openai_compat import (
     chat_messages,
     chat_tool,
     parse_retry_after,
     redact,
     retry_delay,
 )
-from dsh_jupyter.session.messages import (  # noqa: E402
+from dsh_jupyter.session.messages import (
     assistant_message,
     text_block,
     tool_result_message,
@@ -134,7 +133,7 @@ def _conversation() -> ModelRequest:
     ], tools=[BASH], system="Be brief.")
 
 
-EXPECTED_CHAT = [
+EXPECTED_CHAT: list[dict[str, Any]] = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "first line\nsecond line"},
     {"role": "assistant", "content": "Looking.", "tool_calls": [
@@ -193,7 +192,7 @@ def test_the_chat_completions_shape_is_built_in_one_module_only() -> None:
 
 
 def test_requests_refuse_chat_completions_messages() -> None:
-    with pytest.raises(TypeError, match="ModelRequest.system"):
+    with pytest.raises(TypeError, match=r"ModelRequest\.system"):
         ModelRequest([{"role": "system", "content": "s"}])
     with pytest.raises(TypeError, match="tool-result"):
         ModelRequest([{"role": "tool", "tool_call_id": "c", "content": "x"}])
