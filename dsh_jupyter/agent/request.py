@@ -7,9 +7,9 @@ its own wire format (:mod:`dsh_jupyter.models.openai_compat` for chat completion
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
+from ..models.base import blocks_of_type, content_blocks
 from ..session.events import ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE, Event
 from ..session.messages import Message, blocks_text
 
@@ -26,20 +26,15 @@ def request_messages(surface: Iterable[Event]) -> list[Message]:
     return messages
 
 
-def _blocks(value: Any) -> list[Mapping[str, Any]]:
-    return [b for b in value if isinstance(b, Mapping)] if isinstance(value, list) else []
-
-
 def estimate_tokens(messages: Iterable[Message], system: str | None = None) -> int:
     """A cheap, deterministic size estimate: about four characters a token, plus a few per message."""
     total = len(system) // 4 + 4 if system else 0
     for message in messages:
-        blocks = _blocks(message.get("content"))
-        results = [b for b in blocks if b.get("type") == "tool-result"]
+        results = blocks_of_type(message, "tool-result")
         for result in results:
-            total += len(blocks_text(_blocks(result.get("content")))) // 4 + 4
-        text = blocks_text(blocks)
-        calls = [b for b in blocks if b.get("type") == "tool-call"]
+            total += len(blocks_text(content_blocks(result.get("content")))) // 4 + 4
+        text = blocks_text(content_blocks(message.get("content")))
+        calls = blocks_of_type(message, "tool-call")
         if text or (calls and not results):
             total += len(text) // 4 + 4
         for call in calls:

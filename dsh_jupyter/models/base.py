@@ -19,6 +19,8 @@ parameters). ``purpose`` says why the loop asks: ``"turn"`` (a normal step), ``"
 title) or ``"compaction"`` (a summary of the messages sent). Each provider converts the request to its own
 wire format (the chat-completions one lives in :mod:`.openai_compat` and nowhere else).
 
+:func:`content_blocks`, :func:`blocks_of_type` and :func:`is_prompt` read those messages for every provider.
+
 **Stream.** Events arrive in the order the model produced them:
 
 - :class:`TextDelta` / :class:`ReasoningDelta`: a piece of visible text / of reasoning (DeepSeek's
@@ -87,6 +89,21 @@ def _check_message(message: object, position: int) -> None:
             isinstance(block, Mapping) and isinstance(block.get("type"), str) for block in content):
         raise TypeError(f"{where} must hold its content as a list of blocks with a 'type' "
                         f"(e.g. [{{'type': 'text', 'text': '...'}}]), got {content!r:.80}")
+
+
+def content_blocks(content: object) -> list[Mapping[str, Any]]:
+    """The block objects of a message's (or a tool result's) ``content`` list; anything else is skipped."""
+    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+
+
+def blocks_of_type(message: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
+    """The ``kind`` blocks of ``message`` (``"text"``, ``"reasoning"``, ``"tool-call"``, ``"tool-result"``)."""
+    return [b for b in content_blocks(message.get("content")) if b.get("type") == kind]
+
+
+def is_prompt(message: Mapping[str, Any]) -> bool:
+    """A user message that is not a tool result: a prompt, a steer, a context or a checkpoint."""
+    return message.get("role") == "user" and not blocks_of_type(message, "tool-result")
 
 
 @dataclass(frozen=True)

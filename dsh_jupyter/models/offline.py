@@ -69,6 +69,9 @@ from .base import (
     ToolCallDelta,
     ToolSpec,
     Usage,
+    blocks_of_type,
+    content_blocks,
+    is_prompt,
 )
 
 if TYPE_CHECKING:
@@ -132,27 +135,21 @@ class _ReadMessage:
     problems: list[str]
 
 
-def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    content = message.get("content")
-    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
-
-
 def _tool_results(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [b for b in _blocks(message) if b.get("type") == "tool-result"] if message.get("role") == "user" else []
+    return blocks_of_type(message, "tool-result") if message.get("role") == "user" else []
 
 
 def _tool_calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [b for b in _blocks(message) if b.get("type") == "tool-call"] if message.get("role") == "assistant" else []
+    return blocks_of_type(message, "tool-call") if message.get("role") == "assistant" else []
 
 
-def _is_prompt(message: Mapping[str, Any]) -> bool:
-    """A user message that is not a tool result."""
-    return message.get("role") == "user" and not _tool_results(message)
+def _text(message: Mapping[str, Any], joiner: str = "\n") -> str:
+    return blocks_text(content_blocks(message.get("content")), joiner)
 
 
 def _answered(message: Mapping[str, Any]) -> bool:
     """An assistant message that said or called something."""
-    return message.get("role") == "assistant" and bool(blocks_text(_blocks(message)) or _tool_calls(message))
+    return message.get("role") == "assistant" and bool(_text(message) or _tool_calls(message))
 
 
 def _reference_stats(message: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -174,7 +171,7 @@ def read_user_message(message: Mapping[str, Any]) -> _ReadMessage:
     """The user's own words in ``message`` and the referenced sessions framed in it."""
     from ..references.framing import parse_prompt
 
-    parsed = parse_prompt(blocks_text(_blocks(message)))
+    parsed = parse_prompt(_text(message))
     envelope = message.get("envelope")
     if isinstance(envelope, Mapping) and isinstance(envelope.get("displayContent"), list):
         direct = blocks_text(display_content(message))
@@ -379,7 +376,7 @@ def _turn_blocks(request: ModelRequest) -> list[dict[str, Any]]:
     problems: list[str] = []
     direct: list[str] = []
     for message in messages[last_assistant + 1:]:
-        if not _is_prompt(message):
+        if not is_prompt(message):
             continue
         read = read_user_message(message)
         sessions.extend(read.sessions)
@@ -527,8 +524,7 @@ def _tool_result_summary(messages: Sequence[Mapping[str, Any]]) -> str:
     lines = [f"{OFFLINE_BANNER} — here is what the {'tool' if len(results) == 1 else 'tools'} returned."]
     for result in results:
         call_id = str(result.get("toolCallId") or "")
-        inner = result.get("content")
-        all_lines = blocks_text(inner if isinstance(inner, list) else []).splitlines()
+        all_lines = blocks_text(content_blocks(result.get("content"))).splitlines()
         shown = all_lines[:10]
         body = "\n".join(line if len(line) <= 200 else line[:199] + "…" for line in shown)
         lines.append("")
@@ -549,7 +545,7 @@ def _tool_result_summary(messages: Sequence[Mapping[str, Any]]) -> str:
 def offline_title(messages: Sequence[Mapping[str, Any]], max_words: int = 6) -> str:
     """A short title from the first user text: its first ``max_words`` words."""
     for message in messages:
-        if not _is_prompt(message):
+        if not is_prompt(message):
             continue
         text = read_user_message(message).direct
         text = _MENTION.sub(lambda m: m.group(1), text)
@@ -573,14 +569,14 @@ def offline_summary(messages: Sequence[Mapping[str, Any]]) -> str:
     earlier: list[str] = []
     for message in messages:
         if is_checkpoint_source(message.get("source")):
-            earlier.append(_shorten(blocks_text(_blocks(message), " "), 600))
-        elif _is_prompt(message):
+            earlier.append(_shorten(_text(message, " "), 600))
+        elif is_prompt(message):
             read = read_user_message(message)
             references.extend(f"{_quote(s.source.label, 80)} ({s.source.session_id})" for s in read.sessions)
             if read.direct.strip():
                 requests.append(_shorten(_MENTION.sub(lambda m: "@" + m.group(1), read.direct)))
         elif message.get("role") == "assistant":
-            text = blocks_text(_blocks(message))
+            text = _text(message)
             if text.strip():
                 answers.append(_shorten(text))
             for call in _tool_calls(message):

@@ -43,7 +43,7 @@ import os
 import re
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -60,6 +60,9 @@ from .base import (
     ToolCallDelta,
     ToolSpec,
     Usage,
+    blocks_of_type,
+    content_blocks,
+    is_prompt,
 )
 from .catalog import (
     DEEPSEEK_BASE_URL,
@@ -135,20 +138,6 @@ def chat_tool(tool: ToolSpec) -> dict[str, Any]:
             "function": {"name": tool.name, "description": tool.description, "parameters": dict(tool.parameters)}}
 
 
-def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    content = message.get("content")
-    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
-
-
-def _of_type(blocks: Iterable[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
-    return [b for b in blocks if b.get("type") == kind]
-
-
-def _is_prompt(message: Mapping[str, Any]) -> bool:
-    """A user message that is not a tool result (a prompt, a steer, a context or a checkpoint)."""
-    return message.get("role") == "user" and not _of_type(_blocks(message), "tool-result")
-
-
 def chat_messages(request: ModelRequest, *, reasoning_replay: bool = False,
                   null_tool_call_content: bool = True) -> list[ChatMessage]:
     """The chat-completions ``messages`` for ``request`` (see the module docstring).
@@ -159,14 +148,13 @@ def chat_messages(request: ModelRequest, *, reasoning_replay: bool = False,
     out: list[ChatMessage] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
-    last_prompt = max((i for i, m in enumerate(messages) if _is_prompt(m)), default=-1)
+    last_prompt = max((i for i, m in enumerate(messages) if is_prompt(m)), default=-1)
     for position, message in enumerate(messages):
-        blocks = _blocks(message)
+        blocks = content_blocks(message.get("content"))
         if message.get("role") == "user":
-            for result in _of_type(blocks, "tool-result"):
-                inner = result.get("content")
+            for result in blocks_of_type(message, "tool-result"):
                 out.append({"role": "tool", "tool_call_id": result.get("toolCallId"),
-                            "content": blocks_text(inner if isinstance(inner, list) else [])})
+                            "content": blocks_text(content_blocks(result.get("content")))})
             text = blocks_text(blocks)
             if text:
                 out.append({"role": "user", "content": text})
@@ -174,14 +162,14 @@ def chat_messages(request: ModelRequest, *, reasoning_replay: bool = False,
         text = blocks_text(blocks)
         calls = [{"id": b.get("id"), "type": "function",
                   "function": {"name": b.get("name"), "arguments": b.get("arguments") or "{}"}}
-                 for b in _of_type(blocks, "tool-call")]
+                 for b in blocks_of_type(message, "tool-call")]
         if not text and not calls:
             continue
         entry: ChatMessage = {"role": "assistant", "content": text or (None if null_tool_call_content else "")}
         if calls:
             entry["tool_calls"] = calls
             if reasoning_replay and position > last_prompt:
-                reasoning = "".join(str(b.get("text", "")) for b in _of_type(blocks, "reasoning"))
+                reasoning = "".join(str(b.get("text", "")) for b in blocks_of_type(message, "reasoning"))
                 if reasoning:
                     entry["reasoning_content"] = reasoning
         out.append(entry)
