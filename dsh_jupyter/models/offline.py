@@ -119,15 +119,19 @@ class ReferencedSession:
 
     @property
     def omitted_messages(self) -> int:
-        return self.omission.omitted_messages if self.omission else int((self.stats or {}).get("omittedMessages") or 0)
+        return self.omission.omitted_messages if self.omission else self._stat("omittedMessages")
 
     @property
     def omitted_bytes(self) -> int:
-        return self.omission.omitted_bytes if self.omission else int((self.stats or {}).get("omittedBytes") or 0)
+        return self.omission.omitted_bytes if self.omission else self._stat("omittedBytes")
+
+    def _stat(self, name: str) -> int:
+        value = (self.stats or {}).get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 @dataclass(frozen=True)
-class _ReadMessage:
+class ReadMessage:
     """A user message as the offline model reads it: the user's own words and what it references."""
 
     direct: str
@@ -167,7 +171,7 @@ def _reference_stats(message: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]
     return stats
 
 
-def read_user_message(message: Mapping[str, Any]) -> _ReadMessage:
+def read_user_message(message: Mapping[str, Any]) -> ReadMessage:
     """The user's own words in ``message`` and the referenced sessions framed in it."""
     from ..references.framing import parse_prompt
 
@@ -180,7 +184,7 @@ def read_user_message(message: Mapping[str, Any]) -> _ReadMessage:
     stats = _reference_stats(message)
     sessions = [ReferencedSession(source, parsed.omission(source.session_id), stats.get(source.session_id))
                 for source in parsed.sources]
-    return _ReadMessage(direct, sessions, parsed.problems)
+    return ReadMessage(direct, sessions, parsed.problems)
 
 
 def _shorten(text: str, limit: int = 160) -> str:
