@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..models.base import blocks_of_type, content_blocks
+from ..models.base import MESSAGE_ROLES, blocks_of_type, content_blocks
 from ..session.events import ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE, Event
 from ..session.messages import Message, blocks_text
 
@@ -21,7 +21,7 @@ def request_messages(surface: Iterable[Event]) -> list[Message]:
     messages: list[Message] = []
     for event in surface:
         message = event.message if event.type in _MESSAGE_TYPES else None
-        if message is not None and isinstance(message.get("content"), list):
+        if message is not None and message.get("role") in MESSAGE_ROLES and isinstance(message.get("content"), list):
             messages.append(message)
     return messages
 

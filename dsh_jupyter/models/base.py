@@ -85,9 +85,8 @@ def _check_message(message: object, position: int) -> None:
             " (a tool result is a user message holding a 'tool-result' block)" if role == "tool" else "")
         raise TypeError(f"{where} has role {role!r}; session messages are 'user' or 'assistant'{hint}")
     content = message.get("content")
-    if not isinstance(content, list) or not all(
-            isinstance(block, Mapping) and isinstance(block.get("type"), str) for block in content):
-        raise TypeError(f"{where} must hold its content as a list of blocks with a 'type' "
+    if not isinstance(content, list):  # blocks a provider does not know are skipped, never refused
+        raise TypeError(f"{where} must hold its content as a list of blocks "
                         f"(e.g. [{{'type': 'text', 'text': '...'}}]), got {content!r:.80}")
 
 
