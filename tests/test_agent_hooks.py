@@ -11,13 +11,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agent_helpers import ScriptedModel, call, say
+from agent_helpers import ScriptedModel, call, say  # noqa: E402
 
-from dsh_jupyter.agent import Agent
-from dsh_jupyter.session.messages import message_text
-from dsh_jupyter.store import JsonlStore, SqliteStore
-from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry
-from dsh_jupyter.tools.hooks import ClaudeCodeHooks, CodexHooks, HookRunner
+from dsh_jupyter.agent import Agent  # noqa: E402
+from dsh_jupyter.session.messages import message_text  # noqa: E402
+from dsh_jupyter.store import JsonlStore, SqliteStore  # noqa: E402
+from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry  # noqa: E402
+from dsh_jupyter.tools.hooks import ClaudeCodeHooks, CodexHooks, HookRunner  # noqa: E402
 
 SCRIPTS = Path(__file__).parent / "hook_scripts"
 PY = sys.executable
