@@ -28,9 +28,9 @@ from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry
 class EchoTool(Tool):
     name = "echo"
     description = "Echo the text back."
-    parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
     def __init__(self) -> None:
+        self.parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
         self.calls: list[str] = []
         self.gate: asyncio.Event | None = None
 
@@ -44,7 +44,9 @@ class EchoTool(Tool):
 class SlowTool(Tool):
     name = "slow"
     description = "Wait until cancelled."
-    parameters = {"type": "object", "properties": {}}
+
+    def __init__(self) -> None:
+        self.parameters = {"type": "object", "properties": {}}
 
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         while not execution.cancel.is_set():

@@ -26,7 +26,9 @@ from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry
 class Upper(Tool):
     name = "upper"
     description = "Upper-case a text."
-    parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+    def __init__(self) -> None:
+        self.parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         return ToolOutput(arguments["text"].upper())
