@@ -55,6 +55,7 @@ def measure_turns(turns: int = 40) -> dict[str, float]:
 
     from dsh_jupyter.models.base import ModelRequest
     from dsh_jupyter.models.offline import OfflineModel
+    from dsh_jupyter.session.messages import user_message
 
     folder = tempfile.mkdtemp()
     os.chdir(folder)
@@ -71,7 +72,7 @@ def measure_turns(turns: int = 40) -> dict[str, float]:
             ip.run_cell_magic("dsh", "--new" if n % 10 == 0 else "", f"prompt number {n}: what do you see?")
         cell_times.append(time.perf_counter() - started)
     host = ip.magics_manager.registry["DshMagics"].host
-    messages = [{"role": "user", "content": f"prompt number {n}: what do you see?"}]
+    messages = [user_message(f"prompt number {n}: what do you see?")]
     model = OfflineModel()
 
     async def model_only() -> float:

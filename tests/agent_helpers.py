@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import AsyncIterator
 
 from dsh_jupyter.models.base import (
     Finish,
@@ -16,6 +16,7 @@ from dsh_jupyter.models.base import (
     ToolCallDelta,
     Usage,
 )
+from dsh_jupyter.session.messages import message_text
 
 
 @dataclass
@@ -55,13 +56,13 @@ class ScriptedModel(ModelProvider):
             yield Finish("stop")
             return
         if request.purpose == "compaction":
-            users = [m["content"] for m in request.messages if m["role"] == "user"]
+            users = [message_text(m) for m in request.messages if m["role"] == "user"]
             yield TextDelta("Summary of: " + " | ".join(u for u in users if u)[:500])
             yield Finish("stop")
             return
         reply = self.replies.pop(0) if self.replies else None
         if reply is None:
-            last = next((m["content"] for m in reversed(request.messages) if m["role"] == "user"), "")
+            last = next((message_text(m) for m in reversed(request.messages) if m["role"] == "user"), "")
             reply = Reply(text=[f"echo: {last}"])
         if reply.error is not None:
             raise reply.error

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from agent_helpers import ScriptedModel, call, say  # noqa: E402
 
 from dsh_jupyter.agent import Agent  # noqa: E402
+from dsh_jupyter.session.messages import message_text  # noqa: E402
 from dsh_jupyter.store import JsonlStore, SqliteStore  # noqa: E402
 from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry  # noqa: E402
 from dsh_jupyter.tools.hooks import ClaudeCodeHooks, CodexHooks, HookRunner  # noqa: E402
@@ -62,7 +63,7 @@ async def test_prompt_hook_adds_context_with_its_source(tmp_path: Path, dialect:
     assert messages[0]["source"] == {"kind": "user"}
     assert messages[1]["source"] == {"kind": "plugin", "plugin": plugin}
     assert messages[1]["content"][0]["text"] == "prompt length 12"
-    assert model.requests[0].messages[-1]["content"] == "prompt length 12"
+    assert message_text(model.requests[0].messages[-1]) == "prompt length 12"
 
 
 async def test_shell_hook_exit_2_blocks_with_stderr(tmp_path: Path) -> None:
@@ -143,7 +144,7 @@ async def test_post_tool_hook_context_reaches_the_next_step(tmp_path: Path) -> N
     agent = Agent.create(JsonlStore(tmp_path / "s"), model, cwd=str(tmp_path), hooks=hooks, tools=tools)
     await agent.send("list files")
     last_turn_request = [r for r in model.requests if r.purpose == "turn"][-1]
-    texts = [m["content"] for m in last_turn_request.messages if m["role"] == "user"]
+    texts = [message_text(m) for m in last_turn_request.messages if m["role"] == "user"]
     assert texts[-1] == "remember to lint"
     note = [e.data for e in agent.session.events if e.type == "user/message"][-1]
     assert note["source"] == {"kind": "plugin", "plugin": "hooks-claude-code"}

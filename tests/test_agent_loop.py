@@ -13,22 +13,24 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agent_helpers import Reply, ScriptedModel, call, say  # noqa: E402
+from agent_helpers import Reply, ScriptedModel, call, say
 
-from dsh_jupyter.agent import Agent, AgentBusyError, AgentConfig, AgentIdleError, Allow, Block  # noqa: E402
-from dsh_jupyter.agent import events as ev  # noqa: E402
-from dsh_jupyter.agent.inbox import REQUEST_DELIMITER  # noqa: E402
-from dsh_jupyter.session.messages import text_block  # noqa: E402
-from dsh_jupyter.store import JsonlStore  # noqa: E402
-from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry  # noqa: E402
+from dsh_jupyter.agent import Agent, AgentBusyError, AgentConfig, AgentIdleError, Allow, Block
+from dsh_jupyter.agent import events as ev
+from dsh_jupyter.agent.compaction import COMPACTION_INSTRUCTIONS, COMPACTION_REQUEST
+from dsh_jupyter.agent.inbox import REQUEST_DELIMITER
+from dsh_jupyter.models.openai_compat import chat_messages
+from dsh_jupyter.session.messages import message_text, text_block
+from dsh_jupyter.store import JsonlStore
+from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry
 
 
 class EchoTool(Tool):
     name = "echo"
     description = "Echo the text back."
-    parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
     def __init__(self) -> None:
+        self.parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
         self.calls: list[str] = []
         self.gate: asyncio.Event | None = None
 
@@ -42,7 +44,9 @@ class EchoTool(Tool):
 class SlowTool(Tool):
     name = "slow"
     description = "Wait until cancelled."
-    parameters = {"type": "object", "properties": {}}
+
+    def __init__(self) -> None:
+        self.parameters = {"type": "object", "properties": {}}
 
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         while not execution.cancel.is_set():
@@ -99,9 +103,15 @@ async def test_tool_calls_run_and_results_cite_their_call(tmp_path: Path) -> Non
     result_event = next(e for e in events if e.type == "tool/result")
     assert result_event.source_event_seqs == (call_event.seq,)
     assert result_event.data["message"]["content"][0]["toolCallId"] == "c1"
-    second = model.requests[1].messages
-    assert second[-1] == {"role": "tool", "tool_call_id": "c1", "content": "echoed ping"}
-    assert second[-2]["tool_calls"][0]["function"] == {"name": "echo", "arguments": '{"text": "ping"}'}
+    second = model.requests[1]
+    assert second.messages[-1]["content"][0] == {"type": "tool-result", "toolCallId": "c1",
+                                                 "content": [text_block("echoed ping")], "isError": False}
+    assert second.messages[-2]["content"][1] == {"type": "tool-call", "id": "c1", "name": "echo",
+                                                 "arguments": '{"text": "ping"}'}
+    assert second.system == agent.config.system_prompt and second.tool_names() == ["echo"]
+    wire = chat_messages(second)
+    assert wire[-1] == {"role": "tool", "tool_call_id": "c1", "content": "echoed ping"}
+    assert wire[-2]["tool_calls"][0]["function"] == {"name": "echo", "arguments": '{"text": "ping"}'}
 
 
 async def test_steer_lands_in_the_next_step_of_the_running_turn(tmp_path: Path) -> None:
@@ -134,7 +144,7 @@ async def test_steer_lands_in_the_next_step_of_the_running_turn(tmp_path: Path) 
 
 async def test_blocked_prompt_writes_nothing(tmp_path: Path) -> None:
     model = ScriptedModel(say("never"))
-    agent, store = make_agent(tmp_path, model)
+    agent, _ = make_agent(tmp_path, model)
 
     async def guard(submission: Any, next_: Any) -> Any:
         if "secret" in submission.text:
@@ -261,7 +271,10 @@ async def test_compaction_replaces_older_surface_and_next_request_uses_checkpoin
     assert not any("first question" in t for t in texts[1:])
     await agent.send("third question")
     request = model.requests[-1].messages
-    assert "Summary of:" in request[1]["content"] and all("answer one" != m.get("content") for m in request)
+    assert "Summary of:" in message_text(request[0]) and all(message_text(m) != "answer one" for m in request)
+    summary_request = next(r for r in model.requests if r.purpose == "compaction")
+    assert summary_request.system == COMPACTION_INSTRUCTIONS
+    assert message_text(summary_request.messages[-1]) == COMPACTION_REQUEST
     reread = store.read_surface(agent.id)
     assert [e.seq for e in reread.events] == [e.seq for e in agent.session.surface()]
 
@@ -344,7 +357,8 @@ async def test_full_loop_bash_sees_current_managed_env_and_no_stale_values(tmp_p
 
 
 def test_reasoning_is_sent_back_only_within_a_tool_using_step() -> None:
-    from dsh_jupyter.agent.request import surface_to_messages
+    from dsh_jupyter.agent.request import request_messages
+    from dsh_jupyter.models.base import ModelRequest
     from dsh_jupyter.session import SessionHeader, SessionLog
     from dsh_jupyter.session.messages import assistant_message, user_message
 
@@ -358,8 +372,23 @@ def test_reasoning_is_sent_back_only_within_a_tool_using_step() -> None:
     new = assistant_message([{"type": "reasoning", "text": "new thoughts"},
                              {"type": "tool-call", "id": "b", "name": "bash", "arguments": "{}"}], source)
     log.append("assistant/message", {"turn": 2, "step": 1, "message": new})
-    plain = surface_to_messages(log.surface())
+    messages = request_messages(log.surface())
+    assert messages == [e.message for e in log.surface()]  # the agent hands over the log's own messages
+    request = ModelRequest(messages)
+    plain = chat_messages(request)
     assert all("reasoning_content" not in m for m in plain)
-    deepseek = surface_to_messages(log.surface(), reasoning_in_tool_steps=True)
+    deepseek = chat_messages(request, reasoning_replay=True)
     assistants = [m for m in deepseek if m["role"] == "assistant"]
     assert "reasoning_content" not in assistants[0] and assistants[1]["reasoning_content"] == "new thoughts"
+
+
+def test_token_estimate_counts_text_calls_and_results() -> None:
+    from dsh_jupyter.agent.request import estimate_tokens
+    from dsh_jupyter.session.messages import assistant_message, tool_result_message, user_message
+
+    source = {"kind": "model", "provider": "p", "model": "m"}
+    messages = [user_message("x" * 40), assistant_message([{"type": "tool-call", "id": "c", "name": "bash",
+                                                            "arguments": "y" * 20}], source),
+                tool_result_message("c", [text_block("z" * 8)]), assistant_message([], source)]
+    assert estimate_tokens(messages) == (10 + 4) + (0 + 4) + (5 + 4) + (2 + 4)
+    assert estimate_tokens([], "s" * 12) == 3 + 4

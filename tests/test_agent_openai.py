@@ -26,7 +26,9 @@ from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry
 class Upper(Tool):
     name = "upper"
     description = "Upper-case a text."
-    parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+    def __init__(self) -> None:
+        self.parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         return ToolOutput(arguments["text"].upper())
@@ -62,6 +64,28 @@ async def test_streamed_text_reasoning_and_tool_calls(tmp_path: Path, fake_opena
     assert fake_openai.chat_requests[0].headers["authorization"] == "Bearer sk-test-secret-value"
     log = (Path(agent.locate().path)).read_text()
     assert "sk-test-secret-value" not in log
+
+
+async def test_deepseek_gets_its_reasoning_back_within_a_tool_using_turn(tmp_path: Path,
+                                                                        fake_openai: FakeOpenAIServer) -> None:
+    thinking = tool_call_reply(("call_a", "upper", ['{"text": "x"}']))
+    thinking.steps.insert(0, {"reasoning_content": "I should shout."})
+    fake_openai.queue(thinking, text_reply("Done.", reasoning=["All good."]), text_reply("Next answer."))
+    provider = OpenAICompatibleProvider(fake_openai.base_url, "deepseek-reasoner", api_key="sk-test-secret-value",
+                                        provider_name="deepseek", context_window=64_000)
+    tools = ToolRegistry()
+    tools.register(Upper())
+    agent = Agent.create(JsonlStore(tmp_path / "s"), provider, cwd=str(tmp_path), tools=tools,
+                         config=AgentConfig(model_titles=False))
+    await agent.send("shout x")
+    await agent.send("and now?")
+    within, after = (request.body["messages"] for request in fake_openai.chat_requests[1:])
+    assert within[-2] == {"role": "assistant", "content": None, "reasoning_content": "I should shout.",
+                          "tool_calls": [{"id": "call_a", "type": "function",
+                                          "function": {"name": "upper", "arguments": '{"text": "x"}'}}]}
+    assert within[0]["role"] == "system" and within[-1] == {"role": "tool", "tool_call_id": "call_a", "content": "X"}
+    assert all("reasoning_content" not in m for m in after)  # a new prompt: earlier reasoning stays home
+    assert after[-1] == {"role": "user", "content": "and now?"}
 
 
 async def test_rate_limit_is_retried(tmp_path: Path, fake_openai: FakeOpenAIServer) -> None:

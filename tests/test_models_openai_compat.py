@@ -9,9 +9,7 @@ import traceback
 from typing import Any
 
 import pytest
-
-
-from fake_openai import (  # noqa: E402
+from fake_openai import (
     DROP,
     INVALID,
     STALL,
@@ -23,7 +21,8 @@ from fake_openai import (  # noqa: E402
     text_reply,
     tool_call_reply,
 )
-from dsh_jupyter.models import (  # noqa: E402
+
+from dsh_jupyter.models import (
     Finish,
     ModelError,
     ModelRequest,
@@ -35,7 +34,19 @@ from dsh_jupyter.models import (  # noqa: E402
     Usage,
     collect,
 )
-from dsh_jupyter.models.openai_compat import parse_retry_after, redact, retry_delay  # noqa: E402
+from dsh_jupyter.models.openai_compat import (
+    chat_messages,
+    chat_tool,
+    parse_retry_after,
+    redact,
+    retry_delay,
+)
+from dsh_jupyter.session.messages import (
+    assistant_message,
+    text_block,
+    tool_result_message,
+    user_message,
+)
 
 SECRET = "sk-test-7f3a9c1e5b2d4f60"
 BASH = ToolSpec("bash", "Run a bash command.", {"type": "object", "properties": {"command": {"type": "string"}},
@@ -43,7 +54,7 @@ BASH = ToolSpec("bash", "Run a bash command.", {"type": "object", "properties": 
 
 
 def _request(text: str = "hello", **kwargs: Any) -> ModelRequest:
-    return ModelRequest([{"role": "system", "content": "Be brief."}, {"role": "user", "content": text}], **kwargs)
+    return ModelRequest([user_message(text)], system="Be brief.", **kwargs)
 
 
 def _provider(server: FakeOpenAIServer, **kwargs: Any) -> OpenAICompatibleProvider:
@@ -80,7 +91,7 @@ async def test_streams_reasoning_text_and_usage(fake_openai: FakeOpenAIServer) -
     assert sent.body["model"] == "fake-model" and sent.body["stream"] is True
     assert sent.body["stream_options"] == {"include_usage": True}
     assert sent.body["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello"}]
-    assert sent.body["tools"] == [BASH.to_openai()]
+    assert sent.body["tools"] == [chat_tool(BASH)]
     assert sent.body["max_tokens"] == 50 and sent.body["temperature"] == 0.2
 
 
@@ -98,6 +109,95 @@ async def test_streams_tool_calls_with_split_arguments(fake_openai: FakeOpenAISe
     assert blocks == [{"type": "text", "text": "Checking."},
                       {"type": "tool-call", "id": "call_1", "name": "bash", "arguments": '{"command": "ls"}'}]
     assert finish == "tool_calls" and usage == Usage(12, 5)
+
+
+def _conversation() -> ModelRequest:
+    """A neutral request with every block kind: text, reasoning, tool calls and results, a context message."""
+    model = {"kind": "model", "provider": "deepseek", "model": "m"}
+    context = user_message([text_block("## Background\n<referenced-sessions>\n[]\n</referenced-sessions>")],
+                           source={"kind": "session-reference", "references": []})
+    return ModelRequest([
+        user_message([text_block("first line"), text_block("second line")]),
+        assistant_message([{"type": "reasoning", "text": "old "}, {"type": "reasoning", "text": "thoughts"},
+                           text_block("Looking."),
+                           {"type": "tool-call", "id": "c1", "name": "bash", "arguments": '{"command": "ls"}'}], model),
+        tool_result_message("c1", [text_block("a.txt"), text_block("b.txt")]),
+        assistant_message([text_block("Two files.")], model),
+        assistant_message([], model),  # an interrupted step: nothing to send
+        user_message([{"type": "reasoning", "text": "not for the model"}]),  # no text: nothing to send
+        context,
+        user_message("now count them"),
+        assistant_message([{"type": "reasoning", "text": "new thoughts"},
+                           {"type": "tool-call", "id": "c2", "name": "bash", "arguments": ""}], model),
+        tool_result_message("c2", [text_block("2")], is_error=True),
+    ], tools=[BASH], system="Be brief.")
+
+
+EXPECTED_CHAT: list[dict[str, Any]] = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "first line\nsecond line"},
+    {"role": "assistant", "content": "Looking.", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "a.txt\nb.txt"},
+    {"role": "assistant", "content": "Two files."},
+    {"role": "user", "content": "## Background\n<referenced-sessions>\n[]\n</referenced-sessions>"},
+    {"role": "user", "content": "now count them"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c2", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "c2", "content": "2"},
+]
+
+
+def test_chat_messages_converts_every_neutral_block_exactly() -> None:
+    request = _conversation()
+    assert chat_messages(request) == EXPECTED_CHAT
+    with_reasoning = chat_messages(request, reasoning_replay=True)
+    assert [m for m in with_reasoning if "reasoning_content" in m] == [
+        dict(EXPECTED_CHAT[7], reasoning_content="new thoughts")]  # only steps since the last prompt
+    assert [m.pop("reasoning_content", None) for m in with_reasoning].count(None) == len(EXPECTED_CHAT) - 1
+    assert with_reasoning == EXPECTED_CHAT
+    assert chat_messages(request, null_tool_call_content=False)[7]["content"] == ""
+    assert chat_tool(BASH) == {"type": "function", "function": {
+        "name": "bash", "description": "Run a bash command.", "parameters": dict(BASH.parameters)}}
+    assert chat_messages(ModelRequest([])) == []
+
+
+def test_deepseek_replays_reasoning_and_other_providers_do_not() -> None:
+    request = _conversation()
+    deepseek = OpenAICompatibleProvider("https://api.deepseek.com", "deepseek-reasoner", provider_name="deepseek")
+    openai = OpenAICompatibleProvider("https://api.openai.com/v1", "gpt-4o", api_key_env="OPENAI_API_KEY")
+    forced = OpenAICompatibleProvider("http://127.0.0.1:9/v1", "m", api_key_env=None, reasoning_replay=True)
+    sent = deepseek.request_params(request)["messages"]
+    assert sent[7]["reasoning_content"] == "new thoughts" and sent[2].get("reasoning_content") is None
+    assert openai.request_params(request)["messages"] == EXPECTED_CHAT
+    assert forced.request_params(request)["messages"][7]["reasoning_content"] == "new thoughts"
+    assert deepseek.request_params(request)["tools"] == [chat_tool(BASH)]
+
+
+def test_the_chat_completions_shape_is_built_in_one_module_only() -> None:
+    from pathlib import Path
+
+    import dsh_jupyter
+
+    package = Path(dsh_jupyter.__file__).parent
+    markers = ('"tool_call_id"', '"reasoning_content"', '"tool_calls":', '"role": "system"', '"role": "tool"',
+               '"type": "function"')
+    found = sorted(
+        f"{path.relative_to(package)}: {marker}"
+        for path in package.rglob("*.py") if path.name != "openai_compat.py"
+        for marker in markers if marker in path.read_text("utf-8")
+    )
+    # ToolRegistry.openai_specs in tools/base.py is unused by the package; it goes when tools/ is next edited.
+    assert [f for f in found if not f.startswith("tools/base.py:")] == []
+
+
+def test_requests_refuse_chat_completions_messages() -> None:
+    with pytest.raises(TypeError, match=r"ModelRequest\.system"):
+        ModelRequest([{"role": "system", "content": "s"}])
+    with pytest.raises(TypeError, match="tool-result"):
+        ModelRequest([{"role": "tool", "tool_call_id": "c", "content": "x"}])
+    with pytest.raises(TypeError, match="list of blocks"):
+        ModelRequest([{"role": "user", "content": "plain string"}])
 
 
 async def test_usage_reads_openai_cached_tokens(fake_openai: FakeOpenAIServer) -> None:

@@ -7,8 +7,9 @@ cites every shadowed seq, so readers (and the reference) fold it the same way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..session.events import ASSISTANT_MESSAGE, USER_MESSAGE, Event
 from ..session.messages import is_direct_user_source, text_block
@@ -24,6 +25,9 @@ COMPACTION_INSTRUCTIONS = (
     "decisions made, files and data touched, results obtained and open work. Write plain Markdown with "
     "short sections; do not invent anything that is not in the conversation."
 )
+
+#: The user message that closes a compaction request, after the messages to summarise.
+COMPACTION_REQUEST = "Write the summary now."
 
 
 @dataclass(frozen=True)

@@ -11,22 +11,22 @@ Every coroutine here runs on one asyncio loop (the host's agent thread). ``steer
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import uuid
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Coroutine, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..models.base import (
-    Finish,
+    BlockCollector,
     ModelError,
     ModelProvider,
     ModelRequest,
     ReasoningDelta,
     TextDelta,
-    ToolCallDelta,
     ToolSpec,
-    Usage,
 )
 from ..session import Event, SessionLog
 from ..session.events import (
@@ -55,11 +55,11 @@ from ..session.messages import (
 from ..store.base import SessionStore, SessionWriter
 from ..tools.base import ToolExecution, ToolOutput, ToolRegistry, parse_arguments
 from . import events as ev
-from .compaction import COMPACTION_INSTRUCTIONS, checkpoint_content, plan_compaction
+from .compaction import COMPACTION_INSTRUCTIONS, COMPACTION_REQUEST, checkpoint_content, plan_compaction
 from .hooks import HOOK_FEEDBACK_SOURCE, HookGate
 from .inbox import REQUEST_DELIMITER, InboxRecord, Placement, thaw
 from .prompt_submit import Allow, Block, PromptSubmission, PromptSubmitHooks
-from .request import estimate_tokens, surface_to_messages
+from .request import estimate_tokens, request_messages
 from .titles import (
     FALLBACK_SOURCE,
     TITLE_INSTRUCTIONS,
@@ -258,10 +258,8 @@ class Agent:
             tool_cancel.set()
         event, loop = self._cancel_event, self._loop
         if event is not None and loop is not None:
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop already closed: nothing is left to interrupt
                 loop.call_soon_threadsafe(event.set)
-            except RuntimeError:
-                pass
 
     # -- titles --------------------------------------------------------------------------------------
     def set_title(self, title: str) -> None:
@@ -282,13 +280,10 @@ class Agent:
         self._emit(ev.TitleChanged(self._turn, title, dict(source)))
 
     async def _model_title(self, prompt: str, message_seq: int) -> None:
-        request = ModelRequest(
-            messages=[{"role": "system", "content": TITLE_INSTRUCTIONS}, {"role": "user", "content": prompt}],
-            purpose="title", max_tokens=32,
-        )
+        request = ModelRequest([user_message(prompt)], system=TITLE_INSTRUCTIONS, purpose="title", max_tokens=32)
         try:
             text = await self._complete_text(request)
-        except (ModelError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, ModelError) as exc:
             self._emit(ev.Notice(self._turn, f"could not get a title from the model: {exc}", "warning"))
             return
         title = clean_title(text)
@@ -320,12 +315,9 @@ class Agent:
             return False
         compaction_id = str(uuid.uuid4())
         shadowed_seqs = [e.seq for e in plan.shadowed]
-        history = surface_to_messages(plan.shadowed)
-        request = ModelRequest(
-            messages=[{"role": "system", "content": COMPACTION_INSTRUCTIONS}, *history,
-                      {"role": "user", "content": "Write the summary now."}],
-            purpose="compaction",
-        )
+        history = request_messages(plan.shadowed)
+        request = ModelRequest([*history, user_message(COMPACTION_REQUEST)], system=COMPACTION_INSTRUCTIONS,
+                               purpose="compaction")
         summary = (await self._complete_text(request)).strip()
         if not summary:
             raise ModelError("bad_stream", "the model returned an empty summary; compaction was not applied")
@@ -350,8 +342,8 @@ class Agent:
         window = self.model.info.context_window
         if fraction is None or not window:
             return False
-        messages = surface_to_messages(self.session.surface(), self.config.system_prompt)
-        return estimate_tokens(messages) + len(extra_text) // 4 > window * fraction
+        messages = request_messages(self.session.surface())
+        return estimate_tokens(messages, self.config.system_prompt) + len(extra_text) // 4 > window * fraction
 
     # -- writing messages ----------------------------------------------------------------------------
     def _record_message(self, content: list[dict[str, Any]], source: Mapping[str, Any],
@@ -539,8 +531,8 @@ class Agent:
 
     def _close_open_calls(self, turn: int, step: int, open_calls: dict[str, int], why: str) -> None:
         for call_id, call_seq in list(open_calls.items()):
-            message = tool_result_message(call_id, [text_block(f"Tool call interrupted: {why}; no result was recorded.")],
-                                          is_error=True)
+            note = text_block(f"Tool call interrupted: {why}; no result was recorded.")
+            message = tool_result_message(call_id, [note], is_error=True)
             self.session.append(TOOL_RESULT, {"turn": turn, "step": step, "message": message,
                                               "error": {"code": "TOOL_OUTCOME_UNKNOWN"}},
                                 source_event_seqs=[call_seq])
@@ -568,64 +560,34 @@ class Agent:
     def _tool_specs(self) -> list[ToolSpec]:
         return [ToolSpec(s["name"], s["description"], s["parameters"]) for s in self.tools.specs()]
 
-    def _request_messages(self) -> list[dict[str, Any]]:
-        return surface_to_messages(self.session.surface(), self.config.system_prompt,
-                                   reasoning_in_tool_steps=self.model.info.provider == "deepseek")
+    def _request(self) -> ModelRequest:
+        """The next step's request: the surface as neutral messages, the system prompt and the tools."""
+        return ModelRequest(request_messages(self.session.surface()), tools=self._tool_specs(),
+                            system=self.config.system_prompt, max_tokens=self.config.max_tokens, purpose="turn")
 
     async def _model_step(self, turn: int, step: int) -> tuple[str, list[dict[str, Any]]]:
-        request = ModelRequest(
-            messages=self._request_messages(),
-            tools=self._tool_specs(), max_tokens=self.config.max_tokens, purpose="turn",
-        )
-        blocks: list[dict[str, Any]] = []
-        calls: dict[int, dict[str, Any]] = {}
-        usage: Usage | None = None
-        stream = self.model.stream(request, self._cancel_event)
+        collector = BlockCollector()
+        stream = self.model.stream(self._request(), self._cancel_event)
         try:
             async for item in stream:
+                collector.add(item)
                 if isinstance(item, TextDelta) and item.text:
-                    self._append_piece(blocks, "text", item.text)
                     self._emit(ev.TextDelta(turn, item.text))
                 elif isinstance(item, ReasoningDelta) and item.text:
-                    self._append_piece(blocks, "reasoning", item.text)
                     self._emit(ev.ReasoningDelta(turn, item.text))
-                elif isinstance(item, ToolCallDelta):
-                    call = calls.get(item.index)
-                    if call is None:
-                        call = calls[item.index] = {"type": "tool-call", "id": item.id or "", "name": item.name or "",
-                                                    "arguments": ""}
-                        blocks.append(call)
-                    if item.id and not call["id"]:
-                        call["id"] = item.id
-                    if item.name and not call["name"]:
-                        call["name"] = item.name
-                    call["arguments"] += item.arguments_delta or ""
-                elif isinstance(item, Usage):
-                    usage = item
-                elif isinstance(item, Finish):
-                    pass
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
-        for position, call in enumerate(calls.values()):
-            if not call["id"]:
-                call["id"] = f"call_{turn}_{step}_{position}"
+        blocks = collector.blocks(id_prefix=f"call_{turn}_{step}_")
         message = assistant_message(blocks, self.model.info.source())
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
-        if usage is not None:
-            data["usage"] = usage.to_json()
+        if collector.usage is not None:
+            data["usage"] = collector.usage.to_json()
         event = self.session.append(ASSISTANT_MESSAGE, data)
         text = blocks_text(blocks)
         self._emit(ev.AssistantMessage(turn, text, event.seq))
         return text, [b for b in blocks if b.get("type") == "tool-call"]
-
-    @staticmethod
-    def _append_piece(blocks: list[dict[str, Any]], kind: str, text: str) -> None:
-        if blocks and blocks[-1].get("type") == kind:
-            blocks[-1]["text"] += text
-        else:
-            blocks.append({"type": kind, "text": text})
 
     # -- tools ---------------------------------------------------------------------------------------
     def execution(self, call_id: str, *, background: bool = False) -> ToolExecution:
@@ -665,7 +627,7 @@ class Agent:
             execution.cancel.set()
             try:
                 await asyncio.wait_for(task, timeout=5)
-            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+            except (TimeoutError, asyncio.CancelledError, Exception):
                 task.cancel()
             raise _Interrupted()
         output = task.result()
@@ -694,8 +656,7 @@ class Agent:
     # -- replay --------------------------------------------------------------------------------------
     def next_request(self) -> ModelRequest:
         """The request the next step would send (from the log alone; used to check replay)."""
-        return ModelRequest(messages=self._request_messages(), tools=self._tool_specs(),
-                            max_tokens=self.config.max_tokens, purpose="turn")
+        return self._request()
 
     async def close(self) -> None:
         if self.writer is not None:

@@ -1,10 +1,12 @@
 """Model providers the agent loop streams from.
 
-- :mod:`.base`: the seam — :class:`ModelRequest`, :class:`ToolSpec`, stream events (:class:`TextDelta`,
-  :class:`ReasoningDelta`, :class:`ToolCallDelta`, :class:`Usage`, :class:`Finish`), :class:`ModelInfo`,
-  :class:`ModelError`, the :class:`ModelProvider` ABC and :func:`collect`.
+- :mod:`.base`: the seam — :class:`ModelRequest` (provider-neutral session messages, system prompt, tools
+  and options), :class:`ToolSpec`, stream events (:class:`TextDelta`, :class:`ReasoningDelta`,
+  :class:`ToolCallDelta`, :class:`Usage`, :class:`Finish`), :class:`ModelInfo`, :class:`ModelError`, the
+  :class:`ModelProvider` Protocol, :class:`BlockCollector` and :func:`collect`.
 - :mod:`.openai_compat`: :class:`OpenAICompatibleProvider` (DeepSeek by default, OpenAI, vLLM, Ollama,
-  llama.cpp), built on the ``openai`` SDK, which is imported only when a request is made.
+  llama.cpp), built on the ``openai`` SDK, which is imported only when a request is made; the one
+  conversion to the chat-completions wire format (:func:`~.openai_compat.chat_messages`).
 - :mod:`.offline`: :class:`OfflineModel`, the keyless deterministic default (with a scripted mode).
 - :mod:`.local`: :class:`LocalModel`, SmolLM2-135M served by llama.cpp (extra ``dsh-jupyter[local]``).
 - :mod:`.registry`: :func:`resolve_model`, :func:`default_model_spec`, :func:`list_models`.
@@ -13,7 +15,7 @@
 Typical use by the loop::
 
     provider = resolve_model(spec)              # or OfflineModel(), OpenAICompatibleProvider(...)
-    request = ModelRequest(messages, tools=[ToolSpec("bash", "Run a command", schema)])
+    request = ModelRequest([user_message("hi")], system="Be brief.", tools=[ToolSpec("bash", "Run", schema)])
     blocks, usage, finish = await collect(provider.stream(request, cancel=cancel_event))
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from .base import (
     ERROR_KINDS,
+    BlockCollector,
     Finish,
     ModelError,
     ModelInfo,
@@ -44,6 +47,7 @@ from .registry import ModelListing, default_model_spec, list_models, resolve_mod
 __all__ = [
     "ERROR_KINDS",
     "OFFLINE_CONTEXT_WINDOW",
+    "BlockCollector",
     "Finish",
     "LocalModel",
     "ModelError",

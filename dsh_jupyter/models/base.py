@@ -7,13 +7,19 @@ A provider is anything implementing :class:`ModelProvider`::
         ...                                         # TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish
     await provider.close()
 
-**Request.** :class:`ModelRequest` carries the conversation in OpenAI *chat-completions* format: a list of
-dicts with ``role`` ``system`` / ``user`` / ``assistant`` / ``tool``. Assistant messages may carry
-``tool_calls`` (``[{"id", "type": "function", "function": {"name", "arguments": <JSON string>}}]``), and
-each tool message answers one call with ``tool_call_id`` and ``content``. ``content`` is a string (or the
-OpenAI list-of-parts form). ``tools`` lists :class:`ToolSpec` (name, description, JSON-schema parameters).
-``purpose`` says why the loop asks: ``"turn"`` (a normal step), ``"title"`` (a short session title) or
-``"compaction"`` (a summary of the messages sent).
+**Request.** :class:`ModelRequest` is provider-neutral: ``system`` is the system prompt (or ``None``) and
+``messages`` are session messages as the log stores them (:mod:`dsh_jupyter.session.messages`): dicts with
+``role`` ``user`` or ``assistant`` and ``content``, a list of blocks. Assistant content holds ``text``,
+``reasoning`` and ``tool-call`` blocks (``{"type": "tool-call", "id", "name", "arguments": <JSON
+string>}``); a tool result is a user message holding a ``tool-result`` block (``{"type": "tool-result",
+"toolCallId", "content": [blocks], "isError"}``). Other keys (``source``, ``id``, ``envelope``) come
+along untouched, so a provider may read where a message came from. Messages are read-only views of the log:
+providers never change them. ``tools`` lists :class:`ToolSpec` (name, description, JSON-schema
+parameters). ``purpose`` says why the loop asks: ``"turn"`` (a normal step), ``"title"`` (a short session
+title) or ``"compaction"`` (a summary of the messages sent). Each provider converts the request to its own
+wire format (the chat-completions one lives in :mod:`.openai_compat` and nowhere else).
+
+:func:`content_blocks`, :func:`blocks_of_type` and :func:`is_prompt` read those messages for every provider.
 
 **Stream.** Events arrive in the order the model produced them:
 
@@ -31,16 +37,18 @@ the loop what happened and its message tells the user what to do. Setting the ``
 stream promptly (the HTTP response is closed) with ``ModelError(kind="cancelled")``. Cancelling the
 consuming task (``asyncio.CancelledError``) also closes the stream.
 
-:func:`collect` turns a stream into content blocks (``reasoning`` / ``text`` / ``tool-call``, as stored in
-session messages), the usage and the finish reason.
+:class:`BlockCollector` folds stream events into content blocks (``reasoning`` / ``text`` / ``tool-call``,
+as stored in session messages); :func:`collect` drains a whole stream with it.
 """
 
 from __future__ import annotations
 
-import abc
 import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Literal, Mapping, Sequence, Union
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ..session.messages import Block, Message
 
 #: Why the loop calls the model.
 Purpose = Literal["turn", "title", "compaction"]
@@ -61,20 +69,50 @@ class ToolSpec:
     description: str
     parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
-    def to_openai(self) -> dict[str, Any]:
-        """The chat-completions ``tools`` entry."""
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
-        }
+
+#: Roles of request messages (the system prompt travels apart, in :attr:`ModelRequest.system`).
+MESSAGE_ROLES: frozenset[str] = frozenset({"user", "assistant"})
+
+
+def _check_message(message: object, position: int) -> None:
+    """Refuse anything that is not a session message, naming the message and what to send instead."""
+    where = f"ModelRequest.messages[{position}]"
+    if not isinstance(message, Mapping):
+        raise TypeError(f"{where} must be a session message dict, got {type(message).__name__}")
+    role = message.get("role")
+    if role not in MESSAGE_ROLES:
+        hint = " (put the system prompt in ModelRequest.system)" if role == "system" else (
+            " (a tool result is a user message holding a 'tool-result' block)" if role == "tool" else "")
+        raise TypeError(f"{where} has role {role!r}; session messages are 'user' or 'assistant'{hint}")
+    content = message.get("content")
+    if not isinstance(content, list):  # blocks a provider does not know are skipped, never refused
+        raise TypeError(f"{where} must hold its content as a list of blocks "
+                        f"(e.g. [{{'type': 'text', 'text': '...'}}]), got {content!r:.80}")
+
+
+def content_blocks(content: object) -> list[Mapping[str, Any]]:
+    """The block objects of a message's (or a tool result's) ``content`` list; anything else is skipped."""
+    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+
+
+def blocks_of_type(message: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
+    """The ``kind`` blocks of ``message`` (``"text"``, ``"reasoning"``, ``"tool-call"``, ``"tool-result"``)."""
+    return [b for b in content_blocks(message.get("content")) if b.get("type") == kind]
+
+
+def is_prompt(message: Mapping[str, Any]) -> bool:
+    """A user message that is not a tool result: a prompt, a steer, a context or a checkpoint."""
+    return message.get("role") == "user" and not blocks_of_type(message, "tool-result")
 
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One call to a model. ``messages`` are OpenAI chat-completions messages (see the module docstring)."""
+    """One call to a model: neutral session messages, the system prompt, tools and options (see the module
+    docstring)."""
 
-    messages: Sequence[Mapping[str, Any]]
+    messages: Sequence[Message]
     tools: Sequence[ToolSpec] = ()
+    system: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None
     purpose: Purpose = "turn"
@@ -82,8 +120,12 @@ class ModelRequest:
     def __post_init__(self) -> None:
         if self.purpose not in ("turn", "title", "compaction"):
             raise ValueError(f"ModelRequest.purpose must be 'turn', 'title' or 'compaction', got {self.purpose!r}")
-        if isinstance(self.messages, (str, bytes)) or not all(isinstance(m, Mapping) for m in self.messages):
-            raise TypeError("ModelRequest.messages must be a list of chat-completions message dicts")
+        if isinstance(self.messages, (str, bytes, Mapping)):
+            raise TypeError("ModelRequest.messages must be a list of session message dicts")
+        for position, message in enumerate(self.messages):
+            _check_message(message, position)
+        if self.system is not None and not isinstance(self.system, str):
+            raise TypeError(f"ModelRequest.system must be a string or None, got {type(self.system).__name__}")
         for tool in self.tools:
             if not isinstance(tool, ToolSpec):
                 raise TypeError(f"ModelRequest.tools must hold ToolSpec objects, got {type(tool).__name__}")
@@ -142,7 +184,7 @@ class Finish:
     reason: str
 
 
-StreamEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta, Usage, Finish]
+StreamEvent = TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish
 
 
 @dataclass(frozen=True)
@@ -188,76 +230,87 @@ class ModelError(Exception):
         return (type(self), (self.kind, self.message, self.status, self.retryable))
 
 
-class ModelProvider(abc.ABC):
-    """A model the agent loop can stream from. Subclasses set ``info`` and implement ``stream``."""
+@runtime_checkable
+class ModelProvider(Protocol):
+    """A model the agent loop can stream from: ``info``, ``stream`` and ``close``.
+
+    Providers may subclass this Protocol to inherit the no-op :meth:`close`.
+    """
 
     info: ModelInfo
 
-    @abc.abstractmethod
     def stream(self, request: ModelRequest, cancel: asyncio.Event | None = None) -> AsyncIterator[StreamEvent]:
         """Stream the answer to ``request`` (an async generator; see the module docstring)."""
+        ...
 
     async def close(self) -> None:
         """Release connections, servers and other resources. Safe to call more than once."""
-
-    async def __aenter__(self) -> ModelProvider:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+        return None
 
 
 @dataclass
 class _PendingCall:
-    id: str | None = None
-    name: str | None = None
-    arguments: list[str] = field(default_factory=list)
+    block: Block
+    pieces: list[str] = field(default_factory=list)
 
 
-async def collect(
-    stream: AsyncIterator[StreamEvent],
-) -> tuple[list[dict[str, Any]], Usage | None, str | None]:
-    """Drain ``stream`` into ``(blocks, usage, finish_reason)``.
+class BlockCollector:
+    """Folds stream events into content blocks, usage and the finish reason, in stream order.
 
-    Blocks follow stream order: consecutive text (or reasoning) deltas merge into one ``{"type": "text",
-    "text"}`` (``{"type": "reasoning", "text"}``) block; each tool call becomes one ``{"type": "tool-call",
-    "id", "name", "arguments"}`` block at the place its first delta arrived, ``arguments`` being the raw
-    JSON string. ``finish_reason`` is ``None`` only if the stream ended without :class:`Finish` (providers
-    raise :class:`ModelError` instead). Errors from the stream propagate.
+    Consecutive text (or reasoning) deltas merge into one ``{"type": "text", "text"}`` (``{"type":
+    "reasoning", "text"}``) block; each tool call becomes one ``{"type": "tool-call", "id", "name",
+    "arguments"}`` block at the place its first delta arrived, ``arguments`` being the raw JSON string.
     """
-    slots: list[tuple[str, Any]] = []  # ("text", [pieces]) | ("reasoning", [pieces]) | ("tool", _PendingCall)
-    calls: dict[int, _PendingCall] = {}
-    usage: Usage | None = None
-    finish: str | None = None
-    async for event in stream:
+
+    def __init__(self) -> None:
+        self._blocks: list[Block] = []
+        self._calls: dict[int, _PendingCall] = {}
+        self.usage: Usage | None = None
+        self.finish: str | None = None
+
+    def add(self, event: StreamEvent) -> None:
         if isinstance(event, (TextDelta, ReasoningDelta)):
             kind = "text" if isinstance(event, TextDelta) else "reasoning"
             if not event.text:
-                continue
-            if slots and slots[-1][0] == kind:
-                slots[-1][1].append(event.text)
+                return
+            last = self._blocks[-1] if self._blocks else None
+            if last is not None and last["type"] == kind:
+                last["text"] += event.text
             else:
-                slots.append((kind, [event.text]))
+                self._blocks.append({"type": kind, "text": event.text})
         elif isinstance(event, ToolCallDelta):
-            call = calls.get(event.index)
+            call = self._calls.get(event.index)
             if call is None:
-                call = calls[event.index] = _PendingCall()
-                slots.append(("tool", call))
-            if event.id and call.id is None:
-                call.id = event.id
-            if event.name and call.name is None:
-                call.name = event.name
+                call = self._calls[event.index] = _PendingCall({"type": "tool-call", "id": "", "name": "",
+                                                                "arguments": ""})
+                self._blocks.append(call.block)
+            if event.id and not call.block["id"]:
+                call.block["id"] = event.id
+            if event.name and not call.block["name"]:
+                call.block["name"] = event.name
             if event.arguments_delta:
-                call.arguments.append(event.arguments_delta)
+                call.pieces.append(event.arguments_delta)
         elif isinstance(event, Usage):
-            usage = event
+            self.usage = event
         elif isinstance(event, Finish):
-            finish = event.reason
-    blocks: list[dict[str, Any]] = []
-    for position, (kind, value) in enumerate(slots):
-        if kind == "tool":
-            blocks.append({"type": "tool-call", "id": value.id or f"call_{position}", "name": value.name or "",
-                           "arguments": "".join(value.arguments)})
-        else:
-            blocks.append({"type": kind, "text": "".join(value)})
-    return blocks, usage, finish
+            self.finish = event.reason
+
+    def blocks(self, id_prefix: str = "call_") -> list[Block]:
+        """The blocks so far; a tool call the model gave no id gets ``<id_prefix><position>``."""
+        for position, call in enumerate(self._calls.values()):
+            call.block["arguments"] = "".join(call.pieces)
+            if not call.block["id"]:
+                call.block["id"] = f"{id_prefix}{position}"
+        return [dict(block) for block in self._blocks]
+
+
+async def collect(stream: AsyncIterator[StreamEvent]) -> tuple[list[Block], Usage | None, str | None]:
+    """Drain ``stream`` into ``(blocks, usage, finish_reason)`` with a :class:`BlockCollector`.
+
+    ``finish_reason`` is ``None`` only if the stream ended without :class:`Finish` (providers raise
+    :class:`ModelError` instead). Errors from the stream propagate.
+    """
+    collector = BlockCollector()
+    async for event in stream:
+        collector.add(event)
+    return collector.blocks(), collector.usage, collector.finish

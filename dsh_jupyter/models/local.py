@@ -20,7 +20,6 @@ Without the extra, every use raises ``ModelError(kind="config")`` saying ``pip i
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import importlib.resources
 import importlib.util
 import os
@@ -34,8 +33,9 @@ import time
 import urllib.error
 import urllib.request
 import weakref
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import IO, AsyncIterator
+from typing import IO
 
 from .base import ModelError, ModelInfo, ModelProvider, ModelRequest, StreamEvent
 from .openai_compat import OpenAICompatibleProvider, _CancelWatch
@@ -106,16 +106,6 @@ def _stop_process(process: subprocess.Popen[bytes], log: IO[bytes] | None) -> No
         log.close()
 
 
-def _for_llama_server(request: ModelRequest) -> ModelRequest:
-    """llama.cpp's server refuses ``content: null`` (OpenAI's spelling for an assistant message that only
-    calls tools); send an empty string instead."""
-    if all(message.get("content") is not None for message in request.messages):
-        return request
-    messages = [dict(message, content="") if message.get("content") is None else message
-                for message in request.messages]
-    return dataclasses.replace(request, messages=messages)
-
-
 class LocalServer:
     """One ``llama_cpp.server`` child process on 127.0.0.1."""
 
@@ -130,7 +120,7 @@ class LocalServer:
         self.port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path: str | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[[subprocess.Popen[bytes], IO[bytes] | None], LocalServer] | None = None
 
     @property
     def base_url(self) -> str:
@@ -248,7 +238,8 @@ class LocalModel(ModelProvider):
             self._server = server
             self._provider = OpenAICompatibleProvider(
                 base_url, LOCAL_MODEL_ALIAS, api_key_env=None, context_window=self.n_ctx, provider_name="local",
-                max_retries=1, backoff=0.2, timeout=self.timeout)
+                max_retries=1, backoff=0.2, timeout=self.timeout,
+                null_tool_call_content=False)  # llama.cpp's server refuses ``content: null``
             return self._provider
 
     async def stream(self, request: ModelRequest, cancel: asyncio.Event | None = None) -> AsyncIterator[StreamEvent]:
@@ -259,7 +250,7 @@ class LocalModel(ModelProvider):
         finally:
             watch.close()
         try:
-            async for event in provider.stream(_for_llama_server(request), cancel):
+            async for event in provider.stream(request, cancel):
                 yield event
         except ModelError as error:
             if error.kind in ("bad_stream", "server"):

@@ -4,16 +4,17 @@ It does not think. It answers from what it was sent, so that a demo shows the wh
 without any key, and it says so in its first words (``"Offline model (no API key needed) — ..."``).
 Its context window is :data:`OFFLINE_CONTEXT_WINDOW` (32,768 tokens).
 
-**Turns** (``purpose="turn"``). The *current turn* is the user messages after the last assistant message.
+It reads the same provider-neutral request every provider gets (session messages, see
+:mod:`.base`). **Turns** (``purpose="turn"``). The *current turn* is the user messages after the last
+assistant message that said or called something.
 
-- It quotes the user's latest request (shortened), i.e. the last user text that is not a reference
-  snapshot; in the ``prompt-prefix`` placement, the text after the ``## My request:`` delimiter.
-- When the turn holds a ``<referenced-sessions>`` block, it parses the JSON inside (every ``<`` in it is
-  written ``\\u003c``, which JSON decoding undoes) and the ``## Reference omissions`` JSON after it, and
-  reports each referenced session: label, id, cwd, captured-through seq, message counts by role, whether
-  it was compacted (a conversation text holding ``<compacted-summary>``) and whether it was truncated
-  (listed under omissions, or a text carrying an ``[… omitted N UTF-8 bytes …]`` notice), with the first
-  request and the last answer seen there.
+- It quotes the user's latest request (shortened): the last user text outside any reference snapshot; in
+  the ``prompt-prefix`` placement, the message's ``envelope.displayContent`` (the prompt as typed).
+- When the turn holds a ``<referenced-sessions>`` block, it reads it back with
+  :func:`dsh_jupyter.references.framing.parse_prompt` and reports each referenced session: label, id, cwd,
+  captured-through seq, message counts by role, whether it was compacted and truncated (from the context
+  message's ``source`` metadata and the omissions section), with the first request and the last answer
+  seen there.
 - **Tool calls on request.** A line of the latest request starting with
 
   - ``/bash <command>`` calls the ``bash`` tool with ``{"command": "<command>"}``;
@@ -29,9 +30,9 @@ Its context window is :data:`OFFLINE_CONTEXT_WINDOW` (32,768 tokens).
 
 **Titles** (``purpose="title"``): the first words (at most six) of the first user text, mentions
 ``@[label](uri)`` shown as their label. **Compaction** (``purpose="compaction"``): a summary listing
-the user requests, the assistant answers, tool use, referenced sessions and any earlier summary of the
-messages it was sent (put any instruction to summarise in the system message: user messages are
-summarised).
+the user requests, the assistant answers, tool use, referenced sessions and any earlier checkpoint
+(recognised by its source) of the messages it was sent (instructions to summarise belong in
+``request.system``: user messages are summarised).
 
 **Scripted mode.** :meth:`OfflineModel.queue` takes responses consumed in order, before the deterministic
 behaviour, by requests of the given ``purpose`` (``"turn"`` by default). A response is a ``str`` (text), a
@@ -50,9 +51,11 @@ import json
 import math
 import re
 from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any
 
+from ..session.messages import SESSION_REFERENCE_KIND, blocks_text, display_content, is_checkpoint_source
 from .base import (
     Finish,
     ModelError,
@@ -66,17 +69,18 @@ from .base import (
     ToolCallDelta,
     ToolSpec,
     Usage,
+    blocks_of_type,
+    content_blocks,
+    is_prompt,
 )
+
+if TYPE_CHECKING:
+    from ..references.framing import FramedOmission, FramedSource
 
 OFFLINE_CONTEXT_WINDOW = 32_768
 OFFLINE_BANNER = "Offline model (no API key needed)"
 SWITCH_NOTE = "For real answers, set DEEPSEEK_API_KEY or pick a model with --model (`%dsh models` lists them)."
 
-_OPEN_TAG = "<referenced-sessions>"
-_CLOSE_TAG = "</referenced-sessions>"
-_OMISSIONS_HEADING = "## Reference omissions"
-_REQUEST_DELIMITER = "## My request:"
-_OMITTED_NOTICE = re.compile(r"\[… omitted \d+ UTF-8 bytes …\]")
 _MENTION = re.compile(r"@\[([^\]]*)\]\([^)]*\)")
 _COMMAND = re.compile(r"^[ \t]*/(bash|python|tool)(?:[ \t]+(.*))?$")
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)\n?```", re.S)
@@ -91,120 +95,96 @@ class ToolCall:
     id: str | None = None
 
 
-ScriptedResponse = Union[str, ToolCall, Mapping[str, Any], Sequence[Any], BaseException, type,
-                         Callable[[ModelRequest], Any]]
+ScriptedResponse = (str | ToolCall | Mapping[str, Any] | Sequence[Any] | BaseException | type
+                    | Callable[[ModelRequest], Any])
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReferencedSession:
-    """One referenced session as the offline model read it from a ``<referenced-sessions>`` block."""
+    """One referenced session as the offline model read it: the framed source, its omission entry and
+    the statistics the context message's source carries (``None`` when the request did not say)."""
 
-    session_id: str
-    label: str
-    cwd: str | None
-    captured_through_seq: int | None
-    conversation: list[dict[str, str]]
-    compacted: bool
-    truncated: bool
-    omitted_messages: int = 0
-    omitted_bytes: int = 0
-    full_snapshot: Mapping[str, Any] | None = None
+    source: FramedSource
+    omission: FramedOmission | None = None
+    stats: Mapping[str, Any] | None = None
 
     @property
-    def user_messages(self) -> int:
-        return sum(1 for item in self.conversation if item.get("role") == "user")
+    def compacted(self) -> bool | None:
+        value = (self.stats or {}).get("compacted")
+        return value if isinstance(value, bool) else None
 
     @property
-    def assistant_messages(self) -> int:
-        return sum(1 for item in self.conversation if item.get("role") == "assistant")
+    def truncated(self) -> bool:
+        return self.omission is not None or (self.stats or {}).get("truncated") is True
+
+    @property
+    def omitted_messages(self) -> int:
+        return self.omission.omitted_messages if self.omission else self._stat("omittedMessages")
+
+    @property
+    def omitted_bytes(self) -> int:
+        return self.omission.omitted_bytes if self.omission else self._stat("omittedBytes")
+
+    def _stat(self, name: str) -> int:
+        value = (self.stats or {}).get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def message_text(message: Mapping[str, Any]) -> str:
-    """The text of a chat-completions message (string content, or the text parts of a list)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content
-                       if isinstance(part, Mapping) and isinstance(part.get("text"), str))
-    return ""
+@dataclass(frozen=True)
+class ReadMessage:
+    """A user message as the offline model reads it: the user's own words and what it references."""
+
+    direct: str
+    sessions: list[ReferencedSession]
+    problems: list[str]
 
 
-def parse_referenced_sessions(text: str) -> tuple[list[ReferencedSession], list[str]]:
-    """Every referenced session in ``text`` and the problems met while reading the blocks."""
-    sessions: list[ReferencedSession] = []
-    problems: list[str] = []
-    position = 0
-    while True:
-        start = text.find(_OPEN_TAG, position)
-        if start < 0:
-            break
-        end = text.find(_CLOSE_TAG, start)
-        if end < 0:
-            problems.append("a <referenced-sessions> block has no closing tag")
-            break
-        position = end + len(_CLOSE_TAG)
-        try:
-            entries = json.loads(text[start + len(_OPEN_TAG):end])
-        except ValueError as exc:
-            problems.append(f"a <referenced-sessions> block does not hold valid JSON ({exc})")
-            continue
-        if not isinstance(entries, list):
-            problems.append("a <referenced-sessions> block does not hold a JSON array")
-            continue
-        omissions = _read_omissions(text, position)
-        for entry in entries:
-            if not isinstance(entry, Mapping):
-                problems.append("a referenced-session entry is not a JSON object")
-                continue
-            conversation = [
-                {"role": str(item.get("role")), "text": str(item.get("text", ""))}
-                for item in entry.get("conversation") or [] if isinstance(item, Mapping)
-            ]
-            session_id = str(entry.get("sessionId", ""))
-            omission = omissions.get(session_id)
-            seq = entry.get("capturedThroughSeq")
-            sessions.append(ReferencedSession(
-                session_id=session_id,
-                label=str(entry.get("label", session_id)),
-                cwd=entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
-                captured_through_seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
-                conversation=conversation,
-                compacted=any("<compacted-summary>" in item["text"] for item in conversation),
-                truncated=omission is not None or any(_OMITTED_NOTICE.search(item["text"]) for item in conversation),
-                omitted_messages=int(omission.get("omittedMessages") or 0) if omission else 0,
-                omitted_bytes=int(omission.get("omittedBytes") or 0) if omission else 0,
-                full_snapshot=omission.get("fullSnapshot") if omission and isinstance(omission.get("fullSnapshot"), Mapping) else None,
-            ))
-    return sessions, problems
+def _tool_results(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return blocks_of_type(message, "tool-result") if message.get("role") == "user" else []
 
 
-def _read_omissions(text: str, after: int) -> dict[str, Mapping[str, Any]]:
-    """The ``## Reference omissions`` entries right after a block, by session id."""
-    rest = text[after:]
-    heading = rest.find(_OMISSIONS_HEADING)
-    if heading < 0 or rest[:heading].strip() or _OPEN_TAG in rest[:heading]:
-        return {}
-    bracket = rest.find("[", heading)
-    if bracket < 0:
-        return {}
-    try:
-        entries, _ = json.JSONDecoder().raw_decode(rest, bracket)
-    except ValueError:
-        return {}
-    if not isinstance(entries, list):
-        return {}
-    return {str(e.get("sessionId")): e for e in entries if isinstance(e, Mapping)}
+def _tool_calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return blocks_of_type(message, "tool-call") if message.get("role") == "assistant" else []
 
 
-def _direct_text(text: str) -> str:
-    """The user's own words in a message: all of it, or what follows a snapshot's request delimiter."""
-    if _OPEN_TAG not in text:
-        return text
-    delimiter = text.rfind(_REQUEST_DELIMITER)
-    if delimiter > text.rfind(_CLOSE_TAG):
-        return text[delimiter + len(_REQUEST_DELIMITER):].strip("\n")
-    return ""
+def _text(message: Mapping[str, Any], joiner: str = "\n") -> str:
+    return blocks_text(content_blocks(message.get("content")), joiner)
+
+
+def _answered(message: Mapping[str, Any]) -> bool:
+    """An assistant message that said or called something."""
+    return message.get("role") == "assistant" and bool(_text(message) or _tool_calls(message))
+
+
+def _reference_stats(message: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Per session id, the statistics of the reference sources the message carries or baked in."""
+    sources: list[Any] = [message.get("source")]
+    envelope = message.get("envelope")
+    if isinstance(envelope, Mapping) and isinstance(envelope.get("prefixContexts"), list):
+        sources += [c.get("source") for c in envelope["prefixContexts"] if isinstance(c, Mapping)]
+    stats: dict[str, Mapping[str, Any]] = {}
+    for source in sources:
+        if isinstance(source, Mapping) and source.get("kind") == SESSION_REFERENCE_KIND:
+            for entry in source.get("references") or ():
+                if isinstance(entry, Mapping) and isinstance(entry.get("sessionId"), str):
+                    stats.setdefault(entry["sessionId"], entry)
+    return stats
+
+
+def read_user_message(message: Mapping[str, Any]) -> ReadMessage:
+    """The user's own words in ``message`` and the referenced sessions framed in it."""
+    from ..references.framing import parse_prompt
+
+    parsed = parse_prompt(_text(message))
+    envelope = message.get("envelope")
+    if isinstance(envelope, Mapping) and isinstance(envelope.get("displayContent"), list):
+        direct = blocks_text(display_content(message))
+    else:
+        direct = parsed.remainder
+    stats = _reference_stats(message)
+    sessions = [ReferencedSession(source, parsed.omission(source.session_id), stats.get(source.session_id))
+                for source in parsed.sources]
+    return ReadMessage(direct, sessions, parsed.problems)
 
 
 def _shorten(text: str, limit: int = 160) -> str:
@@ -250,7 +230,7 @@ class OfflineModel(ModelProvider):
         if purpose not in self._scripts:
             raise ValueError(f"purpose must be 'turn', 'title' or 'compaction', got {purpose!r}")
         for response in responses:
-            if not callable(response) or isinstance(response, type) and issubclass(response, BaseException):
+            if not callable(response) or (isinstance(response, type) and issubclass(response, BaseException)):
                 self._normalise(response)  # fail now, not in the middle of a later turn
             self._scripts[purpose].append(response)
 
@@ -280,7 +260,8 @@ class OfflineModel(ModelProvider):
             elif isinstance(item, ToolCall):
                 arguments = item.arguments if isinstance(item.arguments, str) else json.dumps(dict(item.arguments))
                 blocks.append({"type": "tool-call", "id": item.id, "name": item.name, "arguments": arguments})
-            elif isinstance(item, Mapping) and item.get("type") in ("text", "reasoning") and isinstance(item.get("text"), str):
+            elif (isinstance(item, Mapping) and item.get("type") in ("text", "reasoning")
+                  and isinstance(item.get("text"), str)):
                 blocks.append({"type": item["type"], "text": item["text"]})
             elif isinstance(item, Mapping) and item.get("type") == "tool-call" and isinstance(item.get("name"), str):
                 arguments = item.get("arguments", "{}")
@@ -334,7 +315,8 @@ class OfflineModel(ModelProvider):
                 yield kind(piece)
             output_chars += len(block["text"])
         await self._pause(cancel)
-        yield Usage(input_tokens=_estimate_tokens(_request_chars(request)), output_tokens=_estimate_tokens(output_chars))
+        yield Usage(input_tokens=_estimate_tokens(_request_chars(request)),
+                    output_tokens=_estimate_tokens(output_chars))
         yield Finish(finish)
 
     @staticmethod
@@ -371,7 +353,7 @@ class OfflineModel(ModelProvider):
         return _turn_blocks(request)
 
 
-def _call_ids(request: ModelRequest) -> Any:
+def _call_ids(request: ModelRequest) -> Iterator[str]:
     digest = hashlib.sha256(json.dumps(list(request.messages), sort_keys=True, default=str).encode()).hexdigest()[:12]
     number = 0
     while True:
@@ -380,8 +362,10 @@ def _call_ids(request: ModelRequest) -> Any:
 
 
 def _request_chars(request: ModelRequest) -> int:
-    tools = [t.to_openai() for t in request.tools]
-    return len(json.dumps(list(request.messages), ensure_ascii=False, default=str)) + len(json.dumps(tools))
+    """The size the usage estimate counts: system prompt, messages and tool specs as JSON."""
+    tools = [{"name": t.name, "description": t.description, "parameters": dict(t.parameters)} for t in request.tools]
+    messages = json.dumps(list(request.messages), ensure_ascii=False, default=str)
+    return len(request.system or "") + len(messages) + len(json.dumps(tools, ensure_ascii=False))
 
 
 # -- turns ------------------------------------------------------------------------------------------------
@@ -389,22 +373,20 @@ def _request_chars(request: ModelRequest) -> int:
 
 def _turn_blocks(request: ModelRequest) -> list[dict[str, Any]]:
     messages = list(request.messages)
-    if messages and messages[-1].get("role") == "tool":
+    if messages and _tool_results(messages[-1]):
         return [{"type": "text", "text": _tool_result_summary(messages)}]
-    last_assistant = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
-    current = [m for m in messages[last_assistant + 1:] if m.get("role") == "user"]
+    last_assistant = max((i for i, m in enumerate(messages) if _answered(m)), default=-1)
     sessions: list[ReferencedSession] = []
     problems: list[str] = []
     direct: list[str] = []
-    for message in current:
-        text = message_text(message)
-        if _OPEN_TAG in text:
-            found, issues = parse_referenced_sessions(text)
-            sessions.extend(found)
-            problems.extend(issues)
-        own = _direct_text(text)
-        if own.strip():
-            direct.append(own)
+    for message in messages[last_assistant + 1:]:
+        if not is_prompt(message):
+            continue
+        read = read_user_message(message)
+        sessions.extend(read.sessions)
+        problems.extend(read.problems)
+        if read.direct.strip():
+            direct.append(read.direct)
     request_text = direct[-1] if direct else ""
     calls, call_notes = _requested_calls(request_text, request.tools)
 
@@ -413,12 +395,12 @@ def _turn_blocks(request: ModelRequest) -> list[dict[str, Any]]:
         names = ", ".join(f"`{c['name']}`" for c in calls)
         lines.append(f"{OFFLINE_BANNER} — calling {names} as you asked.")
         lines.extend(call_notes)
-        return [{"type": "text", "text": "\n".join(lines)}] + calls
+        return [{"type": "text", "text": "\n".join(lines)}, *calls]
     lines.append(f"{OFFLINE_BANNER} — I don't reason; I report what this request contained.")
     lines.append("")
     if request_text.strip():
         lines.append(f"You asked: {_quote(_MENTION.sub(lambda m: '@' + m.group(1), request_text))}")
-    elif last_assistant == len(messages) - 1 and messages:
+    elif messages and last_assistant == len(messages) - 1:
         lines.append("There is no new user message to answer.")
     else:
         lines.append("Your message had no text of its own.")
@@ -440,15 +422,15 @@ def _turn_blocks(request: ModelRequest) -> list[dict[str, Any]]:
 
 
 def _describe_session(session: ReferencedSession) -> list[str]:
-    where = [f"session {session.session_id}"]
-    if session.cwd:
-        where.append(f"cwd {session.cwd}")
-    if session.captured_through_seq is not None:
-        where.append(f"captured through seq {session.captured_through_seq}")
-    total = len(session.conversation)
-    counts = (f"{_plural(total, 'message')} ({session.user_messages} from the user, "
-              f"{session.assistant_messages} from the assistant)")
-    state = ["compacted" if session.compacted else "not compacted"]
+    source = session.source
+    where = [f"session {source.session_id}"]
+    if source.cwd:
+        where.append(f"cwd {source.cwd}")
+    if source.captured_through_seq is not None:
+        where.append(f"captured through seq {source.captured_through_seq}")
+    counts = (f"{_plural(len(source.conversation), 'message')} ({source.count('user')} from the user, "
+              f"{source.count('assistant')} from the assistant)")
+    state = [] if session.compacted is None else ["compacted" if session.compacted else "not compacted"]
     if session.truncated:
         omitted = []
         if session.omitted_messages:
@@ -457,16 +439,16 @@ def _describe_session(session: ReferencedSession) -> list[str]:
             omitted.append(f"{session.omitted_bytes:,} bytes of text omitted")
         detail = f" ({', '.join(omitted)})" if omitted else ""
         state.append(f"truncated{detail}")
-        snapshot = session.full_snapshot or {}
+        snapshot = (session.omission.full_snapshot if session.omission else None) or {}
         if snapshot.get("status") == "saved" and snapshot.get("locator"):
             state.append(f"full snapshot saved at {snapshot['locator']}")
         elif snapshot.get("status") == "unavailable":
             state.append(f"full snapshot unavailable ({snapshot.get('reason', 'no reason given')})")
     else:
         state.append("complete")
-    lines = [f"- {_quote(session.label, 80)} ({', '.join(where)}): {counts}; {'; '.join(state)}."]
-    first_user = next((item["text"] for item in session.conversation if item["role"] == "user"), None)
-    last_answer = next((item["text"] for item in reversed(session.conversation) if item["role"] == "assistant"), None)
+    lines = [f"- {_quote(source.label, 80)} ({', '.join(where)}): {counts}; {'; '.join(state)}."]
+    first_user = next((item.text for item in source.conversation if item.role == "user"), None)
+    last_answer = next((item.text for item in reversed(source.conversation) if item.role == "assistant"), None)
     if first_user:
         lines.append(f"  First request there: {_quote(first_user, 120)}")
     if last_answer:
@@ -495,7 +477,7 @@ def _requested_calls(text: str, tools: Sequence[ToolSpec]) -> tuple[list[dict[st
                 continue
             try:
                 arguments = json.loads(raw.strip() or "{}")
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 notes.append(f"The arguments after `/tool {name}` are not valid JSON ({exc.msg}); nothing was called.")
                 continue
             if not isinstance(arguments, dict):
@@ -508,7 +490,8 @@ def _requested_calls(text: str, tools: Sequence[ToolSpec]) -> tuple[list[dict[st
                 fence = _FENCE.search(text, line_start)
                 body = fence.group(2) if fence else ""
             if not body.strip():
-                notes.append(f"`/{verb}` needs {'a command' if verb == 'bash' else 'code'} after it; nothing was called.")
+                what = "a command" if verb == "bash" else "code"
+                notes.append(f"`/{verb}` needs {what} after it; nothing was called.")
                 continue
             arguments = {"command": body} if verb == "bash" else {"code": body}
         tool = by_name.get(name)
@@ -518,7 +501,8 @@ def _requested_calls(text: str, tools: Sequence[ToolSpec]) -> tuple[list[dict[st
                          "nothing was called for it.")
             continue
         _fill_required(arguments, tool, verb)
-        calls.append({"type": "tool-call", "id": None, "name": name, "arguments": json.dumps(arguments, ensure_ascii=False)})
+        calls.append({"type": "tool-call", "id": None, "name": name,
+                      "arguments": json.dumps(arguments, ensure_ascii=False)})
     return calls, notes
 
 
@@ -535,20 +519,16 @@ def _fill_required(arguments: dict[str, Any], tool: ToolSpec, verb: str) -> None
 
 def _tool_result_summary(messages: Sequence[Mapping[str, Any]]) -> str:
     start = len(messages)
-    while start > 0 and messages[start - 1].get("role") == "tool":
+    while start > 0 and _tool_results(messages[start - 1]):
         start -= 1
     names: dict[str, str] = {}
-    if start > 0 and messages[start - 1].get("role") == "assistant":
-        for call in messages[start - 1].get("tool_calls") or []:
-            if isinstance(call, Mapping):
-                function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
-                names[str(call.get("id"))] = str(function.get("name", "tool"))
-    results = messages[start:]
+    if start > 0:
+        names = {str(call.get("id")): str(call.get("name") or "tool") for call in _tool_calls(messages[start - 1])}
+    results = [block for message in messages[start:] for block in _tool_results(message)]
     lines = [f"{OFFLINE_BANNER} — here is what the {'tool' if len(results) == 1 else 'tools'} returned."]
-    for message in results:
-        call_id = str(message.get("tool_call_id", ""))
-        text = message_text(message)
-        all_lines = text.splitlines()
+    for result in results:
+        call_id = str(result.get("toolCallId") or "")
+        all_lines = blocks_text(content_blocks(result.get("content"))).splitlines()
         shown = all_lines[:10]
         body = "\n".join(line if len(line) <= 200 else line[:199] + "…" for line in shown)
         lines.append("")
@@ -569,9 +549,9 @@ def _tool_result_summary(messages: Sequence[Mapping[str, Any]]) -> str:
 def offline_title(messages: Sequence[Mapping[str, Any]], max_words: int = 6) -> str:
     """A short title from the first user text: its first ``max_words`` words."""
     for message in messages:
-        if message.get("role") != "user":
+        if not is_prompt(message):
             continue
-        text = _direct_text(message_text(message))
+        text = read_user_message(message).direct
         text = _MENTION.sub(lambda m: m.group(1), text)
         text = re.sub(r"^[ \t]*/(bash|python|tool)\b", "", text, flags=re.M)
         text = _FENCE.sub(" ", text)
@@ -592,27 +572,20 @@ def offline_summary(messages: Sequence[Mapping[str, Any]]) -> str:
     references: list[str] = []
     earlier: list[str] = []
     for message in messages:
-        role = message.get("role")
-        text = message_text(message)
-        if role == "user":
-            if "<compacted-summary>" in text:
-                summary = text.split("<compacted-summary>", 1)[1].replace("</compacted-summary>", "")
-                earlier.append(_shorten(summary, 600))
-                continue
-            if _OPEN_TAG in text:
-                found, _ = parse_referenced_sessions(text)
-                references.extend(f"{_quote(s.label, 80)} ({s.session_id})" for s in found)
-            own = _direct_text(text)
-            if own.strip():
-                requests.append(_shorten(_MENTION.sub(lambda m: "@" + m.group(1), own)))
-        elif role == "assistant":
+        if is_checkpoint_source(message.get("source")):
+            earlier.append(_shorten(_text(message, " "), 600))
+        elif is_prompt(message):
+            read = read_user_message(message)
+            references.extend(f"{_quote(s.source.label, 80)} ({s.source.session_id})" for s in read.sessions)
+            if read.direct.strip():
+                requests.append(_shorten(_MENTION.sub(lambda m: "@" + m.group(1), read.direct)))
+        elif message.get("role") == "assistant":
+            text = _text(message)
             if text.strip():
                 answers.append(_shorten(text))
-            for call in message.get("tool_calls") or []:
-                function = call.get("function") if isinstance(call, Mapping) else None
-                if isinstance(function, Mapping):
-                    name = str(function.get("name", "tool"))
-                    tool_counts[name] = tool_counts.get(name, 0) + 1
+            for call in _tool_calls(message):
+                name = str(call.get("name") or "tool")
+                tool_counts[name] = tool_counts.get(name, 0) + 1
     lines = [f"{OFFLINE_BANNER} — a mechanical summary of the earlier conversation (no language model wrote it)."]
     if earlier:
         lines += ["", "## Earlier summary"] + [f"- {item}" for item in earlier]

@@ -8,6 +8,13 @@ when a request is made (``import dsh_jupyter.models`` stays cheap and works with
   (``https://api.openai.com/v1``, ``$OPENAI_API_KEY``) or any server speaking the same API: vLLM,
   Ollama (``http://127.0.0.1:11434/v1``), llama.cpp's server. ``api_key_env=None`` (and no ``api_key``)
   means a keyless local server.
+- **Wire format.** :func:`chat_messages` and :func:`chat_tool` turn the neutral :class:`ModelRequest`
+  (session messages and :class:`ToolSpec`) into chat-completions ``messages`` and ``tools``; this is the
+  only place that shape is built. Text blocks of a message are joined with a newline; an assistant message
+  that only calls tools has ``content: null`` (``""`` for servers such as llama.cpp's that refuse null,
+  ``null_tool_call_content=False``); each ``tool-result`` block becomes one ``tool`` message; reasoning
+  is sent back as ``reasoning_content`` only with ``reasoning_replay`` (on by default for DeepSeek, whose
+  thinking mode needs the reasoning of the tool-calling steps since the last user prompt), never else.
 - **Stream.** Text deltas, tool-call deltas (index, id, name, argument pieces), reasoning from DeepSeek's
   ``reasoning_content`` (or the ``reasoning`` field some servers use), usage from the final chunk
   (requested with ``stream_options={"include_usage": true}``) and the finish reason.
@@ -26,6 +33,7 @@ when a request is made (``import dsh_jupyter.models`` stays cheap and works with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import hashlib
 import json
@@ -35,9 +43,11 @@ import os
 import re
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator, Mapping, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from ..session.messages import blocks_text
 from .base import (
     Finish,
     ModelError,
@@ -48,7 +58,11 @@ from .base import (
     StreamEvent,
     TextDelta,
     ToolCallDelta,
+    ToolSpec,
     Usage,
+    blocks_of_type,
+    content_blocks,
+    is_prompt,
 )
 from .catalog import (
     DEEPSEEK_BASE_URL,
@@ -67,6 +81,9 @@ SWITCH_HINT = "pick another model with --model (e.g. --model offline, which need
 
 #: Placeholder key sent to keyless servers (the SDK insists on some value).
 KEYLESS_PLACEHOLDER = "no-key-required"
+
+#: Tasks started in the background (closing a replaced client), kept referenced until they finish.
+_BACKGROUND: set[asyncio.Future[None]] = set()
 
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 _T = TypeVar("_T")
@@ -108,6 +125,55 @@ def redact(text: str, secret: str | None) -> str:
     if secret and len(secret) >= 4:
         text = text.replace(secret, "***")
     return re.sub(r"(?i)(bearer\s+)[^\s\"',;]+", r"\1***", text)
+
+
+# -- the chat-completions wire format ---------------------------------------------------------------------
+
+ChatMessage = dict[str, Any]
+
+
+def chat_tool(tool: ToolSpec) -> dict[str, Any]:
+    """The chat-completions ``tools`` entry of ``tool``."""
+    return {"type": "function",
+            "function": {"name": tool.name, "description": tool.description, "parameters": dict(tool.parameters)}}
+
+
+def chat_messages(request: ModelRequest, *, reasoning_replay: bool = False,
+                  null_tool_call_content: bool = True) -> list[ChatMessage]:
+    """The chat-completions ``messages`` for ``request`` (see the module docstring).
+
+    Messages that carry nothing the format can hold (no text, no tool call, no tool result) are left out.
+    """
+    messages = request.messages
+    out: list[ChatMessage] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    last_prompt = max((i for i, m in enumerate(messages) if is_prompt(m)), default=-1)
+    for position, message in enumerate(messages):
+        blocks = content_blocks(message.get("content"))
+        if message.get("role") == "user":
+            for result in blocks_of_type(message, "tool-result"):
+                out.append({"role": "tool", "tool_call_id": result.get("toolCallId"),
+                            "content": blocks_text(content_blocks(result.get("content")))})
+            text = blocks_text(blocks)
+            if text:
+                out.append({"role": "user", "content": text})
+            continue
+        text = blocks_text(blocks)
+        calls = [{"id": b.get("id"), "type": "function",
+                  "function": {"name": b.get("name"), "arguments": b.get("arguments") or "{}"}}
+                 for b in blocks_of_type(message, "tool-call")]
+        if not text and not calls:
+            continue
+        entry: ChatMessage = {"role": "assistant", "content": text or (None if null_tool_call_content else "")}
+        if calls:
+            entry["tool_calls"] = calls
+            if reasoning_replay and position > last_prompt:
+                reasoning = "".join(str(b.get("text", "")) for b in blocks_of_type(message, "reasoning"))
+                if reasoning:
+                    entry["reasoning_content"] = reasoning
+        out.append(entry)
+    return out
 
 
 class _Secret:
@@ -156,10 +222,8 @@ class _CancelWatch:
         if task.done():
             return task.result()
         task.cancel()
-        try:
+        with contextlib.suppress(BaseException):  # the interrupted read or sleep; its error does not matter now
             await task
-        except BaseException:  # the interrupted read or sleep; its own error does not matter any more
-            pass
         raise ModelError("cancelled", f"the model request was cancelled {what}")
 
     def close(self) -> None:
@@ -183,8 +247,10 @@ class OpenAICompatibleProvider(ModelProvider):
 
     ``context_window`` overrides the built-in table (:mod:`dsh_jupyter.models.catalog`); ``timeout`` is the
     SDK timeout in seconds (connect and each read); ``extra_body`` adds endpoint-specific request fields;
-    ``include_usage=False`` leaves out ``stream_options`` for servers that refuse it. ``on_retry(error,
-    delay_seconds, retry_number)`` is called before each retry sleep (to show "retrying..." in a UI);
+    ``include_usage=False`` leaves out ``stream_options`` for servers that refuse it. ``reasoning_replay``
+    sends reasoning back within tool-using steps (default: only for the ``deepseek`` provider);
+    ``null_tool_call_content=False`` writes ``""`` for the content of a tools-only assistant message.
+    ``on_retry(error, delay_seconds, retry_number)`` is called before each retry sleep (to show "retrying..." in a UI);
     retries are also logged on the ``dsh_jupyter.models`` logger.
     """
 
@@ -204,14 +270,20 @@ class OpenAICompatibleProvider(ModelProvider):
         extra_body: Mapping[str, Any] | None = None,
         include_usage: bool = True,
         on_retry: Callable[[ModelError, float, int], None] | None = None,
+        reasoning_replay: bool | None = None,
+        null_tool_call_content: bool = True,
     ) -> None:
-        if not isinstance(base_url, str) or urlsplit(base_url).scheme not in ("http", "https") or not urlsplit(base_url).hostname:
-            raise ModelError("config", f"base_url must be an http(s) URL such as {DEEPSEEK_BASE_URL!r}, got {base_url!r}")
+        if not isinstance(base_url, str) or urlsplit(base_url).scheme not in ("http", "https") \
+                or not urlsplit(base_url).hostname:
+            raise ModelError("config",
+                             f"base_url must be an http(s) URL such as {DEEPSEEK_BASE_URL!r}, got {base_url!r}")
         if not isinstance(model, str) or not model.strip():
             raise ModelError("config", f"model must be a non-empty model name, got {model!r}")
         if api_key_env is not None and (not isinstance(api_key_env, str) or not api_key_env.strip()):
-            raise ModelError("config", f"api_key_env must name an environment variable (or be None for keyless servers), got {api_key_env!r}")
-        if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0):
+            raise ModelError("config", "api_key_env must name an environment variable (or be None for keyless "
+                                       f"servers), got {api_key_env!r}")
+        if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int)
+                                           or context_window <= 0):
             raise ModelError("config", f"context_window must be a positive number of tokens, got {context_window!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ModelError("config", f"max_retries must be a non-negative integer, got {max_retries!r}")
@@ -231,6 +303,8 @@ class OpenAICompatibleProvider(ModelProvider):
         self.on_retry = on_retry
         window = context_window if context_window is not None else known_context_window(self.model)
         self.info = ModelInfo(provider_name or _default_provider_name(self.base_url), self.model, window)
+        self.reasoning_replay = self.info.provider == "deepseek" if reasoning_replay is None else reasoning_replay
+        self.null_tool_call_content = null_tool_call_content
         self._client: AsyncOpenAI | None = None
         self._client_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._client_key: str | None = None
@@ -284,7 +358,9 @@ class OpenAICompatibleProvider(ModelProvider):
         client = await watch.race(asyncio.to_thread(self._make_client, key), "while loading the openai SDK")
         if self._client is not None and same_loop:
             # the key changed: the old client's connections belong to this loop; close them in the background
-            asyncio.ensure_future(self._client.close())
+            closing = asyncio.ensure_future(self._client.close())
+            _BACKGROUND.add(closing)
+            closing.add_done_callback(_BACKGROUND.discard)
         self._client = client
         self._client_loop = weakref.ref(loop)
         self._client_key = fingerprint  # a digest, so that vars(provider) shows no key
@@ -314,13 +390,14 @@ class OpenAICompatibleProvider(ModelProvider):
         """The keyword arguments given to ``chat.completions.create`` for ``request``."""
         params: dict[str, Any] = {
             "model": self.model,
-            "messages": [dict(message) for message in request.messages],
+            "messages": chat_messages(request, reasoning_replay=self.reasoning_replay,
+                                      null_tool_call_content=self.null_tool_call_content),
             "stream": True,
         }
         if self.include_usage:
             params["stream_options"] = {"include_usage": True}
         if request.tools:
-            params["tools"] = [tool.to_openai() for tool in request.tools]
+            params["tools"] = [chat_tool(tool) for tool in request.tools]
         if request.max_tokens is not None:
             params["max_tokens"] = request.max_tokens
         if request.temperature is not None:
@@ -341,10 +418,8 @@ class OpenAICompatibleProvider(ModelProvider):
                 async for event in self._read(response, key, watch):
                     yield event
             finally:
-                try:
+                with contextlib.suppress(Exception):  # closing a broken connection may fail again
                     await response.close()
-                except Exception:  # closing a broken connection may fail again; nothing is left to save
-                    pass
         finally:
             watch.close()
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from .base import ModelError, ModelProvider
 from .catalog import (
@@ -85,7 +85,8 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_k
     if not name:
         raise ModelError("config", f"model spec {spec!r} names no model after ':'; {SPEC_HELP}")
     if family_l == "deepseek":
-        return OpenAICompatibleProvider(base_url or DEEPSEEK_BASE_URL, name, api_key_env=api_key_env or DEEPSEEK_KEY_ENV,
+        return OpenAICompatibleProvider(base_url or DEEPSEEK_BASE_URL, name,
+                                        api_key_env=api_key_env or DEEPSEEK_KEY_ENV,
                                         context_window=context_window, provider_name="deepseek")
     if family_l == "openai":
         return OpenAICompatibleProvider(base_url or OPENAI_BASE_URL, name, api_key_env=api_key_env or OPENAI_KEY_ENV,
