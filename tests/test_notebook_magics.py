@@ -210,10 +210,10 @@ def test_line_commands(ip: InteractiveShell, capsys: pytest.CaptureFixture[str])
     assert env["DSH_SESSION_ID"] == host(ip).agent.id and env["DSH_SESSION_JSONL"] == location.path
     ip.run_line_magic("dsh", "compact")
     assert any(e["type"] == "compaction/end" for e in log_events(ip))
-    ip.run_line_magic("dsh", "config")
-    ip.run_line_magic("dsh", "models")
-    out = capsys.readouterr().out
-    assert "placement = 'separate'" in out and "offline" in out
+    config = ip.run_line_magic("dsh", "config")._repr_mimebundle_()["text/plain"]
+    assert any(line.split()[:2] == ["placement", '"separate"'] for line in config.splitlines())
+    models = ip.run_line_magic("dsh", "models")._repr_mimebundle_()["text/plain"]
+    assert "offline (current)" in models
     ip.run_line_magic("dsh", "frobnicate")
     assert "unknown command 'frobnicate'" in capsys.readouterr().err
 
