@@ -7,8 +7,9 @@ import json
 import os
 import stat
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -19,8 +20,9 @@ from dsh_jupyter.references import encode_session_reference_uri, format_session_
 @pytest.fixture
 def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
     monkeypatch.chdir(tmp_path)
-    for name in ("DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH_HOME"):
-        monkeypatch.setenv(name, os.environ.get(name, "")) if name == "DSH_HOME" else monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DSH_HOME", os.environ.get("DSH_HOME", ""))
+    for name in ("DSH_SESSION_ID", "DSH_SESSION_JSONL"):
+        monkeypatch.delenv(name, raising=False)
     shell = InteractiveShell.instance()
     shell.user_ns.pop("dsh", None)
     shell.extension_manager.load_extension("dsh_jupyter")

@@ -152,16 +152,16 @@ COMMANDS: tuple[Command, ...] = (
     Command("sessions", "List sessions from every known notebook folder: label, id, folder, created, "
             "same workspace.", (
                 _QUERY,
-                Argument(("--limit",), "Show at most N sessions (default: the candidate_limit setting).",
+                Argument(("--limit",), "Show at most N sessions. Default: the `candidate_limit` setting.",
                          metavar="N", type=positive_int),
                 Argument(("--body",), "Also match the text of prompts and answers (never tool output or "
                          "reasoning).", flag=True),
             )),
-    Command("new", "Start a new session for the following %%dsh cells.", (
-        Argument(("-m", "--model"), "Model of the new session (see %dsh models). Default: the model "
-                 "setting.", metavar="SPEC"),
+    Command("new", "Start a new session for the following `%%dsh` cells.", (
+        Argument(("-m", "--model"), "Model of the new session (`%dsh models` lists them). Default: the "
+                 "`model` setting.", metavar="SPEC"),
     )),
-    Command("resume", "Continue an earlier session in the following %%dsh cells.", (
+    Command("resume", "Continue an earlier session in the following `%%dsh` cells.", (
         Argument(("session",), "The session's id, a unique id prefix or its exact title (the rest of the line).",
                  metavar="ID",
                  nargs="+"),
@@ -171,17 +171,17 @@ COMMANDS: tuple[Command, ...] = (
     )),
     Command("compact", "Summarise the current session's older conversation into a checkpoint."),
     Command("locate", "Show where the current session's log is and return it (usable as a path)."),
-    Command("env", "Show the DSH_* values a tool call of the current session gets."),
+    Command("env", "Show the `DSH_*` values a tool call of the current session gets."),
     Command("pick", "Show a prompt box with the session picker that inserts @-mentions into it.", (
         Argument(("query",), "Start the picker with this search.", metavar="QUERY", nargs="*"),
     )),
     Command("chat", "Show a chat panel: prompt box, session picker and streaming transcript."),
     Command("config", "Show every setting with its value and help; change one with "
-            "%config DshMagics.NAME = VALUE."),
+            "`%config DshMagics.NAME = VALUE`."),
     Command("models", "Show the models you can use, whether their key is set and which one is in use."),
-    Command("wait", "Wait for the background (--bg) turn to finish."),
+    Command("wait", "Wait for the background (`--bg`) turn to finish."),
     Command("stop", "Interrupt the running turn."),
-    Command("help", "Show this overview, or one command's help (the same as %dsh COMMAND?).", (
+    Command("help", "Show every command, or one command's help (the same as `%dsh COMMAND?`).", (
         Argument(("command",), "The command to explain.", metavar="COMMAND", nargs="?"),
     )),
 )
