@@ -125,6 +125,8 @@ class Command:
     name: str
     summary: str
     arguments: tuple[Argument, ...] = ()
+    #: The one positional argument is the rest of the line as typed (a title may hold an apostrophe).
+    rest_of_line: bool = False
 
     def parser(self) -> argparse.ArgumentParser:
         parser = _Parser(prog=f"%dsh {self.name}", description=self.summary, add_help=False,
@@ -168,7 +170,7 @@ COMMANDS: tuple[Command, ...] = (
     )),
     Command("title", "Set the current session's title (it wins over automatic titles).", (
         Argument(("text",), "The new title (the rest of the line).", metavar="TEXT", nargs="+"),
-    )),
+    ), rest_of_line=True),
     Command("compact", "Summarise the current session's older conversation into a checkpoint."),
     Command("locate", "Show where the current session's log is and return it (usable as a path)."),
     Command("env", "Show the `DSH_*` values a tool call of the current session gets."),
@@ -209,27 +211,43 @@ class Request:
     help: str | None = None
 
 
+def _unquote(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
 def parse_line(line: str) -> Request:
     """Parse what follows ``%dsh``; help requests (``?``, ``-h``, ``help NAME``) become :attr:`Request.help`."""
-    try:
-        words = shlex.split(line)
-    except ValueError as exc:
-        raise CommandLineError(f"cannot split it into words ({exc}); close the quote or drop it") from None
-    if not words or words[0] in _HELP_WORDS:
+    name, _, rest_text = line.strip().partition(" ")
+    rest_text = rest_text.strip()
+    if not name or name in _HELP_WORDS:
         return Request(_BY_NAME["help"], help=line_magic_help())
-    name, rest = words[0], words[1:]
-    if name.endswith("?") and not rest:
-        return Request(find_command(name.rstrip("?")), help=find_command(name.rstrip("?")).help())
+    if name.endswith("?") and not rest_text:
+        command = find_command(name.rstrip("?"))
+        return Request(command, help=command.help())
     command = find_command(name)
+    if command.rest_of_line:  # free text such as a title: no shell quoting rules, quotes around it dropped
+        rest = [_unquote(rest_text)] if rest_text else []
+    else:
+        try:
+            rest = shlex.split(rest_text)
+        except ValueError as exc:
+            raise CommandLineError(f"cannot split it into words ({exc}); close the quote or drop it",
+                                   command.name) from None
     if len(rest) == 1 and rest[0] in _HELP_WORDS:
         return Request(command, help=command.help())
+    if command.rest_of_line and rest:
+        return Request(command, argparse.Namespace(**{command.arguments[0].names[0]: rest}))
     try:
         args = command.parse(rest)
     except CommandLineError as exc:
         raise CommandLineError(str(exc), command.name) from None
     if command.name == "help":
-        target = (args.command or "").rstrip("?")
-        return Request(command, help=find_command(target).help() if target else line_magic_help())
+        if not args.command:
+            return Request(command, help=line_magic_help())
+        target = find_command(args.command.rstrip("?"))
+        return Request(target, help=target.help())
     return Request(command, args)
 
 
