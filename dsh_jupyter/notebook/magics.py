@@ -17,6 +17,7 @@ from .host import HostError, NotebookHost
 
 INTERRUPT_GRACE_SECONDS = 5.0
 
+
 class _Missing(dict):  # type: ignore[type-arg]
     """Interpolation namespace that leaves unknown ``{names}`` as they are."""
 
@@ -329,7 +330,7 @@ class DshMagics(Magics, DshSettings):
                            if (row.provider, row.model) == (info.provider, info.model)), None)
         else:
             spec = self.model.strip() or default_model_spec()[0]
-            mark, unlisted = "default", f"The next session will use {spec!r} (the model setting)."
+            mark, unlisted = "default", f"The next session will use {spec!r}."
             in_use = next((i for i, row in enumerate(listings) if row.spec == spec), None)
         return commands.models_table(listings, in_use, mark=mark, unlisted=unlisted if in_use is None else None)
 
