@@ -54,6 +54,7 @@ def test_overview_lists_every_command_with_its_arguments_and_summary() -> None:
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
 def test_each_command_help_names_every_argument_and_its_help(command: commands.Command) -> None:
+    assert command.usage() == words(command.parser().format_usage())[len("usage: "):]
     text = command.help()
     assert text.startswith(f"usage: %dsh {command.name}")
     assert words(command.summary) in words(text)

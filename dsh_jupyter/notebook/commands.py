@@ -7,10 +7,10 @@ check in the tests all come from it. :func:`cell_magic_help` does the same for t
 (declared with IPython's ``magic_arguments`` on the cell magic). :func:`readme_tables` renders the
 README's reference tables from the code, so a test can compare them row by row.
 
-Everything here is light (``argparse`` and the display helpers): it is imported when the extension loads.
+Everything here is light (``argparse``; plain named tuples, no dataclasses): it is imported when the extension
+loads. The display helpers are imported when a table is shown. No ``from __future__ import annotations``
+here: the named tuples' field types would then be compiled from strings at import.
 """
-
-from __future__ import annotations
 
 import argparse
 import inspect
@@ -19,11 +19,7 @@ import re
 import shlex
 import textwrap
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
-
-from .display import _MISSING, _TD, _TH, _filter, _pad, display_width
-from .escape import escape_controls, html_field
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from traitlets import TraitType
@@ -93,8 +89,7 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
-@dataclass(frozen=True)
-class Argument:
+class Argument(NamedTuple):
     """One argument of a subcommand: a positional (``names`` is its one name) or an option."""
 
     names: tuple[str, ...]
@@ -103,6 +98,13 @@ class Argument:
     nargs: str | None = None
     flag: bool = False
     type: Callable[[str], Any] | None = None
+
+    def synopsis(self) -> str:
+        """How the argument shows in a usage line: ``[--limit N]``, ``[--body]``, ``[QUERY ...]``, ``ID``."""
+        name = self.metavar or self.names[0].lstrip("-").upper()
+        if self.names[0].startswith("-"):
+            return f"[{self.names[0]}]" if self.flag else f"[{self.names[0]} {name}]"
+        return {"*": f"[{name} ...]", "?": f"[{name}]"}.get(self.nargs or "", name)
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         if self.flag:
@@ -118,8 +120,7 @@ class Argument:
         parser.add_argument(*self.names, **options)
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """One ``%dsh`` subcommand: its name, one-line description and arguments."""
 
     name: str
@@ -136,8 +137,14 @@ class Command:
         return parser
 
     def usage(self) -> str:
-        """``%dsh sessions [--limit N] [--body] [QUERY ...]``: the command with its arguments."""
-        return " ".join(self.parser().format_usage().split())[len("usage: "):]
+        """``%dsh sessions [--limit N] [--body] [QUERY ...]``: the command with its arguments.
+
+        Written from the declarations without building the parser (the overview is rendered when the
+        extension loads); the tests check it equals the parser's own usage line.
+        """
+        options = [a.synopsis() for a in self.arguments if a.names[0].startswith("-")]
+        positionals = [a.synopsis() for a in self.arguments if not a.names[0].startswith("-")]
+        return " ".join([f"%dsh {self.name}", *options, *positionals])
 
     def help(self) -> str:
         return self.parser().format_help().rstrip() + "\n\n%dsh? lists every command."
@@ -202,8 +209,7 @@ def find_command(name: str) -> Command:
 _HELP_WORDS = ("-h", "--help", "?", "??")
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """A parsed ``%dsh`` line: run ``command`` with ``args``, or show ``help`` (then ``args`` is ``None``)."""
 
     command: Command
@@ -373,8 +379,7 @@ def markdown_tables(text: str) -> dict[str, str]:
 # --------------------------------------------------------------------------- what the commands show
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """One row of a :class:`CommandTable`: its cells (``None`` shows as a dash) and an optional note."""
 
     cells: tuple[str | None, ...]
@@ -400,6 +405,9 @@ class CommandTable:
         self.notes = list(notes)
 
     def _plain(self) -> str:
+        from .display import _MISSING, _pad, display_width
+        from .escape import escape_controls
+
         if not self.rows:
             return "\n".join([self.empty, *map(escape_controls, self.notes)])
         table = [list(self.columns)] + [
@@ -417,11 +425,17 @@ class CommandTable:
         return "\n".join(lines)
 
     def _html_cell(self, col: int, cell: str | None) -> str:
+        from .display import _MISSING
+        from .escape import html_field
+
         if cell is None:
             return _MISSING
         return f"<code>{html_field(cell)}</code>" if col in self.code else html_field(cell)
 
     def _html(self) -> str:
+        from .display import _TD, _TH
+        from .escape import html_field
+
         notes = "".join(f"<p>{html_field(note)}</p>" for note in self.notes)
         if not self.rows:
             return f"<p>{html_field(self.empty)}</p>{notes}"
@@ -438,19 +452,21 @@ class CommandTable:
                 f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{notes}")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        from .display import _filter
+
         return _filter({"text/html": self._html(), "text/plain": self._plain()}, include, exclude)
 
     def __repr__(self) -> str:
         return self._plain()
 
 
-def _key_cell(listing: ModelListing) -> str:
+def _key_cell(listing: "ModelListing") -> str:
     if listing.key_env is None:
         return "not needed"
     return f"{listing.key_env} {'set' if listing.key_present else 'not set'}"
 
 
-def models_table(listings: Sequence[ModelListing], in_use: int | None, *, mark: str,
+def models_table(listings: Sequence["ModelListing"], in_use: int | None, *, mark: str,
                  unlisted: str | None = None) -> CommandTable:
     """``%dsh models``: a row per model; row ``in_use`` is marked ``(mark)`` (``current`` or ``default``)."""
     rows = []
