@@ -517,8 +517,10 @@ def test_kernel_env_shows_the_managed_values(kernel_run: Any) -> None:
     cells, home = kernel_run
     table = dict(line.split(None, 1) for line in cells["env"].text().splitlines()[1:] if line.startswith("DSH_"))
     assert table["DSH_HOME"] == str(home) and table["DSH_SHELL"] == "1"
-    assert table["DSH_SESSION_JSONL"].endswith(f"{table['DSH_SESSION_ID']}/session.jsonl".split("/", 1)[-1])
+    jsonl = Path(table["DSH_SESSION_JSONL"])
+    assert jsonl.name == "session.jsonl" and jsonl.parts[-4:-2] == (".dsh", "sessions")
     assert set(table) == {"DSH_HOME", "DSH_SHELL", "DSH_SESSION_ID", "DSH_SESSION_JSONL"}
+    assert "<code>DSH_SESSION_ID</code>" in cells["env"].text("text/html")
 
 
 @pytest.mark.slow
