@@ -104,6 +104,7 @@ def test_arguments_are_parsed_per_command() -> None:
     assert parse_line('title "--bg is fast"').args == argparse.Namespace(text=["--bg is fast"])
     assert parse_line("title --bg").args == argparse.Namespace(text=["--bg"])
     assert parse_line("pick churn").args == argparse.Namespace(query=["churn"])
+    assert parse_line("\tpick\tchurn  ").args == argparse.Namespace(query=["churn"])
     assert parse_line("models").args == argparse.Namespace()
 
 

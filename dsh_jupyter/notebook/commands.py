@@ -225,7 +225,7 @@ def _unquote(text: str) -> str:
 
 def parse_line(line: str) -> Request:
     """Parse what follows ``%dsh``; help requests (``?``, ``-h``, ``help NAME``) become :attr:`Request.help`."""
-    name, _, rest_text = line.strip().partition(" ")
+    name, rest_text = ([*line.split(None, 1), "", ""])[:2]
     rest_text = rest_text.strip()
     if not name or name in _HELP_WORDS:
         return Request(_BY_NAME["help"], help=line_magic_help())
