@@ -200,7 +200,7 @@ def test_models_table_has_a_row_per_model_and_marks_the_one_in_use() -> None:
     assert "not needed" in body[0] and "32,768" in body[0]
     assert "%%dsh --model SPEC" in bundle["text/plain"]
     html = bundle["text/html"]
-    assert html.count("<tr") == len(listings) + 1 and "<code>offline (current)</code>" in html
+    assert html.count("<tr") == len(listings) + 1 and "<code>offline</code> <em>(current)</em>" in html
     assert '<tr style="font-weight:600">' in html
 
 

@@ -380,11 +380,13 @@ def markdown_tables(text: str) -> dict[str, str]:
 
 
 class Row(NamedTuple):
-    """One row of a :class:`CommandTable`: its cells (``None`` shows as a dash) and an optional note."""
+    """One row of a :class:`CommandTable`: its cells (``None`` shows as a dash), an optional note, and
+    whether it stands out (bold in HTML), with ``mark`` shown after its first cell as ``(mark)``."""
 
     cells: tuple[str | None, ...]
     detail: str = ""
     marked: bool = False
+    mark: str = ""
 
 
 class CommandTable:
@@ -410,9 +412,12 @@ class CommandTable:
 
         if not self.rows:
             return "\n".join([self.empty, *map(escape_controls, self.notes)])
-        table = [list(self.columns)] + [
-            [_MISSING if cell is None else escape_controls(cell) for cell in row.cells] for row in self.rows
-        ]
+        table = [list(self.columns)]
+        for row in self.rows:
+            cells = [_MISSING if cell is None else escape_controls(cell) for cell in row.cells]
+            if row.mark:
+                cells[0] += f" ({escape_controls(row.mark)})"
+            table.append(cells)
         widths = [max(display_width(line[col]) for line in table) for col in range(len(self.columns))]
         lines = []
         for position, line in enumerate(table):
@@ -444,6 +449,8 @@ class CommandTable:
         body = []
         for row in self.rows:
             cells = [self._html_cell(col, cell) for col, cell in enumerate(row.cells)]
+            if row.mark:
+                cells[0] += f" <em>({html_field(row.mark)})</em>"
             if self.detail_column:
                 cells.append(html_field(row.detail))
             style = ' style="font-weight:600"' if row.marked else ""
@@ -471,11 +478,10 @@ def models_table(listings: Sequence["ModelListing"], in_use: int | None, *, mark
     """``%dsh models``: a row per model; row ``in_use`` is marked ``(mark)`` (``current`` or ``default``)."""
     rows = []
     for position, listing in enumerate(listings):
-        spec = listing.spec + (f" ({mark})" if position == in_use else "")
         window = f"{listing.context_window:,}" if listing.context_window else None
-        rows.append(Row((spec, listing.provider, listing.model, window, _key_cell(listing),
+        rows.append(Row((listing.spec, listing.provider, listing.model, window, _key_cell(listing),
                          "yes" if listing.available else "no", listing.note or ""),
-                        marked=position == in_use))
+                        marked=position == in_use, mark=mark if position == in_use else ""))
     notes = [unlisted] if unlisted else []
     notes.append('Use one with %%dsh --model SPEC, %dsh new --model SPEC or %config DshMagics.model = "SPEC".')
     return CommandTable(("spec", "provider", "model", "context (tokens)", "API key", "usable", "note"), rows,

@@ -56,7 +56,9 @@ class DshSettings(Configurable):
     reference_context_fraction = Float(
         0.2, help="Share of the context window (at 4 bytes a token) the automatic budget may use per reference."
     ).tag(config=True)
-    candidate_limit = Int(50, help="Most sessions offered by completion and the picker.").tag(config=True)
+    candidate_limit = Int(
+        50, help="Most sessions offered by completion, the picker and `%dsh sessions` (without `--limit`)."
+    ).tag(config=True)
     catalog = Bool(
         True, help="Index the sessions of every notebook folder in `$DSH_HOME/catalog.sqlite`, so completion, the "
         "picker and `%dsh sessions` find them at keystroke speed, body search included (off: only this folder's "
