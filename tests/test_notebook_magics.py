@@ -5,10 +5,13 @@ from __future__ import annotations
 import _thread
 import json
 import os
+import re
 import stat
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -19,13 +22,16 @@ from dsh_jupyter.references import encode_session_reference_uri, format_session_
 @pytest.fixture
 def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
     monkeypatch.chdir(tmp_path)
-    for name in ("DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH_HOME"):
-        monkeypatch.setenv(name, os.environ.get(name, "")) if name == "DSH_HOME" else monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DSH_HOME", os.environ.get("DSH_HOME", ""))
+    for name in ("DSH_SESSION_ID", "DSH_SESSION_JSONL"):
+        monkeypatch.delenv(name, raising=False)
     shell = InteractiveShell.instance()
     shell.user_ns.pop("dsh", None)
-    shell.extension_manager.load_extension("dsh_jupyter")
+    extensions = shell.extension_manager
+    assert extensions is not None
+    extensions.load_extension("dsh_jupyter")
     yield shell
-    shell.extension_manager.unload_extension("dsh_jupyter")
+    extensions.unload_extension("dsh_jupyter")
     shell.user_ns.pop("dsh", None)
     for key in list(shell.config.get("DshMagics", {})):
         del shell.config.DshMagics[key]
@@ -210,10 +216,10 @@ def test_line_commands(ip: InteractiveShell, capsys: pytest.CaptureFixture[str])
     assert env["DSH_SESSION_ID"] == host(ip).agent.id and env["DSH_SESSION_JSONL"] == location.path
     ip.run_line_magic("dsh", "compact")
     assert any(e["type"] == "compaction/end" for e in log_events(ip))
-    ip.run_line_magic("dsh", "config")
-    ip.run_line_magic("dsh", "models")
-    out = capsys.readouterr().out
-    assert "placement = 'separate'" in out and "offline" in out
+    config = ip.run_line_magic("dsh", "config")._repr_mimebundle_()["text/plain"]
+    assert any(line.split()[:2] == ["placement", '"separate"'] for line in config.splitlines())
+    models = ip.run_line_magic("dsh", "models")._repr_mimebundle_()["text/plain"]
+    assert "offline (current)" in models
     ip.run_line_magic("dsh", "frobnicate")
     assert "unknown command 'frobnicate'" in capsys.readouterr().err
 
@@ -325,3 +331,200 @@ def test_a_turn_that_ends_before_the_steer_starts_a_new_turn(ip: InteractiveShel
     assert "steered" not in capsys.readouterr().out
     assert user_texts(ip)[-1] == "second prompt, not lost"
     assert sum(e["type"] == "turn/start" for e in log_events(ip)) == 2
+
+
+# --------------------------------------------------------------------------- %dsh commands and their help
+
+
+def plain(value: Any) -> str:
+    return str(value._repr_mimebundle_()["text/plain"])
+
+
+def test_models_marks_the_default_then_the_sessions_model(ip: InteractiveShell) -> None:
+    before = plain(ip.run_line_magic("dsh", "models")).splitlines()
+    assert before[1].startswith("offline (default)") and sum("(default)" in line for line in before) == 1
+    assert any(line.startswith("deepseek ") and "DEEPSEEK_API_KEY not set" in line for line in before)
+    run(ip, "", "hello")
+    after = plain(ip.run_line_magic("dsh", "models")).splitlines()
+    assert after[1].startswith("offline (current)") and "(default)" not in "\n".join(after)
+
+
+def test_models_with_a_key_or_an_unlisted_model(ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-not-real")
+    table = plain(ip.run_line_magic("dsh", "models"))
+    assert any(line.startswith("deepseek (default)") and "DEEPSEEK_API_KEY set" in line for line in table.splitlines())
+    assert "sk-not-real" not in table
+    ip.run_line_magic("config", "DshMagics.model = 'ollama:qwen3'")
+    table = plain(ip.run_line_magic("dsh", "models"))
+    assert "(default)" not in table and "The next session will use 'ollama:qwen3'." in table
+
+
+def test_config_marks_what_was_changed(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", "DshMagics.max_steps = 7")
+    lines = plain(ip.run_line_magic("dsh", "config")).splitlines()
+    row = next(line for line in lines if line.startswith("max_steps "))
+    assert row.split() == ["max_steps", "7", "changed", "(default", "25)"]
+    assert lines[lines.index(row) + 1].strip() == "Most model steps in one turn."
+    assert next(line for line in lines if line.startswith("stream_rate ")).split() == ["stream_rate", "20.0"]
+
+
+def test_question_marks_and_help_through_ipython_input(ip: InteractiveShell,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from dsh_jupyter.notebook.commands import find_command
+
+    for cell in ("%dsh models?", "%dsh models ?", "%dsh help models", "%dsh models -h"):
+        ip.run_cell(cell)
+        assert capsys.readouterr().out.strip() == find_command("models").help()
+    ip.run_cell("%dsh help")
+    assert "usage: %dsh COMMAND [ARGUMENTS]" in capsys.readouterr().out
+    run(ip, "", "a session to title")
+    ip.run_cell("%dsh title Why did churn rise?")
+    assert host(ip).agent.title() == "Why did churn rise?"
+    ip.run_cell("%dsh title Don't panic")
+    assert host(ip).agent.title() == "Don't panic"
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("sessions --limit x", "dsh: '%dsh sessions --limit x': argument --limit: takes a positive whole number, "
+                           "got 'x'; see %dsh sessions?"),
+    ("resume", "dsh: '%dsh resume': the following arguments are required: ID; see %dsh resume?"),
+    ("new --modle offline", "dsh: '%dsh new --modle offline': unrecognized arguments: --modle offline; "
+                            "see %dsh new?"),
+])
+def test_bad_arguments_give_one_line_and_change_nothing(ip: InteractiveShell, capsys: pytest.CaptureFixture[str],
+                                                        line: str, message: str) -> None:
+    run(ip, "", "keep me")
+    session = host(ip).agent.id
+    assert ip.run_line_magic("dsh", line) is None
+    captured = capsys.readouterr()
+    assert captured.err.strip() == message
+    assert host(ip).agent.id == session and user_texts(ip) == ["keep me"]
+
+
+# --------------------------------------------------------------------------- the same on a real kernel
+
+KERNEL_CELLS = {
+    "load": "%load_ext dsh_jupyter",
+    "models": "%dsh models",
+    "line help": "%dsh?",
+    "models help": "%dsh models?",
+    "cell help": "%%dsh?",
+    "set": "%config DshMagics.max_steps = 7",
+    "config": "%dsh config",
+    "env": "%dsh env",
+    "bad": "%dsh sessions --limit x",
+    "prompt": "%%dsh\nhello from a kernel",
+    "models after": "%dsh models",
+}
+
+
+@dataclass
+class KernelCell:
+    outputs: list[dict[str, Any]]
+    payload: str = ""
+
+    def text(self, mime: str = "text/plain") -> str:
+        parts = [out["text"] for out in self.outputs if out.get("output_type") == "stream" and mime == "text/plain"]
+        parts += [out["data"][mime] for out in self.outputs if mime in out.get("data", {})]
+        return "".join(parts)
+
+    def stream(self, name: str) -> str:
+        return "".join(out["text"] for out in self.outputs if out.get("output_type") == "stream"
+                       and out.get("name") == name)
+
+
+@pytest.fixture(scope="module")
+def kernel_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, KernelCell], Path]]:
+    """Run every cell of :data:`KERNEL_CELLS` in one real ipykernel (nbclient), keeping outputs and pager text."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    work = tmp_path_factory.mktemp("kernel-notebook")
+    home = tmp_path_factory.mktemp("kernel-home")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in KERNEL_CELLS.values()])
+    pages: dict[int, str] = {}
+
+    def keep_page(cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
+        for payload in execute_reply["content"].get("payload", []):
+            if payload.get("source") == "page":
+                pages[cell_index] = payload["data"]["text/plain"]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DSH_HOME", str(home))
+        for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL"):
+            patch.delenv(name, raising=False)
+        client = NotebookClient(nb, timeout=120, kernel_name="python3", on_cell_executed=keep_page,
+                                resources={"metadata": {"path": str(work)}})
+        client.execute(cwd=str(work))
+    cells = {name: KernelCell(nb.cells[i].outputs, pages.get(i, "")) for i, name in enumerate(KERNEL_CELLS)}
+    yield cells, home
+
+
+@pytest.mark.slow
+def test_kernel_models_lists_every_model_and_marks_the_one_in_use(kernel_run: Any) -> None:
+    from dsh_jupyter.models.registry import list_models
+
+    cells, _ = kernel_run
+    listings = list_models({})
+    table = cells["models"].text().splitlines()
+    assert table[0].split()[:3] == ["spec", "provider", "model"]
+    assert [line.split()[0] for line in table[1:1 + len(listings)]] == [listing.spec for listing in listings]
+    assert table[1].startswith("offline (default)") and "not needed" in table[1]
+    assert "<table class=\"dsh-models\"" in cells["models"].text("text/html")
+    assert cells["models after"].text().splitlines()[1].startswith("offline (current)")
+    assert not cells["models"].stream("stderr") and not cells["models after"].stream("stderr")
+
+
+@pytest.mark.slow
+def test_kernel_line_magic_help_lists_every_command(kernel_run: Any) -> None:
+    from dsh_jupyter.notebook.commands import COMMANDS, line_magic_help
+
+    page = kernel_run[0]["line help"].payload
+    assert line_magic_help() in page
+    for command in COMMANDS:
+        assert re.search(rf"^  {re.escape(command.name)}\b", page, re.M), command.name
+
+
+@pytest.mark.slow
+def test_kernel_command_help(kernel_run: Any) -> None:
+    from dsh_jupyter.notebook.commands import find_command
+
+    cell = kernel_run[0]["models help"]
+    assert cell.stream("stdout").strip() == find_command("models").help()
+    assert cell.payload == "" and "not found" not in cell.text()
+
+
+@pytest.mark.slow
+def test_kernel_cell_magic_help(kernel_run: Any) -> None:
+    page = kernel_run[0]["cell help"].payload
+    assert "usage: %%dsh [-s ID] [-n] [-m SPEC] [-p WHERE] [-b BYTES] [--bg]" in page
+    assert "::" not in page and "usage: %dsh" not in page
+    assert "-p, --placement WHERE" in page and "Run in the background" in page
+
+
+@pytest.mark.slow
+def test_kernel_config_shows_values_help_and_changes(kernel_run: Any) -> None:
+    lines = kernel_run[0]["config"].text().splitlines()
+    row = next(line for line in lines if line.startswith("max_steps "))
+    assert row.split() == ["max_steps", "7", "changed", "(default", "25)"]
+    assert lines[lines.index(row) + 1].strip() == "Most model steps in one turn."
+    assert next(line for line in lines if line.startswith("placement ")).split() == ["placement", '"separate"']
+    assert "meaning" in kernel_run[0]["config"].text("text/html")
+
+
+@pytest.mark.slow
+def test_kernel_env_shows_the_managed_values(kernel_run: Any) -> None:
+    cells, home = kernel_run
+    table = dict(line.split(None, 1) for line in cells["env"].text().splitlines()[1:] if line.startswith("DSH_"))
+    assert table["DSH_HOME"] == str(home) and table["DSH_SHELL"] == "1"
+    jsonl = Path(table["DSH_SESSION_JSONL"])
+    assert jsonl.name == "session.jsonl" and jsonl.parts[-4:-2] == (".dsh", "sessions")
+    assert set(table) == {"DSH_HOME", "DSH_SHELL", "DSH_SESSION_ID", "DSH_SESSION_JSONL"}
+    assert "<code>DSH_SESSION_ID</code>" in cells["env"].text("text/html")
+
+
+@pytest.mark.slow
+def test_kernel_bad_arguments_give_one_line(kernel_run: Any) -> None:
+    err = kernel_run[0]["bad"].stream("stderr").strip()
+    assert err == ("dsh: '%dsh sessions --limit x': argument --limit: takes a positive whole number, got 'x'; "
+                   "see %dsh sessions?")

@@ -15,72 +15,80 @@ class DshSettings(Configurable):
 
     sessions_dir = Unicode(
         "",
-        help="Folder of the JSONL session store. Empty: $DSH_SESSIONS_DIR when set, else .dsh/sessions in the "
+        help="Folder of the JSONL session store. Empty: `$DSH_SESSIONS_DIR` when set, else `.dsh/sessions` in the "
         "kernel's working directory (the notebook's folder).",
     ).tag(config=True)
     store = CaselessStrEnum(
         ["jsonl", "sqlite"], default_value="jsonl",
-        help="Session store backend: 'jsonl' (one file per session beside the notebook) or 'sqlite'.",
+        help="Session store: `jsonl` (one file per session beside the notebook) or `sqlite` (one database).",
     ).tag(config=True)
     sqlite_path = Unicode(
-        "", help="Database file for store='sqlite'. Empty: .dsh/sessions.sqlite in the working directory."
+        "", help="Database file when `store` is `sqlite`. Empty: `.dsh/sessions.sqlite` in the working directory."
     ).tag(config=True)
     dsh_home = Unicode(
-        "", help="DSH_HOME for tools and hooks. Empty: $DSH_HOME when non-blank, else ~/.dsh."
+        "", help="Harness home, given to tools and hooks as `DSH_HOME`. Empty: `$DSH_HOME` when set, else `~/.dsh`."
     ).tag(config=True)
     model = Unicode(
         "",
-        help="Model spec: 'offline', 'local', 'deepseek', 'deepseek:<model>', 'openai:<model>' or a model name "
-        "served at base_url. Empty: DeepSeek when $DEEPSEEK_API_KEY is set, else the offline model.",
+        help="Model spec: `offline`, `local`, `deepseek[:model]`, `openai:model`, `ollama:model`, or a model name "
+        "served at `base_url` (`%dsh models` lists them). Empty: DeepSeek when `$DEEPSEEK_API_KEY` is set, else "
+        "the offline model.",
     ).tag(config=True)
-    base_url = Unicode("", help="Base URL of an OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp ...).").tag(
-        config=True
-    )
+    base_url = Unicode(
+        "", help="Base URL of any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, ...)."
+    ).tag(config=True)
     api_key_env = Unicode(
-        "", help="Name of the environment variable holding the API key (the key itself is never stored)."
+        "", help="Name of the environment variable holding the endpoint's API key (the key itself is never stored). "
+        "Empty: the model's usual variable, or no key for `base_url` servers."
     ).tag(config=True)
     context_window = Int(
         0, help="Context window of the model in tokens. 0: the known value for the model, if any."
     ).tag(config=True)
     placement = CaselessStrEnum(
         ["separate", "prompt-prefix"], default_value="separate",
-        help="Where a referenced-session snapshot goes: 'separate' (its own message before the prompt) or "
-        "'prompt-prefix' (baked before the prompt with a '## My request:' delimiter).",
+        help="Where referenced-session snapshots go: `separate` (their own message before the prompt) or "
+        "`prompt-prefix` (one message: snapshots, `## My request:`, prompt).",
     ).tag(config=True)
     max_references = Int(3, help="Most sessions one prompt may reference (hard maximum 3).").tag(config=True)
     max_reference_bytes = Int(
-        0, help="Byte budget per referenced session. 0: automatic, from the model's context window."
+        0, help="Byte budget per referenced session. 0: automatic, from the model's context window (at least 65,536)."
     ).tag(config=True)
     reference_context_fraction = Float(
-        0.2, help="Share of the context window (x4 bytes a token) the automatic budget may use per reference."
+        0.2, help="Share of the context window (at 4 bytes a token) the automatic budget may use per reference."
     ).tag(config=True)
-    candidate_limit = Int(50, help="Most sessions offered by completion and the picker.").tag(config=True)
+    candidate_limit = Int(
+        50, help="Most sessions offered by completion, the picker and `%dsh sessions` (without `--limit`)."
+    ).tag(config=True)
     catalog = Bool(
-        True, help="Index sessions of every notebook folder in $DSH_HOME/catalog.sqlite, so completion and the "
-        "picker find them at keystroke speed (off: only this folder's store is read)."
+        True, help="Index the sessions of every notebook folder in `$DSH_HOME/catalog.sqlite`, so completion, the "
+        "picker and `%dsh sessions` find them at keystroke speed, body search included (off: only this folder's "
+        "store is read)."
     ).tag(config=True)
     python_tool = Bool(True, help="Let the agent run Python in this kernel's namespace.").tag(config=True)
     bash_tool = Bool(True, help="Let the agent run bash commands in the notebook's folder.").tag(config=True)
-    bash_timeout = Float(120.0, help="Seconds before a foreground bash command is stopped.").tag(config=True)
+    bash_timeout = Float(120.0, help="Seconds before a foreground bash command of the agent is stopped.").tag(
+        config=True
+    )
     interpolate = Bool(
-        True, help="Replace {name} in %%dsh prompts with values from the notebook namespace."
+        True, help="Replace `{name}` in `%%dsh` prompts with values from the notebook namespace."
     ).tag(config=True)
     show_reasoning = Bool(False, help="Show the model's reasoning in cell output (hidden by default).").tag(
         config=True
     )
     stream_rate = Float(20.0, help="Most display updates a second while an answer streams.").tag(config=True)
     auto_compact_fraction = Float(
-        0.8, help="Compact automatically when a request would pass this share of the context window (0: off)."
+        0.8, help="Compact automatically when a request would pass this share of the context window (0: never)."
     ).tag(config=True)
     max_steps = Int(25, help="Most model steps in one turn.").tag(config=True)
     model_titles = Bool(True, help="Ask the model for a short session title after the first turn.").tag(config=True)
     claude_hooks = Unicode(
-        "", help="Path to a Claude Code settings.json whose command hooks run for this session."
+        "", help="Path to a Claude Code `settings.json` whose command hooks run for this notebook's sessions."
     ).tag(config=True)
-    codex_hooks = Unicode("", help="Path to a Codex hooks.json whose command hooks run for this session.").tag(
-        config=True
-    )
+    codex_hooks = Unicode(
+        "", help="Path to a Codex `hooks.json` whose command hooks run for this notebook's sessions."
+    ).tag(config=True)
     export_env = Bool(
-        True, help="Export DSH_SESSION_ID, DSH_SESSION_JSONL and DSH_HOME to the kernel for ! and %%bash cells."
+        True, help="Export `DSH_SESSION_ID`, `DSH_SESSION_JSONL` and `DSH_HOME` to the kernel for `!` and `%%bash` "
+        "cells."
     ).tag(config=True)
     system_prompt = Unicode("", help="System prompt for the agent. Empty: the built-in one.").tag(config=True)

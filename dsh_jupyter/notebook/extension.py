@@ -15,7 +15,9 @@ def load(ip: Any) -> None:
     magics = DshMagics(shell=ip)
     ip.register_magics(magics)
     ip.events.register("pre_run_cell", magics.refresh_views)
-    disposers = []
+    from .commands import install_help_requests
+
+    disposers = [install_help_requests(ip)]
     try:
         from .completer import install_completer
 

@@ -2,42 +2,20 @@
 
 from __future__ import annotations
 
-import shlex
+import argparse
 import string
 import sys
 import time
 from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 
+from . import commands
 from .config import DshSettings
 from .host import HostError, NotebookHost
 
 INTERRUPT_GRACE_SECONDS = 5.0
-
-LINE_HELP = """Session commands for the notebook's agent.
-
-Usage: %dsh <command> [arguments]
-
-Commands:
-  sessions [QUERY] [--limit N] [--body]
-                                 list sessions (label, id, cwd, created, same workspace) from every
-                                 known notebook folder; QUERY filters by title, id or folder, and with
-                                 --body also by message text
-  new [--model SPEC]             start a new session for the following %%dsh cells
-  resume ID                      continue an earlier session (id, unique id prefix or exact title)
-  title TEXT                     set the current session's title (wins over automatic titles)
-  compact                        summarise the older conversation into a checkpoint
-  locate                         where the current session's log is (returns the location object)
-  env                            the DSH_* values a tool call of this session gets
-  pick [QUERY]                   a prompt box plus the session picker that inserts @-mentions into it
-  chat                           show a chat panel (prompt box, picker, streaming transcript)
-  config                         the current settings (change them with %config DshMagics.<name> = ...)
-  models                         models you can use and whether their key is set
-  wait                           wait for a background turn to finish
-  stop                           interrupt the running turn
-"""
 
 
 class _Missing(dict):  # type: ignore[type-arg]
@@ -81,26 +59,34 @@ class DshMagics(Magics, DshSettings):
         self.host.settings_changed(change["name"])
 
     # -- %%dsh ---------------------------------------------------------------------------------------
+    @commands.cell_magic_help("%%dsh")
     @magic_arguments()
-    @argument("-s", "--session", default=None,
-              help="Continue this session (id, unique id prefix or exact title) instead of the current one.")
+    @kwds(formatter_class=commands.HelpFormatter, epilog=commands.CELL_MAGIC_EPILOG)
+    @argument("-s", "--session", default=None, metavar="ID",
+              help="Continue that session (its id, a unique id prefix or its exact title) instead of the "
+              "current one.")
     @argument("-n", "--new", action="store_true", help="Start a new session for this prompt.")
-    @argument("-m", "--model", default=None,
-              help="Model for this session: offline, local, deepseek[:model], openai:model, or a name at base_url.")
-    @argument("-p", "--placement", choices=["separate", "prompt-prefix"], default=None,
-              help="Where referenced-session snapshots go (default: the configured placement).")
-    @argument("-b", "--budget", type=int, default=None,
-              help="Byte budget per referenced session for this prompt (default: automatic).")
+    @argument("-m", "--model", default=None, metavar="SPEC",
+              help="Model for this session: `offline`, `local`, `deepseek[:model]`, `openai:model`, "
+              "`ollama:model`, or a model name served at `base_url` (`%dsh models` lists them).")
+    @argument("-p", "--placement", choices=["separate", "prompt-prefix"], default=None, metavar="WHERE",
+              help="Where referenced-session snapshots go: `separate` (their own message before the prompt) or "
+              "`prompt-prefix` (one message: snapshots, `## My request:`, prompt). Default: the `placement` "
+              "setting.")
+    @argument("-b", "--budget", type=int, default=None, metavar="BYTES",
+              help="Byte budget per referenced session. Default: automatic, from the model's context window "
+              "(at least 65,536).")
     @argument("--bg", action="store_true",
-              help="Run in the background: the cell returns at once and keeps streaming; later %%dsh cells steer.")
-    @argument("--no-interpolate", action="store_true", help="Do not replace {name} with notebook values.")
+              help="Run in the background: the cell returns at once and keeps streaming; a `%%dsh` cell run "
+              "meanwhile is steered into the running turn.")
+    @argument("--no-interpolate", action="store_true", help="Keep `{name}` as written (no notebook values).")
     @argument("--reasoning", action="store_true", help="Show the model's reasoning.")
     @cell_magic
     def dsh(self, line: str, cell: str) -> None:
-        """Send the cell body as a prompt to this notebook's agent session.
+        """Send the cell below the %%dsh line as a prompt to this notebook's agent session.
 
-        Mention earlier sessions with @ (completion offers them) to give the agent a read-only snapshot
-        of their conversation. Interrupt the cell (Stop) to cancel the turn.
+        Mention earlier sessions with @ (Tab, or the JupyterLab popup, offers them) to give the agent a
+        read-only snapshot of their conversation. Interrupt the cell (Stop) to cancel the turn.
         """
         try:
             args = parse_argstring(self.dsh, line)
@@ -232,24 +218,19 @@ class DshMagics(Magics, DshSettings):
             calls.drain_cancelled()
 
     # -- %dsh ----------------------------------------------------------------------------------------
-    @line_magic("dsh")
+    @line_magic("dsh")  # type: ignore[arg-type]  # IPython types the named form as a union of returns
+    @commands.documented(commands.line_magic_help())
     def dsh_line(self, line: str) -> Any:
         try:
-            words = shlex.split(line)
-        except ValueError as exc:
-            _error(f"cannot parse the command line: {exc}")
+            request = commands.parse_line(line)
+        except commands.CommandLineError as exc:
+            _error(exc.advice(line))
             return None
-        if not words or words[0] in ("help", "-h", "--help"):
-            print(LINE_HELP)
-            return None
-        command, rest = words[0], words[1:]
-        handler = getattr(self, f"_cmd_{command.replace('-', '_')}", None)
-        if handler is None:
-            _error(f"unknown command {command!r}; commands: sessions, new, resume, title, compact, locate, env, "
-                   "pick, chat, config, models, wait, stop (see %dsh?)")
+        if request.help is not None:
+            print(request.help)
             return None
         try:
-            return handler(rest)
+            return getattr(self, f"_cmd_{request.command.name}")(request.args)
         except HostError as exc:
             _error(str(exc))
         except KeyboardInterrupt:
@@ -258,73 +239,53 @@ class DshMagics(Magics, DshSettings):
             _error(self._describe(exc))
         return None
 
-    dsh_line.__doc__ = LINE_HELP
-
-    def _cmd_sessions(self, rest: list[str]) -> Any:
+    def _cmd_sessions(self, args: argparse.Namespace) -> Any:
         from .display import SessionTable
 
-        query, limit, body = "", None, False
-        args = list(rest)
-        while args:
-            word = args.pop(0)
-            if word == "--body":
-                body = True
-            elif word == "--limit" and args:
-                value = args.pop(0)
-                if not value.isdigit() or int(value) < 1:
-                    raise HostError(f"--limit takes a positive whole number, got {value!r}")
-                limit = int(value)
-            else:
-                query = (query + " " + word).strip()
-        rows = self.host.candidates(query, limit, include_current=True, body=body)
+        rows = self.host.candidates(" ".join(args.query), args.limit, include_current=True, body=args.body)
         current = self.host.agent.id if self.host.agent is not None else None
         for row in rows:
             row["current"] = row["sessionId"] == current
         return SessionTable(rows)
 
-    def _cmd_new(self, rest: list[str]) -> Any:
-        model = rest[rest.index("--model") + 1] if "--model" in rest and rest.index("--model") + 1 < len(rest) else None
-        agent, notice = self.host.new_session(model)
+    def _cmd_new(self, args: argparse.Namespace) -> Any:
+        agent, notice = self.host.new_session(args.model)
         if notice:
             print(notice)
         print(f"new session {agent.id} (its log appears at the first turn's end: %dsh locate)")
         return None
 
-    def _cmd_resume(self, rest: list[str]) -> Any:
-        if not rest:
-            raise HostError("resume needs a session: %dsh resume <id, id prefix or title>")
-        agent, notice = self.host.resume(self.host.find_session(" ".join(rest)))
+    def _cmd_resume(self, args: argparse.Namespace) -> Any:
+        agent, notice = self.host.resume(self.host.find_session(" ".join(args.session)))
         if notice:
             print(notice)
         print(f"resumed session {agent.id}" + (f" ({agent.title()})" if agent.title() else ""))
         return None
 
-    def _cmd_title(self, rest: list[str]) -> Any:
-        if not rest:
-            raise HostError("title needs text: %dsh title <new title>")
+    def _cmd_title(self, args: argparse.Namespace) -> Any:
         agent, _ = self.host.current()
-        agent.set_title(" ".join(rest))
+        agent.set_title(" ".join(args.text))
         print(f"title set: {agent.title()}")
         return None
 
-    def _cmd_compact(self, rest: list[str]) -> Any:
+    def _cmd_compact(self, args: argparse.Namespace) -> Any:
         agent, _ = self.host.current()
         done = self._wait(self.host.thread.submit(agent.compact()), agent, cancel_turn=False)
         print("compacted the earlier conversation into a checkpoint" if done else "nothing to compact yet")
         return None
 
-    def _cmd_locate(self, rest: list[str]) -> Any:
-        agent, _ = self.host.current()
+    def _cmd_locate(self, args: argparse.Namespace) -> Any:
+        self.host.current()
         location = self.host.locate()
         if location is None:
             print("this store keeps no per-session file (SQLite); use %dsh sessions to inspect it")
         return location
 
-    def _cmd_env(self, rest: list[str]) -> Any:
+    def _cmd_env(self, args: argparse.Namespace) -> Any:
         self.host.current()
-        return dict(sorted(self.host.env_values().items()))
+        return commands.EnvValues(self.host.env_values())
 
-    def _cmd_pick(self, rest: list[str]) -> Any:
+    def _cmd_pick(self, args: argparse.Namespace) -> Any:
         """Show a prompt box and return the picker that fills it (IPython displays it unless assigned)."""
         from IPython.display import display
 
@@ -332,32 +293,36 @@ class DshMagics(Magics, DshSettings):
 
         box = PromptBox(self.host)
         picker = MentionPicker(self.host, target=box)
-        if rest:
-            picker.query = " ".join(rest)
+        if args.query:
+            picker.query = " ".join(args.query)
         display(box)
         return picker
 
-    def _cmd_chat(self, rest: list[str]) -> Any:
+    def _cmd_chat(self, args: argparse.Namespace) -> Any:
         from .widgets import ChatPanel
 
         return ChatPanel(self.host)
 
-    def _cmd_config(self, rest: list[str]) -> Any:
-        lines = []
-        for name in sorted(DshSettings.class_trait_names(config=True)):
-            lines.append(f"{name} = {getattr(self, name)!r}")
-        print("\n".join(lines))
-        return None
+    def _cmd_config(self, args: argparse.Namespace) -> Any:
+        return commands.settings_table(self)
 
-    def _cmd_models(self, rest: list[str]) -> Any:
-        from ..models.registry import list_models
+    def _cmd_models(self, args: argparse.Namespace) -> Any:
+        from ..models.registry import default_model_spec, list_models
 
-        rows = list_models()
-        for row in rows:
-            print(row if isinstance(row, str) else "  ".join(f"{k}={v}" for k, v in dict(row).items()))
-        return None
+        listings = list_models()
+        agent = self.host.agent
+        if agent is not None:
+            info = agent.model.info
+            mark, unlisted = "current", f"This session uses {info.provider} model {info.model!r}."
+            in_use = next((i for i, row in enumerate(listings)
+                           if (row.provider, row.model) == (info.provider, info.model)), None)
+        else:
+            spec = self.model.strip() or default_model_spec()[0]
+            mark, unlisted = "default", f"The next session will use {spec!r}."
+            in_use = next((i for i, row in enumerate(listings) if row.spec == spec), None)
+        return commands.models_table(listings, in_use, mark=mark, unlisted=unlisted if in_use is None else None)
 
-    def _cmd_wait(self, rest: list[str]) -> Any:
+    def _cmd_wait(self, args: argparse.Namespace) -> Any:
         future = self.host.background
         if future is None:
             print("no background turn")
@@ -367,7 +332,7 @@ class DshMagics(Magics, DshSettings):
         self.refresh_views()
         return None
 
-    def _cmd_stop(self, rest: list[str]) -> Any:
+    def _cmd_stop(self, args: argparse.Namespace) -> Any:
         if not self.host.busy:
             print("no turn is running")
             return None
