@@ -169,11 +169,15 @@ COMMANDS: tuple[Command, ...] = (
     Command("new", "Start a new session for the following `%%dsh` cells.", (
         Argument(("-m", "--model"), "Model of the new session (`%dsh models` lists them). Default: the "
                  "`model` setting.", metavar="SPEC"),
+        Argument(("--discard",), "Drop events of the current session that could not be saved (say, the disk "
+                 "was full) instead of refusing to switch.", flag=True),
     )),
     Command("resume", "Continue an earlier session in the following `%%dsh` cells.", (
         Argument(("session",), "The session's id, a unique id prefix or its exact title (the rest of the line).",
                  metavar="ID",
                  nargs="+"),
+        Argument(("--discard",), "Drop events of the current session that could not be saved instead of "
+                 "refusing to switch.", flag=True),
     )),
     Command("title", "Set the current session's title (it wins over automatic titles).", (
         Argument(("text",), "The new title (the rest of the line).", metavar="TEXT", nargs="+"),

@@ -249,14 +249,14 @@ class DshMagics(Magics, DshSettings):
         return SessionTable(rows)
 
     def _cmd_new(self, args: argparse.Namespace) -> Any:
-        agent, notice = self.host.new_session(args.model)
+        agent, notice = self.host.new_session(args.model, discard=args.discard)
         if notice:
             print(notice)
         print(f"new session {agent.id} (its log appears at the first turn's end: %dsh locate)")
         return None
 
     def _cmd_resume(self, args: argparse.Namespace) -> Any:
-        agent, notice = self.host.resume(self.host.find_session(" ".join(args.session)))
+        agent, notice = self.host.resume(self.host.find_session(" ".join(args.session)), discard=args.discard)
         if notice:
             print(notice)
         print(f"resumed session {agent.id}" + (f" ({agent.title()})" if agent.title() else ""))
