@@ -9,6 +9,7 @@ import pytest
 
 from dsh_jupyter.references import encode_session_reference_uri
 from dsh_jupyter.server import _jupyter_server_extension_points, sessions
+from dsh_jupyter.server.boundary import Boundary
 from dsh_jupyter.server.sessions import ApiError
 from dsh_jupyter.session import SessionHeader, SessionLog
 from dsh_jupyter.session.messages import assistant_message, text_block, user_message
@@ -80,10 +81,14 @@ def test_resolve_folder_stays_inside_the_root(tmp_path: Path) -> None:
     assert sessions.resolve_folder(root, "a/../a/b") == real_root / "a" / "b"
     assert sessions.resolve_folder(root, "a\\b") == real_root / "a" / "b"
     assert sessions.resolve_folder(root, ".hidden") == real_root / ".hidden"
-    for bad in ("..", "a/../..", "/tmp", "\\\\server\\share", "C:/x", "nope", "a/b/c", "a\x00"):
+    for bad in ("/tmp", "\\\\server\\share", "C:/x", "nope", "a/b/c", "a\x00"):
         with pytest.raises(ApiError) as info:
             sessions.resolve_folder(root, bad)
         assert info.value.status == 400, bad
+    for out in ("..", "a/../.."):
+        with pytest.raises(ApiError) as info:
+            sessions.resolve_folder(root, out)
+        assert info.value.status == 403 and info.value.code == "DSH_OUTSIDE_ROOT", out
     with pytest.raises(ApiError, match="hidden"):
         sessions.resolve_folder(root, ".hidden", allow_hidden=False)
 
@@ -108,7 +113,7 @@ def test_list_candidates_ranks_for_the_folder_and_hides_no_stored_session(tmp_pa
     store_root = tmp_path / ".dsh" / "sessions"
     write_session(store_root, "other", [("user", "x")], cwd="/elsewhere")
     write_session(store_root, "here", [("user", "x")], cwd=str(tmp_path), title="Here")
-    found = sessions.list_candidates(tmp_path, "", 10)
+    found = sessions.list_candidates(tmp_path, "", 10, boundary=Boundary.of(tmp_path))
     assert [c["sessionId"] for c in found] == ["here", "other"]
     assert found[0]["sameWorkspace"] is True
     assert found[0]["mention"] == "@[Here](" + encode_session_reference_uri("here") + ")"
@@ -121,7 +126,7 @@ def test_list_candidates_ranks_for_the_folder_and_hides_no_stored_session(tmp_pa
 def test_session_detail_counts_and_preview(tmp_path: Path) -> None:
     store_root = tmp_path / ".dsh" / "sessions"
     write_session(store_root, "s1", [("user", "hi"), ("assistant", "hello"), ("user", "again")], title="T")
-    detail = sessions.session_detail(tmp_path, "s1")
+    detail = sessions.session_detail(tmp_path, "s1", Boundary.of(tmp_path))
     assert detail["title"] == detail["label"] == "T"
     assert detail["capturedThroughSeq"] == 3
     assert detail["messageCounts"] == {"events": 4, "surface": 3, "projected": 3, "user": 2, "assistant": 1}
@@ -134,37 +139,38 @@ def test_session_detail_cuts_long_messages_on_character_boundaries(tmp_path: Pat
     store_root = tmp_path / ".dsh" / "sessions"
     text = "界" * 2000  # 6000 UTF-8 bytes
     write_session(store_root, "big", [("user", text), ("assistant", "ok")])
-    detail = sessions.session_detail(tmp_path, "big", max_messages=5, max_message_bytes=100)
+    detail = sessions.session_detail(tmp_path, "big", Boundary.of(tmp_path), max_messages=5, max_message_bytes=100)
     first = detail["preview"]["messages"][0]
     assert first["truncated"] is True
     assert first["text"] == "界" * 33  # 99 bytes: the 34th character would not fit
     assert first["omittedBytes"] == 6000 - 99
     assert detail["preview"]["messages"][1] == {"role": "assistant", "text": "ok", "checkpoint": False,
                                                 "truncated": False, "omittedBytes": 0}
-    newest = sessions.session_detail(tmp_path, "big", max_messages=1)
+    newest = sessions.session_detail(tmp_path, "big", Boundary.of(tmp_path), max_messages=1)
     assert [m["text"] for m in newest["preview"]["messages"]] == ["ok"]
     assert newest["preview"]["omittedMessages"] == 1
 
 
 def test_session_detail_and_location_of_unknown_ids_are_404(tmp_path: Path) -> None:
     for session_id in ("missing", "", "..", "../../etc/pwn"):
-        for call in (lambda: sessions.session_detail(tmp_path, session_id),
-                     lambda: sessions.session_location(tmp_path, session_id, tmp_path)):
+        for call in (lambda: sessions.session_detail(tmp_path, session_id, Boundary.of(tmp_path)),
+                     lambda: sessions.session_location(tmp_path, session_id, Boundary.of(tmp_path))):
             with pytest.raises(ApiError) as info:
                 call()
             assert info.value.status == 404
             assert info.value.code == "SESSION_REFERENCE_READ_FAILED"
 
 
-def test_unreadable_log_is_a_500_read_failed(tmp_path: Path) -> None:
+def test_unreadable_log_is_a_generic_500(tmp_path: Path) -> None:
     store = write_session(tmp_path / ".dsh" / "sessions", "broken", [("user", "x")])
     path = store.log_path("broken")
     path.write_bytes(path.read_bytes().splitlines(keepends=True)[0] + b"{not json\n"
                      + b'{"type":"turn/end","seq":1,"time":1,"data":{"turn":1}}\n')
     with pytest.raises(ApiError) as info:
-        sessions.session_detail(tmp_path, "broken")
+        sessions.session_detail(tmp_path, "broken", Boundary.of(tmp_path))
     assert info.value.status == 500
-    assert info.value.code == "SESSION_REFERENCE_READ_FAILED"
+    assert info.value.code == "DSH_INTERNAL_ERROR"
+    assert str(tmp_path) not in info.value.message
 
 
 def test_session_location_reports_contents_path_inside_the_root_only(
@@ -173,10 +179,29 @@ def test_session_location_reports_contents_path_inside_the_root_only(
     root = tmp_path / "root"
     root.mkdir()
     store = write_session(root / ".dsh" / "sessions", "here", [("user", "x")])
-    where = sessions.session_location(root, "here", root)
+    where = sessions.session_location(root, "here", Boundary.of(root))
     assert where == {"kind": "jsonl", "path": str(store.log_path("here")),
                      "contentsPath": ".dsh/sessions/here/session.jsonl"}
     outside = tmp_path / "shared"
     write_session(outside, "there", [("user", "x")])
     monkeypatch.setenv("DSH_SESSIONS_DIR", str(outside))
-    assert sessions.session_location(root, "there", root)["contentsPath"] is None
+    with pytest.raises(ApiError) as info:
+        sessions.session_location(root, "there", Boundary.of(root))
+    assert info.value.status == 403 and str(tmp_path) not in info.value.message
+    assert sessions.session_location(root, "there", Boundary.of(root, [outside]))["contentsPath"] is None
+
+
+def test_the_fallback_without_a_catalog_keeps_to_the_boundary(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    store_root = tmp_path / "root" / ".dsh" / "sessions"
+    write_session(store_root, "inside", [("user", "x")])
+    linked = write_session(tmp_path / "outside", "linked", [("user", "x")])
+    (store_root / "linked").mkdir()
+    (store_root / "linked" / "session.jsonl").symlink_to(linked.log_path("linked"))  # the store lists it
+    monkeypatch.setattr(sessions, "server_catalog", lambda store: None)
+    boundary = Boundary.of(tmp_path / "root")
+    found = sessions.list_candidates(tmp_path / "root", "", 10, boundary=boundary)
+    assert [c["sessionId"] for c in found] == ["inside"]
+    with pytest.raises(ApiError) as info:
+        sessions.list_candidates(tmp_path / "root", "x", 10, boundary=boundary, body=True)
+    assert info.value.status == 503 and info.value.code == "DSH_BUSY"
