@@ -224,7 +224,7 @@ def test_unknown_session_in_the_root_says_so_without_its_path(api: Api, jp_root_
 def test_traversal_ids_never_leave_the_store(api: Api, jp_root_dir: Path, tmp_path: Path) -> None:
     store_root = jp_root_dir / ".dsh" / "sessions"
     store_root.mkdir(parents=True)
-    for session_id in TRAVERSAL_IDS + [""]:
+    for session_id in [*TRAVERSAL_IDS, ""]:
         # A real log placed where a naive join of the id would land must stay unreachable.
         bait = store_root / session_id / "session.jsonl"
         try:

@@ -104,9 +104,11 @@ def test_resolve_folder_follows_symlinks_only_within_the_root(tmp_path: Path) ->
 
 
 def test_open_query_uses_the_folder_store_or_dsh_sessions_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert sessions.open_query(tmp_path).store.root == tmp_path / ".dsh" / "sessions"
+    store = sessions.open_query(tmp_path).store
+    assert isinstance(store, JsonlStore) and store.root == tmp_path / ".dsh" / "sessions"
     monkeypatch.setenv("DSH_SESSIONS_DIR", "shared/store")
-    assert sessions.open_query(tmp_path).store.root == tmp_path / "shared" / "store"
+    store = sessions.open_query(tmp_path).store
+    assert isinstance(store, JsonlStore) and store.root == tmp_path / "shared" / "store"
 
 
 def test_list_candidates_ranks_for_the_folder_and_hides_no_stored_session(tmp_path: Path) -> None:
@@ -153,10 +155,9 @@ def test_session_detail_cuts_long_messages_on_character_boundaries(tmp_path: Pat
 
 def test_session_detail_and_location_of_unknown_ids_are_404(tmp_path: Path) -> None:
     for session_id in ("missing", "", "..", "../../etc/pwn"):
-        for call in (lambda: sessions.session_detail(tmp_path, session_id, Boundary.of(tmp_path)),
-                     lambda: sessions.session_location(tmp_path, session_id, Boundary.of(tmp_path))):
+        for call in (sessions.session_detail, sessions.session_location):
             with pytest.raises(ApiError) as info:
-                call()
+                call(tmp_path, session_id, Boundary.of(tmp_path))
             assert info.value.status == 404
             assert info.value.code == "SESSION_REFERENCE_READ_FAILED"
 

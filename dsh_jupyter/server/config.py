@@ -6,7 +6,7 @@ its parent), so ``jupyter server --DshServer.request_timeout=5`` works too.
 
 from __future__ import annotations
 
-from traitlets import Bool, Float, Int, List, Unicode, validate
+from traitlets import Bool, Float, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from .boundary import Boundary
@@ -48,21 +48,21 @@ class DshServer(Configurable):
     def _positive_workers(self, proposal: dict[str, int]) -> int:
         value = int(proposal["value"])
         if value < 1:
-            raise ValueError(f"DshServer.read_workers must be at least 1, got {value}")
+            raise TraitError(f"DshServer.read_workers must be at least 1, got {value}")
         return value
 
     @validate("max_queued")
     def _nonnegative_queue(self, proposal: dict[str, int]) -> int:
         value = int(proposal["value"])
         if value < 0:
-            raise ValueError(f"DshServer.max_queued cannot be negative, got {value}")
+            raise TraitError(f"DshServer.max_queued cannot be negative, got {value}")
         return value
 
     @validate("request_timeout")
     def _positive_timeout(self, proposal: dict[str, float]) -> float:
         value = float(proposal["value"])
         if not value > 0:
-            raise ValueError(f"DshServer.request_timeout must be a positive number of seconds, got {value}")
+            raise TraitError(f"DshServer.request_timeout must be a positive number of seconds, got {value}")
         return value
 
     def boundary(self, root_dir: str) -> Boundary:

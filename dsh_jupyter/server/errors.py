@@ -11,6 +11,8 @@ Every body has the same shape: ``{"error": {"code", "message"}, "message"}``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..references import SESSION_REFERENCE_INVALID_REFERENCE, SESSION_REFERENCE_READ_FAILED
 
 #: 400: a parameter the API cannot use (the reference's own code, which the front end knows).
@@ -39,11 +41,11 @@ class ApiError(Exception):
         self.code = code
         self.message = message
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, Any]:
         return error_body(self.code, self.message)
 
 
-def error_body(code: str, message: str) -> dict[str, object]:
+def error_body(code: str, message: str) -> dict[str, Any]:
     """The JSON body of every error reply."""
     return {"error": {"code": code, "message": message}, "message": message}
 
