@@ -135,7 +135,7 @@ def test_wheel_installed_in_a_fresh_venv_is_enabled(tmp_path: Path) -> None:
         check=False, capture_output=True, text=True, timeout=300,
     )
     assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER") and k != "PYTHONPATH"}
     env["HOME"] = str(tmp_path / "home")
     where = subprocess.run([str(python), "-c", "import dsh_jupyter; print(dsh_jupyter.__file__)"],
                            capture_output=True, text=True, env=env, check=True, cwd=tmp_path).stdout
