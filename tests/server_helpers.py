@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -102,13 +102,12 @@ class Api:
         query = "?" + urlencode(params) if params else ""
         return f"http://127.0.0.1:{self._port}{self._base_url}{path}{query}"
 
-    def many(self, requests: Iterable[tuple[str, dict[str, str] | None]], *,
-             while_waiting: Callable[[Callable[[str], Awaitable[Reply]]], Awaitable[T]] | None = None,
-             timeout: float = 60.0) -> tuple[list[Reply], T | None]:
-        """Send every ``(path, params)`` at once on a client of its own (no client-side queue), and meanwhile
-        run ``while_waiting(fetch)``; returns the replies in order and what ``while_waiting`` returned."""
+    def many(self, requests: Iterable[tuple[str, dict[str, str] | None]], *, poll: str | None = None,
+             timeout: float = 60.0) -> tuple[list[Reply], list[Reply]]:
+        """Send every ``(path, params)`` at once on a client of its own (no client-side queue) and, while they
+        are answered, fetch ``poll`` every 0.1 s (at least three times); returns both lists of replies."""
 
-        async def go() -> tuple[list[Reply], T | None]:
+        async def go() -> tuple[list[Reply], list[Reply]]:
             client = AsyncHTTPClient(force_instance=True, max_clients=256)
 
             async def fetch(url: str) -> Reply:
@@ -123,8 +122,11 @@ class Api:
 
             try:
                 waits = [asyncio.ensure_future(fetch(self.url(path, params))) for path, params in requests]
-                side = await while_waiting(fetch) if while_waiting is not None else None
-                return list(await asyncio.gather(*waits)), side
+                polls: list[Reply] = []
+                while poll is not None and (not all(w.done() for w in waits) or len(polls) < 3):
+                    polls.append(await fetch(self.url(poll)))
+                    await asyncio.sleep(0.1)
+                return list(await asyncio.gather(*waits)), polls
             finally:
                 client.close()
 
