@@ -7,9 +7,11 @@ from dsh_jupyter.server import errors
 
 def test_every_error_has_the_same_shape_and_a_stable_code() -> None:
     made = [errors.bad_request("limit must be ..."), errors.outside_root("outside"),
+            errors.refused_entry("a link"),
             errors.not_found("s", "'nb'"), errors.internal(), errors.busy("busy"), errors.too_slow(2.5)]
     assert [(e.status, e.code) for e in made] == [
-        (400, "SESSION_REFERENCE_INVALID_REFERENCE"), (403, "DSH_OUTSIDE_ROOT"), (404, "SESSION_REFERENCE_READ_FAILED"),
+        (400, "SESSION_REFERENCE_INVALID_REFERENCE"), (403, "DSH_OUTSIDE_ROOT"), (403, "DSH_REFUSED_ENTRY"),
+        (404, "SESSION_REFERENCE_READ_FAILED"),
         (500, "DSH_INTERNAL_ERROR"), (503, "DSH_BUSY"), (504, "DSH_TIMEOUT")]
     for error in made:
         body = error.to_json()

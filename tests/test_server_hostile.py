@@ -128,7 +128,8 @@ def assert_all_ended_cleanly(replies: list[Reply], allowed: set[int]) -> None:
     assert {r.code for r in replies} <= allowed, sorted(r.code for r in replies)
     for reply in replies:
         if reply.code != 200:
-            assert reply.body["error"]["code"] in ("DSH_BUSY", "DSH_TIMEOUT", "SESSION_REFERENCE_READ_FAILED"), reply
+            assert reply.body["error"]["code"] in ("DSH_BUSY", "DSH_TIMEOUT", "SESSION_REFERENCE_READ_FAILED",
+                                                   "DSH_REFUSED_ENTRY"), reply
             assert "/" not in reply.body["error"]["message"].replace("dsh/api/candidates", "")
 
 
@@ -158,9 +159,11 @@ def test_thirty_requests_at_a_fifo_store_never_starve_jupyter(api: Api, jp_root_
         assert_jupyter_kept_answering(polls)
         assert_all_ended_cleanly(replies, {200, 404, 503, 504})
         assert state.pool.in_flight <= state.pool.capacity
-    if SAFE_READS:  # the store layer refuses the FIFO: nothing blocks, every listing is answered
-        listings = [r for r, (path, _) in zip(replies, requests, strict=True) if path.endswith("candidates")]
-        assert {r.code for r in listings} == {200}
+    if SAFE_READS:  # the store layer refuses the FIFO: nothing blocks (beyond the pool's capacity: 503)
+        assert 504 not in [r.code for r in replies]
+        for reply, (_, params) in zip(replies, requests, strict=True):
+            if reply.code == 200 and params and params.get("body"):
+                assert sorted(c["sessionId"] for c in reply.body) == sorted(GOOD)
 
 
 def test_thirty_requests_at_a_read_that_never_ends_never_starve_jupyter(
@@ -221,10 +224,7 @@ def test_a_hostile_entry_leaves_the_good_sessions_listed(api: Api, jp_root_dir: 
     assert [c["sessionId"] for c in found] == ["good-old"]
     assert api.get("dsh", "api", "sessions", payload("good-new"))["label"] == "New and good"
     replies, _ = api.many([(f"dsh/api/{route}/{payload(session_id)}", None) for route in ("sessions", "locate")])
-    assert_all_ended_cleanly(replies, {200, 404, 500})
-    for reply in replies:
-        if reply.code == 500:
-            assert reply.body["error"]["code"] == "DSH_INTERNAL_ERROR"
+    assert_all_ended_cleanly(replies, {200, 403, 404})
 
 
 # -- at start -------------------------------------------------------------------------------------------------

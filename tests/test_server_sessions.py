@@ -11,7 +11,7 @@ from dsh_jupyter.references import encode_session_reference_uri
 from dsh_jupyter.server import _jupyter_server_extension_points, sessions
 from dsh_jupyter.server.boundary import Boundary
 from dsh_jupyter.server.sessions import ApiError
-from dsh_jupyter.session import SessionHeader, SessionLog
+from dsh_jupyter.session import SessionCorruptError, SessionError, SessionHeader, SessionLog, SessionNotFoundError
 from dsh_jupyter.session.messages import assistant_message, text_block, user_message
 from dsh_jupyter.store import JsonlStore
 
@@ -206,3 +206,17 @@ def test_the_fallback_without_a_catalog_keeps_to_the_boundary(tmp_path: Path,
     with pytest.raises(ApiError) as info:
         sessions.list_candidates(tmp_path / "root", "x", 10, boundary=boundary, body=True)
     assert info.value.status == 503 and info.value.code == "DSH_BUSY"
+
+
+def test_a_read_the_store_refuses_is_a_403_without_its_path(tmp_path: Path) -> None:
+    class Refused(SessionError, OSError):
+        """What a store raises for an entry it will not open (a link, a pipe, a device)."""
+
+    denied = sessions.refused_read("s", PermissionError(13, "Permission denied", str(tmp_path / "x")))
+    assert (denied.status, denied.code) == (403, "DSH_REFUSED_ENTRY") and "permission denied" in denied.message
+    unsafe = sessions.refused_read("s", Refused(f"{tmp_path}/s/session.jsonl is a named pipe"))
+    assert (unsafe.status, unsafe.code) == (403, "DSH_REFUSED_ENTRY") and "regular session log" in unsafe.message
+    for error in (denied, unsafe):
+        assert str(tmp_path) not in error.message
+    assert sessions.refused_read("s", SessionCorruptError("damaged line 3")).status == 500
+    assert sessions.refused_read("s", SessionNotFoundError("s")).status == 500  # handled before, never refused

@@ -1,7 +1,8 @@
 """The errors the REST API answers with: an HTTP status, a stable ``code`` and a message for people.
 
 Client errors say what was wrong with the request and what to do instead: 400 (a bad parameter), 403 (a
-store or session outside the folders the server serves), 404 (no such session). Server errors never carry
+store or session outside the folders the server serves, or a session entry the store refuses to read),
+404 (no such session). Server errors never carry
 details: 500 says "internal error" and the details go to the server log only; 503 (busy) and 504 (too slow)
 say to try again. No message names an absolute path on the server: folders are shown relative to the
 server root (see :meth:`dsh_jupyter.server.boundary.Boundary.shown`).
@@ -21,6 +22,8 @@ BAD_REQUEST = SESSION_REFERENCE_INVALID_REFERENCE
 NOT_FOUND = SESSION_REFERENCE_READ_FAILED
 #: 403: the folder's store, or the session's log, lies outside the folders the server serves.
 OUTSIDE_ROOT = "DSH_OUTSIDE_ROOT"
+#: 403: the store refused the session's entry (a link, a pipe, a device, or a file this user may not read).
+REFUSED_ENTRY = "DSH_REFUSED_ENTRY"
 #: 500: something failed on the server; the server log has the details.
 INTERNAL = "DSH_INTERNAL_ERROR"
 #: 503: every dsh reader is busy (or the session catalog cannot answer right now).
@@ -56,6 +59,10 @@ def bad_request(message: str) -> ApiError:
 
 def outside_root(message: str) -> ApiError:
     return ApiError(403, OUTSIDE_ROOT, message)
+
+
+def refused_entry(message: str) -> ApiError:
+    return ApiError(403, REFUSED_ENTRY, message)
 
 
 def not_found(session_id: str, where: str) -> ApiError:

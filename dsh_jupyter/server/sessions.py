@@ -35,7 +35,7 @@ from ..references.projection import project_surface
 from ..session import SessionError, SessionNotFoundError
 from ..store import JsonlStore, default_sessions_dir
 from .boundary import Boundary, require_log, require_store
-from .errors import BUSY, ApiError, bad_request, internal, not_found, outside_root
+from .errors import BUSY, ApiError, bad_request, internal, not_found, outside_root, refused_entry
 
 if TYPE_CHECKING:
     from ..catalog import CatalogEntry, StoreInfo
@@ -296,6 +296,19 @@ def _find(folder: Path, session_id: str, boundary: Boundary) -> SessionQuery:
     return query
 
 
+def refused_read(session_id: str, exc: BaseException) -> ApiError:
+    """The reply to a read that failed: 403 when the store refused the entry itself (it is a link, a pipe or
+    a device, or this user may not read it: the store's errors that are both ``SessionError`` and
+    ``OSError``), else a generic 500. Neither names a path; the server log has the details."""
+    if isinstance(exc, PermissionError):
+        return refused_entry(f"session {session_id!r} cannot be read by the server (permission denied); ask the "
+                            "owner of the store for read access")
+    if isinstance(exc, SessionError) and isinstance(exc, OSError) and not isinstance(exc, SessionNotFoundError):
+        return refused_entry(f"session {session_id!r} is not stored as a regular session log (it is a link, a "
+                            "pipe or a device), so it is not served; replace it with the log itself")
+    return internal()
+
+
 def session_detail(
     folder: Path,
     session_id: str,
@@ -317,7 +330,7 @@ def session_detail(
         raise not_found(session_id, boundary.shown(folder)) from None
     except (SessionError, OSError) as exc:
         log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, _store_of(query).root, exc)
-        raise internal() from exc
+        raise refused_read(session_id, exc) from exc
     projected = project_surface(snapshot)
     header = snapshot.header
     label = title if title is not None else header.id
