@@ -102,6 +102,20 @@ def test_reader_threads_are_daemons_and_a_closed_pool_refuses() -> None:
     assert not any(t.is_alive() for t in threads)
 
 
+def test_idle_threads_end_and_come_back_with_the_next_read() -> None:
+    pool = ReadPool(2, 0, name="dsh-idle-pool", idle_seconds=0.05)
+    assert pool.threads == 0
+    assert asyncio.run(pool.run(lambda: 1, 5)) == 1
+    for _ in range(200):
+        if pool.threads == 0:
+            break
+        threading.Event().wait(0.01)
+    assert pool.threads == 0
+    assert not [t for t in threading.enumerate() if t.name.startswith("dsh-idle-pool") and t.is_alive()]
+    assert asyncio.run(pool.run(lambda: 2, 5)) == 2
+    pool.close()
+
+
 @pytest.mark.parametrize("workers,queued", [(0, 1), (1, -1)])
 def test_bad_sizes_are_refused(workers: int, queued: int) -> None:
     with pytest.raises(ValueError):

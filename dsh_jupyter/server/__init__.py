@@ -46,14 +46,5 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         index_in_background(boundary)
 
 
-def _unload_jupyter_server_extension(serverapp: Any) -> None:
-    """Stop taking reads (threads stuck in a read end when it does: they are daemons)."""
-    from .state import SETTINGS_KEY
-
-    state = serverapp.web_app.settings.get(SETTINGS_KEY)
-    if state is not None:
-        state.pool.close()
-
-
 # jupyter-server before 2 looked for this name.
 load_jupyter_server_extension = _load_jupyter_server_extension

@@ -11,7 +11,8 @@ timeout:
   ends (a thread cannot be stopped), and its late result is dropped. A read that never ends keeps its slot,
   so the pool fills and refuses, but nothing outside it is affected.
 
-The threads are daemons: a read stuck forever never holds up the server's exit.
+The threads are daemons (a read stuck forever never holds up the server's exit), start on demand and
+end after ``idle_seconds`` without work, so a pool nobody uses any more holds no threads.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ T = TypeVar("T")
 #: Defaults of the :class:`~dsh_jupyter.server.config.DshServer` settings.
 DEFAULT_WORKERS = 4
 DEFAULT_QUEUED = 16
+#: A reader thread with nothing to do for this long ends (a new one starts with the next read).
+IDLE_SECONDS = 30.0
 
 
 class PoolBusy(Exception):
@@ -49,7 +52,7 @@ class ReadPool:
     """``workers`` daemon threads running blocking reads; at most ``workers + queued`` reads in flight."""
 
     def __init__(self, workers: int = DEFAULT_WORKERS, queued: int = DEFAULT_QUEUED, *,
-                 name: str = "dsh-server-read") -> None:
+                 name: str = "dsh-server-read", idle_seconds: float = IDLE_SECONDS) -> None:
         if workers < 1:
             raise ValueError(f"a read pool needs at least one worker, got {workers}")
         if queued < 0:
@@ -57,10 +60,12 @@ class ReadPool:
         self.workers = workers
         self.queued = queued
         self.name = name
+        self.idle_seconds = idle_seconds
         self._jobs: queue.SimpleQueue[tuple[Future[object], Callable[[], object]] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._in_flight = 0
         self._threads: list[threading.Thread] = []
+        self._started = 0
         self._closed = False
 
     @property
@@ -73,6 +78,12 @@ class ReadPool:
         with self._lock:
             return self._in_flight
 
+    @property
+    def threads(self) -> int:
+        """Reader threads alive now."""
+        with self._lock:
+            return len(self._threads)
+
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         """Queue ``fn`` for a reader thread; raises :class:`PoolBusy` when the pool is full or closed."""
         future: Future[T] = Future()
@@ -82,9 +93,10 @@ class ReadPool:
             if self._in_flight >= self.capacity:
                 raise PoolBusy(f"all {self.workers} dsh readers are busy and {self.queued} more requests wait")
             self._in_flight += 1
+            # Queued under the lock: an idle thread deciding to end (also under it) never misses this job.
+            self._jobs.put((future, fn))  # type: ignore[arg-type]  # the worker sets exactly fn's result
             self._start_threads()
         future.add_done_callback(self._finished)
-        self._jobs.put((future, fn))  # type: ignore[arg-type]  # the worker sets exactly fn's result
         return future
 
     async def run(self, fn: Callable[[], T], timeout: float) -> T:
@@ -112,16 +124,27 @@ class ReadPool:
             self._in_flight -= 1
 
     def _start_threads(self) -> None:
-        """Start the threads on first use (called with the lock held)."""
+        """Start the missing threads (called with the lock held)."""
         while len(self._threads) < self.workers:
-            thread = threading.Thread(target=self._work, name=f"{self.name}-{len(self._threads)}", daemon=True)
+            self._started += 1
+            thread = threading.Thread(target=self._work, name=f"{self.name}-{self._started}", daemon=True)
             self._threads.append(thread)
             thread.start()
 
     def _work(self) -> None:
+        me = threading.current_thread()
         while True:
-            job = self._jobs.get()
+            try:
+                job = self._jobs.get(timeout=self.idle_seconds)
+            except queue.Empty:
+                with self._lock:
+                    if self._jobs.empty():
+                        self._threads.remove(me)
+                        return
+                continue
             if job is None:
+                with self._lock:
+                    self._threads.remove(me)
                 return
             future, fn = job
             if not future.set_running_or_notify_cancel():
