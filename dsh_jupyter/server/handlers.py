@@ -77,7 +77,7 @@ class DshApiHandler(APIHandler):
 
     def folder_job(self, read: Callable[[Path], object]) -> Job:
         """A job that resolves the ``cwd`` parameter to a folder inside the root, then calls ``read`` on it."""
-        root = self.settings["server_root_dir"]
+        root = self.dsh.boundary.root
         cwd = self.get_query_argument("cwd", "")
         allow_hidden = bool(getattr(self.contents_manager, "allow_hidden", True))
         return lambda: read(sessions.resolve_folder(root, cwd, allow_hidden=allow_hidden))
