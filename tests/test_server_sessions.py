@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
+from dsh_jupyter.catalog import CatalogEntry, CatalogUnavailable, StoreInfo
 from dsh_jupyter.references import encode_session_reference_uri
 from dsh_jupyter.server import _jupyter_server_extension_points, sessions
 from dsh_jupyter.server.boundary import Boundary
@@ -192,19 +194,18 @@ def test_session_location_reports_contents_path_inside_the_root_only(
     assert sessions.session_location(root, "there", Boundary.of(root, [outside]))["contentsPath"] is None
 
 
-def test_the_fallback_without_a_catalog_keeps_to_the_boundary(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_fallback_without_a_catalog_keeps_to_the_boundary(tmp_path: Path) -> None:
     store_root = tmp_path / "root" / ".dsh" / "sessions"
     write_session(store_root, "inside", [("user", "x")])
     linked = write_session(tmp_path / "outside", "linked", [("user", "x")])
     (store_root / "linked").mkdir()
     (store_root / "linked" / "session.jsonl").symlink_to(linked.log_path("linked"))  # the store lists it
-    monkeypatch.setattr(sessions, "server_catalog", lambda store: None)
     boundary = Boundary.of(tmp_path / "root")
-    found = sessions.list_candidates(tmp_path / "root", "", 10, boundary=boundary)
+    found = sessions.list_candidates(tmp_path / "root", "", 10, boundary=boundary, catalog_for=lambda store: None)
     assert [c["sessionId"] for c in found] == ["inside"]
     with pytest.raises(ApiError) as info:
-        sessions.list_candidates(tmp_path / "root", "x", 10, boundary=boundary, body=True)
+        sessions.list_candidates(tmp_path / "root", "x", 10, boundary=boundary, body=True,
+                                 catalog_for=lambda store: None)
     assert info.value.status == 503 and info.value.code == "DSH_BUSY"
 
 
@@ -220,3 +221,51 @@ def test_a_read_the_store_refuses_is_a_403_without_its_path(tmp_path: Path) -> N
         assert str(tmp_path) not in error.message
     assert sessions.refused_read("s", SessionCorruptError("damaged line 3")).status == 500
     assert sessions.refused_read("s", SessionNotFoundError("s")).status == 500  # handled before, never refused
+
+
+class FakeCatalog:
+    """A catalog double: records what it is asked, answers with fixed entries."""
+
+    def __init__(self, stores: list[str] | None, entries: list[CatalogEntry]) -> None:
+        self._stores = stores
+        self.entries = entries
+        self.asked: dict[str, object] = {}
+
+    def register_store(self, root: str | os.PathLike[str]) -> str:
+        return os.path.realpath(root)
+
+    def ensure_store(self, root: str | os.PathLike[str], *, budget: float | None = 0.25) -> object:
+        return None
+
+    def stores(self) -> list[StoreInfo]:
+        if self._stores is None:
+            raise CatalogUnavailable("locked")
+        return [StoreInfo(root, 1, True, False) for root in self._stores]
+
+    def candidates(self, target_id: str, target_cwd: str | None, text: str = "", limit: int = 50, *,
+                   body: bool = False, roots: Iterable[str] | None = None, local: str | None = None,
+                   cancel: object = None) -> list[CatalogEntry]:
+        self.asked = {"roots": list(roots or []), "local": local, "limit": limit, "body": body}
+        return self.entries[:limit]
+
+
+def test_the_bounded_catalog_asks_only_for_stores_inside_and_drops_links_out(tmp_path: Path) -> None:
+    root = Path(os.path.realpath(tmp_path)) / "root"
+    store = root / ".dsh" / "sessions"
+    store.mkdir(parents=True)
+    (root / "sub" / ".dsh" / "sessions").mkdir(parents=True)
+    (tmp_path / "out").mkdir()
+    (store / "linked").symlink_to(tmp_path / "out", target_is_directory=True)
+    inside, below, outside = str(store), str(root / "sub" / ".dsh" / "sessions"), str(tmp_path / "else")
+    entries = [CatalogEntry("linked", inside, "linked", None, 9, None), CatalogEntry("a", inside, "a", None, 8, "A"),
+               CatalogEntry("b", below, "b", str(root), 7, None)]
+    fake = FakeCatalog([outside, below, inside], entries)
+    bounded = sessions.BoundedCatalog(fake, Boundary.of(root))
+    target = sessions.synthetic_target(root)
+    found = bounded.select_candidates(sessions.open_query(root), target, "", 2, body=True)
+    assert [(c.session_id, c.label, c.same_workspace) for c in found] == [("a", "A", False), ("b", "b", True)]
+    assert fake.asked == {"roots": [inside, below], "local": inside, "limit": 2 + sessions.BOUNDARY_MARGIN,
+                          "body": True}
+    locked = FakeCatalog(None, entries)
+    sessions.BoundedCatalog(locked, Boundary.of(root)).select_candidates(sessions.open_query(root), target, "", 5)
+    assert locked.asked["roots"] == [inside]  # only the folder's own store while the list is unavailable

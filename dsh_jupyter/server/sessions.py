@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -251,16 +251,17 @@ class BoundedCatalog:
                                           created_at=e.created_at) for e in kept]
 
 
-def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary,
-                    body: bool = False) -> list[dict[str, Any]]:
+def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary, body: bool = False,
+                    catalog_for: Callable[[Path], ServerCatalog | None] | None = None) -> list[dict[str, Any]]:
     """Ranked candidates for a prompt in ``folder``: ``{sessionId, label, cwd?, sameWorkspace, createdAt, mention}``.
 
     Sessions come from every store inside ``boundary`` that the catalog knows (same folder first); ``body``
-    also matches message text. Without the catalog only ``folder``'s own store is read.
+    also matches message text. ``catalog_for(store root)`` gives the catalog (default :func:`server_catalog`);
+    without one (``None``) only ``folder``'s own store is read.
     """
     source = allowed_store(folder, boundary)
     store = _store_of(source)
-    catalog = server_catalog(store.root)
+    catalog = (catalog_for or server_catalog)(store.root)
     target = synthetic_target(folder)
     if catalog is None:
         if body:
