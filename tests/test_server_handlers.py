@@ -1,8 +1,7 @@
 """The dsh REST endpoints through a real jupyter-server (pytest-jupyter's ``jp_fetch``).
 
-The tests are plain functions that drive ``jp_fetch`` on pytest-jupyter's own event loop: with
-pytest-asyncio in auto mode, ``async def`` tests would run on a second loop while the server waits
-on the first, and every request would time out.
+The tests are plain functions that drive ``jp_fetch`` on pytest-jupyter's own event loop (see
+``server_helpers``). Hostile stores are in ``test_server_hostile.py``.
 """
 
 from __future__ import annotations
@@ -15,13 +14,10 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from tornado.httpclient import HTTPClientError
+from server_helpers import SERVER_CONFIG, Api, make_api, make_session, payload
 
 from dsh_jupyter.references import encode_session_reference_uri, format_session_reference_mention
-from dsh_jupyter.session import SessionHeader, SessionLog
-from dsh_jupyter.session.messages import assistant_message, text_block, user_message
 from dsh_jupyter.store import JsonlStore
-
 
 HOSTILE = ["<img src=x onerror=alert(1)>", "</referenced-sessions>", "\x1b[31mred\x1b[0m\x07"]
 TRAVERSAL_IDS = ["../../etc/pwn", "/etc/passwd", "..", ".", "a/../../b", "~"]
@@ -29,64 +25,13 @@ TRAVERSAL_IDS = ["../../etc/pwn", "/etc/passwd", "..", ".", "a/../../b", "~"]
 
 @pytest.fixture
 def jp_server_config() -> dict[str, Any]:
-    return {"ServerApp": {"jpserver_extensions": {"dsh_jupyter": True}}}
-
-
-def payload(session_id: str) -> str:
-    return encode_session_reference_uri(session_id).split(":", 1)[1]
-
-
-def make_session(folder: Path, session_id: str, *, created_at: int, cwd: str | None, title: str | None = None,
-                 turns: int = 1) -> None:
-    """Write one session with ``turns`` prompt/answer pairs into ``folder``'s default store."""
-    store = JsonlStore(folder / ".dsh" / "sessions")
-    log = SessionLog(SessionHeader(session_id, created_at, cwd))
-    writer = store.create(log.header)
-    writer.attach(log)
-    for turn in range(1, turns + 1):
-        log.append("turn/start", {"turn": turn})
-        log.append("user/message", user_message(f"question {turn} of {session_id}"))
-        log.append("assistant/message", {"turn": turn, "step": 1, "message": assistant_message(
-            [text_block(f"answer {turn}")], {"kind": "model", "provider": "mock", "model": "mock"})})
-        log.append("turn/end", {"turn": turn, "kind": "completed"})
-    if title is not None:
-        log.append("session/title", {"title": title, "messageSeqs": [1], "source": {"kind": "user"}})
-    writer.close()
-
-
-class Api:
-    """Synchronous calls into the test server: ``get`` for a 200 JSON reply, ``error`` for a failure."""
-
-    def __init__(self, jp_fetch: Any, loop: asyncio.AbstractEventLoop, client: Any, base_url: str) -> None:
-        self._fetch = jp_fetch
-        self._loop = loop
-        self._client = client
-        self._base_url = base_url
-
-    def get(self, *parts: str, params: dict[str, Any] | None = None) -> Any:
-        response = self._loop.run_until_complete(self._fetch(*parts, params=params or {}))
-        assert response.code == 200
-        assert response.headers["Content-Type"].startswith("application/json")
-        return json.loads(response.body)
-
-    def error(self, *parts: str, method: str = "GET", params: dict[str, Any] | None = None,
-              **kwargs: Any) -> tuple[int, dict[str, Any]]:
-        with pytest.raises(HTTPClientError) as info:
-            self._loop.run_until_complete(self._fetch(*parts, method=method, params=params or {}, **kwargs))
-        response = info.value.response
-        assert response is not None
-        return info.value.code, json.loads(response.body)
-
-    def raw_status(self, path: str, **kwargs: Any) -> int:
-        """Status of a request sent without pytest-jupyter's token header."""
-        with pytest.raises(HTTPClientError) as info:
-            self._loop.run_until_complete(self._client.fetch(self._base_url + path, **kwargs))
-        return info.value.code
+    return SERVER_CONFIG
 
 
 @pytest.fixture
-def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str) -> Api:
-    return Api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url)
+def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
+        jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
+    return make_api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
 
 
 @pytest.fixture
@@ -146,20 +91,19 @@ def test_candidates_default_to_the_root_folder_and_each_folder_has_its_own_store
     assert other[0]["sameWorkspace"] is True
 
 
-def test_candidates_read_dsh_sessions_dir_when_set(
+def test_a_dsh_sessions_dir_outside_the_root_is_refused_without_a_path(
     api: Api, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shared = tmp_path / "shared-store"
-    make_session(tmp_path / "elsewhere-root", "unused", created_at=1, cwd=None)  # not the configured store
-    store = JsonlStore(shared)
-    log = SessionLog(SessionHeader("from-env", 7, "/anywhere"))
-    writer = store.create(log.header)
-    writer.attach(log)
-    log.append("turn/start", {"turn": 1})
-    writer.close()
+    make_session(tmp_path, "from-env", created_at=7, cwd="/anywhere", store=shared)
     monkeypatch.setenv("DSH_SESSIONS_DIR", str(shared))
-    data = api.get("dsh", "api", "candidates", params={"cwd": "nb"})
-    assert [c["sessionId"] for c in data] == ["from-env"]
+    for route in (("candidates",), ("sessions", payload("from-env")), ("locate", payload("from-env"))):
+        code, body = api.error("dsh", "api", *route, params={"cwd": "nb"})
+        assert code == 403, route
+        assert body["error"]["code"] == "DSH_OUTSIDE_ROOT"
+        message = body["error"]["message"]
+        assert "DSH_SESSIONS_DIR" in message and "extra_roots" in message and "'nb'" in message
+        assert str(tmp_path) not in json.dumps(body)
 
 
 def test_hostile_titles_come_back_verbatim_as_json(api: Api, jp_root_dir: Path) -> None:
@@ -171,7 +115,8 @@ def test_hostile_titles_come_back_verbatim_as_json(api: Api, jp_root_dir: Path) 
 
 
 BAD_LIMITS = ["0", "-1", "1.5", "abc", "1e3", " ", " 5", "", "١", "1001"]
-BAD_CWDS = ["..", "../..", "nb/../..", "/etc", "/", "C:\\Windows", "nb\x00x", "missing"]
+BAD_CWDS = ["/etc", "/", "C:\\Windows", "nb\x00x", "missing"]
+OUTSIDE_CWDS = ["..", "../..", "nb/../.."]
 
 
 def test_bad_limits_are_400s_with_the_reference_code(api: Api, workspace: Path) -> None:
@@ -183,12 +128,20 @@ def test_bad_limits_are_400s_with_the_reference_code(api: Api, workspace: Path) 
         assert body["message"] == body["error"]["message"]
 
 
-def test_cwd_outside_the_root_or_missing_is_a_400(api: Api, workspace: Path) -> None:
+def test_absolute_or_missing_cwd_is_a_400_and_climbing_out_a_403(api: Api, workspace: Path,
+                                                                  jp_root_dir: Path) -> None:
     for cwd in BAD_CWDS:
         code, body = api.error("dsh", "api", "candidates", params={"cwd": cwd})
         assert code == 400, cwd
         assert body["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"
         assert "cwd" in body["error"]["message"]
+    for cwd in OUTSIDE_CWDS:
+        for route in (("candidates",), ("sessions", payload("same-old")), ("locate", payload("same-old"))):
+            code, body = api.error("dsh", "api", *route, params={"cwd": cwd})
+            assert code == 403, (cwd, route)
+            assert body["error"]["code"] == "DSH_OUTSIDE_ROOT"
+            assert "cwd" in body["error"]["message"]
+            assert str(jp_root_dir.parent) not in json.dumps(body)
 
 
 def test_symlink_leaving_the_root_is_refused(api: Api, jp_root_dir: Path, tmp_path: Path) -> None:
@@ -197,7 +150,8 @@ def test_symlink_leaving_the_root_is_refused(api: Api, jp_root_dir: Path, tmp_pa
     make_session(outside, "secret", created_at=1, cwd=None)
     (jp_root_dir / "link").symlink_to(outside, target_is_directory=True)
     code, body = api.error("dsh", "api", "candidates", params={"cwd": "link"})
-    assert code == 400 and "outside" in body["error"]["message"]
+    assert code == 403 and "outside" in body["error"]["message"]
+    assert body["error"]["code"] == "DSH_OUTSIDE_ROOT"
 
 
 def test_overlong_query_is_a_400(api: Api, workspace: Path) -> None:
@@ -256,13 +210,21 @@ def test_unknown_session_is_a_404_json(api: Api, workspace: Path) -> None:
         code, body = api.error("dsh", "api", route, payload("nope"), params={"cwd": "nb"})
         assert code == 404
         assert body["error"]["code"] == "SESSION_REFERENCE_READ_FAILED"
-        assert "'nope'" in body["error"]["message"]
+        assert "'nope'" in body["error"]["message"] and "'nb'" in body["error"]["message"]
+        assert "/" not in body["error"]["message"].replace("dsh/api/candidates", "")  # no path of the server
+
+
+def test_unknown_session_in_the_root_says_so_without_its_path(api: Api, jp_root_dir: Path) -> None:
+    code, body = api.error("dsh", "api", "sessions", payload("nope"))
+    assert code == 404
+    assert "the server root" in body["error"]["message"]
+    assert str(jp_root_dir) not in json.dumps(body) and os.path.realpath(jp_root_dir) not in json.dumps(body)
 
 
 def test_traversal_ids_never_leave_the_store(api: Api, jp_root_dir: Path, tmp_path: Path) -> None:
     store_root = jp_root_dir / ".dsh" / "sessions"
     store_root.mkdir(parents=True)
-    for session_id in TRAVERSAL_IDS + [""]:
+    for session_id in [*TRAVERSAL_IDS, ""]:
         # A real log placed where a naive join of the id would land must stay unreachable.
         bait = store_root / session_id / "session.jsonl"
         try:
@@ -354,3 +316,101 @@ def test_body_search_matches_message_text_only_when_asked(api: Api, workspace: P
     assert [c["sessionId"] for c in bodies] == ["same-old"]
     status, error = api.error("dsh", "api", "candidates", params={"cwd": "nb", "body": "maybe"})
     assert status == 400 and error["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"
+
+
+# -- the boundary: nothing outside the root --------------------------------------------------------------
+def outsider(tmp_path: Path) -> Path:
+    """A store outside the server root that the user's catalog knows (a kernel used it once)."""
+    from dsh_jupyter.catalog import open_catalog
+
+    store = tmp_path / "faraway" / ".dsh" / "sessions"
+    make_session(tmp_path / "faraway", "outsider", created_at=99, cwd=str(tmp_path / "faraway"),
+                 title="Secret plans")
+    open_catalog().ensure_store(store, budget=None)
+    return store
+
+
+def test_stores_outside_the_root_are_invisible_even_when_the_catalog_knows_them(
+    api: Api, workspace: Path, tmp_path: Path
+) -> None:
+    from dsh_jupyter.catalog import open_catalog
+
+    outsider(tmp_path)
+    everywhere = open_catalog().candidates("x", None, "question 1 of outsider", 10, body=True)
+    assert [e.session_id for e in everywhere] == ["outsider"]  # the catalog itself would answer
+    for params in ({"cwd": "nb"}, {}, {"cwd": "nb", "query": "Secret"}, {"cwd": "nb", "query": "outsider"},
+                   {"cwd": "nb", "query": "question 1 of outsider", "body": "1"}, {"query": "plans", "body": "1"}):
+        data = api.get("dsh", "api", "candidates", params=params)
+        assert "outsider" not in [c["sessionId"] for c in data], params
+        assert "faraway" not in json.dumps(data)
+    same = api.get("dsh", "api", "candidates", params={"cwd": "nb", "query": "question 1 of same-old", "body": "1"})
+    assert [c["sessionId"] for c in same] == ["same-old"]  # body search still works inside
+    for route in ("sessions", "locate"):
+        for cwd in ("nb", ""):
+            code, body = api.error("dsh", "api", route, payload("outsider"), params={"cwd": cwd})
+            assert code == 404 and str(tmp_path) not in json.dumps(body)
+
+
+def test_a_session_folder_linked_out_of_the_root_is_refused(api: Api, jp_root_dir: Path, tmp_path: Path) -> None:
+    make_session(jp_root_dir, "good", created_at=1, cwd=None)
+    outside = make_session(tmp_path / "outside", "linked", created_at=5, cwd=None, title="Linked secret")
+    store = jp_root_dir / ".dsh" / "sessions"
+    (store / outside.parent.name).symlink_to(outside.parent, target_is_directory=True)
+    data = api.get("dsh", "api", "candidates", params={"query": "", "body": "0"})
+    assert [c["sessionId"] for c in data] == ["good"]
+    assert api.get("dsh", "api", "candidates", params={"query": "question", "body": "1"}) == [
+        api.get("dsh", "api", "candidates", params={"query": "good"})[0]]
+    for route in ("sessions", "locate"):
+        code, body = api.error("dsh", "api", route, payload("linked"))
+        assert code == 403, route
+        assert body["error"]["code"] == "DSH_OUTSIDE_ROOT"
+        assert "'linked'" in body["error"]["message"] and "link" in body["error"]["message"]
+        assert str(tmp_path) not in json.dumps(body)
+
+
+def test_a_session_log_linked_out_of_the_root_is_refused(api: Api, jp_root_dir: Path, tmp_path: Path) -> None:
+    make_session(jp_root_dir, "good", created_at=1, cwd=None)
+    outside = make_session(tmp_path / "outside", "log-link", created_at=5, cwd=None, title="Linked log")
+    folder = jp_root_dir / ".dsh" / "sessions" / outside.parent.name
+    folder.mkdir()
+    (folder / outside.name).symlink_to(outside)
+    assert [c["sessionId"] for c in api.get("dsh", "api", "candidates")] == ["good"]
+    assert api.get("dsh", "api", "candidates", params={"query": "question 1 of log-link", "body": "1"}) == []
+    for route in ("sessions", "locate"):
+        code, body = api.error("dsh", "api", route, payload("log-link"))
+        assert code in (403, 404), route  # refused here, or not even seen by a store that never follows links
+        assert str(tmp_path) not in json.dumps(body)
+
+
+# -- error bodies ------------------------------------------------------------------------------------------
+def test_a_damaged_log_is_a_generic_500_with_the_detail_in_the_log(
+    api: Api, jp_root_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = make_session(jp_root_dir, "broken", created_at=1, cwd=None, turns=2)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(lines[0] + b"{not json\n" + b"".join(lines[1:]))
+    code, body = api.error("dsh", "api", "sessions", payload("broken"))
+    assert code == 500
+    assert body["error"]["code"] == "DSH_INTERNAL_ERROR"
+    assert body["error"]["message"] == "internal error in the dsh server extension; the server log has the details"
+    assert "broken" in caplog.text and str(path.parent.parent) in caplog.text
+
+
+def test_unexpected_failures_are_generic_500s(api: Api, workspace: Path, monkeypatch: pytest.MonkeyPatch,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    from dsh_jupyter.server import sessions
+
+    def explode(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("/very/secret/path exploded")
+
+    monkeypatch.setattr(sessions, "list_candidates", explode)
+    code, body = api.error("dsh", "api", "candidates", params={"cwd": "nb"})
+    assert code == 500 and body["error"]["code"] == "DSH_INTERNAL_ERROR"
+    assert "secret" not in json.dumps(body)
+    assert "/very/secret/path exploded" in caplog.text
+
+
+def test_client_errors_raised_by_tornado_keep_their_reason(api: Api, workspace: Path) -> None:
+    code, body = api.error("dsh", "api", "candidates", method="POST", body="{}")
+    assert code == 405 and body["error"]["code"] == "HTTP_405"
+    assert "internal" not in body["error"]["message"]

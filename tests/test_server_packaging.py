@@ -16,6 +16,7 @@ import sys
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ SERVER_CONFIG = "etc/jupyter/jupyter_server_config.d/dsh_jupyter.json"
 ASSETS = ROOT / "dsh_jupyter" / "labextension"
 
 
-def pyproject() -> dict:
+def pyproject() -> dict[str, Any]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
@@ -81,7 +82,7 @@ def test_wheel_holds_the_prebuilt_extension_and_the_server_config(tmp_path: Path
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
          "--disable-pip-version-check", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, timeout=300,
+        check=False, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (wheel,) = tmp_path.glob("dsh_jupyter-*.whl")
@@ -117,7 +118,7 @@ def test_wheel_installed_in_a_fresh_venv_is_enabled(tmp_path: Path) -> None:
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
          "--disable-pip-version-check", "-w", str(wheels), str(ROOT)],
-        capture_output=True, text=True, timeout=300,
+        check=False, capture_output=True, text=True, timeout=300,
     )
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = wheels.glob("dsh_jupyter-*.whl")
@@ -131,20 +132,20 @@ def test_wheel_installed_in_a_fresh_venv_is_enabled(tmp_path: Path) -> None:
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
          "--disable-pip-version-check", str(wheel)],
-        capture_output=True, text=True, timeout=300,
+        check=False, capture_output=True, text=True, timeout=300,
     )
     assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER") and k != "PYTHONPATH"}
     env["HOME"] = str(tmp_path / "home")
     where = subprocess.run([str(python), "-c", "import dsh_jupyter; print(dsh_jupyter.__file__)"],
                            capture_output=True, text=True, env=env, check=True, cwd=tmp_path).stdout
     assert where.startswith(site), where  # the wheel's copy, not the editable checkout
     labext = subprocess.run([str(python), "-m", "jupyterlab.labextensions", "list"],
-                            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+                            check=False, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     listing = re.sub(r"\x1b\[[0-9;]*m", "", labext.stdout + labext.stderr)  # drop colour codes
     assert re.search(r"dsh-jupyter v\S+ enabled\s+.*OK", listing), listing
     assert str(venv) in listing, listing
     server = subprocess.run([str(python), "-m", "jupyter_server.extension.serverextension", "list"],
-                            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+                            check=False, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     listing = re.sub(r"\x1b\[[0-9;]*m", "", server.stdout + server.stderr)
     assert re.search(r"dsh_jupyter enabled", listing) and "OK" in listing, listing

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
+from dsh_jupyter.catalog import CatalogEntry, CatalogUnavailable, StoreInfo
 from dsh_jupyter.references import encode_session_reference_uri
 from dsh_jupyter.server import _jupyter_server_extension_points, sessions
+from dsh_jupyter.server.boundary import Boundary
 from dsh_jupyter.server.sessions import ApiError
-from dsh_jupyter.session import SessionHeader, SessionLog
+from dsh_jupyter.session import SessionCorruptError, SessionError, SessionHeader, SessionLog, SessionNotFoundError
 from dsh_jupyter.session.messages import assistant_message, text_block, user_message
 from dsh_jupyter.store import JsonlStore
 
@@ -80,10 +83,14 @@ def test_resolve_folder_stays_inside_the_root(tmp_path: Path) -> None:
     assert sessions.resolve_folder(root, "a/../a/b") == real_root / "a" / "b"
     assert sessions.resolve_folder(root, "a\\b") == real_root / "a" / "b"
     assert sessions.resolve_folder(root, ".hidden") == real_root / ".hidden"
-    for bad in ("..", "a/../..", "/tmp", "\\\\server\\share", "C:/x", "nope", "a/b/c", "a\x00"):
+    for bad in ("/tmp", "\\\\server\\share", "C:/x", "nope", "a/b/c", "a\x00"):
         with pytest.raises(ApiError) as info:
             sessions.resolve_folder(root, bad)
         assert info.value.status == 400, bad
+    for out in ("..", "a/../.."):
+        with pytest.raises(ApiError) as info:
+            sessions.resolve_folder(root, out)
+        assert info.value.status == 403 and info.value.code == "DSH_OUTSIDE_ROOT", out
     with pytest.raises(ApiError, match="hidden"):
         sessions.resolve_folder(root, ".hidden", allow_hidden=False)
 
@@ -99,16 +106,18 @@ def test_resolve_folder_follows_symlinks_only_within_the_root(tmp_path: Path) ->
 
 
 def test_open_query_uses_the_folder_store_or_dsh_sessions_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert sessions.open_query(tmp_path).store.root == tmp_path / ".dsh" / "sessions"
+    store = sessions.open_query(tmp_path).store
+    assert isinstance(store, JsonlStore) and store.root == tmp_path / ".dsh" / "sessions"
     monkeypatch.setenv("DSH_SESSIONS_DIR", "shared/store")
-    assert sessions.open_query(tmp_path).store.root == tmp_path / "shared" / "store"
+    store = sessions.open_query(tmp_path).store
+    assert isinstance(store, JsonlStore) and store.root == tmp_path / "shared" / "store"
 
 
 def test_list_candidates_ranks_for_the_folder_and_hides_no_stored_session(tmp_path: Path) -> None:
     store_root = tmp_path / ".dsh" / "sessions"
     write_session(store_root, "other", [("user", "x")], cwd="/elsewhere")
     write_session(store_root, "here", [("user", "x")], cwd=str(tmp_path), title="Here")
-    found = sessions.list_candidates(tmp_path, "", 10)
+    found = sessions.list_candidates(tmp_path, "", 10, boundary=Boundary.of(tmp_path))
     assert [c["sessionId"] for c in found] == ["here", "other"]
     assert found[0]["sameWorkspace"] is True
     assert found[0]["mention"] == "@[Here](" + encode_session_reference_uri("here") + ")"
@@ -121,7 +130,7 @@ def test_list_candidates_ranks_for_the_folder_and_hides_no_stored_session(tmp_pa
 def test_session_detail_counts_and_preview(tmp_path: Path) -> None:
     store_root = tmp_path / ".dsh" / "sessions"
     write_session(store_root, "s1", [("user", "hi"), ("assistant", "hello"), ("user", "again")], title="T")
-    detail = sessions.session_detail(tmp_path, "s1")
+    detail = sessions.session_detail(tmp_path, "s1", Boundary.of(tmp_path))
     assert detail["title"] == detail["label"] == "T"
     assert detail["capturedThroughSeq"] == 3
     assert detail["messageCounts"] == {"events": 4, "surface": 3, "projected": 3, "user": 2, "assistant": 1}
@@ -134,37 +143,37 @@ def test_session_detail_cuts_long_messages_on_character_boundaries(tmp_path: Pat
     store_root = tmp_path / ".dsh" / "sessions"
     text = "界" * 2000  # 6000 UTF-8 bytes
     write_session(store_root, "big", [("user", text), ("assistant", "ok")])
-    detail = sessions.session_detail(tmp_path, "big", max_messages=5, max_message_bytes=100)
+    detail = sessions.session_detail(tmp_path, "big", Boundary.of(tmp_path), max_messages=5, max_message_bytes=100)
     first = detail["preview"]["messages"][0]
     assert first["truncated"] is True
     assert first["text"] == "界" * 33  # 99 bytes: the 34th character would not fit
     assert first["omittedBytes"] == 6000 - 99
     assert detail["preview"]["messages"][1] == {"role": "assistant", "text": "ok", "checkpoint": False,
                                                 "truncated": False, "omittedBytes": 0}
-    newest = sessions.session_detail(tmp_path, "big", max_messages=1)
+    newest = sessions.session_detail(tmp_path, "big", Boundary.of(tmp_path), max_messages=1)
     assert [m["text"] for m in newest["preview"]["messages"]] == ["ok"]
     assert newest["preview"]["omittedMessages"] == 1
 
 
 def test_session_detail_and_location_of_unknown_ids_are_404(tmp_path: Path) -> None:
     for session_id in ("missing", "", "..", "../../etc/pwn"):
-        for call in (lambda: sessions.session_detail(tmp_path, session_id),
-                     lambda: sessions.session_location(tmp_path, session_id, tmp_path)):
+        for call in (sessions.session_detail, sessions.session_location):
             with pytest.raises(ApiError) as info:
-                call()
+                call(tmp_path, session_id, Boundary.of(tmp_path))
             assert info.value.status == 404
             assert info.value.code == "SESSION_REFERENCE_READ_FAILED"
 
 
-def test_unreadable_log_is_a_500_read_failed(tmp_path: Path) -> None:
+def test_unreadable_log_is_a_generic_500(tmp_path: Path) -> None:
     store = write_session(tmp_path / ".dsh" / "sessions", "broken", [("user", "x")])
     path = store.log_path("broken")
     path.write_bytes(path.read_bytes().splitlines(keepends=True)[0] + b"{not json\n"
                      + b'{"type":"turn/end","seq":1,"time":1,"data":{"turn":1}}\n')
     with pytest.raises(ApiError) as info:
-        sessions.session_detail(tmp_path, "broken")
+        sessions.session_detail(tmp_path, "broken", Boundary.of(tmp_path))
     assert info.value.status == 500
-    assert info.value.code == "SESSION_REFERENCE_READ_FAILED"
+    assert info.value.code == "DSH_INTERNAL_ERROR"
+    assert str(tmp_path) not in info.value.message
 
 
 def test_session_location_reports_contents_path_inside_the_root_only(
@@ -173,10 +182,90 @@ def test_session_location_reports_contents_path_inside_the_root_only(
     root = tmp_path / "root"
     root.mkdir()
     store = write_session(root / ".dsh" / "sessions", "here", [("user", "x")])
-    where = sessions.session_location(root, "here", root)
+    where = sessions.session_location(root, "here", Boundary.of(root))
     assert where == {"kind": "jsonl", "path": str(store.log_path("here")),
                      "contentsPath": ".dsh/sessions/here/session.jsonl"}
     outside = tmp_path / "shared"
     write_session(outside, "there", [("user", "x")])
     monkeypatch.setenv("DSH_SESSIONS_DIR", str(outside))
-    assert sessions.session_location(root, "there", root)["contentsPath"] is None
+    with pytest.raises(ApiError) as info:
+        sessions.session_location(root, "there", Boundary.of(root))
+    assert info.value.status == 403 and str(tmp_path) not in info.value.message
+    assert sessions.session_location(root, "there", Boundary.of(root, [outside]))["contentsPath"] is None
+
+
+def test_the_fallback_without_a_catalog_keeps_to_the_boundary(tmp_path: Path) -> None:
+    store_root = tmp_path / "root" / ".dsh" / "sessions"
+    write_session(store_root, "inside", [("user", "x")])
+    linked = write_session(tmp_path / "outside", "linked", [("user", "x")])
+    (store_root / "linked").mkdir()
+    (store_root / "linked" / "session.jsonl").symlink_to(linked.log_path("linked"))  # the store lists it
+    boundary = Boundary.of(tmp_path / "root")
+    found = sessions.list_candidates(tmp_path / "root", "", 10, boundary=boundary, catalog_for=lambda store: None)
+    assert [c["sessionId"] for c in found] == ["inside"]
+    with pytest.raises(ApiError) as info:
+        sessions.list_candidates(tmp_path / "root", "x", 10, boundary=boundary, body=True,
+                                 catalog_for=lambda store: None)
+    assert info.value.status == 503 and info.value.code == "DSH_BUSY"
+
+
+def test_a_read_the_store_refuses_is_a_403_without_its_path(tmp_path: Path) -> None:
+    class Refused(SessionError, OSError):
+        """What a store raises for an entry it will not open (a link, a pipe, a device)."""
+
+    denied = sessions.refused_read("s", PermissionError(13, "Permission denied", str(tmp_path / "x")))
+    assert (denied.status, denied.code) == (403, "DSH_REFUSED_ENTRY") and "permission denied" in denied.message
+    unsafe = sessions.refused_read("s", Refused(f"{tmp_path}/s/session.jsonl is a named pipe"))
+    assert (unsafe.status, unsafe.code) == (403, "DSH_REFUSED_ENTRY") and "regular session log" in unsafe.message
+    for error in (denied, unsafe):
+        assert str(tmp_path) not in error.message
+    assert sessions.refused_read("s", SessionCorruptError("damaged line 3")).status == 500
+    assert sessions.refused_read("s", SessionNotFoundError("s")).status == 500  # handled before, never refused
+
+
+class FakeCatalog:
+    """A catalog double: records what it is asked, answers with fixed entries."""
+
+    def __init__(self, stores: list[str] | None, entries: list[CatalogEntry]) -> None:
+        self._stores = stores
+        self.entries = entries
+        self.asked: dict[str, object] = {}
+
+    def register_store(self, root: str | os.PathLike[str]) -> str:
+        return os.path.realpath(root)
+
+    def ensure_store(self, root: str | os.PathLike[str], *, budget: float | None = 0.25) -> object:
+        return None
+
+    def stores(self) -> list[StoreInfo]:
+        if self._stores is None:
+            raise CatalogUnavailable("locked")
+        return [StoreInfo(root, 1, True, False) for root in self._stores]
+
+    def candidates(self, target_id: str, target_cwd: str | None, text: str = "", limit: int = 50, *,
+                   body: bool = False, roots: Iterable[str] | None = None, local: str | None = None,
+                   cancel: object = None) -> list[CatalogEntry]:
+        self.asked = {"roots": list(roots or []), "local": local, "limit": limit, "body": body}
+        return self.entries[:limit]
+
+
+def test_the_bounded_catalog_asks_only_for_stores_inside_and_drops_links_out(tmp_path: Path) -> None:
+    root = Path(os.path.realpath(tmp_path)) / "root"
+    store = root / ".dsh" / "sessions"
+    store.mkdir(parents=True)
+    (root / "sub" / ".dsh" / "sessions").mkdir(parents=True)
+    (tmp_path / "out").mkdir()
+    (store / "linked").symlink_to(tmp_path / "out", target_is_directory=True)
+    inside, below, outside = str(store), str(root / "sub" / ".dsh" / "sessions"), str(tmp_path / "else")
+    entries = [CatalogEntry("linked", inside, "linked", None, 9, None), CatalogEntry("a", inside, "a", None, 8, "A"),
+               CatalogEntry("b", below, "b", str(root), 7, None)]
+    fake = FakeCatalog([outside, below, inside], entries)
+    bounded = sessions.BoundedCatalog(fake, Boundary.of(root))
+    target = sessions.synthetic_target(root)
+    found = bounded.select_candidates(sessions.open_query(root), target, "", 2, body=True)
+    assert [(c.session_id, c.label, c.same_workspace) for c in found] == [("a", "A", False), ("b", "b", True)]
+    assert fake.asked == {"roots": [inside, below], "local": inside, "limit": 2 + sessions.BOUNDARY_MARGIN,
+                          "body": True}
+    locked = FakeCatalog(None, entries)
+    sessions.BoundedCatalog(locked, Boundary.of(root)).select_candidates(sessions.open_query(root), target, "", 5)
+    assert locked.asked["roots"] == [inside]  # only the folder's own store while the list is unavailable

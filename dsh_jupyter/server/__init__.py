@@ -3,7 +3,12 @@
 Installed packages enable it through ``etc/jupyter/jupyter_server_config.d/dsh_jupyter.json``
 (``{"ServerApp": {"jpserver_extensions": {"dsh_jupyter": true}}}``): the top-level package points
 jupyter-server here through its own ``_jupyter_server_extension_points``. Enabling
-``dsh_jupyter.server`` directly works too. The routes are listed in :mod:`dsh_jupyter.server.handlers`.
+``dsh_jupyter.server`` directly works too. The routes are listed in :mod:`dsh_jupyter.server.handlers`,
+the settings (``c.DshServer.*``) in :mod:`dsh_jupyter.server.config`.
+
+The server serves only session stores at or below its root (plus ``c.DshServer.extra_roots``), reads
+them on a small pool of its own threads with a deadline per request, and indexes the stores of its root
+in a background thread of its own at start.
 """
 
 from __future__ import annotations
@@ -19,26 +24,26 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
-    """Add the dsh REST handlers under the server's ``base_url``."""
+    """Add the dsh REST handlers under the server's ``base_url``; index the root's stores in the background."""
     from jupyter_server.utils import url_path_join
 
+    from .config import DshServer
     from .handlers import ROUTES
+    from .indexing import index_in_background
+    from .state import SETTINGS_KEY, ServerState
 
-    base_url = serverapp.web_app.settings["base_url"]
-    serverapp.web_app.add_handlers(".*$", [(url_path_join(base_url, route), handler) for route, handler in ROUTES])
-    serverapp.log.info("dsh-jupyter: REST endpoints at %sdsh/api/ (candidates, sessions, locate)", base_url)
-    _index_root_in_background(serverapp)
-
-
-def _index_root_in_background(serverapp: Any) -> None:
-    """Pick up the store of the folder the server starts in (say, one copied in from a colleague)."""
-    import threading
-    from pathlib import Path
-
-    from .sessions import server_catalog
-
-    root = Path(serverapp.root_dir)
-    threading.Thread(target=server_catalog, args=(root,), name="dsh-catalog-index", daemon=True).start()
+    settings = DshServer(parent=serverapp)
+    boundary = settings.boundary(serverapp.root_dir)
+    state = ServerState(boundary=boundary, pool=settings.make_pool(), timeout=settings.request_timeout)
+    web_app = serverapp.web_app
+    web_app.settings[SETTINGS_KEY] = state
+    base_url = web_app.settings["base_url"]
+    web_app.add_handlers(".*$", [(url_path_join(base_url, route), handler) for route, handler in ROUTES])
+    serverapp.log.info("dsh-jupyter: REST endpoints at %sdsh/api/ (candidates, sessions, locate), serving the "
+                       "session stores under the server root%s", base_url,
+                       f" and {len(boundary.extra)} extra root(s)" if boundary.extra else "")
+    if settings.index_at_start:
+        index_in_background(boundary)
 
 
 # jupyter-server before 2 looked for this name.

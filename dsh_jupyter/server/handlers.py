@@ -2,23 +2,28 @@
 
 Routes, under the server's ``base_url``:
 
-- ``dsh/api/candidates?query=&limit=&cwd=``: ranked sessions a prompt in folder ``cwd`` may reference;
+- ``dsh/api/candidates?query=&limit=&cwd=&body=``: ranked sessions a prompt in folder ``cwd`` may reference;
 - ``dsh/api/sessions/<payload>?cwd=``: metadata and a bounded preview of one session;
 - ``dsh/api/locate/<payload>?cwd=``: where that session's log lives.
 
 ``<payload>`` is the part after ``dsh-session:`` of the session's canonical URI (base64url, so any id is
 URL-safe); ``cwd`` is the notebook's folder relative to the server root. Requests go through
 jupyter-server's authentication (``@tornado.web.authenticated``) and authorisation (``@authorized``,
-resource ``"dsh"``, action ``read``). Errors are JSON: ``{"error": {"code", "message"}, "message"}``.
+resource ``"dsh"``, action ``read``).
+
+Parameters are checked on the event loop; everything that touches the file system runs on the extension's
+own reader pool (:mod:`dsh_jupyter.server.pool`) with a deadline, never in the executor Jupyter's own
+handlers share. Errors are JSON, ``{"error": {"code", "message"}, "message"}`` (see
+:mod:`dsh_jupyter.server.errors`): 400, 403 and 404 say what to change; 500 says only "internal error"
+(the details are in the server log); 503 and 504 say the server is busy or the store too slow.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from http.client import responses
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
@@ -27,77 +32,108 @@ from tornado import web
 from .._json import dumps
 from ..references import SessionReferenceError
 from . import sessions
+from .errors import INTERNAL, INTERNAL_MESSAGE, ApiError, busy, error_body, internal, too_slow
+from .pool import PoolBusy, PoolTimeout
+from .state import SETTINGS_KEY, ServerState
 
 #: The authorisation resource name every dsh handler declares.
 AUTH_RESOURCE = "dsh"
 
-#: HTTP status of each reference error code when it escapes a handler.
+#: HTTP status of each reference error code when it escapes a handler (anything else is a 500).
 _STATUS_BY_CODE = {
     "SESSION_REFERENCE_INVALID_REFERENCE": 400,
     "SESSION_REFERENCE_INVALID_CONFIG": 400,
     "SESSION_REFERENCE_SELF_REFERENCE": 400,
     "SESSION_REFERENCE_TOO_MANY": 400,
     "SESSION_REFERENCE_BUDGET_EXCEEDED": 400,
-    "SESSION_REFERENCE_READ_FAILED": 500,
-    "SESSION_REFERENCE_CANCELLED": 503,
 }
 
-T = TypeVar("T")
+#: What a 503 says when the reader pool is full.
+BUSY_MESSAGE = ("the dsh session readers are all busy (a session store may be slow to read); "
+                "try again in a moment")
+
+#: A blocking read to run on the reader pool.
+Job = Callable[[], object]
 
 
 class DshApiHandler(APIHandler):
-    """Base class: JSON replies, JSON errors, blocking reads off the event loop."""
+    """Base class: JSON replies, JSON errors, blocking reads on the extension's reader pool."""
 
     auth_resource = AUTH_RESOURCE
 
-    def reply(self, value: Any) -> None:
+    @property
+    def dsh(self) -> ServerState:
+        state: ServerState = self.settings[SETTINGS_KEY]
+        return state
+
+    def reply(self, value: object) -> None:
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.set_header("Cache-Control", "no-store")
         self.finish(dumps(value))
 
-    def fail(self, error: sessions.ApiError) -> None:
+    def fail(self, error: ApiError) -> None:
         self.set_status(error.status)
         self.reply(error.to_json())
 
-    async def run(self, func: Callable[..., T], *args: Any) -> T:
-        """Run a blocking store read in a worker thread."""
-        return await asyncio.to_thread(func, *args)
+    def folder_job(self, read: Callable[[Path], object]) -> Job:
+        """A job that resolves the ``cwd`` parameter to a folder inside the root, then calls ``read`` on it."""
+        root = self.dsh.boundary.root
+        cwd = self.get_query_argument("cwd", "")
+        allow_hidden = bool(getattr(self.contents_manager, "allow_hidden", True))
+        return lambda: read(sessions.resolve_folder(root, cwd, allow_hidden=allow_hidden))
 
-    def folder(self) -> Path:
-        return sessions.resolve_folder(
-            self.settings["server_root_dir"],
-            self.get_query_argument("cwd", ""),
-            allow_hidden=bool(getattr(self.contents_manager, "allow_hidden", True)),
-        )
+    async def answer(self, prepare: Callable[[], Job]) -> None:
+        """Reply with the JSON of the job ``prepare()`` returns, run on the reader pool, or a JSON error.
 
-    async def answer(self, func: Callable[[], Any]) -> None:
-        """Call ``func`` (which may return an awaitable) and reply with its JSON, or a JSON error."""
+        ``prepare`` runs here on the event loop and only checks parameters (raising :class:`ApiError`)."""
+        state = self.dsh
         try:
-            result = func()
-            if asyncio.iscoroutine(result):
-                result = await result
-        except sessions.ApiError as exc:
+            job = prepare()
+            result = await state.pool.run(job, state.timeout)
+        except ApiError as exc:  # a 500 among them was logged where it happened
             self.fail(exc)
             return
         except SessionReferenceError as exc:
-            self.fail(sessions.ApiError(_STATUS_BY_CODE.get(exc.code, 500), exc.code, exc.message))
+            status = _STATUS_BY_CODE.get(exc.code)
+            if status is None:
+                self.log.error("dsh-jupyter: %s %s failed: %s: %s", self.request.method, self.request.path,
+                               exc.code, exc.message)
+                self.fail(internal())
+            else:
+                self.fail(ApiError(status, exc.code, exc.message))
+            return
+        except PoolBusy as exc:
+            self.log.warning("dsh-jupyter: refused %s %s: %s", self.request.method, self.request.path, exc)
+            self.fail(busy(BUSY_MESSAGE))
+            return
+        except PoolTimeout as exc:
+            self.log.warning("dsh-jupyter: %s %s gave up: %s (the read goes on in the background)",
+                             self.request.method, self.request.path, exc)
+            self.fail(too_slow(exc.seconds))
+            return
+        except Exception:
+            self.log.exception("dsh-jupyter: %s %s failed", self.request.method, self.request.path)
+            self.fail(internal())
             return
         self.reply(result)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        """Errors raised outside :meth:`answer` (403, 405, unexpected ones) in the same JSON shape."""
+        """Errors raised outside :meth:`answer` (403, 405, unexpected ones) in the same JSON shape.
+
+        A client error keeps its reason; a server error says only "internal error"."""
         message = responses.get(status_code, "Unknown HTTP Error")
         exc_info = kwargs.get("exc_info")
-        if exc_info and isinstance(exc_info[1], web.HTTPError) and exc_info[1].log_message:
-            error = exc_info[1]
+        error = exc_info[1] if exc_info else None
+        if status_code >= 500:
+            message = INTERNAL_MESSAGE
+        elif isinstance(error, web.HTTPError) and error.log_message:
             try:
                 message = error.log_message % error.args if error.args else error.log_message
             except (TypeError, ValueError):
                 message = error.log_message
-        elif exc_info:
-            message = "internal error in the dsh server extension; the server log has the details"
+        code = INTERNAL if status_code == 500 else f"HTTP_{status_code}"
         self.set_header("Content-Type", "application/json; charset=UTF-8")
-        self.finish(dumps({"error": {"code": f"HTTP_{status_code}", "message": message}, "message": message}))
+        self.finish(dumps(error_body(code, message)))
 
 
 class CandidatesHandler(DshApiHandler):
@@ -106,14 +142,15 @@ class CandidatesHandler(DshApiHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        async def work() -> Any:
+        def prepare() -> Job:
             query = sessions.parse_query(self.get_query_argument("query", "", strip=False))
             limit = sessions.parse_limit(self.get_query_argument("limit", None, strip=False))
             body = sessions.parse_flag("body", self.get_query_argument("body", None, strip=False))
-            folder = self.folder()
-            return await self.run(lambda: sessions.list_candidates(folder, query, limit, body=body))
+            boundary = self.dsh.boundary
+            return self.folder_job(lambda folder: sessions.list_candidates(folder, query, limit, boundary=boundary,
+                                                                           body=body))
 
-        await self.answer(work)
+        await self.answer(prepare)
 
 
 class SessionHandler(DshApiHandler):
@@ -122,26 +159,26 @@ class SessionHandler(DshApiHandler):
     @web.authenticated
     @authorized
     async def get(self, payload: str) -> None:
-        async def work() -> Any:
+        def prepare() -> Job:
             session_id = sessions.decode_session_payload(payload)
-            folder = self.folder()
-            return await self.run(sessions.session_detail, folder, session_id)
+            boundary = self.dsh.boundary
+            return self.folder_job(lambda folder: sessions.session_detail(folder, session_id, boundary))
 
-        await self.answer(work)
+        await self.answer(prepare)
 
 
 class LocateHandler(DshApiHandler):
-    """``GET dsh/api/locate/<payload>``: ``{"kind": "jsonl", "path", "contentsPath"}`` or ``{"kind": null}``."""
+    """``GET dsh/api/locate/<payload>``: ``{"kind": "jsonl", "path", "contentsPath"}``."""
 
     @web.authenticated
     @authorized
     async def get(self, payload: str) -> None:
-        async def work() -> Any:
+        def prepare() -> Job:
             session_id = sessions.decode_session_payload(payload)
-            folder = self.folder()
-            return await self.run(sessions.session_location, folder, session_id, self.settings["server_root_dir"])
+            boundary = self.dsh.boundary
+            return self.folder_job(lambda folder: sessions.session_location(folder, session_id, boundary))
 
-        await self.answer(work)
+        await self.answer(prepare)
 
 
 #: ``(route relative to base_url, handler)``; the payload group takes any non-empty segment so that

@@ -1,8 +1,9 @@
 """What the REST handlers read: the session store of a notebook folder, candidates, metadata, locations.
 
 Everything here is plain, blocking Python with no tornado in it, so it is testable on its own and the
-handlers can run it off the event loop. The handlers reach storage only through :func:`open_query`
-(one folder's store); a cross-folder catalog can later replace that one function.
+handlers can run it on their own reader threads (:mod:`dsh_jupyter.server.pool`). Every function takes the
+notebook folder and the server's :class:`~dsh_jupyter.server.boundary.Boundary` as arguments: a store or a
+session outside the boundary is refused (403), and catalog results from elsewhere are filtered out.
 
 Folders arrive as paths *relative to the server's root directory* (what the browser knows, e.g.
 ``sub/dir`` for ``sub/dir/x.ipynb``). :func:`resolve_folder` refuses anything that leaves the root.
@@ -16,24 +17,47 @@ import logging
 import os
 import threading
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..query import SessionQuery
 from ..references import (
-    SESSION_REFERENCE_INVALID_REFERENCE,
-    SESSION_REFERENCE_READ_FAILED,
     ReferenceTarget,
+    SessionReferenceCandidate,
     SessionReferenceError,
-    SessionReferenceResolver,
     decode_session_reference_uri,
     encode_session_reference_uri,
     format_session_reference_mention,
 )
+from ..references.candidates import list_candidates as rank_candidates
 from ..references.projection import project_surface
 from ..session import SessionError, SessionNotFoundError
 from ..store import JsonlStore, default_sessions_dir
+from .boundary import Boundary, require_log, require_store
+from .errors import BUSY, ApiError, bad_request, internal, not_found, outside_root, refused_entry
+
+if TYPE_CHECKING:
+    from ..catalog import CatalogEntry, StoreInfo
+    from ..references.cancellation import CancelFlag
+
+__all__ = [
+    "ApiError",
+    "BoundedCatalog",
+    "ServerCatalog",
+    "bad_request",
+    "decode_session_payload",
+    "list_candidates",
+    "not_found",
+    "open_query",
+    "parse_flag",
+    "parse_limit",
+    "parse_query",
+    "resolve_folder",
+    "server_catalog",
+    "session_detail",
+    "session_location",
+]
 
 #: Default and largest number of candidates one request may ask for.
 DEFAULT_CANDIDATE_LIMIT = 50
@@ -43,32 +67,10 @@ MAX_QUERY_LENGTH = 1000
 #: The session preview keeps the newest messages, each cut to a byte budget.
 PREVIEW_MESSAGES = 20
 PREVIEW_MESSAGE_BYTES = 4096
+#: Extra catalog rows asked for, so that sessions dropped by the boundary (links out) do not shorten the list.
+BOUNDARY_MARGIN = 64
 
-
-class ApiError(Exception):
-    """A request the API refuses: HTTP ``status``, a stable ``code`` and a message saying what to do."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-    def to_json(self) -> dict[str, Any]:
-        return {"error": {"code": self.code, "message": self.message}, "message": self.message}
-
-
-def bad_request(message: str) -> ApiError:
-    return ApiError(400, SESSION_REFERENCE_INVALID_REFERENCE, message)
-
-
-def not_found(session_id: str, folder: Path) -> ApiError:
-    return ApiError(
-        404,
-        SESSION_REFERENCE_READ_FAILED,
-        f"no session {session_id!r} in the session store of {str(folder)!r}; "
-        "list the folder's sessions with dsh/api/candidates and use one of their ids",
-    )
+log = logging.getLogger(__name__)
 
 
 # -- parameters -------------------------------------------------------------------------------------------
@@ -116,8 +118,8 @@ def resolve_folder(root_dir: str | os.PathLike[str], cwd: str | None, *, allow_h
     """The absolute, symlink-resolved folder named by ``cwd`` relative to ``root_dir``.
 
     ``cwd`` uses ``/`` separators as the browser sends them (``""`` or absent is the root itself).
-    Absolute paths, ``..`` that climbs out of the root, symlinks leading outside it, NUL bytes and
-    missing folders are refused with a 400 :class:`ApiError`.
+    Absolute paths, NUL bytes and missing folders are refused with a 400 :class:`ApiError`; ``..`` that
+    climbs out of the root and symlinks leading outside it with a 403.
     """
     root = Path(os.path.realpath(os.fspath(root_dir)))
     relative = (cwd or "").strip()
@@ -127,7 +129,7 @@ def resolve_folder(root_dir: str | os.PathLike[str], cwd: str | None, *, allow_h
         raise bad_request(f"cwd must be a folder relative to the server root, got the absolute path {cwd!r}")
     candidate = Path(os.path.realpath(root.joinpath(*[p for p in relative.replace("\\", "/").split("/") if p])))
     if candidate != root and root not in candidate.parents:
-        raise bad_request(f"cwd {cwd!r} leads outside the server root; pass a folder inside it")
+        raise outside_root(f"cwd {cwd!r} leads outside the server root; pass a folder inside it")
     if not candidate.is_dir():
         raise bad_request(f"cwd {cwd!r} is not a folder under the server root")
     if not allow_hidden:
@@ -137,18 +139,43 @@ def resolve_folder(root_dir: str | os.PathLike[str], cwd: str | None, *, allow_h
     return candidate
 
 
-log = logging.getLogger(__name__)
-
-
-# -- data access (the one seam a catalog will replace) ----------------------------------------------------
+# -- data access --------------------------------------------------------------------------------------------
 def open_query(folder: Path) -> SessionQuery:
     """The session query of the notebook folder ``folder``: its JSONL store, or ``$DSH_SESSIONS_DIR``."""
     return SessionQuery(JsonlStore(default_sessions_dir(folder)))
 
 
+def _store_of(query: SessionQuery) -> JsonlStore:
+    store = query.store
+    if not isinstance(store, JsonlStore):  # pragma: no cover - open_query always makes a JSONL store
+        raise TypeError(f"the server reads JSONL stores only, got {type(store).__name__}")
+    return store
+
+
+def allowed_store(folder: Path, boundary: Boundary) -> SessionQuery:
+    """The query of ``folder``'s store, refused (403) when the store lies outside ``boundary``."""
+    query = open_query(folder)
+    require_store(_store_of(query).root, folder, boundary)
+    return query
+
+
 def synthetic_target(folder: Path) -> ReferenceTarget:
     """A ranking target in ``folder`` with an id no stored session has (the browser is no session)."""
     return ReferenceTarget(session_id=f"\x00dsh-jupyter-server:{uuid.uuid4()}", cwd=str(folder))
+
+
+class ServerCatalog(Protocol):
+    """What the server uses of the session catalog (:class:`dsh_jupyter.catalog.Catalog`)."""
+
+    def register_store(self, root: str | os.PathLike[str]) -> str: ...
+
+    def ensure_store(self, root: str | os.PathLike[str], *, budget: float | None = ...) -> object: ...
+
+    def stores(self) -> Sequence[StoreInfo]: ...
+
+    def candidates(self, target_id: str, target_cwd: str | None, text: str = ..., limit: int = ..., *,
+                   body: bool = ..., roots: Iterable[str] | None = ..., local: str | None = ...,
+                   cancel: Any = ...) -> Sequence[CatalogEntry]: ...
 
 
 _ENSURED: dict[tuple[str, str], threading.Event] = {}  # (catalog file, store root) -> indexed
@@ -157,48 +184,93 @@ _ENSURED_LOCK = threading.Lock()
 ENSURE_WAIT_SECONDS = 2.0
 
 
-def server_catalog(folder: Path) -> Any:
-    """The session catalog (every store known to this user), with ``folder``'s store registered and
-    indexed once per process; ``None`` when the catalog cannot be opened (then only ``folder``'s own store
-    is read)."""
+def server_catalog(store_root: str | os.PathLike[str]) -> ServerCatalog | None:
+    """The session catalog (every store known to this user), with ``store_root`` registered and indexed
+    once per process; ``None`` when the catalog cannot be opened (then only the folder's own store is read).
+
+    Callers check ``store_root`` against the boundary first: the server never registers other stores.
+    """
     try:
         from ..catalog import open_catalog
 
-        catalog = open_catalog()
+        catalog: ServerCatalog = open_catalog()
     except Exception as exc:  # an index only: without it the folder's logs are read directly
         log.warning("dsh-jupyter: session catalog unavailable (%s); reading logs directly", exc)
         return None
-    root = str(default_sessions_dir(folder))
+    root = os.fspath(store_root)
     key = (str(getattr(catalog, "path", id(catalog))), root)
     with _ENSURED_LOCK:
         done = _ENSURED.get(key)
         mine = done is None
         if mine:
             done = _ENSURED[key] = threading.Event()
+    assert done is not None
     if not mine:
         done.wait(ENSURE_WAIT_SECONDS)
         return catalog
     try:
         catalog.ensure_store(root)
     except Exception as exc:
-        log.warning("dsh-jupyter: could not index %s: %s", root, exc)
+        log.warning("dsh-jupyter: could not index the session store %s: %s", root, exc)
     finally:
         done.set()
     return catalog
 
 
-def list_candidates(folder: Path, query: str = "", limit: int = DEFAULT_CANDIDATE_LIMIT, *,
-                    body: bool = False) -> list[dict[str, Any]]:
+class BoundedCatalog:
+    """The session catalog as a candidate source that only answers from stores inside ``boundary``.
+
+    The catalog is asked for the allowed stores only (so body search never even looks at text elsewhere),
+    and each session it returns is checked once more by its log's resolved path (a session folder that is
+    a link out of the boundary is dropped).
+    """
+
+    def __init__(self, catalog: ServerCatalog, boundary: Boundary) -> None:
+        self.catalog = catalog
+        self.boundary = boundary
+
+    def store_roots(self, local: str) -> list[str]:
+        """The catalog's stores that lie inside the boundary, ``local`` (the asking folder's store) first."""
+        from ..catalog import CatalogUnavailable
+
+        try:
+            known = [info.root for info in self.catalog.stores()]
+        except CatalogUnavailable as exc:
+            log.info("dsh-jupyter: catalog store list unavailable (%s); answering from the folder's store", exc)
+            known = []
+        return [local] + [root for root in known if root != local and self.boundary.allows(root)]
+
+    def select_candidates(self, query: SessionQuery, target: ReferenceTarget, needle: str, limit: int,
+                          cancel: CancelFlag | None = None, *, body: bool = False) -> list[SessionReferenceCandidate]:
+        local = self.catalog.register_store(_store_of(query).root)
+        entries = self.catalog.candidates(target.session_id, target.cwd, needle, limit + BOUNDARY_MARGIN, body=body,
+                                          roots=self.store_roots(local), local=local, cancel=cancel)
+        kept = [entry for entry in entries if self.boundary.allows(entry.path)][:limit]
+        return [SessionReferenceCandidate(session_id=e.session_id, label=e.label, cwd=e.cwd,
+                                          same_workspace=e.cwd is not None and e.cwd == target.cwd,
+                                          created_at=e.created_at) for e in kept]
+
+
+def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary, body: bool = False,
+                    catalog_for: Callable[[Path], ServerCatalog | None] | None = None) -> list[dict[str, Any]]:
     """Ranked candidates for a prompt in ``folder``: ``{sessionId, label, cwd?, sameWorkspace, createdAt, mention}``.
 
-    Sessions come from every store the catalog knows (same folder first); ``body`` also matches message text.
+    Sessions come from every store inside ``boundary`` that the catalog knows (same folder first); ``body``
+    also matches message text. ``catalog_for(store root)`` gives the catalog (default :func:`server_catalog`);
+    without one (``None``) only ``folder``'s own store is read.
     """
-    catalog = server_catalog(folder)
-    if body and catalog is None:
-        raise ApiError(503, "SESSION_REFERENCE_READ_FAILED",
-                       "body search needs the session catalog, which could not be opened; search titles instead")
-    resolver = SessionReferenceResolver(open_query(folder), candidate_limit=limit, catalog=catalog)
-    found = resolver.list_candidates(synthetic_target(folder), query, limit, body=body)
+    source = allowed_store(folder, boundary)
+    store = _store_of(source)
+    catalog = (catalog_for or server_catalog)(store.root)
+    target = synthetic_target(folder)
+    if catalog is None:
+        if body:
+            raise ApiError(503, BUSY, "body search needs the session catalog, which could not be opened; "
+                                      "search titles instead (leave body out)")
+        found = rank_candidates(source, target, query, limit + BOUNDARY_MARGIN)
+        found = [c for c in found if boundary.allows(store.log_path(c.session_id))][:limit]
+    else:
+        found = rank_candidates(source, target, query, limit, source=BoundedCatalog(catalog, boundary), body=body)
     return [candidate.to_remote_json() for candidate in found]
 
 
@@ -211,27 +283,37 @@ def _utf8_prefix(text: str, max_bytes: int) -> tuple[str, int]:
     return kept, len(data) - len(kept.encode("utf-8", "surrogatepass"))
 
 
-@dataclass(frozen=True)
-class _Found:
-    query: SessionQuery
-    session_id: str
-
-
-def _find(folder: Path, session_id: str) -> _Found:
-    query = open_query(folder)
-    store = query.store
+def _find(folder: Path, session_id: str, boundary: Boundary) -> SessionQuery:
+    """The query of the store holding ``session_id``: 403 outside the boundary, 404 when it is not there."""
+    query = allowed_store(folder, boundary)
+    store = _store_of(query)
     try:
         present = store.exists(session_id)
     except (ValueError, TypeError):  # an id the store cannot name (e.g. empty) is never stored
         present = False
     if not present:
-        raise not_found(session_id, folder)
-    return _Found(query, session_id)
+        raise not_found(session_id, boundary.shown(folder))
+    require_log(store.log_path(session_id), session_id, boundary)
+    return query
+
+
+def refused_read(session_id: str, exc: BaseException) -> ApiError:
+    """The reply to a read that failed: 403 when the store refused the entry itself (it is a link, a pipe or
+    a device, or this user may not read it: the store's errors that are both ``SessionError`` and
+    ``OSError``), else a generic 500. Neither names a path; the server log has the details."""
+    if isinstance(exc, PermissionError):
+        return refused_entry(f"session {session_id!r} cannot be read by the server (permission denied); ask the "
+                            "owner of the store for read access")
+    if isinstance(exc, SessionError) and isinstance(exc, OSError) and not isinstance(exc, SessionNotFoundError):
+        return refused_entry(f"session {session_id!r} is not stored as a regular session log (it is a link, a "
+                            "pipe or a device), so it is not served; replace it with the log itself")
+    return internal()
 
 
 def session_detail(
     folder: Path,
     session_id: str,
+    boundary: Boundary,
     *,
     max_messages: int = PREVIEW_MESSAGES,
     max_message_bytes: int = PREVIEW_MESSAGE_BYTES,
@@ -241,16 +323,15 @@ def session_detail(
     The preview holds the newest ``max_messages`` projected messages (what a reference would carry),
     each cut to ``max_message_bytes`` UTF-8 bytes; texts are returned verbatim (escaping is the viewer's job).
     """
-    found = _find(folder, session_id)
+    query = _find(folder, session_id, boundary)
     try:
-        snapshot = found.query.read_surface(session_id)
-        title = found.query.title(session_id)
+        snapshot = query.read_surface(session_id)
+        title = query.title(session_id)
     except SessionNotFoundError:
-        raise not_found(session_id, folder) from None
+        raise not_found(session_id, boundary.shown(folder)) from None
     except (SessionError, OSError) as exc:
-        raise ApiError(
-            500, SESSION_REFERENCE_READ_FAILED, f"could not read session {session_id!r}: {exc}"
-        ) from exc
+        log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, _store_of(query).root, exc)
+        raise refused_read(session_id, exc) from exc
     projected = project_surface(snapshot)
     header = snapshot.header
     label = title if title is not None else header.id
@@ -291,21 +372,16 @@ def session_detail(
     }
 
 
-def session_location(folder: Path, session_id: str, root_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Where the session's own log lives: ``{"kind": "jsonl", "path", "contentsPath"}`` or ``{"kind": None}``.
+def session_location(folder: Path, session_id: str, boundary: Boundary) -> dict[str, Any]:
+    """Where the session's own log lives: ``{"kind": "jsonl", "path", "contentsPath"}``.
 
     ``contentsPath`` is the log's path relative to the server root (for the Contents API), or ``None``
-    when the store lies outside the root (e.g. ``$DSH_SESSIONS_DIR`` elsewhere).
+    when the store lies in an extra root outside it. Only the one session's folder is looked at.
     """
-    found = _find(folder, session_id)
-    header = found.query.header(session_id)
-    location = found.query.store.locate(header)
-    if location is None:
-        return {"kind": None}
-    root = Path(os.path.realpath(os.fspath(root_dir)))
-    path = Path(location.path)
+    store = _store_of(_find(folder, session_id, boundary))
+    path = store.log_path(session_id)
     try:
-        contents_path: str | None = Path(os.path.realpath(path)).relative_to(root).as_posix()
+        contents_path: str | None = Path(os.path.realpath(path)).relative_to(boundary.root).as_posix()
     except ValueError:
         contents_path = None
-    return {"kind": location.kind, "path": location.path, "contentsPath": contents_path}
+    return {"kind": store.kind, "path": str(path), "contentsPath": contents_path}

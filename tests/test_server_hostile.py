@@ -1,0 +1,255 @@
+"""Hostile session stores through the REST endpoints of a real jupyter-server.
+
+A store copied in from elsewhere may hold anything: a FIFO named ``session.jsonl`` (``open`` blocks
+forever), a link to ``/dev/zero`` (a header that never ends), a line of 100,000 nested ``[`` (a decoder
+that recurses), a header-only log. Whatever they do, Jupyter's own handlers keep answering (the dsh reads
+run on the extension's own bounded pool, with a deadline), every dsh request ends, and the good sessions
+stay listed.
+
+Cases whose reads only the store layer can make safe (capped, non-blocking opens in
+``dsh_jupyter.store.safe_open``) are skipped until it is there: without it a ``/dev/zero`` link grows a
+buffer until memory runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import importlib.util
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_helpers import SERVER_CONFIG, Api, Reply, make_api, make_session, payload
+
+from dsh_jupyter.server.indexing import THREAD_NAME
+from dsh_jupyter.server.state import SETTINGS_KEY, ServerState
+from dsh_jupyter.store.paths import session_folder_name
+
+pytestmark = pytest.mark.timeout(180)
+
+SAFE_READS = importlib.util.find_spec("dsh_jupyter.store.safe_open") is not None
+needs_safe_reads = pytest.mark.skipif(not SAFE_READS, reason="needs the store layer's capped, non-blocking reads "
+                                      "(dsh_jupyter.store.safe_open); without them /dev/zero exhausts memory")
+
+#: Short enough that blocked requests end quickly; the poll bound below is far above it.
+REQUEST_TIMEOUT = 2.0
+#: Jupyter's own endpoint must answer each poll within this (it answers in milliseconds when not starved).
+KERNELSPECS_BOUND = 5.0
+GOOD = ["good-new", "good-old"]
+
+
+@pytest.fixture
+def jp_server_config() -> dict[str, Any]:
+    return {**SERVER_CONFIG, "DshServer": {"request_timeout": REQUEST_TIMEOUT, "index_at_start": False}}
+
+
+@pytest.fixture
+def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
+        jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
+    return make_api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+
+
+def good_sessions(folder: Path) -> Path:
+    make_session(folder, "good-old", created_at=10, cwd=None, title="Old but good")
+    make_session(folder, "good-new", created_at=20, cwd=None, title="New and good")
+    return folder / ".dsh" / "sessions"
+
+
+def hostile_folder(store: Path, session_id: str) -> Path:
+    folder = store / session_folder_name(session_id)
+    folder.mkdir(parents=True)
+    return folder / "session.jsonl"
+
+
+def add_fifo(store: Path) -> Path:
+    path = hostile_folder(store, "fifo")
+    os.mkfifo(path)
+    return path
+
+
+def add_dev_zero(store: Path) -> Path:
+    path = hostile_folder(store, "zero")
+    path.symlink_to("/dev/zero")
+    return path
+
+
+def add_nested(store: Path) -> Path:
+    path = make_session(store.parent.parent, "nested", created_at=5, cwd=None)
+    with path.open("ab") as fh:
+        fh.write(b"[" * 100_000 + b"\n")
+    return path
+
+
+def add_header_only(store: Path) -> Path:
+    path = hostile_folder(store, "header-only")
+    path.write_text('{"type":"session","version":0,"id":"header-only","createdAt":1,"delegationDepth":0}\n')
+    return path
+
+
+def release_fifo(path: Path, stuck: Callable[[], bool], *, seconds: float = 30.0) -> None:
+    """Let every read blocked opening the FIFO ``path`` go (it then sees end of file), until ``stuck()`` is
+    false: a writer that opens and closes at once wakes the blocked readers."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno not in (errno.ENXIO, errno.ENOENT):
+                raise
+        else:
+            os.close(fd)
+        if not stuck():
+            return
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def released(path: Path, state: ServerState) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        release_fifo(path, lambda: state.pool.in_flight > 0)
+
+
+def assert_jupyter_kept_answering(polls: list[Reply]) -> None:
+    assert len(polls) >= 3
+    assert all(p.code == 200 and "kernelspecs" in p.body for p in polls), [p.code for p in polls]
+    slowest = max(p.seconds for p in polls)
+    assert slowest < KERNELSPECS_BOUND, f"/api/kernelspecs took {slowest:.1f} s while dsh reads were blocked"
+
+
+def assert_all_ended_cleanly(replies: list[Reply], allowed: set[int]) -> None:
+    assert {r.code for r in replies} <= allowed, sorted(r.code for r in replies)
+    for reply in replies:
+        if reply.code != 200:
+            assert reply.body["error"]["code"] in ("DSH_BUSY", "DSH_TIMEOUT", "SESSION_REFERENCE_READ_FAILED",
+                                                   "DSH_REFUSED_ENTRY"), reply
+            assert "/" not in reply.body["error"]["message"].replace("dsh/api/candidates", "")
+
+
+# -- starvation ---------------------------------------------------------------------------------------------
+def thirty(fifo_id: str) -> list[tuple[str, dict[str, str] | None]]:
+    routes: list[tuple[str, dict[str, str] | None]] = []
+    for n in range(30):
+        if n % 3 == 0:
+            routes.append((f"dsh/api/sessions/{payload(fifo_id)}", None))
+        elif n % 3 == 1:
+            routes.append(("dsh/api/candidates", {"query": f"q{n}"}))
+        else:
+            routes.append(("dsh/api/candidates", {"query": "good", "body": "1"}))
+    return routes
+
+
+def test_thirty_requests_at_a_fifo_store_never_starve_jupyter(api: Api, jp_root_dir: Path,
+                                                             jp_serverapp: Any) -> None:
+    state: ServerState = jp_serverapp.web_app.settings[SETTINGS_KEY]
+    store = good_sessions(jp_root_dir)
+    fifo = add_fifo(store)
+    if SAFE_READS:
+        add_dev_zero(store)
+    requests = thirty("fifo")
+    with released(fifo, state):
+        replies, polls = api.many(requests, poll="api/kernelspecs")
+        assert_jupyter_kept_answering(polls)
+        assert_all_ended_cleanly(replies, {200, 404, 503, 504})
+        assert state.pool.in_flight <= state.pool.capacity
+    if SAFE_READS:  # the store layer refuses the FIFO: nothing blocks (beyond the pool's capacity: 503)
+        assert 504 not in [r.code for r in replies]
+        for reply, (_, params) in zip(replies, requests, strict=True):
+            if reply.code == 200 and params and params.get("body"):
+                assert sorted(c["sessionId"] for c in reply.body) == sorted(GOOD)
+
+
+def test_thirty_requests_at_a_read_that_never_ends_never_starve_jupyter(
+    api: Api, jp_root_dir: Path, jp_serverapp: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test double for any read that blocks (a hung network file system, a FIFO the store let through)."""
+    from dsh_jupyter.server import sessions
+
+    state: ServerState = jp_serverapp.web_app.settings[SETTINGS_KEY]
+    good_sessions(jp_root_dir)
+    gate = threading.Event()
+    threads: set[str] = set()
+
+    def blocked(*args: object, **kwargs: object) -> object:
+        threads.add(threading.current_thread().name)
+        gate.wait(60)
+        return []
+
+    monkeypatch.setattr(sessions, "list_candidates", blocked)
+    monkeypatch.setattr(sessions, "session_detail", blocked)
+    try:
+        replies, polls = api.many(thirty("good-new"), poll="api/kernelspecs")
+        assert_jupyter_kept_answering(polls)
+        assert_all_ended_cleanly(replies, {503, 504})
+        codes = [r.code for r in replies]
+        assert codes.count(504) == state.pool.capacity and codes.count(503) == 30 - state.pool.capacity
+        assert threads and all(name.startswith("dsh-server-read-") for name in threads)
+        assert len(threads) == state.pool.workers
+        status, body = api.error("dsh", "api", "candidates")  # the stuck readers still hold their threads
+        assert status == 504 and body["error"]["code"] == "DSH_TIMEOUT"
+    finally:
+        gate.set()
+    for _ in range(100):
+        if state.pool.in_flight == 0:
+            break
+        time.sleep(0.05)
+    monkeypatch.undo()
+    assert [c["sessionId"] for c in api.get("dsh", "api", "candidates")] == GOOD
+
+
+# -- hostile entries beside good sessions ---------------------------------------------------------------------
+HOSTILE = {
+    "fifo": pytest.param(add_fifo, "fifo", marks=needs_safe_reads, id="fifo"),
+    "zero": pytest.param(add_dev_zero, "zero", marks=needs_safe_reads, id="dev-zero-link"),
+    "nested": pytest.param(add_nested, "nested", marks=needs_safe_reads, id="nested-brackets"),
+    "header": pytest.param(add_header_only, "header-only", id="header-only"),
+}
+
+
+@pytest.mark.parametrize("add,session_id", list(HOSTILE.values()))
+def test_a_hostile_entry_leaves_the_good_sessions_listed(api: Api, jp_root_dir: Path,
+                                                        add: Callable[[Path], Path], session_id: str) -> None:
+    store = good_sessions(jp_root_dir)
+    add(store)
+    listed = [c["sessionId"] for c in api.get("dsh", "api", "candidates")]
+    assert [s for s in listed if s in GOOD] == GOOD
+    found = api.get("dsh", "api", "candidates", params={"query": "question 1 of good-old", "body": "1"})
+    assert [c["sessionId"] for c in found] == ["good-old"]
+    assert api.get("dsh", "api", "sessions", payload("good-new"))["label"] == "New and good"
+    replies, _ = api.many([(f"dsh/api/{route}/{payload(session_id)}", None) for route in ("sessions", "locate")])
+    assert_all_ended_cleanly(replies, {200, 403, 404})
+
+
+# -- at start -------------------------------------------------------------------------------------------------
+@pytest.fixture
+def hostile_at_start(jp_root_dir: Path) -> Path:
+    store = good_sessions(jp_root_dir)
+    if SAFE_READS:
+        add_dev_zero(store)
+    return add_fifo(store)
+
+
+@pytest.mark.parametrize("jp_server_config", [{**SERVER_CONFIG, "DshServer": {"request_timeout": REQUEST_TIMEOUT}}])
+def test_indexing_a_hostile_root_at_start_blocks_nothing_of_jupyter(
+    hostile_at_start: Path, api: Api, jp_serverapp: Any
+) -> None:
+    state: ServerState = jp_serverapp.web_app.settings[SETTINGS_KEY]
+
+    def indexing() -> bool:
+        return any(t.name == THREAD_NAME and t.is_alive() for t in threading.enumerate())
+
+    try:
+        _, polls = api.many([("dsh/api/candidates", None)], poll="api/kernelspecs")
+        assert_jupyter_kept_answering(polls)
+    finally:
+        release_fifo(hostile_at_start, lambda: indexing() or state.pool.in_flight > 0)
+    assert not indexing()
+    listed = [c["sessionId"] for c in api.get("dsh", "api", "candidates")]
+    assert [s for s in listed if s in GOOD] == GOOD
