@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .framing import tag_safe_string_size
 from .projection import ASSISTANT, USER, ProjectedMessage, ProjectedSession, format_version, project_event, source_data
-from .utf8 import head_end, js_utf8
+from .utf8 import head_end, js_utf8, tag_safe_size_of_utf8
 
 if TYPE_CHECKING:
     from ..session.surface import SurfaceSnapshot
@@ -119,8 +119,12 @@ class BoundedProjection:
     def add(self, message: ProjectedMessage) -> None:
         """Measure one projected message (in model order), keeping only the text described above."""
         text = message.text
-        json_size = tag_safe_string_size(text)
-        data = js_utf8(text)
+        try:  # measured on the UTF-8 bytes: one transient copy, however long the text
+            data = text.encode("utf-8")
+            json_size = tag_safe_size_of_utf8(data)
+        except UnicodeEncodeError:  # lone surrogates
+            data = js_utf8(text)
+            json_size = tag_safe_string_size(text)
         size = len(data)
         index = len(self.flags)
         self.flags.append((_ASSISTANT_FLAG if message.role == ASSISTANT else 0)

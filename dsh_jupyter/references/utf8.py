@@ -54,3 +54,17 @@ def tail_start(data: bytes, start: int) -> int:
     while start < len(data) and data[start] & 0xC0 == 0x80:
         start += 1
     return start
+
+
+_TWO_CHAR_ESCAPES = tuple(bytes([b]) for b in b'"\\\b\t\n\f\r')
+_SIX_CHAR_ESCAPES = tuple(bytes([b]) for b in range(0x20) if b not in b"\b\t\n\f\r")
+
+
+def tag_safe_size_of_utf8(data: bytes) -> int:
+    """The tag-safe JSON string size (quotes included) of a text whose UTF-8 is ``data``, counted on the
+    bytes so that no escaped copy is made. Valid only for text without lone surrogates (``data`` came
+    from ``str.encode`` without error): ``"``, ``\\`` and ``\\b \\t \\n \\f \\r`` take 2 bytes, other
+    control characters and ``<`` (written ``\\u003c``) 6, every other byte 1."""
+    count = data.count
+    return (2 + len(data) + sum(count(b) for b in _TWO_CHAR_ESCAPES) + 5 * sum(count(b) for b in _SIX_CHAR_ESCAPES)
+            + 5 * count(b"<"))
