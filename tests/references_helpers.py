@@ -236,3 +236,38 @@ def object_size(value: Any) -> int:
     from dsh_jupyter.references.framing import tag_safe_dumps
 
     return js_utf8_length(tag_safe_dumps(value))
+
+
+def whole_text_retention(messages: list[tuple[str, str, bool]], data_of: Any, max_bytes: int
+                         ) -> tuple[dict[str, Any], tuple[int, int, int]] | None:
+    """An independent oracle: retention as first written, on whole texts held in memory.
+
+    ``messages`` are ``(role, text, checkpoint)``; ``data_of(pairs)`` builds the source object. Returns
+    the fitted object and ``(retained, omitted messages, omitted bytes)``, or ``None`` when nothing fits."""
+    from dsh_jupyter.references.framing import tag_safe_dumps
+    from dsh_jupyter.references.retention import truncate_with_notice
+
+    def size(items: list[list[Any]]) -> int:
+        return js_utf8_length(tag_safe_dumps(data_of([(item[0], item[1]) for item in items])))
+
+    items = [[role, text, checkpoint, text, 0] for role, text, checkpoint in messages]
+    omitted_messages = dropped = 0
+    while size(items) > max_bytes:
+        droppable = [i for i, item in enumerate(items[:-1]) if not item[2]]
+        if not droppable:
+            break
+        dropped += js_utf8_length(items[droppable[0]][1])
+        del items[droppable[0]]
+        omitted_messages += 1
+    while size(items) > max_bytes:
+        longest = max(range(len(items)), key=lambda i: (js_utf8_length(items[i][1]), -i), default=None)
+        if longest is None or js_utf8_length(items[longest][1]) == 0:
+            return None
+        item = items[longest]
+        target = max(0, js_utf8_length(item[1]) - (size(items) - max_bytes))
+        text, omitted = truncate_with_notice(item[3], target)
+        if text == item[1]:
+            return None
+        item[1], item[4] = text, omitted
+    data = data_of([(item[0], item[1]) for item in items])
+    return data, (len(items), omitted_messages, dropped + sum(item[4] for item in items))

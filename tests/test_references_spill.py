@@ -21,7 +21,11 @@ from references_helpers import (
     target_for,
 )
 
-from dsh_jupyter.references import SESSION_REFERENCE_CANCELLED, SessionReferenceError
+from dsh_jupyter.references import (
+    SESSION_REFERENCE_CANCELLED,
+    SESSION_REFERENCE_INVALID_CONFIG,
+    SessionReferenceError,
+)
 from dsh_jupyter.references import resolver as resolver_module
 from dsh_jupyter.references.retention import js_utf8_length
 from dsh_jupyter.references.spill import (
@@ -270,3 +274,73 @@ def test_async_prepare_with_an_asyncio_event(store: MemoryStore) -> None:
 
     prepared = asyncio.run(main())
     assert prepared.spills[0].status == "saved"  # type: ignore[attr-defined]
+
+
+# -- the cap -------------------------------------------------------------------------------------------
+def _capped_reference(store: MemoryStore, texts: list[str], cap: int, budget: int = 2000) -> tuple[str, dict]:
+    log = store.new_log("source")
+    for text in texts:
+        append_user(log, text)
+    resolver, _ = make_resolver(store, max_reference_bytes=budget, max_spill_bytes=cap)
+    prepared = resolver.prepare_sync(target_for(store), [], [{"sessionId": "source"}])
+    saved = prepared.spills[0]
+    assert saved.status == "saved" and saved.path is not None
+    [entry] = omission_entries(context_text(prepared))
+    return saved.path.read_text("utf-8"), entry
+
+
+def test_a_big_source_spills_a_capped_transcript_with_a_closing_notice(store: MemoryStore) -> None:
+    texts = [f"message {i}: " + "界😀 <x> \n" * 200 for i in range(60)]  # about 200 kB of text
+    cap = 16_384
+    content, entry = _capped_reference(store, texts, cap)
+    assert len(content.encode("utf-8")) <= cap
+    assert entry["fullSnapshot"]["capped"] is True and entry["fullSnapshot"]["bytes"] == len(content.encode())
+    body, _, notice = content.rstrip("\n").rpartition("\n\n")
+    assert notice.startswith("[\u2026 This transcript is capped at 16384 bytes.")
+    messages = transcript_messages(body + "\n")
+    decoded = ["".join(json.loads(line) for line in lines) for _, lines in messages]
+    whole = [t for t, original in zip(decoded, texts) if t == original]
+    assert len(whole) >= len(decoded) - 1 and decoded and texts[len(decoded) - 1].startswith(decoded[-1])
+    included = sum(js_utf8_length(t) for t in decoded)
+    total = sum(js_utf8_length(t) for t in texts)
+    assert f"Left out: {len(texts) - len(whole)} of {len(texts)} messages" in notice
+    assert f"from message {len(whole) + 1} on), {total - included} UTF-8 bytes of text" in notice
+    assert '"source"' in notice and f"seq {len(texts) - 1}" in notice
+
+
+def test_a_single_huge_message_spills_its_first_fragments(store: MemoryStore) -> None:
+    text = "start " + "\x00\"\\界😀" * 100_000
+    content, entry = _capped_reference(store, [text, "reply"], 20_000)
+    assert len(content.encode("utf-8")) <= 20_000 and entry["fullSnapshot"]["capped"] is True
+    body = content.rstrip("\n").rpartition("\n\n")[0]
+    [(role, lines)] = transcript_messages(body + "\n")
+    assert role == "user" and text.startswith("".join(json.loads(line) for line in lines))
+    assert "Left out: 2 of 2 messages (in whole or in part, from message 1 on)" in content
+
+
+def test_a_source_within_the_cap_spills_every_message_exactly(store: MemoryStore) -> None:
+    texts = ["old " + "界" * 3000, "\x00\n\r\t\"\\" * 300, "new fact"]
+    content, entry = _capped_reference(store, texts, 1 << 20, budget=500)
+    assert "capped" not in entry["fullSnapshot"]
+    assert "This transcript is capped" not in content
+    messages = transcript_messages(content)
+    assert ["".join(json.loads(line) for line in lines) for _, lines in messages] == texts
+
+
+def test_the_capped_renderer_without_a_cap_is_the_full_transcript() -> None:
+    from dsh_jupyter.references.bounded import bound_projection
+    from dsh_jupyter.references.projection import ProjectedMessage, ProjectedSession
+    from dsh_jupyter.references.spill import render_capped_transcript
+
+    messages = tuple(ProjectedMessage(role, text) for role, text in
+                     [("user", "a\nb"), ("assistant", ""), ("user", "x" * 130 + "\ud800"), ("assistant", "😀" * 70)])
+    projection = ProjectedSession("s\ud800", "/w", 9, 0, messages)
+    content, capped = render_capped_transcript(bound_projection(projection, 65_536), "L")
+    assert not capped and content == render_transcript(projection.data("L"), 0)
+
+
+def test_a_spill_cap_below_the_minimum_is_refused(store: MemoryStore) -> None:
+    with pytest.raises(SessionReferenceError) as info:
+        make_resolver(store, max_spill_bytes=1000)
+    assert info.value.code == SESSION_REFERENCE_INVALID_CONFIG
+    assert "max_spill_bytes" in info.value.message and "16384" in info.value.message
