@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -52,7 +53,7 @@ GOAL_GROWTH_MB = 300
 
 # -- data -------------------------------------------------------------------------------------------
 def _store(kind: str, size_mb: int) -> tuple[JsonlStore, str]:
-    from _logs import write_chat_log, write_single_message_log
+    from benchmarks._logs import write_chat_log, write_single_message_log
 
     version = hashlib.sha256((HERE / "_logs.py").read_bytes()).hexdigest()[:16]
     store = JsonlStore(DATA / f"bigref-{kind}-{size_mb}mb")
@@ -125,13 +126,14 @@ def child(variant: str, root: str, session_id: str, spill: str) -> None:
     print(json.dumps({"wall": wall, "cpu": cpu, "growth": growth, "spill": size, "exact_peak": exact}))
 
 
-def measure(variant: str, store: JsonlStore, session_id: str) -> dict:
+def measure(variant: str, store: JsonlStore, session_id: str) -> dict[str, Any]:
     spill = DATA / f"bigref-spill-{variant}"
     out = subprocess.run([sys.executable, __file__, "--child", variant, str(store.root), session_id, str(spill)],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"the {variant} run failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
 def cat_seconds(path: Path) -> float:
@@ -143,8 +145,9 @@ def cat_seconds(path: Path) -> float:
 
 
 # -- report -----------------------------------------------------------------------------------------
-def _line(name: str, result: dict) -> str:
-    return (f"  {name:<9} {result['wall']:7.2f} s (CPU {result['cpu']:6.2f} s)   peak RSS growth {result['growth'] / 2**20:8.1f} MB   "
+def _line(name: str, result: dict[str, Any]) -> str:
+    return (f"  {name:<9} {result['wall']:7.2f} s (CPU {result['cpu']:6.2f} s)   "
+            f"peak RSS growth {result['growth'] / 2**20:8.1f} MB   "
             f"spill file {result['spill'] / 2**20:8.2f} MB")
 
 
@@ -158,13 +161,15 @@ def bench(kind: str, size_mb: int, old: bool) -> bool:
     print(f"prepare() of a reference to a {log_mb:.0f} MB {title} (budget {DEFAULT_MAX_REFERENCE_BYTES} bytes):")
     print(_line("ours", ours))
     cap = DEFAULT_MAX_SPILL_BYTES + 1024
-    ok = ours["growth"] <= GOAL_GROWTH_MB * 2**20 and ours["spill"] <= cap
+    ok = bool(ours["growth"] <= GOAL_GROWTH_MB * 2**20 and ours["spill"] <= cap)
     if old:
         before = measure("old", store, session_id)
         print(_line("old path", before))
         print(f"  old/ours: time {before['wall'] / ours['wall']:.1f}x, memory "
-              f"{before['growth'] / max(ours['growth'], 1):.1f}x, spill {before['spill'] / max(ours['spill'], 1):.0f}x")
-    print(f"  cat       {cat:7.2f} s   (ours / cat = {ours['wall'] / cat:.1f}x; the machine's load inflates wall times)")
+              f"{before['growth'] / max(ours['growth'], 1):.1f}x, "
+              f"spill {before['spill'] / max(ours['spill'], 1):.0f}x")
+    print(f"  cat       {cat:7.2f} s   (ours / cat = {ours['wall'] / cat:.1f}x; "
+          "a loaded machine inflates wall times)")
     if not ours["exact_peak"]:
         print("  (peak counter could not be reset: growth includes the interpreter's start-up peak)")
     print(f"  goals: peak RSS growth <= {GOAL_GROWTH_MB} MB, spill <= {cap / 2**20:.2f} MB: "

@@ -9,8 +9,12 @@ import pytest
 from references_helpers import append_assistant, append_user, context_text, prompt_data, whole_text_retention
 
 from dsh_jupyter.query import SessionQuery
-from dsh_jupyter.references import SESSION_REFERENCE_READ_FAILED, ReferenceTarget, SessionReferenceError
-from dsh_jupyter.references import SessionReferenceResolver
+from dsh_jupyter.references import (
+    SESSION_REFERENCE_READ_FAILED,
+    ReferenceTarget,
+    SessionReferenceError,
+    SessionReferenceResolver,
+)
 from dsh_jupyter.references.bounded import CLIP_SLACK, BoundedProjection, bound_projection
 from dsh_jupyter.references.projection import PROJECTION_SKIPS, ProjectedMessage, ProjectedSession, project_surface
 from dsh_jupyter.references.retention import retain_source

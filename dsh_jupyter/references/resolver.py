@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import functools
 import math
 import threading
 from collections.abc import Collection, Sequence
@@ -203,10 +204,11 @@ class SessionReferenceResolver:
             sources: list[RetainedSource] = rendered[0]
             truncated = [i for i, s in enumerate(sources) if s.stats.truncated]
             results = await watch.gather(
-                [thread_future(lambda i=i: self._spill(target, i, sources[i]), name="dsh-reference-spill") for i in truncated]
+                [thread_future(functools.partial(self._spill, target, i, sources[i]), name="dsh-reference-spill")
+                 for i in truncated]
             )
             watch.check()
-        spills = dict(zip(truncated, results))
+        spills = dict(zip(truncated, results, strict=True))
         return PreparedReferencedMessage(accepted, self._context(sources, spills), spills)
 
     def prepare_sync(
@@ -245,7 +247,8 @@ class SessionReferenceResolver:
         ok, value = outcome[0]
         if not ok:
             raise value
-        return value
+        prepared: PreparedReferencedMessage = value
+        return prepared
 
     def _read_and_project(self, session_id: str, budget: int) -> BoundedProjection:
         """One source read (in a worker thread), projected and reduced event by event (a JSONL store then
@@ -264,7 +267,7 @@ class SessionReferenceResolver:
     async def _read_all(self, watch: CancelWatch, inputs: list[SessionReferenceInput],
                         budget: int) -> list[BoundedProjection]:
         futures = [
-            thread_future(lambda sid=ref.session_id: self._read_and_project(sid, budget), name="dsh-reference-read")
+            thread_future(functools.partial(self._read_and_project, ref.session_id, budget), name="dsh-reference-read")
             for ref in inputs
         ]
         try:
@@ -278,9 +281,10 @@ class SessionReferenceResolver:
                 SESSION_REFERENCE_READ_FAILED, f"failed to read referenced session: {_failure_message(exc)}", exc
             ) from exc
 
-    def _render(self, sources: list[BoundedProjection], inputs: list[SessionReferenceInput], budget: int) -> list[RetainedSource]:
+    def _render(self, sources: list[BoundedProjection], inputs: list[SessionReferenceInput],
+                budget: int) -> list[RetainedSource]:
         rendered: list[RetainedSource] = []
-        for ref, projection in zip(inputs, sources):
+        for ref, projection in zip(inputs, sources, strict=True):
             retained = retain_source(projection, ref.label if ref.label is not None else ref.session_id, budget)
             if retained is None:
                 raise SessionReferenceError(

@@ -20,6 +20,7 @@ them. The file then never copies a huge source, and the omission entry's ``fullS
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -94,7 +95,7 @@ def _pretty_json(value: Any) -> str:
     """``JSON.stringify(value, null, 2)``."""
     text = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
     text = js_string(text)
-    return _LONE_SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group(0)), text)
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
 def fragments(text: str, size: int = FRAGMENT_CODE_POINTS) -> list[str]:
@@ -255,9 +256,7 @@ def save_transcript(folder: Path | None, input_index: int, content: str) -> Spil
     except OSError as exc:
         log.warning("could not save the full snapshot of reference #%d in %s: %s", input_index + 1, folder, exc)
         if path is not None:
-            try:
+            with contextlib.suppress(OSError):
                 path.unlink()
-            except OSError:
-                pass
         return SpillResult.unavailable(SAVE_FAILED)
     return SpillResult.saved(path.resolve(), len(data))

@@ -325,6 +325,7 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
 
     Surviving surface events whose type is in ``skip_data`` and whose line fits the fast pattern are not
     decoded at all: they come back with ``data=None`` (type, seq, time, surface op and cited seqs kept).
+    With :data:`STREAM_SURFACE` in ``skip_data`` the surface is a read-only sequence decoded on access.
     """
     skipped: dict[int, Event] = {}
     skip_b = frozenset(t.encode() for t in skip_data)
