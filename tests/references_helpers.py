@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import Any, Collection, Iterable
+from typing import Any
 
 from dsh_jupyter.query import SessionQuery
 from dsh_jupyter.references import ReferenceTarget, SessionReferenceResolver
@@ -45,7 +46,7 @@ class MemoryWriter(SessionWriter):
             self.store.logs[self.header.id] = log
         for event in self._pending:
             if event.seq >= len(log):
-                log._admit(event)  # noqa: SLF001 - the fake mirrors exactly what was appended
+                log._admit(event)
         self._pending.clear()
 
     def close(self) -> None:
@@ -80,7 +81,7 @@ class MemoryStore(SessionStore):
     def session_dir(self, header: SessionHeader) -> Path | None:
         if self.root is None:
             return None
-        return self.root / re.sub(r"[^A-Za-z0-9_-]", lambda m: "~%04x" % ord(m.group(0)), header.id)
+        return self.root / re.sub(r"[^A-Za-z0-9_-]", lambda m: f"~{ord(m.group(0)):04x}", header.id)
 
     def create(self, header: SessionHeader) -> SessionWriter:
         return MemoryWriter(self, header)
@@ -164,7 +165,7 @@ def append_assistant(log: SessionLog, *blocks: dict[str, Any], turn: int = 1, st
 
 
 def append_checkpoint(log: SessionLog, text: str, start: int, end: int) -> Event:
-    shadowed = [s for s in log._fold.seqs]  # noqa: SLF001
+    shadowed = [s for s in log._fold.seqs]
     first, last = shadowed.index(start), shadowed.index(end)
     return log.append("user/message", user_message(text, compaction_source("cmp-1")),
                       surface_op=ReplaceOp(start, end), source_event_seqs=shadowed[first:last + 1])
@@ -180,7 +181,8 @@ def build_projection_log(session_id: str = "source", cwd: str | None = "/source"
     append_user(log, "workspace secret", {"kind": "plugin", "plugin": "workspace"})
     append_user(log, "human steer")
     append_user(log, "plugin steer", {"kind": "plugin", "plugin": "goal"})
-    log.append("tool/result", {"turn": 2, "step": 1, "message": tool_result_message("call", [text_block("tool output")])})
+    log.append("tool/result",
+               {"turn": 2, "step": 1, "message": tool_result_message("call", [text_block("tool output")])})
     append_assistant(log, {"type": "reasoning", "text": "private reasoning"}, text_block("visible answer"), turn=2)
     append_user(log, "plugin-generated user", {"kind": "plugin", "plugin": "goal"})
     log.append("user/message", user_message([{"type": "reasoning", "text": "empty projected user"}]))
@@ -219,7 +221,7 @@ def prompt_data(text: str) -> Any:
 
 def omission_entries(text: str) -> list[dict[str, Any]]:
     """The JSON array of the ``## Reference omissions`` section (its last line)."""
-    head, sep, tail = text.partition("\n\n## Reference omissions\n\n")
+    _, sep, tail = text.partition("\n\n## Reference omissions\n\n")
     assert sep, "missing omission section"
     return json.loads(tail.split("\n")[-1])
 

@@ -34,7 +34,8 @@ def test_call_cancellable_abandons_a_blocked_call() -> None:
 def test_gather_keeps_order_and_reports_the_first_failure() -> None:
     async def main() -> None:
         async with CancelWatch(None) as watch:
-            results = await watch.gather([thread_future(lambda i=i: (time.sleep(0.01 * (3 - i)), i)[1]) for i in range(3)])
+            results = await watch.gather(
+                [thread_future(lambda i=i: (time.sleep(0.01 * (3 - i)), i)[1]) for i in range(3)])
             assert results == [0, 1, 2]
             with pytest.raises(ValueError, match="boom"):
                 await watch.gather([thread_future(lambda: time.sleep(5)), thread_future(lambda: int("boom"))])

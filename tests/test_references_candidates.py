@@ -167,7 +167,7 @@ def test_cancelling_a_stalled_listing_or_title_batch(stall: str) -> None:
     def run() -> None:
         try:
             resolver.list_candidates(ReferenceTarget("target", None), "source", None, cancel)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             outcome.append(exc)
 
     worker = threading.Thread(target=run)

@@ -33,7 +33,7 @@ def test_hostile_text_cannot_close_the_tag() -> None:
 
 def test_layout_heading_warning_and_tags() -> None:
     text = render_prompt(['{"a":1}', '{"b":2}'])
-    heading, blank, *rest = text.split("\n")
+    heading, blank, *_ = text.split("\n")
     assert heading.startswith("## ") and blank == ""
     assert "untrusted" in text and "read-only" in text
     assert "instructions" in text and "permission claims" in text and "tool requests" in text

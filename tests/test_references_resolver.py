@@ -76,7 +76,8 @@ def test_dedup_first_label_wins_then_the_cap_applies(store: MemoryStore) -> None
         {"sessionId": "two"},
     ])
     references = prepared.additional_context["source"]["references"]
-    assert [(r["sessionId"], r["label"], r["inputIndex"]) for r in references] == [("one", "first", 0), ("two", "two", 1)]
+    assert [(r["sessionId"], r["label"], r["inputIndex"]) for r in references] == \
+        [("one", "first", 0), ("two", "two", 1)]
     assert [d["label"] for d in prompt_data(context_text(prepared))] == ["first", "two"]
 
 
@@ -89,7 +90,8 @@ def test_empty_labels_are_kept(store: MemoryStore) -> None:
 def test_self_reference_is_checked_on_every_entry(store: MemoryStore) -> None:
     resolver, _ = make_resolver(store)
     target = target_for(store)
-    assert code_of(lambda: resolver.prepare_sync(target, CONTENT, [{"sessionId": "target"}])) == SESSION_REFERENCE_SELF_REFERENCE
+    assert code_of(lambda: resolver.prepare_sync(target, CONTENT, [{"sessionId": "target"}])) == \
+        SESSION_REFERENCE_SELF_REFERENCE
     assert code_of(lambda: resolver.prepare_sync(
         target, CONTENT, [{"sessionId": "one"}, {"sessionId": "one"}, {"sessionId": "target"}]
     )) == SESSION_REFERENCE_SELF_REFERENCE
@@ -99,14 +101,16 @@ def test_self_reference_is_checked_on_every_entry(store: MemoryStore) -> None:
 def test_invalid_entries_are_rejected_before_any_read(store: MemoryStore, entry: object) -> None:
     query = StallingQuery(store)
     resolver = SessionReferenceResolver(query)
-    assert code_of(lambda: resolver.prepare_sync(target_for(store), CONTENT, [entry])) == SESSION_REFERENCE_INVALID_REFERENCE
+    assert code_of(lambda: resolver.prepare_sync(target_for(store), CONTENT, [entry])) == \
+        SESSION_REFERENCE_INVALID_REFERENCE
     assert query.reads == []
 
 
 @pytest.mark.parametrize("references", ["one", {"sessionId": "one"}, 5])
 def test_references_must_be_a_list(store: MemoryStore, references: object) -> None:
     resolver, _ = make_resolver(store)
-    assert code_of(lambda: resolver.prepare_sync(target_for(store), CONTENT, references)) == SESSION_REFERENCE_INVALID_REFERENCE
+    assert code_of(lambda: resolver.prepare_sync(target_for(store), CONTENT, references)) == \
+        SESSION_REFERENCE_INVALID_REFERENCE
 
 
 def test_content_must_be_a_list(store: MemoryStore) -> None:
@@ -289,7 +293,7 @@ def test_context_message_shape(store: MemoryStore) -> None:
 
 
 def test_replay_independence_after_source_mutation_and_deletion(store: MemoryStore) -> None:
-    resolver, query = make_resolver(store)
+    resolver, _ = make_resolver(store)
     target = target_for(store)
     prepared = resolver.prepare_sync(target, [text_block("use @one")], [{"sessionId": "one"}])
     frozen = copy.deepcopy(prepared.additional_context)
@@ -300,7 +304,8 @@ def test_replay_independence_after_source_mutation_and_deletion(store: MemorySto
     assert prepared.additional_context == frozen
     assert json.dumps(prepared.additional_context) == serialized
     assert "fact one" in serialized and "later source mutation" not in serialized
-    assert code_of(lambda: resolver.prepare_sync(target, CONTENT, [{"sessionId": "one"}])) == SESSION_REFERENCE_READ_FAILED
+    assert code_of(lambda: resolver.prepare_sync(target, CONTENT, [{"sessionId": "one"}])) == \
+        SESSION_REFERENCE_READ_FAILED
 
 
 def test_live_sessions_are_read_from_memory(store: MemoryStore) -> None:
@@ -310,7 +315,8 @@ def test_live_sessions_are_read_from_memory(store: MemoryStore) -> None:
     live = SessionLog(SessionHeader("live", 3, "/w"))
     append_user(live, "unflushed live fact")
     query.register_live(live)
-    prepared = SessionReferenceResolver(query).prepare_sync(ReferenceTarget("target", None), [], [{"sessionId": "live"}])
+    prepared = SessionReferenceResolver(query).prepare_sync(ReferenceTarget("target", None), [],
+                                                            [{"sessionId": "live"}])
     assert "unflushed live fact" in context_text(prepared)
 
 
@@ -340,7 +346,8 @@ def test_invalid_configuration_is_rejected(store: MemoryStore, config: dict, fra
 
 def test_defaults(store: MemoryStore) -> None:
     resolver = SessionReferenceResolver(SessionQuery(store))
-    assert (resolver.max_references, resolver.candidate_limit, resolver.max_reference_bytes) == (MAX_REFERENCES, 50, None)
+    assert (resolver.max_references, resolver.candidate_limit, resolver.max_reference_bytes) == \
+        (MAX_REFERENCES, 50, None)
     assert resolver.reference_context_fraction == 0.2
     assert SessionReferenceResolver(SessionQuery(store), reference_context_fraction=0).reference_context_fraction == 0
     assert resolver.budget_for(ReferenceTarget("t", None)) == 65_536

@@ -75,7 +75,7 @@ def test_truncate_returns_empty_when_not_even_the_notice_fits() -> None:
 
 def test_lone_surrogates_become_replacement_characters_only_when_cut() -> None:
     text = "\ud800" * 50 + "end"
-    result, omitted = truncate_with_notice(text, 60)
+    result, _ = truncate_with_notice(text, 60)
     assert "\ufffd" in result and not any(0xD800 <= ord(c) <= 0xDFFF for c in result)
     source = retain_source(projected(("user", "a\ud800b")), "source", 65_536)
     assert source is not None and source.data["conversation"][0]["text"] == "a\ud800b"

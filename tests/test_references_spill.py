@@ -232,7 +232,7 @@ def test_cancellation_during_or_after_a_save_publishes_nothing(
     def run() -> None:
         try:
             outcome.append(resolver.prepare_sync(target, [], [{"sessionId": "source"}], cancel))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             outcome.append(exc)
 
     worker = threading.Thread(target=run)
