@@ -104,7 +104,7 @@ class MemoryStore(SessionStore):
     def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         return self._log(session_id).snapshot()
 
-    def read_title(self, session_id: str) -> dict | None:
+    def read_title(self, session_id: str) -> dict[str, Any] | None:
         if session_id in self.title_failures:
             raise OSError(f"title log of {session_id} is unreadable")
         return self._log(session_id).title()
@@ -223,14 +223,15 @@ def omission_entries(text: str) -> list[dict[str, Any]]:
     """The JSON array of the ``## Reference omissions`` section (its last line)."""
     _, sep, tail = text.partition("\n\n## Reference omissions\n\n")
     assert sep, "missing omission section"
-    return json.loads(tail.split("\n")[-1])
+    entries: list[dict[str, Any]] = json.loads(tail.split("\n")[-1])
+    return entries
 
 
 def context_text(prepared: Any) -> str:
     assert prepared.additional_context is not None
     blocks = prepared.additional_context["content"]
     assert len(blocks) == 1 and blocks[0]["type"] == "text"
-    return blocks[0]["text"]
+    return str(blocks[0]["text"])
 
 
 def object_size(value: Any) -> int:
@@ -252,7 +253,7 @@ def whole_text_retention(messages: list[tuple[str, str, bool]], data_of: Any, ma
     def size(items: list[list[Any]]) -> int:
         return js_utf8_length(tag_safe_dumps(data_of([(item[0], item[1]) for item in items])))
 
-    items = [[role, text, checkpoint, text, 0] for role, text, checkpoint in messages]
+    items: list[list[Any]] = [[role, text, checkpoint, text, 0] for role, text, checkpoint in messages]
     omitted_messages = dropped = 0
     while size(items) > max_bytes:
         droppable = [i for i, item in enumerate(items[:-1]) if not item[2]]
@@ -273,3 +274,24 @@ def whole_text_retention(messages: list[tuple[str, str, bool]], data_of: Any, ma
         item[1], item[4] = text, omitted
     data = data_of([(item[0], item[1]) for item in items])
     return data, (len(items), omitted_messages, dropped + sum(item[4] for item in items))
+
+
+def context_of(prepared: Any) -> dict[str, Any]:
+    """The context message of a preparation that had references."""
+    assert prepared.additional_context is not None
+    context: dict[str, Any] = prepared.additional_context
+    return context
+
+
+def spill_path(result: Any) -> Path:
+    """Where a saved spill went."""
+    assert result.path is not None
+    path: Path = result.path
+    return path
+
+
+def folder_of(target: Any) -> Path:
+    """The target's session folder (the tests' targets always have one)."""
+    assert target.session_dir is not None
+    folder: Path = target.session_dir
+    return folder

@@ -14,11 +14,14 @@ from references_helpers import (
     MemoryStore,
     append_user,
     build_projection_log,
+    context_of,
     context_text,
+    folder_of,
     make_resolver,
     object_size,
     omission_entries,
     prompt_data,
+    spill_path,
     target_for,
 )
 
@@ -120,7 +123,7 @@ def test_intact_references_add_no_section_and_save_nothing(store: MemoryStore) -
     prepared = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
     assert "Reference omissions" not in context_text(prepared) and "complete fact" in context_text(prepared)
     assert prepared.spills == {}
-    assert not target.session_dir.exists()
+    assert not folder_of(target).exists()
 
 
 def test_distinct_locators_beside_an_intact_reference(store: MemoryStore) -> None:
@@ -129,7 +132,7 @@ def test_distinct_locators_beside_an_intact_reference(store: MemoryStore) -> Non
     resolver, _ = make_resolver(store, max_reference_bytes=180)
     prepared = resolver.prepare_sync(target_for(store), [], [{"sessionId": s} for s in ["one", "two", "three"]])
     assert sorted(prepared.spills) == [0, 2]
-    names = [prepared.spills[i].path.name for i in (0, 2)]
+    names = [spill_path(prepared.spills[i]).name for i in (0, 2)]
     assert names == ["session-reference-1.txt", "session-reference-3.txt"]
     text = context_text(prepared)
     assert [e["sessionId"] for e in omission_entries(text)] == ["one", "three"]
@@ -144,9 +147,9 @@ def test_existing_files_are_never_overwritten(store: MemoryStore) -> None:
     target = target_for(store)
     first = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
     second = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
-    assert first.spills[0].path.name == "session-reference-1.txt"
-    assert second.spills[0].path.name == "session-reference-1-2.txt"
-    assert first.spills[0].path.read_text() == second.spills[0].path.read_text()
+    assert spill_path(first.spills[0]).name == "session-reference-1.txt"
+    assert spill_path(second.spills[0]).name == "session-reference-1-2.txt"
+    assert spill_path(first.spills[0]).read_text() == spill_path(second.spills[0]).read_text()
 
 
 def test_no_session_folder_reports_storage_not_configured() -> None:
@@ -164,8 +167,8 @@ def test_failed_save_reports_save_failed_and_still_publishes(store: MemoryStore,
     append_user(store.new_log("source"), "界" * 500)
     resolver, _ = make_resolver(store, max_reference_bytes=180)
     target = target_for(store)
-    target.session_dir.parent.mkdir(parents=True)
-    target.session_dir.write_text("a file where the folder should be")
+    folder_of(target).parent.mkdir(parents=True)
+    folder_of(target).write_text("a file where the folder should be")
     prepared = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
     text = context_text(prepared)
     assert "save-failed" in text and '"locator"' not in text
@@ -188,7 +191,7 @@ def test_the_transcript_is_the_capture_even_if_the_source_changes_while_saving(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source = store.add(build_projection_log())
-    real_save = resolver_module.save_transcript
+    real_save = save_transcript
 
     def save_while_mutating(folder: Path | None, index: int, content: str) -> SpillResult:
         append_user(source, "later mutation must not appear")
@@ -197,13 +200,13 @@ def test_the_transcript_is_the_capture_even_if_the_source_changes_while_saving(
     monkeypatch.setattr(resolver_module, "save_transcript", save_while_mutating)
     resolver, _ = make_resolver(store, max_reference_bytes=240)
     prepared = resolver.prepare_sync(target_for(store), [], [{"sessionId": "source"}])
-    full = prepared.spills[0].path.read_text("utf-8")
+    full = spill_path(prepared.spills[0]).read_text("utf-8")
     for text in ["checkpoint", "recent user", "human steer", "visible answer"]:
         assert text in full
     for text in ["later mutation", "old user", "tool output", "private reasoning", "workspace secret",
                  "plugin steer", "unfinished answer"]:
         assert text not in full and text not in context_text(prepared)
-    assert prepared.additional_context["source"]["references"][0]["capturedThroughSeq"] == 13
+    assert context_of(prepared)["source"]["references"][0]["capturedThroughSeq"] == 13
 
 
 @pytest.mark.parametrize("timing", ["during-save", "after-save"])
@@ -213,7 +216,7 @@ def test_cancellation_during_or_after_a_save_publishes_nothing(
     append_user(store.new_log("source"), "large" * 500)
     cancel = threading.Event()
     started, finish, settled = threading.Event(), threading.Event(), threading.Event()
-    real_save = resolver_module.save_transcript
+    real_save = save_transcript
 
     def slow_save(folder: Path | None, index: int, content: str) -> SpillResult:
         started.set()
@@ -249,9 +252,9 @@ def test_cancellation_during_or_after_a_save_publishes_nothing(
     assert isinstance(error, SessionReferenceError) and error.code == SESSION_REFERENCE_CANCELLED
     # The artifact may stay behind; nothing was returned to publish.
     deadline = time.monotonic() + 5
-    while not (target.session_dir / "session-reference-1.txt").exists() and time.monotonic() < deadline:
+    while not (folder_of(target) / "session-reference-1.txt").exists() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert (target.session_dir / "session-reference-1.txt").exists()
+    assert (folder_of(target) / "session-reference-1.txt").exists()
 
 
 def test_render_transcript_layout() -> None:
