@@ -155,3 +155,21 @@ def test_damage_inside_a_streamed_line_is_a_read_failure(tmp_path: Path) -> None
         resolver.prepare_sync(ReferenceTarget("target", None, tmp_path / "t"), [], [{"sessionId": "source"}])
     assert info.value.code == SESSION_REFERENCE_READ_FAILED
     assert "line" in info.value.message
+
+
+def test_a_streamed_read_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    import gc
+    import os
+
+    store = jsonl_source(tmp_path, [f"message {i}" for i in range(6)])
+    resolver = SessionReferenceResolver(SessionQuery(store))
+    target = ReferenceTarget("target", None, tmp_path / "target")
+    resolver.prepare_sync(target, [], [{"sessionId": "source"}])  # warm-up (threads, imports)
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        resolver.prepare_sync(target, [], [{"sessionId": "source"}])
+    lazy = store.read_surface("source", skip_data=PROJECTION_SKIPS | {STREAM_SURFACE})
+    assert len(os.listdir("/proc/self/fd")) == before + 1  # the unread surface keeps its own descriptor
+    del lazy
+    assert len(os.listdir("/proc/self/fd")) == before
