@@ -157,10 +157,6 @@ def cap_notice(max_bytes: int, missing_messages: int, total_messages: int, missi
             f"(this copy was captured through seq {captured_through_seq}). \u2026]")
 
 
-#: Bytes a capped transcript keeps free for its closing notice.
-_NOTICE_ROOM = 1024
-
-
 def render_capped_transcript(source: BoundedProjection, label: str, max_bytes: int | None = None) -> tuple[str, bool]:
     """The transcript of ``source``'s spill prefix, at most ``max_bytes`` UTF-8 bytes (the heading always
     fits); ``(content, capped)``. Uncapped, it is exactly :func:`render_transcript` of the full projection.
@@ -172,7 +168,10 @@ def render_capped_transcript(source: BoundedProjection, label: str, max_bytes: i
     capture["capturedFormatVersion"] = source.format_version
     lines = _heading(capture)
     used = sum(len(line.encode("utf-8")) + 1 for line in lines)
-    limit = math.inf if max_bytes is None else max(max_bytes - _NOTICE_ROOM, used)
+    # Room for the closing notice: its longest form (every count at its largest) plus the blank line before it.
+    room = len(cap_notice(max_bytes or 0, total, total, source.total_text_bytes, total + 1, source.session_id,
+                          source.captured_through_seq).encode("utf-8")) + 2
+    limit = math.inf if max_bytes is None else max(max_bytes - room, used)
     whole = 0
     included = 0
     capped = False
@@ -218,8 +217,7 @@ def render_capped_transcript(source: BoundedProjection, label: str, max_bytes: i
         return "\n".join(lines), False
     missing = total - whole
     notice = cap_notice(max_bytes or source.spill_bytes or 0, missing, total, source.total_text_bytes - included,
-                        whole + 1,
-                        source.session_id, source.captured_through_seq)
+                        whole + 1, source.session_id, source.captured_through_seq)
     lines += ["", notice, ""]
     return "\n".join(lines), True
 
