@@ -356,7 +356,7 @@ def test_the_cap_holds_with_a_long_session_id(store: MemoryStore) -> None:
     log = store.new_log(source_id)
     for i in range(40):
         append_user(log, f"message {i} " + "x" * 3000)
-    resolver, _ = make_resolver(store, max_reference_bytes=2000, max_spill_bytes=16_384)
+    resolver, _ = make_resolver(store, max_reference_bytes=20_000, max_spill_bytes=16_384)
     prepared = resolver.prepare_sync(target_for(store), [], [{"sessionId": source_id}])
     content = spill_path(prepared.spills[0]).read_text("utf-8")
     assert len(content.encode("utf-8")) <= 16_384 and "This transcript is capped" in content
