@@ -16,6 +16,7 @@ from dsh_jupyter.references import (
     SessionReferenceResolver,
 )
 from dsh_jupyter.references.bounded import CLIP_SLACK, BoundedProjection, bound_projection
+from dsh_jupyter.references.framing import tag_safe_string_size
 from dsh_jupyter.references.projection import PROJECTION_SKIPS, ProjectedMessage, ProjectedSession, project_surface
 from dsh_jupyter.references.retention import retain_source
 from dsh_jupyter.references.utf8 import js_utf8_length
@@ -173,3 +174,22 @@ def test_a_streamed_read_leaves_no_descriptor_open(tmp_path: Path) -> None:
     assert len(os.listdir("/proc/self/fd")) == before + 1  # the unread surface keeps its own descriptor
     del lazy
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_long_texts_measured_slice_by_slice_give_the_same_result(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh_jupyter.references import bounded as bounded_module
+
+    rng = random.Random(100 + seed)
+    drawn = random_source(rng, rng.randint(1, 12), 3000)
+    source = ProjectedSession("source", "/w", 9, 0, tuple(  # no lone surrogates: those are measured whole
+        ProjectedMessage(m.role, m.text.replace("\ud800", "é"), m.checkpoint) for m in drawn.messages))
+    budget = rng.choice([300, 900, 4000])
+    whole = retain_source(bound_projection(source, budget, spill_bytes=500), "L", budget)
+    monkeypatch.setattr(bounded_module, "MEASURE_SLICE", 7)
+    sliced_projection = bound_projection(source, budget, spill_bytes=500)
+    sliced = retain_source(sliced_projection, "L", budget)
+    assert (whole is None) == (sliced is None)
+    if whole is not None and sliced is not None:
+        assert sliced.data == whole.data and sliced.stats == whole.stats
+    assert list(sliced_projection.json_sizes) == [tag_safe_string_size(m.text) for m in source.messages]

@@ -119,26 +119,26 @@ class BoundedProjection:
     def add(self, message: ProjectedMessage) -> None:
         """Measure one projected message (in model order), keeping only the text described above."""
         text = message.text
-        try:  # measured on the UTF-8 bytes: one transient copy, however long the text
-            data = text.encode("utf-8")
-            json_size = tag_safe_size_of_utf8(data)
-        except UnicodeEncodeError:  # lone surrogates
+        clip = self._clip
+        measured = _measure(text, max(clip, self._spill_room or 0), clip)
+        if measured is None:  # lone surrogates: measured on one JavaScript-style copy
             data = js_utf8(text)
-            json_size = tag_safe_string_size(text)
-        size = len(data)
+            measured = _Measure(len(data), tag_safe_string_size(text), data, data)
+            del data
+        size = measured.size
         index = len(self.flags)
         self.flags.append((_ASSISTANT_FLAG if message.role == ASSISTANT else 0)
                           | (_CHECKPOINT_FLAG if message.checkpoint else 0))
         self.text_bytes.append(size)
-        self.json_sizes.append(json_size)
+        self.json_sizes.append(measured.json_size)
         self.total_text_bytes += size
-        self._add_to_spill(message.role, text, data)
+        self._add_to_spill(message.role, text, size, measured.head)
         if size <= self.budget:
             held = HeldText(message.role, message.checkpoint, size, text)
         else:
-            clip = self._clip
-            held = HeldText(message.role, message.checkpoint, size, None, data[:clip], data[-clip:])
-        del data
+            held = HeldText(message.role, message.checkpoint, size, None, measured.head[:clip],
+                            measured.tail[len(measured.tail) - clip :])
+        del measured
         previous = self._latest
         if previous is not None and not self.checkpoint(previous):
             self._window.append(previous)
@@ -150,23 +150,56 @@ class BoundedProjection:
         self._latest = index
         self.held[index] = held
 
-    def _add_to_spill(self, role: str, text: str, data: bytes) -> None:
+    def _add_to_spill(self, role: str, text: str, size: int, head: bytes) -> None:
+        """``head``: at least the first ``min(size, room)`` bytes of the text's UTF-8."""
         room = self._spill_room
         if room is None:
             self.spill.append(SpillPart(role, text, True))
-            self.spill_text_bytes += len(data)
+            self.spill_text_bytes += size
             return
         if room <= 0:
             return
-        if len(data) <= room:
+        if size <= room:
             self.spill.append(SpillPart(role, text, True))
-            self.spill_text_bytes += len(data)
-            self._spill_room = room - len(data)
+            self.spill_text_bytes += size
+            self._spill_room = room - size
             return
-        end = head_end(data, room)
-        self.spill.append(SpillPart(role, data[:end].decode("utf-8", errors="replace"), False))
+        end = head_end(head, room)
+        self.spill.append(SpillPart(role, head[:end].decode("utf-8", errors="replace"), False))
         self.spill_text_bytes += end
         self._spill_room = 0
+
+
+#: Code points encoded at a time when measuring a long text.
+MEASURE_SLICE = 1 << 20
+
+
+@dataclass(frozen=True)
+class _Measure:
+    size: int
+    json_size: int
+    head: bytes  # at least the first bytes asked for (all of them for a short text)
+    tail: bytes  # at least the last bytes asked for
+
+
+def _measure(text: str, head: int, tail: int) -> _Measure | None:
+    """UTF-8 and tag-safe JSON sizes of ``text`` and its first ``head`` and last ``tail`` bytes, encoding
+    at most :data:`MEASURE_SLICE` code points at a time (so a huge text is never copied whole); ``None``
+    when the text holds lone surrogates."""
+    try:
+        if len(text) <= MEASURE_SLICE:
+            data = text.encode("utf-8")
+            return _Measure(len(data), tag_safe_size_of_utf8(data), data, data)
+        size = 0
+        json_size = 2
+        for start in range(0, len(text), MEASURE_SLICE):
+            piece = text[start : start + MEASURE_SLICE].encode("utf-8")
+            size += len(piece)
+            json_size += tag_safe_size_of_utf8(piece) - 2
+        # Every code point takes at least one byte, so that many code points give at least that many bytes.
+        return _Measure(size, json_size, text[:head].encode("utf-8")[:head], text[-tail:].encode("utf-8")[-tail:])
+    except UnicodeEncodeError:
+        return None
 
 
 def bound_messages(messages: Iterable[ProjectedMessage], projection: BoundedProjection) -> BoundedProjection:
