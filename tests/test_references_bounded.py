@@ -193,3 +193,31 @@ def test_long_texts_measured_slice_by_slice_give_the_same_result(seed: int, monk
     if whole is not None and sliced is not None:
         assert sliced.data == whole.data and sliced.stats == whole.stats
     assert list(sliced_projection.json_sizes) == [tag_safe_string_size(m.text) for m in source.messages]
+
+
+def test_a_cancelled_preparation_stops_reading_its_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    from dsh_jupyter.references import SESSION_REFERENCE_CANCELLED
+    from dsh_jupyter.references import bounded as bounded_module
+    from dsh_jupyter.session import Event
+
+    store = jsonl_source(tmp_path, [f"message {i}" for i in range(400)])
+    cancel = threading.Event()
+    seen: list[int] = []
+    from dsh_jupyter.references.projection import project_event as real_project
+
+    def project(event: Event) -> ProjectedMessage | None:
+        seen.append(1)
+        if len(seen) == 20:
+            cancel.set()
+        return real_project(event)
+
+    monkeypatch.setattr(bounded_module, "project_event", project)
+    resolver = SessionReferenceResolver(SessionQuery(store))
+    with pytest.raises(SessionReferenceError) as info:
+        resolver.prepare_sync(ReferenceTarget("target", None, tmp_path / "t"), [], [{"sessionId": "source"}], cancel)
+    assert info.value.code == SESSION_REFERENCE_CANCELLED
+    time.sleep(0.3)  # give an abandoned read the time to go on, if it would
+    assert len(seen) == 20  # the read stopped at the next event instead of decoding all 400

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -216,12 +216,22 @@ def bound_projection(projection: ProjectedSession, budget: int, spill_bytes: int
     return bound_messages(projection.messages, bounded)
 
 
-def bound_surface(snapshot: SurfaceSnapshot, budget: int, spill_bytes: int | None) -> BoundedProjection:
-    """Project a ``read_surface`` snapshot one event at a time (its events may be decoded lazily)."""
+class ReadAbandoned(Exception):
+    """The preparation this read was for was cancelled; nobody waits for the result."""
+
+
+def bound_surface(snapshot: SurfaceSnapshot, budget: int, spill_bytes: int | None,
+                  abandoned: Callable[[], bool] | None = None) -> BoundedProjection:
+    """Project a ``read_surface`` snapshot one event at a time (its events may be decoded lazily).
+
+    ``abandoned`` is polled between events: when it turns true the read stops (:class:`ReadAbandoned`)
+    instead of decoding the rest of a huge log for nobody."""
     header = snapshot.header
     bounded = BoundedProjection(header.id, header.cwd, snapshot.captured_through_seq, format_version(header),
                                 budget=budget, spill_bytes=spill_bytes)
     for event in snapshot.events:
+        if abandoned is not None and abandoned():
+            raise ReadAbandoned(header.id)
         message = project_event(event)
         if message is not None:
             bounded.add(message)

@@ -8,7 +8,7 @@ import dataclasses
 import functools
 import math
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -250,7 +250,7 @@ class SessionReferenceResolver:
         prepared: PreparedReferencedMessage = value
         return prepared
 
-    def _read_and_project(self, session_id: str, budget: int) -> BoundedProjection:
+    def _read_and_project(self, session_id: str, budget: int, abandoned: Callable[[], bool]) -> BoundedProjection:
         """One source read (in a worker thread), projected and reduced event by event (a JSONL store then
         decodes one surface event at a time)."""
         from ..store.scan import STREAM_SURFACE
@@ -262,12 +262,13 @@ class SessionReferenceResolver:
             snapshot = self.query.read_surface(session_id, skip_data=skip)
         if not _is_snapshot(snapshot):
             raise TypeError(f"reading {dumps(session_id)} returned {type(snapshot).__name__}, not a surface snapshot")
-        return bound_surface(snapshot, budget, self.max_spill_bytes)
+        return bound_surface(snapshot, budget, self.max_spill_bytes, abandoned)
 
     async def _read_all(self, watch: CancelWatch, inputs: list[SessionReferenceInput],
                         budget: int) -> list[BoundedProjection]:
         futures = [
-            thread_future(functools.partial(self._read_and_project, ref.session_id, budget), name="dsh-reference-read")
+            thread_future(functools.partial(self._read_and_project, ref.session_id, budget, watch.is_set),
+                          name="dsh-reference-read")
             for ref in inputs
         ]
         try:
