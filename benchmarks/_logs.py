@@ -173,3 +173,84 @@ def write_big_log(path: Path, *, size_mb: int, session_id: str, cwd: str, compac
         "compaction_seq": compaction_seq,
         "shadowed": shadowed,
     }
+
+
+def write_chat_log(path: Path, *, size_mb: int, session_id: str, cwd: str, seed: int = 0) -> dict:
+    """A chat-heavy log of about ``size_mb`` MiB: long prompts and long streamed answers, no tools.
+
+    Nearly every byte is conversation a reference projects (the answers also stream as packed chunk
+    rows, as the agent writes them). Returns ``path``, ``bytes``, ``lines``, ``events``, ``turns``,
+    ``last_seq``, ``messages`` (surface messages) and ``text_bytes`` (their UTF-8 text).
+    """
+    rng = random.Random(seed)
+    corpus = _corpus(rng, 2_000_000)
+    target = size_mb * 1024 * 1024
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = SessionHeader(id=session_id, created_at=1_787_130_725_417 + seed, cwd=cwd)
+    turn = 0
+    text_bytes = 0
+    with open(path, "wb", buffering=4 * 1024 * 1024) as fh:
+        header_line = dumpb(header.to_json()) + b"\n"
+        fh.write(header_line)
+        out = _Writer(fh, header.created_at)
+        out.bytes = len(header_line)
+        while out.bytes < target:
+            turn += 1
+            out.event("turn/start", {"turn": turn})
+            out.event("step/start", {"turn": turn, "step": 1})
+            at = rng.randrange(len(corpus) - 20_000)
+            length = int(min(16_000, rng.lognormvariate(7.3, 0.9)))
+            prompt = f"Turn {turn}: " + corpus[at : at + length]
+            out.event("user/message", user_message(prompt), op="append")
+            if turn == 1:
+                out.title = {"title": "A long conversation", "messageSeqs": [out.seq - 1],
+                             "source": {"kind": "user"}}
+                out.event("session/title", out.title)
+            at = rng.randrange(len(corpus) - 40_000)
+            answer = corpus[at : at + int(min(32_000, rng.lognormvariate(8.4, 0.7)))]
+            pieces = [answer[i : i + 64] for i in range(0, len(answer), 64)] or [""]
+            chunk_seqs = out.packed("text-chunks", {"turn": turn, "step": 1, "index": 0,
+                                                    "dt": [rng.randint(5, 40) for _ in pieces[1:]],
+                                                    "texts": pieces}, len(pieces))
+            out.event("assistant/message", {"turn": turn, "step": 1, "message": {
+                "role": "assistant", "content": [text_block(answer)], "source": _MODEL,
+                "id": str(uuid.UUID(int=rng.getrandbits(128)))}}, op="append", cited=chunk_seqs)
+            text_bytes += len(prompt.encode()) + len(answer.encode())
+            out.event("step/end", {"turn": turn, "step": 1})
+            out.event("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+    return {"path": str(path), "session_id": session_id, "bytes": out.bytes, "lines": out.lines + 1,
+            "events": out.seq, "turns": turn, "last_seq": out.seq - 1, "messages": len(out.fold),
+            "text_bytes": text_bytes}
+
+
+def write_single_message_log(path: Path, *, size_mb: int, session_id: str, cwd: str, seed: int = 0) -> dict:
+    """A log whose one prompt is a single ``size_mb`` MiB message (one line), answered briefly."""
+    rng = random.Random(seed)
+    corpus = _corpus(rng, 2_000_000)
+    parts: list[str] = []
+    size = 0
+    while size < size_mb * 1024 * 1024:
+        at = rng.randrange(len(corpus) - 100_000)
+        piece = corpus[at : at + 100_000]
+        parts.append(piece)
+        size += len(piece.encode())
+    prompt = "".join(parts)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = SessionHeader(id=session_id, created_at=1_787_130_725_417 + seed, cwd=cwd)
+    with open(path, "wb", buffering=4 * 1024 * 1024) as fh:
+        header_line = dumpb(header.to_json()) + b"\n"
+        fh.write(header_line)
+        out = _Writer(fh, header.created_at)
+        out.bytes = len(header_line)
+        out.event("turn/start", {"turn": 1})
+        out.event("step/start", {"turn": 1, "step": 1})
+        out.event("user/message", user_message(prompt), op="append")
+        out.event("assistant/message", {"turn": 1, "step": 1, "message": {
+            "role": "assistant", "content": [text_block("Read it.")], "source": _MODEL,
+            "id": str(uuid.UUID(int=rng.getrandbits(128)))}}, op="append")
+        out.event("step/end", {"turn": 1, "step": 1})
+        out.event("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    return {"path": str(path), "session_id": session_id, "bytes": out.bytes, "lines": out.lines + 1,
+            "events": out.seq, "last_seq": out.seq - 1, "messages": 2, "text_bytes": size + len("Read it.")}

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import Any, Collection, Iterable
+from typing import Any
 
 from dsh_jupyter.query import SessionQuery
 from dsh_jupyter.references import ReferenceTarget, SessionReferenceResolver
@@ -45,7 +46,7 @@ class MemoryWriter(SessionWriter):
             self.store.logs[self.header.id] = log
         for event in self._pending:
             if event.seq >= len(log):
-                log._admit(event)  # noqa: SLF001 - the fake mirrors exactly what was appended
+                log._admit(event)
         self._pending.clear()
 
     def close(self) -> None:
@@ -80,7 +81,7 @@ class MemoryStore(SessionStore):
     def session_dir(self, header: SessionHeader) -> Path | None:
         if self.root is None:
             return None
-        return self.root / re.sub(r"[^A-Za-z0-9_-]", lambda m: "~%04x" % ord(m.group(0)), header.id)
+        return self.root / re.sub(r"[^A-Za-z0-9_-]", lambda m: f"~{ord(m.group(0)):04x}", header.id)
 
     def create(self, header: SessionHeader) -> SessionWriter:
         return MemoryWriter(self, header)
@@ -103,7 +104,7 @@ class MemoryStore(SessionStore):
     def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         return self._log(session_id).snapshot()
 
-    def read_title(self, session_id: str) -> dict | None:
+    def read_title(self, session_id: str) -> dict[str, Any] | None:
         if session_id in self.title_failures:
             raise OSError(f"title log of {session_id} is unreadable")
         return self._log(session_id).title()
@@ -164,7 +165,7 @@ def append_assistant(log: SessionLog, *blocks: dict[str, Any], turn: int = 1, st
 
 
 def append_checkpoint(log: SessionLog, text: str, start: int, end: int) -> Event:
-    shadowed = [s for s in log._fold.seqs]  # noqa: SLF001
+    shadowed = [s for s in log._fold.seqs]
     first, last = shadowed.index(start), shadowed.index(end)
     return log.append("user/message", user_message(text, compaction_source("cmp-1")),
                       surface_op=ReplaceOp(start, end), source_event_seqs=shadowed[first:last + 1])
@@ -180,7 +181,8 @@ def build_projection_log(session_id: str = "source", cwd: str | None = "/source"
     append_user(log, "workspace secret", {"kind": "plugin", "plugin": "workspace"})
     append_user(log, "human steer")
     append_user(log, "plugin steer", {"kind": "plugin", "plugin": "goal"})
-    log.append("tool/result", {"turn": 2, "step": 1, "message": tool_result_message("call", [text_block("tool output")])})
+    log.append("tool/result",
+               {"turn": 2, "step": 1, "message": tool_result_message("call", [text_block("tool output")])})
     append_assistant(log, {"type": "reasoning", "text": "private reasoning"}, text_block("visible answer"), turn=2)
     append_user(log, "plugin-generated user", {"kind": "plugin", "plugin": "goal"})
     log.append("user/message", user_message([{"type": "reasoning", "text": "empty projected user"}]))
@@ -219,16 +221,17 @@ def prompt_data(text: str) -> Any:
 
 def omission_entries(text: str) -> list[dict[str, Any]]:
     """The JSON array of the ``## Reference omissions`` section (its last line)."""
-    head, sep, tail = text.partition("\n\n## Reference omissions\n\n")
+    _, sep, tail = text.partition("\n\n## Reference omissions\n\n")
     assert sep, "missing omission section"
-    return json.loads(tail.split("\n")[-1])
+    entries: list[dict[str, Any]] = json.loads(tail.split("\n")[-1])
+    return entries
 
 
 def context_text(prepared: Any) -> str:
     assert prepared.additional_context is not None
     blocks = prepared.additional_context["content"]
     assert len(blocks) == 1 and blocks[0]["type"] == "text"
-    return blocks[0]["text"]
+    return str(blocks[0]["text"])
 
 
 def object_size(value: Any) -> int:
@@ -236,3 +239,59 @@ def object_size(value: Any) -> int:
     from dsh_jupyter.references.framing import tag_safe_dumps
 
     return js_utf8_length(tag_safe_dumps(value))
+
+
+def whole_text_retention(messages: list[tuple[str, str, bool]], data_of: Any, max_bytes: int
+                         ) -> tuple[dict[str, Any], tuple[int, int, int]] | None:
+    """An independent oracle: retention as first written, on whole texts held in memory.
+
+    ``messages`` are ``(role, text, checkpoint)``; ``data_of(pairs)`` builds the source object. Returns
+    the fitted object and ``(retained, omitted messages, omitted bytes)``, or ``None`` when nothing fits."""
+    from dsh_jupyter.references.framing import tag_safe_dumps
+    from dsh_jupyter.references.retention import truncate_with_notice
+
+    def size(items: list[list[Any]]) -> int:
+        return js_utf8_length(tag_safe_dumps(data_of([(item[0], item[1]) for item in items])))
+
+    items: list[list[Any]] = [[role, text, checkpoint, text, 0] for role, text, checkpoint in messages]
+    omitted_messages = dropped = 0
+    while size(items) > max_bytes:
+        droppable = [i for i, item in enumerate(items[:-1]) if not item[2]]
+        if not droppable:
+            break
+        dropped += js_utf8_length(items[droppable[0]][1])
+        del items[droppable[0]]
+        omitted_messages += 1
+    while size(items) > max_bytes:
+        longest = max(range(len(items)), key=lambda i: (js_utf8_length(items[i][1]), -i), default=None)
+        if longest is None or js_utf8_length(items[longest][1]) == 0:
+            return None
+        item = items[longest]
+        target = max(0, js_utf8_length(item[1]) - (size(items) - max_bytes))
+        text, omitted = truncate_with_notice(item[3], target)
+        if text == item[1]:
+            return None
+        item[1], item[4] = text, omitted
+    data = data_of([(item[0], item[1]) for item in items])
+    return data, (len(items), omitted_messages, dropped + sum(item[4] for item in items))
+
+
+def context_of(prepared: Any) -> dict[str, Any]:
+    """The context message of a preparation that had references."""
+    assert prepared.additional_context is not None
+    context: dict[str, Any] = prepared.additional_context
+    return context
+
+
+def spill_path(result: Any) -> Path:
+    """Where a saved spill went."""
+    assert result.path is not None
+    path: Path = result.path
+    return path
+
+
+def folder_of(target: Any) -> Path:
+    """The target's session folder (the tests' targets always have one)."""
+    assert target.session_dir is not None
+    folder: Path = target.session_dir
+    return folder

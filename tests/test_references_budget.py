@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from references_helpers import MemoryStore, append_user, context_text, object_size, prompt_data, target_for
 
@@ -19,13 +21,14 @@ TABLE = [
 
 
 @pytest.mark.parametrize(("config", "window", "expected"), TABLE)
-def test_budget_table(config: dict, window: int, expected: int) -> None:
+def test_budget_table(config: dict[str, Any], window: int, expected: int) -> None:
     fraction = config.get("reference_context_fraction", 0.2)
     assert reference_budget(config.get("max_reference_bytes"), window, fraction) == expected
 
 
 @pytest.mark.parametrize(("config", "window", "expected"), TABLE)
-def test_each_source_is_bounded_by_the_budget_through_prepare(config: dict, window: int, expected: int) -> None:
+def test_each_source_is_bounded_by_the_budget_through_prepare(config: dict[str, Any], window: int,
+                                                               expected: int) -> None:
     store = MemoryStore()
     append_user(store.new_log("source"), "x" * 250_000)
     resolver = SessionReferenceResolver(SessionQuery(store), **config)

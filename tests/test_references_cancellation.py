@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 
@@ -31,13 +32,19 @@ def test_call_cancellable_abandons_a_blocked_call() -> None:
     release.set()
 
 
+def _after(seconds: float, value: int) -> int:
+    time.sleep(seconds)
+    return value
+
+
 def test_gather_keeps_order_and_reports_the_first_failure() -> None:
     async def main() -> None:
         async with CancelWatch(None) as watch:
-            results = await watch.gather([thread_future(lambda i=i: (time.sleep(0.01 * (3 - i)), i)[1]) for i in range(3)])
+            results = await watch.gather(
+                [thread_future(functools.partial(_after, 0.01 * (3 - i), i)) for i in range(3)])
             assert results == [0, 1, 2]
             with pytest.raises(ValueError, match="boom"):
-                await watch.gather([thread_future(lambda: time.sleep(5)), thread_future(lambda: int("boom"))])
+                await watch.gather([thread_future(functools.partial(_after, 5, 0)), thread_future(lambda: int("boom"))])
 
     asyncio.run(asyncio.wait_for(main(), 3))
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 from references_helpers import MemoryStore, StallingQuery, make_resolver, target_for
 
 from dsh_jupyter.query import SessionQuery
+from dsh_jupyter.ranking import workspace_rank
 from dsh_jupyter.references import (
     SESSION_REFERENCE_CANCELLED,
     SESSION_REFERENCE_INVALID_REFERENCE,
@@ -18,7 +20,6 @@ from dsh_jupyter.references import (
     decode_session_reference_uri,
     parse_session_reference_text,
 )
-from dsh_jupyter.references.candidates import workspace_rank
 from dsh_jupyter.session import SessionHeader, SessionLog
 
 
@@ -37,7 +38,7 @@ def ranked_store() -> MemoryStore:
     return store
 
 
-def as_json(candidates: list) -> list[dict]:
+def as_json(candidates: list[Any]) -> list[dict[str, Any]]:
     return [c.to_json() for c in candidates]
 
 
@@ -167,7 +168,7 @@ def test_cancelling_a_stalled_listing_or_title_batch(stall: str) -> None:
     def run() -> None:
         try:
             resolver.list_candidates(ReferenceTarget("target", None), "source", None, cancel)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             outcome.append(exc)
 
     worker = threading.Thread(target=run)

@@ -6,16 +6,16 @@ import pickle
 
 import pytest
 
-import dsh_jupyter.references as references
+from dsh_jupyter import references
 from dsh_jupyter.references import ERROR_CODES, SessionReferenceError
 
 
 def test_the_seven_codes() -> None:
-    assert ERROR_CODES == {
+    assert {
         "SESSION_REFERENCE_INVALID_CONFIG", "SESSION_REFERENCE_INVALID_REFERENCE", "SESSION_REFERENCE_SELF_REFERENCE",
         "SESSION_REFERENCE_TOO_MANY", "SESSION_REFERENCE_READ_FAILED", "SESSION_REFERENCE_BUDGET_EXCEEDED",
         "SESSION_REFERENCE_CANCELLED",
-    }
+    } == ERROR_CODES
     for code in ERROR_CODES:
         assert getattr(references, code) == code
 

@@ -46,7 +46,8 @@ def test_label_less_mention_escapes_only_backslash_and_closing_bracket() -> None
 
 
 def test_format_accepts_mappings_and_explicit_labels() -> None:
-    assert format_session_reference_mention({"sessionId": "x", "label": "L"}) == f"@[L]({encode_session_reference_uri('x')})"
+    expected = f"@[L]({encode_session_reference_uri('x')})"
+    assert format_session_reference_mention({"sessionId": "x", "label": "L"}) == expected
     assert format_session_reference_mention("x", "") == f"@[]({encode_session_reference_uri('x')})"
     with pytest.raises(SessionReferenceError):
         format_session_reference_mention({"sessionId": 3})
@@ -60,7 +61,8 @@ def test_punctuation_after_a_bare_uri_stays_text() -> None:
     assert parsed.references == refs((TRICKY_ID, TRICKY_ID), (TRICKY_ID, TRICKY_ID))
 
 
-@pytest.mark.parametrize("text", ["what is a dsh-session: URI?", "see dsh-session:%%%", "dsh-session:", "dsh-session:)"])
+@pytest.mark.parametrize("text",
+                         ["what is a dsh-session: URI?", "see dsh-session:%%%", "dsh-session:", "dsh-session:)"])
 def test_scheme_without_a_payload_is_plain_text(text: str) -> None:
     parsed = parse_session_reference_text(text)
     assert parsed.text == text and parsed.references == []
@@ -115,7 +117,8 @@ def test_no_word_boundary_before_a_bare_uri_and_duplicates_are_kept() -> None:
     assert parsed.references == refs(("x", "x"), ("x", "x"))
 
 
-@pytest.mark.parametrize("space", list("\t\n\u000b\u000c\r \u00a0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"))
+@pytest.mark.parametrize(
+    "space", list("\t\n\u000b\u000c\r \u00a0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"))
 def test_javascript_whitespace_ends_a_markdown_uri(space: str) -> None:
     uri = encode_session_reference_uri("x")
     # The Markdown form cannot contain the space; the bare URI before it is parsed instead.

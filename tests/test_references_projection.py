@@ -13,6 +13,7 @@ from references_helpers import (
     append_assistant,
     append_user,
     build_projection_log,
+    context_of,
     context_text,
     make_resolver,
     prompt_data,
@@ -55,7 +56,7 @@ def test_projection_fixture_through_prepare() -> None:
     text = context_text(prepared)
     assert prompt_data(text) == [{"sessionId": "source", "label": "source", "cwd": "/source",
                                   "capturedThroughSeq": 13, "conversation": PROJECTION_CONVERSATION}]
-    [reference] = prepared.additional_context["source"]["references"]
+    [reference] = context_of(prepared)["source"]["references"]
     assert reference["capturedThroughSeq"] == 13 and reference["compacted"] is True
     assert reference["truncated"] is False
     for hidden in ["old user", "old assistant", "workspace secret", "plugin steer", "tool output",
@@ -123,7 +124,7 @@ def install_fixture(store: JsonlStore, fixtures: Path, name: str) -> str:
     folder = store.folder(session_id)
     folder.mkdir(parents=True)
     shutil.copyfile(fixtures / f"{name}.jsonl", store.log_path(session_id))
-    return session_id
+    return str(session_id)
 
 
 @pytest.mark.parametrize("name", ["plain", "compacted", "referencing", "torn"])
@@ -163,7 +164,7 @@ def test_referencing_fixture_context_array_is_rebuilt_byte_for_byte(spec_fixture
     theirs = pre_step["contextText"].split("<referenced-sessions>\n", 1)[1].rsplit("\n</referenced-sessions>", 1)[0]
     assert ours == theirs
     assert json.loads(ours) == pre_step["referencedPayload"]
-    source = prepared.additional_context["source"]
+    source = context_of(prepared)["source"]
     expected_source = pre_step["contextSource"]
     # The release predates capturedFormatVersion (read as 0); we always write it, right after the label.
     expected_references = [
@@ -175,8 +176,8 @@ def test_referencing_fixture_context_array_is_rebuilt_byte_for_byte(spec_fixture
     assert list(source["references"][0]) == ["sessionId", "label", "capturedFormatVersion", "capturedThroughSeq",
                                              "compacted", "originalMessages", "retainedMessages", "omittedMessages",
                                              "omittedBytes", "truncated", "inputIndex"]
-    assert prepared.additional_context["role"] == "user"
-    assert prepared.additional_context["id"] != pre_step["contextMessageId"]
+    assert context_of(prepared)["role"] == "user"
+    assert context_of(prepared)["id"] != pre_step["contextMessageId"]
     assert tag_safe_dumps(pre_step["referencedPayload"]) == theirs
 
 

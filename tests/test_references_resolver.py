@@ -10,12 +10,14 @@ import math
 import threading
 import time
 import warnings
+from typing import Any, cast
 
 import pytest
 from references_helpers import (
     MemoryStore,
     StallingQuery,
     append_user,
+    context_of,
     context_text,
     make_resolver,
     prompt_data,
@@ -75,8 +77,9 @@ def test_dedup_first_label_wins_then_the_cap_applies(store: MemoryStore) -> None
         SessionReferenceInput("one", "ignored duplicate"),
         {"sessionId": "two"},
     ])
-    references = prepared.additional_context["source"]["references"]
-    assert [(r["sessionId"], r["label"], r["inputIndex"]) for r in references] == [("one", "first", 0), ("two", "two", 1)]
+    references = context_of(prepared)["source"]["references"]
+    assert [(r["sessionId"], r["label"], r["inputIndex"]) for r in references] == \
+        [("one", "first", 0), ("two", "two", 1)]
     assert [d["label"] for d in prompt_data(context_text(prepared))] == ["first", "two"]
 
 
@@ -89,7 +92,8 @@ def test_empty_labels_are_kept(store: MemoryStore) -> None:
 def test_self_reference_is_checked_on_every_entry(store: MemoryStore) -> None:
     resolver, _ = make_resolver(store)
     target = target_for(store)
-    assert code_of(lambda: resolver.prepare_sync(target, CONTENT, [{"sessionId": "target"}])) == SESSION_REFERENCE_SELF_REFERENCE
+    assert code_of(lambda: resolver.prepare_sync(target, CONTENT, [{"sessionId": "target"}])) == \
+        SESSION_REFERENCE_SELF_REFERENCE
     assert code_of(lambda: resolver.prepare_sync(
         target, CONTENT, [{"sessionId": "one"}, {"sessionId": "one"}, {"sessionId": "target"}]
     )) == SESSION_REFERENCE_SELF_REFERENCE
@@ -99,20 +103,22 @@ def test_self_reference_is_checked_on_every_entry(store: MemoryStore) -> None:
 def test_invalid_entries_are_rejected_before_any_read(store: MemoryStore, entry: object) -> None:
     query = StallingQuery(store)
     resolver = SessionReferenceResolver(query)
-    assert code_of(lambda: resolver.prepare_sync(target_for(store), CONTENT, [entry])) == SESSION_REFERENCE_INVALID_REFERENCE
+    assert code_of(lambda: resolver.prepare_sync(target_for(store), CONTENT, [entry])) == \
+        SESSION_REFERENCE_INVALID_REFERENCE
     assert query.reads == []
 
 
 @pytest.mark.parametrize("references", ["one", {"sessionId": "one"}, 5])
 def test_references_must_be_a_list(store: MemoryStore, references: object) -> None:
     resolver, _ = make_resolver(store)
-    assert code_of(lambda: resolver.prepare_sync(target_for(store), CONTENT, references)) == SESSION_REFERENCE_INVALID_REFERENCE
+    assert code_of(lambda: resolver.prepare_sync(target_for(store), CONTENT, cast("list[Any]", references))) == \
+        SESSION_REFERENCE_INVALID_REFERENCE
 
 
 def test_content_must_be_a_list(store: MemoryStore) -> None:
     resolver, _ = make_resolver(store)
     with pytest.raises(TypeError, match="content must be a list"):
-        resolver.prepare_sync(target_for(store), "go", [])  # type: ignore[arg-type]
+        resolver.prepare_sync(target_for(store), cast("list[Any]", "go"), [])
 
 
 def test_too_many_distinct_references(store: MemoryStore) -> None:
@@ -269,13 +275,13 @@ def test_prepare_sync_works_inside_a_running_event_loop(store: MemoryStore) -> N
         return resolver.prepare_sync(target_for(store), CONTENT, [{"sessionId": "one"}])
 
     prepared = asyncio.run(main())
-    assert "fact one" in context_text(prepared)  # type: ignore[arg-type]
+    assert "fact one" in context_text(prepared)
 
 
 def test_context_message_shape(store: MemoryStore) -> None:
     resolver, _ = make_resolver(store)
     prepared = resolver.prepare_sync(target_for(store), CONTENT, [{"sessionId": "one", "label": "One"}])
-    message = prepared.additional_context
+    message = context_of(prepared)
     assert list(message) == ["content", "source", "role", "id"]
     assert message["role"] == "user" and isinstance(message["id"], str) and len(message["id"]) == 36
     assert message["source"] == {
@@ -285,11 +291,11 @@ def test_context_message_shape(store: MemoryStore) -> None:
                         "omittedBytes": 0, "truncated": False, "inputIndex": 0}],
     }
     again = resolver.prepare_sync(target_for(store), CONTENT, [{"sessionId": "one", "label": "One"}])
-    assert again.additional_context["id"] != message["id"]
+    assert context_of(again)["id"] != message["id"]
 
 
 def test_replay_independence_after_source_mutation_and_deletion(store: MemoryStore) -> None:
-    resolver, query = make_resolver(store)
+    resolver, _ = make_resolver(store)
     target = target_for(store)
     prepared = resolver.prepare_sync(target, [text_block("use @one")], [{"sessionId": "one"}])
     frozen = copy.deepcopy(prepared.additional_context)
@@ -300,7 +306,8 @@ def test_replay_independence_after_source_mutation_and_deletion(store: MemorySto
     assert prepared.additional_context == frozen
     assert json.dumps(prepared.additional_context) == serialized
     assert "fact one" in serialized and "later source mutation" not in serialized
-    assert code_of(lambda: resolver.prepare_sync(target, CONTENT, [{"sessionId": "one"}])) == SESSION_REFERENCE_READ_FAILED
+    assert code_of(lambda: resolver.prepare_sync(target, CONTENT, [{"sessionId": "one"}])) == \
+        SESSION_REFERENCE_READ_FAILED
 
 
 def test_live_sessions_are_read_from_memory(store: MemoryStore) -> None:
@@ -310,7 +317,8 @@ def test_live_sessions_are_read_from_memory(store: MemoryStore) -> None:
     live = SessionLog(SessionHeader("live", 3, "/w"))
     append_user(live, "unflushed live fact")
     query.register_live(live)
-    prepared = SessionReferenceResolver(query).prepare_sync(ReferenceTarget("target", None), [], [{"sessionId": "live"}])
+    prepared = SessionReferenceResolver(query).prepare_sync(ReferenceTarget("target", None), [],
+                                                            [{"sessionId": "live"}])
     assert "unflushed live fact" in context_text(prepared)
 
 
@@ -331,7 +339,7 @@ def test_live_sessions_are_read_from_memory(store: MemoryStore) -> None:
         ({"reference_context_fraction": "0.2"}, "between zero and one"),
     ],
 )
-def test_invalid_configuration_is_rejected(store: MemoryStore, config: dict, fragment: str) -> None:
+def test_invalid_configuration_is_rejected(store: MemoryStore, config: dict[str, Any], fragment: str) -> None:
     with pytest.raises(SessionReferenceError) as info:
         SessionReferenceResolver(SessionQuery(store), **config)
     assert info.value.code == SESSION_REFERENCE_INVALID_CONFIG
@@ -340,7 +348,8 @@ def test_invalid_configuration_is_rejected(store: MemoryStore, config: dict, fra
 
 def test_defaults(store: MemoryStore) -> None:
     resolver = SessionReferenceResolver(SessionQuery(store))
-    assert (resolver.max_references, resolver.candidate_limit, resolver.max_reference_bytes) == (MAX_REFERENCES, 50, None)
+    assert (resolver.max_references, resolver.candidate_limit, resolver.max_reference_bytes) == \
+        (MAX_REFERENCES, 50, None)
     assert resolver.reference_context_fraction == 0.2
     assert SessionReferenceResolver(SessionQuery(store), reference_context_fraction=0).reference_context_fraction == 0
     assert resolver.budget_for(ReferenceTarget("t", None)) == 65_536

@@ -8,6 +8,7 @@ from references_helpers import (
     append_assistant,
     append_user,
     build_projection_log,
+    context_of,
     context_text,
     make_resolver,
     object_size,
@@ -31,7 +32,7 @@ from dsh_jupyter.session.messages import compaction_source, text_block
 
 def projected(*messages: tuple[str, str] | tuple[str, str, bool], session_id: str = "source",
               cwd: str | None = None) -> ProjectedSession:
-    units = tuple(ProjectedMessage(*m) for m in messages)  # type: ignore[arg-type]
+    units = tuple(ProjectedMessage(*m) for m in messages)
     return ProjectedSession(session_id, cwd, len(units) - 1 if units else None, 0, units)
 
 
@@ -75,7 +76,7 @@ def test_truncate_returns_empty_when_not_even_the_notice_fits() -> None:
 
 def test_lone_surrogates_become_replacement_characters_only_when_cut() -> None:
     text = "\ud800" * 50 + "end"
-    result, omitted = truncate_with_notice(text, 60)
+    result, _ = truncate_with_notice(text, 60)
     assert "\ufffd" in result and not any(0xD800 <= ord(c) <= 0xDFFF for c in result)
     source = retain_source(projected(("user", "a\ud800b")), "source", 65_536)
     assert source is not None and source.data["conversation"][0]["text"] == "a\ud800b"
@@ -92,7 +93,7 @@ def test_budget_360_keeps_checkpoint_and_the_latest_message() -> None:
     [data] = prompt_data(text)
     assert object_size(data) <= 360
     assert "checkpoint" in text and "latest-" in text and "omitted" in text
-    [reference] = prepared.additional_context["source"]["references"]
+    [reference] = context_of(prepared)["source"]["references"]
     assert reference["truncated"] is True and reference["compacted"] is True
     assert reference["omittedMessages"] == 3 and reference["retainedMessages"] == 2
     checkpoint, latest = (m["text"] for m in data["conversation"])
@@ -185,7 +186,7 @@ def test_text_that_grows_when_escaped_can_be_emptied_while_budget_remains() -> N
     [data] = prompt_data(context_text(prepared))
     assert data["conversation"] == [{"role": "assistant", "text": ""}]
     assert object_size(data) == 126
-    [reference] = prepared.additional_context["source"]["references"]
+    [reference] = context_of(prepared)["source"]["references"]
     assert reference["omittedBytes"] == 1000
 
 

@@ -7,21 +7,29 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from references_helpers import (
     MemoryStore,
     append_user,
     build_projection_log,
+    context_of,
     context_text,
+    folder_of,
     make_resolver,
     object_size,
     omission_entries,
     prompt_data,
+    spill_path,
     target_for,
 )
 
-from dsh_jupyter.references import SESSION_REFERENCE_CANCELLED, SessionReferenceError
+from dsh_jupyter.references import (
+    SESSION_REFERENCE_CANCELLED,
+    SESSION_REFERENCE_INVALID_CONFIG,
+    SessionReferenceError,
+)
 from dsh_jupyter.references import resolver as resolver_module
 from dsh_jupyter.references.retention import js_utf8_length
 from dsh_jupyter.references.spill import (
@@ -115,7 +123,7 @@ def test_intact_references_add_no_section_and_save_nothing(store: MemoryStore) -
     prepared = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
     assert "Reference omissions" not in context_text(prepared) and "complete fact" in context_text(prepared)
     assert prepared.spills == {}
-    assert not target.session_dir.exists()
+    assert not folder_of(target).exists()
 
 
 def test_distinct_locators_beside_an_intact_reference(store: MemoryStore) -> None:
@@ -124,7 +132,7 @@ def test_distinct_locators_beside_an_intact_reference(store: MemoryStore) -> Non
     resolver, _ = make_resolver(store, max_reference_bytes=180)
     prepared = resolver.prepare_sync(target_for(store), [], [{"sessionId": s} for s in ["one", "two", "three"]])
     assert sorted(prepared.spills) == [0, 2]
-    names = [prepared.spills[i].path.name for i in (0, 2)]
+    names = [spill_path(prepared.spills[i]).name for i in (0, 2)]
     assert names == ["session-reference-1.txt", "session-reference-3.txt"]
     text = context_text(prepared)
     assert [e["sessionId"] for e in omission_entries(text)] == ["one", "three"]
@@ -139,9 +147,9 @@ def test_existing_files_are_never_overwritten(store: MemoryStore) -> None:
     target = target_for(store)
     first = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
     second = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
-    assert first.spills[0].path.name == "session-reference-1.txt"
-    assert second.spills[0].path.name == "session-reference-1-2.txt"
-    assert first.spills[0].path.read_text() == second.spills[0].path.read_text()
+    assert spill_path(first.spills[0]).name == "session-reference-1.txt"
+    assert spill_path(second.spills[0]).name == "session-reference-1-2.txt"
+    assert spill_path(first.spills[0]).read_text() == spill_path(second.spills[0]).read_text()
 
 
 def test_no_session_folder_reports_storage_not_configured() -> None:
@@ -159,8 +167,8 @@ def test_failed_save_reports_save_failed_and_still_publishes(store: MemoryStore,
     append_user(store.new_log("source"), "界" * 500)
     resolver, _ = make_resolver(store, max_reference_bytes=180)
     target = target_for(store)
-    target.session_dir.parent.mkdir(parents=True)
-    target.session_dir.write_text("a file where the folder should be")
+    folder_of(target).parent.mkdir(parents=True)
+    folder_of(target).write_text("a file where the folder should be")
     prepared = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
     text = context_text(prepared)
     assert "save-failed" in text and '"locator"' not in text
@@ -183,7 +191,7 @@ def test_the_transcript_is_the_capture_even_if_the_source_changes_while_saving(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source = store.add(build_projection_log())
-    real_save = resolver_module.save_transcript
+    real_save = save_transcript
 
     def save_while_mutating(folder: Path | None, index: int, content: str) -> SpillResult:
         append_user(source, "later mutation must not appear")
@@ -192,13 +200,13 @@ def test_the_transcript_is_the_capture_even_if_the_source_changes_while_saving(
     monkeypatch.setattr(resolver_module, "save_transcript", save_while_mutating)
     resolver, _ = make_resolver(store, max_reference_bytes=240)
     prepared = resolver.prepare_sync(target_for(store), [], [{"sessionId": "source"}])
-    full = prepared.spills[0].path.read_text("utf-8")
+    full = spill_path(prepared.spills[0]).read_text("utf-8")
     for text in ["checkpoint", "recent user", "human steer", "visible answer"]:
         assert text in full
     for text in ["later mutation", "old user", "tool output", "private reasoning", "workspace secret",
                  "plugin steer", "unfinished answer"]:
         assert text not in full and text not in context_text(prepared)
-    assert prepared.additional_context["source"]["references"][0]["capturedThroughSeq"] == 13
+    assert context_of(prepared)["source"]["references"][0]["capturedThroughSeq"] == 13
 
 
 @pytest.mark.parametrize("timing", ["during-save", "after-save"])
@@ -208,7 +216,7 @@ def test_cancellation_during_or_after_a_save_publishes_nothing(
     append_user(store.new_log("source"), "large" * 500)
     cancel = threading.Event()
     started, finish, settled = threading.Event(), threading.Event(), threading.Event()
-    real_save = resolver_module.save_transcript
+    real_save = save_transcript
 
     def slow_save(folder: Path | None, index: int, content: str) -> SpillResult:
         started.set()
@@ -227,7 +235,7 @@ def test_cancellation_during_or_after_a_save_publishes_nothing(
     def run() -> None:
         try:
             outcome.append(resolver.prepare_sync(target, [], [{"sessionId": "source"}], cancel))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             outcome.append(exc)
 
     worker = threading.Thread(target=run)
@@ -244,9 +252,9 @@ def test_cancellation_during_or_after_a_save_publishes_nothing(
     assert isinstance(error, SessionReferenceError) and error.code == SESSION_REFERENCE_CANCELLED
     # The artifact may stay behind; nothing was returned to publish.
     deadline = time.monotonic() + 5
-    while not (target.session_dir / "session-reference-1.txt").exists() and time.monotonic() < deadline:
+    while not (folder_of(target) / "session-reference-1.txt").exists() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert (target.session_dir / "session-reference-1.txt").exists()
+    assert (folder_of(target) / "session-reference-1.txt").exists()
 
 
 def test_render_transcript_layout() -> None:
@@ -270,3 +278,85 @@ def test_async_prepare_with_an_asyncio_event(store: MemoryStore) -> None:
 
     prepared = asyncio.run(main())
     assert prepared.spills[0].status == "saved"  # type: ignore[attr-defined]
+
+
+# -- the cap -------------------------------------------------------------------------------------------
+def _capped_reference(store: MemoryStore, texts: list[str], cap: int,
+                      budget: int = 2000) -> tuple[str, dict[str, Any]]:
+    log = store.new_log("source")
+    for text in texts:
+        append_user(log, text)
+    resolver, _ = make_resolver(store, max_reference_bytes=budget, max_spill_bytes=cap)
+    prepared = resolver.prepare_sync(target_for(store), [], [{"sessionId": "source"}])
+    saved = prepared.spills[0]
+    assert saved.status == "saved" and saved.path is not None
+    [entry] = omission_entries(context_text(prepared))
+    return saved.path.read_text("utf-8"), entry
+
+
+def test_a_big_source_spills_a_capped_transcript_with_a_closing_notice(store: MemoryStore) -> None:
+    texts = [f"message {i}: " + "界😀 <x> \n" * 200 for i in range(60)]  # about 200 kB of text
+    cap = 16_384
+    content, entry = _capped_reference(store, texts, cap)
+    assert len(content.encode("utf-8")) <= cap
+    assert entry["fullSnapshot"]["capped"] is True and entry["fullSnapshot"]["bytes"] == len(content.encode())
+    body, _, notice = content.rstrip("\n").rpartition("\n\n")
+    assert notice.startswith("[\u2026 This transcript is capped at 16384 bytes.")
+    messages = transcript_messages(body + "\n")
+    decoded = ["".join(json.loads(line) for line in lines) for _, lines in messages]
+    whole = [t for t, original in zip(decoded, texts[: len(decoded)], strict=True) if t == original]
+    assert len(whole) >= len(decoded) - 1 and decoded and texts[len(decoded) - 1].startswith(decoded[-1])
+    included = sum(js_utf8_length(t) for t in decoded)
+    total = sum(js_utf8_length(t) for t in texts)
+    assert f"Left out: {len(texts) - len(whole)} of {len(texts)} messages" in notice
+    assert f"from message {len(whole) + 1} on), {total - included} UTF-8 bytes of text" in notice
+    assert '"source"' in notice and f"seq {len(texts) - 1}" in notice
+
+
+def test_a_single_huge_message_spills_its_first_fragments(store: MemoryStore) -> None:
+    text = "start " + "\x00\"\\界😀" * 100_000
+    content, entry = _capped_reference(store, [text, "reply"], 20_000)
+    assert len(content.encode("utf-8")) <= 20_000 and entry["fullSnapshot"]["capped"] is True
+    body = content.rstrip("\n").rpartition("\n\n")[0]
+    [(role, lines)] = transcript_messages(body + "\n")
+    assert role == "user" and text.startswith("".join(json.loads(line) for line in lines))
+    assert "Left out: 2 of 2 messages (in whole or in part, from message 1 on)" in content
+
+
+def test_a_source_within_the_cap_spills_every_message_exactly(store: MemoryStore) -> None:
+    texts = ["old " + "界" * 3000, "\x00\n\r\t\"\\" * 300, "new fact"]
+    content, entry = _capped_reference(store, texts, 1 << 20, budget=500)
+    assert "capped" not in entry["fullSnapshot"]
+    assert "This transcript is capped" not in content
+    messages = transcript_messages(content)
+    assert ["".join(json.loads(line) for line in lines) for _, lines in messages] == texts
+
+
+def test_the_capped_renderer_without_a_cap_is_the_full_transcript() -> None:
+    from dsh_jupyter.references.bounded import bound_projection
+    from dsh_jupyter.references.projection import ProjectedMessage, ProjectedSession
+    from dsh_jupyter.references.spill import render_capped_transcript
+
+    messages = tuple(ProjectedMessage(role, text) for role, text in
+                     [("user", "a\nb"), ("assistant", ""), ("user", "x" * 130 + "\ud800"), ("assistant", "😀" * 70)])
+    projection = ProjectedSession("s\ud800", "/w", 9, 0, messages)
+    content, capped = render_capped_transcript(bound_projection(projection, 65_536), "L")
+    assert not capped and content == render_transcript(projection.data("L"), 0)
+
+
+def test_a_spill_cap_below_the_minimum_is_refused(store: MemoryStore) -> None:
+    with pytest.raises(SessionReferenceError) as info:
+        make_resolver(store, max_spill_bytes=1000)
+    assert info.value.code == SESSION_REFERENCE_INVALID_CONFIG
+    assert "max_spill_bytes" in info.value.message and "16384" in info.value.message
+
+
+def test_the_cap_holds_with_a_long_session_id(store: MemoryStore) -> None:
+    source_id = "s" + "界" * 1500
+    log = store.new_log(source_id)
+    for i in range(40):
+        append_user(log, f"message {i} " + "x" * 3000)
+    resolver, _ = make_resolver(store, max_reference_bytes=20_000, max_spill_bytes=16_384)
+    prepared = resolver.prepare_sync(target_for(store), [], [{"sessionId": source_id}])
+    content = spill_path(prepared.spills[0]).read_text("utf-8")
+    assert len(content.encode("utf-8")) <= 16_384 and "This transcript is capped" in content

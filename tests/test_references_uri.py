@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import random
 import shutil
@@ -114,7 +115,7 @@ ANY_CHAR = st.one_of(st.characters(), SURROGATE, st.sampled_from(list('"\\/\n\r\
 def js_representable(text: str) -> bool:
     """No high surrogate directly before a low one (JavaScript would read that as one character)."""
     return not any(
-        0xD800 <= ord(a) <= 0xDBFF and 0xDC00 <= ord(b) <= 0xDFFF for a, b in zip(text, text[1:])
+        0xD800 <= ord(a) <= 0xDBFF and 0xDC00 <= ord(b) <= 0xDFFF for a, b in itertools.pairwise(text)
     )
 
 
@@ -194,11 +195,11 @@ def test_differential_against_node_json_stringify_and_base64url() -> None:
     )
     node_uris = json.loads(result.stdout)
     ours = [encode_session_reference_uri(i) for i in ids]
-    mismatches = [(i, o, n) for i, o, n in zip(ids, ours, node_uris) if o != n]
+    mismatches = [(i, o, n) for i, o, n in zip(ids, ours, node_uris, strict=True) if o != n]
     assert len(node_uris) == len(ids)
     assert not mismatches, mismatches[:5]
     # Everything Node writes, we read back to the same id (JavaScript's view of it).
     from dsh_jupyter._json import js_string
 
-    for session_id, uri in zip(ids, node_uris):
+    for session_id, uri in zip(ids, node_uris, strict=True):
         assert decode_session_reference_uri(uri) == js_string(session_id)

@@ -11,6 +11,7 @@ A cancel flag is anything with ``is_set()``: an :class:`asyncio.Event` or a :cla
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol, TypeVar
@@ -45,7 +46,7 @@ def _start_thread(fn: Callable[[], Any], deliver: Callable[[bool, Any], None], n
     def run() -> None:
         try:
             value, ok = fn(), True
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting side as the failure
+        except BaseException as exc:  # handed to the waiting side as the failure
             value, ok = exc, False
         deliver(ok, value)
 
@@ -71,7 +72,8 @@ def call_cancellable(fn: Callable[[], T], cancel: CancelFlag | None, *, name: st
     ok, value = outcome[0]
     if not ok:
         raise value
-    return value
+    result: T = value
+    return result
 
 
 def thread_future(fn: Callable[[], T], *, name: str = "dsh-reference-read") -> asyncio.Future[T]:
@@ -88,10 +90,8 @@ def thread_future(fn: Callable[[], T], *, name: str = "dsh-reference-read") -> a
             future.set_exception(value)
 
     def deliver(ok: bool, value: Any) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is waiting any more
             loop.call_soon_threadsafe(settle, ok, value)
-        except RuntimeError:
-            pass  # the loop is gone: nobody is waiting any more
 
     _start_thread(fn, deliver, name)
     return future
@@ -130,10 +130,8 @@ class CancelWatch:
     async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
             self._task = None
 
     async def gather(self, futures: Iterable[Awaitable[T]]) -> list[T]:

@@ -50,12 +50,12 @@ class SessionReferenceCandidate:
 
 
 def validate_limit(limit: object) -> int:
-    if not is_safe_nonnegative_int(limit) or isinstance(limit, float) or limit == 0:
+    if not is_safe_nonnegative_int(limit) or not isinstance(limit, int) or limit == 0:
         raise SessionReferenceError(
             SESSION_REFERENCE_INVALID_REFERENCE,
             f"candidate limit must be a positive safe integer, got {limit!r}",
         )
-    return int(limit)  # type: ignore[arg-type]
+    return int(limit)
 
 
 def _read_title(query: SessionQuery, session_id: str) -> str | None:
@@ -151,4 +151,5 @@ def list_candidates(
     if source is not None:
         return call_cancellable(lambda: source.select_candidates(query, target, needle, limit, cancel, body=body),
                                 cancel, name="dsh-reference-candidates")
-    return call_cancellable(lambda: _select(query, target, needle, limit, cancel), cancel, name="dsh-reference-candidates")
+    return call_cancellable(lambda: _select(query, target, needle, limit, cancel), cancel,
+                            name="dsh-reference-candidates")

@@ -39,7 +39,7 @@ def _fields(entry: object) -> tuple[object, object]:
     if isinstance(entry, Mapping):
         return entry.get("sessionId", _MISSING), entry.get("label")
     if entry is not None and not isinstance(entry, (str, bytes, int, float, bool)) and hasattr(entry, "session_id"):
-        return getattr(entry, "session_id"), getattr(entry, "label", None)
+        return getattr(entry, "session_id"), getattr(entry, "label", None)  # noqa: B009 - entry is any object
     raise SessionReferenceError(
         SESSION_REFERENCE_INVALID_REFERENCE,
         "each session reference must be a SessionReferenceInput or a mapping such as "
@@ -73,7 +73,8 @@ def normalise_references(target_id: str | None, references: object, max_referenc
         if label is not None and not isinstance(label, str):
             raise SessionReferenceError(
                 SESSION_REFERENCE_INVALID_REFERENCE,
-                f"session reference #{index + 1} has a {type(label).__name__} label; a label must be a string or absent",
+                f"session reference #{index + 1} has a {type(label).__name__} label; "
+                "a label must be a string or absent",
             )
         if session_id == target_id:
             raise SessionReferenceError(

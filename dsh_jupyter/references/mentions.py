@@ -58,6 +58,7 @@ def format_session_reference_mention(
     reference: SessionReferenceInput | Mapping[str, Any] | str, label: str | None = None
 ) -> str:
     """``@[label](uri)`` for a reference (or a session id plus optional label); the label defaults to the id."""
+    session_id: object
     if isinstance(reference, SessionReferenceInput):
         session_id, label = reference.session_id, reference.label if label is None else label
     elif isinstance(reference, Mapping):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..session.events import ASSISTANT_MESSAGE, USER_MESSAGE, Event
+from ..session.header import SessionHeader
 from ..session.messages import blocks_text, display_content, is_checkpoint_source, is_direct_user_source
 from ..session.surface import SurfaceSnapshot
 
@@ -51,13 +52,24 @@ class ProjectedSession:
     def data(self, label: str, messages: list[tuple[str, str]] | None = None) -> dict[str, Any]:
         """The JSON object of this source (keys ``sessionId, label, cwd, capturedThroughSeq, conversation``)."""
         pairs = messages if messages is not None else [(m.role, m.text) for m in self.messages]
-        return {
-            "sessionId": self.session_id,
-            "label": label,
-            "cwd": self.cwd,
-            "capturedThroughSeq": self.captured_through_seq,
-            "conversation": [{"role": role, "text": text} for role, text in pairs],
-        }
+        return source_data(self.session_id, label, self.cwd, self.captured_through_seq, pairs)
+
+
+def source_data(session_id: str, label: str, cwd: str | None, captured_through_seq: int | None,
+                pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """The JSON object of one source: ``sessionId, label, cwd, capturedThroughSeq, conversation``."""
+    return {
+        "sessionId": session_id,
+        "label": label,
+        "cwd": cwd,
+        "capturedThroughSeq": captured_through_seq,
+        "conversation": [{"role": role, "text": text} for role, text in pairs],
+    }
+
+
+def format_version(header: SessionHeader) -> int:
+    """The captured format version of a session (0 when its header has none)."""
+    return int(header.version) if isinstance(header.version, int) else 0
 
 
 #: Surface event types projection never looks into: a store need not decode them for a snapshot.
@@ -95,6 +107,6 @@ def project_surface(snapshot: SurfaceSnapshot) -> ProjectedSession:
         session_id=header.id,
         cwd=header.cwd,
         captured_through_seq=snapshot.captured_through_seq,
-        format_version=int(header.version) if isinstance(header.version, int) else 0,
+        format_version=format_version(header),
         messages=messages,
     )

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
+import functools
 import math
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._json import dumps
 from ..session.messages import SESSION_REFERENCE_KIND, text_block, user_message
+from .bounded import BoundedProjection, bound_surface
 from .budget import DEFAULT_REFERENCE_CONTEXT_FRACTION, reference_budget
 from .cancellation import CancelFlag, CancelWatch, cancelled_error, thread_future
 from .candidates import CandidateSource, SessionReferenceCandidate, list_candidates
@@ -23,9 +26,17 @@ from .errors import (
 )
 from .framing import render_prompt
 from .inputs import SessionReferenceInput, normalise_references
-from .projection import PROJECTION_SKIPS, ProjectedSession, project_surface
+from .projection import PROJECTION_SKIPS
 from .retention import RetainedSource, retain_source
-from .spill import STORAGE_NOT_CONFIGURED, SpillResult, render_transcript, save_transcript
+from .spill import (
+    DEFAULT_MAX_SPILL_BYTES,
+    MIN_SPILL_BYTES,
+    SAVED,
+    STORAGE_NOT_CONFIGURED,
+    SpillResult,
+    render_capped_transcript,
+    save_transcript,
+)
 from .target import ReferenceTarget
 
 if TYPE_CHECKING:
@@ -90,7 +101,11 @@ class SessionReferenceResolver:
     number of candidates; ``max_reference_bytes`` fixes the per-source budget (``None``: automatic,
     ``max(65536, floor(context window × 4 × reference_context_fraction))``). ``catalog`` (the session
     catalog, :func:`dsh_jupyter.catalog.open_catalog`) makes candidates come from every known store at
-    keystroke speed, and lets prepare() read sessions of other stores.
+    keystroke speed, and lets prepare() read sessions of other stores. ``max_spill_bytes`` caps each saved
+    full snapshot (see :mod:`.spill`).
+
+    A source is read one surface event at a time and reduced as it is read (:mod:`.bounded`), so a
+    reference holds about twice the budget plus the spill cap in text, whatever the source's size.
     """
 
     def __init__(
@@ -102,6 +117,7 @@ class SessionReferenceResolver:
         max_reference_bytes: int | None = None,
         reference_context_fraction: float = DEFAULT_REFERENCE_CONTEXT_FRACTION,
         catalog: CatalogSource | None = None,
+        max_spill_bytes: int = DEFAULT_MAX_SPILL_BYTES,
     ) -> None:
         self.max_references = _positive_safe_int("max_references", max_references)
         self.candidate_limit = _positive_safe_int("candidate_limit", candidate_limit)
@@ -125,6 +141,12 @@ class SessionReferenceResolver:
                 f"session-reference: reference_context_fraction must be between zero and one, got {fraction!r}",
             )
         self.reference_context_fraction = float(fraction)
+        self.max_spill_bytes = _positive_safe_int("max_spill_bytes", max_spill_bytes)
+        if self.max_spill_bytes < MIN_SPILL_BYTES:
+            raise SessionReferenceError(
+                SESSION_REFERENCE_INVALID_CONFIG,
+                f"session-reference: max_spill_bytes must be at least {MIN_SPILL_BYTES}, got {max_spill_bytes}",
+            )
         self.query = query
         self.catalog = catalog
 
@@ -174,7 +196,7 @@ class SessionReferenceResolver:
         budget = self.budget_for(target)
         watch.check()
         async with watch:
-            projections = await self._read_all(watch, inputs)
+            projections = await self._read_all(watch, inputs, budget)
             watch.check()
             rendered = await watch.gather(
                 [thread_future(lambda: self._render(projections, inputs, budget), name="dsh-reference-render")]
@@ -182,10 +204,11 @@ class SessionReferenceResolver:
             sources: list[RetainedSource] = rendered[0]
             truncated = [i for i, s in enumerate(sources) if s.stats.truncated]
             results = await watch.gather(
-                [thread_future(lambda i=i: self._spill(target, i, sources[i]), name="dsh-reference-spill") for i in truncated]
+                [thread_future(functools.partial(self._spill, target, i, sources[i]), name="dsh-reference-spill")
+                 for i in truncated]
             )
             watch.check()
-        spills = dict(zip(truncated, results))
+        spills = dict(zip(truncated, results, strict=True))
         return PreparedReferencedMessage(accepted, self._context(sources, spills), spills)
 
     def prepare_sync(
@@ -210,7 +233,7 @@ class SessionReferenceResolver:
         def run() -> None:
             try:
                 outcome.append((True, asyncio.run(self.prepare(target, content, references, _Either()))))
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            except BaseException as exc:
                 outcome.append((False, exc))
 
         worker = threading.Thread(target=run, name="dsh-reference-prepare", daemon=True)
@@ -224,21 +247,28 @@ class SessionReferenceResolver:
         ok, value = outcome[0]
         if not ok:
             raise value
-        return value
+        prepared: PreparedReferencedMessage = value
+        return prepared
 
-    def _read_and_project(self, session_id: str) -> ProjectedSession:
-        """One source read (in a worker thread), projected right away so the full snapshot can be freed."""
+    def _read_and_project(self, session_id: str, budget: int, abandoned: Callable[[], bool]) -> BoundedProjection:
+        """One source read (in a worker thread), projected and reduced event by event (a JSONL store then
+        decodes one surface event at a time)."""
+        from ..store.scan import STREAM_SURFACE
+
+        skip = PROJECTION_SKIPS | {STREAM_SURFACE}
         if self.catalog is not None:
-            snapshot = self.catalog.read_surface(self.query, session_id, skip_data=PROJECTION_SKIPS)
+            snapshot = self.catalog.read_surface(self.query, session_id, skip_data=skip)
         else:
-            snapshot = self.query.read_surface(session_id, skip_data=PROJECTION_SKIPS)
+            snapshot = self.query.read_surface(session_id, skip_data=skip)
         if not _is_snapshot(snapshot):
             raise TypeError(f"reading {dumps(session_id)} returned {type(snapshot).__name__}, not a surface snapshot")
-        return project_surface(snapshot)
+        return bound_surface(snapshot, budget, self.max_spill_bytes, abandoned)
 
-    async def _read_all(self, watch: CancelWatch, inputs: list[SessionReferenceInput]) -> list[ProjectedSession]:
+    async def _read_all(self, watch: CancelWatch, inputs: list[SessionReferenceInput],
+                        budget: int) -> list[BoundedProjection]:
         futures = [
-            thread_future(lambda sid=ref.session_id: self._read_and_project(sid), name="dsh-reference-read")
+            thread_future(functools.partial(self._read_and_project, ref.session_id, budget, watch.is_set),
+                          name="dsh-reference-read")
             for ref in inputs
         ]
         try:
@@ -252,9 +282,10 @@ class SessionReferenceResolver:
                 SESSION_REFERENCE_READ_FAILED, f"failed to read referenced session: {_failure_message(exc)}", exc
             ) from exc
 
-    def _render(self, sources: list[ProjectedSession], inputs: list[SessionReferenceInput], budget: int) -> list[RetainedSource]:
+    def _render(self, sources: list[BoundedProjection], inputs: list[SessionReferenceInput],
+                budget: int) -> list[RetainedSource]:
         rendered: list[RetainedSource] = []
-        for ref, projection in zip(inputs, sources):
+        for ref, projection in zip(inputs, sources, strict=True):
             retained = retain_source(projection, ref.label if ref.label is not None else ref.session_id, budget)
             if retained is None:
                 raise SessionReferenceError(
@@ -268,8 +299,9 @@ class SessionReferenceResolver:
     def _spill(self, target: ReferenceTarget, index: int, source: RetainedSource) -> SpillResult:
         if target.session_dir is None:
             return SpillResult.unavailable(STORAGE_NOT_CONFIGURED)
-        transcript = render_transcript(source.full_data, source.projection.format_version)
-        return save_transcript(target.session_dir, index, transcript)
+        transcript, capped = render_capped_transcript(source.projection, source.label, self.max_spill_bytes)
+        result = save_transcript(target.session_dir, index, transcript)
+        return dataclasses.replace(result, capped=True) if capped and result.status == SAVED else result
 
     @staticmethod
     def _context(sources: list[RetainedSource], spills: dict[int, SpillResult]) -> dict[str, Any]:

@@ -10,19 +10,31 @@ surrogate counts 3 bytes (it encodes as U+FFFD) and becomes U+FFFD when its text
 
 The notice is ours, but it keeps the reference's size (31 bytes plus the digits of the count), so
 every budget outcome - which message is cut, where, and the final sizes - matches the reference's.
+
+Retention works on a :class:`~.bounded.BoundedProjection` (sizes of every message, text of only those it
+could keep), so the rule is the same for a source read from a huge log and for one already in memory.
 """
 
 from __future__ import annotations
 
-import re
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
-from .._json import js_string
+from .bounded import BoundedProjection, HeldText, bound_projection
 from .framing import tag_safe_dumps, tag_safe_string_size
 from .projection import ProjectedSession
+from .utf8 import head_end, js_utf8, js_utf8_length, tail_start
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+__all__ = [
+    "RetainedSource",
+    "RetentionStats",
+    "js_utf8",
+    "js_utf8_length",
+    "omission_notice",
+    "retain_source",
+    "truncate_with_notice",
+]
 
 
 def omission_notice(omitted: int) -> str:
@@ -34,45 +46,6 @@ _NOTICE_BYTES = len(omission_notice(0).encode("utf-8")) - 1
 assert _NOTICE_BYTES == 31, "the omission notice must keep the reference's length"
 
 
-def js_utf8(text: str) -> bytes:
-    """UTF-8 bytes of ``text`` as JavaScript's encoder produces them (lone surrogates become U+FFFD)."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _LONE_SURROGATE.sub("\ufffd", js_string(text)).encode("utf-8")
-
-
-def js_utf8_length(text: str) -> int:
-    """``Buffer.byteLength(text, 'utf8')``."""
-    try:
-        return len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        return len(js_string(text).encode("utf-8", "surrogatepass"))
-
-
-def _head_end(data: bytes, end: int) -> int:
-    """Drop a trailing incomplete UTF-8 sequence from ``data[:end]``; returns the new end."""
-    if end <= 0:
-        return end
-    i = end - 1
-    while i >= 0 and data[i] & 0xC0 == 0x80 and end - i <= 3:
-        i -= 1
-    if i < 0:
-        return end
-    lead = data[i]
-    expected = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4 if lead < 0xF8 else 0
-    if expected == 0:
-        return end
-    return i if end - i < expected else end
-
-
-def _tail_start(data: bytes, start: int) -> int:
-    """Drop leading continuation bytes from ``data[start:]``; returns the new start."""
-    while start < len(data) and data[start] & 0xC0 == 0x80:
-        start += 1
-    return start
-
-
 def truncate_with_notice(text: str, max_bytes: int, *, encoded: bytes | None = None) -> tuple[str, int]:
     """Cut ``text`` to at most ``max_bytes`` UTF-8 bytes: head + tail + notice; ``(text, omitted bytes)``.
 
@@ -81,27 +54,35 @@ def truncate_with_notice(text: str, max_bytes: int, *, encoded: bytes | None = N
     When not even the bare notice fits, the result is ``''`` with every byte omitted.
     """
     data = js_utf8(text) if encoded is None else encoded
-    total = len(data)
-    if total <= max_bytes:
+    if len(data) <= max_bytes:
         return text, 0
+    return cut_ends(data, data, len(data), max_bytes)
+
+
+def cut_ends(head: bytes, tail: bytes, total: int, max_bytes: int) -> tuple[str, int]:
+    """:func:`truncate_with_notice` of a text known only by its ends: ``head`` and ``tail`` are its first
+    and last bytes (at least ``ceil(max_bytes/2)`` and ``floor(max_bytes/2)`` of them) and ``total`` its
+    size, which must exceed ``max_bytes``."""
+    tail_base = total - len(tail)
     best: tuple[int, int] | None = None  # (head end, tail start) of the best fit
     low, high = 0, max_bytes
     while low <= high:
         retained = (low + high) // 2
-        head_end = _head_end(data, (retained + 1) // 2)
-        tail_start = _tail_start(data, total - retained // 2)
-        kept = head_end + (total - tail_start)
+        cut_head = head_end(head, (retained + 1) // 2)
+        cut_tail = tail_start(tail, total - retained // 2 - tail_base) + tail_base
+        kept = cut_head + (total - cut_tail)
         omitted = total - kept
         if kept + _NOTICE_BYTES + len(str(omitted)) <= max_bytes:
-            best = (head_end, tail_start)
+            best = (cut_head, cut_tail)
             low = retained + 1
         else:
             high = retained - 1
     if best is None:
         return "", total
-    head_end, tail_start = best
-    omitted = total - head_end - (total - tail_start)
-    kept_text = data[:head_end].decode("utf-8", errors="replace") + data[tail_start:].decode("utf-8", errors="replace")
+    cut_head, cut_tail = best
+    omitted = total - cut_head - (total - cut_tail)
+    kept_text = (head[:cut_head].decode("utf-8", errors="replace")
+                 + tail[cut_tail - tail_base :].decode("utf-8", errors="replace"))
     return kept_text + omission_notice(omitted), omitted
 
 
@@ -133,9 +114,10 @@ class RetentionStats:
 
 @dataclass(frozen=True)
 class RetainedSource:
-    """One source fitted to its budget: the preview object, its tag-safe JSON and the full projection."""
+    """One source fitted to its budget: the preview object, its tag-safe JSON, and the bounded projection
+    it came from (which also holds what the full snapshot may show)."""
 
-    projection: ProjectedSession
+    projection: BoundedProjection
     label: str
     data: dict[str, Any]
     serialized: str
@@ -147,34 +129,52 @@ class RetainedSource:
 
     @property
     def full_data(self) -> dict[str, Any]:
+        """The source object with the spill prefix's texts (every message whole, unless the spill is capped)."""
         return self.projection.data(self.label)
 
 
 class _Unit:
-    __slots__ = ("role", "original", "checkpoint", "text", "text_bytes", "json_size", "omitted", "original_bytes")
+    __slots__ = ("checkpoint", "held", "json_size", "omitted", "original_bytes", "role", "text", "text_bytes")
 
-    def __init__(self, role: str, text: str, checkpoint: bool, overhead: int) -> None:
-        self.role = role
-        self.original = text
-        self.checkpoint = checkpoint
-        self.text = text
-        self.text_bytes = js_utf8_length(text)
-        self.json_size = overhead + tag_safe_string_size(text)
+    def __init__(self, held: HeldText, json_size: int) -> None:
+        self.role = held.role
+        self.held = held
+        self.checkpoint = held.checkpoint
+        self.text = held.text  # None: the original, of which only the ends are held
+        self.text_bytes = held.utf8_bytes
+        self.json_size = json_size
         self.omitted = 0
         self.original_bytes: bytes | None = None
 
+    def cut(self, max_bytes: int) -> tuple[str, int]:
+        """The original text cut to ``max_bytes`` (which is below its size)."""
+        held = self.held
+        if held.text is None:
+            return cut_ends(held.head, held.tail, held.utf8_bytes, max_bytes)
+        if self.original_bytes is None:
+            self.original_bytes = js_utf8(held.text)
+        return truncate_with_notice(held.text, max_bytes, encoded=self.original_bytes)
 
-def retain_source(projection: ProjectedSession, label: str, max_bytes: int) -> RetainedSource | None:
-    """Fit ``projection`` (labelled ``label``) into ``max_bytes``; ``None`` when even the minimum does not fit."""
+
+def retain_source(projection: ProjectedSession | BoundedProjection, label: str,
+                  max_bytes: int) -> RetainedSource | None:
+    """Fit ``projection`` (labelled ``label``) into ``max_bytes``; ``None`` when even the minimum does not fit.
+
+    A :class:`BoundedProjection` must have been collected for a budget of at least ``max_bytes``."""
+    if isinstance(projection, ProjectedSession):
+        projection = bound_projection(projection, max_bytes)
+    elif max_bytes > projection.budget:
+        raise ValueError(f"a projection bounded for {projection.budget} bytes cannot be retained for {max_bytes}")
+    source = projection
     overhead = {
         role: len(tag_safe_dumps({"role": role, "text": ""}).encode("utf-8")) - 2 for role in ("user", "assistant")
     }
-    units = [_Unit(m.role, m.text, m.checkpoint, overhead[m.role]) for m in projection.messages]
-    fixed = len(tag_safe_dumps(projection.data(label, [])).encode("utf-8"))
+    total = len(source)
+    sizes = array("q", (overhead[source.role(i)] + source.json_sizes[i] for i in range(total)))
+    fixed = len(tag_safe_dumps(source.data(label, [])).encode("utf-8"))
 
-    retained = units
-    count = len(units)
-    total_units = sum(u.json_size for u in units)
+    count = total
+    total_units = sum(sizes)
 
     def size() -> int:
         return fixed + total_units + max(0, count - 1)
@@ -183,17 +183,19 @@ def retain_source(projection: ProjectedSession, label: str, max_bytes: int) -> R
     # only shrink, so one pass in order drops exactly what "drop the first droppable while too big" does.
     omitted_messages = 0
     dropped_bytes = 0
-    if units and size() > max_bytes:
-        newest = units[-1]
-        retained = []
-        for unit in units:
-            if unit is not newest and not unit.checkpoint and size() > max_bytes:
+    kept: list[int] | range = range(total)
+    if total and size() > max_bytes:
+        newest = total - 1
+        kept = []
+        for index in range(total):
+            if index != newest and not source.checkpoint(index) and size() > max_bytes:
                 count -= 1
-                total_units -= unit.json_size
+                total_units -= sizes[index]
                 omitted_messages += 1
-                dropped_bytes += unit.text_bytes
+                dropped_bytes += source.text_bytes[index]
             else:
-                retained.append(unit)
+                kept.append(index)
+    retained = [_Unit(source.held[i], sizes[i]) for i in kept]
 
     # Phase 2: re-cut the longest remaining text until the object fits.
     while size() > max_bytes:
@@ -204,9 +206,7 @@ def retain_source(projection: ProjectedSession, label: str, max_bytes: int) -> R
         if longest is None:
             return None
         target = max(0, longest.text_bytes - (size() - max_bytes))
-        if longest.original_bytes is None:
-            longest.original_bytes = js_utf8(longest.original)
-        text, omitted = truncate_with_notice(longest.original, target, encoded=longest.original_bytes)
+        text, omitted = longest.cut(target)
         if text == longest.text:
             return None
         total_units -= longest.json_size
@@ -216,13 +216,17 @@ def retain_source(projection: ProjectedSession, label: str, max_bytes: int) -> R
         longest.omitted = omitted
         total_units += longest.json_size
 
-    data = projection.data(label, [(u.role, u.text) for u in retained])
+    pairs: list[tuple[str, str]] = []
+    for unit in retained:
+        assert unit.text is not None, "a text held only by its ends always needs a cut"
+        pairs.append((unit.role, unit.text))
+    data = source.data(label, pairs)
     serialized = tag_safe_dumps(data)
     stats = RetentionStats(
-        compacted=projection.compacted,
-        original_messages=len(units),
+        compacted=source.compacted,
+        original_messages=total,
         retained_messages=len(retained),
         omitted_messages=omitted_messages,
         omitted_bytes=sum(u.omitted for u in retained) + dropped_bytes,
     )
-    return RetainedSource(projection, label, data, serialized, stats)
+    return RetainedSource(source, label, data, serialized, stats)

@@ -38,10 +38,13 @@ the envelope contents beyond the prefix (e.g. a stray surfaceOp on a log-only li
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import weakref
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Iterator, NoReturn
+from typing import Any, BinaryIO, NoReturn, cast, overload
 
 from .._json import loads
 from ..session import (
@@ -322,6 +325,7 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
 
     Surviving surface events whose type is in ``skip_data`` and whose line fits the fast pattern are not
     decoded at all: they come back with ``data=None`` (type, seq, time, surface op and cited seqs kept).
+    With :data:`STREAM_SURFACE` in ``skip_data`` the surface is a read-only sequence decoded on access.
     """
     skipped: dict[int, Event] = {}
     skip_b = frozenset(t.encode() for t in skip_data)
@@ -419,14 +423,69 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
     file_size = fh.seek(0, os.SEEK_END)
     surface: list[Event] = []
     if want_surface:
-        for seq in scanner.fold.seqs:
-            placeholder = skipped.get(seq)
-            surface.append(placeholder if placeholder is not None else _decode_at(fh, path, locations[seq], seq))
+        entries = [skipped.get(seq) or (locations[seq], seq) for seq in scanner.fold.seqs]
+        lazy = _LazySurface.open(fh, path, entries) if STREAM_SURFACE in skip_data and entries else None
+        if lazy is not None:
+            surface = cast("list[Event]", lazy)  # a read-only Sequence; see STREAM_SURFACE
+        else:
+            for entry in entries:
+                surface.append(entry if isinstance(entry, Event) else _decode_at(fh, path, *entry))
     title: dict[str, Any] | None = None
     if want_title and title_at is not None:
         event = _decode_at(fh, path, title_at, None)
         title = event.data if isinstance(event.data, dict) else None
     return scanner.result(file_size, surface=surface, title=title)
+
+
+#: A pseudo event type for ``skip_data``: the surface then comes back as a read-only sequence that decodes
+#: each event only when it is reached (from a private duplicate of the scanned file's descriptor), so a
+#: caller that looks at one event at a time holds one decoded event at a time, whatever the log's size.
+#: A line damaged inside its data then raises :class:`SessionCorruptError` during iteration, not from the scan.
+STREAM_SURFACE = "dsh/stream-surface"
+
+_Entry = Event | tuple[tuple[int, int, int], int]
+
+
+class _LazySurface(Sequence[Event]):
+    """Surface events decoded on access (see :data:`STREAM_SURFACE`)."""
+
+    def __init__(self, fd: int, path: str, entries: list[_Entry]) -> None:
+        self._fd = fd
+        self._path = path
+        self._entries = entries
+        self._close = weakref.finalize(self, os.close, fd)
+
+    @classmethod
+    def open(cls, fh: BinaryIO, path: str, entries: list[_Entry]) -> _LazySurface | None:
+        """A lazy surface over ``fh``'s file, or ``None`` when ``fh`` has no descriptor to share."""
+        try:
+            fd = os.dup(fh.fileno())
+        except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+            return None
+        return cls(fd, path, entries)
+
+    def _event(self, entry: _Entry) -> Event:
+        if isinstance(entry, Event):
+            return entry
+        (offset, length, line_no), seq = entry
+        line = os.pread(self._fd, length, offset)
+        return _decode_line_at(line, self._path, line_no, seq)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+    def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        if isinstance(index, slice):
+            return [self._event(e) for e in self._entries[index]]
+        return self._event(self._entries[index])
+
+    def __iter__(self) -> Iterator[Event]:
+        for entry in self._entries:
+            yield self._event(entry)
 
 
 def _fast_cited(buf: bytes, data_start: int, op_at: int) -> tuple[int, ...] | None:
@@ -446,7 +505,11 @@ def _decode_at(fh: BinaryIO, path: str, where: tuple[int, int, int], seq: int | 
     """Re-read one committed line (found by a scan) and decode it in full."""
     offset, length, line_no = where
     fh.seek(offset)
-    line = fh.read(length)
+    return _decode_line_at(fh.read(length), path, line_no, seq)
+
+
+def _decode_line_at(line: bytes, path: str, line_no: int, seq: int | None) -> Event:
+    """Decode one committed line found by a scan: its event ``seq`` (the last one for ``None``)."""
     try:
         events = events_from_record(loads(line))
     except (ValueError, SessionFormatError) as exc:
