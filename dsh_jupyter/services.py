@@ -86,7 +86,6 @@ class Services:
         self._env: ShellEnvRegistry | None = None
         self._catalog: Catalog | None = None
         self._catalog_failed = False
-        self._indexed: set[str] = set()
 
     # -- settings ---------------------------------------------------------------------------------------
     @property
@@ -108,7 +107,6 @@ class Services:
                 self._env = None
                 self._catalog = None
                 self._catalog_failed = False
-                self._indexed.clear()
             return changed
 
     # -- where sessions live ------------------------------------------------------------------------------
@@ -195,21 +193,31 @@ class Services:
         return catalog
 
     def index_store(self, root: Path | None = None) -> None:
-        """Make sure the catalog knows ``root`` (default: this host's store), once per process and root; in a
-        background thread unless the services were built with ``index_in_background=False``."""
+        """Make sure the catalog knows ``root`` (default: this host's store), once per process and root.
+
+        In a background thread unless the services were built with ``index_in_background=False``; then the
+        first caller indexes and callers arriving meanwhile wait for it a little (:data:`INDEX_WAIT_SECONDS`)
+        before reading what is there."""
         folder = root if root is not None else self.store_root
         catalog = self._catalog
         if folder is None or catalog is None:
             return
-        key = str(folder)
-        with self._lock:
-            if key in self._indexed:
-                return
-            self._indexed.add(key)
+        key = (str(getattr(catalog, "path", id(catalog))), str(folder))
+        with _INDEXED_LOCK:
+            done = _INDEXED.get(key)
+            mine = done is None
+            if mine:
+                done = _INDEXED[key] = threading.Event()
+        assert done is not None
+        if not mine:
+            if not self._index_in_background:
+                done.wait(INDEX_WAIT_SECONDS)
+            return
         if self._index_in_background:
-            threading.Thread(target=_ensure_store, args=(catalog, folder), name="dsh-catalog", daemon=True).start()
+            threading.Thread(target=_ensure_store, args=(catalog, folder, done), name="dsh-catalog",
+                             daemon=True).start()
         else:
-            _ensure_store(catalog, folder)
+            _ensure_store(catalog, folder, done)
 
     def start_indexing(self) -> None:
         """Open the catalog and index this host's store off the calling thread (stores copied in are found)."""
@@ -278,11 +286,26 @@ class Services:
         return str(resolve_dsh_home(self._settings.dsh_home or None))
 
 
-def _ensure_store(catalog: Catalog, root: Path) -> None:
+#: Stores indexed (or being indexed) by this process: (catalog file, store root) -> done.
+_INDEXED: dict[tuple[str, str], threading.Event] = {}
+_INDEXED_LOCK = threading.Lock()
+#: How long a caller that must not index in the background waits for another thread's indexing.
+INDEX_WAIT_SECONDS = 2.0
+
+
+def _ensure_store(catalog: Catalog, root: Path, done: threading.Event) -> None:
     try:
         catalog.ensure_store(root, budget=None)
     except Exception as exc:
-        log.warning("could not index %s: %s", root, exc)
+        log.warning("could not index the session store %s: %s", root, exc)
+    finally:
+        done.set()
+
+
+def forget_indexed() -> None:
+    """Forget which stores this process indexed (tests that replace the catalog's home use it)."""
+    with _INDEXED_LOCK:
+        _INDEXED.clear()
 
 
 def _check_writable(folder: Path, option: str) -> None:

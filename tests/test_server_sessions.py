@@ -121,10 +121,9 @@ def test_list_candidates_ranks_for_the_folder_and_hides_no_stored_session(tmp_pa
     assert [c["sessionId"] for c in found] == ["here", "other"]
     assert found[0]["sameWorkspace"] is True
     assert found[0]["mention"] == "@[Here](" + encode_session_reference_uri("here") + ")"
-    # The browser is no session: the ranking target's id is fresh each time and unlike any stored id.
-    first, second = sessions.synthetic_target(tmp_path), sessions.synthetic_target(tmp_path)
-    assert first.session_id != second.session_id and first.session_id.startswith("\x00")
-    assert first.cwd == str(tmp_path)
+    # The browser is no session: the ranking target says so the one way the services say it.
+    target = sessions.synthetic_target(tmp_path)
+    assert target.session_id is None and target.cwd == str(tmp_path)
 
 
 def test_session_detail_counts_and_preview(tmp_path: Path) -> None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,8 +30,9 @@ from ..references import (
 )
 from ..references.candidates import list_candidates as rank_candidates
 from ..references.projection import project_surface
+from ..services import Services, ServiceSettings
 from ..session import SessionError, SessionNotFoundError
-from ..store import JsonlStore, default_sessions_dir
+from ..store import JsonlStore
 from .boundary import Boundary, require_log, require_store
 from .errors import BUSY, ApiError, bad_request, internal, not_found, outside_root, refused_entry
 
@@ -140,9 +139,16 @@ def resolve_folder(root_dir: str | os.PathLike[str], cwd: str | None, *, allow_h
 
 
 # -- data access --------------------------------------------------------------------------------------------
+def folder_services(folder: Path) -> Services:
+    """The session services of the notebook folder ``folder`` (its JSONL store, or ``$DSH_SESSIONS_DIR``),
+    wired like the kernel's and the command line's (:mod:`dsh_jupyter.services`). Built per request: nothing
+    is read until used, and the catalog and its indexing are shared process-wide."""
+    return Services(ServiceSettings(cwd=str(folder)), index_in_background=False)
+
+
 def open_query(folder: Path) -> SessionQuery:
-    """The session query of the notebook folder ``folder``: its JSONL store, or ``$DSH_SESSIONS_DIR``."""
-    return SessionQuery(JsonlStore(default_sessions_dir(folder)))
+    """The session query of the notebook folder ``folder``."""
+    return folder_services(folder).query
 
 
 def _store_of(query: SessionQuery) -> JsonlStore:
@@ -160,8 +166,8 @@ def allowed_store(folder: Path, boundary: Boundary) -> SessionQuery:
 
 
 def synthetic_target(folder: Path) -> ReferenceTarget:
-    """A ranking target in ``folder`` with an id no stored session has (the browser is no session)."""
-    return ReferenceTarget(session_id=f"\x00dsh-jupyter-server:{uuid.uuid4()}", cwd=str(folder))
+    """The ranking target of a request in ``folder``: no session is asking (the browser is none)."""
+    return folder_services(folder).target()
 
 
 class ServerCatalog(Protocol):
@@ -178,42 +184,15 @@ class ServerCatalog(Protocol):
                    cancel: Any = ...) -> Sequence[CatalogEntry]: ...
 
 
-_ENSURED: dict[tuple[str, str], threading.Event] = {}  # (catalog file, store root) -> indexed
-_ENSURED_LOCK = threading.Lock()
-#: How long a request waits for a store another thread is indexing before reading what is there.
-ENSURE_WAIT_SECONDS = 2.0
-
-
 def server_catalog(store_root: str | os.PathLike[str]) -> ServerCatalog | None:
     """The session catalog (every store known to this user), with ``store_root`` registered and indexed
     once per process; ``None`` when the catalog cannot be opened (then only the folder's own store is read).
 
     Callers check ``store_root`` against the boundary first: the server never registers other stores.
     """
-    try:
-        from ..catalog import open_catalog
-
-        catalog: ServerCatalog = open_catalog()
-    except Exception as exc:  # an index only: without it the folder's logs are read directly
-        log.warning("dsh-jupyter: session catalog unavailable (%s); reading logs directly", exc)
-        return None
     root = os.fspath(store_root)
-    key = (str(getattr(catalog, "path", id(catalog))), root)
-    with _ENSURED_LOCK:
-        done = _ENSURED.get(key)
-        mine = done is None
-        if mine:
-            done = _ENSURED[key] = threading.Event()
-    assert done is not None
-    if not mine:
-        done.wait(ENSURE_WAIT_SECONDS)
-        return catalog
-    try:
-        catalog.ensure_store(root)
-    except Exception as exc:
-        log.warning("dsh-jupyter: could not index the session store %s: %s", root, exc)
-    finally:
-        done.set()
+    services = Services(ServiceSettings(cwd=root, sessions_dir=root), index_in_background=False)
+    catalog: ServerCatalog | None = services.catalog
     return catalog
 
 
