@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -193,7 +193,9 @@ def test_scrubbed_env_removes_copies_of_secret_values(monkeypatch: pytest.Monkey
 class _Leaky(Tool):
     name = "leaky"
     description = "prints a secret"
-    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+
+    def __init__(self) -> None:
+        self.parameters = {"type": "object", "properties": {}}
 
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         return ToolOutput(f"value: {os.environ['LEAKY_API_KEY']}", meta={"raw": os.environ["LEAKY_API_KEY"]})
@@ -202,7 +204,9 @@ class _Leaky(Tool):
 class _Failing(Tool):
     name = "failing"
     description = "fails with a secret in its message"
-    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+
+    def __init__(self) -> None:
+        self.parameters = {"type": "object", "properties": {}}
 
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         raise RuntimeError(f"could not use {os.environ['LEAKY_API_KEY']}")
@@ -220,3 +224,27 @@ async def test_every_tool_result_leaves_the_registry_masked(monkeypatch: pytest.
     assert failed.is_error and "leaky-key-0123456" not in failed.text and MASK in failed.text
     unknown = await registry.execute("nope-leaky-key-0123456", "{}", execution)
     assert "leaky-key-0123456" not in unknown.text
+
+
+def test_mask_encoded_reencodes_only_when_a_secret_is_present() -> None:
+    masker = SecretMasker({"API_KEY": 'quote"d-key-1', "DB_URL": "mysql://u:dbpass99@h/x"})
+    calls: list[object] = []
+
+    def encode(value: object) -> bytes:
+        calls.append(value)
+        return json.dumps(value, ensure_ascii=False).encode()
+
+    clean = {"text": "nothing secret, see https://example.com/a:b@c"}
+    assert masker.mask_encoded(clean, encode) == encode(clean) and len(calls) == 2
+    calls.clear()
+    dirty = {"text": 'the key quote"d-key-1', "nested": ["café dbpass99"]}
+    assert json.loads(masker.mask_encoded(dirty, encode)) == {"text": f"the key {MASK}", "nested": [f"café {MASK}"]}
+    assert len(calls) == 2  # encoded, found, masked and encoded again
+    url = {"text": "ftp://anon:guest-pw@files/"}
+    assert json.loads(masker.mask_encoded(url, encode)) == {"text": f"ftp://anon:{MASK}@files/"}
+
+
+def test_url_masking_needs_a_scheme_before_the_separator() -> None:
+    masker = SecretMasker({})
+    assert masker.mask_text("://user:pw@host and 1://u:p@h") == "://user:pw@host and 1://u:p@h"
+    assert masker.mask_text("a://u:p1@h b://v:p2@k") == f"a://u:{MASK}@h b://v:{MASK}@k"

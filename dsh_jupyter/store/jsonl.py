@@ -90,10 +90,10 @@ def encode_event(event: Event, expected_seq: int) -> bytes:
             f"cannot append event type {event.type!r}: readers refuse unknown types; mark it ignorable=True "
             "if readers that do not know it may skip it"
         )
-    from ..tools.secrets import mask_data  # secrets never reach a log (both stores write these lines)
+    from ..tools.secrets import mask_encoded  # secrets never reach a log (both stores write these lines)
 
     try:
-        return dumpb(mask_data(event.to_json())) + b"\n"
+        return mask_encoded(event.to_json(), dumpb) + b"\n"
     except (TypeError, ValueError) as exc:
         raise SessionFormatError(f"event seq {event.seq} ({event.type}) holds data that is not JSON: {exc}") from None
 

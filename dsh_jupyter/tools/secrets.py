@@ -26,15 +26,19 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import fields, is_dataclass, replace
-from typing import TypeVar
+from typing import AnyStr, TypeVar
 from urllib.parse import quote, unquote
 
 #: What every masked value becomes.
 MASK = "[masked]"
 #: Shorter values are never masked (a variable holding ``1`` or ``yes`` would otherwise blank every ``1``).
 MIN_SECRET_LENGTH = 6
+
+#: How stale the environment may be for :meth:`SecretMasker.mask_encoded` (log lines), in seconds.
+ENCODED_RECHECK_SECONDS = 0.1
 
 #: Names that match a credential word but hold no secret (the working directories, the ssh agent socket).
 NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD", "SSH_AUTH_SOCK"})
@@ -46,8 +50,16 @@ _WORD_RULES = re.compile(
     r"|AUTH(?!OR).*|AUTHORI[ZS].*|.*AUTH"  # AUTH, AUTH_HEADER, AUTHORIZATION, OAUTH; never GIT_AUTHOR_NAME
 )
 #: ``scheme://user:password@``: group 1 is everything before the password, group 2 the password.
-#: Lengths are bounded so that a long line cannot make the search slow.
-URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s:/?#@]{0,256}:)([^\s/?#]{1,512})(?=@)")
+#: What follows ``scheme://`` in a URL with a password: group 1 is ``user:``, group 2 the password. Lengths
+#: are bounded and every search starts at a ``://``, so a long line cannot make masking slow.
+_AFTER_SCHEME = re.compile(r"([^\s:/?#@]{0,256}:)([^\s/?#]{1,512})(?=@)")
+#: A scheme is a letter then up to 31 letters, digits, ``+``, ``.`` or ``-``; read backwards from ``://``.
+_SCHEME_REVERSED = re.compile(r"[A-Za-z0-9+.-]{1,32}")
+_LETTER = re.compile(r"[A-Za-z]")
+#: The same shapes in encoded JSON (bytes; escapes and UTF-8 make them longer), used only to detect.
+_AFTER_SCHEME_JSON = re.compile(rb"([^\s:/?#@]{0,2048}:)([^\s/?#]{1,4096})(?=@)")
+_SCHEME_REVERSED_JSON = re.compile(rb"[A-Za-z0-9+.-]{1,32}")
+_LETTER_JSON = re.compile(rb"[A-Za-z]")
 
 T = TypeVar("T")
 
@@ -62,15 +74,38 @@ def is_credential_name(name: str) -> bool:
     return any(_WORD_RULES.fullmatch(word) for word in _WORD.findall(upper))
 
 
+def _url_matches(text: AnyStr, separator: AnyStr, scheme: re.Pattern[AnyStr], letter: re.Pattern[AnyStr],
+                 after: re.Pattern[AnyStr]) -> Iterator[re.Match[AnyStr]]:
+    """Each ``scheme://user:password@`` in ``text``, found from its ``://`` (no backtracking search)."""
+    position = text.find(separator)
+    while position != -1:
+        run = scheme.match(text[max(0, position - 32):position][::-1])
+        if run is not None and letter.search(run.group(0)) is not None:
+            match = after.match(text, position + 3)
+            if match is not None:
+                yield match
+        position = text.find(separator, position + 3)
+
+
 def url_passwords(value: str) -> list[str]:
     """The passwords of every ``scheme://user:password@host`` in ``value``."""
-    return [match.group(2) for match in URL_PASSWORD.finditer(value)]
+    return [match.group(2) for match in _url_matches(value, "://", _SCHEME_REVERSED, _LETTER, _AFTER_SCHEME)]
 
 
 def _mask_urls(text: str) -> str:
     if "://" not in text:
         return text
-    return URL_PASSWORD.sub(lambda m: m.group(1) + MASK, text)
+    pieces: list[str] = []
+    done = 0
+    for match in _url_matches(text, "://", _SCHEME_REVERSED, _LETTER, _AFTER_SCHEME):
+        pieces += [text[done:match.start(2)], MASK]
+        done = match.end(2)
+    return "".join(pieces) + text[done:] if pieces else text
+
+
+def _holds_url_password(encoded: bytes) -> bool:
+    found = _url_matches(encoded, b"://", _SCHEME_REVERSED_JSON, _LETTER_JSON, _AFTER_SCHEME_JSON)
+    return next(found, None) is not None
 
 
 def spellings(value: str, min_length: int = MIN_SECRET_LENGTH) -> set[str]:
@@ -126,6 +161,11 @@ def _initial_environment() -> dict[str, str]:
     return pairs
 
 
+def _json_spelling(value: str) -> bytes:
+    """How ``value`` appears inside an encoded JSON string (escapes are per character, so this is exact)."""
+    return json.dumps(value, ensure_ascii=False)[1:-1].encode("utf-8", "surrogatepass")
+
+
 def _mask(text: str, ordered: tuple[str, ...]) -> str:
     for value in ordered:  # longest first, so a longer spelling is never cut by a shorter one
         if value in text:
@@ -162,6 +202,8 @@ class SecretMasker:
         self._values: set[str] = set()
         self._seen: object = None
         self._ordered: tuple[str, ...] = ()
+        self._encoded: tuple[bytes, ...] = ()
+        self._checked = 0.0
         self._started = env is not None  # a given mapping has no start-up environment to add
 
     # -- what is secret ----------------------------------------------------------------------------
@@ -195,9 +237,16 @@ class SecretMasker:
         data = getattr(self._env, "_data", None)  # os.environ keeps its raw mapping here: comparing it is cheap
         return data if isinstance(data, dict) else dict(self._env)
 
-    def _refresh(self) -> tuple[str, ...]:
-        """The spellings to mask, longest first, rebuilt when the environment changed."""
+    def _refresh(self, max_age: float = 0.0) -> tuple[str, ...]:
+        """The spellings to mask, longest first, rebuilt when the environment changed.
+
+        ``max_age`` > 0 skips the comparison when the environment was compared that recently.
+        """
+        now = time.monotonic()
+        if max_age and self._seen is not None and now - self._checked < max_age:
+            return self._ordered
         current = self._current()
+        self._checked = now
         if self._seen is not None and self._seen == current:
             return self._ordered
         with self._lock:
@@ -208,6 +257,7 @@ class SecretMasker:
                 found |= secret_values(_initial_environment(), self._names, self._min_length)
             self._values |= found | self._extra
             self._ordered = tuple(sorted(self._values, key=lambda v: (-len(v), v)))
+            self._encoded = tuple({_json_spelling(v) for v in self._ordered})
             self._seen = snapshot
             return self._ordered
 
@@ -222,6 +272,23 @@ class SecretMasker:
         Keys are masked as well; anything else (numbers, ``None``, other objects) is kept as is.
         """
         return _walk(value, self._refresh())  # type: ignore[return-value]
+
+    def mask_encoded(self, value: T, encode: Callable[[T], bytes]) -> bytes:
+        """``encode(value)`` (a JSON encoder) with every string of ``value`` masked, fast when nothing is secret.
+
+        The encoded bytes are searched first (for each secret as JSON writes it, and for URL passwords);
+        only when something is found is ``value`` masked and encoded again. This is the hot path of every
+        log line, so the environment is compared at most every :data:`ENCODED_RECHECK_SECONDS` here (every
+        other method compares it on each call, and every turn starts with one of them).
+        """
+        encoded = encode(value)
+        self._refresh(ENCODED_RECHECK_SECONDS)
+        for secret in self._encoded:
+            if secret in encoded:
+                return encode(self.mask_data(value))
+        if _holds_url_password(encoded):
+            return encode(self.mask_data(value))
+        return encoded
 
     def mask_fields(self, record: T) -> T:
         """A dataclass instance (a tool result, an agent event) with every field masked like
@@ -256,6 +323,11 @@ def mask_data(value: T) -> T:
     return _DEFAULT.mask_data(value)
 
 
+def mask_encoded(value: T, encode: Callable[[T], bytes]) -> bytes:
+    """:meth:`SecretMasker.mask_encoded` of the process-wide masker."""
+    return _DEFAULT.mask_encoded(value, encode)
+
+
 def mask_fields(record: T) -> T:
     """:meth:`SecretMasker.mask_fields` of the process-wide masker."""
     return _DEFAULT.mask_fields(record)
@@ -275,11 +347,11 @@ __all__ = [
     "MASK",
     "MIN_SECRET_LENGTH",
     "NOT_SECRET_NAMES",
-    "URL_PASSWORD",
     "SecretMasker",
     "default_masker",
     "is_credential_name",
     "mask_data",
+    "mask_encoded",
     "mask_fields",
     "mask_text",
     "secret_values",
