@@ -28,7 +28,7 @@ from dsh_jupyter.agent import Agent
 from dsh_jupyter.agent import events as ev
 from dsh_jupyter.store import JsonlStore, SqliteStore
 from dsh_jupyter.tools import BashTool, ShellEnvRegistry, ToolRegistry
-from dsh_jupyter.tools.hooks import ClaudeCodeHooks, HookRunner
+from dsh_jupyter.tools.hooks import ClaudeCodeHooks, CodexHooks, HookRunner
 from dsh_jupyter.tools.secrets import MASK
 
 SCRIPTS = Path(__file__).parent / "hook_scripts"
@@ -90,13 +90,14 @@ class Run:
     outputs: list[str]
 
 
-@pytest.fixture(params=["jsonl", "sqlite"])
+@pytest.fixture(params=[("jsonl", ClaudeCodeHooks), ("sqlite", CodexHooks)], ids=["jsonl-claude", "sqlite-codex"])
 def agent_run(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
+    kind, dialect = request.param
     env = secret_environment()
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     secrets = secret_values(env)
-    store = JsonlStore(tmp_path / "sessions") if request.param == "jsonl" else SqliteStore(tmp_path / "s.sqlite")
+    store = JsonlStore(tmp_path / "sessions") if kind == "jsonl" else SqliteStore(tmp_path / "s.sqlite")
     out = tmp_path / "hooks"
     tools = ToolRegistry()
     tools.register(BashTool(ShellEnvRegistry(tmp_path / "home")))
@@ -106,7 +107,7 @@ def agent_run(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytes
                                             f"echo {env['OPENAI_API_KEY']}"}), "c2"),
         Reply(text=["the key is ", env["SOMETHING_TOKEN"], " and the URL ", env["DATABASE_URL"]]),
     )
-    hooks = HookRunner([ClaudeCodeHooks(hook_settings(tmp_path, out))])
+    hooks = HookRunner([dialect(hook_settings(tmp_path, out))])
     agent = Agent.create(store, model, cwd=str(tmp_path), tools=tools, hooks=hooks)
     seen: list[ev.AgentEvent] = []
     agent.subscribe(seen.append)
