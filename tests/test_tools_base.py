@@ -75,7 +75,7 @@ def test_register_specs_and_dispose() -> None:
     registry = ToolRegistry()
     dispose = registry.register(EchoTool())
     assert registry.specs() == [{"name": "echo", "description": "Echo the text back.",
-                                 "parameters": EchoTool.parameters}]
+                                 "parameters": EchoTool().parameters}]
     assert registry.openai_specs()[0]["type"] == "function"
     assert registry.openai_specs()[0]["function"]["name"] == "echo"
     assert "echo" in registry and registry.get("echo") is not None and len(registry) == 1
