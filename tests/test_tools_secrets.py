@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,6 +65,18 @@ def test_masker_collects_credentials_url_passwords_and_nothing_else() -> None:
             "cwd=/home/someone/project one=1")
     assert masker.mask_text(text) == (f"key={MASK} url=postgres://admin:{MASK}@db/x pw={MASK} t={MASK} "
                                       "cwd=/home/someone/project one=1")
+
+
+def test_paths_of_existing_files_are_locations_not_secrets(tmp_path: Path) -> None:
+    creds = tmp_path / "creds.json"
+    creds.write_text("{}", encoding="utf-8")
+    masker = SecretMasker({"GOOGLE_APPLICATION_CREDENTIALS": str(creds), "CREDENTIALS_DIR": str(tmp_path),
+                           "SSL_KEY_FILE": str(tmp_path / "missing.pem")})
+    assert str(tmp_path / "missing.pem") in masker.values()  # a path that does not exist may be a secret
+    assert not [v for v in masker.values() if "creds.json" in v or v == str(tmp_path)]
+    assert masker.mask_text(f"home={tmp_path} creds={creds}") == f"home={tmp_path} creds={creds}"
+    assert not masker.is_secret_variable("HOME", str(tmp_path))
+    assert masker.is_secret_variable("CREDENTIALS_DIR", str(tmp_path))  # the name still keeps it from children
 
 
 def test_short_values_are_not_masked() -> None:

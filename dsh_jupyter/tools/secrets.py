@@ -8,7 +8,9 @@ What counts as a secret:
   except a few well-known names that hold no secret (``PWD``, ``OLDPWD``, ``SSH_AUTH_SOCK``);
 * the password inside any URL in any variable's value (``scheme://user:password@host``);
 * the value of every variable named with :meth:`SecretMasker.watch_name` (the model provider's key
-  variable, whatever its name).
+  variable, whatever its name);
+
+but never a value that names an existing file or folder (that is a location, not a secret).
 
 Each value of at least :data:`MIN_SECRET_LENGTH` characters is replaced by :data:`MASK` wherever it
 appears, also in its JSON-escaped, ``repr``-escaped and URL-percent-encoded spellings, and each line of a
@@ -130,15 +132,31 @@ def spellings(value: str, min_length: int = MIN_SECRET_LENGTH) -> set[str]:
     return found
 
 
+def is_location(value: str) -> bool:
+    """True when ``value`` is the absolute path of an existing file or folder."""
+    if not value.startswith(("/", "~")) or "\n" in value or "\0" in value:
+        return False
+    try:
+        return os.path.exists(os.path.expanduser(value))
+    except (OSError, ValueError):
+        return False
+
+
 def secret_values(env: Mapping[str, str], names: Iterable[str] = (),
                   min_length: int = MIN_SECRET_LENGTH) -> set[str]:
-    """Every spelling to mask for the environment ``env`` (``names``: variables to mask whatever they are called)."""
+    """Every spelling to mask for the environment ``env`` (``names``: variables to mask whatever they are called).
+
+    A credential variable whose value names an existing file or folder (``SSL_KEY_FILE``,
+    ``GOOGLE_APPLICATION_CREDENTIALS``) holds a location, not a secret: masking it would blank that path in
+    every output (and, through :meth:`SecretMasker.is_secret_variable`, drop ``HOME`` when the path is the
+    home folder) while protecting nothing.
+    """
     watched = {name.upper() for name in names}
     found: set[str] = set()
     for name, value in env.items():
         if not isinstance(value, str) or not value:
             continue
-        if name.upper() in watched or is_credential_name(name):
+        if (name.upper() in watched or is_credential_name(name)) and not is_location(value):
             found |= spellings(value, min_length)
         if "://" in value:
             for password in url_passwords(value):
@@ -350,6 +368,7 @@ __all__ = [
     "SecretMasker",
     "default_masker",
     "is_credential_name",
+    "is_location",
     "mask_data",
     "mask_encoded",
     "mask_fields",
