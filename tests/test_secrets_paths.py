@@ -137,6 +137,26 @@ def test_hook_payloads_and_environment_are_clean(agent_run: Run) -> None:
     assert_hooks_clean(agent_run.hooks, agent_run.secrets)
 
 
+async def test_what_a_hook_says_back_is_masked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook reads the harness's start-up environment itself and answers with it: the agent sees it masked."""
+    env = secret_environment()
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    script = tmp_path / "leaky_hook.sh"
+    script.write_text(f"echo 'context {env['OPENAI_API_KEY']}'\necho 'blocked: {env['MYSQL_PWD']}' >&2\nexit 2\n",
+                      encoding="utf-8")
+    config = {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": f"bash {script}"}]}]}}
+    model = ScriptedModel()
+    agent = Agent.create(JsonlStore(tmp_path / "s"), model, cwd=str(tmp_path),
+                         hooks=HookRunner([ClaudeCodeHooks(config)]))
+    seen: list[ev.AgentEvent] = []
+    agent.subscribe(seen.append)
+    result = await agent.send("hello")
+    assert result.reason == "blocked" and result.error is not None and MASK in result.error
+    assert not leaks((repr(result) + repr(seen)).encode(), secret_values(env))
+    await agent.close()
+
+
 def test_store_bytes_are_clean(agent_run: Run, tmp_path: Path) -> None:
     stored = [p for p in files_under(tmp_path) if p.name.startswith(("session.jsonl", "s.sqlite"))]
     assert stored

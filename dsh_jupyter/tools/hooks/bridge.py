@@ -12,7 +12,8 @@ fields. They differ where the tools they imitate differ:
 
 Hooks run one after another in the session cwd, each in its own process group, with the scrubbed
 environment (no credential-like or ``DSH_*`` variables); every payload has secret values masked
-(:mod:`dsh_jupyter.tools.secrets`) before it is encoded. Looking up ``transcript_path`` asks the store's
+(:mod:`dsh_jupyter.tools.secrets`) before it is encoded, and so has everything a hook answers (reasons,
+added context, messages) before the agent sees it. Looking up ``transcript_path`` asks the store's
 ``locate`` only; it never creates or flushes the session file.
 """
 
@@ -29,7 +30,7 @@ from ..._json import dumps
 from ...session import SessionHeader
 from ...store.base import SessionLocation
 from ..env import child_env
-from ..secrets import mask_data
+from ..secrets import mask_data, mask_fields
 from .config import CommandHook, HookConfig, parse_hook_config
 from .protocol import HookRun, Verdict, interpret, merge, run_command_hook
 
@@ -167,7 +168,7 @@ class HookBridge(abc.ABC):
             else:
                 run = await run_command_hook(command, stdin, cwd=cwd, env=env, timeout=timeout, shell=self.shell)
             verdicts.append(interpret(event, run, label=self.label, source=self.source))
-        return merge(verdicts)
+        return mask_fields(merge(verdicts))  # a hook can read secrets too: what it says back is masked
 
 
 class ClaudeCodeHooks(HookBridge):
