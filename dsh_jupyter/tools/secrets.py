@@ -51,7 +51,6 @@ _WORD_RULES = re.compile(
     r".*(?:PASS|PASSWD|PASSPHRASE|PWD)"  # MYSQL_PWD, PGPASS, SMTP_PASS, GPG_PASSPHRASE
     r"|AUTH(?!OR).*|AUTHORI[ZS].*|.*AUTH"  # AUTH, AUTH_HEADER, AUTHORIZATION, OAUTH; never GIT_AUTHOR_NAME
 )
-#: ``scheme://user:password@``: group 1 is everything before the password, group 2 the password.
 #: What follows ``scheme://`` in a URL with a password: group 1 is ``user:``, group 2 the password. Lengths
 #: are bounded and every search starts at a ``://``, so a long line cannot make masking slow.
 _AFTER_SCHEME = re.compile(r"([^\s:/?#@]{0,256}:)([^\s/?#]{1,512})(?=@)")
