@@ -153,8 +153,11 @@ async def test_transcript_path_when_unavailable(tmp_path: Path, header: SessionH
 async def test_locate_is_not_called_when_no_hook_matches(tmp_path: Path, header: SessionHeader) -> None:
     asked: list[bool] = []
     config = {"hooks": {"PreToolUse": [{"matcher": "python", "hooks": [{"type": "command", "command": "true"}]}]}}
-    ctx = HookContext.create(str(tmp_path), header=header,
-                             locate=lambda: asked.append(True) or SessionLocation("jsonl", "/x.jsonl"))
+    def locate() -> SessionLocation:
+        asked.append(True)
+        return SessionLocation("jsonl", "/x.jsonl")
+
+    ctx = HookContext.create(str(tmp_path), header=header, locate=locate)
     decision = await HookRunner([ClaudeCodeHooks(config)]).pre_tool_use(ctx, "bash", {}, "c")
     assert not decision.deny and not asked
 

@@ -25,8 +25,10 @@ from dsh_jupyter.tools.base import (
 class EchoTool(Tool):
     name = "echo"
     description = "Echo the text back."
-    parameters = {"type": "object", "properties": {"text": {"type": "string"}, "times": {"type": "integer"}},
-                  "required": ["text"]}
+
+    def __init__(self) -> None:
+        self.parameters = {"type": "object", "properties": {"text": {"type": "string"}, "times": {"type": "integer"}},
+                           "required": ["text"]}
 
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         return ToolOutput(arguments["text"] * arguments.get("times", 1), meta={"call": execution.call_id})
@@ -73,7 +75,7 @@ def test_register_specs_and_dispose() -> None:
     registry = ToolRegistry()
     dispose = registry.register(EchoTool())
     assert registry.specs() == [{"name": "echo", "description": "Echo the text back.",
-                                 "parameters": EchoTool.parameters}]
+                                 "parameters": EchoTool().parameters}]
     assert registry.openai_specs()[0]["type"] == "function"
     assert registry.openai_specs()[0]["function"]["name"] == "echo"
     assert "echo" in registry and registry.get("echo") is not None and len(registry) == 1
@@ -110,7 +112,7 @@ def test_unregister_by_name() -> None:
 @pytest.mark.parametrize("name", ["", "has space", "x" * 65, None, "dots.no"])
 def test_bad_tool_names_are_refused(name: Any) -> None:
     tool = EchoTool()
-    tool.name = name  # type: ignore[assignment]
+    tool.name = name
     with pytest.raises(ToolRegistryError, match="not valid"):
         ToolRegistry().register(tool)
 

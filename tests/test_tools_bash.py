@@ -7,8 +7,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -156,7 +157,10 @@ async def test_contributor_values_reach_the_shell(registry: ShellEnvRegistry, ba
 
 async def test_contributor_failure_is_an_error_output(registry: ShellEnvRegistry, bash: BashTool,
                                                       tmp_path: Path) -> None:
-    registry.register(ShellEnvContributor("bad", {"DSH_BAD": "bad"}, lambda execution: {"DSH_BAD": 42}))
+    def resolve(execution: ToolExecution) -> Mapping[str, Any]:
+        return {"DSH_BAD": 42}
+
+    registry.register(ShellEnvContributor("bad", {"DSH_BAD": "bad"}, resolve))
     out = await bash.run({"command": "echo never"}, _execution(tmp_path))
     assert out.is_error and "non-string" in out.text and "never" not in out.text
 

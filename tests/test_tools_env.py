@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,8 @@ def _execution(tmp_path: Path, header: SessionHeader | None = None,
     return ToolExecution.create("call-1", str(tmp_path), header=header, locate=lambda: location)
 
 
-def _contributor(name: str, variables: Mapping[str, Any], values: Mapping[str, Any] | None = None) -> ShellEnvContributor:
+def _contributor(name: str, variables: Mapping[str, Any],
+                 values: Mapping[str, Any] | None = None) -> ShellEnvContributor:
     return ShellEnvContributor(name, variables, lambda execution: dict(values or {}))
 
 
@@ -134,7 +136,11 @@ def test_contributors_run_in_name_order(registry: ShellEnvRegistry, tmp_path: Pa
     calls: list[str] = []
 
     def tracer(name: str) -> ShellEnvContributor:
-        return ShellEnvContributor(name, {f"DSH_{name.upper()}": name}, lambda e: calls.append(name) or {})
+        def resolve(execution: Any) -> dict[str, str]:
+            calls.append(name)
+            return {}
+
+        return ShellEnvContributor(name, {f"DSH_{name.upper()}": name}, resolve)
 
     for name in ["b", "C", "a"]:
         registry.register(tracer(name))

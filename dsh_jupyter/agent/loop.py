@@ -54,6 +54,7 @@ from ..session.messages import (
 )
 from ..store.base import SessionStore, SessionWriter
 from ..tools.base import ToolExecution, ToolOutput, ToolRegistry, parse_arguments
+from ..tools.secrets import mask_fields, watch_model
 from . import events as ev
 from .compaction import COMPACTION_INSTRUCTIONS, COMPACTION_REQUEST, checkpoint_content, plan_compaction
 from .hooks import HOOK_FEEDBACK_SOURCE, HookGate
@@ -203,6 +204,7 @@ class Agent:
         return dispose
 
     def _emit(self, event: ev.AgentEvent) -> None:
+        event = mask_fields(event)  # what hosts display never shows a secret value
         for listener in list(self._listeners):
             try:
                 listener(event)
@@ -384,6 +386,7 @@ class Agent:
     # -- the turn ------------------------------------------------------------------------------------
     async def _run_turn(self, record: InboxRecord) -> TurnResult:
         self._loop = asyncio.get_running_loop()
+        watch_model(self.model)  # its key is masked whatever the variable is called
         self._cancel_event = asyncio.Event()
         self._tool_cancel = threading.Event()
         turn = self._turn + 1

@@ -77,7 +77,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def encode_event(event: Event, expected_seq: int) -> bytes:
-    """Validate one event for appending and return its line (with newline)."""
+    """Validate one event for appending and return its line (with newline), secret values masked."""
     if not isinstance(event, Event):
         raise TypeError(f"append() takes Event objects, got {type(event).__name__}")
     if event.seq != expected_seq:
@@ -90,8 +90,10 @@ def encode_event(event: Event, expected_seq: int) -> bytes:
             f"cannot append event type {event.type!r}: readers refuse unknown types; mark it ignorable=True "
             "if readers that do not know it may skip it"
         )
+    from ..tools.secrets import mask_encoded  # secrets never reach a log (both stores write these lines)
+
     try:
-        return dumpb(event.to_json()) + b"\n"
+        return mask_encoded(event.to_json(), dumpb) + b"\n"
     except (TypeError, ValueError) as exc:
         raise SessionFormatError(f"event seq {event.seq} ({event.type}) holds data that is not JSON: {exc}") from None
 

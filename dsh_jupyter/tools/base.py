@@ -4,6 +4,7 @@ A host (the notebook, a test) registers :class:`Tool` objects in a :class:`ToolR
 loop hands the model :meth:`ToolRegistry.specs` and runs each call through
 :meth:`ToolRegistry.execute`. Bad calls (unknown tool, arguments that are not a JSON object, missing
 required arguments) come back as error :class:`ToolOutput` values so the model can correct itself.
+Every result leaves :meth:`ToolRegistry.execute` with secret values masked.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import asyncio
 import json
 import re
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..session import SessionHeader
 from ..store.base import SessionLocation
+from .secrets import mask_fields
 
 Disposer = Callable[[], None]
 
@@ -220,8 +223,13 @@ class ToolRegistry:
         """Run one model call. Mistakes the model can fix come back as error outputs, never exceptions.
 
         ``asyncio.CancelledError`` still propagates (the caller cancelled the task); any other exception
-        raised by a tool becomes an error output naming the tool.
+        raised by a tool becomes an error output naming the tool. Every output comes back with secret
+        values masked (:mod:`dsh_jupyter.tools.secrets`): this is the one place tool results pass through.
         """
+        return mask_fields(await self._execute(name, arguments, execution))
+
+    async def _execute(self, name: str, arguments: str | Mapping[str, Any] | None,
+                       execution: ToolExecution) -> ToolOutput:
         tool = self._tools.get(name)
         if tool is None:
             available = ", ".join(self._tools) or "none"

@@ -13,6 +13,7 @@ for the job to end, and can stop it.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import signal
 from typing import Any
@@ -30,7 +31,8 @@ _DESCRIPTION = (
     "Run a bash command in the session's working directory and return its combined stdout and stderr, "
     "followed by the exit code. Each call starts a fresh non-interactive shell: nothing carries over "
     "between calls and stdin is empty. Long output is shortened to its beginning and end; the whole "
-    "output is then saved to a file whose path is shown when the session has a folder. A command is stopped after `timeout` seconds "
+    "output is then saved to a file whose path is shown when the session has a folder. "
+    "A command is stopped after `timeout` seconds "
     "(default {default:g}, at most {maximum:g}). For servers, watchers and other long jobs set "
     "`run_in_background`: you get a job id at once and read the output later with the "
     f"`{BASH_OUTPUT_TOOL_NAME}` tool. Facts about the running harness are provided in managed `$DSH_*` "
@@ -97,7 +99,7 @@ class BashTool(Tool):
         raw = arguments.get("timeout")
         if raw is None:
             return self.default_timeout
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw != raw or raw <= 0:
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or math.isnan(raw) or raw <= 0:
             return f"timeout must be a positive number of seconds, got {raw!r}"
         return min(float(raw), self.max_timeout)
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING
 
 from .home import resolve_dsh_home
+from .secrets import default_masker
 
 if TYPE_CHECKING:
     from .base import ToolExecution
@@ -47,9 +49,6 @@ _JSONL_DESCRIPTION = (
     "Absolute path of this session's JSONL log when the session is stored as JSONL; the file may not "
     "exist yet (it is written lazily). A location hint, not a credential."
 )
-
-#: Parent-environment names that look like credentials (matched anywhere, any case).
-CREDENTIAL_PATTERN = re.compile(r"KEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
 
 #: Set for every child so tools print plain, unpaged text.
 TERMINAL_ENV: Mapping[str, str] = MappingProxyType(
@@ -241,17 +240,20 @@ def _overlay(target: dict[str, str], extra: Mapping[str, str]) -> None:
 
 
 def scrubbed_env(parent: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A copy of ``parent`` (default ``os.environ``) without credential-like or ``DSH_*`` names.
+    """A copy of ``parent`` (default ``os.environ``) without credentials or ``DSH_*`` names.
 
-    Removed: every name matching ``KEY|PASSWORD|SECRET|TOKEN`` (any case) and every name whose uppercase
-    form starts with ``DSH_``. Then the terminal settings (``NO_COLOR``, ``TERM``, ``PAGER``,
+    Removed: every variable :meth:`~dsh_jupyter.tools.secrets.SecretMasker.is_secret_variable` calls
+    secret (a credential-looking or watched name, a value holding a URL with a password such as
+    ``DATABASE_URL=postgres://user:pw@host/db``, a value containing a known secret) and every name whose
+    uppercase form starts with ``DSH_``. Then the terminal settings (``NO_COLOR``, ``TERM``, ``PAGER``,
     ``GIT_PAGER``) are applied.
     """
     source = os.environ if parent is None else parent
+    masker = default_masker()
     kept = {
         name: value
         for name, value in source.items()
-        if not CREDENTIAL_PATTERN.search(name) and not name.upper().startswith(DSH_ENV_PREFIX)
+        if not name.upper().startswith(DSH_ENV_PREFIX) and not masker.is_secret_variable(name, value)
     }
     _overlay(kept, TERMINAL_ENV)
     return kept

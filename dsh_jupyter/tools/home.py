@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 #: Used when neither explicit configuration nor a non-blank ``$DSH_HOME`` names a home.
 DEFAULT_DSH_HOME = "~/.dsh"

@@ -100,7 +100,7 @@ class BackgroundJob:
         """Wait until the job ends (or ``timeout`` passes); True when it has ended."""
         try:
             await asyncio.wait_for(self._done.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return True
 

@@ -8,8 +8,9 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .output import CapturedOutput, OutputCapture
 
@@ -146,7 +147,7 @@ async def drain_after_exit(child: Child, readers: asyncio.Future[Any], grace: fl
     try:
         await asyncio.wait_for(asyncio.shield(readers), grace)
         return False
-    except asyncio.TimeoutError:
+    except TimeoutError:
         child.close()
         readers.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -11,7 +11,9 @@ fields. They differ where the tools they imitate differ:
   events carry ``tool_input: {"command": ...}``.
 
 Hooks run one after another in the session cwd, each in its own process group, with the scrubbed
-environment (no credential-like or ``DSH_*`` variables). Looking up ``transcript_path`` asks the store's
+environment (no credential-like or ``DSH_*`` variables); every payload has secret values masked
+(:mod:`dsh_jupyter.tools.secrets`) before it is encoded, and so has everything a hook answers (reasons,
+added context, messages) before the agent sees it. Looking up ``transcript_path`` asks the store's
 ``locate`` only; it never creates or flushes the session file.
 """
 
@@ -20,13 +22,15 @@ from __future__ import annotations
 import abc
 import os
 import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..._json import dumps
 from ...session import SessionHeader
 from ...store.base import SessionLocation
 from ..env import child_env
+from ..secrets import mask_data, mask_fields
 from .config import CommandHook, HookConfig, parse_hook_config
 from .protocol import HookRun, Verdict, interpret, merge, run_command_hook
 
@@ -146,7 +150,7 @@ class HookBridge(abc.ABC):
         hooks = self.matching(event, target)
         if not hooks:
             return Verdict()
-        payload = self.payload(event, ctx, fields)
+        payload = mask_data(self.payload(event, ctx, fields))
         stdin = self.encode(payload)
         env = self.environment(ctx)
         cwd = ctx.working_directory
@@ -159,11 +163,12 @@ class HookBridge(abc.ABC):
             seen.add(command)
             timeout = hook.timeout if hook.timeout is not None else self.default_timeout
             if not os.path.isdir(cwd):
-                run = HookRun(command, None, "", "", timeout, error=f"could not start: working directory {cwd!r} does not exist")
+                run = HookRun(command, None, "", "", timeout,
+                              error=f"could not start: working directory {cwd!r} does not exist")
             else:
                 run = await run_command_hook(command, stdin, cwd=cwd, env=env, timeout=timeout, shell=self.shell)
             verdicts.append(interpret(event, run, label=self.label, source=self.source))
-        return merge(verdicts)
+        return mask_fields(merge(verdicts))  # a hook can read secrets too: what it says back is masked
 
 
 class ClaudeCodeHooks(HookBridge):

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import orjson
 
@@ -170,7 +171,8 @@ def parse_hook_config(source: Mapping[str, Any] | str | os.PathLike[str], *, dia
             try:
                 matches = compile_matcher(matcher)
             except re.error as exc:
-                raise HookConfigError(f"{g_where}.matcher {matcher!r} is not a valid regular expression: {exc}") from None
+                raise HookConfigError(
+                    f"{g_where}.matcher {matcher!r} is not a valid regular expression: {exc}") from None
             entries = group.get("hooks")
             if not isinstance(entries, list):
                 raise HookConfigError(f"{g_where}.hooks must be a list of hook entries")
@@ -178,7 +180,8 @@ def parse_hook_config(source: Mapping[str, Any] | str | os.PathLike[str], *, dia
             for h_index, entry in enumerate(entries):
                 h_where = f"{g_where}.hooks[{h_index}]"
                 if not isinstance(entry, Mapping):
-                    raise HookConfigError(f"{h_where} must be an object such as {{\"type\": \"command\", \"command\": ...}}")
+                    raise HookConfigError(
+                        f"{h_where} must be an object such as {{\"type\": \"command\", \"command\": ...}}")
                 kind = entry.get("type", "command")
                 if kind != "command":
                     warnings.append(f"{h_where}: hook type {kind!r} is not supported here (only \"command\"); skipped")

@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..output import OutputCapture
 from ..process import drain_after_exit, kill_group, pump, spawn
@@ -80,7 +81,7 @@ async def run_command_hook(command: str, stdin: bytes, *, cwd: str, env: Mapping
     try:
         try:
             await asyncio.wait_for(child.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             timed_out = True
             await kill_group(child)
         await drain_after_exit(child, readers)

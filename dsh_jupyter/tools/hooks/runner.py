@@ -12,8 +12,9 @@ the bridge that produced it (:data:`CLAUDE_CODE_HOOKS_SOURCE` or :data:`CODEX_HO
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from .bridge import HookBridge, HookContext
 from .protocol import Verdict, merge
@@ -25,7 +26,7 @@ class _WithContexts:
 
     def contexts(self) -> list[tuple[str, dict[str, Any]]]:
         """Each added context text with the source marker to record it under."""
-        return list(zip(self.additional_context, self.context_sources))
+        return list(zip(self.additional_context, self.context_sources, strict=False))
 
 
 def _join(reasons: Sequence[str]) -> str | None:
