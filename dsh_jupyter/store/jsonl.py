@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 import threading
 import uuid
 from pathlib import Path
@@ -30,10 +31,11 @@ from ..session import (
 )
 from ..session.events import KNOWN_TYPES, SYSTEM_MESSAGE
 from .base import SessionLocation, SessionStore, SessionWriter
-from .errors import SessionExistsError, SessionWriteError
+from .errors import LogAccessError, SessionExistsError, SessionWriteError, StoreReadOnlyError
 from .locking import WriterLock
-from .paths import LOCK_NAME, LOG_NAME, session_folder_name
+from .paths import LOCK_NAME, LOG_NAME, list_session_folders, session_folder_name
 from .repair import repair_open_turn
+from .safe_open import nearest_existing, open_fd, open_log, write_problem
 from .scan import read_header, scan_events, scan_surface
 
 log = logging.getLogger(__name__)
@@ -243,7 +245,7 @@ class JsonlWriter(SessionWriter):
         assert self._size is not None
         try:
             if self._fd is None:
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+                self._fd = open_fd(self.path, os.O_WRONLY | os.O_APPEND)
             _write_all(self._fd, data)
             os.fsync(self._fd)
         except OSError as exc:
@@ -293,6 +295,8 @@ class JsonlStore(SessionStore):
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(os.path.abspath(os.path.expanduser(os.fspath(root))))
+        self._skipped: list[str] = []
+        self._warned: set[str] = set()
 
     def __repr__(self) -> str:
         return f"JsonlStore({str(self.root)!r})"
@@ -322,27 +326,23 @@ class JsonlStore(SessionStore):
         return JsonlWriter(self, header)
 
     def open(self, session_id: str) -> tuple[SessionLog, JsonlWriter]:
-        folder = self.folder(session_id)
-        path = folder / LOG_NAME
-        if not path.is_file():
-            raise SessionNotFoundError(session_id, str(self.root))
-        lock = WriterLock.acquire(folder / LOCK_NAME, session_id=session_id, log=str(path))
-        try:
-            _remove_stale_temps(folder)
-            with open(path, "rb") as fh:
+        fh, path = self._open_log(session_id)
+        with fh:
+            self.check_writable(session_id)
+            lock = WriterLock.acquire(path.parent / LOCK_NAME, session_id=session_id, log=str(path))
+            try:
+                _remove_stale_temps(path.parent)
                 scan = scan_events(fh, str(path))
-            self._check_id(scan.header, session_id, path)
-            if scan.torn_bytes:
-                # Drop the torn line / tolerated crash tail so new lines follow the committed prefix.
-                with open(path, "r+b") as fh:
-                    fh.truncate(scan.committed_bytes)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            session = SessionLog(scan.header, scan.events)
-            writer = JsonlWriter(self, scan.header, lock=lock, size=scan.committed_bytes, next_seq=scan.next_seq)
-        except BaseException:
-            lock.release()
-            raise
+                self._check_id(scan.header, session_id, path)
+                if scan.torn_bytes:
+                    # Drop the torn line / tolerated crash tail so new lines follow the committed prefix.
+                    _truncate(path, scan.committed_bytes)
+                session = SessionLog(scan.header, scan.events)
+                writer = JsonlWriter(self, scan.header, lock=lock, size=scan.committed_bytes,
+                                     next_seq=scan.next_seq)
+            except BaseException:
+                lock.release()
+                raise
         try:
             writer.attach(session)
             if repair_open_turn(session):
@@ -355,7 +355,7 @@ class JsonlStore(SessionStore):
     def delete(self, session_id: str) -> None:
         folder = self.folder(session_id)
         path = folder / LOG_NAME
-        if not path.is_file():
+        if not self.exists(session_id):
             raise SessionNotFoundError(session_id, str(self.root))
         lock = WriterLock.acquire(folder / LOCK_NAME, session_id=session_id, log=str(path))
         try:
@@ -363,11 +363,32 @@ class JsonlStore(SessionStore):
         finally:
             lock.release()
 
+    # -- writability ---------------------------------------------------------------------------------
+    def check_writable(self, session_id: str | None = None) -> None:
+        """Raise :class:`StoreReadOnlyError` when a turn could not be saved: the store root (or, for an
+        existing session, its folder and log) cannot be written by this user or sits on a read-only file
+        system. Reading, listing and referencing never need this."""
+        if session_id is not None and self.exists(session_id):
+            targets = [self.folder(session_id), self.log_path(session_id)]
+        else:
+            targets = [nearest_existing(self.root)]
+        for target in targets:
+            problem = write_problem(target)
+            if problem is not None:
+                what = "session" if session_id is None else f"session {session_id!r}"
+                raise StoreReadOnlyError(
+                    f"the session store {self.root} is read-only here ({target} {problem}), so the {what} can be "
+                    "listed and referenced but a new turn could not be saved. Nothing was sent or written. Set "
+                    "%config DshMagics.sessions_dir (or $DSH_SESSIONS_DIR) to a folder you can write to, or ask "
+                    "the owner for write access."
+                )
+
     # -- reading (never locks) -----------------------------------------------------------------------------
     def _open_log(self, session_id: str) -> tuple[BinaryIO, Path]:
+        """The session's log, opened safely: not found, or a clear error naming the file (never a hang)."""
         path = self.log_path(session_id)
         try:
-            return open(path, "rb"), path
+            return open_log(path), path
         except (FileNotFoundError, NotADirectoryError):
             raise SessionNotFoundError(session_id, str(self.root)) from None
 
@@ -378,6 +399,14 @@ class JsonlStore(SessionStore):
                 f"{path} holds session {header.id!r}, not {session_id!r}: the file was copied or renamed into "
                 "the wrong folder. Move it to the folder named for its own id."
             )
+
+    def header(self, session_id: str) -> SessionHeader:
+        """A direct lookup: the session's folder is computed from its id and only that header is read."""
+        fh, path = self._open_log(session_id)
+        with fh:
+            header, _ = read_header(fh, str(path))
+        self._check_id(header, session_id, path)
+        return header
 
     def load(self, session_id: str) -> SessionLog:
         fh, path = self._open_log(session_id)
@@ -404,32 +433,58 @@ class JsonlStore(SessionStore):
         return scan.title
 
     def list_headers(self) -> list[SessionHeader]:
-        try:
-            entries = list(os.scandir(self.root))
-        except FileNotFoundError:
-            return []
+        """Every readable session's header. An entry that cannot be read (not a regular file, a link, a
+        damaged or foreign header, no permission) is skipped with a warning naming it, never hiding the
+        rest; :attr:`skipped` holds the warnings of the latest listing."""
+        folders, skipped = list_session_folders(self.root)
         headers: list[SessionHeader] = []
-        for entry in entries:
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-            path = Path(entry.path) / LOG_NAME
+        for name, path in folders:
             try:
-                with open(path, "rb") as fh:
+                with open_log(path) as fh:
                     header, _ = read_header(fh, str(path))
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 continue  # a folder without a log (e.g. a writer that never flushed)
-            except (OSError, ValueError) as exc:
-                log.warning("skipping unreadable session log %s: %s", path, exc)
+            except LogAccessError as exc:
+                skipped.append(f"skipping {exc}")
                 continue
-            if session_folder_name(header.id) != entry.name:
-                log.warning("skipping %s: it holds session %r, whose folder would be %r", path, header.id,
-                            session_folder_name(header.id))
+            except (OSError, ValueError) as exc:
+                skipped.append(f"skipping unreadable session log {path}: {exc}")
+                continue
+            if session_folder_name(header.id) != name:
+                skipped.append(f"skipping {path}: it holds session {header.id!r}, whose folder would be "
+                               f"{session_folder_name(header.id)!r}")
                 continue
             headers.append(header)
+        self._report(skipped)
         return headers
 
+    @property
+    def skipped(self) -> list[str]:
+        """Warnings for the entries the latest :meth:`list_headers` skipped (each names its entry)."""
+        return list(self._skipped)
+
+    def _report(self, skipped: list[str]) -> None:
+        self._skipped = skipped
+        for message in skipped:
+            if message not in self._warned:  # once per store object, not on every keystroke's listing
+                self._warned.add(message)
+                log.warning("%s", message)
+
     def exists(self, session_id: str) -> bool:
-        return self.log_path(session_id).is_file()
+        try:
+            return stat.S_ISREG(os.lstat(self.log_path(session_id)).st_mode)
+        except OSError:
+            return False
+
+
+def _truncate(path: Path, size: int) -> None:
+    """Cut a log back to ``size`` bytes (the writer's lock is held), durably."""
+    fd = open_fd(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 __all__ = ["JsonlStore", "JsonlWriter", "encode_event"]

@@ -32,7 +32,7 @@ from ..session import (
 )
 from ..session.events import KNOWN_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, ReplaceOp
 from .base import SessionLocation, SessionStore, SessionWriter
-from .errors import SessionExistsError, SessionWriteError
+from .errors import SessionExistsError, SessionWriteError, StoreReadOnlyError
 from .jsonl import encode_event
 from .locking import WriterLock
 from .paths import session_folder_name
@@ -284,6 +284,23 @@ class SqliteStore(SessionStore):
     def _acquire(self, session_id: str) -> WriterLock:
         self.lock_dir.mkdir(parents=True, exist_ok=True)
         return WriterLock.acquire(self._lock_path(session_id), session_id=session_id, log=f"in {self.path}")
+
+    def check_writable(self, session_id: str | None = None) -> None:
+        """:class:`StoreReadOnlyError` when the database (or the folder it would be created in, or its lock
+        folder) cannot be written by this user."""
+        from .safe_open import nearest_existing, write_problem
+
+        targets = [self.path] if self.path.exists() else [nearest_existing(self.path.parent)]
+        if self.lock_dir.exists():
+            targets.append(self.lock_dir)
+        for target in targets:
+            problem = write_problem(target)
+            if problem is not None:
+                raise StoreReadOnlyError(
+                    f"the session database {self.path} is read-only here ({target} {problem}), so sessions can be "
+                    "listed and referenced but a new turn could not be saved. Nothing was sent or written. Set "
+                    "%config DshMagics.sqlite_path to a file you can write to, or ask the owner for write access."
+                )
 
     # -- layout ------------------------------------------------------------------------------------------
     def locate(self, header: SessionHeader) -> SessionLocation | None:
