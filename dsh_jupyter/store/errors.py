@@ -23,8 +23,13 @@ class LogAccessError(SessionError, OSError):
     def __init__(self, path: str, reason: str, hint: str = "") -> None:
         self.path = path
         self.reason = reason
+        self.hint = hint
         message = f"{path} {reason}"
         super().__init__(f"{message}; {hint}" if hint else message)
+
+    def as_skipped(self) -> str:
+        """The warning for a listing that leaves this entry out."""
+        return f"skipped {self.path}: it {self.reason}" + (f"; {self.hint}" if self.hint else "")
 
 
 class UnsafeLogError(LogAccessError):

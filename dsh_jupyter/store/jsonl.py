@@ -445,13 +445,16 @@ class JsonlStore(SessionStore):
             except (FileNotFoundError, NotADirectoryError):
                 continue  # a folder without a log (e.g. a writer that never flushed)
             except LogAccessError as exc:
-                skipped.append(f"skipping {exc}")
+                skipped.append(exc.as_skipped())
                 continue
-            except (OSError, ValueError) as exc:
-                skipped.append(f"skipping unreadable session log {path}: {exc}")
+            except ValueError as exc:  # a damaged or foreign header: the message starts with the path
+                skipped.append(f"skipped {exc}")
+                continue
+            except OSError as exc:
+                skipped.append(f"skipped {path}: it cannot be read ({exc.strerror or exc})")
                 continue
             if session_folder_name(header.id) != name:
-                skipped.append(f"skipping {path}: it holds session {header.id!r}, whose folder would be "
+                skipped.append(f"skipped {path}: it holds session {header.id!r}, whose folder would be "
                                f"{session_folder_name(header.id)!r}")
                 continue
             headers.append(header)

@@ -175,10 +175,10 @@ def list_session_folders(root: str | os.PathLike[str]) -> tuple[list[tuple[str, 
     for entry in sorted(entries, key=lambda e: e.name):
         try:
             if entry.is_symlink():
-                skipped.append(f"skipping {entry.path}: the session folder is a symbolic link, and links in a store "
-                               "are never followed; replace it with the folder itself")
+                skipped.append(f"skipped {entry.path}: the session folder is a symbolic link, and links in a store are "
+                               "never followed; replace it with the folder itself")
             elif entry.is_dir(follow_symlinks=False):
                 folders.append((entry.name, Path(entry.path, LOG_NAME)))
         except OSError as exc:  # pragma: no cover - d_type is known on local file systems
-            skipped.append(f"skipping {entry.path}: it cannot be examined ({exc.strerror or exc})")
+            skipped.append(f"skipped {entry.path}: it cannot be examined ({exc.strerror or exc})")
     return folders, skipped

@@ -31,9 +31,8 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
-_SKIP_HINT = "it is skipped; replace it with a regular session log or remove it"
-_PERMISSION_HINT = ("ask the owner for read access (chmod/chown), or copy the session into a store of your own; "
-                    "it is skipped")
+_SKIP_HINT = "replace it with a regular session log, or remove it"
+_PERMISSION_HINT = "ask the owner for read access (chmod/chown), or copy the session into a store of your own"
 
 
 def kind_of(mode: int) -> str:
@@ -65,14 +64,16 @@ def _lstat_kind(path: str) -> str | None:
 def _refusal(path: str, exc: OSError, *, what: str = "") -> OSError:
     """The error to raise for a failed no-follow open of ``path`` (``what`` names a folder's role)."""
     label = f"{path}{what}"
-    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-        return exc
     if exc.errno in (errno.EACCES, errno.EPERM):
         return LogPermissionError(label, "cannot be read by this user (permission denied)", _PERMISSION_HINT)
-    if exc.errno == errno.ELOOP:
-        return UnsafeLogError(label, "is a symbolic link, and store entries are never followed through links",
-                              _SKIP_HINT)
     kind = _lstat_kind(path)
+    if exc.errno == errno.ENOENT or kind is None:
+        return exc
+    if exc.errno == errno.ELOOP or kind == "a symbolic link":
+        hint = "replace the link with the folder itself" if what else _SKIP_HINT
+        return UnsafeLogError(label, "is a symbolic link, and store entries are never followed through links", hint)
+    if exc.errno == errno.ENOTDIR:
+        return exc  # a plain file where a folder should be: nothing is stored there
     if kind is not None and kind != "a regular file":
         return UnsafeLogError(label, f"is {kind}, not a regular file", _SKIP_HINT)
     return LogAccessError(label, f"cannot be opened ({exc.strerror or exc})", _SKIP_HINT)
@@ -92,8 +93,6 @@ def open_fd(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, mode: int
         try:
             folder_fd = os.open(folder, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC)
         except OSError as exc:
-            if exc.errno == errno.ENOTDIR and _lstat_kind(folder) not in (None, "a symbolic link"):
-                raise  # the folder is a plain file: no session here
             raise _refusal(folder, exc, what=" (the session's folder)") from None
     try:
         fd = os.open(name if folder_fd is not None else text, flags | _NOFOLLOW | _NONBLOCK | _CLOEXEC, mode,

@@ -150,7 +150,7 @@ def read_header(fh: BinaryIO, path: str) -> tuple[SessionHeader, int]:
         if len(line) + (newline >= 0) > MAX_HEADER_BYTES:
             raise SessionCorruptError(
                 f"{HEADERLESS}: the first line is longer than {MAX_HEADER_BYTES} bytes, so it is not a session "
-                "header (a header is one short line). Move the file aside; it is skipped.",
+                "header (a header is one short line). Move the file aside.",
                 path=path,
             )
         if newline >= 0:
