@@ -47,7 +47,7 @@ def _normalise(value: Any) -> Any:
 
 
 def _escape_lone(match: re.Match[str]) -> str:
-    return "\\u%04x" % ord(match.group(0))
+    return f"\\u{ord(match.group(0)):04x}"
 
 
 def dumps(value: Any) -> str:

@@ -232,7 +232,7 @@ def _resolve(catalog: Catalog, text: str, roots: list[str] | None) -> CatalogEnt
 
 def _print_json(value: Any, out: TextIO) -> None:
     text = json.dumps(value, ensure_ascii=False, indent=1)
-    out.write(_JSON_CONTROLS.sub(lambda m: "\\u%04x" % ord(m.group(0)), text) + "\n")
+    out.write(_JSON_CONTROLS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text) + "\n")
 
 
 def _entry_line(entry: CatalogEntry, *, mark: str = "") -> str:
@@ -470,9 +470,10 @@ def cmd_reindex(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-    for action in parser._subparsers._group_actions if parser._subparsers is not None else ():  # noqa: SLF001
-        if isinstance(action, argparse._SubParsersAction) and name in action.choices:  # noqa: SLF001
-            return action.choices[name]
+    for action in parser._subparsers._group_actions if parser._subparsers is not None else ():
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
     return parser  # pragma: no cover
 
 

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Collection
+from typing import Any, Protocol
 
 from .session import SessionError, SessionHeader, SurfaceSnapshot
 from .store.base import SessionStore
+
+
+class LiveLog(Protocol):
+    """What a live session must offer (:class:`~dsh_jupyter.session.SessionLog` does)."""
+
+    header: SessionHeader
+
+    def __len__(self) -> int: ...
+
+    def snapshot(self) -> SurfaceSnapshot: ...
+
+    def title(self) -> dict[str, Any] | None: ...
 
 
 @dataclass(frozen=True)
@@ -34,10 +47,10 @@ class SessionQuery:
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
-        self._live: dict[str, Any] = {}
+        self._live: dict[str, LiveLog] = {}
 
     # -- live sessions -------------------------------------------------------------------------------
-    def register_live(self, log: Any) -> None:
+    def register_live(self, log: LiveLog) -> None:
         """Register an in-memory :class:`~dsh_jupyter.session.SessionLog` (must have ``header`` and
         ``snapshot()``/``title()``) so reads see its unflushed events."""
         self._live[log.header.id] = log

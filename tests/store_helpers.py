@@ -12,13 +12,20 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dsh_jupyter._json import dumpb
 from dsh_jupyter.session import SessionHeader, SessionLog
-from dsh_jupyter.session.messages import assistant_message, compaction_source, text_block, tool_result_message, user_message
+from dsh_jupyter.session.messages import (
+    assistant_message,
+    compaction_source,
+    text_block,
+    tool_result_message,
+    user_message,
+)
 from dsh_jupyter.store import JsonlStore, SqliteStore
 from dsh_jupyter.store.base import SessionStore
 from dsh_jupyter.store.sqlite import session_key
@@ -28,7 +35,8 @@ MODEL_SOURCE = {"kind": "model", "provider": "offline", "model": "tiny"}
 BASE_TIME = 1_787_130_725_417
 
 
-def new_header(session_id: str = "s-1", *, cwd: str = "/home/dev/project", created_at: int = BASE_TIME) -> SessionHeader:
+def new_header(session_id: str = "s-1", *, cwd: str = "/home/dev/project",
+               created_at: int = BASE_TIME) -> SessionHeader:
     return SessionHeader.new(cwd, session_id=session_id, created_at=created_at)
 
 
@@ -63,7 +71,8 @@ def append_turn(log: SessionLog, turn: int, *, tool: bool = True, size: int | No
     add("assistant/message", {"turn": turn, "step": 1, "message": assistant_message(blocks, MODEL_SOURCE)},
         source_event_seqs=chunks)
     if tool:
-        call = add("tool/call", {"turn": turn, "step": 1, "callId": call_id, "name": "bash", "arguments": '{"command":"ls"}'})
+        call = add("tool/call", {"turn": turn, "step": 1, "callId": call_id, "name": "bash",
+                                 "arguments": '{"command":"ls"}'})
         if mid_turn is not None:
             mid_turn()
         add("tool/result", {"turn": turn, "step": 1,

@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from store_helpers import BACKENDS, Backend, append_turn, compact, new_header, write_session
 
 from dsh_jupyter.query import SessionQuery
 from dsh_jupyter.session import SessionLog, SessionNotFoundError
 from dsh_jupyter.store.base import SessionStore
-
-from store_helpers import BACKENDS, Backend, append_turn, compact, new_header, write_session
 
 
 @pytest.fixture(params=BACKENDS, ids=str)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterable
+from typing import Any
 
 from ..session import Event, SessionHeader, SessionLog, SessionNotFoundError, SurfaceSnapshot
 
@@ -92,7 +93,7 @@ class SessionStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def read_title(self, session_id: str) -> dict | None:
+    def read_title(self, session_id: str) -> dict[str, Any] | None:
         """The latest ``session/title`` event data, or ``None``."""
 
     @abc.abstractmethod
@@ -123,3 +124,4 @@ class SessionStore(abc.ABC):
         """Raise :class:`~dsh_jupyter.store.errors.StoreReadOnlyError` (a ``SessionError``) when a turn of a
         new session (or of ``session_id``) could not be saved. Call it before a turn starts; reading,
         listing and referencing never need it. The default accepts everything."""
+        return None

@@ -11,14 +11,16 @@ length. One writer per session, enforced with a non-blocking ``flock``; readers 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import stat
 import threading
 import uuid
+from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import BinaryIO, Collection, Iterable
+from typing import Any, BinaryIO
 
 from .._json import dumpb
 from ..session import (
@@ -236,10 +238,8 @@ class JsonlWriter(SessionWriter):
             ) from exc
         self._size = len(payload)  # published: from here on, flushes append
         self._new_dirs = []
-        try:
+        with contextlib.suppress(OSError):  # a leftover temp file is removed by the next writer of this session
             temp.unlink()
-        except OSError:
-            pass  # a leftover temp file is removed by the next writer of this session
 
     def _append(self, data: bytes) -> None:
         assert self._size is not None
@@ -257,10 +257,9 @@ class JsonlWriter(SessionWriter):
             try:
                 os.ftruncate(self._fd, self._size)
                 restored = "the file was truncated back to its previous length"
-                try:
+                # If this fails, the next successful flush syncs the truncation together with the retried batch.
+                with contextlib.suppress(OSError):
                     os.fsync(self._fd)
-                except OSError:
-                    pass  # the next successful flush syncs the truncation together with the retried batch
             except OSError as undo:
                 # The file may now end with part of this batch: appending the batch again would repeat seqs.
                 self._broken = f"a failed append could not be undone ({undo})"
@@ -282,10 +281,8 @@ def _remove_stale_temps(folder: Path) -> None:
         return
     for name in names:
         if name.startswith(_TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX):
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(folder / name)
-            except OSError:
-                pass
 
 
 class JsonlStore(SessionStore):
@@ -422,7 +419,7 @@ class JsonlStore(SessionStore):
         self._check_id(scan.header, session_id, path)
         return SurfaceSnapshot(scan.header, scan.last_seq, scan.surface)
 
-    def read_title(self, session_id: str) -> dict | None:
+    def read_title(self, session_id: str) -> dict[str, Any] | None:
         """The latest title, decoding only that line. The scan runs forward over the whole file (without
         decoding) so a title is reported only from the committed log, exactly as ``read_surface`` sees it:
         never from a torn tail or from after a damaged line."""

@@ -53,7 +53,7 @@ def _escape_units(value: str, keep: frozenset[str]) -> str:
         if char in keep:
             parts.append(char)
         else:
-            parts.extend("~%04X" % unit for unit in _utf16_units(char))
+            parts.extend(f"~{unit:04X}" for unit in _utf16_units(char))
     return "".join(parts)
 
 

@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Iterator, NoReturn
+from typing import Any, BinaryIO, NoReturn
 
 from .._json import loads
 from ..session import (

@@ -13,9 +13,10 @@ import logging
 import os
 import sqlite3
 import threading
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Collection, Iterable, Iterator
+from typing import Any
 
 from .._json import dumpb, dumps, js_string, loads
 from ..session import (
@@ -259,7 +260,7 @@ class SqliteStore(SessionStore):
 
     def _reader(self) -> sqlite3.Connection | None:
         """This thread's read connection, or ``None`` when the database holds no sessions yet."""
-        conn = getattr(self._local, "conn", None)
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None:
             return conn
         if not self.path.is_file():
@@ -352,7 +353,8 @@ class SqliteStore(SessionStore):
         except ValueError as exc:
             raise self._corrupt(session_id, seq, f"cannot be parsed ({exc})") from None
         kind = record.get("type") if isinstance(record, dict) else None
-        if isinstance(kind, str) and kind not in KNOWN_TYPES and kind != SYSTEM_MESSAGE and record.get("ignorable") is not True:
+        if (isinstance(kind, str) and kind not in KNOWN_TYPES and kind != SYSTEM_MESSAGE
+                and record.get("ignorable") is not True):
             raise SessionFormatError(
                 f"{self.path}: session {session_id!r} event seq {seq} has unknown type {kind!r} that is not marked "
                 "ignorable; read it with a dsh-jupyter version that knows this event type"
@@ -416,7 +418,7 @@ class SqliteStore(SessionStore):
                     events.append(self._decode(session_id, seq, bodies[seq]))
             return SurfaceSnapshot(header, next_seq - 1 if next_seq else None, events)
 
-    def read_title(self, session_id: str) -> dict | None:
+    def read_title(self, session_id: str) -> dict[str, Any] | None:
         with self._snapshot(session_id) as (conn, key, _header, _next):
             row = conn.execute(
                 "SELECT seq, body FROM dsh_events WHERE key = ? AND type = ? ORDER BY seq DESC LIMIT 1",
@@ -451,7 +453,8 @@ class SqliteStore(SessionStore):
         header.validate()
         if self.exists(header.id):
             raise SessionExistsError(
-                f"session {header.id!r} already exists in {self.path}; resume it with store.open(id) or start a new session"
+                f"session {header.id!r} already exists in {self.path}; resume it with store.open(id) or start a new "
+                "session"
             )
         return SqliteWriter(self, header)
 
