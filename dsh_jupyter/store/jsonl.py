@@ -316,7 +316,7 @@ class JsonlStore(SessionStore):
     def create(self, header: SessionHeader) -> JsonlWriter:
         header.validate()
         path = self.log_path(header.id)
-        if path.exists():
+        if self.exists(header.id):
             raise SessionExistsError(
                 f"session {header.id!r} already exists at {path}; resume it with store.open(id) or start a new session"
             )

@@ -13,6 +13,7 @@ treat that as "no such session", not as damage.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -30,6 +31,8 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+# A folder descriptor only anchors the no-follow open of the file inside it: O_PATH (Linux) is enough.
+_FOLDER_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | _DIRECTORY | _NOFOLLOW | _CLOEXEC
 
 _SKIP_HINT = "replace it with a regular session log, or remove it"
 _PERMISSION_HINT = "ask the owner for read access (chmod/chown), or copy the session into a store of your own"
@@ -91,7 +94,7 @@ def open_fd(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, mode: int
     folder_fd: int | None = None
     if folder:
         try:
-            folder_fd = os.open(folder, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC)
+            folder_fd = os.open(folder, _FOLDER_FLAGS)
         except OSError as exc:
             raise _refusal(folder, exc, what=" (the session's folder)") from None
     try:
@@ -106,8 +109,8 @@ def open_fd(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, mode: int
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise UnsafeLogError(text, f"is {kind_of(info.st_mode)}, not a regular file", _SKIP_HINT)
-        if fcntl is not None and _NONBLOCK:
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_NONBLOCK)
+        if fcntl is not None and _NONBLOCK:  # F_SETFL keeps the access mode and sets only the status flags
+            fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~_NONBLOCK)
     except BaseException:
         os.close(fd)
         raise
@@ -131,24 +134,34 @@ def read_small(path: str | os.PathLike[str], limit: int) -> bytes:
 
 
 def write_problem(path: Path) -> str | None:
-    """Why this user could not write ``path`` (a folder or file), or ``None``."""
+    """Why this user could not write ``path`` (a folder or a file), or ``None``. Never raises."""
     try:
+        info = os.stat(path)
+    except PermissionError:
+        return "cannot be reached by this user (permission denied)"
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror or exc})"
+    with contextlib.suppress(OSError):
         if os.statvfs(path).f_flag & getattr(os, "ST_RDONLY", 1):
             return "is on a read-only file system"
-    except OSError:
-        pass
-    if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
-        return "is a folder this user cannot write to"
-    if not path.is_dir() and not os.access(path, os.W_OK):
-        return "is a file this user cannot write to"
-    return None
+    if stat.S_ISDIR(info.st_mode):
+        return None if os.access(path, os.W_OK | os.X_OK) else "is a folder this user cannot write to"
+    return None if os.access(path, os.W_OK) else "is a file this user cannot write to"
 
 
 def nearest_existing(path: Path) -> Path:
-    """``path`` or its closest ancestor that exists (where a folder would be created)."""
+    """``path`` or its closest ancestor that exists (where a folder would be created). An ancestor this user
+    cannot look into counts as existing, so :func:`write_problem` reports it."""
     probe = path
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
+    while probe.parent != probe:
+        try:
+            os.lstat(probe)
+        except FileNotFoundError:
+            probe = probe.parent
+            continue
+        except OSError:
+            return probe
+        return probe
     return probe
 
 
