@@ -31,6 +31,7 @@ from dsh_jupyter.store import (
     JsonlStore,
     LogPermissionError,
     SessionWriteError,
+    SqliteStore,
     StoreReadOnlyError,
     UnsafeLogError,
     open_log,
@@ -387,6 +388,38 @@ def test_a_read_only_file_system_lists_but_refuses_to_write_before_a_turn(short_
         assert digest_tree(store.root) == before
 
 
+HOST_WRITABLE = pytest.mark.xfail(
+    reason="notebook/host.py (the lead's): the `store` property calls _check_writable, so a read-only store refuses "
+           "even %dsh sessions; it should build the store without that check and call "
+           "store.check_writable(session_id) before a turn starts (new session, resume, %%dsh)", strict=False)
+
+
+@HOST_WRITABLE
+def test_a_read_only_store_on_a_real_kernel_lists_and_refuses_the_turn_clearly(short_tmp: Path) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    with small_tmpfs(short_tmp / "disk", "4m") as disk:
+        store = JsonlStore(disk / "s")
+        for sid in GOOD_IDS:
+            write_session(store, sid, turns=1)
+        before = logs_of(store.root)
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        try:
+            cells = ["%load_ext dsh_jupyter", f"%config DshMagics.sessions_dir = {str(store.root)!r}",
+                     "%config DshMagics.catalog = False", "%dsh sessions", "%%dsh\nhello"]
+            nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+            NotebookClient(nb, timeout=30, kernel_name="python3", allow_errors=True,
+                           resources={"metadata": {"path": str(short_tmp)}}).execute(cwd=str(short_tmp))
+        finally:
+            subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=False)
+        listed = json.dumps(nb.cells[3].outputs)
+        assert all(sid in listed for sid in GOOD_IDS), listed
+        refused = json.dumps(nb.cells[4].outputs)
+        assert "read-only" in refused and "Traceback" not in refused, refused
+        assert logs_of(store.root) == before
+
+
 def preload() -> None:
     """Import what the checks below use, so a child that dropped to ``nobody`` never needs a module it cannot
     read (the interpreter's own files may live in root's home)."""
@@ -477,6 +510,11 @@ def test_as_a_non_root_user_unreadable_and_read_only_stores_give_clear_errors(
         except SessionWriteError as exc:
             seen["create"] = str(exc)
         seen["query"] = sorted(r.id for r in SessionQuery(store).list_sessions())
+        try:
+            SqliteStore(store.root.parent / "sessions.sqlite").check_writable()
+            seen["sqlite"] = "no error"
+        except StoreReadOnlyError as exc:
+            seen["sqlite"] = str(exc)
         return seen
 
     seen = as_nobody(check)
@@ -488,6 +526,7 @@ def test_as_a_non_root_user_unreadable_and_read_only_stores_give_clear_errors(
     assert "read-only" in seen["check"] and "sessions_dir" in seen["check"]
     assert "read-only" in seen["resume"], seen["resume"]
     assert "nothing was stored" in seen["create"] and "kept" in seen["create"]
+    assert "read-only" in seen["sqlite"] and "sqlite_path" in seen["sqlite"]
 
 
 @CATALOG_STAT

@@ -7,6 +7,11 @@ Writing: appends are buffered in memory; :meth:`JsonlWriter.flush` makes them du
 publishes the header and the first batch together (temp file, fsync, ``link`` without overwrite, fsync
 of the folder); later flushes append and fsync, and a failure truncates the file back to its previous
 length. One writer per session, enforced with a non-blocking ``flock``; readers never lock.
+
+Reading trusts nothing in the store: every log is opened with :func:`~.safe_open.open_log` (a FIFO, socket,
+device or link is refused with a message naming it, and never blocks), a listing skips such entries with a
+warning instead of failing, and :meth:`JsonlStore.check_writable` tells a host before a turn starts that
+a read-only store can be listed and referenced but not written.
 """
 
 from __future__ import annotations

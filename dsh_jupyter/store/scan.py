@@ -11,6 +11,13 @@ Rules (the reference's reader, §3.5 and §9 of the behaviour notes):
   counted from 1 after the header); otherwise the bad line and everything after it are a tolerated
   crash tail. ``committed_bytes`` is the end of the last good line.
 * A line holding an unknown event type that is not marked ``ignorable`` refuses the log.
+* Hard caps: the header reader never reads more than :data:`MAX_HEADER_BYTES`, and an event line longer
+  than :data:`MAX_LINE_BYTES` is a damaged line that is skipped block by block, never held whole. Any
+  decoding failure (bad JSON, bad UTF-8, nesting too deep, a value too large) is a damaged line with its
+  line number, like any other.
+
+Callers open logs with :func:`~dsh_jupyter.store.safe_open.open_log` (regular files only, no links, never
+blocking) before handing them to these readers.
 
 ``scan_events`` decodes and validates every line. ``scan_surface`` is the fast path for reads that need
 only the current surface or the latest title. For a line that starts with the exact envelope prefix our
