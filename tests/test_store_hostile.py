@@ -19,14 +19,14 @@ import tempfile
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pytest
 from store_helpers import GOOD_IDS, HOSTILE_CASES, append_turn, digest_tree, hostile_store, write_session
 
 import dsh_jupyter
 from dsh_jupyter.query import SessionQuery
-from dsh_jupyter.session import SessionError, SessionLog
+from dsh_jupyter.session import SessionError, SessionHeader, SessionLog
 from dsh_jupyter.store import (
     JsonlStore,
     LogPermissionError,
@@ -233,7 +233,11 @@ def test_locate_by_id_reads_only_that_header(short_tmp: Path, monkeypatch: pytes
     store, _ = hostile_store(short_tmp, ("fifo",))
     opened: list[str] = []
     real = scan.read_header
-    monkeypatch.setattr(scan, "read_header", lambda fh, path: (opened.append(path), real(fh, path))[1])
+    def counting(fh: BinaryIO, path: str) -> tuple[SessionHeader, int]:
+        opened.append(path)
+        return real(fh, path)
+
+    monkeypatch.setattr(scan, "read_header", counting)
     monkeypatch.setattr("dsh_jupyter.store.jsonl.read_header", scan.read_header)
     out = io.StringIO()
     assert main(["sessions", "locate", "good-2", "--store", str(store.root)], out=out) == 0
@@ -242,8 +246,14 @@ def test_locate_by_id_reads_only_that_header(short_tmp: Path, monkeypatch: pytes
 
 
 # ---------------------------------------------------------------------------------------------- a real kernel
-def test_dsh_sessions_and_resume_on_a_real_kernel(short_tmp: Path) -> None:
+def notebook(cells: list[str]) -> Any:
+    """A notebook of code cells, for nbclient."""
     import nbformat
+
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])  # type: ignore[no-untyped-call]
+
+
+def test_dsh_sessions_and_resume_on_a_real_kernel(short_tmp: Path) -> None:
     from nbclient import NotebookClient
 
     names = tuple(n for n in HOSTILE_CASES if n != "char-device" or os.geteuid() == 0)
@@ -252,7 +262,7 @@ def test_dsh_sessions_and_resume_on_a_real_kernel(short_tmp: Path) -> None:
     cells = ["%load_ext dsh_jupyter", f"%config DshMagics.sessions_dir = {str(store.root)!r}",
              "%config DshMagics.catalog = False", "%dsh sessions", "%dsh sessions --limit 100",
              f"%dsh resume {refused.session_id}", "%dsh resume good-1", "%dsh locate"]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb = notebook(cells)
     client = NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(short_tmp)}})
     client.execute(cwd=str(short_tmp))
@@ -281,12 +291,11 @@ def test_dsh_sessions_and_resume_on_a_real_kernel(short_tmp: Path) -> None:
 
 @CATALOG_FALLBACK
 def test_dsh_sessions_with_the_catalog_on_a_real_kernel(short_tmp: Path) -> None:
-    import nbformat
     from nbclient import NotebookClient
 
     store, _ = hostile_store(short_tmp, ("fifo", "dev-zero", "nested", "headerless-50mb"))
     cells = ["%load_ext dsh_jupyter", f"%config DshMagics.sessions_dir = {str(store.root)!r}", "%dsh sessions"]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb = notebook(cells)
     NotebookClient(nb, timeout=30, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(short_tmp)}}).execute(cwd=str(short_tmp))
     shown = json.dumps(nb.cells[2].outputs)
@@ -396,7 +405,6 @@ HOST_WRITABLE = pytest.mark.xfail(
 
 @HOST_WRITABLE
 def test_a_read_only_store_on_a_real_kernel_lists_and_refuses_the_turn_clearly(short_tmp: Path) -> None:
-    import nbformat
     from nbclient import NotebookClient
 
     with small_tmpfs(short_tmp / "disk", "4m") as disk:
@@ -408,7 +416,7 @@ def test_a_read_only_store_on_a_real_kernel_lists_and_refuses_the_turn_clearly(s
         try:
             cells = ["%load_ext dsh_jupyter", f"%config DshMagics.sessions_dir = {str(store.root)!r}",
                      "%config DshMagics.catalog = False", "%dsh sessions", "%%dsh\nhello"]
-            nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+            nb = notebook(cells)
             NotebookClient(nb, timeout=30, kernel_name="python3", allow_errors=True,
                            resources={"metadata": {"path": str(short_tmp)}}).execute(cwd=str(short_tmp))
         finally:

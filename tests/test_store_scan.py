@@ -12,7 +12,7 @@ import pytest
 from store_helpers import append_turn, compact, new_header, raw_lines, write_session
 
 from dsh_jupyter._json import dumpb
-from dsh_jupyter.session import SessionLog
+from dsh_jupyter.session import SessionCorruptError, SessionLog
 from dsh_jupyter.store import JsonlStore
 from dsh_jupyter.store import scan as scan_module
 from dsh_jupyter.store.scan import _Lines, scan_surface
@@ -208,5 +208,5 @@ def test_an_endless_line_is_read_in_bounded_pieces() -> None:
     assert list(reader) == []
     assert reader.torn == 40 << 20
     assert stream.largest <= (1 << 20) + 1
-    with pytest.raises(scan_module.SessionCorruptError, match="longer than"):
+    with pytest.raises(SessionCorruptError, match="longer than"):
         scan_module.read_header(Endless(1 << 30), "endless")  # type: ignore[arg-type]
