@@ -493,7 +493,7 @@ def plant_hostile(store: JsonlStore, name: str, outside: Path) -> HostileCase:
     folder = store.folder(sid)
     log = folder / "session.jsonl"
     if name in ("fifo", "socket", "dev-zero", "char-device", "symlink-loop", "link-out", "headerless-50mb",
-                "torn-header", "unreadable"):
+                "torn-header", "header-bomb", "unreadable"):
         folder.mkdir(parents=True)
     if name == "fifo":
         os.mkfifo(log)
@@ -536,6 +536,8 @@ def plant_hostile(store: JsonlStore, name: str, outside: Path) -> HostileCase:
         return HostileCase(name, sid, log, True)
     elif name == "torn-header":  # the header line was cut before its newline
         log.write_bytes(dumpb(new_header(sid).to_json())[:40])
+    elif name == "header-bomb":  # the header line itself is 100,000 nested [
+        log.write_bytes(b"[" * 100_000 + b"\n")
     elif name == "unreadable":
         write_session(store, sid, turns=1)
         os.chmod(log, 0)
@@ -545,7 +547,7 @@ def plant_hostile(store: JsonlStore, name: str, outside: Path) -> HostileCase:
 
 
 HOSTILE_CASES = ("fifo", "socket", "dev-zero", "char-device", "symlink-loop", "link-out", "folder-out", "nested",
-                 "line-50mb", "headerless-50mb", "header-only", "torn-header")
+                 "line-50mb", "headerless-50mb", "header-only", "torn-header", "header-bomb")
 
 
 def hostile_store(base: Path, names: tuple[str, ...]) -> tuple[JsonlStore, list[HostileCase]]:
