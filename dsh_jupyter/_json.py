@@ -47,7 +47,7 @@ def _normalise(value: Any) -> Any:
 
 
 def _escape_lone(match: re.Match[str]) -> str:
-    return "\\u%04x" % ord(match.group(0))
+    return f"\\u{ord(match.group(0)):04x}"
 
 
 def dumps(value: Any) -> str:
@@ -70,10 +70,21 @@ def dumpb(value: Any) -> bytes:
 
 
 def loads(data: bytes | str) -> Any:
-    """Parse JSON text; accepts ``\\udxxx`` escapes of lone surrogates (which orjson refuses)."""
+    """Parse JSON text; accepts ``\\udxxx`` escapes of lone surrogates (which orjson refuses).
+
+    Every failure is a :class:`ValueError`, whatever went wrong: bad syntax, bytes that are not UTF-8,
+    nesting too deep for the decoder (``RecursionError``) or text too large to decode (``MemoryError``).
+    Input may come from a hostile file, and callers handle one exception type.
+    """
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
         if isinstance(data, bytes):
             data = data.decode("utf-8")
         return json.loads(data)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply to decode") from None
+    except MemoryError:
+        raise ValueError(f"the JSON text ({len(data)} characters or bytes) is too large to decode") from None

@@ -33,7 +33,8 @@ EXIT_FAILED = 3
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", ".git", ".hg", ".venv", "venv", "site-packages", ".tox",
                         ".mypy_cache", ".pytest_cache", ".ipynb_checkpoints"})
 _MAX_SCAN_DIRS = 50_000
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# DEL and C1 controls survive ``json.dumps(ensure_ascii=False)``; inside JSON strings they become \uXXXX.
+_JSON_CONTROLS = re.compile("[\x7f-\x9f]")
 
 
 class CliError(Exception):
@@ -45,8 +46,30 @@ class CliError(Exception):
 
 
 def escape(text: str) -> str:
-    """Terminal control characters (line feed included) as literal ``\\xNN``: one field, one line."""
-    return _CONTROLS.sub(lambda m: "\\x%02x" % ord(m.group(0)), text)
+    """Terminal control characters (line feed included) as literal ``\\xNN``: one field, one line.
+
+    The notebook's rule (:func:`dsh_jupyter.notebook.escape.escape_controls`), so a terminal and a cell
+    show the same text."""
+    from .notebook.escape import escape_controls
+
+    return escape_controls(text)
+
+
+def _text(text: str) -> str:
+    """A multi-line text for the terminal: line feeds and tabs kept, every other control as ``\\xNN``."""
+    from .notebook.escape import escape_text
+
+    return escape_text(text)
+
+
+def _write(out: TextIO, text: str) -> None:
+    """Everything the command prints on stdout goes through here (terminal controls escaped)."""
+    out.write(_text(text))
+
+
+def _say(message: str) -> None:
+    """A message on stderr (``dsh-jupyter: ...``), terminal controls escaped."""
+    print(f"dsh-jupyter: {_text(message)}", file=sys.stderr)
 
 
 def _when(ms: int) -> str:
@@ -174,7 +197,7 @@ def _scope(catalog: Catalog, args: argparse.Namespace) -> list[str] | None:
 
 def _warn_errors(errors: list[str]) -> None:
     for error in errors:
-        print(f"dsh-jupyter: warning: {error}", file=sys.stderr)
+        _say(f"warning: {error}")
 
 
 def _resolve(catalog: Catalog, text: str, roots: list[str] | None) -> CatalogEntry:
@@ -208,7 +231,8 @@ def _resolve(catalog: Catalog, text: str, roots: list[str] | None) -> CatalogEnt
 
 
 def _print_json(value: Any, out: TextIO) -> None:
-    out.write(json.dumps(value, ensure_ascii=False, indent=1) + "\n")
+    text = json.dumps(value, ensure_ascii=False, indent=1)
+    out.write(_JSON_CONTROLS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text) + "\n")
 
 
 def _entry_line(entry: CatalogEntry, *, mark: str = "") -> str:
@@ -227,11 +251,11 @@ def cmd_list(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
         _print_json([e.to_json() for e in entries], out)
         return EXIT_OK
     if not entries:
-        out.write("no sessions\n")
+        _write(out, "no sessions\n")
         return EXIT_OK
-    out.write("created           id  user/assistant messages  title  [cwd]\n")
+    _write(out, "created           id  user/assistant messages  title  [cwd]\n")
     for entry in entries:
-        out.write(_entry_line(entry) + "\n")
+        _write(out, _entry_line(entry) + "\n")
     return EXIT_OK
 
 
@@ -240,16 +264,16 @@ def cmd_search(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     cwd = os.path.abspath(args.cwd) if args.cwd is not None else os.getcwd()
     entries = catalog.candidates("\x00dsh-cli", cwd, args.query, args.limit, body=args.body, roots=roots)
     if not catalog.last_query_complete:
-        print("dsh-jupyter: warning: the catalog was not available; the results come from reading the logs and "
-              "may be incomplete", file=sys.stderr)
+        _say("warning: the catalog was not available; the results come from reading the logs and may be "
+             "incomplete")
     if args.json:
         _print_json([{**e.to_json(), "sameWorkspace": e.cwd is not None and e.cwd == cwd} for e in entries], out)
         return EXIT_OK
     if not entries:
-        out.write("no session matches\n")
+        _write(out, "no session matches\n")
         return EXIT_OK
     for entry in entries:
-        out.write(_entry_line(entry, mark="* " if entry.cwd == cwd else "  ") + "\n")
+        _write(out, _entry_line(entry, mark="* " if entry.cwd == cwd else "  ") + "\n")
     return EXIT_OK
 
 
@@ -280,13 +304,13 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     rows = [
         ("session", escape(entry.session_id)),
         ("title", escape(entry.title) if entry.title is not None else "(none)"),
-        ("store", entry.store),
-        ("log", entry.path),
+        ("store", escape(entry.store)),
+        ("log", escape(entry.path)),
         ("cwd", escape(entry.cwd) if entry.cwd is not None else "(none)"),
         ("created", f"{_when(entry.created_at)} ({entry.created_at})"),
     ]
     if entry.notebook:
-        rows.append(("notebook", entry.notebook))
+        rows.append(("notebook", escape(entry.notebook)))
     user = sum(1 for m in messages if m.role == "user")
     rows.append(("messages", f"{len(messages)} in the conversation ({user} user, {len(messages) - user} assistant); "
                              f"{len(snapshot.events)} on the surface; "
@@ -294,26 +318,66 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
                              "events in the log"))
     rows.append(("size", f"{entry.size} bytes"))
     for key, value in rows:
-        out.write(f"{key:<9} {value}\n")
+        _write(out, f"{key:<9} {value}\n")
     if shown:
         omitted = len(messages) - len(shown)
         note = f"last {len(shown)} of {len(messages)} messages" if omitted else f"{len(shown)} messages"
-        out.write(f"--- conversation ({note}; each cut to {args.chars} characters) ---\n")
+        _write(out, f"--- conversation ({note}; each cut to {args.chars} characters) ---\n")
         for message in shown:
             text = message.text if len(message.text) <= args.chars else message.text[: args.chars] + " …"
             role = "checkpoint" if message.checkpoint else message.role
-            out.write(f"[{role}] {text}\n")
+            _write(out, f"[{role}] {text}\n")
     return EXIT_OK
 
 
+def _direct(root: str, session_id: str) -> str | None:
+    """The log path of ``session_id`` in the store at ``root`` by a direct lookup (its folder is computed
+    from the id; only that one header is read), or ``None`` when that store does not hold it."""
+    from .session import SessionError
+    from .store import JsonlStore
+
+    store = JsonlStore(root)
+    try:
+        store.header(session_id)
+    except (SessionError, OSError):
+        return None
+    return str(store.log_path(session_id))
+
+
+def _known_roots(catalog: Catalog) -> list[str]:
+    """Every store root the catalog knows (nothing is indexed or read), the current folder's store first."""
+    from .catalog import store_root
+    from .store.paths import default_sessions_dir
+
+    here = default_sessions_dir()
+    roots = [store_root(here)] if here.is_dir() else []
+    return list(dict.fromkeys([*roots, *(s.root for s in catalog.stores() if not s.missing)]))
+
+
 def cmd_locate(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
-    roots = _scope(catalog, args)
-    entry = _resolve(catalog, args.session, roots)
+    """A whole id is a direct lookup (compute its folder, read that one header); an id prefix, or an id
+    no store holds under its own folder, is resolved through the catalog."""
+    from .catalog import store_root
+
+    roots = _known_roots(catalog) if args.all else [store_root(_local_store(args.store))]
+    found = [(root, path) for root in roots if (path := _direct(root, args.session)) is not None]
+    if found:
+        root, path = found[0]
+        if args.json:
+            if not args.all:  # copies elsewhere, each a direct lookup too
+                found += [(r, p) for r in _known_roots(catalog) if r != root and (p := _direct(r, args.session))]
+            _print_json({"sessionId": args.session, "path": path, "store": root, "copies": [p for _, p in found]},
+                        out)
+            return EXIT_OK
+        _write(out, escape(path) + "\n")
+        return EXIT_OK
+    scope = _scope(catalog, args)
+    entry = _resolve(catalog, args.session, scope)
     if args.json:
         copies = [e.path for e in catalog.lookup(entry.session_id)]
         _print_json({"sessionId": entry.session_id, "path": entry.path, "store": entry.store, "copies": copies}, out)
         return EXIT_OK
-    out.write(entry.path + "\n")
+    _write(out, escape(entry.path) + "\n")
     return EXIT_OK
 
 
@@ -362,8 +426,7 @@ def find_stores(paths: Sequence[str]) -> list[str]:
             found.append(path)
         found.extend(walk(path, 12))
     if visited > _MAX_SCAN_DIRS:
-        print(f"dsh-jupyter: warning: stopped after {_MAX_SCAN_DIRS} folders; scan a narrower folder to find the "
-              "rest", file=sys.stderr)
+        _say(f"warning: stopped after {_MAX_SCAN_DIRS} folders; scan a narrower folder to find the rest")
     configured = os.environ.get("DSH_SESSIONS_DIR", "")
     if configured.strip() and not paths:
         from .store.paths import default_sessions_dir
@@ -388,10 +451,10 @@ def cmd_scan(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_OK
     if not results:
         where = ", ".join(args.paths) if args.paths else "the current folder"
-        out.write(f"no session stores found under {where}\n")
+        _write(out, f"no session stores found under {where}\n")
         return EXIT_OK
     for r in results:
-        out.write(f"{r['store']}: {r['sessions']} sessions ({r['indexed']} indexed now, {r['removed']} removed)\n")
+        _write(out, f"{r['store']}: {r['sessions']} sessions ({r['indexed']} indexed now, {r['removed']} removed)\n")
     return EXIT_OK
 
 
@@ -402,14 +465,15 @@ def cmd_reindex(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         _print_json(report.to_json(), out)
         return EXIT_OK
-    out.write(f"reindexed {report.stores} store(s): {report.indexed} sessions in {report.seconds:.2f} s\n")
+    _write(out, f"reindexed {report.stores} store(s): {report.indexed} sessions in {report.seconds:.2f} s\n")
     return EXIT_OK
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-    for action in parser._subparsers._group_actions if parser._subparsers is not None else ():  # noqa: SLF001
-        if isinstance(action, argparse._SubParsersAction) and name in action.choices:  # noqa: SLF001
-            return action.choices[name]
+    for action in parser._subparsers._group_actions if parser._subparsers is not None else ():
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
     return parser  # pragma: no cover
 
 
@@ -420,6 +484,7 @@ COMMANDS = {"list": cmd_list, "search": cmd_search, "show": cmd_show, "locate": 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the command line; returns the exit code."""
     from .catalog import Catalog, CatalogCorrupt, CatalogUnavailable
+    from .session import SessionError
 
     out = out if out is not None else sys.stdout
     parser = build_parser()
@@ -434,7 +499,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     try:
         catalog = Catalog(background=False)
     except ValueError as exc:  # a blank explicit home
-        print(f"dsh-jupyter: {exc}", file=sys.stderr)
+        _say(str(exc))
         return EXIT_USAGE
     try:
         for attempt in range(2):
@@ -443,17 +508,20 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
             except CatalogCorrupt as exc:
                 if attempt:
                     raise
-                print(f"dsh-jupyter: {exc}", file=sys.stderr)  # set aside; the retry rebuilds it
+                _say(str(exc))  # set aside; the retry rebuilds it
         return EXIT_FAILED  # pragma: no cover - the loop returns or raises
     except CliError as exc:
-        print(f"dsh-jupyter: {exc}", file=sys.stderr)
+        _say(str(exc))
         return exc.code
     except CatalogUnavailable as exc:
-        print(f"dsh-jupyter: {exc}. Try again in a moment; if it persists, check that {catalog.home} is a "
-              "writable folder (set $DSH_HOME to use another one).", file=sys.stderr)
+        _say(f"{exc}. Try again in a moment; if it persists, check that {catalog.home} is a writable folder (set "
+             "$DSH_HOME to use another one).")
         return EXIT_FAILED
     except BrokenPipeError:  # e.g. piped into head
         return EXIT_OK
+    except (SessionError, OSError) as exc:  # a store or log this user cannot read: say which, no traceback
+        _say(str(exc))
+        return EXIT_FAILED
     finally:
         catalog.close()
 

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Collection
+from typing import Any, Protocol
 
-from .session import SessionHeader, SessionNotFoundError, SurfaceSnapshot
+from .session import SessionError, SessionHeader, SurfaceSnapshot
 from .store.base import SessionStore
+
+
+class LiveLog(Protocol):
+    """What a live session must offer (:class:`~dsh_jupyter.session.SessionLog` does)."""
+
+    header: SessionHeader
+
+    def __len__(self) -> int: ...
+
+    def snapshot(self) -> SurfaceSnapshot: ...
+
+    def title(self) -> dict[str, Any] | None: ...
 
 
 @dataclass(frozen=True)
@@ -34,10 +47,10 @@ class SessionQuery:
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
-        self._live: dict[str, Any] = {}
+        self._live: dict[str, LiveLog] = {}
 
     # -- live sessions -------------------------------------------------------------------------------
-    def register_live(self, log: Any) -> None:
+    def register_live(self, log: LiveLog) -> None:
         """Register an in-memory :class:`~dsh_jupyter.session.SessionLog` (must have ``header`` and
         ``snapshot()``/``title()``) so reads see its unflushed events."""
         self._live[log.header.id] = log
@@ -47,12 +60,20 @@ class SessionQuery:
 
     # -- queries -------------------------------------------------------------------------------------
     def list_sessions(self) -> list[SessionRecord]:
-        """Every session, newest first: ``createdAt`` descending, then id ascending."""
+        """Every session, newest first: ``createdAt`` descending, then id ascending.
+
+        A stored log that cannot be read (not a regular file, a link, damaged, no permission) is left out
+        with a warning naming it (:attr:`skipped`); it never hides the others."""
         records: dict[str, SessionRecord] = {h.id: SessionRecord(h) for h in self.store.list_headers()}
         for session_id, log in self._live.items():
             if len(log):
                 records[session_id] = SessionRecord(log.header, live=True)
         return sorted(records.values(), key=lambda r: _order_key(r.header))
+
+    @property
+    def skipped(self) -> list[str]:
+        """Warnings for the stored entries the latest :meth:`list_sessions` left out, each naming its entry."""
+        return self.store.skipped
 
     def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         """Header copy, ``captured_through_seq`` (last raw seq, ``None`` for an empty log) and the current
@@ -73,6 +94,14 @@ class SessionQuery:
         title = data.get("title") if data else None
         return title if isinstance(title, str) else None
 
+    def title_or_none(self, session_id: str) -> str | None:
+        """:meth:`title`, or ``None`` when the session's log cannot be read: for labels and lookups that
+        go over many sessions, where one damaged log must not stop the rest."""
+        try:
+            return self.title(session_id)
+        except (SessionError, OSError):
+            return None
+
     def title_record(self, session_id: str) -> dict[str, Any] | None:
         """The latest ``session/title`` event data (``title``, ``messageSeqs``, ``source``)."""
         log = self._live.get(session_id)
@@ -84,7 +113,4 @@ class SessionQuery:
         log = self._live.get(session_id)
         if log is not None:
             return log.header
-        for header in self.store.list_headers():
-            if header.id == session_id:
-                return header
-        raise SessionNotFoundError(session_id)
+        return self.store.header(session_id)

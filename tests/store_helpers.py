@@ -12,13 +12,20 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dsh_jupyter._json import dumpb
 from dsh_jupyter.session import SessionHeader, SessionLog
-from dsh_jupyter.session.messages import assistant_message, compaction_source, text_block, tool_result_message, user_message
+from dsh_jupyter.session.messages import (
+    assistant_message,
+    compaction_source,
+    text_block,
+    tool_result_message,
+    user_message,
+)
 from dsh_jupyter.store import JsonlStore, SqliteStore
 from dsh_jupyter.store.base import SessionStore
 from dsh_jupyter.store.sqlite import session_key
@@ -28,7 +35,8 @@ MODEL_SOURCE = {"kind": "model", "provider": "offline", "model": "tiny"}
 BASE_TIME = 1_787_130_725_417
 
 
-def new_header(session_id: str = "s-1", *, cwd: str = "/home/dev/project", created_at: int = BASE_TIME) -> SessionHeader:
+def new_header(session_id: str = "s-1", *, cwd: str = "/home/dev/project",
+               created_at: int = BASE_TIME) -> SessionHeader:
     return SessionHeader.new(cwd, session_id=session_id, created_at=created_at)
 
 
@@ -63,7 +71,8 @@ def append_turn(log: SessionLog, turn: int, *, tool: bool = True, size: int | No
     add("assistant/message", {"turn": turn, "step": 1, "message": assistant_message(blocks, MODEL_SOURCE)},
         source_event_seqs=chunks)
     if tool:
-        call = add("tool/call", {"turn": turn, "step": 1, "callId": call_id, "name": "bash", "arguments": '{"command":"ls"}'})
+        call = add("tool/call", {"turn": turn, "step": 1, "callId": call_id, "name": "bash",
+                                 "arguments": '{"command":"ls"}'})
         if mid_turn is not None:
             mid_turn()
         add("tool/result", {"turn": turn, "step": 1,
@@ -449,3 +458,118 @@ def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_dela
 
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# -- hostile stores ------------------------------------------------------------------------------------------
+GOOD_IDS = ("good-1", "good-2")
+BIG_LINE = 50 * 1000 * 1000  # "a 50 MB single line"
+
+
+@dataclass
+class HostileCase:
+    """One hostile entry planted in a store beside two good sessions.
+
+    ``session_id`` is the id a user would type for it; ``entry`` is the path a warning must name;
+    ``listed`` says whether the entry is still a readable session (a tolerated tail) or must be skipped."""
+
+    name: str
+    session_id: str
+    entry: Path
+    listed: bool
+    keep: list[Any] = field(default_factory=list)  # objects that must stay alive (a bound socket)
+
+
+def _valid_log(store: JsonlStore, session_id: str) -> Path:
+    write_session(store, session_id, turns=1)
+    return store.log_path(session_id)
+
+
+def plant_hostile(store: JsonlStore, name: str, outside: Path) -> HostileCase:
+    """Plant the hostile case ``name`` in ``store`` (``outside`` is a folder outside the store for link targets)."""
+    import socket
+    import stat as stat_
+
+    sid = f"hostile-{name}"
+    folder = store.folder(sid)
+    log = folder / "session.jsonl"
+    if name in ("fifo", "socket", "dev-zero", "char-device", "symlink-loop", "link-out", "headerless-50mb",
+                "torn-header", "header-bomb", "unreadable"):
+        folder.mkdir(parents=True)
+    if name == "fifo":
+        os.mkfifo(log)
+    elif name == "socket":
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(log))
+        sock.listen(1)
+        return HostileCase(name, sid, log, False, [sock])
+    elif name == "dev-zero":
+        os.symlink("/dev/zero", log)
+    elif name == "char-device":
+        os.mknod(log, stat_.S_IFCHR | 0o644, os.makedev(1, 5))  # a /dev/zero node, inside the store
+    elif name == "symlink-loop":
+        os.symlink("other.jsonl", log)
+        os.symlink("session.jsonl", folder / "other.jsonl")
+    elif name == "link-out":  # the log is a link to a real session log outside the store
+        other = JsonlStore(outside / "store-a")
+        os.symlink(_valid_log(other, sid), log)
+    elif name == "folder-out":  # the session folder is a link to a real session folder outside the store
+        other = JsonlStore(outside / "store-b")
+        _valid_log(other, sid)
+        store.root.mkdir(parents=True, exist_ok=True)
+        os.symlink(other.folder(sid), folder)
+        return HostileCase(name, sid, folder, False)
+    elif name == "nested":  # 100,000 nested [ appended to a valid log: a torn tail
+        with open(_valid_log(store, sid), "ab") as fh:
+            fh.write(b"[" * 100_000 + b"\n")
+        return HostileCase(name, sid, log, True)
+    elif name == "line-50mb":  # a 50 MB line appended to a valid log: a damaged tail
+        with open(_valid_log(store, sid), "ab") as fh:
+            fh.write(b'{"type":"user/message","seq":12,"time":0,"data":"' + b"x" * BIG_LINE + b'"}\n')
+        return HostileCase(name, sid, log, True)
+    elif name == "headerless-50mb":  # one 50 MB line without a newline: no header at all
+        with open(log, "wb") as fh:
+            fh.write(b"{" * BIG_LINE)
+    elif name == "header-only":  # a header line and nothing else: a valid, empty session
+        store.root.mkdir(parents=True, exist_ok=True)
+        folder.mkdir()
+        log.write_bytes(dumpb(new_header(sid).to_json()) + b"\n")
+        return HostileCase(name, sid, log, True)
+    elif name == "torn-header":  # the header line was cut before its newline
+        log.write_bytes(dumpb(new_header(sid).to_json())[:40])
+    elif name == "header-bomb":  # the header line itself is 100,000 nested [
+        log.write_bytes(b"[" * 100_000 + b"\n")
+    elif name == "unreadable":
+        write_session(store, sid, turns=1)
+        os.chmod(log, 0)
+    else:  # pragma: no cover
+        raise ValueError(name)
+    return HostileCase(name, sid, log, False)
+
+
+HOSTILE_CASES = ("fifo", "socket", "dev-zero", "char-device", "symlink-loop", "link-out", "folder-out", "nested",
+                 "line-50mb", "headerless-50mb", "header-only", "torn-header", "header-bomb")
+
+
+def hostile_store(base: Path, names: tuple[str, ...]) -> tuple[JsonlStore, list[HostileCase]]:
+    """A store at ``base/s`` with the good sessions and every case in ``names``."""
+    store = JsonlStore(base / "s")
+    for session_id in GOOD_IDS:
+        write_session(store, session_id, turns=2)
+    outside = base / "outside"
+    cases = [plant_hostile(store, name, outside) for name in names]
+    return store, cases
+
+
+def digest_tree(root: Path) -> dict[str, str]:
+    """SHA-256 of every regular file under ``root`` (no links followed): to show nothing changed."""
+    found: dict[str, str] = {}
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(folder, name)
+            if path.is_symlink() or not path.is_file():
+                continue
+            try:
+                found[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+            except PermissionError:
+                found[str(path.relative_to(root))] = "unreadable"
+    return found

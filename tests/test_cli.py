@@ -181,10 +181,52 @@ def test_an_unreadable_log_exits_3(project: JsonlStore, capsys: pytest.CaptureFi
 
 def test_the_console_command_runs(project: JsonlStore) -> None:
     done = subprocess.run([sys.executable, "-m", "dsh_jupyter.cli", "sessions", "list", "--json"],
-                          capture_output=True, text=True, env=os.environ.copy(), timeout=60)
+                          capture_output=True, text=True, env=os.environ.copy(), timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)) == 3
 
 
 def test_escape() -> None:
     assert escape("a\nb\x1b\x7f\x9bc") == "a\\x0ab\\x1b\\x7f\\x9bc"
+
+
+def test_show_escapes_the_conversation_and_every_field(project: JsonlStore, tmp_path: Path) -> None:
+    make_session(project, "esc-1", cwd=str(tmp_path), prompt="red \x1b[31mtext\x1b[0m \x1b]0;title\x07 \x9b2J\r\nok")
+    code, out = run("sessions", "show", "esc-1")
+    assert code == EXIT_OK
+    assert "red \\x1b[31mtext\\x1b[0m \\x1b]0;title\\x07 \\x9b2J\nok" in out
+    assert not any(ch in out for ch in "\x1b\x07\x9b\r")
+    record = json.loads(run("sessions", "show", "esc-1", "--json")[1])
+    assert record["conversation"]["messages"][0]["text"].startswith("red \x1b[31m")  # JSON keeps the text exactly
+
+
+def test_escape_is_the_notebook_rule() -> None:
+    from dsh_jupyter.notebook.escape import escape_controls
+
+    for text in ("a\nb\x1b]8;;x\x07\x9b\u0085", "plain", "tab\there"):
+        assert escape(text) == escape_controls(text)
+
+
+def test_locate_json_lists_the_copies_in_other_known_stores(project: JsonlStore, tmp_path: Path) -> None:
+    other = JsonlStore(tmp_path / "copy" / ".dsh" / "sessions")
+    make_session(other, "ccc-333", cwd="/elsewhere")
+    assert run("sessions", "scan", str(tmp_path / "copy"))[0] == EXIT_OK
+    record = json.loads(run("sessions", "locate", "ccc-333", "--json")[1])
+    assert record["path"] == str(project.log_path("ccc-333"))
+    assert record["copies"] == [str(project.log_path("ccc-333")), str(other.log_path("ccc-333"))]
+    code, out = run("sessions", "locate", "ccc-333", "--all")
+    assert code == EXIT_OK and out.strip() in record["copies"]
+
+
+def test_a_log_replaced_by_a_fifo_is_a_clear_error_not_a_hang(project: JsonlStore,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("sessions", "list")[0] == EXIT_OK  # indexed while it was a log
+    path = project.log_path("ccc-333")
+    path.unlink()
+    os.mkfifo(path)
+    code, _ = run("sessions", "show", "ccc-333")
+    err = capsys.readouterr().err
+    assert code in (EXIT_NOT_FOUND, EXIT_FAILED) and "Traceback" not in err, err
+    assert code == EXIT_NOT_FOUND or "named pipe" in err
+    code, out = run("sessions", "list", "--json")
+    assert code == EXIT_OK and {r["sessionId"] for r in json.loads(out)} == {"aaa-111", "aab-222"}

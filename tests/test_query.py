@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from store_helpers import BACKENDS, Backend, append_turn, compact, new_header, write_session
 
 from dsh_jupyter.query import SessionQuery
-from dsh_jupyter.session import SessionLog, SessionNotFoundError
+from dsh_jupyter.session import SessionError, SessionLog, SessionNotFoundError
 from dsh_jupyter.store.base import SessionStore
-
-from store_helpers import BACKENDS, Backend, append_turn, compact, new_header, write_session
 
 
 @pytest.fixture(params=BACKENDS, ids=str)
@@ -97,3 +96,41 @@ def test_missing_session_is_a_clear_error(store: SessionStore) -> None:
     for call in (query.read_surface, query.title, query.title_record, query.header):
         with pytest.raises(SessionNotFoundError, match="'nowhere' not found"):
             call("nowhere")
+
+
+def test_header_and_writability_checks(store: SessionStore) -> None:
+    write_session(store, "there", turns=1, created_at=42)
+    query = SessionQuery(store)
+    assert query.header("there").created_at == 42
+    store.check_writable()  # a store this user owns
+    store.check_writable("there")
+    assert query.title_or_none("nowhere") is None  # a lookup over many sessions never stops at one
+    assert query.skipped == []
+
+
+def test_one_bad_log_is_skipped_with_a_warning_naming_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import os
+
+    from dsh_jupyter.store import JsonlStore
+
+    store = JsonlStore(tmp_path / "s")
+    write_session(store, "good", turns=1)
+    write_session(store, "damaged", turns=2)
+    damaged = store.log_path("damaged")
+    lines = damaged.read_bytes().split(b"\n")
+    lines[3] = b"[" * 5000  # inside the committed log: the log is corrupt, its header still lists it
+    damaged.write_bytes(b"\n".join(lines))
+    store.folder("pipe").mkdir()
+    os.mkfifo(store.log_path("pipe"))
+    query = SessionQuery(store)
+    with caplog.at_level("WARNING"):
+        assert [r.id for r in query.list_sessions()] == ["damaged", "good"]
+    assert [m for m in query.skipped if str(store.log_path("pipe")) in m and "named pipe" in m]
+    assert str(store.log_path("pipe")) in caplog.text
+    assert query.title_or_none("damaged") is None and query.title_or_none("good") == "title 1"
+    with pytest.raises(SessionError, match="event line 3"):
+        query.title("damaged")
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        query.list_sessions()
+    assert caplog.text == ""  # warned once per store, not on every listing

@@ -10,22 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from dsh_jupyter._json import dumpb
-from dsh_jupyter.session import (
-    Event,
-    SessionCorruptError,
-    SessionFormatError,
-    SessionHeader,
-    SessionLockedError,
-    SessionLog,
-    SessionNotFoundError,
-)
-from dsh_jupyter.store import JsonlStore, SessionExistsError, SessionWriteError, SqliteStore
-from dsh_jupyter.store import sqlite as sqlite_backend
-from dsh_jupyter.store.base import SessionStore
-from dsh_jupyter.store.repair import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
-
 from store_helpers import (
     BACKENDS,
     Backend,
@@ -41,6 +25,21 @@ from store_helpers import (
     tear_tail,
     write_session,
 )
+
+from dsh_jupyter._json import dumpb
+from dsh_jupyter.session import (
+    Event,
+    SessionCorruptError,
+    SessionFormatError,
+    SessionHeader,
+    SessionLockedError,
+    SessionLog,
+    SessionNotFoundError,
+)
+from dsh_jupyter.store import JsonlStore, SessionExistsError, SessionWriteError, SqliteStore
+from dsh_jupyter.store import sqlite as sqlite_backend
+from dsh_jupyter.store.base import SessionStore
+from dsh_jupyter.store.repair import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 
 
 @pytest.fixture(params=BACKENDS, ids=str)
@@ -78,7 +77,7 @@ def test_surface_read_can_skip_decoding_chosen_types(store: SessionStore) -> Non
     lean = store.read_surface("s-1", skip_data={"tool/result"})
     assert [(e.type, e.seq, e.surface_op) for e in lean.events] == [(e.type, e.seq, e.surface_op) for e in full.events]
     assert any(e.type == "tool/result" for e in lean.events)
-    for before, after in zip(full.events, lean.events):
+    for before, after in zip(full.events, lean.events, strict=True):
         if after.type == "tool/result":
             assert after.data is None and after.surface_op == before.surface_op
         else:
@@ -273,7 +272,8 @@ def test_damage_after_last_turn_end_is_a_tolerated_crash_tail(tmp_path: Path) ->
         log.append("user/message", {"content": [{"type": "text", "text": "x"}], "source": {"kind": "user"},
                                     "role": "user", "id": "m"}, surface_op="append")
     lines = raw_lines(store, "tail")
-    lines[-4] = lines[-4][:10]  # (lines[-1] is the empty text after the last newline) the turn/start of the unfinished turn 2 is damaged
+    # (lines[-1] is the empty text after the last newline) the turn/start of the unfinished turn 2 is damaged
+    lines[-4] = lines[-4][:10]
     store.log_path("tail").write_bytes(b"\n".join(lines))
     assert len(store.load("tail")) == kept
     assert store.read_surface("tail").captured_through_seq == kept - 1
@@ -309,7 +309,7 @@ def test_batch_that_does_not_continue_the_log_is_rejected(store: SessionStore) -
         writer.append([first])
         with pytest.raises(SessionFormatError, match="not JSON"):
             writer.append([Event("step/start", 1, 1, {"turn": 1, "step": object()})])
-        with pytest.raises(SessionFormatError, match="unknown|ignorable"):
+        with pytest.raises(SessionFormatError, match=r"unknown|ignorable"):
             writer.append([Event("made/up", 1, 1, {})])
         with pytest.raises(TypeError):
             writer.append([{"type": "step/start"}])  # type: ignore[list-item]
@@ -625,7 +625,7 @@ def test_open_keeps_appending_after_the_log(store: SessionStore) -> None:
 # -- single writer ------------------------------------------------------------------------------------------
 def test_second_writer_in_the_same_process_is_refused(store: SessionStore) -> None:
     written = write_session(store, "one", turns=1)
-    log, writer = store.open("one")
+    _log, writer = store.open("one")
     with pytest.raises(SessionLockedError, match="already open for writing") as info:
         store.open("one")
     assert "'one'" in str(info.value) and "new session" in str(info.value)
@@ -636,7 +636,7 @@ def test_second_writer_in_the_same_process_is_refused(store: SessionStore) -> No
     assert store.read_surface("one").captured_through_seq == written.last_seq
     writer.close()
     writer.close()  # idempotent
-    log2, writer2 = store.open("one")
+    _log2, writer2 = store.open("one")
     writer2.close()
 
 
@@ -736,7 +736,7 @@ def test_append_that_cannot_be_undone_stops_the_writer(tmp_path: Path, monkeypat
 
     monkeypatch.setattr(os, "write", half_write)
     monkeypatch.setattr(os, "ftruncate", no_truncate)
-    with pytest.raises(SessionWriteError, match="store.open"):
+    with pytest.raises(SessionWriteError, match=r"store\.open"):
         writer.flush()
     monkeypatch.undo()
     with pytest.raises(SessionWriteError, match="stopped"):

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from store_helpers import run_crash_loop
 
 pytestmark = [

@@ -33,10 +33,7 @@ def describe(event: Event) -> dict[str, Any]:
     message = event.message or {}
     source = message.get("source") or {}
     blocks = message.get("content") or []
-    if event.type == "tool/result":
-        text = blocks_text(blocks[0].get("content") or [])
-    else:
-        text = blocks_text(blocks)
+    text = blocks_text(blocks[0].get("content") or []) if event.type == "tool/result" else blocks_text(blocks)
     entry: dict[str, Any] = {
         "seq": event.seq,
         "type": event.type,
@@ -106,7 +103,8 @@ def test_fixture_reads_like_the_reference(spec_fixtures: Path, tmp_path: Path, n
 
     projection = expected["projection"]
     assert conversation(snapshot.events) == projection["conversation"]
-    assert any(is_checkpoint_source((e.message or {}).get("source")) for e in snapshot.events) == projection["compacted"]
+    compacted = any(is_checkpoint_source((e.message or {}).get("source")) for e in snapshot.events)
+    assert compacted == projection["compacted"]
     data = projection["referencedSessionData"]
     assert (data["sessionId"], data["cwd"], data["capturedThroughSeq"]) == (
         session_id, snapshot.header.cwd, snapshot.captured_through_seq)

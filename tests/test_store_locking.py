@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from store_helpers import BACKENDS, HERE, Backend, append_turn, make_backend_store, new_header, write_session
 
 from dsh_jupyter.session import SessionLockedError, SessionLog
 from dsh_jupyter.store import JsonlStore, SessionExistsError
 from dsh_jupyter.store.base import SessionStore
-
-from store_helpers import BACKENDS, HERE, Backend, append_turn, make_backend_store, new_header, write_session
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="uses POSIX signals")
 
@@ -94,7 +93,7 @@ def test_second_process_gets_a_clear_error_and_writes_nothing(backend: Backend, 
         holder.stdin.close()
         holder.wait(timeout=30)
     assert holder.stdout.readline().strip() == b"released", holder.stderr.read().decode()  # type: ignore[union-attr]
-    log, writer = store.open("shared")
+    _log, writer = store.open("shared")
     writer.close()
 
 
@@ -165,7 +164,7 @@ def test_two_writers_in_one_process(backend: Backend, tmp_path: Path) -> None:
     twin.close()
     assert store.load("mine").events == log.events
     assert store.load("twin").events == twin_log.events
-    reopened, again = store.open("mine")
+    _reopened, again = store.open("mine")
     with pytest.raises(SessionLockedError):
         store.open("mine")
     again.close()

@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_helpers import append_turn, compact, new_header, raw_lines, write_session
 
 from dsh_jupyter._json import dumpb
-from dsh_jupyter.session import SessionLog
+from dsh_jupyter.session import SessionCorruptError, SessionLog
 from dsh_jupyter.store import JsonlStore
 from dsh_jupyter.store import scan as scan_module
 from dsh_jupyter.store.scan import _Lines, scan_surface
-
-from store_helpers import append_turn, compact, new_header, raw_lines, write_session
 
 
 @pytest.mark.parametrize("block", [1, 3, 7, 64, 1 << 20])
@@ -29,7 +28,7 @@ def test_lines_are_read_whole_across_blocks(block: int) -> None:
     for line in lines:
         offsets.append(pos)
         pos += len(line) + 1
-    assert got == list(zip(lines, offsets))
+    assert got == list(zip(lines, offsets, strict=True))
     assert reader.torn == 4
 
 
@@ -92,15 +91,17 @@ def test_fast_path_decodes_only_the_surface_it_returns(tmp_path: Path, monkeypat
 
 def test_packed_chunk_rows_count_their_members(tmp_path: Path) -> None:
     user = {"type": "user/message", "seq": 0, "time": 1,
-            "data": {"content": [{"type": "text", "text": "hi"}], "source": {"kind": "user"}, "role": "user", "id": "u"},
+            "data": {"content": [{"type": "text", "text": "hi"}], "source": {"kind": "user"}, "role": "user",
+                     "id": "u"},
             "surfaceOp": "append"}
     packed = {"type": "text-chunks", "seq0": 1, "time0": 2,
               "data": {"turn": 1, "step": 1, "index": 0, "dt": [1, 2, 3], "texts": ["a", "b", "c", "d"]}}
     tool = {"type": "tool-call-chunks", "seq0": 5, "time0": 9,
             "data": {"turn": 1, "step": 1, "index": 1, "dt": [], "id": "c", "args": ["{}"]}}
     answer = {"type": "assistant/message", "seq": 6, "time": 9,
-              "data": {"turn": 1, "step": 1, "message": {"role": "assistant", "content": [{"type": "text", "text": "abcd"}],
-                                                         "source": {"kind": "model"}, "id": "a"}},
+              "data": {"turn": 1, "step": 1,
+                       "message": {"role": "assistant", "content": [{"type": "text", "text": "abcd"}],
+                                   "source": {"kind": "model"}, "id": "a"}},
               "sourceEventSeqs": [1, 2, 3, 4], "surfaceOp": "append"}
     store = _store_with(tmp_path, [user, packed, tool, answer])
     snapshot = store.read_surface("s")
@@ -147,7 +148,7 @@ def test_fast_and_full_reads_agree_on_damaged_logs(tmp_path: Path, seed: int) ->
     for read in (lambda: store.load("s").surface(), lambda: store.read_surface("s").events):
         try:
             outcomes.append(read())
-        except Exception as exc:  # noqa: BLE001 - comparing the two paths' outcomes
+        except Exception as exc:
             outcomes.append((type(exc), getattr(exc, "line", None)))
     assert outcomes[0] == outcomes[1], (action, index)
     assert written.header.id == "s"
@@ -163,3 +164,49 @@ def test_scan_surface_reports_committed_bytes(tmp_path: Path) -> None:
     with open(path, "rb") as fh:
         result = scan_surface(fh, str(path))
     assert result.committed_bytes == size and result.torn_bytes == len(b'{"type":"turn/start"')
+
+
+@pytest.mark.parametrize("block", [1, 3, 7, 16, 64, 1 << 20])
+@pytest.mark.parametrize("torn", [b"", b"tail", b"t" * 40])
+def test_overlong_lines_come_out_as_markers_with_exact_offsets(block: int, torn: bytes) -> None:
+    from dsh_jupyter.store.scan import OVERLONG
+
+    rng = random.Random(block)
+    lines = [b"x" * rng.choice([0, 1, 9, 10, 11, 25, 100]) for _ in range(40)]
+    data = b"\n".join(lines) + b"\n" + torn
+    reader = _Lines(io.BytesIO(data), 0, block, max_line=10)
+    got = [(buf is OVERLONG, buf[s:e] if buf is not OVERLONG else e - s, off) for buf, s, e, off in reader]
+    expected, pos = [], 0
+    for line in lines:
+        expected.append((True, len(line), pos) if len(line) > 10 else (False, line, pos))
+        pos += len(line) + 1
+    assert got == expected
+    assert reader.torn == len(torn)
+
+
+def test_an_endless_line_is_read_in_bounded_pieces() -> None:
+    class Endless(io.RawIOBase):
+        """A stream that never ends and never holds a newline (like /dev/zero); counts the largest read."""
+
+        def __init__(self, limit: int) -> None:
+            self.left, self.largest = limit, 0
+
+        def readable(self) -> bool:
+            return True
+
+        def seek(self, offset: int, whence: int = 0) -> int:
+            return 0
+
+        def read(self, size: int = -1) -> bytes:
+            self.largest = max(self.largest, size)
+            size = min(size, self.left)
+            self.left -= size
+            return b"\0" * size
+
+    stream = Endless(40 << 20)
+    reader = _Lines(stream, 0, 1 << 16, max_line=1 << 20)  # type: ignore[arg-type]
+    assert list(reader) == []
+    assert reader.torn == 40 << 20
+    assert stream.largest <= (1 << 20) + 1
+    with pytest.raises(SessionCorruptError, match="longer than"):
+        scan_module.read_header(Endless(1 << 30), "endless")  # type: ignore[arg-type]

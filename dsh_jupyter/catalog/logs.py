@@ -115,10 +115,11 @@ def read_full(path: str, folder: str, stat: LogStat) -> LogFacts | None:
     from ..references.projection import PROJECTION_SKIPS, project_surface
     from ..session import SessionError, SurfaceSnapshot
     from ..store.paths import session_folder_name
+    from ..store.safe_open import open_log
     from ..store.scan import read_header, scan_surface
 
     try:
-        fh = open(path, "rb")
+        fh = open_log(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -175,8 +176,10 @@ def read_appended(path: str, previous: PreviousRead, stat: LogStat, *, session_i
     if (committed is None or not previous.readable or stat.ino != previous.stat.ino or stat.size < committed
             or stat.size <= previous.stat.size):
         return None  # not a log that only grew: an append always makes the file longer
+    from ..store.safe_open import open_log
+
     try:
-        fh = open(path, "rb")
+        fh = open_log(path)
     except OSError:
         return None
     with fh:

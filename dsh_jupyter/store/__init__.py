@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from .base import SessionLocation, SessionStore, SessionWriter
-from .errors import SessionExistsError, SessionWriteError
+from .errors import (
+    LogAccessError,
+    LogPermissionError,
+    SessionExistsError,
+    SessionWriteError,
+    StoreReadOnlyError,
+    UnsafeLogError,
+)
 from .jsonl import JsonlStore, JsonlWriter
 from .paths import decode_segment, default_sessions_dir, encode_segment, project_key
+from .safe_open import open_log
 from .sqlite import SqliteStore, SqliteWriter
 
 __all__ = [
     "JsonlStore",
     "JsonlWriter",
+    "LogAccessError",
+    "LogPermissionError",
     "SessionExistsError",
     "SessionLocation",
     "SessionStore",
@@ -18,8 +28,11 @@ __all__ = [
     "SessionWriter",
     "SqliteStore",
     "SqliteWriter",
+    "StoreReadOnlyError",
+    "UnsafeLogError",
     "decode_segment",
     "default_sessions_dir",
     "encode_segment",
+    "open_log",
     "project_key",
 ]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterable
+from typing import Any
 
-from ..session import Event, SessionHeader, SessionLog, SurfaceSnapshot
+from ..session import Event, SessionHeader, SessionLog, SessionNotFoundError, SurfaceSnapshot
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class SessionStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def read_title(self, session_id: str) -> dict | None:
+    def read_title(self, session_id: str) -> dict[str, Any] | None:
         """The latest ``session/title`` event data, or ``None``."""
 
     @abc.abstractmethod
@@ -110,3 +111,22 @@ class SessionStore(abc.ABC):
 
     def exists(self, session_id: str) -> bool:
         return any(h.id == session_id for h in self.list_headers())
+
+    def header(self, session_id: str) -> SessionHeader:
+        """One session's header; :class:`~dsh_jupyter.session.SessionNotFoundError` when it is not stored.
+        Backends with a per-session file override this with a direct lookup."""
+        for header in self.list_headers():
+            if header.id == session_id:
+                return header
+        raise SessionNotFoundError(session_id)
+
+    @property
+    def skipped(self) -> list[str]:
+        """Warnings naming the entries the latest :meth:`list_headers` skipped (unreadable, unsafe, damaged)."""
+        return []
+
+    def check_writable(self, session_id: str | None = None) -> None:
+        """Raise :class:`~dsh_jupyter.store.errors.StoreReadOnlyError` (a ``SessionError``) when a turn of a
+        new session (or of ``session_id``) could not be saved. Call it before a turn starts; reading,
+        listing and referencing never need it. The default accepts everything."""
+        return None

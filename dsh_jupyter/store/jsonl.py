@@ -7,17 +7,25 @@ Writing: appends are buffered in memory; :meth:`JsonlWriter.flush` makes them du
 publishes the header and the first batch together (temp file, fsync, ``link`` without overwrite, fsync
 of the folder); later flushes append and fsync, and a failure truncates the file back to its previous
 length. One writer per session, enforced with a non-blocking ``flock``; readers never lock.
+
+Reading trusts nothing in the store: every log is opened with :func:`~.safe_open.open_log` (a FIFO, socket,
+device or link is refused with a message naming it, and never blocks), a listing skips such entries with a
+warning instead of failing, and :meth:`JsonlStore.check_writable` tells a host before a turn starts that
+a read-only store can be listed and referenced but not written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+import stat
 import threading
 import uuid
+from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import BinaryIO, Collection, Iterable
+from typing import Any, BinaryIO
 
 from .._json import dumpb
 from ..session import (
@@ -30,10 +38,11 @@ from ..session import (
 )
 from ..session.events import KNOWN_TYPES, SYSTEM_MESSAGE
 from .base import SessionLocation, SessionStore, SessionWriter
-from .errors import SessionExistsError, SessionWriteError
+from .errors import LogAccessError, SessionExistsError, SessionWriteError, StoreReadOnlyError
 from .locking import WriterLock
-from .paths import LOCK_NAME, LOG_NAME, session_folder_name
+from .paths import LOCK_NAME, LOG_NAME, list_session_folders, session_folder_name
 from .repair import repair_open_turn
+from .safe_open import nearest_existing, open_fd, open_log, write_problem
 from .scan import read_header, scan_events, scan_surface
 
 log = logging.getLogger(__name__)
@@ -244,16 +253,14 @@ class JsonlWriter(SessionWriter):
             ) from exc
         self._size = len(payload)  # published: from here on, flushes append
         self._new_dirs = []
-        try:
+        with contextlib.suppress(OSError):  # a leftover temp file is removed by the next writer of this session
             temp.unlink()
-        except OSError:
-            pass  # a leftover temp file is removed by the next writer of this session
 
     def _append(self, data: bytes) -> None:
         assert self._size is not None
         try:
             if self._fd is None:
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+                self._fd = open_fd(self.path, os.O_WRONLY | os.O_APPEND)
             _write_all(self._fd, data)
             os.fsync(self._fd)
         except OSError as exc:
@@ -265,10 +272,9 @@ class JsonlWriter(SessionWriter):
             try:
                 os.ftruncate(self._fd, self._size)
                 restored = "the file was truncated back to its previous length"
-                try:
+                # If this fails, the next successful flush syncs the truncation together with the retried batch.
+                with contextlib.suppress(OSError):
                     os.fsync(self._fd)
-                except OSError:
-                    pass  # the next successful flush syncs the truncation together with the retried batch
             except OSError as undo:
                 # The file may now end with part of this batch: appending the batch again would repeat seqs.
                 self._broken = f"a failed append could not be undone ({undo})"
@@ -290,10 +296,8 @@ def _remove_stale_temps(folder: Path) -> None:
         return
     for name in names:
         if name.startswith(_TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX):
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(folder / name)
-            except OSError:
-                pass
 
 
 class JsonlStore(SessionStore):
@@ -303,6 +307,8 @@ class JsonlStore(SessionStore):
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(os.path.abspath(os.path.expanduser(os.fspath(root))))
+        self._skipped: list[str] = []
+        self._warned: set[str] = set()
 
     def __repr__(self) -> str:
         return f"JsonlStore({str(self.root)!r})"
@@ -325,34 +331,30 @@ class JsonlStore(SessionStore):
     def create(self, header: SessionHeader) -> JsonlWriter:
         header.validate()
         path = self.log_path(header.id)
-        if path.exists():
+        if self.exists(header.id):
             raise SessionExistsError(
                 f"session {header.id!r} already exists at {path}; resume it with store.open(id) or start a new session"
             )
         return JsonlWriter(self, header)
 
     def open(self, session_id: str) -> tuple[SessionLog, JsonlWriter]:
-        folder = self.folder(session_id)
-        path = folder / LOG_NAME
-        if not path.is_file():
-            raise SessionNotFoundError(session_id, str(self.root))
-        lock = WriterLock.acquire(folder / LOCK_NAME, session_id=session_id, log=str(path))
-        try:
-            _remove_stale_temps(folder)
-            with open(path, "rb") as fh:
+        fh, path = self._open_log(session_id)
+        with fh:
+            self.check_writable(session_id)
+            lock = WriterLock.acquire(path.parent / LOCK_NAME, session_id=session_id, log=str(path))
+            try:
+                _remove_stale_temps(path.parent)
                 scan = scan_events(fh, str(path))
-            self._check_id(scan.header, session_id, path)
-            if scan.torn_bytes:
-                # Drop the torn line / tolerated crash tail so new lines follow the committed prefix.
-                with open(path, "r+b") as fh:
-                    fh.truncate(scan.committed_bytes)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            session = SessionLog(scan.header, scan.events)
-            writer = JsonlWriter(self, scan.header, lock=lock, size=scan.committed_bytes, next_seq=scan.next_seq)
-        except BaseException:
-            lock.release()
-            raise
+                self._check_id(scan.header, session_id, path)
+                if scan.torn_bytes:
+                    # Drop the torn line / tolerated crash tail so new lines follow the committed prefix.
+                    _truncate(path, scan.committed_bytes)
+                session = SessionLog(scan.header, scan.events)
+                writer = JsonlWriter(self, scan.header, lock=lock, size=scan.committed_bytes,
+                                     next_seq=scan.next_seq)
+            except BaseException:
+                lock.release()
+                raise
         try:
             writer.attach(session)
             if repair_open_turn(session):
@@ -365,7 +367,7 @@ class JsonlStore(SessionStore):
     def delete(self, session_id: str) -> None:
         folder = self.folder(session_id)
         path = folder / LOG_NAME
-        if not path.is_file():
+        if not self.exists(session_id):
             raise SessionNotFoundError(session_id, str(self.root))
         lock = WriterLock.acquire(folder / LOCK_NAME, session_id=session_id, log=str(path))
         try:
@@ -373,11 +375,32 @@ class JsonlStore(SessionStore):
         finally:
             lock.release()
 
+    # -- writability ---------------------------------------------------------------------------------
+    def check_writable(self, session_id: str | None = None) -> None:
+        """Raise :class:`StoreReadOnlyError` when a turn could not be saved: the store root (or, for an
+        existing session, its folder and log) cannot be written by this user or sits on a read-only file
+        system. Reading, listing and referencing never need this."""
+        if session_id is not None and self.exists(session_id):
+            targets = [self.folder(session_id), self.log_path(session_id)]
+        else:
+            targets = [nearest_existing(self.root)]
+        for target in targets:
+            problem = write_problem(target)
+            if problem is not None:
+                what = "session" if session_id is None else f"session {session_id!r}"
+                raise StoreReadOnlyError(
+                    f"the session store {self.root} is read-only here ({target} {problem}), so the {what} can be "
+                    "listed and referenced but a new turn could not be saved. Nothing was sent or written. Set "
+                    "%config DshMagics.sessions_dir (or $DSH_SESSIONS_DIR) to a folder you can write to, or ask "
+                    "the owner for write access."
+                )
+
     # -- reading (never locks) -----------------------------------------------------------------------------
     def _open_log(self, session_id: str) -> tuple[BinaryIO, Path]:
+        """The session's log, opened safely: not found, or a clear error naming the file (never a hang)."""
         path = self.log_path(session_id)
         try:
-            return open(path, "rb"), path
+            return open_log(path), path
         except (FileNotFoundError, NotADirectoryError):
             raise SessionNotFoundError(session_id, str(self.root)) from None
 
@@ -388,6 +411,14 @@ class JsonlStore(SessionStore):
                 f"{path} holds session {header.id!r}, not {session_id!r}: the file was copied or renamed into "
                 "the wrong folder. Move it to the folder named for its own id."
             )
+
+    def header(self, session_id: str) -> SessionHeader:
+        """A direct lookup: the session's folder is computed from its id and only that header is read."""
+        fh, path = self._open_log(session_id)
+        with fh:
+            header, _ = read_header(fh, str(path))
+        self._check_id(header, session_id, path)
+        return header
 
     def load(self, session_id: str) -> SessionLog:
         fh, path = self._open_log(session_id)
@@ -403,7 +434,7 @@ class JsonlStore(SessionStore):
         self._check_id(scan.header, session_id, path)
         return SurfaceSnapshot(scan.header, scan.last_seq, scan.surface)
 
-    def read_title(self, session_id: str) -> dict | None:
+    def read_title(self, session_id: str) -> dict[str, Any] | None:
         """The latest title, decoding only that line. The scan runs forward over the whole file (without
         decoding) so a title is reported only from the committed log, exactly as ``read_surface`` sees it:
         never from a torn tail or from after a damaged line."""
@@ -414,32 +445,61 @@ class JsonlStore(SessionStore):
         return scan.title
 
     def list_headers(self) -> list[SessionHeader]:
-        try:
-            entries = list(os.scandir(self.root))
-        except FileNotFoundError:
-            return []
+        """Every readable session's header. An entry that cannot be read (not a regular file, a link, a
+        damaged or foreign header, no permission) is skipped with a warning naming it, never hiding the
+        rest; :attr:`skipped` holds the warnings of the latest listing."""
+        folders, skipped = list_session_folders(self.root)
         headers: list[SessionHeader] = []
-        for entry in entries:
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-            path = Path(entry.path) / LOG_NAME
+        for name, path in folders:
             try:
-                with open(path, "rb") as fh:
+                with open_log(path) as fh:
                     header, _ = read_header(fh, str(path))
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 continue  # a folder without a log (e.g. a writer that never flushed)
-            except (OSError, ValueError) as exc:
-                log.warning("skipping unreadable session log %s: %s", path, exc)
+            except LogAccessError as exc:
+                skipped.append(exc.as_skipped())
                 continue
-            if session_folder_name(header.id) != entry.name:
-                log.warning("skipping %s: it holds session %r, whose folder would be %r", path, header.id,
-                            session_folder_name(header.id))
+            except ValueError as exc:  # a damaged or foreign header: the message starts with the path
+                skipped.append(f"skipped {exc}")
+                continue
+            except OSError as exc:
+                skipped.append(f"skipped {path}: it cannot be read ({exc.strerror or exc})")
+                continue
+            if session_folder_name(header.id) != name:
+                skipped.append(f"skipped {path}: it holds session {header.id!r}, whose folder would be "
+                               f"{session_folder_name(header.id)!r}")
                 continue
             headers.append(header)
+        self._report(skipped)
         return headers
 
+    @property
+    def skipped(self) -> list[str]:
+        """Warnings for the entries the latest :meth:`list_headers` skipped (each names its entry)."""
+        return list(self._skipped)
+
+    def _report(self, skipped: list[str]) -> None:
+        self._skipped = skipped
+        for message in skipped:
+            if message not in self._warned:  # once per store object, not on every keystroke's listing
+                self._warned.add(message)
+                log.warning("%s", message)
+
     def exists(self, session_id: str) -> bool:
-        return self.log_path(session_id).is_file()
+        try:
+            return stat.S_ISREG(os.lstat(self.log_path(session_id)).st_mode)
+        except OSError:
+            return False
+
+
+def _truncate(path: Path, size: int) -> None:
+    """Cut a log back to ``size`` bytes (the writer's lock is held), durably."""
+    fd = open_fd(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 __all__ = ["JsonlStore", "JsonlWriter", "encode_event"]

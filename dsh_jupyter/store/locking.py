@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 
 from ..session import SessionLockedError
+from .errors import StoreReadOnlyError
+from .safe_open import open_fd, read_small
 
 try:  # POSIX
     import fcntl
@@ -38,7 +40,7 @@ def _try_lock(fd: int) -> bool:
 
 def _holder(path: Path) -> str:
     try:
-        text = path.read_text(encoding="ascii", errors="replace").strip()
+        text = read_small(path, 32).decode("ascii", errors="replace").strip()
     except OSError:
         return ""
     return f" (held by process {text})" if text.isdigit() else ""
@@ -57,7 +59,16 @@ class WriterLock:
 
         ``log`` names where the session is stored, for the error message.
         """
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fd = open_fd(path, os.O_RDWR | os.O_CREAT)
+        except OSError as exc:
+            if isinstance(exc, PermissionError) or exc.errno == errno.EROFS:
+                raise StoreReadOnlyError(
+                    f"session {session_id!r} ({log}) cannot be opened for writing: its folder is read-only for "
+                    "this user, so the session can be read and referenced but not continued. Start a new "
+                    "session in a store you can write to (%config DshMagics.sessions_dir or $DSH_SESSIONS_DIR)."
+                ) from None
+            raise
         try:
             locked = _try_lock(fd)
         except BaseException:

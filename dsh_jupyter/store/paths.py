@@ -53,7 +53,7 @@ def _escape_units(value: str, keep: frozenset[str]) -> str:
         if char in keep:
             parts.append(char)
         else:
-            parts.extend("~%04X" % unit for unit in _utf16_units(char))
+            parts.extend(f"~{unit:04X}" for unit in _utf16_units(char))
     return "".join(parts)
 
 
@@ -145,3 +145,40 @@ def default_sessions_dir(cwd: str | os.PathLike[str] | None = None) -> Path:
     if configured.strip():
         return Path(os.path.abspath(os.path.join(base, os.path.expanduser(configured))))
     return Path(base, ".dsh", "sessions")
+
+
+def list_session_folders(root: str | os.PathLike[str]) -> tuple[list[tuple[str, Path]], list[str]]:
+    """The session folders directly under a store root, without following links.
+
+    Returns ``(folders, skipped)``: ``(folder name, log path)`` for every real folder (its log may be
+    missing or unsafe: opening it is the reader's job), and a plain-words warning for every entry that is
+    a symbolic link (a link is never followed, so a store cannot lead a reader out of itself). Plain
+    files and other entries beside the folders are not sessions and are ignored. A missing root is an
+    empty store; a root this user cannot list raises
+    :class:`~dsh_jupyter.store.errors.LogPermissionError`.
+    """
+    from .errors import LogAccessError, LogPermissionError
+
+    text = os.fspath(root)
+    try:
+        with os.scandir(text) as scan:
+            entries = list(scan)
+    except (FileNotFoundError, NotADirectoryError):
+        return [], []
+    except PermissionError:
+        raise LogPermissionError(text, "(the session store) cannot be listed by this user (permission denied)",
+                                 "ask the owner for read access, or use a store of your own") from None
+    except OSError as exc:
+        raise LogAccessError(text, f"(the session store) cannot be listed ({exc.strerror or exc})") from None
+    folders: list[tuple[str, Path]] = []
+    skipped: list[str] = []
+    for entry in sorted(entries, key=lambda e: e.name):
+        try:
+            if entry.is_symlink():
+                skipped.append(f"skipped {entry.path}: the session folder is a symbolic link, and links in a store are "
+                               "never followed; replace it with the folder itself")
+            elif entry.is_dir(follow_symlinks=False):
+                folders.append((entry.name, Path(entry.path, LOG_NAME)))
+        except OSError as exc:  # pragma: no cover - d_type is known on local file systems
+            skipped.append(f"skipped {entry.path}: it cannot be examined ({exc.strerror or exc})")
+    return folders, skipped

@@ -12,8 +12,9 @@ The closers reuse the time of the last event, so they do not pretend to know whe
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ..session import Event, SessionLog
 from ..session.events import (
@@ -59,10 +60,12 @@ def _result_call_id(event: Event) -> str | None:
     message = event.message or {}
     source = message.get("source")
     if isinstance(source, dict) and isinstance(source.get("callId"), str):
-        return source["callId"]
+        call_id: str = source["callId"]
+        return call_id
     for block in message.get("content") or ():
         if isinstance(block, dict) and block.get("type") == "tool-result" and isinstance(block.get("toolCallId"), str):
-            return block["toolCallId"]
+            tool_call_id: str = block["toolCallId"]
+            return tool_call_id
     return None
 
 

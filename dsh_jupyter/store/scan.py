@@ -11,6 +11,13 @@ Rules (the reference's reader, §3.5 and §9 of the behaviour notes):
   counted from 1 after the header); otherwise the bad line and everything after it are a tolerated
   crash tail. ``committed_bytes`` is the end of the last good line.
 * A line holding an unknown event type that is not marked ``ignorable`` refuses the log.
+* Hard caps: the header reader never reads more than :data:`MAX_HEADER_BYTES`, and an event line longer
+  than :data:`MAX_LINE_BYTES` is a damaged line that is skipped block by block, never held whole. Any
+  decoding failure (bad JSON, bad UTF-8, nesting too deep, a value too large) is a damaged line with its
+  line number, like any other.
+
+Callers open logs with :func:`~dsh_jupyter.store.safe_open.open_log` (regular files only, no links, never
+blocking) before handing them to these readers.
 
 ``scan_events`` decodes and validates every line. ``scan_surface`` is the fast path for reads that need
 only the current surface or the latest title. For a line that starts with the exact envelope prefix our
@@ -59,6 +66,19 @@ from ..session import (
 from ..session.events import KNOWN_TYPES, PACKED_ROW_TYPES, SESSION_TITLE, SURFACE_TYPES, SYSTEM_MESSAGE, TURN_END
 
 BLOCK_SIZE = 1 << 20
+
+#: The most bytes a header line may take. A real header is a few hundred bytes (id, time, cwd); the
+#: reader never reads further than this, so a header-less file, a 50 MB first line or a device that
+#: never ends costs at most this much.
+MAX_HEADER_BYTES = 1 << 20
+
+#: The longest event line a reader accepts. Longer lines are damaged lines (like unparsable ones), and
+#: reading one never buffers more than about this much: the rest of it is skipped block by block.
+#: dsh writes nothing near this size: tool output keeps a bounded preview in the log (the full output
+#: spills to a file in the session folder), and reference snapshots in the log are capped by their
+#: byte budget (the full snapshot spills to a file too). Only a prompt or answer of tens of megabytes
+#: in one message would reach it.
+MAX_LINE_BYTES = 32 << 20
 
 #: Log-only lines up to this size are still checked to be well-formed JSON by the fast path (cheap,
 #: and it catches a line cut right after an inner ``}``); longer ones get only the prefix/suffix checks.
@@ -122,12 +142,13 @@ class ScanResult:
 
 
 def read_header(fh: BinaryIO, path: str) -> tuple[SessionHeader, int]:
-    """Read and validate the header line; returns the header and its length including the newline."""
+    """Read and validate the header line; returns the header and its length including the newline.
+
+    Reads at most :data:`MAX_HEADER_BYTES` bytes (plus one), whatever the file holds."""
     fh.seek(0)
-    parts: list[bytes] = []
-    total = 0
+    line = bytearray()
     while True:
-        chunk = fh.read(max(8192, total))
+        chunk = fh.read(min(max(8192, len(line)), MAX_HEADER_BYTES + 1 - len(line)))
         if not chunk:
             raise SessionCorruptError(
                 f"{HEADERLESS}: the first line is missing or has no newline. The file was cut while it was "
@@ -135,30 +156,40 @@ def read_header(fh: BinaryIO, path: str) -> tuple[SessionHeader, int]:
                 path=path,
             )
         newline = chunk.find(b"\n")
+        line += chunk if newline < 0 else chunk[:newline]
+        if len(line) + (newline >= 0) > MAX_HEADER_BYTES:
+            raise SessionCorruptError(
+                f"{HEADERLESS}: the first line is longer than {MAX_HEADER_BYTES} bytes, so it is not a session "
+                "header (a header is one short line). Move the file aside.",
+                path=path,
+            )
         if newline >= 0:
-            parts.append(chunk[:newline])
-            total += newline + 1
             break
-        parts.append(chunk)
-        total += len(chunk)
     try:
-        header = SessionHeader.from_line(b"".join(parts))
+        header = SessionHeader.from_line(bytes(line))
     except SessionFormatError as exc:
         raise SessionFormatError(f"{path}: {exc}") from None
-    return header, total
+    return header, len(line) + 1
+
+
+#: Stands in for the bytes of a line longer than :data:`MAX_LINE_BYTES` (compared by identity).
+OVERLONG = bytes(1)
 
 
 class _Lines:
     """Newline-terminated lines of a file from ``offset`` on, read in blocks (no whole-file buffer).
 
-    Yields ``(buf, start, end, file_offset)`` with the line at ``buf[start:end]`` (newline excluded).
+    Yields ``(buf, start, end, file_offset)`` with the line at ``buf[start:end]`` (newline excluded). A line
+    longer than ``max_line`` bytes is never held whole: it comes out as ``(OVERLONG, 0, length, offset)``.
     After iteration, ``torn`` holds the length of a final line without newline.
     """
 
-    def __init__(self, fh: BinaryIO, offset: int, block_size: int = BLOCK_SIZE) -> None:
+    def __init__(self, fh: BinaryIO, offset: int, block_size: int = BLOCK_SIZE,
+                 max_line: int | None = None) -> None:
         self.fh = fh
         self.offset = offset
         self.block_size = block_size
+        self.max_line = MAX_LINE_BYTES if max_line is None else max_line
         self.torn = 0
 
     def __iter__(self) -> Iterator[tuple[bytes, int, int, int]]:
@@ -167,23 +198,42 @@ class _Lines:
         base = self.offset
         carry = b""
         want = self.block_size
+        max_line = self.max_line
+        skipped = -1  # length so far of an overlong line being skipped (-1: none)
         while True:
             chunk = fh.read(want)
             if not chunk:
                 break
+            if skipped >= 0:
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    skipped += len(chunk)
+                    continue
+                yield OVERLONG, 0, skipped + newline, base
+                base += skipped + newline + 1
+                skipped = -1
+                chunk = chunk[newline + 1:]
             buf = carry + chunk if carry else chunk
             find = buf.find
             pos = 0
             newline = find(b"\n")
             while newline >= 0:
-                yield buf, pos, newline, base + pos
+                if newline - pos > max_line:
+                    yield OVERLONG, 0, newline - pos, base + pos
+                else:
+                    yield buf, pos, newline, base + pos
                 pos = newline + 1
                 newline = find(b"\n", pos)
             carry = buf[pos:]
             base += pos
+            if len(carry) > max_line:
+                skipped, carry = len(carry), b""
+                want = self.block_size
+                continue
             # A line longer than a block: grow the read so a huge line costs linear, not quadratic, time.
-            want = max(self.block_size, len(carry))
-        self.torn = len(carry)
+            # Never more than the cap needs: a line is known to be overlong one byte past the cap.
+            want = max(self.block_size, min(len(carry), max_line + 1 - len(carry)))
+        self.torn = skipped if skipped >= 0 else len(carry)
 
 
 def _decode_line(line: bytes) -> list[Event]:
@@ -202,7 +252,22 @@ def _decode_line(line: bytes) -> list[Event]:
         events = events_from_record(record)
     except SessionFormatError as exc:
         raise _BadLine(f"is not a valid event ({exc})") from None
+    except (RecursionError, MemoryError) as exc:  # a hostile record nested or sized past what checks survive
+        raise _BadLine(f"is not a valid event ({_describe(exc)})") from None
     return events
+
+
+def _describe(exc: BaseException) -> str:
+    """Plain words for a decoder failure that is not a format error."""
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply"
+    if isinstance(exc, MemoryError):
+        return "it is too large to decode"
+    return str(exc)
+
+
+def _overlong(length: int) -> str:
+    return f"is {length} bytes long, over the {MAX_LINE_BYTES}-byte limit for one event line"
 
 
 def _is_json(line: bytes) -> bool:
@@ -301,6 +366,10 @@ def scan_events(fh: BinaryIO, path: str) -> ScanResult:
     line_no = 0
     for buf, start, end, offset in lines:
         line_no += 1
+        if buf is OVERLONG:
+            if scanner.bad_line is None:
+                scanner.mark_bad(line_no, _overlong(end), b"")
+            continue
         line = buf[start:end]
         if scanner.bad_line is not None:
             scanner.check_tail(line_no, line)
@@ -345,6 +414,10 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
     next_seq = 0
     for buf, start, end, offset in lines:
         line_no += 1
+        if buf is OVERLONG:
+            if scanner.bad_line is None:
+                scanner.mark_bad(line_no, _overlong(end), b"")
+            continue
         if scanner.bad_line is not None:
             scanner.check_tail(line_no, buf[start:end])
             continue
@@ -512,9 +585,9 @@ def _decode_line_at(line: bytes, path: str, line_no: int, seq: int | None) -> Ev
     """Decode one committed line found by a scan: its event ``seq`` (the last one for ``None``)."""
     try:
         events = events_from_record(loads(line))
-    except (ValueError, SessionFormatError) as exc:
+    except (ValueError, SessionFormatError, RecursionError, MemoryError) as exc:
         raise SessionCorruptError(
-            f"corrupt session log: event line {line_no} cannot be decoded ({exc}). Restore the file from a "
+            f"corrupt session log: event line {line_no} cannot be decoded ({_describe(exc)}). Restore the file from a "
             "backup, or copy it aside and start a new session.",
             path=path,
             line=line_no,

@@ -13,9 +13,10 @@ import logging
 import os
 import sqlite3
 import threading
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Collection, Iterable, Iterator
+from typing import Any
 
 from .._json import dumpb, dumps, js_string, loads
 from ..session import (
@@ -32,7 +33,7 @@ from ..session import (
 )
 from ..session.events import KNOWN_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, ReplaceOp
 from .base import SessionLocation, SessionStore, SessionWriter
-from .errors import SessionExistsError, SessionWriteError
+from .errors import SessionExistsError, SessionWriteError, StoreReadOnlyError
 from .jsonl import encode_event
 from .locking import WriterLock
 from .paths import session_folder_name
@@ -267,7 +268,7 @@ class SqliteStore(SessionStore):
 
     def _reader(self) -> sqlite3.Connection | None:
         """This thread's read connection, or ``None`` when the database holds no sessions yet."""
-        conn = getattr(self._local, "conn", None)
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None:
             return conn
         if not self.path.is_file():
@@ -292,6 +293,23 @@ class SqliteStore(SessionStore):
     def _acquire(self, session_id: str) -> WriterLock:
         self.lock_dir.mkdir(parents=True, exist_ok=True)
         return WriterLock.acquire(self._lock_path(session_id), session_id=session_id, log=f"in {self.path}")
+
+    def check_writable(self, session_id: str | None = None) -> None:
+        """:class:`StoreReadOnlyError` when the database (or the folder it would be created in, or its lock
+        folder) cannot be written by this user."""
+        from .safe_open import nearest_existing, write_problem
+
+        targets = [self.path] if self.path.exists() else [nearest_existing(self.path.parent)]
+        if self.lock_dir.exists():
+            targets.append(self.lock_dir)
+        for target in targets:
+            problem = write_problem(target)
+            if problem is not None:
+                raise StoreReadOnlyError(
+                    f"the session database {self.path} is read-only here ({target} {problem}), so sessions can be "
+                    "listed and referenced but a new turn could not be saved. Nothing was sent or written. Set "
+                    "%config DshMagics.sqlite_path to a file you can write to, or ask the owner for write access."
+                )
 
     # -- layout ------------------------------------------------------------------------------------------
     def locate(self, header: SessionHeader) -> SessionLocation | None:
@@ -343,7 +361,8 @@ class SqliteStore(SessionStore):
         except ValueError as exc:
             raise self._corrupt(session_id, seq, f"cannot be parsed ({exc})") from None
         kind = record.get("type") if isinstance(record, dict) else None
-        if isinstance(kind, str) and kind not in KNOWN_TYPES and kind != SYSTEM_MESSAGE and record.get("ignorable") is not True:
+        if (isinstance(kind, str) and kind not in KNOWN_TYPES and kind != SYSTEM_MESSAGE
+                and record.get("ignorable") is not True):
             raise SessionFormatError(
                 f"{self.path}: session {session_id!r} event seq {seq} has unknown type {kind!r} that is not marked "
                 "ignorable; read it with a dsh-jupyter version that knows this event type"
@@ -407,7 +426,7 @@ class SqliteStore(SessionStore):
                     events.append(self._decode(session_id, seq, bodies[seq]))
             return SurfaceSnapshot(header, next_seq - 1 if next_seq else None, events)
 
-    def read_title(self, session_id: str) -> dict | None:
+    def read_title(self, session_id: str) -> dict[str, Any] | None:
         with self._snapshot(session_id) as (conn, key, _header, _next):
             row = conn.execute(
                 "SELECT seq, body FROM dsh_events WHERE key = ? AND type = ? ORDER BY seq DESC LIMIT 1",
@@ -442,7 +461,8 @@ class SqliteStore(SessionStore):
         header.validate()
         if self.exists(header.id):
             raise SessionExistsError(
-                f"session {header.id!r} already exists in {self.path}; resume it with store.open(id) or start a new session"
+                f"session {header.id!r} already exists in {self.path}; resume it with store.open(id) or start a new "
+                "session"
             )
         return SqliteWriter(self, header)
 
