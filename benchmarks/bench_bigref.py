@@ -5,7 +5,7 @@ Run: ``.venv/bin/python benchmarks/bench_bigref.py`` (``--size-mb N`` for a smal
 
 1. ``prepare()`` of one reference to a ~1 GB chat-heavy session (long prompts and streamed answers,
    no tools: nearly every byte is conversation the reference projects), default budget (65,536 bytes).
-2. The same for a session whose one prompt is a single 50 MB message.
+2. The same for a session whose one prompt is a single 30 MB message.
 
 Each variant runs in a fresh child process; its peak RSS growth is the peak resident size during the
 run minus the resident size just before it (the kernel's peak counter is reset first when allowed).
@@ -15,7 +15,7 @@ Figures, each beside baselines measured in the same run:
   full transcript (``render_transcript`` of every message);
 - ``cat``: ``cat`` of the log to /dev/null (the I/O floor; page cache warm).
 Goals: peak RSS growth <= 300 MB for the 1 GB session; the spill file <= its cap (8 MiB) plus 1 KiB;
-the 50 MB message clipped early (growth well below the old path's).
+the 30 MB message clipped early (growth well below the old path's).
 
 Data is generated once under ``benchmarks/.data/`` (git-ignored) and reused.
 """
@@ -180,7 +180,7 @@ def bench(kind: str, size_mb: int, old: bool) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=1024, help="size of the chat-heavy log")
-    parser.add_argument("--message-mb", type=int, default=50, help="size of the single huge message")
+    parser.add_argument("--message-mb", type=int, default=30, help="size of the single huge message (one event line may hold at most 32 MiB)")
     parser.add_argument("--old-big", action="store_true", help="also run the old path on the chat log (GBs of RAM)")
     parser.add_argument("--child", nargs=4, metavar=("VARIANT", "ROOT", "SESSION", "SPILL"), help=argparse.SUPPRESS)
     args = parser.parse_args()

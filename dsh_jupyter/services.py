@@ -149,12 +149,15 @@ class Services:
 
         return JsonlStore(self.sessions_root())  # no I/O: a read-only store can still be listed and referenced
 
-    def check_writable(self) -> None:
-        """Refuse, before anything is written, a store this process cannot write (a read-only folder)."""
-        if self._settings.store == "sqlite":
-            _check_writable(self.sqlite_file().parent, "sqlite_path")
-        else:
-            _check_writable(self.sessions_root(), "sessions_dir")
+    def check_writable(self, session_id: str | None = None) -> None:
+        """Refuse, before anything is written, a store this process cannot write (a read-only folder); the
+        store's own rule decides (reading, listing and referencing never need this)."""
+        from .store import StoreReadOnlyError
+
+        try:
+            self.store.check_writable(session_id)
+        except StoreReadOnlyError as exc:
+            raise ServiceError(str(exc)) from None
 
     @property
     def store_root(self) -> Path | None:

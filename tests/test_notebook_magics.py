@@ -185,7 +185,7 @@ def test_unwritable_store_folder(ip: InteractiveShell, tmp_path: Path, capsys: p
     host(ip)._store = None
     run(ip, "", "hello")
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "not writable" in err[0] and "sessions_dir" in err[0]
+    assert len(err) == 1 and "read-only" in err[0] and "sessions_dir" in err[0]
 
 
 def test_empty_cell_and_bad_options(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:

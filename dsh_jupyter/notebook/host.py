@@ -346,7 +346,7 @@ class NotebookHost:
         prefixed = [i for i in ids if i.startswith(text)]
         if len(prefixed) == 1:
             return prefixed[0]
-        titled = [i for i in ids if query.title(i) == text]
+        titled = [i for i in ids if query.title_or_none(i) == text]  # a damaged log never blocks the rest
         if len(titled) == 1:
             return titled[0]
         if len(prefixed) > 1 or len(titled) > 1:

@@ -43,7 +43,7 @@ from .locking import WriterLock
 from .paths import LOCK_NAME, LOG_NAME, list_session_folders, session_folder_name
 from .repair import repair_open_turn
 from .safe_open import nearest_existing, open_fd, open_log, write_problem
-from .scan import read_header, scan_events, scan_surface
+from .scan import MAX_LINE_BYTES, read_header, scan_events, scan_surface
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +102,15 @@ def encode_event(event: Event, expected_seq: int) -> bytes:
     from ..tools.secrets import mask_encoded  # secrets never reach a log (both stores write these lines)
 
     try:
-        return mask_encoded(event.to_json(), dumpb) + b"\n"
+        line = mask_encoded(event.to_json(), dumpb) + b"\n"
     except (TypeError, ValueError) as exc:
         raise SessionFormatError(f"event seq {event.seq} ({event.type}) holds data that is not JSON: {exc}") from None
+    if len(line) > MAX_LINE_BYTES:  # readers refuse longer lines: never write one
+        raise SessionFormatError(
+            f"event seq {event.seq} ({event.type}) is {len(line) / 2**20:.0f} MiB, over the "
+            f"{MAX_LINE_BYTES >> 20} MiB that one logged event may hold; put large data in a file and mention it"
+        )
+    return line
 
 
 class JsonlWriter(SessionWriter):
