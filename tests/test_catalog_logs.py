@@ -11,7 +11,7 @@ import pytest
 from catalog_helpers import BASE, add_turn, make_session, title_event
 
 from dsh_jupyter._json import dumpb
-from dsh_jupyter.catalog.logs import LogFacts, PreviousRead, read_appended, read_full, stat_log
+from dsh_jupyter.catalog.logs import LogRead, read_appended, read_full, stat_log
 from dsh_jupyter.query import SessionQuery
 from dsh_jupyter.references.projection import project_surface
 from dsh_jupyter.session import ReplaceOp
@@ -22,7 +22,7 @@ from dsh_jupyter.store.paths import session_folder_name
 FIXTURES = ["plain", "compacted", "referencing", "torn", "corrupt"]
 
 
-def facts_of(store: JsonlStore, session_id: str) -> LogFacts:
+def facts_of(store: JsonlStore, session_id: str) -> LogRead:
     path = str(store.log_path(session_id))
     stat = stat_log(path)
     assert stat is not None
@@ -31,23 +31,15 @@ def facts_of(store: JsonlStore, session_id: str) -> LogFacts:
     return facts
 
 
-def previous(facts: LogFacts) -> PreviousRead:
-    return PreviousRead(facts.stat, facts.committed, facts.tail, facts.next_seq, facts.title, facts.readable,
-                        facts.events, facts.surface, facts.user, facts.assistant)
-
-
-def continued(store: JsonlStore, session_id: str, before: LogFacts) -> LogFacts | None:
+def continued(store: JsonlStore, session_id: str, before: LogRead) -> LogRead | None:
     path = str(store.log_path(session_id))
     stat = stat_log(path)
     assert stat is not None
-    return read_appended(path, previous(before), stat, session_id=before.session_id, cwd=before.cwd,
-                         created_at=before.created_at)
+    return read_appended(path, before.record, stat)
 
 
-def same_state(a: LogFacts, b: LogFacts) -> None:
-    keys = ("session_id", "cwd", "created_at", "title", "readable", "events", "surface", "user", "assistant",
-            "stat", "committed", "tail", "next_seq")
-    assert {k: getattr(a, k) for k in keys} == {k: getattr(b, k) for k in keys}
+def same_state(a: LogRead, b: LogRead) -> None:
+    assert a.record == b.record
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -60,19 +52,20 @@ def test_full_reads_of_the_reference_fixtures_agree_with_the_store(tmp_path: Pat
     shutil.copy(spec_fixtures / f"{name}.jsonl", store.log_path(session_id))
     facts = facts_of(store, session_id)
     query = SessionQuery(store)
-    assert facts.session_id == session_id and facts.cwd == expected["header"]["cwd"]
+    assert facts.record.session_id == session_id and facts.record.cwd == expected["header"]["cwd"]
     if expected.get("rejected"):
         with pytest.raises(ValueError):
             query.title(session_id)
-        assert facts.title is None and not facts.readable and facts.committed is None and facts.bodies == []
+        record = facts.record
+        assert record.title is None and not record.readable and record.committed is None and facts.bodies == []
         return
-    assert facts.title == query.title(session_id) == expected["latestTitle"]["title"]
-    assert facts.events == expected["rawEventCount"] and facts.committed == expected["committedBytes"]
+    assert facts.record.title == query.title(session_id) == expected["latestTitle"]["title"]
+    assert facts.record.events == expected["rawEventCount"] and facts.record.committed == expected["committedBytes"]
     projected = project_surface(store.read_surface(session_id))
     assert facts.bodies == [m.text for m in projected.messages]
     assert facts.bodies == [m["text"] for m in expected["projection"]["conversation"]]
-    assert facts.user + facts.assistant == len(expected["projection"]["conversation"])
-    assert facts.surface == len(expected["surface"])
+    assert facts.record.user_messages + facts.record.assistant_messages == len(expected["projection"]["conversation"])
+    assert facts.record.surface == len(expected["surface"])
 
 
 def test_logs_the_store_would_not_list_are_not_indexed(tmp_path: Path) -> None:
@@ -95,7 +88,7 @@ def test_a_title_that_is_not_text_reads_as_no_title(tmp_path: Path) -> None:
     log, writer = store.open("odd")
     with writer:
         title_event(log, ["not", "a", "string"])
-    assert facts_of(store, "odd").title is None is SessionQuery(store).title("odd")
+    assert facts_of(store, "odd").record.title is None is SessionQuery(store).title("odd")
 
 
 def test_appended_turns_continue_the_previous_read(tmp_path: Path) -> None:
@@ -112,7 +105,7 @@ def test_appended_turns_continue_the_previous_read(tmp_path: Path) -> None:
     after = continued(store, "grow", before)
     assert after is not None and not after.full
     same_state(after, facts_of(store, "grow"))
-    assert after.title == "second title" and after.bodies == ["second prompt about tensors", "Let me look.",
+    assert after.record.title == "second title" and after.bodies == ["second prompt about tensors", "Let me look.",
                                                               "second answer"]
 
 
@@ -120,18 +113,18 @@ def test_a_torn_tail_is_left_for_later(tmp_path: Path) -> None:
     store = JsonlStore(tmp_path)
     make_session(store, "torn", title="first")
     before = facts_of(store, "torn")
-    record = {"type": "session/title", "seq": before.next_seq, "time": BASE,
+    record = {"type": "session/title", "seq": before.record.next_seq, "time": BASE,
               "data": {"title": "half written", "messageSeqs": [], "source": {"kind": "user"}}}
     line = dumpb(record)
     with open(store.log_path("torn"), "ab") as fh:
         fh.write(line[:20])
     mid = continued(store, "torn", before)
-    assert mid is not None and mid.title == "first" and mid.committed == before.committed
+    assert mid is not None and mid.record.title == "first" and mid.record.committed == before.record.committed
     same_state(mid, facts_of(store, "torn"))
     with open(store.log_path("torn"), "ab") as fh:
         fh.write(line[20:] + b"\n")
     done = continued(store, "torn", mid)
-    assert done is not None and done.title == "half written"
+    assert done is not None and done.record.title == "half written"
     same_state(done, facts_of(store, "torn"))
 
 
@@ -149,7 +142,7 @@ def rewrite(store: JsonlStore, session_id: str, change: str) -> None:
     elif change == "bad-line":
         path.write_bytes(data + b'{"type":"turn/start","seq":999,"time":1,"data":{}}\n')
     elif change == "unknown-type":
-        seq = facts_of(store, session_id).next_seq
+        seq = facts_of(store, session_id).record.next_seq
         path.write_bytes(data + dumpb({"type": "x/new", "seq": seq, "time": 1, "data": {}}) + b"\n")
     elif change == "compaction":
         log, writer = store.open(session_id)
