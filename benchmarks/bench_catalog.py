@@ -64,8 +64,9 @@ def vocabulary(rng: random.Random, size: int = 6000) -> list[str]:
     words: set[str] = set()
     while len(words) < size:
         words.add("".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))))
-    common = ("data frame plot merge kernel notebook model train test error import pandas numpy function "
-              "value result file path query table column index series array").split()
+    common = ["data", "frame", "plot", "merge", "kernel", "notebook", "model", "train", "test", "error", "import",
+              "pandas", "numpy", "function", "value", "result", "file", "path", "query", "table", "column", "index",
+              "series", "array"]
     return common + sorted(words)
 
 
@@ -155,7 +156,8 @@ def template(rng: random.Random, vocab: list[str], target: int) -> tuple[bytes, 
         seqs = out.packed("text-chunks", {"turn": turn, "step": 1, "index": 1, "dt": [8] * (len(pieces) - 1),
                                           "texts": pieces}, len(pieces))
         call_id = f"call_{turn:04d}_{rng.getrandbits(32):08x}"
-        arguments = '{"command":"sed -n 1,200p src/module_%d.py","description":"Read"}' % rng.randrange(500)
+        module = rng.randrange(500)
+        arguments = f'{{"command":"sed -n 1,200p src/module_{module}.py","description":"Read"}}'
         blocks = [{"type": "reasoning", "text": thinking}, text_block(preamble),
                   {"type": "tool-call", "id": call_id, "name": "bash", "arguments": arguments}]
         out.event("assistant/message", {"turn": turn, "step": 1, "message": {
@@ -228,7 +230,7 @@ def generate(base: Path, sessions: int, min_total: int) -> dict[str, Any]:
         cwd = str(base / f"project{f:02d}")
         store = Path(cwd) / ".dsh" / "sessions"
         store.mkdir(parents=True)
-        for i in range(per_folder):
+        for _i in range(per_folder):
             size = sizes[index]
             k = min(range(len(targets)), key=lambda j: abs(targets[j] - size))
             body, next_seq = templates[k]

@@ -77,6 +77,26 @@ def append_turns(store: JsonlStore, session_id: str, turns: int, *, prompt: str 
             writer.flush()
 
 
+def chat_session(store: JsonlStore, session_id: str, *, turns: int, size: int, first: str = "alphaword",
+                 last: str = "omegaword", cwd: str | None = "/work/a", title: str | None = None,
+                 tool_output: str = "") -> SessionLog:
+    """A chat-heavy session: ``turns`` turns whose prompt and answer are ``size`` characters each (filler text;
+    ``first`` is in the first prompt, ``last`` in the last answer); written through the real writer."""
+    header = SessionHeader(session_id, BASE, cwd)
+    log = SessionLog(header)
+    filler = " ".join(WORDS[i % 10] for i in range(size // 7 + 1))[:size]
+    with store.create(header) as writer:
+        writer.attach(log)
+        for turn in range(1, turns + 1):
+            prompt = (f"{first} " if turn == 1 else "") + filler
+            answer = filler + (f" {last}" if turn == turns else "")
+            add_turn(log, turn, prompt=prompt, answer=answer, tool_output=tool_output or "tool output SECRETTOOL")
+            if turn == 1 and title is not None:
+                title_event(log, title)
+        writer.flush()
+    return log
+
+
 def generate_stores(base: Path, *, stores: int = 3, sessions: int = 12, seed: int = 0) -> list[JsonlStore]:
     """Stores with sessions of varied cwds (same, other, none), creation times (with ties) and titles."""
     rng = random.Random(seed)

@@ -11,7 +11,8 @@ import pytest
 from catalog_helpers import BASE, add_turn, make_session, title_event
 
 from dsh_jupyter._json import dumpb
-from dsh_jupyter.catalog.logs import LogRead, read_appended, read_full, stat_log
+from dsh_jupyter.catalog.bodies import body_cost
+from dsh_jupyter.catalog.logs import LogRead, LogStat, read_appended, read_full, stat_log
 from dsh_jupyter.query import SessionQuery
 from dsh_jupyter.references.projection import project_surface
 from dsh_jupyter.session import ReplaceOp
@@ -172,3 +173,81 @@ def test_an_unreadable_log_is_never_continued(tmp_path: Path, spec_fixtures: Pat
     with open(store.log_path(session_id), "ab") as fh:
         fh.write(b"\n")
     assert continued(store, session_id, before) is None
+
+
+def compacted_session(store: JsonlStore, session_id: str) -> None:
+    """Turns with big tool output (a log far bigger than its text), then a compaction over most of them."""
+    make_session(store, session_id, turns=1, title="t")
+    log, writer = store.open(session_id)
+    with writer:
+        for turn in range(2, 7):
+            add_turn(log, turn, prompt=f"prompt {turn} about tensors", tool_output="x" * 20_000)
+        surface = [e.seq for e in log.surface()]
+        log.append("user/message", user_message("checkpoint of the story", {"kind": "plugin", "plugin": "compact",
+                                                                          "compactionId": "c"}),
+                   surface_op=ReplaceOp(surface[0], surface[-4]), source_event_seqs=surface[:-3])
+        add_turn(log, 7, prompt="after the compaction")
+
+
+def test_a_log_bigger_than_the_cap_is_folded_line_by_line_to_the_same_facts(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    store = JsonlStore(tmp_path)
+    compacted_session(store, "big")
+    whole = facts_of(store, "big")  # the default cap: the surface is decoded at once
+    path = str(store.log_path("big"))
+    stat = stat_log(path)
+    assert stat is not None and stat.size > 100_000
+    from dsh_jupyter.store import scan
+
+    asked: list[bool] = []
+    original = scan.scan_surface
+
+    def spying(*args: object, **kw: object) -> object:
+        asked.append(bool(kw.get("want_surface", True)))
+        return original(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scan, "scan_surface", spying)
+    folded = read_full(path, session_folder_name("big"), stat, body_cap=50_000)
+    assert folded is not None and asked == [False]  # the surface is never held in memory at once
+    assert folded.record == whole.record and folded.bodies == whole.bodies
+    assert "checkpoint of the story" in folded.bodies and "prompt 2 about tensors" not in folded.bodies
+
+
+@pytest.mark.parametrize("cap", [0, 5, 40, 100])
+def test_the_cap_bounds_the_text_of_both_ways_of_reading(tmp_path: Path, cap: int) -> None:
+    store = JsonlStore(tmp_path)
+    make_session(store, "s", turns=4, title="t")
+    path = str(store.log_path("s"))
+    stat = stat_log(path)
+    assert stat is not None
+    small = read_full(path, "s", stat, body_cap=10**9)
+    assert small is not None
+    for read in (read_full(path, "s", stat, body_cap=cap), _streamed(path, stat, cap)):
+        assert read is not None
+        assert sum(body_cost(t) for t in read.bodies) == read.record.body_bytes <= cap
+        assert read.record.body_truncated
+        assert read.record.user_messages == small.record.user_messages  # counts never depend on the cap
+        joined = "\n\n".join(small.bodies)
+        assert "\n\n".join(read.bodies) == joined[: len("\n\n".join(read.bodies))]  # a prefix of the text
+
+
+def _streamed(path: str, stat: LogStat, cap: int) -> LogRead | None:
+    """``read_full`` forced onto the line-by-line path (a log reported bigger than the cap)."""
+    return read_full(path, "s", LogStat(cap + 10**9, stat.mtime_ns, stat.ino), body_cap=cap)
+
+
+def test_appended_text_stops_at_the_cap(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    make_session(store, "grow", title="first")
+    first = facts_of(store, "grow")
+    cap = first.record.body_bytes + 20
+    log, writer = store.open("grow")
+    with writer:
+        add_turn(log, 2, prompt="a prompt longer than twenty bytes", answer="never indexed")
+    path = str(store.log_path("grow"))
+    stat = stat_log(path)
+    assert stat is not None
+    after = read_appended(path, first.record, stat, body_cap=cap)
+    assert after is not None and after.record.body_truncated and after.record.body_bytes <= cap
+    assert after.bodies == ["a prompt longer th"]  # 20 bytes: 18 of text and the blank line before it
+    assert after.record.user_messages == 2 and after.record.assistant_messages == 4

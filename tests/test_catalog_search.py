@@ -17,7 +17,7 @@ from dsh_jupyter.catalog.rows import apply_read, transaction, upsert_store
 from dsh_jupyter.catalog.schema import connect, ensure_schema
 from dsh_jupyter.catalog.search import Filter, select, trigram_query
 
-ALPHABET = list("aAbB é\"'*-.:/\x00数İßςΣ\u0301") + ["\ud800", "\udfff", "😀"]
+ALPHABET = [*"aAbB é\"'*-.:/\x00数İßςΣ\u0301", "\ud800", "\udfff", "😀"]
 TEXT = st.lists(st.sampled_from(ALPHABET), max_size=7).map("".join)
 SESSION = st.tuples(TEXT.filter(bool), st.none() | TEXT, st.integers(0, 3), st.none() | TEXT)
 
@@ -110,7 +110,7 @@ def test_store_filter_and_updates_keep_the_indexes_in_step(tmp_path: Path) -> No
         apply_read(c, b, "y", facts("two", "/w", 2, "second title"))
         return a, b
 
-    a, b = transaction(conn, fill)
+    a, _b = transaction(conn, fill)
     titles = Filter("/w", "title", None, frozenset(), None)
     assert [r.session_id for r in select(conn, titles, 10)] == ["two", "one"]
     assert [r.session_id for r in select(conn, Filter("/w", "title", None, frozenset(), {a}), 10)] == ["one"]

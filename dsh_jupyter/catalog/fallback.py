@@ -6,7 +6,8 @@ being rebuilt). It applies the reference's rules directly to the logs: read ever
 titles in rank order until ``limit`` candidates are found.
 
 It stops at ``deadline`` (a :func:`time.monotonic` value) or when ``cancel`` is set, and then returns what
-it has with ``complete=False``: a keystroke is never held up for long by a cold disk.
+it has with ``complete=False``: a keystroke is never held up for long by a cold disk. A log that cannot be
+read is skipped (whatever it raises): one bad log never hides the others.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def _headers(source: ScanSource, deadline: float | None, cancel: object) -> Iter
         try:
             with open(path, "rb") as fh:
                 header, _ = read_header(fh, path)
-        except (OSError, ValueError):
+        except Exception as exc:  # whatever one log raises (even a RecursionError), the others are still read
+            log.debug("catalog: skipping %s while scanning: %r", path, exc)
             continue
         if session_folder_name(header.id) != name:
             continue
@@ -82,8 +84,8 @@ def _title(entry: CatalogEntry) -> str | None:
     try:
         with open(path, "rb") as fh:
             scan = scan_surface(fh, path, want_surface=False)
-    except (OSError, ValueError):
-        return None  # an unreadable title only costs the label
+    except Exception:  # an unreadable title, whatever it raises, only costs the label
+        return None
     data = scan.title
     title = data.get("title") if isinstance(data, dict) else None
     return title if isinstance(title, str) else None

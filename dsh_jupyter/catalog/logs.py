@@ -217,9 +217,10 @@ def _stream_surface(fh: BinaryIO, start: int, stop: int, read: LogRead) -> None:
     """The surface counts and capped body texts of a log too big to hold its surface in memory.
 
     The committed prefix was validated by the store's scanner; this pass decodes one line at a time, folds
-    the surface ops, and keeps at most ``read.cap`` bytes of projected text (messages a later compaction
-    shadows give their room back). ``read.record`` gets the counts, ``read.bodies`` the texts in surface
-    order; the record is marked truncated when a message still on the surface was left out or cut.
+    the surface ops, and keeps at most ``read.cap`` bytes of projected text, a prefix of the conversation
+    (messages a later compaction shadows give their room back). ``read.record`` gets the counts,
+    ``read.bodies`` the texts in surface order; the record is marked truncated when a message still on the
+    surface was left out or cut.
     """
     from .._json import loads
     from ..references.projection import project_event
@@ -254,8 +255,8 @@ def _stream_surface(fh: BinaryIO, start: int, stop: int, read: LogRead) -> None:
             roles[event.seq] = projected.role
             text = projected.text
             cost = body_cost(text)
-            if used + cost > read.cap:
-                text = clip_text(text, read.cap - used)
+            if cut or used + cost > read.cap:  # after a cut message, later ones are left out too
+                text = "" if cut else clip_text(text, read.cap - used)
                 cut.add(event.seq)
                 cost = body_cost(text) if text else 0
             if text:

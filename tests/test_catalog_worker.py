@@ -1,0 +1,53 @@
+"""Background indexing: the same caps and the same memory of failed logs as indexing in the foreground."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from catalog_helpers import chat_session, make_session
+
+from dsh_jupyter.catalog import Catalog
+from dsh_jupyter.catalog import indexer as indexer_module
+from dsh_jupyter.store import JsonlStore
+
+GOOD = ["good-1", "good-2"]
+
+
+def test_background_indexing_caps_text_and_never_retries_a_failing_log(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    counts: Counter[str] = Counter()
+    original = indexer_module.read_full
+
+    def counting(path: str, folder: str, *args: Any, **kw: Any) -> Any:
+        counts[folder] += 1
+        return original(path, folder, *args, **kw)
+
+    monkeypatch.setattr(indexer_module, "read_full", counting)
+    store = JsonlStore(tmp_path / "s")
+    for n, sid in enumerate(GOOD):
+        make_session(store, sid, created_at=1_787_000_000_000 + n, prompt="about parquet")
+    chat_session(store, "big-chat", turns=20, size=20_000)
+    make_session(store, "bad")
+    bad = store.log_path("bad")
+    bad.write_bytes(b"[" * 100_000 + b"\n" + bad.read_bytes().split(b"\n", 1)[1])
+    catalog = Catalog(tmp_path / "home" / "catalog.sqlite", background=True, sweep_interval=0.0,
+                      fallback_budget=30.0, body_cap=32 * 1024)
+    try:
+        catalog.register_store(store.root)  # known, not indexed: the first query hands it to the background
+        first = catalog.candidates("t", None, "")
+        assert {"big-chat", *GOOD} <= {e.session_id for e in first}
+        assert catalog.wait_idle(60)
+        for _ in range(4):  # every query may start a sweep (interval 0): the failing log is not read again
+            found = catalog.candidates("t", None, "")
+            assert sorted(e.session_id for e in found) == sorted(["big-chat", *GOOD])
+            assert catalog.wait_idle(60)
+        assert counts["bad"] == 1
+        assert catalog.lookup("big-chat")[0].body_truncated
+        assert catalog.candidates("t", None, "omegaword", body=True) == []
+        assert [e.session_id for e in catalog.candidates("t", None, "alphaword", body=True)] == ["big-chat"]
+        assert catalog.stats()["failedLogs"] == 1
+    finally:
+        catalog.close()
