@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from catalog_helpers import chat_session, make_session
 
-from dsh_jupyter.catalog import Catalog
+from dsh_jupyter.catalog import Catalog, core
 from dsh_jupyter.catalog import indexer as indexer_module
 from dsh_jupyter.store import JsonlStore
 
@@ -49,5 +49,35 @@ def test_background_indexing_caps_text_and_never_retries_a_failing_log(tmp_path:
         assert catalog.candidates("t", None, "omegaword", body=True) == []
         assert [e.session_id for e in catalog.candidates("t", None, "alphaword", body=True)] == ["big-chat"]
         assert catalog.stats()["failedLogs"] == 1
+    finally:
+        catalog.close()
+
+
+def test_a_huge_new_log_is_left_to_the_background_by_a_query(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    readers: list[str] = []
+    original = indexer_module.read_full
+
+    def recording(path: str, folder: str, *args: Any, **kw: Any) -> Any:
+        readers.append(f"{folder}:{threading.current_thread().name}")
+        return original(path, folder, *args, **kw)
+
+    monkeypatch.setattr(indexer_module, "read_full", recording)
+    monkeypatch.setattr(core, "FOREGROUND_READ_BYTES", 100_000)
+    store = JsonlStore(tmp_path / "s")
+    make_session(store, "small")
+    catalog = Catalog(tmp_path / "home" / "catalog.sqlite", background=True, fallback_budget=30.0)
+    try:
+        catalog.ensure_store(store.root, budget=None)
+        assert catalog.wait_idle(60)
+        chat_session(store, "huge", turns=8, size=20_000)  # ~330 kB: more than a query may read
+        make_session(store, "new-small")
+        found = {e.session_id for e in catalog.candidates("t", None, "")}
+        assert {"small", "new-small"} <= found
+        assert catalog.wait_idle(60)
+        assert {e.session_id for e in catalog.candidates("t", None, "")} == {"small", "new-small", "huge"}
+        (huge,) = [r for r in readers if r.startswith("huge:")]
+        assert huge == "huge:dsh-catalog-indexer"
     finally:
         catalog.close()

@@ -8,7 +8,7 @@ Freshness, and what each query pays for it (the keystroke path):
 
 1. every known store's root folder is ``stat``-ed; a changed mtime means folders were added or removed, and
    the listing is reconciled (new logs read, deleted ones dropped) within a small time budget, the rest in
-   the background;
+   the background (a new log too big to read within a keystroke is always left to the background);
 2. session folders seen without a log yet (a writer that has not flushed) are checked for one;
 3. the *hot* rows, whose log changed within ``hot_window`` seconds (at most 64, newest first), are
    ``stat``-ed and re-read when their size, mtime or inode changed: a session being written right now is
@@ -53,7 +53,7 @@ from .entries import LOG_NAME, CatalogEntry
 from .failures import failure_count, forget_failures
 from .fallback import ScanSource, deadline_in, scan_candidates
 from .freshness import HOT_WINDOW, LISTING_BUDGET, checked, dedupe, freshen, log_path, ranked
-from .indexer import Indexer, SyncReport, changed, note_pending, try_write
+from .indexer import FOREGROUND_READ_BYTES, Indexer, SyncReport, changed, note_pending, try_write
 from .live import live_entry, live_texts
 from .logs import stat_log
 from .registry import KnownStore, StoreInfo, load_stores, store_id, store_infos, store_root
@@ -287,7 +287,8 @@ class Catalog:
                 stores = load_stores(conn)
                 wanted = [s for s in stores.values() if names is None or s.root in names]
                 for store in wanted:
-                    part = self._indexer.index_store(conn, store, deadline=deadline, full_stat=True, lease=True)
+                    part = self._indexer.index_store(conn, store, deadline=deadline, full_stat=True, lease=True,
+                                                     defer_bytes=self._defer_bytes(deadline is not None))
                     report.merge(part)
                     if part.pending:
                         self._submit(("index", store.id))
@@ -343,7 +344,11 @@ class Catalog:
 
     def _freshen(self, conn: sqlite3.Connection) -> tuple[dict[int, KnownStore], dict[int, Row | None]]:
         return freshen(conn, self._indexer, self._submit, hot_window=self.hot_window,
-                       listing_budget=self.listing_budget)
+                       listing_budget=self.listing_budget, defer_bytes=self._defer_bytes(True))
+
+    def _defer_bytes(self, hurried: bool) -> int | None:
+        """Work with a deadline leaves huge logs to the background (when there is one to leave them to)."""
+        return FOREGROUND_READ_BYTES if hurried and self.background else None
 
     # ------------------------------------------------------------------------------------------ queries
     def candidates(self, target_id: str, target_cwd: str | None, text: str = "", limit: int = 50, *,

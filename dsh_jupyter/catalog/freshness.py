@@ -53,9 +53,10 @@ def _best_effort(fn: Callable[[], object]) -> bool:
 
 
 def freshen(conn: sqlite3.Connection, indexer: Indexer, submit: Callable[[Job], None], *, hot_window: float,
-            listing_budget: float) -> tuple[dict[int, KnownStore], dict[int, Row | None]]:
+            listing_budget: float, defer_bytes: int | None) -> tuple[dict[int, KnownStore], dict[int, Row | None]]:
     """Steps 1–3; returns the stores as they are now, and the hot rows that were re-read but could not be
-    saved (the database was busy), for the query to use as they are now."""
+    saved (the database was busy), for the query to use as they are now. New logs needing more than
+    ``defer_bytes`` bytes read are left to the background."""
     stores = load_stores(conn)
     reloaded = False
     for store in list(stores.values()):
@@ -71,7 +72,7 @@ def freshen(conn: sqlite3.Connection, indexer: Indexer, submit: Callable[[Job], 
             deadline = time.monotonic() + listing_budget
             try:
                 part = indexer.index_store(conn, store, deadline=deadline, full_stat=False, lease=False,
-                                           busy_attempts=1)
+                                           busy_attempts=1, defer_bytes=defer_bytes)
             except sqlite3.OperationalError as exc:
                 if error_kind(exc) != "busy":
                     raise

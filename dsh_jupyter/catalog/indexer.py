@@ -38,6 +38,9 @@ LEASE_MS = 30_000
 #: index faster; readers never wait for them, and a keystroke that needs to write meanwhile skips saving).
 BATCH_SECONDS = 0.05
 BULK_BATCH_SECONDS = 0.25
+#: Work with a deadline (a keystroke, a budgeted start) leaves a log needing more than this many bytes read to
+#: the background, so one huge log never holds a query up.
+FOREGROUND_READ_BYTES = 4 * 1024 * 1024
 #: A folder mtime this close to now is not trusted (a change in the same clock tick could hide behind it).
 RACY_NS = 100_000_000
 
@@ -244,11 +247,12 @@ class Indexer:
 
     # ------------------------------------------------------------------------------------------ stores
     def index_store(self, conn: sqlite3.Connection, store: KnownStore, *, deadline: float | None, full_stat: bool,
-                    lease: bool, busy_attempts: int = 5) -> SyncReport:
+                    lease: bool, busy_attempts: int = 5, defer_bytes: int | None = None) -> SyncReport:
         """Reconcile one store with its folder: new logs read, changed ones refreshed, gone ones dropped.
 
-        Returns a report whose ``pending`` is true when the deadline stopped it (or another process holds
-        the store's lease)."""
+        Logs that need more than ``defer_bytes`` bytes read are left for later (the background). Returns a
+        report whose ``pending`` is true when the deadline stopped it, a log was left for later, or another
+        process holds the store's lease."""
         report = SyncReport(stores=1)
         if lease and not store.ready and not take_lease(conn, store.id):
             report.pending = True
@@ -289,6 +293,10 @@ class Indexer:
                     continue
                 if stat is not None and failed.get(name) == stat:
                     continue  # it failed as it is now: not read again until it changes
+                start = (row.log.committed or 0) if row is not None else 0  # where a read of it would begin
+                if defer_bytes is not None and stat is not None and stat.size - start > defer_bytes:
+                    report.pending = True  # too much to read now: the background does it
+                    continue
                 outcome = self.read(store.root, name, stat, row) if stat is not None else None
                 batch.append(_Item(name, outcome, row, stat))
                 if time.monotonic() - batch_started >= batch_seconds:
