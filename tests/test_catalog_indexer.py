@@ -17,10 +17,10 @@ import pytest
 from catalog_helpers import add_turn, chat_session, make_session
 
 from dsh_jupyter.catalog import Catalog, CatalogEntry
-from dsh_jupyter.catalog import connection as connection_module
-from dsh_jupyter.catalog import indexer as indexer_module
 from dsh_jupyter.catalog.bodies import unpack
 from dsh_jupyter.catalog.indexer import Indexer
+from dsh_jupyter.catalog.logs import read_full
+from dsh_jupyter.catalog.schema import connect as connect_catalog
 from dsh_jupyter.store import JsonlStore
 
 CAP = 64 * 1024
@@ -56,13 +56,13 @@ def body_text_of(catalog: Catalog, session_id: str) -> str:
 def read_counts(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """How often each folder's log was read in full by the indexer."""
     counts: Counter[str] = Counter()
-    original = indexer_module.read_full
+    original = read_full
 
     def counting(path: str, folder: str, *args: Any, **kw: Any) -> Any:
         counts[folder] += 1
         return original(path, folder, *args, **kw)
 
-    monkeypatch.setattr(indexer_module, "read_full", counting)
+    monkeypatch.setattr("dsh_jupyter.catalog.indexer.read_full", counting)
     return counts
 
 
@@ -204,10 +204,9 @@ def test_a_log_that_becomes_readable_is_indexed_and_forgotten_as_failed(tmp_path
 
 
 def limited_connect(limit: int) -> Callable[..., sqlite3.Connection]:
-    original = connection_module.connect
 
     def connect(path: Path, *, busy_ms: int) -> sqlite3.Connection:
-        conn = original(path, busy_ms=busy_ms)
+        conn = connect_catalog(path, busy_ms=busy_ms)
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
         return conn
 
@@ -217,7 +216,7 @@ def limited_connect(limit: int) -> Callable[..., sqlite3.Connection]:
 def test_a_value_sqlite_refuses_costs_only_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    read_counts: Counter[str]) -> None:
     """A row SQLite will not store ("string or blob too big") never makes the catalog unavailable."""
-    monkeypatch.setattr(connection_module, "connect", limited_connect(50_000))
+    monkeypatch.setattr("dsh_jupyter.catalog.connection.connect", limited_connect(50_000))
     store = good_store(tmp_path / "s")
     make_session(store, "huge-title", title="t" * 80_000)
     catalog = catalog_at(tmp_path, body_cap=CAP)
@@ -237,7 +236,7 @@ def test_a_refused_value_met_while_refreshing_a_row_drops_only_that_row(tmp_path
     catalog = catalog_at(tmp_path, body_cap=CAP)
     catalog.ensure_store(store.root, budget=None)
     catalog.close()
-    monkeypatch.setattr(connection_module, "connect", limited_connect(50_000))
+    monkeypatch.setattr("dsh_jupyter.catalog.connection.connect", limited_connect(50_000))
     catalog = catalog_at(tmp_path, body_cap=CAP)
     log, writer = store.open("good-2")
     with writer:

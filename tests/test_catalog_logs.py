@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from catalog_helpers import BASE, add_turn, make_session, title_event
@@ -202,9 +203,9 @@ def test_a_log_bigger_than_the_cap_is_folded_line_by_line_to_the_same_facts(tmp_
     asked: list[bool] = []
     original = scan.scan_surface
 
-    def spying(*args: object, **kw: object) -> object:
+    def spying(*args: Any, **kw: Any) -> Any:
         asked.append(bool(kw.get("want_surface", True)))
-        return original(*args, **kw)  # type: ignore[arg-type]
+        return original(*args, **kw)
 
     monkeypatch.setattr(scan, "scan_surface", spying)
     folded = read_full(path, session_folder_name("big"), stat, body_cap=50_000)

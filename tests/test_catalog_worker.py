@@ -10,7 +10,7 @@ import pytest
 from catalog_helpers import chat_session, make_session
 
 from dsh_jupyter.catalog import Catalog, core
-from dsh_jupyter.catalog import indexer as indexer_module
+from dsh_jupyter.catalog.logs import read_full
 from dsh_jupyter.store import JsonlStore
 
 GOOD = ["good-1", "good-2"]
@@ -19,13 +19,13 @@ GOOD = ["good-1", "good-2"]
 def test_background_indexing_caps_text_and_never_retries_a_failing_log(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     counts: Counter[str] = Counter()
-    original = indexer_module.read_full
+    original = read_full
 
     def counting(path: str, folder: str, *args: Any, **kw: Any) -> Any:
         counts[folder] += 1
         return original(path, folder, *args, **kw)
 
-    monkeypatch.setattr(indexer_module, "read_full", counting)
+    monkeypatch.setattr("dsh_jupyter.catalog.indexer.read_full", counting)
     store = JsonlStore(tmp_path / "s")
     for n, sid in enumerate(GOOD):
         make_session(store, sid, created_at=1_787_000_000_000 + n, prompt="about parquet")
@@ -57,13 +57,13 @@ def test_a_huge_new_log_is_left_to_the_background_by_a_query(tmp_path: Path, mon
     import threading
 
     readers: list[str] = []
-    original = indexer_module.read_full
+    original = read_full
 
     def recording(path: str, folder: str, *args: Any, **kw: Any) -> Any:
         readers.append(f"{folder}:{threading.current_thread().name}")
         return original(path, folder, *args, **kw)
 
-    monkeypatch.setattr(indexer_module, "read_full", recording)
+    monkeypatch.setattr("dsh_jupyter.catalog.indexer.read_full", recording)
     monkeypatch.setattr(core, "FOREGROUND_READ_BYTES", 100_000)
     store = JsonlStore(tmp_path / "s")
     make_session(store, "small")
