@@ -1,5 +1,9 @@
 """Reading one JSONL session log into the facts the catalog keeps about it.
 
+One record type, :class:`LogRecord`, holds those facts wherever they appear: as the result of a read
+(inside :class:`LogRead`, with the texts found for the body index), as the previous read an incremental
+read continues, and as the log part of a catalog row (:class:`~.rows.Row`).
+
 A full read uses the store's own scanner (:func:`~dsh_jupyter.store.scan.scan_surface`), so the title the
 catalog records is exactly the title ``JsonlStore.read_title`` returns, and a log the store would not list
 (no valid header, or a header whose id does not belong to its folder) is not indexed either.
@@ -12,6 +16,11 @@ last committed bytes changed) makes it give up, and the caller reads the log in 
 
 Logs are append-only; the one change an incremental read cannot see is an edit in place of bytes before the
 last committed line that also makes the file longer (same inode). ``Catalog.reindex`` reads everything again.
+
+Memory stays bounded whatever the log's size: at most ``body_cap`` bytes of message text are collected (a
+prefix of the conversation; the record says ``body_truncated`` when some was left out), and a log bigger
+than the cap is never decoded whole: after the store's scanner has validated it (without decoding the
+surface), its surface is folded one line at a time (:func:`_stream_surface`).
 
 Only :class:`LogStat` and :func:`stat_log` are needed to answer a query; the reading machinery (JSON, the
 store's scanner, projection) is imported when a log is actually read.
