@@ -351,7 +351,7 @@ class Catalog:
         return FOREGROUND_READ_BYTES if hurried and self.background else None
 
     # ------------------------------------------------------------------------------------------ queries
-    def candidates(self, target_id: str, target_cwd: str | None, text: str = "", limit: int = 50, *,
+    def candidates(self, target_id: str | None, target_cwd: str | None, text: str = "", limit: int = 50, *,
                    body: bool = False, live: Mapping[str, Any] | None = None, roots: Iterable[str] | None = None,
                    local: str | None = None, cancel: Any = None) -> list[CatalogEntry]:
         """Sessions a prompt of session ``target_id`` in ``target_cwd`` may reference, best first.
@@ -370,7 +370,7 @@ class Catalog:
         needle = text.lower()
         body_query = fts_query(text) if body else None
         lives = {sid: lg for sid, lg in (live or {}).items() if sid != target_id}
-        exclude = frozenset(lives) | {target_id}
+        exclude = frozenset(lives) | ({target_id} if target_id is not None else frozenset())
         only = None if roots is None else {store_root(r) for r in roots}
         found: list[CatalogEntry] = []
         for lg in lives.values():
