@@ -91,8 +91,8 @@ def _title(entry: CatalogEntry) -> str | None:
     return title if isinstance(title, str) else None
 
 
-def scan_candidates(sources: list[ScanSource], target_id: str | None, target_cwd: str | None, needle: str, limit: int, *,
-                    exclude: frozenset[str] = frozenset(), deadline: float | None = None,
+def scan_candidates(sources: list[ScanSource], target_id: str | None, target_cwd: str | None, needle: str,
+                    limit: int, *, exclude: frozenset[str] = frozenset(), deadline: float | None = None,
                     cancel: object = None) -> ScanOutcome:
     """Candidates from ``sources`` by the reference's rules; ``exclude`` ids are left out (besides the target).
 
