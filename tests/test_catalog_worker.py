@@ -81,3 +81,28 @@ def test_a_huge_new_log_is_left_to_the_background_by_a_query(tmp_path: Path, mon
         assert huge == "huge:dsh-catalog-indexer"
     finally:
         catalog.close()
+
+
+def test_a_host_flushing_a_huge_session_hands_the_read_to_the_background(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    readers: list[str] = []
+
+    def recording(path: str, folder: str, *args: Any, **kw: Any) -> Any:
+        readers.append(threading.current_thread().name)
+        return read_full(path, folder, *args, **kw)
+
+    monkeypatch.setattr("dsh_jupyter.catalog.indexer.read_full", recording)
+    monkeypatch.setattr(core, "FOREGROUND_READ_BYTES", 100_000)
+    store = JsonlStore(tmp_path / "s")
+    catalog = Catalog(tmp_path / "home" / "catalog.sqlite", background=True, fallback_budget=30.0)
+    try:
+        catalog.ensure_store(store.root, budget=None)
+        chat_session(store, "huge", turns=8, size=20_000)
+        catalog.register_session(store.root, "huge", notebook="n.ipynb")
+        assert catalog.wait_idle(60)
+        assert readers == ["dsh-catalog-indexer"]
+        assert catalog.lookup("huge")[0].notebook == "n.ipynb"
+    finally:
+        catalog.close()

@@ -168,7 +168,8 @@ class Catalog:
         self.session_changed(name, session_id)
 
     def session_changed(self, root: str | os.PathLike[str], session_id: str) -> None:
-        """A host flushed ``session_id`` in ``root``: bring its row up to date now (cheap, incremental)."""
+        """A host flushed ``session_id`` in ``root``: bring its row up to date now (cheap, incremental; a read
+        of more than a few MB is handed to the background instead)."""
         from ..store.paths import session_folder_name
 
         name = store_root(root)
@@ -181,13 +182,18 @@ class Catalog:
                 found = conn.execute(f"SELECT {ROW_COLUMNS} FROM sessions WHERE store_id = ? AND folder = ?",
                                      (sid, os.fsencode(folder))).fetchone()
                 stat = stat_log(os.path.join(name, folder, LOG_NAME))
-                if found is None:
+                row = None if found is None else Row.from_sql(found)
+                defer = self._defer_bytes(True)
+                start = 0 if row is None else (row.log.committed or 0)
+                if stat is not None and defer is not None and stat.size - start > defer:
+                    self._submit(("index", sid))  # too much to read on the caller's thread
+                    return
+                if row is None:
                     if stat is None:
                         try_write(conn, lambda c: note_pending(c, sid, folder))
                     else:
                         self._indexer.index_folder(conn, sid, name, folder, stat, attempts=3)
                     return
-                row = Row.from_sql(found)
                 if changed(row, stat):
                     self._indexer.refresh(conn, {sid: name}, [(row, stat)], attempts=3)
         except CatalogUnavailable as exc:
