@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from catalog_helpers import add_turn, chat_session, make_session
+from catalog_helpers import add_turn, chat_session, make_session, record_full_reads
 
 from dsh_jupyter.catalog import Catalog, CatalogEntry
 from dsh_jupyter.catalog.bodies import unpack
 from dsh_jupyter.catalog.indexer import Indexer
-from dsh_jupyter.catalog.logs import read_full
 from dsh_jupyter.catalog.schema import connect as connect_catalog
 from dsh_jupyter.store import JsonlStore
 
@@ -54,16 +53,14 @@ def body_text_of(catalog: Catalog, session_id: str) -> str:
 
 @pytest.fixture
 def read_counts(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """How often each folder's log was read in full by the indexer."""
-    counts: Counter[str] = Counter()
-    original = read_full
+    """How often each folder's log was read in full by the indexer (as of each look)."""
+    reads = record_full_reads(monkeypatch)
 
-    def counting(path: str, folder: str, *args: Any, **kw: Any) -> Any:
-        counts[folder] += 1
-        return original(path, folder, *args, **kw)
+    class Live(Counter[str]):
+        def __missing__(self, folder: str) -> int:
+            return sum(1 for f, _ in reads if f == folder)
 
-    monkeypatch.setattr("dsh_jupyter.catalog.indexer.read_full", counting)
-    return counts
+    return Live()
 
 
 # ----------------------------------------------------------------------------------------------- the cap

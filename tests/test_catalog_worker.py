@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
-from catalog_helpers import chat_session, make_session
+from catalog_helpers import chat_session, make_session, record_full_reads
 
 from dsh_jupyter.catalog import Catalog, core
-from dsh_jupyter.catalog.logs import read_full
 from dsh_jupyter.store import JsonlStore
 
 GOOD = ["good-1", "good-2"]
@@ -18,14 +15,7 @@ GOOD = ["good-1", "good-2"]
 
 def test_background_indexing_caps_text_and_never_retries_a_failing_log(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    counts: Counter[str] = Counter()
-    original = read_full
-
-    def counting(path: str, folder: str, *args: Any, **kw: Any) -> Any:
-        counts[folder] += 1
-        return original(path, folder, *args, **kw)
-
-    monkeypatch.setattr("dsh_jupyter.catalog.indexer.read_full", counting)
+    reads = record_full_reads(monkeypatch)
     store = JsonlStore(tmp_path / "s")
     for n, sid in enumerate(GOOD):
         make_session(store, sid, created_at=1_787_000_000_000 + n, prompt="about parquet")
@@ -44,7 +34,7 @@ def test_background_indexing_caps_text_and_never_retries_a_failing_log(tmp_path:
             found = catalog.candidates("t", None, "")
             assert sorted(e.session_id for e in found) == sorted(["big-chat", *GOOD])
             assert catalog.wait_idle(60)
-        assert counts["bad"] == 1
+        assert [folder for folder, _ in reads].count("bad") == 1
         assert catalog.lookup("big-chat")[0].body_truncated
         assert catalog.candidates("t", None, "omegaword", body=True) == []
         assert [e.session_id for e in catalog.candidates("t", None, "alphaword", body=True)] == ["big-chat"]
@@ -54,16 +44,7 @@ def test_background_indexing_caps_text_and_never_retries_a_failing_log(tmp_path:
 
 
 def test_a_huge_new_log_is_left_to_the_background_by_a_query(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import threading
-
-    readers: list[str] = []
-    original = read_full
-
-    def recording(path: str, folder: str, *args: Any, **kw: Any) -> Any:
-        readers.append(f"{folder}:{threading.current_thread().name}")
-        return original(path, folder, *args, **kw)
-
-    monkeypatch.setattr("dsh_jupyter.catalog.indexer.read_full", recording)
+    reads = record_full_reads(monkeypatch)
     monkeypatch.setattr(core, "FOREGROUND_READ_BYTES", 100_000)
     store = JsonlStore(tmp_path / "s")
     make_session(store, "small")
@@ -77,23 +58,14 @@ def test_a_huge_new_log_is_left_to_the_background_by_a_query(tmp_path: Path, mon
         assert {"small", "new-small"} <= found
         assert catalog.wait_idle(60)
         assert {e.session_id for e in catalog.candidates("t", None, "")} == {"small", "new-small", "huge"}
-        (huge,) = [r for r in readers if r.startswith("huge:")]
-        assert huge == "huge:dsh-catalog-indexer"
+        assert [thread for folder, thread in reads if folder == "huge"] == ["dsh-catalog-indexer"]
     finally:
         catalog.close()
 
 
 def test_a_host_flushing_a_huge_session_hands_the_read_to_the_background(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    import threading
-
-    readers: list[str] = []
-
-    def recording(path: str, folder: str, *args: Any, **kw: Any) -> Any:
-        readers.append(threading.current_thread().name)
-        return read_full(path, folder, *args, **kw)
-
-    monkeypatch.setattr("dsh_jupyter.catalog.indexer.read_full", recording)
+    reads = record_full_reads(monkeypatch)
     monkeypatch.setattr(core, "FOREGROUND_READ_BYTES", 100_000)
     store = JsonlStore(tmp_path / "s")
     catalog = Catalog(tmp_path / "home" / "catalog.sqlite", background=True, fallback_budget=30.0)
@@ -102,7 +74,7 @@ def test_a_host_flushing_a_huge_session_hands_the_read_to_the_background(tmp_pat
         chat_session(store, "huge", turns=8, size=20_000)
         catalog.register_session(store.root, "huge", notebook="n.ipynb")
         assert catalog.wait_idle(60)
-        assert readers == ["dsh-catalog-indexer"]
+        assert [thread for _, thread in reads] == ["dsh-catalog-indexer"]
         assert catalog.lookup("huge")[0].notebook == "n.ipynb"
     finally:
         catalog.close()
