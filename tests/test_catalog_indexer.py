@@ -242,3 +242,15 @@ def test_a_refused_value_met_while_refreshing_a_row_drops_only_that_row(tmp_path
     assert ids(catalog.candidates("t", None, "")) == ["good-1", "good-3"]  # the hot row is re-read, refused
     assert ids(catalog.candidates("t", None, "good title")) == ["good-1", "good-3"]
     assert catalog.stats()["failedLogs"] == 1
+
+
+def test_a_log_that_is_a_link_loop_leaves_the_others_listed(tmp_path: Path) -> None:
+    store = good_store(tmp_path / "s")
+    loop = store.folder("loop")
+    loop.mkdir()
+    (loop / "session.jsonl").symlink_to(loop / "session.jsonl")
+    catalog = catalog_at(tmp_path, body_cap=CAP)
+    report = catalog.ensure_store(store.root, budget=None)
+    assert not report.errors
+    assert ids(catalog.candidates("t", None, "")) == GOOD
+    assert ids(catalog.sessions()) == GOOD

@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from .entries import LOG_NAME, CatalogEntry
 
@@ -43,6 +44,11 @@ class ScanSource:
     folders: frozenset[str] | None = None
 
 
+def _open_log(path: str) -> BinaryIO:
+    """Open a log for the scan (the one place it opens files: it should open them as the store does)."""
+    return open(path, "rb")
+
+
 def _check(deadline: float | None, cancel: object) -> None:
     if deadline is not None and time.monotonic() >= deadline:
         raise _Stop
@@ -67,7 +73,7 @@ def _headers(source: ScanSource, deadline: float | None, cancel: object) -> Iter
         _check(deadline, cancel)
         path = os.path.join(source.root, name, LOG_NAME)
         try:
-            with open(path, "rb") as fh:
+            with _open_log(path) as fh:
                 header, _ = read_header(fh, path)
         except Exception as exc:  # whatever one log raises (even a RecursionError), the others are still read
             log.debug("catalog: skipping %s while scanning: %r", path, exc)
@@ -82,7 +88,7 @@ def _title(entry: CatalogEntry) -> str | None:
 
     path = entry.path
     try:
-        with open(path, "rb") as fh:
+        with _open_log(path) as fh:
             scan = scan_surface(fh, path, want_surface=False)
     except Exception:  # an unreadable title, whatever it raises, only costs the label
         return None

@@ -57,10 +57,11 @@ class LogStat:
 
 
 def stat_log(path: str | os.PathLike[str]) -> LogStat | None:
-    """The log's stat, or ``None`` when it is gone (or its folder is not a folder)."""
+    """The log's stat (of the link itself when it is a link: links are never followed), or ``None`` when it
+    cannot be had: gone, its folder not a folder, a folder the user may not enter."""
     try:
-        return LogStat.of(os.stat(path))
-    except (FileNotFoundError, NotADirectoryError):
+        return LogStat.of(os.stat(path, follow_symlinks=False))
+    except OSError:
         return None
 
 
