@@ -17,9 +17,15 @@ Figures, each printed with its goal and its ratio:
 - first query in a fresh process (import, open, query), median of 5 child processes;
 - body search p50 (rare word, common word, prefix, two words);
 - the same queries through the log-scanning path (``list_candidates`` over the 20 stores, no catalog) in
-  the same run, and the ratio.
+  the same run, and the ratio;
+- indexing one large chat-heavy session (1 GB; ``--quick``: 64 MB; ``--big-mb N`` to choose), each in a
+  child process: wall time and peak RSS growth, beside reading the file once (the floor) and the catalog
+  without a cap (the whole surface decoded at once and stored as one body row: what it did before the cap;
+  at 1 GB SQLite refuses that row, which is now remembered as one failed log instead of making the catalog
+  unavailable). ``--big-only`` runs just this part.
 
-Goals: warm p50 ≤ 5 ms, fresh process ≤ 150 ms, body search ≤ 50 ms, ≥ 100× faster than scanning.
+Goals: warm p50 ≤ 5 ms, fresh process ≤ 150 ms, body search ≤ 50 ms, ≥ 100× faster than scanning; indexing
+the large session: peak RSS growth ≤ 300 MB, and it ends indexed (capped, marked truncated), never failed.
 """
 
 from __future__ import annotations
@@ -64,8 +70,9 @@ def vocabulary(rng: random.Random, size: int = 6000) -> list[str]:
     words: set[str] = set()
     while len(words) < size:
         words.add("".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))))
-    common = ("data frame plot merge kernel notebook model train test error import pandas numpy function "
-              "value result file path query table column index series array").split()
+    common = ["data", "frame", "plot", "merge", "kernel", "notebook", "model", "train", "test", "error", "import",
+              "pandas", "numpy", "function", "value", "result", "file", "path", "query", "table", "column", "index",
+              "series", "array"]
     return common + sorted(words)
 
 
@@ -155,7 +162,8 @@ def template(rng: random.Random, vocab: list[str], target: int) -> tuple[bytes, 
         seqs = out.packed("text-chunks", {"turn": turn, "step": 1, "index": 1, "dt": [8] * (len(pieces) - 1),
                                           "texts": pieces}, len(pieces))
         call_id = f"call_{turn:04d}_{rng.getrandbits(32):08x}"
-        arguments = '{"command":"sed -n 1,200p src/module_%d.py","description":"Read"}' % rng.randrange(500)
+        module = rng.randrange(500)
+        arguments = f'{{"command":"sed -n 1,200p src/module_{module}.py","description":"Read"}}'
         blocks = [{"type": "reasoning", "text": thinking}, text_block(preamble),
                   {"type": "tool-call", "id": call_id, "name": "bash", "arguments": arguments}]
         out.event("assistant/message", {"turn": turn, "step": 1, "message": {
@@ -228,7 +236,7 @@ def generate(base: Path, sessions: int, min_total: int) -> dict[str, Any]:
         cwd = str(base / f"project{f:02d}")
         store = Path(cwd) / ".dsh" / "sessions"
         store.mkdir(parents=True)
-        for i in range(per_folder):
+        for _i in range(per_folder):
             size = sizes[index]
             k = min(range(len(targets)), key=lambda j: abs(targets[j] - size))
             body, next_seq = templates[k]
@@ -264,6 +272,130 @@ def generate(base: Path, sessions: int, min_total: int) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------- measuring
+# ----------------------------------------------------------------------------------------------- big session
+BIG_GOAL_RSS_MB = 300
+
+
+def generate_big(path: Path, size_mb: int) -> dict[str, Any]:
+    """One chat-heavy session of about ``size_mb`` MiB: long prompts and answers, little tool output (once)."""
+    marker = path.with_name("generated.json")
+    if marker.exists() and path.exists():
+        facts = json.loads(marker.read_text())
+        if facts.get("version") == GENERATOR_VERSION and facts.get("mb") == size_mb:
+            return facts
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(7)
+    vocab = vocabulary(rng)
+    sid = path.parent.name
+    started = time.monotonic()
+    target = size_mb * 1024 * 1024
+    with open(path, "wb", buffering=4 * 1024 * 1024) as fh:
+        written = fh.write(prefix(sid, NOW_MS, str(path.parent), "A long conversation", "Big chat", "Sure."))
+        out = _Lines(PREFIX_EVENTS, NOW_MS)
+        turn = 1
+        while written < target:
+            turn += 1
+            out.parts, out.size = [], 0
+            out.event("turn/start", {"turn": turn})
+            out.event("step/start", {"turn": turn, "step": 1})
+            out.event("user/message", user_message(_text(rng, vocab, rng.randint(500, 4000))), op="append")
+            out.event("assistant/message", {"turn": turn, "step": 1, "message": {
+                "role": "assistant", "content": [text_block(_text(rng, vocab, rng.randint(1000, 8000)))],
+                "source": MODEL, "id": str(uuid.UUID(int=rng.getrandbits(128)))}}, op="append", cited=[])
+            out.event("step/end", {"turn": turn, "step": 1})
+            out.event("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+            written += fh.write(b"".join(out.parts))
+    facts = {"version": GENERATOR_VERSION, "mb": size_mb, "bytes": written, "turns": turn, "session": sid,
+             "seconds": round(time.monotonic() - started, 1)}
+    marker.write_text(json.dumps(facts))
+    return facts
+
+
+BIG_CHILD = r"""
+import json, os, resource, sys, time
+sys.path.insert(0, {root!r})
+mode, log, home = sys.argv[1], sys.argv[2], sys.argv[3]
+def rss_mb():
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+from dsh_jupyter.catalog import Catalog
+before = rss_mb()
+t0 = time.perf_counter()
+result = {{}}
+if mode == "read":
+    with open(log, "rb") as fh:
+        while fh.read(1 << 20):
+            pass
+else:
+    cap = {{"uncapped": 1 << 62}}.get(mode)
+    catalog = Catalog(os.path.join(home, "catalog.sqlite"), background=False, **({{"body_cap": cap}} if cap else {{}}))
+    report = catalog.ensure_store(os.path.dirname(os.path.dirname(log)), budget=None)
+    entries = catalog.sessions()
+    result.update(indexed=report.indexed, failed=report.failed, errors=report.errors,
+                  truncated=bool(entries) and entries[0].body_truncated,
+                  messages=entries[0].user_messages + entries[0].assistant_messages if entries else 0,
+                  body_mb=catalog.stats()["bytes"] / 1024**2)
+    catalog.close()
+seconds = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+result.update(seconds=seconds, growth_mb=peak - before)
+print(json.dumps(result))
+"""
+
+
+#: Above this size the uncapped baseline is skipped unless asked for (it takes minutes and GBs of memory).
+BIG_UNCAPPED_MAX_MB = 256
+
+
+def big_session(size_mb: int, *, uncapped: bool = False) -> None:
+    """Index one large chat-heavy session; each way of reading it in its own child process."""
+    base = DATA / f"catalog-big-{size_mb}"
+    path = base / "store" / "big-chat-session" / "session.jsonl"
+    if not path.exists():
+        free = shutil.disk_usage(DATA if DATA.exists() else HERE).free
+        if free < size_mb * 1024**2 * 3:
+            print(f"SKIP big session: only {free / 1024**3:.1f} GB free under {DATA}")
+            return
+        print(f"generating a {size_mb} MB chat-heavy session under {base} …", flush=True)
+    facts = generate_big(path, size_mb)
+    print(f"big session: {facts['bytes'] / 1024**2:.0f} MB, {facts['turns']} turns")
+    results: dict[str, dict[str, Any]] = {}
+    modes = ["read", "catalog"]
+    if uncapped or size_mb <= BIG_UNCAPPED_MAX_MB:
+        modes.insert(1, "uncapped")
+    else:
+        print(f"  (the uncapped baseline is skipped above {BIG_UNCAPPED_MAX_MB} MB; --big-uncapped runs it: at 1 GB "
+              "it took 9.8 s and 3.5 GB before failing with 'string or blob too big')")
+    for mode in modes:
+        home = base / "home"
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        done = subprocess.run([sys.executable, "-c", BIG_CHILD.format(root=str(ROOT)), mode, str(path), str(home)],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(f"  {mode}: failed ({done.stderr.strip().splitlines()[-1] if done.stderr.strip() else '?'})")
+            continue
+        results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    read, old, new = results.get("read"), results.get("uncapped"), results.get("catalog")
+    if read is not None:
+        print(f"  reading the file once (floor)              {read['seconds']:8.2f} s  "
+              f"RSS +{read['growth_mb']:.0f} MB")
+    if old is not None:
+        print(f"  catalog without a cap (as before)          {old['seconds']:8.2f} s  RSS +{old['growth_mb']:.0f} MB "
+              f"indexed={old['indexed']} failed={old['failed']} errors={old['errors']} "
+              f"catalog file {old['body_mb']:.0f} MB")
+    if new is not None:
+        ok = new["growth_mb"] <= BIG_GOAL_RSS_MB and new["indexed"] == 1 and new["failed"] == 0
+        print(f"  catalog: index the session (capped)        {new['seconds']:8.2f} s  RSS +{new['growth_mb']:.0f} MB "
+              f"goal ≤ {BIG_GOAL_RSS_MB} MB {'OK' if ok else 'MISSED'}; indexed={new['indexed']} "
+              f"failed={new['failed']} truncated={new['truncated']} messages={new['messages']} "
+              f"catalog file {new['body_mb']:.0f} MB")
+        if read is not None:
+            print(f"    {new['seconds'] / max(read['seconds'], 1e-9):.1f}× the time of reading the file once")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
@@ -311,7 +443,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1,000 sessions (~100 MB): a smoke run, not the goals")
     parser.add_argument("--scan-repeats", type=int, default=2, help="runs of each scanning-path query (default 2)")
+    parser.add_argument("--big-mb", type=int, default=None, help="size of the large session (default 1024; 64 quick)")
+    parser.add_argument("--big-only", action="store_true", help="only index the large session")
+    parser.add_argument("--big-uncapped", action="store_true", help="also index it without a cap, whatever its size")
     args = parser.parse_args()
+    big_mb = args.big_mb if args.big_mb is not None else (64 if args.quick else 1024)
+    if args.big_only:
+        big_session(big_mb, uncapped=args.big_uncapped)
+        return
     sessions = 1000 if args.quick else 10_000
     min_total = (100 if args.quick else 1024) * 1024**2
     base = DATA / f"catalog-{sessions}"
@@ -433,6 +572,8 @@ def main() -> None:
     ratio = scan_median / p50
     print(f"catalog warm p50 vs scanning median: {ratio:,.0f}× (goal ≥ 100×) {'OK' if ratio >= 100 else 'MISSED'}")
     print(f"rebuild {rebuild:.1f} s for {facts['bytes'] / 1024**3:.2f} GB; catalog size {size / 1024**2:.1f} MB")
+    print()
+    big_session(big_mb, uncapped=args.big_uncapped)
 
 
 def body_scan(roots: list[Path], text: str) -> float:

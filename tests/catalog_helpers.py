@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import random
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,40 @@ def append_turns(store: JsonlStore, session_id: str, turns: int, *, prompt: str 
             writer.flush()
 
 
+def chat_session(store: JsonlStore, session_id: str, *, turns: int, size: int, first: str = "alphaword",
+                 last: str = "omegaword", cwd: str | None = "/work/a", title: str | None = None,
+                 tool_output: str = "") -> SessionLog:
+    """A chat-heavy session: ``turns`` turns whose prompt and answer are ``size`` characters each (filler text;
+    ``first`` is in the first prompt, ``last`` in the last answer); written through the real writer."""
+    header = SessionHeader(session_id, BASE, cwd)
+    log = SessionLog(header)
+    filler = " ".join(WORDS[i % 10] for i in range(size // 7 + 1))[:size]
+    with store.create(header) as writer:
+        writer.attach(log)
+        for turn in range(1, turns + 1):
+            prompt = (f"{first} " if turn == 1 else "") + filler
+            answer = filler + (f" {last}" if turn == turns else "")
+            add_turn(log, turn, prompt=prompt, answer=answer, tool_output=tool_output or "tool output SECRETTOOL")
+            if turn == 1 and title is not None:
+                title_event(log, title)
+        writer.flush()
+    return log
+
+
+def record_full_reads(monkeypatch: Any) -> list[tuple[str, str]]:
+    """From now on, every full read of a log by the catalog's indexer, as (folder, thread name)."""
+    from dsh_jupyter.catalog.logs import read_full
+
+    reads: list[tuple[str, str]] = []
+
+    def recording(path: str, folder: str, *args: Any, **kw: Any) -> Any:
+        reads.append((folder, threading.current_thread().name))
+        return read_full(path, folder, *args, **kw)
+
+    monkeypatch.setattr("dsh_jupyter.catalog.indexer.read_full", recording)
+    return reads
+
+
 def generate_stores(base: Path, *, stores: int = 3, sessions: int = 12, seed: int = 0) -> list[JsonlStore]:
     """Stores with sessions of varied cwds (same, other, none), creation times (with ties) and titles."""
     rng = random.Random(seed)
@@ -123,7 +159,7 @@ class UnionStore(SessionStore):
                 seen.setdefault(header.id, header)
         return list(seen.values())
 
-    def read_title(self, session_id: str) -> dict | None:
+    def read_title(self, session_id: str) -> dict[str, Any] | None:
         return self._holder(session_id).read_title(session_id)
 
     def read_surface(self, session_id: str, *, skip_data: Any = ()) -> SurfaceSnapshot:
@@ -149,7 +185,7 @@ class UnionStore(SessionStore):
 
 
 def scanned(stores: list[JsonlStore], target: ReferenceTarget, text: str = "", limit: int = 50,
-            live: list[SessionLog] = ()) -> list[dict]:
+            live: Sequence[SessionLog] = ()) -> list[dict[str, Any]]:
     """The log-scanning path (``list_candidates`` over a plain ``SessionQuery``) as JSON."""
     query = SessionQuery(UnionStore(stores))
     for log in live:
@@ -158,7 +194,7 @@ def scanned(stores: list[JsonlStore], target: ReferenceTarget, text: str = "", l
 
 
 def cataloged(catalog: Any, stores: list[JsonlStore], target: ReferenceTarget, text: str = "", limit: int = 50,
-              live: list[SessionLog] = (), body: bool = False) -> list[dict]:
+              live: Sequence[SessionLog] = (), body: bool = False) -> list[dict[str, Any]]:
     """The catalog path (``list_candidates`` with the catalog as source) as JSON."""
     query = SessionQuery(stores[0])
     for log in live:

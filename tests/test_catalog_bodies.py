@@ -141,3 +141,16 @@ def test_any_text_is_a_valid_body_query(tmp_path: Path, text: str) -> None:
     catalog = Catalog(tmp_path / "home" / "catalog.sqlite", background=False)
     catalog.ensure_store(store.root, budget=None)
     cataloged(catalog, [store], TARGET, text, body=True)  # never a syntax error
+
+
+def test_clipping_keeps_whole_characters_within_the_room() -> None:
+    from dsh_jupyter.catalog.bodies import body_cost, clip_text
+
+    text = "é数😀abc"
+    assert body_cost(text) == len(text.encode()) + 2
+    for room in range(0, body_cost(text) + 3):
+        clipped = clip_text(text, room)
+        assert text.startswith(clipped)
+        assert clipped == "" or body_cost(clipped) <= room
+    assert clip_text(text, body_cost(text)) == text
+    assert clip_text(text, 2 + 3) == "é"  # "数" would not fit whole

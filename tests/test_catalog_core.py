@@ -217,7 +217,7 @@ def test_log_appended_while_indexing(tmp_path: Path) -> None:
                     title_event(log, f"Running title {turn}")
                     w.flush()
                     turn += 1
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     thread = threading.Thread(target=writer)

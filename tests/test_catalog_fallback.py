@@ -65,3 +65,13 @@ def test_missing_stores_and_unreadable_logs_are_skipped(tmp_path: Path) -> None:
     outcome = scan_candidates([ScanSource(str(tmp_path / "missing")), ScanSource(str(store.root))], "t", None,
                               "", 10)
     assert [e.session_id for e in outcome.entries] == ["good"] and outcome.complete
+
+
+def test_a_log_nested_too_deep_to_decode_is_skipped(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path / "s")
+    make_session(store, "good", title="kept")
+    make_session(store, "deep")
+    path = store.log_path("deep")
+    path.write_bytes(b"[" * 100_000 + b"\n" + path.read_bytes().split(b"\n", 1)[1])
+    outcome = scan_candidates([ScanSource(str(store.root))], "t", None, "", 10)
+    assert [e.session_id for e in outcome.entries] == ["good"] and outcome.complete

@@ -1,4 +1,4 @@
-"""The list of known stores beside the catalog."""
+"""Known stores: the ``stores`` table and the list kept beside the catalog."""
 
 from __future__ import annotations
 
@@ -7,7 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from dsh_jupyter.catalog.registry import add_roots, read_roots, registry_path, remove_roots
+from dsh_jupyter.catalog.registry import (
+    StoreInfo,
+    add_roots,
+    load_stores,
+    read_roots,
+    registry_path,
+    remove_roots,
+    store_id,
+    store_infos,
+    store_root,
+)
+from dsh_jupyter.catalog.rows import transaction, upsert_store
+from dsh_jupyter.catalog.schema import connect, ensure_schema
 
 
 def test_roots_are_added_once_and_kept_in_order(tmp_path: Path) -> None:
@@ -41,3 +53,23 @@ def test_an_unwritable_home_is_reported_not_raised(tmp_path: Path, caplog: pytes
     blocker.write_text("x")
     assert add_roots(blocker, ["/x"]) == []
     assert "could not record" in caplog.text
+
+
+def test_a_store_is_named_by_its_resolved_path_and_listed_from_the_table(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    assert store_root(tmp_path / "link" / ".." / "real") == store_root(tmp_path / "link") == str(real)
+    conn = connect(tmp_path / "c.sqlite", busy_ms=100)
+    try:
+        ensure_schema(conn)
+        first, _ = transaction(conn, lambda c: upsert_store(c, str(real)))
+        transaction(conn, lambda c: upsert_store(c, "/b\udcff"))
+        assert store_id(conn, str(real)) == first and store_id(conn, "/nowhere") is None
+        known = load_stores(conn)
+        assert [s.root for s in known.values()] == [str(real), "/b\udcff"]
+        assert not known[first].ready and known[first].dir_mtime_ns == -1
+        assert store_infos(conn) == [StoreInfo("/b\udcff", 0, False, False), StoreInfo(str(real), 0, False, False)]
+        assert store_infos(conn)[0].to_json() == {"root": "/b\udcff", "sessions": 0, "ready": False, "missing": False}
+    finally:
+        conn.close()

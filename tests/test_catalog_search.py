@@ -12,18 +12,18 @@ from hypothesis import strategies as st
 
 from dsh_jupyter.catalog import search
 from dsh_jupyter.catalog.entries import workspace_rank
-from dsh_jupyter.catalog.logs import LogFacts, LogStat
-from dsh_jupyter.catalog.rows import apply_facts, transaction, upsert_store
+from dsh_jupyter.catalog.logs import LogRead, LogRecord, LogStat
+from dsh_jupyter.catalog.rows import apply_read, transaction, upsert_store
 from dsh_jupyter.catalog.schema import connect, ensure_schema
 from dsh_jupyter.catalog.search import Filter, select, trigram_query
 
-ALPHABET = list("aAbB é\"'*-.:/\x00数İßςΣ\u0301") + ["\ud800", "\udfff", "😀"]
+ALPHABET = [*"aAbB é\"'*-.:/\x00数İßςΣ\u0301", "\ud800", "\udfff", "😀"]
 TEXT = st.lists(st.sampled_from(ALPHABET), max_size=7).map("".join)
 SESSION = st.tuples(TEXT.filter(bool), st.none() | TEXT, st.integers(0, 3), st.none() | TEXT)
 
 
-def facts(session_id: str, cwd: str | None, created: int, title: str | None) -> LogFacts:
-    return LogFacts(session_id, cwd, created, title, True, 1, 1, 0, 0, LogStat(1, 1, 1), 10, b"x", True)
+def facts(session_id: str, cwd: str | None, created: int, title: str | None) -> LogRead:
+    return LogRead(LogRecord(session_id, cwd, created, title, True, 1, 1, 0, 0, LogStat(1, 1, 1), 10, b"x"), True)
 
 
 def expected(sessions: dict[str, tuple], where: Filter, limit: int) -> list[str]:
@@ -48,7 +48,7 @@ def database(sessions: dict[str, tuple]) -> sqlite3.Connection:
     def fill(c: sqlite3.Connection) -> None:
         store_id, _ = upsert_store(c, folder)
         for n, (sid, (cwd, created, title)) in enumerate(sessions.items()):
-            apply_facts(c, store_id, f"f{n}", facts(sid, cwd, created, title))
+            apply_read(c, store_id, f"f{n}", facts(sid, cwd, created, title))
 
     transaction(conn, fill)
     return conn
@@ -106,15 +106,15 @@ def test_store_filter_and_updates_keep_the_indexes_in_step(tmp_path: Path) -> No
     def fill(c: sqlite3.Connection) -> tuple[int, int]:
         a, _ = upsert_store(c, "/a")
         b, _ = upsert_store(c, "/b")
-        apply_facts(c, a, "x", facts("one", "/w", 1, "first title"))
-        apply_facts(c, b, "y", facts("two", "/w", 2, "second title"))
+        apply_read(c, a, "x", facts("one", "/w", 1, "first title"))
+        apply_read(c, b, "y", facts("two", "/w", 2, "second title"))
         return a, b
 
-    a, b = transaction(conn, fill)
+    a, _b = transaction(conn, fill)
     titles = Filter("/w", "title", None, frozenset(), None)
     assert [r.session_id for r in select(conn, titles, 10)] == ["two", "one"]
     assert [r.session_id for r in select(conn, Filter("/w", "title", None, frozenset(), {a}), 10)] == ["one"]
-    transaction(conn, lambda c: apply_facts(c, a, "x", facts("one", "/w", 1, "renamed")))
+    transaction(conn, lambda c: apply_read(c, a, "x", facts("one", "/w", 1, "renamed")))
     assert [r.session_id for r in select(conn, titles, 10)] == ["two"]
     assert [r.session_id for r in select(conn, Filter("/w", "renamed", None, frozenset(), None), 10)] == ["one"]
     assert select(conn, Filter("/w", "first", None, frozenset(), None), 10) == []

@@ -7,13 +7,15 @@ text. It is derived from the logs and rebuilt from them when missing or damaged.
 - :func:`open_catalog` / :class:`Catalog`: the index and its queries;
 - :class:`CatalogEntry`: one session as the catalog knows it.
 
-See :mod:`dsh_jupyter.catalog.core` for how freshness is kept cheap.
+See :mod:`dsh_jupyter.catalog.core` for how freshness is kept cheap and where each concern lives.
 """
 
 from __future__ import annotations
 
-from .core import Catalog, StoreInfo, SyncReport, open_catalog, store_root
+from .core import Catalog, open_catalog
 from .entries import CatalogEntry
+from .indexer import SyncReport
+from .registry import StoreInfo, store_root
 from .schema import CatalogCorrupt, CatalogUnavailable
 
 __all__ = [

@@ -8,6 +8,10 @@ A query is split into words (letters and digits; everything else separates words
 ``unicode61`` tokenizer does). Every word must occur in the session; the last word also matches as a
 prefix while it is still being typed. Case and diacritics are ignored. Text in scripts written without
 spaces (Chinese, Japanese) is one word per run of characters, so only whole runs match.
+
+What is indexed is capped per session (:data:`BODY_CAP` bytes of message text, in conversation order): a
+session whose conversation is longer is indexed up to the cap and marked ``body_truncated``, so a huge log
+never needs an unbounded buffer or a value SQLite refuses ("string or blob too big").
 """
 
 from __future__ import annotations
@@ -18,6 +22,24 @@ import zlib
 from collections.abc import Iterable
 
 _WORD = re.compile(r"[^\W_]+")
+
+#: Bytes of message text indexed per session (UTF-8, counting the blank line between messages).
+BODY_CAP = 8 * 1024 * 1024
+_SEPARATOR = "\n\n"
+
+
+def body_cost(text: str) -> int:
+    """Bytes ``text`` takes in the body index (with its separator)."""
+    return len(text.encode("utf-8", "surrogatepass")) + len(_SEPARATOR)
+
+
+def clip_text(text: str, room: int) -> str:
+    """The longest start of ``text`` whose :func:`body_cost` fits in ``room`` bytes (never splitting a character)."""
+    budget = room - len(_SEPARATOR)
+    if budget <= 0:
+        return ""
+    data = text.encode("utf-8", "surrogatepass")[:budget]
+    return data.decode("utf-8", "ignore")
 
 
 def query_words(text: str) -> list[str]:
@@ -69,7 +91,7 @@ def unpack(data: bytes) -> str:
 
 def index_text(texts: Iterable[str]) -> str:
     """The text of one body row (messages joined by blank lines), with lone surrogates made harmless."""
-    joined = "\n\n".join(texts)
+    joined = _SEPARATOR.join(texts)
     return joined.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(joined) else joined
 
 

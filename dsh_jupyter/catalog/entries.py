@@ -21,7 +21,9 @@ class CatalogEntry:
     ``label`` is the title or, failing that, the id. ``store`` is the store root and ``path`` the log.
     Counts are of the current surface: ``user_messages`` and ``assistant_messages`` are the projected
     messages (what a reference would carry). ``indexed`` is ``False`` for a session found by the scanning
-    fallback that the catalog has not indexed yet (its counts are then unknown and 0).
+    fallback that the catalog has not indexed yet (its counts are then unknown and 0). ``body_truncated``
+    is ``True`` when the session's conversation is longer than the body index keeps per session: body search
+    sees only its first part (ids, cwds and titles are always searched in full).
     """
 
     session_id: str
@@ -40,6 +42,7 @@ class CatalogEntry:
     notebook: str | None = None
     indexed: bool = True
     live: bool = False
+    body_truncated: bool = False
 
     @property
     def label(self) -> str:
@@ -74,4 +77,5 @@ class CatalogEntry:
         record["size"] = self.size
         record["readable"] = self.readable
         record["indexed"] = self.indexed
+        record["bodyIndexTruncated"] = self.body_truncated
         return record

@@ -6,7 +6,8 @@ being rebuilt). It applies the reference's rules directly to the logs: read ever
 titles in rank order until ``limit`` candidates are found.
 
 It stops at ``deadline`` (a :func:`time.monotonic` value) or when ``cancel`` is set, and then returns what
-it has with ``complete=False``: a keystroke is never held up for long by a cold disk.
+it has with ``complete=False``: a keystroke is never held up for long by a cold disk. A log that cannot be
+read is skipped (whatever it raises): one bad log never hides the others.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from .entries import LOG_NAME, CatalogEntry
 
@@ -42,6 +44,11 @@ class ScanSource:
     folders: frozenset[str] | None = None
 
 
+def _open_log(path: str) -> BinaryIO:
+    """Open a log for the scan (the one place it opens files: it should open them as the store does)."""
+    return open(path, "rb")
+
+
 def _check(deadline: float | None, cancel: object) -> None:
     if deadline is not None and time.monotonic() >= deadline:
         raise _Stop
@@ -66,9 +73,10 @@ def _headers(source: ScanSource, deadline: float | None, cancel: object) -> Iter
         _check(deadline, cancel)
         path = os.path.join(source.root, name, LOG_NAME)
         try:
-            with open(path, "rb") as fh:
+            with _open_log(path) as fh:
                 header, _ = read_header(fh, path)
-        except (OSError, ValueError):
+        except Exception as exc:  # whatever one log raises (even a RecursionError), the others are still read
+            log.debug("catalog: skipping %s while scanning: %r", path, exc)
             continue
         if session_folder_name(header.id) != name:
             continue
@@ -80,17 +88,17 @@ def _title(entry: CatalogEntry) -> str | None:
 
     path = entry.path
     try:
-        with open(path, "rb") as fh:
+        with _open_log(path) as fh:
             scan = scan_surface(fh, path, want_surface=False)
-    except (OSError, ValueError):
-        return None  # an unreadable title only costs the label
+    except Exception:  # an unreadable title, whatever it raises, only costs the label
+        return None
     data = scan.title
     title = data.get("title") if isinstance(data, dict) else None
     return title if isinstance(title, str) else None
 
 
-def scan_candidates(sources: list[ScanSource], target_id: str, target_cwd: str | None, needle: str, limit: int, *,
-                    exclude: frozenset[str] = frozenset(), deadline: float | None = None,
+def scan_candidates(sources: list[ScanSource], target_id: str | None, target_cwd: str | None, needle: str,
+                    limit: int, *, exclude: frozenset[str] = frozenset(), deadline: float | None = None,
                     cancel: object = None) -> ScanOutcome:
     """Candidates from ``sources`` by the reference's rules; ``exclude`` ids are left out (besides the target).
 

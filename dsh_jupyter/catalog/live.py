@@ -18,10 +18,7 @@ def live_logs(query: Any) -> dict[str, Any]:
     Uses ``query.live_logs()`` when the query offers it, else the query's registry of live sessions.
     """
     accessor = getattr(query, "live_logs", None)
-    if callable(accessor):
-        logs = dict(accessor())
-    else:
-        logs = dict(getattr(query, "_live", None) or {})
+    logs = dict(accessor()) if callable(accessor) else dict(getattr(query, "_live", None) or {})
     return {sid: log for sid, log in logs.items() if len(log)}
 
 

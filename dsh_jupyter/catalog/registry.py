@@ -1,5 +1,7 @@
-"""The list of known session stores, kept beside the catalog so a lost catalog can be rebuilt in full.
+"""Known session stores: the catalog's ``stores`` table, and the list kept beside the catalog so a lost
+catalog can be rebuilt in full.
 
+A store is named by its absolute, symlink-resolved root (:func:`store_root`).
 ``<DSH_HOME>/catalog-stores.json`` holds ``{"version": 1, "stores": [{"root": path, "registered": ms}]}``.
 It changes only when a store is used for the first time, under a file lock, and is replaced atomically
 (temp file and rename). It never holds anything about sessions: those always come from the logs.
@@ -7,19 +9,72 @@ It changes only when a store is used for the first time, under a file lock, and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import sqlite3
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-
-from filelock import FileLock, Timeout
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 REGISTRY_NAME = "catalog-stores.json"
 _LOCK_TIMEOUT = 2.0
+
+
+def store_root(path: str | os.PathLike[str]) -> str:
+    """The catalog's name for a store: its absolute, symlink-resolved path."""
+    return os.path.realpath(os.path.abspath(os.path.expanduser(os.fspath(path))))
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    """A known store: its root, how many sessions it holds, and whether it is fully indexed."""
+
+    root: str
+    sessions: int
+    ready: bool
+    missing: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"root": self.root, "sessions": self.sessions, "ready": self.ready, "missing": self.missing}
+
+
+@dataclass(frozen=True)
+class KnownStore:
+    """A ``stores`` row: ``dir_mtime_ns`` is the root's mtime when its listing was last reconciled."""
+
+    id: int
+    root: str
+    dir_mtime_ns: int
+    ready: bool
+    missing: bool
+
+
+def load_stores(conn: sqlite3.Connection) -> dict[int, KnownStore]:
+    """Every row of ``stores`` by id."""
+    return {
+        int(r[0]): KnownStore(int(r[0]), os.fsdecode(bytes(r[1])), int(r[2]), bool(r[3]), bool(r[4]))
+        for r in conn.execute("SELECT id, root, dir_mtime_ns, ready, missing FROM stores")
+    }
+
+
+def store_id(conn: sqlite3.Connection, name: str) -> int | None:
+    """The id of the store named ``name``, or ``None`` when the catalog does not know it."""
+    row = conn.execute("SELECT id FROM stores WHERE root = ?", (os.fsencode(name),)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def store_infos(conn: sqlite3.Connection) -> list[StoreInfo]:
+    """Every known store with its session count, by root."""
+    rows = conn.execute(
+        "SELECT root, ready, missing, (SELECT count(*) FROM sessions s WHERE s.store_id = stores.id) "
+        "FROM stores ORDER BY root").fetchall()
+    return [StoreInfo(os.fsdecode(bytes(r[0])), int(r[3]), bool(r[1]), bool(r[2])) for r in rows]
 
 
 def registry_path(home: Path) -> Path:
@@ -48,6 +103,8 @@ def read_roots(home: Path) -> list[str]:
 
 def add_roots(home: Path, roots: list[str]) -> list[str]:
     """Add ``roots`` that are not listed yet; returns the ones added. Best effort: failures are logged."""
+    from filelock import FileLock, Timeout
+
     path = registry_path(home)
     try:
         home.mkdir(parents=True, exist_ok=True)
@@ -68,6 +125,8 @@ def add_roots(home: Path, roots: list[str]) -> list[str]:
 
 def remove_roots(home: Path, roots: list[str]) -> None:
     """Forget ``roots`` (best effort)."""
+    from filelock import FileLock, Timeout
+
     path = registry_path(home)
     try:
         with FileLock(str(path) + ".lock", timeout=_LOCK_TIMEOUT):
@@ -91,8 +150,6 @@ def _write_atomic(path: Path, text: str) -> None:
             os.fsync(fh.fileno())
         os.replace(temp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(temp)
-        except OSError:
-            pass
         raise

@@ -13,61 +13,54 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .bodies import index_text, pack, unpack
 from .entries import CatalogEntry
-from .logs import LogFacts, LogStat, PreviousRead
+from .logs import LogRead, LogRecord, LogStat
 from .schema import BODY_SHIFT, dec, enc, error_kind
 
 T = TypeVar("T")
 
 #: Columns of ``sessions`` read into a :class:`Row` (with ``store_id``'s root resolved separately).
 ROW_COLUMNS = ("id, store_id, folder, session_id, cwd, created_at, title, readable, events, surface, user_messages, "
-               "assistant_messages, size, mtime_ns, ino, committed, tail, next_seq, chunks")
+               "assistant_messages, size, mtime_ns, ino, committed, tail, next_seq, body_bytes, body_truncated, chunks")
 
 
 @dataclass(frozen=True)
 class Row:
-    """A ``sessions`` row."""
+    """A ``sessions`` row: where the log is (store and folder), how many body rows it has, and its record."""
 
     rowid: int
     store_id: int
     folder: str
-    session_id: str
-    cwd: str | None
-    created_at: int
-    title: str | None
-    readable: bool
-    events: int
-    surface: int
-    user_messages: int
-    assistant_messages: int
-    stat: LogStat
-    committed: int | None
-    tail: bytes
-    next_seq: int
     chunks: int
+    log: LogRecord
 
     @classmethod
-    def from_sql(cls, r: tuple) -> Row:
-        return cls(r[0], r[1], os.fsdecode(bytes(r[2])), dec(r[3]) or "", dec(r[4]), int(r[5]), dec(r[6]), bool(r[7]),
-                   r[8], r[9], r[10], r[11], LogStat(r[12], r[13], r[14]), r[15], bytes(r[16]), r[17], r[18])
+    def from_sql(cls, r: tuple[Any, ...]) -> Row:
+        record = LogRecord(dec(r[3]) or "", dec(r[4]), int(r[5]), dec(r[6]), bool(r[7]), r[8], r[9], r[10], r[11],
+                           LogStat(r[12], r[13], r[14]), r[15], bytes(r[16]), r[17], r[18], bool(r[19]))
+        return cls(r[0], r[1], os.fsdecode(bytes(r[2])), r[20], record)
 
-    def previous(self) -> PreviousRead:
-        return PreviousRead(self.stat, self.committed, self.tail, self.next_seq, self.title, self.readable,
-                            self.events, self.surface, self.user_messages, self.assistant_messages)
+    @property
+    def session_id(self) -> str:
+        return self.log.session_id
+
+    @property
+    def stat(self) -> LogStat:
+        return self.log.stat
 
     def entry(self, root: str, notebook: str | None = None) -> CatalogEntry:
-        return CatalogEntry(self.session_id, root, self.folder, self.cwd, self.created_at, self.title, self.events,
-                            self.surface, self.user_messages, self.assistant_messages, self.stat.size,
-                            self.stat.mtime_ns, self.readable, notebook)
+        record = self.log
+        return CatalogEntry(record.session_id, root, self.folder, record.cwd, record.created_at, record.title,
+                            record.events, record.surface, record.user_messages, record.assistant_messages,
+                            record.stat.size, record.stat.mtime_ns, record.readable, notebook,
+                            body_truncated=record.body_truncated)
 
-    def with_facts(self, facts: LogFacts) -> Row:
-        """This row as it reads after ``facts`` (used when the refreshed row could not be written)."""
-        return Row(self.rowid, self.store_id, self.folder, facts.session_id, facts.cwd, facts.created_at, facts.title,
-                   facts.readable, facts.events, facts.surface, facts.user, facts.assistant, facts.stat,
-                   facts.committed, facts.tail, facts.next_seq, self.chunks)
+    def with_read(self, read: LogRead) -> Row:
+        """This row as it reads after ``read`` (used when the refreshed row could not be written)."""
+        return Row(self.rowid, self.store_id, self.folder, self.chunks, read.record)
 
 
 def now_ms() -> int:
@@ -103,19 +96,26 @@ def upsert_store(conn: sqlite3.Connection, root: str) -> tuple[int, bool]:
     if row is not None:
         return int(row[0]), False
     cursor = conn.execute("INSERT INTO stores(root, registered_ms) VALUES(?, ?)", (key, now_ms()))
-    return int(cursor.lastrowid), True
+    return _inserted_id(cursor), True
 
 
-def apply_facts(conn: sqlite3.Connection, store_id: int, folder: str, facts: LogFacts) -> int:
+def _inserted_id(cursor: sqlite3.Cursor) -> int:
+    rowid = cursor.lastrowid
+    assert rowid is not None  # an INSERT that succeeded
+    return int(rowid)
+
+
+def apply_read(conn: sqlite3.Connection, store_id: int, folder: str, read: LogRead) -> int:
     """Write what a read of the log in ``folder`` found; returns the row id."""
+    facts = read.record
     title = facts.title
     values = (
         enc(facts.session_id), enc(facts.cwd) if facts.cwd is not None else None, facts.created_at,
         enc(title) if title is not None else None, enc(facts.session_id.lower()),
         enc(facts.cwd.lower()) if facts.cwd is not None else None,
         enc(title.lower()) if title is not None else None, int(facts.readable), facts.events, facts.surface,
-        facts.user, facts.assistant, facts.stat.size, facts.stat.mtime_ns, facts.stat.ino, facts.committed,
-        facts.tail, facts.next_seq, now_ms(),
+        facts.user_messages, facts.assistant_messages, facts.stat.size, facts.stat.mtime_ns, facts.stat.ino,
+        facts.committed, facts.tail, facts.next_seq, facts.body_bytes, int(facts.body_truncated), now_ms(),
     )
     key = os.fsencode(folder)
     found = conn.execute("SELECT id, chunks, session_id, id_lc, cwd_lc, title_lc FROM sessions "
@@ -123,32 +123,33 @@ def apply_facts(conn: sqlite3.Connection, store_id: int, folder: str, facts: Log
     if found is None:
         cursor = conn.execute(
             "INSERT INTO sessions(session_id, cwd, created_at, title, id_lc, cwd_lc, title_lc, readable, events, "
-            "surface, user_messages, assistant_messages, size, mtime_ns, ino, committed, tail, next_seq, indexed_ms, "
-            "store_id, folder, chunks) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
-            values + (store_id, key),
+            "surface, user_messages, assistant_messages, size, mtime_ns, ino, committed, tail, next_seq, body_bytes, "
+            f"body_truncated, indexed_ms, store_id, folder, chunks) VALUES({'?,' * 23}0)",
+            (*values, store_id, key),
         )
-        rowid, chunks, previous_id = int(cursor.lastrowid), 0, None
+        rowid, chunks, previous_id = _inserted_id(cursor), 0, None
     else:
         rowid, chunks, previous_id = int(found[0]), int(found[1]), bytes(found[2])
         _unindex_meta(conn, rowid, found[3], found[4], found[5])
         conn.execute(
             "UPDATE sessions SET session_id=?, cwd=?, created_at=?, title=?, id_lc=?, cwd_lc=?, title_lc=?, "
             "readable=?, events=?, surface=?, user_messages=?, assistant_messages=?, size=?, mtime_ns=?, ino=?, "
-            "committed=?, tail=?, next_seq=?, indexed_ms=? WHERE id=?",
-            values + (rowid,),
+            "committed=?, tail=?, next_seq=?, body_bytes=?, body_truncated=?, indexed_ms=? WHERE id=?",
+            (*values, rowid),
         )
     conn.execute(_META_INSERT, (rowid, meta_text(values[4]), meta_text(values[5]), meta_text(values[6])))
-    if facts.full:
+    if read.full:
         _drop_bodies(conn, rowid, chunks)
         chunks = 0
-    if facts.bodies:
-        text = index_text(facts.bodies)
+    if read.bodies:
+        text = index_text(read.bodies)
         body_id = (rowid << BODY_SHIFT) | chunks
         conn.execute("INSERT INTO bodies(id, text_z) VALUES(?, ?)", (body_id, pack(text)))
         conn.execute("INSERT INTO body_index(rowid, text) VALUES(?, ?)", (body_id, text))
         chunks += 1
     conn.execute("UPDATE sessions SET chunks = ? WHERE id = ?", (chunks, rowid))
     conn.execute("DELETE FROM pending_folders WHERE store_id = ? AND folder = ?", (store_id, key))
+    conn.execute("DELETE FROM failed_logs WHERE store_id = ? AND folder = ?", (store_id, key))
     sid = enc(facts.session_id)
     recompute_primary(conn, sid)
     if previous_id is not None and previous_id != sid:

@@ -11,8 +11,11 @@ lowercased blobs is exactly Python's ``needle in text.lower()`` (UTF-8 is self-s
 
 ``meta_index`` is a trigram index over the same lowercased id, cwd and title (inserted as those very bytes),
 so a needle of three or more characters finds its rows without reading every row; ``body_index`` indexes
-the projected message text (see :mod:`.bodies`). Both are contentless: taking a row out needs the values it
-was indexed with, which the ``sessions`` row (``*_lc``) and ``bodies.text_z`` keep.
+the projected message text (see :mod:`.bodies`), at most a fixed number of bytes per session
+(``sessions.body_truncated`` says when text was left out). ``failed_logs`` remembers logs that could not be
+indexed, by their size, mtime and inode, so the same failing file is not read again until it changes.
+Both indexes are contentless: taking a row out needs the values it was indexed with, which the ``sessions``
+row (``*_lc``) and ``bodies.text_z`` keep.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import sqlite3
 from pathlib import Path
 
 #: Bumped whenever a table changes; a catalog of another version is rebuilt from the logs.
-SCHEMA_VERSION = 3  # 3: NUL indexed as U+0001 in meta_index
+SCHEMA_VERSION = 4  # 3: NUL indexed as U+0001 in meta_index; 4: capped body index, failed_logs
 
 #: File name of the catalog inside ``DSH_HOME``.
 CATALOG_NAME = "catalog.sqlite"
@@ -67,6 +70,8 @@ CREATE TABLE IF NOT EXISTS sessions(
     committed INTEGER,
     tail BLOB NOT NULL,
     next_seq INTEGER NOT NULL,
+    body_bytes INTEGER NOT NULL DEFAULT 0,   -- bytes of message text in the body index
+    body_truncated INTEGER NOT NULL DEFAULT 0,  -- 1 when text was left out of the body index (the cap)
     chunks INTEGER NOT NULL DEFAULT 0,
     is_primary INTEGER NOT NULL DEFAULT 1,
     indexed_ms INTEGER NOT NULL,
@@ -86,6 +91,16 @@ CREATE TABLE IF NOT EXISTS pending_folders(
     seen_ms INTEGER NOT NULL,
     PRIMARY KEY(store_id, folder)
 );
+CREATE TABLE IF NOT EXISTS failed_logs(
+    store_id INTEGER NOT NULL,
+    folder BLOB NOT NULL,
+    size INTEGER NOT NULL,                -- the log as it was when it failed: it is read again once it changes
+    mtime_ns INTEGER NOT NULL,
+    ino INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    failed_ms INTEGER NOT NULL,
+    PRIMARY KEY(store_id, folder)
+);
 CREATE TABLE IF NOT EXISTS bodies(
     id INTEGER PRIMARY KEY,               -- session row << {BODY_SHIFT} | chunk number
     text_z BLOB NOT NULL                  -- zlib of the indexed text (needed to take it out of the index)
@@ -102,6 +117,7 @@ _DROP = """
 DROP TABLE IF EXISTS meta_index;
 DROP TABLE IF EXISTS body_index;
 DROP TABLE IF EXISTS bodies;
+DROP TABLE IF EXISTS failed_logs;
 DROP TABLE IF EXISTS pending_folders;
 DROP TABLE IF EXISTS notebooks;
 DROP TABLE IF EXISTS sessions;
@@ -112,6 +128,7 @@ DROP TABLE IF EXISTS meta;
 # Primary result codes (``sqlite3.Error.sqlite_errorcode & 0xFF``).
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 _CORRUPT = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+_REFUSED = {18, 20, 25}  # SQLITE_TOOBIG, SQLITE_MISMATCH, SQLITE_RANGE: a value of one row, not the database
 
 
 class CatalogUnavailable(RuntimeError):
@@ -132,7 +149,8 @@ def dec(data: bytes | None) -> str | None:
 
 
 def error_kind(exc: BaseException) -> str:
-    """``"busy"``, ``"corrupt"`` or ``"other"`` for an SQLite error."""
+    """``"busy"``, ``"corrupt"``, ``"refused"`` (a value SQLite will not store, e.g. "string or blob too
+    big": a problem of one row, never of the database) or ``"other"`` for an SQLite error."""
     code = getattr(exc, "sqlite_errorcode", None)
     if isinstance(code, int):
         primary = code & 0xFF
@@ -140,12 +158,16 @@ def error_kind(exc: BaseException) -> str:
             return "busy"
         if primary in _CORRUPT:
             return "corrupt"
+        if primary in _REFUSED:
+            return "refused"
         return "other"
     text = str(exc).lower()
     if "locked" in text or "busy" in text:
         return "busy"
     if "malformed" in text or "not a database" in text or "corrupt" in text:
         return "corrupt"
+    if "too big" in text or isinstance(exc, sqlite3.DataError):
+        return "refused"
     return "other"
 
 
