@@ -243,8 +243,6 @@ def test_kernel_tools_ran_and_their_output_is_masked(kernel_run: KernelRun) -> N
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="needs the python tool that prints only through its (masked) result, as "
-                   "on main; a python tool that echoes the code's output live (captured.show()) shows it unmasked")
 def test_kernel_python_tool_cell_display_is_masked(kernel_run: KernelRun) -> None:
     assert not leaks(cell_text(kernel_run.notebook["cells"][PYTHON_CELL]).encode(), kernel_run.secrets)
 

@@ -42,15 +42,7 @@ pytestmark = pytest.mark.timeout(90)
 
 NOBODY = 65534
 
-# Known gaps in catalog files this branch does not own (reported to the lead; the catalog helper owns them):
-CATALOG_STAT = pytest.mark.xfail(
-    reason="catalog/logs.py stat_log() calls os.stat, which raises ELOOP on a symlink loop and aborts the whole "
-           "sync; it needs os.stat(path, follow_symlinks=False) and `except OSError: return None`", strict=False)
-CATALOG_FALLBACK = pytest.mark.xfail(
-    reason="catalog/fallback.py _headers()/_title() still use open(path, 'rb'), which blocks forever on a FIFO while "
-           "the catalog is not ready; they need dsh_jupyter.store.safe_open.open_log like catalog/logs.py",
-    strict=False)
-THROUGH_CATALOG = [pytest.param(n, marks=CATALOG_STAT) if n == "symlink-loop" else n for n in HOSTILE_CASES]
+THROUGH_CATALOG = list(HOSTILE_CASES)
 
 
 @pytest.fixture
@@ -289,7 +281,6 @@ def test_dsh_sessions_and_resume_on_a_real_kernel(short_tmp: Path) -> None:
     assert str(store.log_path("good-1")) in text(7)
 
 
-@CATALOG_FALLBACK
 def test_dsh_sessions_with_the_catalog_on_a_real_kernel(short_tmp: Path) -> None:
     from nbclient import NotebookClient
 
@@ -397,13 +388,6 @@ def test_a_read_only_file_system_lists_but_refuses_to_write_before_a_turn(short_
         assert digest_tree(store.root) == before
 
 
-HOST_WRITABLE = pytest.mark.xfail(
-    reason="notebook/host.py (the lead's): the `store` property calls _check_writable, so a read-only store refuses "
-           "even %dsh sessions; it should build the store without that check and call "
-           "store.check_writable(session_id) before a turn starts (new session, resume, %%dsh)", strict=False)
-
-
-@HOST_WRITABLE
 def test_a_read_only_store_on_a_real_kernel_lists_and_refuses_the_turn_clearly(short_tmp: Path) -> None:
     from nbclient import NotebookClient
 
@@ -537,7 +521,6 @@ def test_as_a_non_root_user_unreadable_and_read_only_stores_give_clear_errors(
     assert "read-only" in seen["sqlite"] and "sqlite_path" in seen["sqlite"]
 
 
-@CATALOG_STAT
 def test_as_a_non_root_user_the_cli_and_catalog_list_the_readable_sessions(
         locked_down: tuple[JsonlStore, Path, dict[str, str]]) -> None:
     store, home, _before = locked_down

@@ -45,8 +45,10 @@ class ScanSource:
 
 
 def _open_log(path: str) -> BinaryIO:
-    """Open a log for the scan (the one place it opens files: it should open them as the store does)."""
-    return open(path, "rb")
+    """Open a log for the scan as the store does: regular files only, never blocking, never following links."""
+    from ..store.safe_open import open_log
+
+    return open_log(path)
 
 
 def _check(deadline: float | None, cancel: object) -> None:
