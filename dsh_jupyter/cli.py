@@ -21,6 +21,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .services import Services, ServiceSettings
+
 if TYPE_CHECKING:
     from .catalog import Catalog, CatalogEntry
 
@@ -161,15 +163,18 @@ def _non_negative(text: str) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def _local_store(option: str | None) -> str:
-    from .store.paths import default_sessions_dir
+def _services(option: str | None = None) -> Services:
+    """The session services of the current folder (or of the store ``--store`` names), wired as the kernel's
+    and the server's are (:mod:`dsh_jupyter.services`), with a private catalog and no background threads."""
+    if option is not None and not option.strip():
+        raise CliError("--store needs a folder path", EXIT_USAGE)
+    folder = os.path.abspath(os.path.expanduser(option)) if option is not None else ""
+    return Services(ServiceSettings(cwd=os.getcwd(), sessions_dir=folder), index_in_background=False,
+                    auto_index=False, shared_catalog=False)
 
-    if option is not None:
-        if not option.strip():
-            raise CliError("--store needs a folder path", EXIT_USAGE)
-        path = Path(os.path.abspath(os.path.expanduser(option)))
-    else:
-        path = default_sessions_dir()
+
+def _local_store(option: str | None) -> str:
+    path = _services(option).sessions_root()
     if not path.is_dir():
         hint = ("pass the store with --store DIR (the .dsh/sessions folder beside the notebooks), or use --all "
                 "for every known store")
@@ -180,9 +185,7 @@ def _local_store(option: str | None) -> str:
 def _scope(catalog: Catalog, args: argparse.Namespace) -> list[str] | None:
     """The store roots a command looks at (``None``: every known store), indexed and up to date."""
     if getattr(args, "all", False):
-        from .store.paths import default_sessions_dir
-
-        here = default_sessions_dir()
+        here = _services().sessions_root()
         if here.is_dir():
             catalog.register_store(here)  # the store of the current folder counts as known
         report = catalog.sync(budget=None)
@@ -347,9 +350,8 @@ def _direct(root: str, session_id: str) -> str | None:
 def _known_roots(catalog: Catalog) -> list[str]:
     """Every store root the catalog knows (nothing is indexed or read), the current folder's store first."""
     from .catalog import store_root
-    from .store.paths import default_sessions_dir
 
-    here = default_sessions_dir()
+    here = _services().sessions_root()
     roots = [store_root(here)] if here.is_dir() else []
     return list(dict.fromkeys([*roots, *(s.root for s in catalog.stores() if not s.missing)]))
 
@@ -429,9 +431,7 @@ def find_stores(paths: Sequence[str]) -> list[str]:
         _say(f"warning: stopped after {_MAX_SCAN_DIRS} folders; scan a narrower folder to find the rest")
     configured = os.environ.get("DSH_SESSIONS_DIR", "")
     if configured.strip() and not paths:
-        from .store.paths import default_sessions_dir
-
-        candidate = str(default_sessions_dir())
+        candidate = str(_services().sessions_root())
         if os.path.isdir(candidate):
             found.append(candidate)
     return sorted(dict.fromkeys(os.path.realpath(p) for p in found))
@@ -483,7 +483,7 @@ COMMANDS = {"list": cmd_list, "search": cmd_search, "show": cmd_show, "locate": 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the command line; returns the exit code."""
-    from .catalog import Catalog, CatalogCorrupt, CatalogUnavailable
+    from .catalog import CatalogCorrupt, CatalogUnavailable
     from .session import SessionError
 
     out = out if out is not None else sys.stdout
@@ -496,11 +496,16 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         target = parser if args.group is None else _subparser(parser, "sessions")
         target.print_help(sys.stderr)
         return EXIT_USAGE
+    services = _services()
     try:
-        catalog = Catalog(background=False)
+        catalog = services.catalog
     except ValueError as exc:  # a blank explicit home
         _say(str(exc))
         return EXIT_USAGE
+    if catalog is None:
+        _say(f"the session catalog in {services.dsh_home()} could not be opened (see the warning above); check that "
+             "it is a writable folder, or set $DSH_HOME to use another one")
+        return EXIT_FAILED
     try:
         for attempt in range(2):
             try:
@@ -523,7 +528,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         _say(str(exc))
         return EXIT_FAILED
     finally:
-        catalog.close()
+        services.close()
 
 
 if __name__ == "__main__":  # pragma: no cover

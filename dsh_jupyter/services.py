@@ -76,9 +76,16 @@ _RESOLVER_FIELDS = frozenset({"max_references", "candidate_limit", "max_referenc
 class Services:
     """The session parts one host uses, built lazily from :class:`ServiceSettings` (thread-safe)."""
 
-    def __init__(self, settings: ServiceSettings, *, index_in_background: bool = True) -> None:
+    def __init__(self, settings: ServiceSettings, *, index_in_background: bool = True, auto_index: bool = True,
+                 shared_catalog: bool = True) -> None:
+        """``index_in_background``: index in a thread (kernels) or in the caller (server, CLI);
+        ``auto_index``: index this host's own store when the catalog is first used (the CLI indexes what
+        its command names instead); ``shared_catalog``: use the process-wide catalog with its background
+        worker (kernels, server), or a private one without threads that :meth:`close` closes (the CLI)."""
         self._settings = settings
         self._index_in_background = index_in_background
+        self._auto_index = auto_index
+        self._shared_catalog = shared_catalog
         self._lock = threading.RLock()
         self._store: SessionStore | None = None
         self._query: SessionQuery | None = None
@@ -182,18 +189,26 @@ class Services:
             return None
         with self._lock:
             if self._catalog is None and not self._catalog_failed:
-                from .catalog import open_catalog
+                from .catalog import Catalog, open_catalog
 
+                home = self._settings.dsh_home or None
                 try:
-                    self._catalog = open_catalog(self._settings.dsh_home or None)
+                    self._catalog = open_catalog(home) if self._shared_catalog else Catalog(home=home, background=False)
                 except Exception as exc:  # an index only: without it, reads fall back to the logs
                     self._catalog_failed = True
                     log.warning("session catalog unavailable: %s", exc)
                     return None
             catalog = self._catalog
-        if catalog is not None:
+        if catalog is not None and self._auto_index:
             self.index_store()
         return catalog
+
+    def close(self) -> None:
+        """Close what these services own (a private catalog); shared parts stay open for others."""
+        with self._lock:
+            catalog, self._catalog = self._catalog, None
+        if catalog is not None and not self._shared_catalog:
+            catalog.close()
 
     def index_store(self, root: Path | None = None) -> None:
         """Make sure the catalog knows ``root`` (default: this host's store), once per process and root.
