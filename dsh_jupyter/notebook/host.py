@@ -158,15 +158,22 @@ class NotebookHost:
             agent.hooks = self._hooks()
 
     # -- models ---------------------------------------------------------------------------------------
+    def model_spec(self, spec: str | None = None) -> tuple[str, str | None]:
+        """The model spec a new session would use (``spec``, else the ``model`` setting, else the default:
+        DeepSeek with a key, else offline) and the notice that explains a default choice."""
+        from ..models.registry import default_model_spec
+
+        wanted = (spec or self.settings.model or "").strip()
+        if wanted:
+            return wanted, None
+        return default_model_spec(os.environ)
+
     def model_for(self, spec: str | None) -> tuple[ModelProvider, str | None]:
         """The provider for ``spec`` (or the configured/default one) and a notice to show, if any."""
         from ..models.base import ModelError
-        from ..models.registry import default_model_spec, resolve_model
+        from ..models.registry import resolve_model
 
-        notice = None
-        wanted = (spec or self.settings.model or "").strip()
-        if not wanted:
-            wanted, notice = default_model_spec(os.environ)
+        wanted, notice = self.model_spec(spec)
         if self._model is not None and self._model_spec == wanted:
             return self._model, None
         try:

@@ -307,7 +307,7 @@ class DshMagics(Magics, DshSettings):
         return commands.settings_table(self)
 
     def _cmd_models(self, args: argparse.Namespace) -> Any:
-        from ..models.registry import default_model_spec, list_models
+        from ..models.registry import list_models
 
         listings = list_models()
         agent = self.host.agent
@@ -317,7 +317,7 @@ class DshMagics(Magics, DshSettings):
             in_use = next((i for i, row in enumerate(listings)
                            if (row.provider, row.model) == (info.provider, info.model)), None)
         else:
-            spec = self.model.strip() or default_model_spec()[0]
+            spec = self.host.model_spec()[0]
             mark, unlisted = "default", f"The next session will use {spec!r}."
             in_use = next((i for i, row in enumerate(listings) if row.spec == spec), None)
         return commands.models_table(listings, in_use, mark=mark, unlisted=unlisted if in_use is None else None)
