@@ -16,11 +16,10 @@ from dsh_jupyter._json import dumpb
 from dsh_jupyter.session import Event, ReplaceOp, SessionHeader, SurfaceFold
 from dsh_jupyter.session.messages import compaction_source, text_block, tool_result_message, user_message
 
-_WORDS = (
-    "def class return import self value result error test file path line data json async await "
-    "the a of to in is for on with that this it as be by from or not are was were have has "
-    "数据 测试 文件 δοκιμή ошибка naïve café 😀 🚀"
-).split()
+_WORDS = ["def", "class", "return", "import", "self", "value", "result", "error", "test", "file", "path",
+          "line", "data", "json", "async", "await", "the", "a", "of", "to", "in", "is", "for", "on", "with",
+          "that", "this", "it", "as", "be", "by", "from", "or", "not", "are", "was", "were", "have", "has",
+          "数据", "测试", "文件", "δοκιμή", "ошибка", "naïve", "café", "😀", "🚀"]
 _SYMBOLS = ['"', "\\", "\t", "{", "}", "(", ")", ":", ",", "=", "<", ">", "/", "'"]
 _MODEL = {"kind": "model", "provider": "deepseek-official", "model": "deepseek-v4-flash"}
 
@@ -130,14 +129,16 @@ def write_big_log(path: Path, *, size_mb: int, session_id: str, cwd: str, compac
                                                     "dt": [rng.randint(5, 40) for _ in pieces[1:]],
                                                     "texts": pieces}, len(pieces))
             call_id = f"call_{turn:05d}_{rng.getrandbits(32):08x}"
-            arguments = '{"command":"cat src/module_%d.py","description":"Read the module"}' % turn
+            arguments = f'{{"command":"cat src/module_{turn}.py","description":"Read the module"}}'
             args = [arguments[i : i + 10] for i in range(0, len(arguments), 10)]
             chunk_seqs += out.packed("tool-call-chunks", {"turn": turn, "step": 1, "index": 1,
                                                           "dt": [rng.randint(5, 40) for _ in args[1:]],
                                                           "id": call_id, "name": "bash", "args": args}, len(args))
-            blocks = [text_block(preamble), {"type": "tool-call", "id": call_id, "name": "bash", "arguments": arguments}]
+            blocks = [text_block(preamble),
+                      {"type": "tool-call", "id": call_id, "name": "bash", "arguments": arguments}]
             out.event("assistant/message", {"turn": turn, "step": 1, "message": {
-                "role": "assistant", "content": blocks, "source": _MODEL, "id": str(uuid.UUID(int=rng.getrandbits(128)))},
+                "role": "assistant", "content": blocks, "source": _MODEL,
+                "id": str(uuid.UUID(int=rng.getrandbits(128)))},
                 "usage": {"inputTokens": 1000 + turn, "outputTokens": 50}}, op="append", cited=chunk_seqs)
             call = out.event("tool/call", {"turn": turn, "step": 1, "callId": call_id, "name": "bash",
                                            "arguments": arguments})

@@ -180,7 +180,8 @@ def bench(kind: str, size_mb: int, old: bool) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=1024, help="size of the chat-heavy log")
-    parser.add_argument("--message-mb", type=int, default=30, help="size of the single huge message (one event line may hold at most 32 MiB)")
+    parser.add_argument("--message-mb", type=int, default=30,
+                        help="size of the single huge message (one event line may hold at most 32 MiB)")
     parser.add_argument("--old-big", action="store_true", help="also run the old path on the chat log (GBs of RAM)")
     parser.add_argument("--child", nargs=4, metavar=("VARIANT", "ROOT", "SESSION", "SPILL"), help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -31,9 +31,11 @@ sys.path.insert(0, str(HERE))
 
 from dsh_jupyter._json import dumps, loads  # noqa: E402
 from dsh_jupyter.query import SessionQuery  # noqa: E402
-from dsh_jupyter.references.projection import PROJECTION_SKIPS
 from dsh_jupyter.references import ReferenceTarget, SessionReferenceResolver  # noqa: E402
-from dsh_jupyter.references.projection import project_surface  # noqa: E402
+from dsh_jupyter.references.projection import (  # noqa: E402
+    PROJECTION_SKIPS,
+    project_surface,
+)
 from dsh_jupyter.references.retention import retain_source  # noqa: E402
 from dsh_jupyter.session import SessionHeader, SurfaceSnapshot, events_from_record, fold_surface  # noqa: E402
 from dsh_jupyter.store import JsonlStore  # noqa: E402
@@ -148,7 +150,7 @@ def child(variant: str, root: str, spill: str) -> None:
 
 def measure(variant: str, store: JsonlStore, spill: Path) -> dict:
     out = subprocess.run([sys.executable, __file__, "--child", variant, str(store.root), str(spill)],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"the {variant} run failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -202,7 +204,7 @@ def bench_candidates(count: int) -> None:
     store = candidate_store(count)
     resolver = SessionReferenceResolver(SessionQuery(store))
     target = ReferenceTarget("bench-target", "/work/project-3")
-    headers = time_call(lambda: store.list_headers())
+    headers = time_call(store.list_headers)
     first_page = time_call(lambda: resolver.list_candidates(target, ""))
     probe = count * 2 // 3
     one_title = time_call(lambda: resolver.list_candidates(target, f"number {probe}"))
@@ -214,7 +216,8 @@ def bench_candidates(count: int) -> None:
     print(f"  empty query, first 50            {first_page:.3f} s  ({first_page / headers:.1f}x list_headers)")
     print(f"  one title match ('number {probe}') {one_title:.3f} s  ({one_title / headers:.1f}x list_headers)")
     print(f"  no match (every title read)      {nothing:.3f} s  ({nothing / headers:.1f}x list_headers)")
-    print(f"  baseline: load every log in full {full_load:.3f} s  (no-match query / full load = {nothing / full_load:.2f})")
+    print(f"  baseline: load every log in full {full_load:.3f} s  "
+          f"(no-match query / full load = {nothing / full_load:.2f})")
 
 
 def main() -> None:

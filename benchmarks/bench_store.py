@@ -23,8 +23,9 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -80,7 +81,8 @@ def memory_probe(which: str, root: str, session_id: str) -> dict[str, float]:
     """Run one reader in this (fresh) process: RSS high-water growth, then tracemalloc's peak."""
     store = JsonlStore(root)
     path = store.log_path(session_id)
-    run: Callable[[], Any] = (lambda: store.read_surface(session_id)) if which == "fast" else (lambda: naive_surface(path))
+    run: Callable[[], Any] = ((lambda: store.read_surface(session_id)) if which == "fast"
+                              else (lambda: naive_surface(path)))
     gc.collect()
     before = _max_rss_mb()
     run()
@@ -183,7 +185,8 @@ def _turn_events(log: SessionLog, turn: int, chunks: int) -> None:
     log.append("assistant/message", {"turn": turn, "step": 1, "message": {
         "role": "assistant", "content": [text_block("word " * chunks)],
         "source": {"kind": "model", "provider": "p", "model": "m"}, "id": f"a{turn}"}}, source_event_seqs=seqs)
-    call = log.append("tool/call", {"turn": turn, "step": 1, "callId": f"c{turn}", "name": "bash", "arguments": "{}"}).seq
+    call = log.append("tool/call", {"turn": turn, "step": 1, "callId": f"c{turn}", "name": "bash",
+                                    "arguments": "{}"}).seq
     log.append("tool/result", {"turn": turn, "step": 1, "message": tool_result_message(
         f"c{turn}", [text_block("output line\n" * 200)])}, source_event_seqs=[call])
     log.append("step/end", {"turn": turn, "step": 1})

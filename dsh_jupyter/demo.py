@@ -42,7 +42,8 @@ def run_notebook(source: Path, workdir: Path, timeout: int = 180) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notebooks", type=Path, default=default_notebooks_dir(), help="folder of the demo notebooks")
-    parser.add_argument("--out", type=Path, default=None, help="where executed copies go (default: <notebooks>/executed)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where executed copies go (default: <notebooks>/executed)")
     parser.add_argument("names", nargs="*", default=list(DEMOS), help="which demos to run")
     args = parser.parse_args(argv)
     out_root = args.out or args.notebooks / "executed"

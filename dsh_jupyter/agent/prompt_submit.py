@@ -8,8 +8,9 @@ listeners after it, and what it returns is authoritative. A listener that only o
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping, Union
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Block:
     reason: str
 
 
-Decision = Union[Allow, Block]
+Decision = Allow | Block
 Next = Callable[[PromptSubmission], Awaitable[Decision]]
 Listener = Callable[[PromptSubmission, Next], Awaitable[Decision]]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 _STATE: dict[int, Any] = {}
@@ -42,8 +43,6 @@ def unload(ip: Any) -> None:
     magics, disposers = state
     for dispose in disposers:
         dispose()
-    try:
+    with contextlib.suppress(ValueError):
         ip.events.unregister("pre_run_cell", magics.refresh_views)
-    except ValueError:
-        pass
     magics.host.close()

@@ -7,7 +7,8 @@ The kernel's main thread never runs agent code; it submits coroutines here and w
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Coroutine, TypeVar
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import asyncio
@@ -28,7 +29,7 @@ class AgentThread:
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
-            if self._loop is None or not self._loop.is_running() and self._thread is None:
+            if self._loop is None or (not self._loop.is_running() and self._thread is None):
                 import asyncio
 
                 ready = threading.Event()

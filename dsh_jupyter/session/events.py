@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Mapping, Union
+from typing import Any, Literal
 
 from .errors import SessionFormatError
 from .header import is_safe_nonnegative_int
@@ -70,7 +71,7 @@ class ReplaceOp:
         return {"op": "replace", "start": self.start, "end": self.end}
 
 
-SurfaceOp = Union[Literal["append"], ReplaceOp]
+SurfaceOp = Literal["append"] | ReplaceOp
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class Event:
     @property
     def message(self) -> dict[str, Any] | None:
         """The message of a surface event (``data`` for user messages, ``data.message`` otherwise)."""
-        if self.type == USER_MESSAGE or self.type == SYSTEM_MESSAGE:
+        if self.type in (USER_MESSAGE, SYSTEM_MESSAGE):
             return self.data if isinstance(self.data, dict) else None
         if self.type in (ASSISTANT_MESSAGE, TOOL_RESULT) and isinstance(self.data, dict):
             message = self.data.get("message")

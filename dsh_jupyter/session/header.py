@@ -8,7 +8,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from .errors import SessionFormatError
 
@@ -35,7 +35,7 @@ _ALLOWED_FIELDS = frozenset(
 )
 
 
-def is_safe_nonnegative_int(value: Any) -> bool:
+def is_safe_nonnegative_int(value: object) -> TypeGuard[int]:
     """True for a JavaScript "non-negative safe integer" (no bools, no floats, no ``-0``)."""
     if isinstance(value, bool):
         return False

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 #: Source of a human prompt or steer.
 USER_SOURCE: dict[str, Any] = {"kind": "user"}
@@ -73,7 +74,8 @@ def is_direct_user_source(source: Any) -> bool:
 def blocks_text(blocks: Iterable[Any], joiner: str = "\n") -> str:
     """The ``text`` of every ``text`` block, joined (reasoning, tool calls and images are skipped)."""
     return joiner.join(
-        b["text"] for b in blocks if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        b["text"] for b in blocks
+        if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
     )
 
 

@@ -7,8 +7,8 @@ the latest checkpoint lineage plus whatever follows it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from .errors import SessionFormatError
 from .events import Event, ReplaceOp, SurfaceOp
