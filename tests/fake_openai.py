@@ -32,15 +32,17 @@ closed the connection.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -82,7 +84,7 @@ Behaviour = Reply | HTTPError
 
 
 def text_reply(*pieces: str, reasoning: Sequence[str] = (), finish: str = "stop",
-               usage: dict[str, Any] | None | bool = True) -> Reply:
+               usage: dict[str, Any] | bool | None = True) -> Reply:
     """Reasoning pieces (as ``reasoning_content``), then text pieces, one chunk each."""
     steps: list[Any] = [{"reasoning_content": r} for r in reasoning] + [{"content": p} for p in pieces]
     reply = Reply(steps, finish)
@@ -98,8 +100,8 @@ def tool_call_reply(*calls: tuple[str, str, Sequence[str]], text: Sequence[str] 
     """Optional text, then each ``(id, name, argument_pieces)`` call streamed as OpenAI does: the first
     delta has id, type and name with the first piece, the next ones only argument pieces."""
     steps: list[Any] = [{"content": t} for t in text]
-    for index, (call_id, name, pieces) in enumerate(calls):
-        pieces = list(pieces) or [""]
+    for index, (call_id, name, given) in enumerate(calls):
+        pieces = list(given) or [""]
         steps.append({"tool_calls": [{"index": index, "id": call_id, "type": "function",
                                       "function": {"name": name, "arguments": pieces[0]}}]})
         for piece in pieces[1:]:
@@ -303,10 +305,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _drop(self) -> None:
         """Close the socket without the terminating zero-length chunk."""
         self.wfile.flush()
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.close_connection = True
 
     def _stall(self) -> None:

@@ -5,19 +5,19 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agent_helpers import ScriptedModel, call, say  # noqa: E402
+from agent_helpers import ScriptedModel, call, say
 
-from dsh_jupyter.agent import Agent  # noqa: E402
-from dsh_jupyter.session.messages import message_text  # noqa: E402
-from dsh_jupyter.store import JsonlStore, SqliteStore  # noqa: E402
-from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry  # noqa: E402
-from dsh_jupyter.tools.hooks import ClaudeCodeHooks, CodexHooks, HookRunner  # noqa: E402
+from dsh_jupyter.agent import Agent
+from dsh_jupyter.session.messages import message_text
+from dsh_jupyter.store import JsonlStore, SqliteStore
+from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry
+from dsh_jupyter.tools.hooks import ClaudeCodeHooks, CodexHooks, HookRunner
 
 SCRIPTS = Path(__file__).parent / "hook_scripts"
 PY = sys.executable
@@ -26,7 +26,8 @@ PY = sys.executable
 class ShellLike(Tool):
     name = "bash"
     description = "Pretend shell."
-    parameters = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {"command": {"type": "string"}},
+                                            "required": ["command"]}
 
     def __init__(self) -> None:
         self.ran: list[str] = []

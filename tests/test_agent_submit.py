@@ -10,13 +10,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agent_helpers import Reply, ScriptedModel, say  # noqa: E402
+from agent_helpers import Reply, ScriptedModel, say
 
-from dsh_jupyter.agent import Agent, AgentBusyError, AgentIdleError  # noqa: E402
-from dsh_jupyter.agent.submit import Submission, dispatch, prepare_prompt, submit  # noqa: E402
-from dsh_jupyter.references import SessionReferenceError, format_session_reference_mention  # noqa: E402
-from dsh_jupyter.session.messages import text_block  # noqa: E402
-from dsh_jupyter.store import JsonlStore  # noqa: E402
+from dsh_jupyter.agent import Agent, AgentBusyError, AgentIdleError
+from dsh_jupyter.agent.submit import Submission, dispatch, prepare_prompt, submit
+from dsh_jupyter.references import SessionReferenceError, format_session_reference_mention
+from dsh_jupyter.session.messages import text_block
+from dsh_jupyter.store import JsonlStore
 
 
 def make_agent(tmp_path: Path, *replies: Reply) -> Agent:

@@ -7,9 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-
 import browser_helpers as bh
+import pytest
 
 pytestmark = pytest.mark.browser
 

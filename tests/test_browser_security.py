@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
@@ -26,6 +25,7 @@ from browser_helpers import (
     write_notebook,
     write_session,
 )
+
 from dsh_jupyter.references.mentions import format_session_reference_mention
 
 pytestmark = pytest.mark.browser
@@ -40,7 +40,8 @@ SESSIONS = [  # (id, title, cwd or None for "the notebook's folder", created_at)
     ("evil-tag", TAG, "", 1_787_000_100_000),  # "" stands for: no cwd at all
     ("evil-ansi", ANSI, "/elsewhere", 1_787_000_200_000),
 ]
-HOSTILE_PROMPT = "Compare " + " and ".join(format_session_reference_mention(sid, title) for sid, title, _, _ in SESSIONS)
+HOSTILE_PROMPT = "Compare " + " and ".join(
+    format_session_reference_mention(sid, title) for sid, title, _, _ in SESSIONS)
 #: Runs the real %%dsh path with its outputs captured, then shows only the text/html and text/plain
 #: forms of the reference-context bundle it displayed (as a front end without our renderer would).
 FALLBACK_CELL = f"""\

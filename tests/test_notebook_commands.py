@@ -98,7 +98,8 @@ def test_arguments_are_parsed_per_command() -> None:
     assert parse_line("new -m offline").args == argparse.Namespace(model="offline", discard=False)
     assert parse_line("new --model deepseek:deepseek-chat --discard").args == argparse.Namespace(
         model="deepseek:deepseek-chat", discard=True)
-    assert parse_line("resume 'Regional sales Q3'").args == argparse.Namespace(session=["Regional sales Q3"], discard=False)
+    assert parse_line("resume 'Regional sales Q3'").args == argparse.Namespace(session=["Regional sales Q3"],
+                                                                                 discard=False)
     assert parse_line("resume  6a9e04f1 ").args == argparse.Namespace(session=["6a9e04f1"], discard=False)
     assert parse_line("title Why churn rose?").args == argparse.Namespace(text=["Why churn rose?"])
     assert parse_line("title Don't  panic").args == argparse.Namespace(text=["Don't  panic"])

@@ -79,7 +79,7 @@ def test_an_unsaved_turn_is_never_dropped_by_switching(tmp_path: Path, monkeypat
         with pytest.raises(SessionWriteError):  # the turn ends in error; its events stay buffered
             ask(host, "unsaved turn")
         assert writer.pending > 0  # type: ignore[attr-defined]
-        with pytest.raises(HostError, match="could not be saved.*--discard"):
+        with pytest.raises(HostError, match=r"could not be saved.*--discard"):
             host.new_session()
         assert host.agent is agent  # still current, nothing lost
         monkeypatch.setattr(writer, "flush", real_flush)

@@ -7,12 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
+from notebook_helpers import FakeHost
 
 from dsh_jupyter.notebook import completer, python_tool, widgets
 from dsh_jupyter.notebook.config import DshSettings
 from dsh_jupyter.notebook.host import NotebookHost
 from dsh_jupyter.notebook.protocols import ChatHost, CompletionHost, PromptHost, PythonToolHost, SessionCandidates
-from notebook_helpers import FakeHost
 
 
 def as_chat_host(host: ChatHost) -> ChatHost:

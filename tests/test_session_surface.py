@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from store_helpers import new_header
 
 from dsh_jupyter.session import (
     Event,
@@ -16,8 +17,6 @@ from dsh_jupyter.session import (
     fold_surface,
 )
 from dsh_jupyter.session.messages import compaction_source, text_block, user_message
-
-from store_helpers import new_header
 
 
 def say(log: SessionLog, text: str) -> int:
