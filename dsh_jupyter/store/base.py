@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
-from ..session import Event, SessionHeader, SessionLog, SessionNotFoundError, SurfaceSnapshot
+from ..session import Event, SessionFormatError, SessionHeader, SessionLog, SessionNotFoundError, SurfaceSnapshot
+
+T = TypeVar("T")
+
+
+class HeldLock(Protocol):
+    """The one-writer-per-session lock a backend holds while its writer is open."""
+
+    def release(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,86 @@ class SessionWriter(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class BufferedWriter(SessionWriter, Generic[T]):
+    """What every backend's writer shares: buffered, seq-checked appends under one mutex; flush, discard and
+    close. A backend encodes an event into its own record (:meth:`_encode`), stores the buffer durably
+    (:meth:`_flush_locked`, called with the mutex held) and frees what it holds (:meth:`_release`)."""
+
+    def __init__(self, header: SessionHeader, *, lock: HeldLock | None, next_seq: int) -> None:
+        self.header = header
+        self._lock = lock
+        self._stored_seq = next_seq
+        self._next_seq = next_seq
+        self._buffer: list[T] = []
+        self._closed = False
+        self._mutex = threading.Lock()
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next appended event must carry."""
+        return self._next_seq
+
+    @property
+    def pending(self) -> int:
+        """Number of buffered events not yet flushed."""
+        return self._next_seq - self._stored_seq
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @abc.abstractmethod
+    def _encode(self, event: Event, seq: int) -> T:
+        """Validate ``event`` (which must carry ``seq``) and encode it for the buffer."""
+
+    @abc.abstractmethod
+    def _flush_locked(self) -> None:
+        """Store the buffer durably, then clear it and advance the stored seq (the mutex is held)."""
+
+    def _release(self) -> None:
+        """Free backend resources (file descriptors, connections) as the writer closes."""
+
+    def append(self, events: Iterable[Event]) -> None:
+        with self._mutex:
+            self._check_open()
+            encoded: list[T] = []
+            seq = self._next_seq
+            for event in events:
+                encoded.append(self._encode(event, seq))
+                seq += 1
+            self._buffer.extend(encoded)
+            self._next_seq = seq
+
+    def flush(self) -> None:
+        with self._mutex:
+            self._check_open()
+            self._flush_locked()
+
+    def discard(self) -> int:
+        with self._mutex:
+            dropped = self._next_seq - self._stored_seq
+            self._buffer.clear()
+            self._next_seq = self._stored_seq
+        self.close()
+        return dropped
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._closed:
+                return
+            try:
+                self._flush_locked()
+            finally:
+                self._closed = True
+                self._release()
+                if self._lock is not None:
+                    self._lock.release()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionFormatError(f"the writer of session {self.header.id!r} is closed; open the session again")
 
 
 class SessionStore(abc.ABC):

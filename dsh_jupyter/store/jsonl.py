@@ -21,9 +21,8 @@ import logging
 import os
 import shutil
 import stat
-import threading
 import uuid
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -37,7 +36,7 @@ from ..session import (
     SurfaceSnapshot,
 )
 from ..session.events import KNOWN_TYPES, SYSTEM_MESSAGE
-from .base import SessionLocation, SessionStore, SessionWriter
+from .base import BufferedWriter, SessionLocation, SessionStore
 from .errors import LogAccessError, SessionExistsError, SessionWriteError, StoreReadOnlyError
 from .locking import WriterLock
 from .paths import LOCK_NAME, LOG_NAME, list_session_folders, session_folder_name
@@ -113,87 +112,31 @@ def encode_event(event: Event, expected_seq: int) -> bytes:
     return line
 
 
-class JsonlWriter(SessionWriter):
+class JsonlWriter(BufferedWriter[bytes]):
     """The single writer of one JSONL session (see the module docstring for the guarantees)."""
 
     def __init__(self, store: JsonlStore, header: SessionHeader, *, lock: WriterLock | None = None,
                  size: int | None = None, next_seq: int = 0) -> None:
-        self.header = header
+        super().__init__(header, lock=lock, next_seq=next_seq)
         self._store = store
         self.folder = store.folder(header.id)
         self.path = self.folder / LOG_NAME
-        self._lock = lock
         self._size = size  # bytes on disk; None until the log is published
         self._fd: int | None = None
-        self._stored_seq = next_seq
-        self._next_seq = next_seq
-        self._buffer: list[bytes] = []
-        self._closed = False
-        self._mutex = threading.Lock()
         self._new_dirs: list[Path] = []
         self._broken: str | None = None
 
-    # -- state -----------------------------------------------------------------------------------------
     @property
     def materialized(self) -> bool:
         return self._size is not None
 
-    @property
-    def next_seq(self) -> int:
-        """The seq the next appended event must carry."""
-        return self._next_seq
+    def _encode(self, event: Event, seq: int) -> bytes:
+        return encode_event(event, seq)
 
-    @property
-    def pending(self) -> int:
-        """Number of buffered events not yet flushed."""
-        return self._next_seq - self._stored_seq
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    # -- writing ---------------------------------------------------------------------------------------
-    def append(self, events: Iterable[Event]) -> None:
-        with self._mutex:
-            self._check_open()
-            lines: list[bytes] = []
-            seq = self._next_seq
-            for event in events:
-                lines.append(encode_event(event, seq))
-                seq += 1
-            self._buffer.extend(lines)
-            self._next_seq = seq
-
-    def flush(self) -> None:
-        with self._mutex:
-            self._check_open()
-            self._flush_locked()
-
-    def discard(self) -> int:
-        with self._mutex:
-            dropped = self._next_seq - self._stored_seq
-            self._buffer.clear()
-            self._next_seq = self._stored_seq
-        self.close()
-        return dropped
-
-    def close(self) -> None:
-        with self._mutex:
-            if self._closed:
-                return
-            try:
-                self._flush_locked()
-            finally:
-                self._closed = True
-                if self._fd is not None:
-                    os.close(self._fd)
-                    self._fd = None
-                if self._lock is not None:
-                    self._lock.release()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SessionFormatError(f"the writer of session {self.header.id!r} is closed; open the session again")
+    def _release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def _flush_locked(self) -> None:
         if not self._buffer:

@@ -13,7 +13,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from ..session import (
     event_from_json,
 )
 from ..session.events import KNOWN_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, ReplaceOp
-from .base import SessionLocation, SessionStore, SessionWriter
+from .base import BufferedWriter, SessionLocation, SessionStore
 from .errors import SessionExistsError, SessionWriteError, StoreReadOnlyError
 from .jsonl import encode_event
 from .locking import WriterLock
@@ -103,80 +103,28 @@ def _parse_op(op: str) -> Any:
     return ReplaceOp(int(record["start"]), int(record["end"]))
 
 
-class SqliteWriter(SessionWriter):
+class SqliteWriter(BufferedWriter[Row]):
     """The single writer of one session in a :class:`SqliteStore`."""
 
     def __init__(self, store: SqliteStore, header: SessionHeader, *, lock: WriterLock | None = None,
                  materialized: bool = False, next_seq: int = 0) -> None:
-        self.header = header
+        super().__init__(header, lock=lock, next_seq=next_seq)
         self._store = store
         self._key = session_key(header.id)
-        self._lock = lock
         self._materialized = materialized
-        self._stored_seq = next_seq
-        self._next_seq = next_seq
-        self._buffer: list[Row] = []
         self._conn: sqlite3.Connection | None = None
-        self._closed = False
-        self._mutex = threading.Lock()
 
     @property
     def materialized(self) -> bool:
         return self._materialized
 
-    @property
-    def next_seq(self) -> int:
-        return self._next_seq
+    def _encode(self, event: Event, seq: int) -> Row:
+        return _row(event, encode_event(event, seq))
 
-    @property
-    def pending(self) -> int:
-        return self._next_seq - self._stored_seq
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def append(self, events: Iterable[Event]) -> None:
-        with self._mutex:
-            self._check_open()
-            rows: list[Row] = []
-            seq = self._next_seq
-            for event in events:
-                rows.append(_row(event, encode_event(event, seq)))
-                seq += 1
-            self._buffer.extend(rows)
-            self._next_seq = seq
-
-    def flush(self) -> None:
-        with self._mutex:
-            self._check_open()
-            self._flush_locked()
-
-    def discard(self) -> int:
-        with self._mutex:
-            dropped = self._next_seq - self._stored_seq
-            self._buffer.clear()
-            self._next_seq = self._stored_seq
-        self.close()
-        return dropped
-
-    def close(self) -> None:
-        with self._mutex:
-            if self._closed:
-                return
-            try:
-                self._flush_locked()
-            finally:
-                self._closed = True
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
-                if self._lock is not None:
-                    self._lock.release()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SessionFormatError(f"the writer of session {self.header.id!r} is closed; open the session again")
+    def _release(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def _flush_locked(self) -> None:
         if not self._buffer:
