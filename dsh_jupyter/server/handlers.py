@@ -32,6 +32,7 @@ from tornado import web
 from .._json import dumps
 from ..references import SessionReferenceError
 from . import sessions
+from .boundary import Boundary
 from .errors import INTERNAL, INTERNAL_MESSAGE, ApiError, busy, error_body, internal, too_slow
 from .pool import PoolBusy, PoolTimeout
 from .state import SETTINGS_KEY, ServerState
@@ -153,32 +154,34 @@ class CandidatesHandler(DshApiHandler):
         await self.answer(prepare)
 
 
-class SessionHandler(DshApiHandler):
+class _SessionReadHandler(DshApiHandler):
+    """A ``GET …/<payload>`` route that reads one session (named by its URI payload) in the request's folder
+    with the :mod:`.sessions` function named by ``reader`` (looked up per request)."""
+
+    reader: str
+
+    @web.authenticated
+    @authorized
+    async def get(self, payload: str) -> None:
+        def prepare() -> Job:
+            session_id = sessions.decode_session_payload(payload)
+            boundary = self.dsh.boundary
+            read: Callable[[Path, str, Boundary], object] = getattr(sessions, self.reader)
+            return self.folder_job(lambda folder: read(folder, session_id, boundary))
+
+        await self.answer(prepare)
+
+
+class SessionHandler(_SessionReadHandler):
     """``GET dsh/api/sessions/<payload>``: one session's metadata and bounded conversation preview."""
 
-    @web.authenticated
-    @authorized
-    async def get(self, payload: str) -> None:
-        def prepare() -> Job:
-            session_id = sessions.decode_session_payload(payload)
-            boundary = self.dsh.boundary
-            return self.folder_job(lambda folder: sessions.session_detail(folder, session_id, boundary))
-
-        await self.answer(prepare)
+    reader = "session_detail"
 
 
-class LocateHandler(DshApiHandler):
+class LocateHandler(_SessionReadHandler):
     """``GET dsh/api/locate/<payload>``: ``{"kind": "jsonl", "path", "contentsPath"}``."""
 
-    @web.authenticated
-    @authorized
-    async def get(self, payload: str) -> None:
-        def prepare() -> Job:
-            session_id = sessions.decode_session_payload(payload)
-            boundary = self.dsh.boundary
-            return self.folder_job(lambda folder: sessions.session_location(folder, session_id, boundary))
-
-        await self.answer(prepare)
+    reader = "session_location"
 
 
 #: ``(route relative to base_url, handler)``; the payload group takes any non-empty segment so that

@@ -179,7 +179,7 @@ class ServerCatalog(Protocol):
 
     def stores(self) -> Sequence[StoreInfo]: ...
 
-    def candidates(self, target_id: str, target_cwd: str | None, text: str = ..., limit: int = ..., *,
+    def candidates(self, target_id: str | None, target_cwd: str | None, text: str = ..., limit: int = ..., *,
                    body: bool = ..., roots: Iterable[str] | None = ..., local: str | None = ...,
                    cancel: Any = ...) -> Sequence[CatalogEntry]: ...
 

@@ -20,9 +20,15 @@ from .bridge import HookBridge, HookContext
 from .protocol import Verdict, merge
 
 
+@dataclass(frozen=True)
 class _WithContexts:
-    additional_context: list[str]
-    context_sources: list[dict[str, Any]]
+    """What every hook event's decision carries: contexts to add (each with its source), warnings for the
+    user and ``systemMessage`` texts."""
+
+    additional_context: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    system_messages: list[str] = field(default_factory=list)
+    context_sources: list[dict[str, Any]] = field(default_factory=list)
 
     def contexts(self) -> list[tuple[str, dict[str, Any]]]:
         """Each added context text with the source marker to record it under."""
@@ -37,12 +43,8 @@ def _join(reasons: Sequence[str]) -> str | None:
 class SessionStartDecision(_WithContexts):
     """``SessionStart``: context to add before the first prompt; ``halt`` asks the host to stop."""
 
-    additional_context: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    system_messages: list[str] = field(default_factory=list)
     halt: bool = False
     halt_reason: str | None = None
-    context_sources: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,6 @@ class PromptDecision(_WithContexts):
 
     blocked: bool = False
     reason: str | None = None
-    additional_context: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    system_messages: list[str] = field(default_factory=list)
-    context_sources: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -68,14 +66,10 @@ class ToolDecision(_WithContexts):
 
     deny: bool = False
     reason: str | None = None
-    additional_context: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
     permission: str | None = None
     ask: bool = False
-    system_messages: list[str] = field(default_factory=list)
     halt: bool = False
     halt_reason: str | None = None
-    context_sources: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -84,12 +78,8 @@ class PostToolDecision(_WithContexts):
 
     blocked: bool = False
     reason: str | None = None
-    additional_context: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    system_messages: list[str] = field(default_factory=list)
     halt: bool = False
     halt_reason: str | None = None
-    context_sources: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -101,12 +91,8 @@ class StopDecision(_WithContexts):
 
     blocked: bool = False
     reason: str | None = None
-    additional_context: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    system_messages: list[str] = field(default_factory=list)
     halt: bool = False
     halt_reason: str | None = None
-    context_sources: list[dict[str, Any]] = field(default_factory=list)
 
 
 def prompt_text(content: str | Iterable[Any]) -> str:
