@@ -23,7 +23,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from dsh_jupyter._json import dumpb  # noqa: E402
-from dsh_jupyter.tools.secrets import SecretMasker  # noqa: E402
+from dsh_jupyter.secrets import SecretMasker  # noqa: E402
 
 LINE_GOAL_US = 10.0
 TOOL_GOAL_MS = 1.0

@@ -29,7 +29,7 @@ from dsh_jupyter.agent import events as ev
 from dsh_jupyter.store import JsonlStore, SqliteStore
 from dsh_jupyter.tools import BashTool, ShellEnvRegistry, ToolRegistry
 from dsh_jupyter.tools.hooks import ClaudeCodeHooks, CodexHooks, HookRunner
-from dsh_jupyter.tools.secrets import MASK
+from dsh_jupyter.secrets import MASK
 
 SCRIPTS = Path(__file__).parent / "hook_scripts"
 HOOK_EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop")

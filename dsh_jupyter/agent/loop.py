@@ -28,6 +28,7 @@ from ..models.base import (
     TextDelta,
     ToolSpec,
 )
+from ..secrets import mask_fields, watch_model
 from ..session import Event, SessionLog
 from ..session.events import (
     ASSISTANT_MESSAGE,
@@ -54,7 +55,6 @@ from ..session.messages import (
 )
 from ..store.base import SessionStore, SessionWriter
 from ..tools.base import ToolExecution, ToolOutput, ToolRegistry, parse_arguments
-from ..tools.secrets import mask_fields, watch_model
 from . import events as ev
 from .compaction import COMPACTION_INSTRUCTIONS, COMPACTION_REQUEST, checkpoint_content, plan_compaction
 from .hooks import HOOK_FEEDBACK_SOURCE, HookGate

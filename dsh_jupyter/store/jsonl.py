@@ -98,7 +98,7 @@ def encode_event(event: Event, expected_seq: int) -> bytes:
             f"cannot append event type {event.type!r}: readers refuse unknown types; mark it ignorable=True "
             "if readers that do not know it may skip it"
         )
-    from ..tools.secrets import mask_encoded  # secrets never reach a log (both stores write these lines)
+    from ..secrets import mask_encoded  # secrets never reach a log (both stores write these lines)
 
     try:
         line = mask_encoded(event.to_json(), dumpb) + b"\n"

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..secrets import mask_fields
 from ..session import SessionHeader
 from ..store.base import SessionLocation
-from .secrets import mask_fields
 
 Disposer = Callable[[], None]
 
@@ -224,7 +224,7 @@ class ToolRegistry:
 
         ``asyncio.CancelledError`` still propagates (the caller cancelled the task); any other exception
         raised by a tool becomes an error output naming the tool. Every output comes back with secret
-        values masked (:mod:`dsh_jupyter.tools.secrets`): this is the one place tool results pass through.
+        values masked (:mod:`dsh_jupyter.secrets`): this is the one place tool results pass through.
         """
         return mask_fields(await self._execute(name, arguments, execution))
 

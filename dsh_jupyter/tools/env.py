@@ -17,8 +17,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from ..secrets import default_masker
 from .home import resolve_dsh_home
-from .secrets import default_masker
 
 if TYPE_CHECKING:
     from .base import ToolExecution
@@ -242,7 +242,7 @@ def _overlay(target: dict[str, str], extra: Mapping[str, str]) -> None:
 def scrubbed_env(parent: Mapping[str, str] | None = None) -> dict[str, str]:
     """A copy of ``parent`` (default ``os.environ``) without credentials or ``DSH_*`` names.
 
-    Removed: every variable :meth:`~dsh_jupyter.tools.secrets.SecretMasker.is_secret_variable` calls
+    Removed: every variable :meth:`~dsh_jupyter.secrets.SecretMasker.is_secret_variable` calls
     secret (a credential-looking or watched name, a value holding a URL with a password such as
     ``DATABASE_URL=postgres://user:pw@host/db``, a value containing a known secret) and every name whose
     uppercase form starts with ``DSH_``. Then the terminal settings (``NO_COLOR``, ``TERM``, ``PAGER``,

@@ -12,7 +12,7 @@ fields. They differ where the tools they imitate differ:
 
 Hooks run one after another in the session cwd, each in its own process group, with the scrubbed
 environment (no credential-like or ``DSH_*`` variables); every payload has secret values masked
-(:mod:`dsh_jupyter.tools.secrets`) before it is encoded, and so has everything a hook answers (reasons,
+(:mod:`dsh_jupyter.secrets`) before it is encoded, and so has everything a hook answers (reasons,
 added context, messages) before the agent sees it. Looking up ``transcript_path`` asks the store's
 ``locate`` only; it never creates or flushes the session file.
 """
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._json import dumps
+from ...secrets import mask_data, mask_fields
 from ...session import SessionHeader
 from ...store.base import SessionLocation
 from ..env import child_env
-from ..secrets import mask_data, mask_fields
 from .config import CommandHook, HookConfig, parse_hook_config
 from .protocol import HookRun, Verdict, interpret, merge, run_command_hook
 

@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry
-from dsh_jupyter.tools.env import scrubbed_env
-from dsh_jupyter.tools.secrets import (
+from dsh_jupyter.secrets import (
     MASK,
     MIN_SECRET_LENGTH,
     SecretMasker,
@@ -23,6 +21,8 @@ from dsh_jupyter.tools.secrets import (
     url_passwords,
     watch_model,
 )
+from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry
+from dsh_jupyter.tools.env import scrubbed_env
 
 
 @pytest.mark.parametrize("name", [
