@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping
 
 from ..session.messages import text_block
 from . import events as ev
+from .approvals import HookVerdict
 
 #: Source of loop-written feedback that came from hooks without a bridge of their own.
 HOOK_FEEDBACK_SOURCE: dict[str, Any] = {"kind": "plugin", "plugin": "hooks"}
@@ -23,6 +24,7 @@ class HookAnswer:
     blocked: bool = False
     reason: str | None = None
     contexts: list[dict[str, Any]] = field(default_factory=list)
+    verdict: HookVerdict | None = None  # PreToolUse only: an explicit "allow" or "ask"
 
 
 def _contexts(outcome: Any) -> list[dict[str, Any]]:
@@ -67,15 +69,20 @@ class HookGate:
         return HookAnswer(contexts=_contexts(outcome))
 
     async def pre_tool(self, turn: int, name: str, arguments: Mapping[str, Any], call_id: str) -> HookAnswer:
+        """``blocked`` refuses the call (a hook denied it or stopped the session); otherwise ``verdict`` is the
+        hooks' explicit ``"allow"`` (run without asking) or ``"ask"`` (ask the user, with ``reason``)."""
         outcome = await self.runner.pre_tool_use(self._context(turn), name, dict(arguments), call_id)
         self._notices(outcome, turn)
-        asks = getattr(outcome, "ask", False)
-        if getattr(outcome, "deny", False) or getattr(outcome, "halt", False) or asks:
+        if getattr(outcome, "deny", False) or getattr(outcome, "halt", False):
             reason = getattr(outcome, "reason", None) or getattr(outcome, "halt_reason", None) or (
-                "a PreToolUse hook asked for the user's approval, which this host cannot request"
-                if asks else "denied by a PreToolUse hook")
+                "denied by a PreToolUse hook")
             return HookAnswer(True, reason)
-        return HookAnswer(contexts=_contexts(outcome))
+        permission = getattr(outcome, "permission", None)
+        if getattr(outcome, "ask", False):
+            permission = "ask"
+        verdict: HookVerdict | None = permission if permission in ("allow", "ask") else None
+        reason = getattr(outcome, "reason", None) if verdict is not None else None
+        return HookAnswer(reason=reason, contexts=_contexts(outcome), verdict=verdict)
 
     async def post_tool(self, turn: int, name: str, arguments: Mapping[str, Any], call_id: str,
                         output: str) -> HookAnswer:
