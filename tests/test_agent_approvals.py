@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -130,7 +130,8 @@ SCRIPTS = Path(__file__).parent / "hook_scripts"
 class Shell(Tool):
     name = "bash"
     description = "Pretend shell."
-    parameters = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {"command": {"type": "string"}},
+                                            "required": ["command"]}
 
     def __init__(self) -> None:
         self.ran: list[str] = []

@@ -6,8 +6,9 @@ the loop acts on: a block reason, contexts to record with their sources, and not
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..session.messages import text_block
 from . import events as ev
@@ -65,7 +66,8 @@ class HookGate:
         if getattr(outcome, "blocked", False):
             return HookAnswer(True, getattr(outcome, "reason", None) or "blocked by a UserPromptSubmit hook")
         if getattr(outcome, "halt", False):
-            return HookAnswer(True, getattr(outcome, "halt_reason", None) or "a UserPromptSubmit hook stopped the session")
+            return HookAnswer(True, getattr(outcome, "halt_reason", None)
+                              or "a UserPromptSubmit hook stopped the session")
         return HookAnswer(contexts=_contexts(outcome))
 
     async def pre_tool(self, turn: int, name: str, arguments: Mapping[str, Any], call_id: str) -> HookAnswer:

@@ -31,6 +31,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -139,32 +140,41 @@ class StdinApprover:
 
 # --------------------------------------------------------------------------- the kernel's answer channel
 
-_subshell_lock = threading.Lock()
-_subshell_id: str | None = None
-_subshell_failed = False
+class _AnswerSubshell:
+    """The kernel's one subshell for approval answers: created on first use, remembered (or its failure)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.subshell_id: str | None = None
+        self.failed = False
+
+    def get(self, kernel: Any) -> str | None:
+        with self.lock:
+            if self.subshell_id is not None or self.failed:
+                return self.subshell_id
+            if not getattr(kernel, "_supports_kernel_subshells", False):
+                self.failed = True
+                return None
+            try:
+                self.subshell_id = _create_subshell()
+            except Exception:  # an old or unusual kernel: background turns still get their answers
+                log.warning("could not create a subshell for approval answers", exc_info=True)
+                self.failed = True
+            return self.subshell_id
+
+
+_answer_subshell = _AnswerSubshell()
 
 
 def answer_subshell(kernel: Any) -> str | None:
     """This kernel's subshell for approval answers (created once), or ``None`` when it has none."""
-    global _subshell_id, _subshell_failed
-    with _subshell_lock:
-        if _subshell_id is not None or _subshell_failed:
-            return _subshell_id
-        if not getattr(kernel, "_supports_kernel_subshells", False):
-            _subshell_failed = True
-            return None
-        try:
-            _subshell_id = _create_subshell()
-        except Exception:  # an old or unusual kernel: background turns still get their answers
-            log.warning("could not create a subshell for approval answers", exc_info=True)
-            _subshell_failed = True
-        return _subshell_id
+    return _answer_subshell.get(kernel)
 
 
 def _create_subshell() -> str:
     """Ask our own kernel for a subshell through its control channel, as a frontend does."""
     from ipykernel.connect import get_connection_file
-    from jupyter_client import BlockingKernelClient
+    from jupyter_client.blocking.client import BlockingKernelClient
 
     client = BlockingKernelClient()
     client.load_connection_file(get_connection_file())
@@ -219,11 +229,8 @@ class WidgetApprover:
         """Called on the main thread as a turn starts; a background turn gets its widget now."""
         slot = None
         if background:
-            from IPython.display import display
-
             slot = self._widget()
-            display(slot)
-            slot.shown_at = time.monotonic()
+            slot.show(background=True)
         with self._lock:
             self._slot = slot
 
@@ -246,10 +253,7 @@ class WidgetApprover:
         widget.listen(lambda: settle(rendered, None), lambda answer: settle(answered, answer))
         widget.ask(request)
         if fresh:  # shown with its question, so the plain-text form says what is asked
-            from IPython.display import display
-
-            display(widget)  # on the agent thread, under the running cell
-            widget.shown_at = time.monotonic()
+            widget.show(background=False)  # on the agent thread, under the running cell
         try:
             if not widget.rendered:
                 wait = max(0.0, widget.shown_at + RENDER_WAIT - time.monotonic())
@@ -270,10 +274,14 @@ class WidgetApprover:
                     widget.settle(record_line(request, decision), decision.allowed)
                     return decision
                 answered = loop.create_future()
-                widget.listen(lambda: None, lambda answer: settle(answered, answer))
+                widget.listen(_nothing, partial(settle, answered))
         except asyncio.CancelledError:
             widget.settle(record_line(request, None, "stopped: the turn was interrupted"), False)
             raise
+
+
+def _nothing() -> None:
+    pass
 
 
 def approver_for(shell: Any, host: ApproverHost) -> Approver | None:

@@ -8,7 +8,10 @@ handled on the kernel's answer subshell thread (see :mod:`.approval`), so everyt
 
 from __future__ import annotations
 
+import contextvars
+import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,11 +22,13 @@ from ..agent.approvals import ApprovalRequest
 from .approval import MAX_SHOWN, STATIC, choices_for
 from .transcript import capped
 
+log = logging.getLogger(__name__)
+
 RenderedListener = Callable[[], None]
 AnswerListener = Callable[[dict[str, Any]], None]
 
 
-class ApprovalWidget(anywidget.AnyWidget):  # type: ignore[misc]  # anywidget ships no type hints
+class ApprovalWidget(anywidget.AnyWidget):
     """One turn's questions: the current one (``question``) and the one-line records of answered ones."""
 
     _esm = STATIC / "approval.js"
@@ -34,7 +39,7 @@ class ApprovalWidget(anywidget.AnyWidget):  # type: ignore[misc]  # anywidget sh
     #: The question being asked: tool, shown (exact command or code), language, reason, choices.
     question = traitlets.Dict().tag(sync=True)
     #: Answered questions, oldest first: ``{"text": one line, "allowed": bool}``.
-    records = traitlets.List().tag(sync=True)
+    records: traitlets.List[dict[str, Any]] = traitlets.List().tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -43,7 +48,27 @@ class ApprovalWidget(anywidget.AnyWidget):  # type: ignore[misc]  # anywidget sh
         self._on_rendered: RenderedListener | None = None
         self._on_answer: AnswerListener | None = None
         self.shown_at = 0.0
+        self._handle: Any = None
+        self._isolated = False
         self.on_msg(self._message)
+
+    def show(self, *, background: bool) -> None:
+        """Display in the current cell; a background turn's later updates travel under the cell executing then."""
+        from IPython.display import display
+
+        self._isolated = background
+        self._handle = display(self, display_id=True)  # type: ignore[no-untyped-call]
+        self.shown_at = time.monotonic()
+
+    def _republish(self) -> None:
+        """Re-send the display so saved notebooks (and frontends without widgets) keep the record line."""
+        handle = self._handle
+        if handle is None:
+            return
+        if self._isolated:
+            contextvars.Context().run(handle.update, self)
+        else:
+            handle.update(self)
 
     @property
     def rendered(self) -> bool:
@@ -74,6 +99,10 @@ class ApprovalWidget(anywidget.AnyWidget):  # type: ignore[misc]  # anywidget sh
         self.state = "answered"
         with self._lock:
             self._on_answer = None
+        try:
+            self._republish()
+        except Exception:  # the widget already shows the record; the saved text is a courtesy
+            log.debug("could not update the approval display", exc_info=True)
 
     def _message(self, widget: Any, content: Any, buffers: Any) -> None:
         if not isinstance(content, dict):

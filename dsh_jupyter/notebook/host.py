@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import concurrent.futures
 
     from ..agent import Agent, AgentConfig
-    from ..agent.approvals import Approver, ApprovalPolicy
+    from ..agent.approvals import ApprovalPolicy, Approver
     from ..agent.events import AgentEvent
     from ..agent.submit import Submission
     from ..models.base import ModelProvider
@@ -156,7 +156,7 @@ class NotebookHost:
             self._model_spec = None
         agent = self.agent
         if agent is not None and name in _APPROVAL_SETTINGS:  # the session's grants stay
-            agent.approvals.mode = self.settings.approval  # type: ignore[assignment]  # the traitlet checks it
+            agent.approvals.mode = self.settings.approval
             agent.approvals.timeout = self.settings.approval_timeout
             return
         if agent is not None and not agent.busy and name not in _MODEL_SETTINGS and not changed & {
@@ -242,7 +242,7 @@ class NotebookHost:
         """A fresh policy for a new or resumed session: grants "for this session" end with it."""
         from ..agent.approvals import ApprovalPolicy
 
-        return ApprovalPolicy(self.settings.approval, self.approver,  # type: ignore[arg-type]  # traitlet-checked
+        return ApprovalPolicy(self.settings.approval, self.approver,
                               timeout=self.settings.approval_timeout)
 
     @property

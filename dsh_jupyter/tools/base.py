@@ -13,9 +13,10 @@ import asyncio
 import json
 import re
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 from ..session import SessionHeader
 from ..store.base import SessionLocation
