@@ -60,6 +60,17 @@ function editing() {
   return Boolean(active && active.closest && active.closest(".cm-editor, input, textarea, [contenteditable]"));
 }
 
+// Focus the first answer now and again shortly after: a notebook in command mode hands the focus back to
+// its active cell when outputs change. Never taken from someone typing (an editor or a text field).
+function claimFocus(card, button) {
+  const attempt = () => {
+    if (!button.isConnected || button.disabled || editing() || card.contains(document.activeElement)) return;
+    button.focus({ preventScroll: false });
+  };
+  attempt();
+  for (const delay of [60, 250, 700, 1500]) setTimeout(attempt, delay);
+}
+
 function render({ model, el }) {
   const root = node("div", "dsh-approval");
   root.dataset.lmSuppressShortcuts = "true";
@@ -140,7 +151,7 @@ function render({ model, el }) {
         event.stopPropagation(); // the button's own click follows; the notebook must not act on it
       }
     });
-    if (first && !editing()) first.focus({ preventScroll: false });
+    if (first) claimFocus(card, first);
   }
 
   function draw() {
