@@ -158,7 +158,7 @@ def test_questions_in_a_blocking_cell(browser: Any, server: JupyterServer, reque
         # A new session asks again; Escape denies from the keyboard.
         nb.run(5)
         output = start(nb, 6)
-        question(output)
+        expect(question(output).locator("button.dsh-approval-once")).to_be_focused()
         page.keyboard.press("Escape")
         output = finished(nb, 6)
         expect(tool_summary(output, "echo after-new")).to_contain_text("refused by you")
@@ -194,8 +194,9 @@ def test_a_background_turn_asks_in_its_own_cell_while_another_runs(
         expect(sleeping.locator(".dsh-approval")).to_have_count(0)
         nb.screenshot(request, "1-background-question")
         card.locator("button.dsh-approval-once").click()
-        expect(background.locator("details summary").filter(has_text="touch bg.txt")).to_contain_text(
-            "allowed once by you", timeout=QUESTION_MS)
+        line = background.locator("details summary").filter(has_text="touch bg.txt")
+        expect(line).to_contain_text("allowed once by you", timeout=QUESTION_MS)
+        expect(line).to_contain_text("✓", timeout=QUESTION_MS)  # it ran
         assert nb.cell(2).locator(".jp-InputArea-prompt").inner_text().strip().startswith("[*]"), \
             "the other cell ended before the background turn got its answer"
         assert (work / "bg.txt").exists()
