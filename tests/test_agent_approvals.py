@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -116,7 +116,7 @@ def test_what_a_person_is_shown() -> None:
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agent_helpers import ScriptedModel, call, say  # noqa: E402
+from agent_helpers import Reply, ScriptedModel, call, say  # noqa: E402
 
 from dsh_jupyter.agent import Agent  # noqa: E402
 from dsh_jupyter.agent import events as ev  # noqa: E402
@@ -130,10 +130,8 @@ SCRIPTS = Path(__file__).parent / "hook_scripts"
 class Shell(Tool):
     name = "bash"
     description = "Pretend shell."
-    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {"command": {"type": "string"}},
-                                            "required": ["command"]}
-
     def __init__(self) -> None:
+        self.parameters = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
         self.ran: list[str] = []
 
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
@@ -146,7 +144,7 @@ class Reader(Shell):
     effect = "read"
 
 
-def agent_with(tmp_path: Path, policy: ApprovalPolicy, *calls: dict[str, Any], hooks: Any = None
+def agent_with(tmp_path: Path, policy: ApprovalPolicy, *calls: Reply, hooks: Any = None
                ) -> tuple[Agent, Shell, ScriptedModel, list[ev.AgentEvent]]:
     tools = ToolRegistry()
     shell = Shell()
@@ -164,7 +162,7 @@ def results(agent: Agent) -> list[dict[str, Any]]:
     return [e.data for e in agent.session.events if e.type == "tool/result"]
 
 
-def bash_call(command: str, call_id: str = "c1") -> dict[str, Any]:
+def bash_call(command: str, call_id: str = "c1") -> Reply:
     return call("bash", json.dumps({"command": command}), call_id)
 
 

@@ -78,7 +78,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     work = tmp_path_factory.mktemp("approvals-kernel")
     home = tmp_path_factory.mktemp("approvals-home")
     named = cells(work)
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in named.values()])
+    nb = nbformat.v4.new_notebook(  # type: ignore[no-untyped-call]
+        cells=[nbformat.v4.new_code_cell(code) for code in named.values()])  # type: ignore[no-untyped-call]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DSH_HOME", str(home))
         for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL"):

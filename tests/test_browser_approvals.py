@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from browser_helpers import (
     JupyterServer,
     NotebookPage,

@@ -103,9 +103,10 @@ def choices_for(request: ApprovalRequest) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------- terminal
 
 
-def ask_on_stdin(request: ApprovalRequest, read: Callable[[str], str] = input,
+def ask_on_stdin(request: ApprovalRequest, read: Callable[[str], str] | None = None,
                  write: Callable[[str], None] = print) -> ApprovalDecision | None:
-    """Ask in a terminal; ``None`` when there is no terminal to read from (end of input)."""
+    """Ask in a terminal (``read`` defaults to ``input``); ``None`` when there is nothing to read from."""
+    read = read or input
     offered = choices_for(request)
     keys = {"once": "y", "session": "s", "prefix": "p", "deny": "n"}
     write(f"\nThe agent wants to run {request.tool}" + (f" ({request.reason})" if request.reason else "") + ":")
