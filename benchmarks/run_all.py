@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
-BENCHMARKS = ["bench_store.py", "bench_references.py", "bench_notebook.py", "bench_catalog.py"]
+BENCHMARKS = ["bench_store.py", "bench_references.py", "bench_notebook.py", "bench_catalog.py", "bench_approvals.py"]
 
 
 def main() -> int:
