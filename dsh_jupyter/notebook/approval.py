@@ -241,6 +241,7 @@ class WidgetApprover:
             self._slot = slot
 
     async def ask(self, request: ApprovalRequest, timeout: float) -> ApprovalDecision | None:
+        deadline = time.monotonic() + timeout  # the whole question, drawing included
         with self._lock:
             widget, fresh = self._slot, False
         if widget is None or widget.asking:
@@ -262,13 +263,12 @@ class WidgetApprover:
             widget.show(background=False)  # on the agent thread, under the running cell
         try:
             if not widget.rendered:
-                wait = max(0.0, widget.shown_at + RENDER_WAIT - time.monotonic())
+                wait = max(0.0, min(widget.shown_at + RENDER_WAIT, deadline) - time.monotonic())
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(rendered), wait)
                 if not widget.rendered:
                     widget.settle(record_line(request, None, "refused: nobody could answer here"), False)
                     return None
-            deadline = time.monotonic() + timeout
             while True:
                 try:
                     answer = await asyncio.wait_for(asyncio.shield(answered), max(0.0, deadline - time.monotonic()))
