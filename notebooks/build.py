@@ -32,6 +32,12 @@ is an append-only JSONL file in `.dsh/sessions/` beside the notebook. Without an
 model** answers: it is deterministic and says so, which is exactly what a demo or a class needs.
 """),
     ("code", "%load_ext dsh_jupyter"),
+    ("md", """
+The agent asks before it runs a command or code (**Allow once**, **Allow for this session**, **Deny** in the
+cell). Here every tool call is one you write yourself below, and the notebook also runs headless where nobody
+could answer, so it lets them run without asking:
+"""),
+    ("code", '%config DshMagics.approval = "auto"'),
     ("md", "A first prompt. The answer streams into the cell as Markdown."),
     ("code", """
 %%dsh
@@ -79,6 +85,8 @@ mentions them with `@`: each mention becomes a bounded, read-only, **untrusted**
 current conversation, frozen into the new session's log and shown below the cell as collapsible metadata.
 """),
     ("code", "%load_ext dsh_jupyter"),
+    ("md", "Nothing in this notebook needs to run a command or change a variable, so the agent may only read:"),
+    ("code", '%config DshMagics.approval = "read-only"'),
     ("md", "## Session 1: regional sales"),
     ("code", """
 %%dsh --new
@@ -139,6 +147,15 @@ TEACHING = notebook(
 """),
     ("code", "%load_ext dsh_jupyter"),
     ("md", """
+## Who may run commands
+
+By default (`ask`) the agent shows each command or piece of code in the cell and waits for **Allow** or
+**Deny**; with nobody to answer it is refused. This demo's commands are written in its own cells and it
+also runs headless, so it lets the agent run them without asking. For a class where students type their own
+prompts keep `ask`, or choose `read-only` (shown at the end).
+"""),
+    ("code", '%config DshMagics.approval = "auto"'),
+    ("md", """
 ## A background turn, and steering it
 
 `--bg` returns at once and keeps streaming into its own output. A `%%dsh` cell run while that turn is busy
@@ -198,6 +215,24 @@ What is 6 times 7?
 %%dsh
 Show me the harness variables.
 /bash env | grep ^DSH_ | sort
+"""),
+    ("md", """
+## A read-only class notebook
+
+With `read-only` the agent can still read (its own background jobs, the conversation) but every tool that
+could change a file, a variable or the notebook is refused, and the refusal is what the model reads.
+"""),
+    ("code", """
+%config DshMagics.approval = "read-only"
+"""),
+    ("code", """
+%%dsh
+Tidy up: remove the hook settings.
+/bash rm -f hooks.json
+"""),
+    ("code", """
+import os
+os.path.exists("hooks.json")
 """),
 )
 

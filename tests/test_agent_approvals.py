@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,3 +110,148 @@ def test_what_a_person_is_shown() -> None:
     assert describe_call("python", {"code": "del df"}) == ("del df", "python")
     assert describe_call("notebook_edit", {"cell": "a1"})[1] == "json"
     assert bash("'unclosed").prefix is None
+
+
+# --------------------------------------------------------------------------- in the agent loop
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from agent_helpers import Reply, ScriptedModel, call, say  # noqa: E402
+
+from dsh_jupyter.agent import Agent  # noqa: E402
+from dsh_jupyter.agent import events as ev  # noqa: E402
+from dsh_jupyter.store import JsonlStore  # noqa: E402
+from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry  # noqa: E402
+from dsh_jupyter.tools.hooks import ClaudeCodeHooks, HookRunner  # noqa: E402
+
+SCRIPTS = Path(__file__).parent / "hook_scripts"
+
+
+class Shell(Tool):
+    name = "bash"
+    description = "Pretend shell."
+    def __init__(self) -> None:
+        self.parameters = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+        self.ran: list[str] = []
+
+    async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
+        self.ran.append(arguments["command"])
+        return ToolOutput("ran " + arguments["command"])
+
+
+class Reader(Shell):
+    name = "peek"
+    effect = "read"
+
+
+def agent_with(tmp_path: Path, policy: ApprovalPolicy, *calls: Reply, hooks: Any = None
+               ) -> tuple[Agent, Shell, ScriptedModel, list[ev.AgentEvent]]:
+    tools = ToolRegistry()
+    shell = Shell()
+    tools.register(shell)
+    tools.register(Reader())
+    model = ScriptedModel(*calls, say("done"))
+    agent = Agent.create(JsonlStore(tmp_path / "s"), model, cwd=str(tmp_path), tools=tools, approvals=policy,
+                         hooks=hooks)
+    seen: list[ev.AgentEvent] = []
+    agent.subscribe(seen.append)
+    return agent, shell, model, seen
+
+
+def results(agent: Agent) -> list[dict[str, Any]]:
+    return [e.data for e in agent.session.events if e.type == "tool/result"]
+
+
+def bash_call(command: str, call_id: str = "c1") -> Reply:
+    return call("bash", json.dumps({"command": command}), call_id)
+
+
+def test_tools_declare_their_effect() -> None:
+    tools = ToolRegistry()
+    tools.register(Shell())
+    tools.register(Reader())
+    assert (tools.effect("bash"), tools.effect("peek"), tools.effect("missing")) == ("act", "read", "read")
+
+
+async def test_the_agent_runs_everything_without_a_host_policy(tmp_path: Path) -> None:
+    tools = ToolRegistry()
+    shell = Shell()
+    tools.register(shell)
+    agent = Agent.create(JsonlStore(tmp_path / "s"), ScriptedModel(bash_call("ls"), say("ok")), cwd=str(tmp_path),
+                         tools=tools)
+    await agent.send("go")
+    assert shell.ran == ["ls"] and agent.approvals.mode == "auto"
+
+
+async def test_a_refusal_is_the_result_the_model_sees_and_the_log_says_why(tmp_path: Path) -> None:
+    agent, shell, model, seen = agent_with(tmp_path, ApprovalPolicy("ask"), bash_call("touch X"))
+    result = await agent.send("make X")
+    assert result.reason == "completed" and shell.ran == []
+    [data] = results(agent)
+    block = data["message"]["content"][0]
+    assert block["isError"] is True and 'DshMagics.approval = "auto"' in block["content"][0]["text"]
+    assert data["meta"]["approval"] == {"tool": "bash", "asked": "touch X", "allowed": False, "scope": "once",
+                                        "answeredBy": "nobody", "mode": "ask", "reason": NOBODY_TO_ASK}
+    assert "needs the user's approval" in json.dumps(model.requests[1].messages[-1])
+    decided = [e for e in seen if isinstance(e, ev.ApprovalDecided)]
+    assert [(e.call_id, e.record["allowed"]) for e in decided] == [("c1", False)]
+
+
+async def test_a_person_allows_once_and_denies_with_a_reason_the_model_reads(tmp_path: Path) -> None:
+    person = Person(ApprovalDecision(True, "person"), ApprovalDecision(False, "person", reason="use /tmp instead"))
+    agent, shell, model, _ = agent_with(tmp_path, ApprovalPolicy("ask", person), bash_call("touch A", "c1"),
+                                        bash_call("touch B", "c2"))
+    await agent.send("make files")
+    assert shell.ran == ["touch A"] and [r.shown for r in person.asked] == ["touch A", "touch B"]
+    first, second = results(agent)
+    assert first["meta"]["approval"]["answeredBy"] == "person" and first["meta"]["approval"]["allowed"] is True
+    assert second["meta"] == {"denied": True, "approval": {
+        "tool": "bash", "asked": "touch B", "allowed": False, "scope": "once", "answeredBy": "person",
+        "mode": "ask", "reason": "use /tmp instead"}}
+    assert "the user denied it: use /tmp instead" in json.dumps(model.requests[2].messages[-1])
+
+
+async def test_reading_tools_run_in_read_only_mode_and_acting_ones_are_refused(tmp_path: Path) -> None:
+    agent, shell, _, _ = agent_with(tmp_path, ApprovalPolicy("read-only"), bash_call("touch X", "c1"),
+                                    call("peek", json.dumps({"command": "look"}), "c2"))
+    await agent.send("try")
+    refused, read = results(agent)
+    assert shell.ran == [] and read["message"]["content"][0]["content"][0]["text"] == "ran look"
+    assert refused["meta"]["approval"]["answeredBy"] == "setting" and not refused["meta"]["approval"]["allowed"]
+    assert read["meta"]["approval"]["allowed"] is True
+
+
+def guard_hooks() -> HookRunner:
+    group = {"matcher": "bash", "hooks": [{"type": "command",
+                                           "command": f"{sys.executable} {SCRIPTS / 'guard_commands.py'}"}]}
+    return HookRunner([ClaudeCodeHooks({"hooks": {"PreToolUse": [group]}})])
+
+
+async def test_hook_ask_asks_allow_skips_the_question_and_deny_refuses(tmp_path: Path) -> None:
+    person = Person(ApprovalDecision(True, "person"))
+    agent, shell, _, _ = agent_with(tmp_path, ApprovalPolicy("auto", person), bash_call("git push", "c1"),
+                                    bash_call("ls -l", "c2"), bash_call("rm -rf /data", "c3"), hooks=guard_hooks())
+    await agent.send("ship it")
+    assert shell.ran == ["git push", "ls -l"]
+    assert [(r.shown, r.reason) for r in person.asked] == [("git push", "pushing needs a human")]
+    pushed, listed, removed = (r["meta"]["approval"] for r in results(agent))
+    assert (pushed["answeredBy"], listed["answeredBy"], removed["answeredBy"]) == ("person", "hook", "hook")
+    assert removed["allowed"] is False and "destructive" in removed["reason"]
+
+
+async def test_hook_ask_with_nobody_to_answer_refuses_with_the_approval_message(tmp_path: Path) -> None:
+    agent, shell, _, _ = agent_with(tmp_path, ApprovalPolicy("auto"), bash_call("git push"), hooks=guard_hooks())
+    await agent.send("ship it")
+    [data] = results(agent)
+    assert shell.ran == [] and 'DshMagics.approval = "auto"' in data["message"]["content"][0]["content"][0]["text"]
+
+
+async def test_interrupting_while_a_question_waits_ends_the_turn(tmp_path: Path) -> None:
+    person = Person(ApprovalDecision(True, "person"), delay=30)
+    agent, shell, _, _ = agent_with(tmp_path, ApprovalPolicy("ask", person), bash_call("touch X"))
+    turn = asyncio.ensure_future(agent.send("make X"))
+    while not person.asked:
+        await asyncio.sleep(0.01)
+    agent.cancel()
+    result = await asyncio.wait_for(turn, 5)
+    assert result.reason == "interrupted" and shell.ran == []

@@ -35,14 +35,14 @@ STEER_NOTEBOOK = f"{FOLDER}/background.ipynb"
 IDLE_NOTEBOOK = f"{FOLDER}/idle.ipynb"
 STEER_PROMPT = "While that runs: also count files"
 STEER_CELLS = (
-    "%load_ext dsh_jupyter",
+    "%load_ext dsh_jupyter\n%config DshMagics.approval = \"auto\"  # the background jobs run without asking",
     "%%dsh --bg\nRun the slow job in the background.\n/bash sleep 3; echo slow-job-finished",
     f"%%dsh\n{STEER_PROMPT}",
     "import time; time.sleep(5)",
     "%dsh wait",
 )
 IDLE_CELLS = (
-    "%load_ext dsh_jupyter",
+    "%load_ext dsh_jupyter\n%config DshMagics.approval = \"auto\"  # the background jobs run without asking",
     "%%dsh --bg\n/bash sleep 2; echo idle-finish",
     "1+1",
 )

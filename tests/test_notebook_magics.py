@@ -82,6 +82,7 @@ def test_interpolation_and_its_switch(ip: InteractiveShell) -> None:
 
 
 def test_python_tool_runs_in_the_kernel_namespace(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", 'DshMagics.approval = "auto"')  # these tools run without asking here
     ip.user_ns["base"] = 40
     run(ip, "", "compute it\n/python\n```python\nanswer = base + 2\nanswer\n```")
     assert ip.user_ns["answer"] == 42
@@ -225,6 +226,7 @@ def test_line_commands(ip: InteractiveShell, capsys: pytest.CaptureFixture[str])
 
 
 def test_background_turn_and_steering(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    ip.run_line_magic("config", 'DshMagics.approval = "auto"')  # these tools run without asking here
     run(ip, "--bg", "slow one\n/bash sleep 1; echo done-sleeping")
     assert host(ip).busy
     run(ip, "", "and steer this in")
@@ -238,6 +240,7 @@ def test_background_turn_and_steering(ip: InteractiveShell, capsys: pytest.Captu
 
 
 def test_interrupt_cancels_the_turn_cleanly(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", 'DshMagics.approval = "auto"')  # these tools run without asking here
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     run(ip, "", "wait a while\n/bash sleep 20")

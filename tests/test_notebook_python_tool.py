@@ -110,7 +110,7 @@ def test_kernel_python_output_appears_once_inside_its_tool_line_and_a_stopped_to
     # last line and the value reach the cell only through the tool line.
     code = "for i in range(11):\n    print('line', i)\nprint('tail-' + 'marker')\n'final-' + 'value'"
     nb = execute(tmp_path, [
-        "%load_ext dsh_jupyter",
+        "%load_ext dsh_jupyter\n%config DshMagics.approval = \"auto\"",
         f"%%dsh\nrun it\n/python\n```python\n{code}\n```",
         "import _thread, threading\nthreading.Timer(1.5, _thread.interrupt_main).start()\n"
         "get_ipython().run_cell_magic('dsh', '', 'wait\\n/bash sleep 20')",

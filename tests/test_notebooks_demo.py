@@ -90,3 +90,6 @@ def test_teaching(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "42" in text_of(outputs(nb, "6 times 7")) or "6 times 7" in text_of(outputs(nb, "6 times 7"))
     env = text_of(outputs(nb, "env | grep ^DSH_"))
     assert "DSH_SHELL=1" in env and "DSH_SESSION_JSONL=" in env
+    refused = text_of(outputs(nb, "rm -f hooks.json"))
+    assert "refused: approval is read-only" in refused
+    assert text_of(outputs(nb, 'os.path.exists("hooks.json")')).strip() == "True"

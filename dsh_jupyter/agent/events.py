@@ -52,6 +52,18 @@ class ToolFinished(AgentEvent):
 
 
 @dataclass(frozen=True)
+class ApprovalDecided(AgentEvent):
+    """Whether a tool call may run, and who said so (``record`` is what the log keeps as ``meta.approval``).
+
+    Emitted after :class:`ToolStarted` and before the call runs (or is refused).
+    """
+
+    call_id: str
+    name: str
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class AssistantMessage(AgentEvent):
     """A finished assistant message (its text may be empty when it only called tools)."""
 

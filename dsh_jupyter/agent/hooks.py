@@ -6,11 +6,13 @@ the loop acts on: a block reason, contexts to record with their sources, and not
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..session.messages import text_block
 from . import events as ev
+from .approvals import HookVerdict
 
 #: Source of loop-written feedback that came from hooks without a bridge of their own.
 HOOK_FEEDBACK_SOURCE: dict[str, Any] = {"kind": "plugin", "plugin": "hooks"}
@@ -23,6 +25,7 @@ class HookAnswer:
     blocked: bool = False
     reason: str | None = None
     contexts: list[dict[str, Any]] = field(default_factory=list)
+    verdict: HookVerdict | None = None  # PreToolUse only: an explicit "allow" or "ask"
 
 
 def _contexts(outcome: Any) -> list[dict[str, Any]]:
@@ -63,19 +66,25 @@ class HookGate:
         if getattr(outcome, "blocked", False):
             return HookAnswer(True, getattr(outcome, "reason", None) or "blocked by a UserPromptSubmit hook")
         if getattr(outcome, "halt", False):
-            return HookAnswer(True, getattr(outcome, "halt_reason", None) or "a UserPromptSubmit hook stopped the session")
+            return HookAnswer(True, getattr(outcome, "halt_reason", None)
+                              or "a UserPromptSubmit hook stopped the session")
         return HookAnswer(contexts=_contexts(outcome))
 
     async def pre_tool(self, turn: int, name: str, arguments: Mapping[str, Any], call_id: str) -> HookAnswer:
+        """``blocked`` refuses the call (a hook denied it or stopped the session); otherwise ``verdict`` is the
+        hooks' explicit ``"allow"`` (run without asking) or ``"ask"`` (ask the user, with ``reason``)."""
         outcome = await self.runner.pre_tool_use(self._context(turn), name, dict(arguments), call_id)
         self._notices(outcome, turn)
-        asks = getattr(outcome, "ask", False)
-        if getattr(outcome, "deny", False) or getattr(outcome, "halt", False) or asks:
+        if getattr(outcome, "deny", False) or getattr(outcome, "halt", False):
             reason = getattr(outcome, "reason", None) or getattr(outcome, "halt_reason", None) or (
-                "a PreToolUse hook asked for the user's approval, which this host cannot request"
-                if asks else "denied by a PreToolUse hook")
+                "denied by a PreToolUse hook")
             return HookAnswer(True, reason)
-        return HookAnswer(contexts=_contexts(outcome))
+        permission = getattr(outcome, "permission", None)
+        if getattr(outcome, "ask", False):
+            permission = "ask"
+        verdict: HookVerdict | None = permission if permission in ("allow", "ask") else None
+        reason = getattr(outcome, "reason", None) if verdict is not None else None
+        return HookAnswer(reason=reason, contexts=_contexts(outcome), verdict=verdict)
 
     async def post_tool(self, turn: int, name: str, arguments: Mapping[str, Any], call_id: str,
                         output: str) -> HookAnswer:

@@ -15,9 +15,9 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..models.base import (
     BlockCollector,
@@ -56,6 +56,7 @@ from ..session.messages import (
 from ..store.base import SessionStore, SessionWriter
 from ..tools.base import ToolExecution, ToolOutput, ToolRegistry, parse_arguments
 from . import events as ev
+from .approvals import ApprovalDecision, ApprovalPolicy, ApprovalRequest, describe_call
 from .compaction import COMPACTION_INSTRUCTIONS, COMPACTION_REQUEST, checkpoint_content, plan_compaction
 from .hooks import HOOK_FEEDBACK_SOURCE, HookGate
 from .inbox import REQUEST_DELIMITER, InboxRecord, Placement, thaw
@@ -71,6 +72,8 @@ from .titles import (
 )
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an assistant working inside a Jupyter notebook session. Be concise and concrete. "
@@ -130,7 +133,7 @@ class Agent:
 
     def __init__(self, session: SessionLog, writer: SessionWriter | None, store: SessionStore | None,
                  model: ModelProvider, *, tools: ToolRegistry | None = None, hooks: Any = None,
-                 config: AgentConfig | None = None) -> None:
+                 config: AgentConfig | None = None, approvals: ApprovalPolicy | None = None) -> None:
         self.session = session
         self.writer = writer
         self.store = store
@@ -138,6 +141,9 @@ class Agent:
         self.tools = tools if tools is not None else ToolRegistry()
         self.hooks = hooks
         self.config = config or AgentConfig()
+        #: Whether each tool call may run. Without a host's policy every call runs ("auto"); the notebook host
+        #: sets its own (mode "ask" by default, one policy per session).
+        self.approvals = approvals if approvals is not None else ApprovalPolicy("auto")
         self.prompt_submit = PromptSubmitHooks()
         self._listeners: list[Callable[[ev.AgentEvent], None]] = []
         self._lock = threading.Lock()
@@ -610,15 +616,54 @@ class Agent:
         gate = self._gate()
         parsed = parse_arguments(arguments)
         tool_input = parsed if isinstance(parsed, dict) else {}
+        shown, language = describe_call(name, tool_input if isinstance(parsed, dict) else {"arguments": arguments})
+        request = ApprovalRequest(name, call["id"], tool_input, shown, language)
+        hook_verdict = None
         if gate is not None:
             answer = await gate.pre_tool(turn, name, tool_input, call["id"])
             if answer.blocked:
-                output = ToolOutput(f"The tool call was not run: {answer.reason}", is_error=True,
-                                    meta={"denied": True})
-                self._emit(ev.ToolFinished(turn, call["id"], name, output.text, True))
-                return output
+                denied = ApprovalDecision(False, "hook", reason=answer.reason)
+                return self._refuse(turn, call, request, denied, f"The tool call was not run: {answer.reason}")
+            hook_verdict = answer.verdict
+            if answer.verdict == "ask" and answer.reason:
+                request = ApprovalRequest(name, call["id"], tool_input, shown, language, reason=answer.reason)
+        decision = await self._until_cancelled(
+            self.approvals.decide(request, self.tools.effect(name), hook_verdict))
+        record = decision.to_json(request, self.approvals.mode)
+        if not decision.allowed:
+            return self._refuse(turn, call, request, decision, decision.refusal(request))
+        self._emit(ev.ApprovalDecided(turn, call["id"], name, record))
         execution = self.execution(call["id"])
         task = asyncio.ensure_future(self.tools.execute(name, arguments, execution))
+        try:
+            output = await self._until_cancelled(task)
+        except _Interrupted:
+            execution.cancel.set()
+            try:
+                await asyncio.wait_for(task, timeout=5)
+            except (TimeoutError, asyncio.CancelledError, Exception):
+                task.cancel()
+            raise
+        output = ToolOutput(output.text, output.is_error, {**output.meta, "approval": record})
+        self._emit(ev.ToolFinished(turn, call["id"], name, output.text, output.is_error))
+        if gate is not None:
+            answer = await gate.post_tool(turn, name, tool_input, call["id"], output.text)
+            for context in answer.contexts:
+                self.inject(context["content"], source=context["source"])
+        return output
+
+    def _refuse(self, turn: int, call: dict[str, Any], request: ApprovalRequest, decision: ApprovalDecision,
+                text: str) -> ToolOutput:
+        """A call that may not run: the refusal is its result (the model reads why; the log keeps who said so)."""
+        record = decision.to_json(request, self.approvals.mode)
+        self._emit(ev.ApprovalDecided(turn, call["id"], call["name"], record))
+        output = ToolOutput(text, is_error=True, meta={"denied": True, "approval": record})
+        self._emit(ev.ToolFinished(turn, call["id"], call["name"], output.text, True))
+        return output
+
+    async def _until_cancelled(self, awaitable: Awaitable[_T]) -> _T:
+        """``awaitable``'s result, or :class:`_Interrupted` (the awaitable cancelled) when the user interrupts."""
+        task = asyncio.ensure_future(awaitable)
         waiter = asyncio.ensure_future(self._cancel_event.wait()) if self._cancel_event else None
         try:
             done, _ = await asyncio.wait([t for t in (task, waiter) if t is not None],
@@ -627,19 +672,10 @@ class Agent:
             if waiter is not None:
                 waiter.cancel()
         if task not in done:
-            execution.cancel.set()
-            try:
-                await asyncio.wait_for(task, timeout=5)
-            except (TimeoutError, asyncio.CancelledError, Exception):
+            if not isinstance(awaitable, asyncio.Future):  # a future the caller owns is the caller's to stop
                 task.cancel()
             raise _Interrupted()
-        output = task.result()
-        self._emit(ev.ToolFinished(turn, call["id"], name, output.text, output.is_error))
-        if gate is not None:
-            answer = await gate.post_tool(turn, name, tool_input, call["id"], output.text)
-            for context in answer.contexts:
-                self.inject(context["content"], source=context["source"])
-        return output
+        return task.result()
 
     def _write_tool_result(self, turn: int, step: int, call: dict[str, Any], output: ToolOutput,
                            call_seq: int) -> None:

@@ -69,6 +69,15 @@ class DshSettings(Configurable):
     bash_timeout = Float(120.0, help="Seconds before a foreground bash command of the agent is stopped.").tag(
         config=True
     )
+    approval = CaselessStrEnum(
+        ["ask", "auto", "read-only"], default_value="ask",
+        help="Whether the agent asks before a tool that can change something runs (bash, python): `ask` shows "
+        "the exact command with Allow / Deny in the running cell (with nobody to answer, the call is refused), "
+        "`auto` runs them without asking, `read-only` refuses them. Reading tools never ask.",
+    ).tag(config=True)
+    approval_timeout = Float(
+        120.0, help="Seconds a question waits for an answer before the call is refused."
+    ).tag(config=True)
     interpolate = Bool(
         True, help="Replace `{name}` in `%%dsh` prompts with values from the notebook namespace."
     ).tag(config=True)

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..services import ServiceError, Services, ServiceSettings
 from .config import DshSettings
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import concurrent.futures
 
     from ..agent import Agent, AgentConfig
+    from ..agent.approvals import ApprovalPolicy, Approver
     from ..agent.events import AgentEvent
     from ..agent.submit import Submission
     from ..models.base import ModelProvider
@@ -75,6 +76,8 @@ class SessionHandle:
 
 #: Settings that only change how the current agent behaves (applied to it when it is idle).
 _MODEL_SETTINGS = frozenset({"model", "base_url", "api_key_env", "context_window"})
+#: Settings of the session's approval policy (applied at once, even to a running turn's next call).
+_APPROVAL_SETTINGS = frozenset({"approval", "approval_timeout"})
 
 
 class NotebookHost:
@@ -93,6 +96,7 @@ class NotebookHost:
         self._bash_tools: list[Any] = []
         self._disposers: list[Callable[[], None]] = []
         self.main_thread_calls: Any = None  # set by the magic while a foreground cell waits
+        self._approver: Approver | Literal[False] | None = None  # False: nobody can be asked here
 
     # -- configuration-derived services (one wiring: dsh_jupyter.services) ------------------------------
     @property
@@ -151,6 +155,10 @@ class NotebookHost:
             self._model = None
             self._model_spec = None
         agent = self.agent
+        if agent is not None and name in _APPROVAL_SETTINGS:  # the session's grants stay
+            agent.approvals.mode = self.settings.approval
+            agent.approvals.timeout = self.settings.approval_timeout
+            return
         if agent is not None and not agent.busy and name not in _MODEL_SETTINGS and not changed & {
                 "store", "sessions_dir", "sqlite_path"}:
             agent.config = self._agent_config()
@@ -237,8 +245,35 @@ class NotebookHost:
             auto_compact_fraction=s.auto_compact_fraction or None, model_titles=s.model_titles,
         )
 
+    def _approvals(self) -> ApprovalPolicy:
+        """A fresh policy for a new or resumed session: grants "for this session" end with it."""
+        from ..agent.approvals import ApprovalPolicy
+
+        return ApprovalPolicy(self.settings.approval, self.approver,
+                              timeout=self.settings.approval_timeout)
+
+    @property
+    def approver(self) -> Approver | None:
+        """How this kernel asks a person: a widget in the cell, a prompt on stdin, or nobody."""
+        if self._approver is None:
+            from .approval import approver_for
+
+            self._approver = approver_for(self.shell, self) or False
+        return self._approver or None
+
+    def approval_slot(self, *, background: bool) -> None:
+        """Before a turn starts (main thread): reserve the place in the cell where its questions appear."""
+        approver = self.approver
+        prepare = getattr(approver, "prepare_cell", None)
+        if prepare is not None and (self.settings.approval != "auto" or self._hooks_configured()):
+            prepare(background=background)
+
+    def _hooks_configured(self) -> bool:
+        return bool(self.settings.claude_hooks.strip() or self.settings.codex_hooks.strip())
+
     def _agent_options(self) -> dict[str, Any]:
-        return {"tools": self._tools(), "hooks": self._hooks(), "config": self._agent_config()}
+        return {"tools": self._tools(), "hooks": self._hooks(), "config": self._agent_config(),
+                "approvals": self._approvals()}
 
     # -- sessions -------------------------------------------------------------------------------------
     def _install(self, agent: Agent, *, created: bool) -> Agent:

@@ -172,6 +172,7 @@ class DshMagics(Magics, DshSettings):
         view = TurnView(show_reasoning=self.show_reasoning or args.reasoning, rate=self.stream_rate,
                         background=args.bg)
         view.start()
+        host.approval_slot(background=args.bg)  # where this turn's approval questions appear
         dispose = agent.subscribe(view)
         future = host.thread.submit(turn)
         future.add_done_callback(lambda _: dispose())

@@ -71,6 +71,7 @@ class MainThreadCalls:
 
 class PythonTool(Tool):
     name = "python"
+    effect = "act"
     description = (
         "Run Python code in the user's Jupyter kernel. It shares the notebook's variables and imports; "
         "printed output and the value of a final expression are returned. Use it to inspect data the "

@@ -90,7 +90,10 @@ class TranscriptMarkdown:
                 parts.append(f"<details{state}><summary>Reasoning</summary><pre>{body}</pre></details>")
             elif isinstance(item, ToolItem):
                 mark = TOOL_MARKS[item.status][0]
+                note = item.approval_note
                 head = html.escape(escape_controls(f"{item.name} · {item.summary}"))
+                if note:  # how it was allowed or refused (approvals)
+                    mark += f" <sub>{html.escape(escape_controls(note))}</sub>"
                 shown = STOPPED_BODY if item.status == "stopped" and not item.result else item.result
                 body = html.escape(escape_controls(shown, one_line=False))
                 parts.append(f"<details><summary>🔧 <code>{head}</code> {mark}</summary><pre>{body}</pre></details>")
@@ -112,7 +115,8 @@ class TranscriptMarkdown:
             elif isinstance(item, ReasoningItem) and self.show_reasoning:
                 lines.append("[reasoning] " + escape_controls(item.text, one_line=False))
             elif isinstance(item, ToolItem):
-                lines.append(escape_controls(f"[tool {item.name}: {item.summary}] {TOOL_MARKS[item.status][1]}"))
+                note = f" ({item.approval_note})" if item.approval_note else ""
+                lines.append(escape_controls(f"[tool {item.name}: {item.summary}] {TOOL_MARKS[item.status][1]}{note}"))
             elif isinstance(item, NoticeItem):
                 lines.append(escape_controls(item.text, one_line=False))
             elif isinstance(item, EndItem):

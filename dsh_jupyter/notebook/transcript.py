@@ -47,6 +47,34 @@ _REFERENCE_KEYS = ("sessionId", "label", "capturedThroughSeq", "compacted", "tru
 # --------------------------------------------------------------------------- text helpers
 
 
+def approval_note(record: Mapping[str, object] | None) -> str | None:
+    """A decision record (``meta.approval``) in a few words: "allowed once by you", "refused: needs approval".
+
+    ``None`` for calls nobody needed to approve (reading tools, and every call when approval is ``auto``).
+    """
+    if not record:
+        return None
+    by, scope, prefix = record.get("answeredBy"), record.get("scope"), record.get("prefix")
+    if record.get("allowed"):
+        if by == "person":
+            if scope == "prefix" and prefix:
+                return f"allowed by you for commands starting with {prefix}"
+            return "allowed for this session by you" if scope == "session" else "allowed once by you"
+        if by == "hook":
+            return "allowed by a hook"
+        return "allowed for this session" if scope == "session" else None  # auto and reading tools: nothing
+    reason = record.get("reason")
+    if by == "person":
+        return f"refused by you: {reason}" if reason else "refused by you"
+    if by == "hook":
+        return "refused by a hook"
+    if by == "setting":
+        return "refused: approval is read-only"
+    if by == "timeout":
+        return "refused: needs approval (no answer in time)"
+    return "refused: needs approval"
+
+
 def one_line(text: str, limit: int) -> str:
     """``text`` with runs of whitespace as one space, cut to ``limit`` characters with an ellipsis."""
     line = " ".join(text.split())
@@ -122,10 +150,17 @@ class ToolItem:
     result: str = ""
     status: ToolStatus = "running"
     kind: Literal["tool"] = "tool"
+    #: The approval decision (the log's ``meta.approval`` record), once there is one.
+    approval: dict[str, object] | None = None
 
     @property
     def done(self) -> bool:
         return self.status != "running"
+
+    @property
+    def approval_note(self) -> str | None:
+        """How the call was allowed or refused, in a few words (``None`` when there is nothing to say)."""
+        return approval_note(self.approval)
 
     @property
     def is_error(self) -> bool:
@@ -298,6 +333,10 @@ class Transcript:
                                    capped(event.arguments, self.max_tool_text)))
             elif isinstance(event, ev.ToolFinished):
                 self._finish_tool(event)
+            elif isinstance(event, ev.ApprovalDecided):
+                tool = self._tool_item(event.call_id)
+                if tool is not None:
+                    tool.approval = dict(event.record)
             elif isinstance(event, ev.MessageRecorded):
                 self._record(event)
             elif isinstance(event, ev.Notice):
@@ -347,9 +386,11 @@ class Transcript:
         elif not streamed and text:
             self._add(TextItem(self._next(), text, streaming=False))
 
+    def _tool_item(self, call_id: str) -> ToolItem | None:
+        return next((i for i in reversed(self._items) if isinstance(i, ToolItem) and i.call_id == call_id), None)
+
     def _finish_tool(self, event: ev.ToolFinished) -> None:
-        item = next((i for i in reversed(self._items) if isinstance(i, ToolItem) and i.call_id == event.call_id),
-                    None)
+        item = self._tool_item(event.call_id)
         if item is None:  # its start was dropped (max_items) or never seen
             item = self._add(ToolItem(self._next(), event.call_id, event.name, "", ""))
         item.result = capped(event.text, self.max_tool_text)

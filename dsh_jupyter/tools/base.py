@@ -17,13 +17,17 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..secrets import mask_fields
 from ..session import SessionHeader
 from ..store.base import SessionLocation
 
 Disposer = Callable[[], None]
+
+#: What a tool can do: ``"read"`` only looks (never asked about); ``"act"`` can change the user's machine or
+#: notebook (asked about in the ``ask`` approval mode, refused in ``read-only``).
+Effect = Literal["read", "act"]
 
 #: Tool names the OpenAI-compatible function-calling API accepts.
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -76,11 +80,16 @@ class ToolOutput:
 
 
 class Tool(abc.ABC):
-    """A model-callable tool. Subclasses set ``name``, ``description`` and ``parameters`` (JSON schema)."""
+    """A model-callable tool. Subclasses set ``name``, ``description`` and ``parameters`` (JSON schema).
+
+    ``effect`` says whether the tool only reads (``"read"``) or can change something (``"act"``, the default,
+    so a tool that forgets to say is asked about).
+    """
 
     name: str
     description: str
     parameters: dict[str, Any]
+    effect: Effect = "act"
 
     @abc.abstractmethod
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
@@ -200,6 +209,11 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
+
+    def effect(self, name: str) -> Effect:
+        """What a call of ``name`` can do; an unknown name only fails, so it counts as reading."""
+        tool = self._tools.get(name)
+        return "read" if tool is None else tool.effect
 
     def names(self) -> list[str]:
         return list(self._tools)

@@ -51,6 +51,7 @@ class BashTool(Tool):
     """Run shell commands for the model (foreground with a timeout, or as background jobs)."""
 
     name = BASH_TOOL_NAME
+    effect = "act"
 
     def __init__(self, env_registry: ShellEnvRegistry, *, default_timeout: float = 120.0,
                  max_timeout: float = 600.0, max_output_bytes: int = 30_000, shell: str = "bash",
@@ -181,6 +182,7 @@ class BashOutputTool(Tool):
     """Read, wait for, or stop a background job started by :class:`BashTool`."""
 
     name = BASH_OUTPUT_TOOL_NAME
+    effect = "read"  # reads (or stops) a job the agent itself started
 
     def __init__(self, jobs: BackgroundJobs, *, max_wait: float = 600.0) -> None:
         self.jobs = jobs

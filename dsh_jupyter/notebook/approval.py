@@ -1,0 +1,300 @@
+"""Asking a person before a tool call runs: a widget in the turn's own cell, or a prompt on stdin.
+
+:func:`approver_for` picks the host's :class:`~dsh_jupyter.agent.approvals.Approver`:
+
+- in a kernel (JupyterLab, Notebook 7, VS Code): :class:`WidgetApprover` shows an :class:`ApprovalWidget`
+  (``static/approval.js``) with the exact command or code, **Allow once**, **Allow for this session**
+  (for bash also "commands starting with ``git``") and **Deny** with an optional reason;
+- in terminal IPython: :class:`StdinApprover` asks with ``input()``;
+- anywhere else: nobody can be asked, and the policy refuses at once.
+
+How the answer reaches a busy kernel: while a foreground ``%%dsh`` cell runs, the kernel's main thread is
+blocked in the cell, so comm messages addressed to the main shell wait until the cell ends (the answer
+would never arrive). ipykernel 7 runs *subshells* (one thread each) and routes a comm's incoming messages
+to the subshell its ``_reply_subshell_for`` names. The approver creates one subshell per kernel (through
+the kernel's own control channel, as a frontend would) and routes its widgets' messages there, so a
+click is handled on the subshell thread within milliseconds whether the cell blocks or the turn runs in
+the background. With a kernel that has no subshells, the answer still arrives during ``--bg`` turns; a
+foreground question then gets no answer and is refused as unanswered.
+
+Why this route: it needs no server extension (VS Code has none) and no re-entrant processing of the main
+shell's queue (which would also run queued cells in the middle of the turn). Measured
+(``benchmarks/bench_approvals.py``): the subshell is created once in about 25 ms; an answer is handled in
+about 3 ms (median) while the cell blocks.
+
+Nobody looking (nbclient, papermill, a frontend without widgets): the view sends ``rendered`` as soon as
+it is drawn; without it within :data:`RENDER_WAIT` seconds of being shown, the question is withdrawn and the
+call refused with the message naming ``%config DshMagics.approval = "auto"``. No answer within the
+``approval_timeout`` setting is refused the same way. A headless run never hangs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..agent.approvals import NOBODY_TO_ASK, ApprovalDecision, ApprovalRequest, Approver, Scope
+from .transcript import approval_note, capped
+
+if TYPE_CHECKING:
+    from .approval_widget import ApprovalWidget
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).with_name("static")
+#: Seconds a shown question waits for its view to say it was drawn before "nobody is looking".
+RENDER_WAIT = 3.0
+#: Most characters of a command or code shown in a question.
+MAX_SHOWN = 20_000
+
+
+class MainThreadRunner(Protocol):
+    """The waiting cell's pump of main-thread calls (see :mod:`.python_tool`)."""
+
+    def submit(self, fn: Callable[[], Any]) -> Any: ...
+
+
+class ApproverHost(Protocol):
+    """What the approvers need of the notebook host."""
+
+    main_thread_calls: MainThreadRunner | None
+
+
+# --------------------------------------------------------------------------- answers
+
+
+def decision_from_answer(request: ApprovalRequest, answer: Mapping[str, Any]) -> ApprovalDecision | None:
+    """A view's (or a terminal's) answer as a decision; ``None`` when the answer makes no sense."""
+    choice = answer.get("choice")
+    reason = answer.get("reason")
+    reason = reason.strip()[:2000] if isinstance(reason, str) and reason.strip() else None
+    if choice == "deny":
+        return ApprovalDecision(False, "person", reason=reason)
+    scopes: dict[str, Scope] = {"once": "once", "session": "session", "prefix": "prefix"}
+    scope = scopes.get(choice) if isinstance(choice, str) else None
+    if scope is None:
+        return None
+    if scope == "prefix":
+        if request.prefix is None:
+            return None
+        return ApprovalDecision(True, "person", scope="prefix", prefix=request.prefix)
+    return ApprovalDecision(True, "person", scope=scope)
+
+
+def record_line(request: ApprovalRequest, decision: ApprovalDecision | None, outcome: str | None = None) -> str:
+    """The one line a question turns into once it is answered (also its plain-text form)."""
+    command = capped(" ".join(request.shown.split()), 80)
+    if outcome is None and decision is not None:
+        outcome = approval_note(decision.to_json(request, "ask")) or ("allowed" if decision.allowed else "refused")
+    return f"{request.tool} `{command}`: {outcome or 'asking'}"
+
+
+def choices_for(request: ApprovalRequest) -> list[tuple[str, str]]:
+    """The answers offered, as ``(choice, label)``: once, for the session, the command word, deny."""
+    offered = [("once", "Allow once"), ("session", f"Allow {request.tool} for this session")]
+    if request.prefix is not None:
+        offered.append(("prefix", f"Allow commands starting with {request.prefix}"))
+    offered.append(("deny", "Deny"))
+    return offered
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+def ask_on_stdin(request: ApprovalRequest, read: Callable[[str], str] | None = None,
+                 write: Callable[[str], None] = print) -> ApprovalDecision | None:
+    """Ask in a terminal (``read`` defaults to ``input``); ``None`` when there is nothing to read from."""
+    read = read or input
+    offered = choices_for(request)
+    keys = {"once": "y", "session": "s", "prefix": "p", "deny": "n"}
+    write(f"\nThe agent wants to run {request.tool}" + (f" ({request.reason})" if request.reason else "") + ":")
+    write(capped(request.shown, MAX_SHOWN))
+    menu = ", ".join(f"[{keys[choice]}] {label}" for choice, label in offered)
+    by_key = {keys[choice]: choice for choice, _ in offered}
+    try:
+        while True:
+            typed = read(f"{menu}: ").strip().lower()
+            choice = by_key.get(typed[:1]) if typed else None
+            if choice is None:
+                write(f"please type one of {', '.join(by_key)}")
+                continue
+            reason = read("reason for the agent (optional): ") if choice == "deny" else ""
+            return decision_from_answer(request, {"choice": choice, "reason": reason})
+    except (EOFError, OSError):
+        return None
+
+
+class StdinApprover:
+    """Terminal IPython: the question is asked on the main thread (the waiting cell pumps it)."""
+
+    def __init__(self, host: ApproverHost) -> None:
+        self.host = host
+
+    async def ask(self, request: ApprovalRequest, timeout: float) -> ApprovalDecision | None:
+        calls = self.host.main_thread_calls
+        if calls is not None:
+            return await asyncio.wrap_future(calls.submit(lambda: ask_on_stdin(request)))
+        return await asyncio.to_thread(ask_on_stdin, request)
+
+
+# --------------------------------------------------------------------------- the kernel's answer channel
+
+class _AnswerSubshell:
+    """The kernel's one subshell for approval answers: created on first use, remembered (or its failure)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.subshell_id: str | None = None
+        self.failed = False
+
+    def get(self, kernel: Any) -> str | None:
+        with self.lock:
+            if self.subshell_id is not None or self.failed:
+                return self.subshell_id
+            if not getattr(kernel, "_supports_kernel_subshells", False):
+                self.failed = True
+                return None
+            try:
+                self.subshell_id = _create_subshell()
+            except Exception:  # an old or unusual kernel: background turns still get their answers
+                log.warning("could not create a subshell for approval answers", exc_info=True)
+                self.failed = True
+            return self.subshell_id
+
+
+_answer_subshell = _AnswerSubshell()
+
+
+def answer_subshell(kernel: Any) -> str | None:
+    """This kernel's subshell for approval answers (created once), or ``None`` when it has none."""
+    return _answer_subshell.get(kernel)
+
+
+def _create_subshell() -> str:
+    """Ask our own kernel for a subshell through its control channel, as a frontend does."""
+    from ipykernel.connect import get_connection_file
+    from jupyter_client.blocking.client import BlockingKernelClient
+
+    client = BlockingKernelClient()
+    client.load_connection_file(get_connection_file())
+    client.start_channels(shell=False, iopub=False, stdin=False, hb=False, control=True)
+    try:
+        message = client.session.msg("create_subshell_request", {})
+        client.control_channel.send(message)
+        deadline = time.monotonic() + 10
+        while True:
+            reply = client.control_channel.get_msg(timeout=max(0.1, deadline - time.monotonic()))
+            if reply.get("parent_header", {}).get("msg_id") == message["header"]["msg_id"]:
+                break
+        content = reply["content"]
+        if content.get("status") != "ok" or not content.get("subshell_id"):
+            raise RuntimeError(f"the kernel refused a subshell: {content.get('evalue', content)}")
+        return str(content["subshell_id"])
+    finally:
+        client.stop_channels()
+
+
+def route_to_subshell(widget: Any, subshell_id: str | None) -> None:
+    """Have the kernel hand this widget's incoming messages to the answer subshell's thread."""
+    comm = getattr(widget, "comm", None)
+    if comm is not None and subshell_id is not None:
+        comm._reply_subshell_for = lambda data, default: subshell_id
+
+
+# --------------------------------------------------------------------------- the widget approver
+
+
+class WidgetApprover:
+    """Asks with an :class:`ApprovalWidget` in the running turn's cell.
+
+    Foreground turns show each question where the turn has got to (the agent thread displays under the
+    running cell). A background turn's cell has finished by then, so :meth:`prepare_cell` reserves an
+    empty widget in it as the turn starts; its questions appear there, one after another.
+    """
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self._slot: ApprovalWidget | None = None
+        self._lock = threading.Lock()
+
+    def _widget(self) -> ApprovalWidget:
+        from .approval_widget import ApprovalWidget
+
+        widget = ApprovalWidget()
+        route_to_subshell(widget, answer_subshell(self.kernel))
+        return widget
+
+    def prepare_cell(self, *, background: bool) -> None:
+        """Called on the main thread as a turn starts; a background turn gets its widget now."""
+        slot = None
+        if background:
+            slot = self._widget()
+            slot.show(background=True)
+        with self._lock:
+            self._slot = slot
+
+    async def ask(self, request: ApprovalRequest, timeout: float) -> ApprovalDecision | None:
+        deadline = time.monotonic() + timeout  # the whole question, drawing included
+        with self._lock:
+            widget, fresh = self._slot, False
+        if widget is None or widget.asking:
+            widget, fresh = self._widget(), True
+        loop = asyncio.get_running_loop()
+        rendered: asyncio.Future[None] = loop.create_future()
+        answered: asyncio.Future[dict[str, Any]] = loop.create_future()
+
+        def settle(future: asyncio.Future[Any], value: Any) -> None:  # from the answer subshell's thread
+            def resolve() -> None:
+                if not future.done():
+                    future.set_result(value)
+
+            loop.call_soon_threadsafe(resolve)
+
+        widget.listen(lambda: settle(rendered, None), lambda answer: settle(answered, answer))
+        widget.ask(request)
+        if fresh:  # shown with its question, so the plain-text form says what is asked
+            widget.show(background=False)  # on the agent thread, under the running cell
+        try:
+            if not widget.rendered:
+                wait = max(0.0, min(widget.shown_at + RENDER_WAIT, deadline) - time.monotonic())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(rendered), wait)
+                if not widget.rendered:
+                    widget.settle(record_line(request, None, "refused: nobody could answer here"), False)
+                    return None
+            while True:
+                try:
+                    answer = await asyncio.wait_for(asyncio.shield(answered), max(0.0, deadline - time.monotonic()))
+                except TimeoutError:
+                    widget.settle(record_line(request, None, "refused: no answer in time"), False)
+                    return ApprovalDecision(False, "timeout", reason=NOBODY_TO_ASK)
+                decision = decision_from_answer(request, answer)
+                if decision is not None:
+                    widget.settle(record_line(request, decision), decision.allowed)
+                    return decision
+                answered = loop.create_future()
+                widget.listen(_nothing, partial(settle, answered))
+        except asyncio.CancelledError:
+            widget.settle(record_line(request, None, "stopped: the turn was interrupted"), False)
+            raise
+
+
+def _nothing() -> None:
+    pass
+
+
+def approver_for(shell: Any, host: ApproverHost) -> Approver | None:
+    """The way this IPython can ask a person, or ``None`` (then calls needing approval are refused)."""
+    kernel = getattr(shell, "kernel", None)
+    if kernel is not None and getattr(kernel, "session", None) is not None:
+        return WidgetApprover(kernel)
+    if type(shell).__name__ == "TerminalInteractiveShell":
+        return StdinApprover(host)
+    return None
