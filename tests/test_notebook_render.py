@@ -207,3 +207,109 @@ def test_a_zero_rate_updates_on_every_event(handles: list[FakeHandle]) -> None:
     view.start()
     feed(view, [TextDelta(turn=1, text="a"), TextDelta(turn=1, text="b"), TextDelta(turn=1, text="c")])
     assert view.updates == 3
+
+
+# --------------------------------------------------------------------------- the turn footer
+
+class FakeModel:
+    def __init__(self, provider: str, model: str) -> None:
+        from dsh_jupyter.models.base import ModelInfo
+
+        self.info = ModelInfo(provider, model, None)
+
+
+class FakeSession:
+    def __init__(self, title: str | None = "Regional sales", provider: str = "offline", model: str = "offline") -> None:
+        self.id = "3f2a9c1b-0000-4000-8000-000000000001"
+        self.model = FakeModel(provider, model)
+        self._title = title
+
+    def title(self) -> str | None:
+        return self._title
+
+
+class Clock:
+    def __init__(self, start: float = 1_787_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def bundle(handle: FakeHandle) -> tuple[dict[str, str], dict[str, Any]]:
+    data, metadata = handle.versions[-1]._repr_mimebundle_()
+    return data, metadata
+
+
+def test_the_footer_says_running_then_done_with_duration_and_tokens(handles: list[FakeHandle]) -> None:
+    from dsh_jupyter.notebook.render import TURN_MIME
+
+    clock = Clock()
+    view = TurnView(rate=1000.0, session=FakeSession(), clock=clock)
+    view.start()
+    data, metadata = bundle(handles[0])
+    assert "● running" in data["text/markdown"] and "Regional sales" in data["text/markdown"]
+    assert data["text/plain"].startswith("● running · Regional sales (3f2a9c1b) · offline · since ")
+    assert metadata[TURN_MIME]["status"] == "running" and metadata[TURN_MIME]["sessionId"] == FakeSession().id
+    feed(view, [TurnStarted(turn=1), TextDelta(turn=1, text="Hi."),
+                AssistantMessage(turn=1, text="Hi.", seq=2, usage={"inputTokens": 1200, "outputTokens": 30}),
+                tool("a", "ls")])
+    clock.now += 2.5
+    feed(view, [ToolFinished(turn=1, call_id="a", name="bash", text="files", is_error=False),
+                AssistantMessage(turn=1, text="Done.", seq=4,
+                                 usage={"inputTokens": 1300, "outputTokens": 5, "cacheReadTokens": 1000}),
+                TurnEnded(turn=1, reason="completed")])
+    # Only the last output carries the footer; the frozen one lost it with its last update.
+    assert len(handles) == 2
+    first, first_meta = bundle(handles[0])
+    assert "dsh-turn-footer" not in first["text/markdown"] and first_meta == {}
+    data, metadata = bundle(handles[1])
+    assert data["text/plain"].splitlines()[-1] == (
+        "✓ done · Regional sales (3f2a9c1b) · offline · 2.5 s · tokens 2,500 in, 35 out, 1,000 cached")
+    md = data["text/markdown"]
+    assert md.endswith('<sub class="dsh-turn-footer"><span class="dsh-turn-status dsh-turn-completed">✓ done</span> · '
+                       '<span class="dsh-turn-session">Regional sales</span> <code>3f2a9c1b</code> · offline · 2.5 s · '
+                       "tokens 2,500 in, 35 out, 1,000 cached</sub>")
+    facts = metadata[TURN_MIME]
+    assert (facts["status"], facts["durationSeconds"], facts["title"]) == ("completed", 2.5, "Regional sales")
+    assert facts["usage"] == {"inputTokens": 2500, "outputTokens": 35, "cacheReadTokens": 1000}
+
+
+@pytest.mark.parametrize(
+    ("reason", "word"),
+    [("interrupted", "⏹ interrupted"), ("error", "✗ error"), ("blocked", "⛔ blocked"),
+     ("max-steps", "⏸ stopped at the step limit")],
+)
+def test_the_footer_names_how_the_turn_ended(handles: list[FakeHandle], reason: str, word: str) -> None:
+    view = TurnView(session=FakeSession(), background=True)
+    view.start()
+    feed(view, [TurnStarted(turn=1), TurnEnded(turn=1, reason=reason, error="boom")])
+    assert bundle(handles[0])[0]["text/plain"].splitlines()[-1].startswith(f"{word} · Regional sales (3f2a9c1b)")
+
+
+def test_the_footer_escapes_the_title_and_names_the_provider(handles: list[FakeHandle]) -> None:
+    session = FakeSession("<img src=x onerror=alert(1)>\x1b[31m " + "long " * 30, "deepseek", "deepseek-chat")
+    view = TurnView(session=session)
+    view.start()
+    data, _ = bundle(handles[0])
+    assert "<img" not in data["text/markdown"] and "&lt;img" in data["text/markdown"]
+    assert "\x1b" not in data["text/plain"] and "\\x1b" in data["text/plain"]
+    assert "deepseek:deepseek-chat" in data["text/plain"] and "…" in data["text/plain"]
+    untitled = TurnView(session=FakeSession(None))
+    untitled.start()
+    assert "untitled session (3f2a9c1b)" in bundle(handles[1])[0]["text/plain"]
+
+
+def test_a_view_without_a_session_has_no_footer(handles: list[FakeHandle]) -> None:
+    view = TurnView()
+    view.start()
+    data, metadata = bundle(handles[0])
+    assert data["text/markdown"] == "<sub>…</sub>" and metadata == {}
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(0.04, "0.0 s"), (12.46, "12.5 s"), (125, "2 min 5 s"),
+                                               (3780, "1 h 3 min"), (-1, "0.0 s")])
+def test_durations(seconds: float, text: str) -> None:
+    from dsh_jupyter.notebook.render import format_duration
+
+    assert format_duration(seconds) == text

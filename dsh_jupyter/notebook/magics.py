@@ -170,7 +170,7 @@ class DshMagics(Magics, DshSettings):
             return
         turn = dispatched.turn
         view = TurnView(show_reasoning=self.show_reasoning or args.reasoning, rate=self.stream_rate,
-                        background=args.bg)
+                        background=args.bg, session=agent)
         view.start()
         dispose = agent.subscribe(view)
         future = host.thread.submit(turn)
