@@ -121,7 +121,7 @@ def format_duration(seconds: float) -> str:
     seconds = max(0.0, seconds)
     if seconds < 60:
         return f"{seconds:.1f} s"
-    whole = int(round(seconds))
+    whole = round(seconds)
     if whole < 3600:
         return f"{whole // 60} min {whole % 60} s"
     return f"{whole // 3600} h {whole % 3600 // 60} min"
@@ -201,7 +201,8 @@ class TurnFooter:
 
     def markdown(self) -> str:
         """One small line of inline HTML (the sanitiser keeps ``sub``, ``span``, ``code`` and classes)."""
-        status = f'<span class="dsh-turn-status dsh-turn-{html.escape(self.status)}">{html.escape(self._status())}</span>'
+        state = html.escape(self.status)
+        status = f'<span class="dsh-turn-status dsh-turn-{state}">{html.escape(self._status())}</span>'
         session = (f'<span class="dsh-turn-session">{html.escape(self._title())}</span> '
                    f"<code>{html.escape(escape_controls(self.short_id))}</code>")
         facts = [status, session, *(html.escape(fact) for fact in self._facts())]
@@ -346,7 +347,8 @@ class TurnView:
     def _new_handle(self) -> None:
         from IPython.display import display
 
-        handle = display(TranscriptMarkdown([], self.show_reasoning, footer=self.footer()), display_id=True)
+        handle = display(TranscriptMarkdown([], self.show_reasoning, footer=self.footer()),  # type: ignore[no-untyped-call]
+                         display_id=True)
         if handle is not None:
             with self._lock:
                 self._handles.append(handle)
@@ -360,7 +362,7 @@ class TurnView:
         items = self.transcript.items_after(frozen, upto)
         footer = self.footer() if upto is None else None  # an output being frozen leaves the footer to the next
         handle.update(TranscriptMarkdown(items, self.show_reasoning, waiting=not self.transcript.finished,
-                                         footer=footer))
+                                         footer=footer))  # type: ignore[no-untyped-call]
 
     def _freeze(self) -> None:
         """Foreground only: finish the current output and continue in a new one below it.
