@@ -216,3 +216,40 @@ def test_location_is_a_path_and_escapes(tmp_path: Any) -> None:
     assert "\\x1b" in bundle["text/plain"] and "&lt;s&gt;" in bundle["text/html"]
     with pytest.raises(ValueError, match="kind must be a str"):
         LocationDisplay(None, log)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- notices
+
+NOTICE = ("Using the offline model (no API key needed). To use DeepSeek, set DEEPSEEK_API_KEY; "
+          "or pick another model with --model (`%dsh models` lists them).")
+
+
+def test_a_notice_is_markdown_with_its_code_spans() -> None:
+    from dsh_jupyter.notebook.display import NoticeDisplay
+
+    bundle = NoticeDisplay(NOTICE)._repr_mimebundle_()
+    assert bundle["text/markdown"] == "> " + NOTICE
+    assert bundle["text/plain"] == NOTICE
+    hostile = NoticeDisplay("a <img src=x onerror=alert(1)>\x1b\nsecond line")._repr_mimebundle_()
+    assert hostile["text/markdown"] == "> a &lt;img src=x onerror=alert(1)>\\x1b\n> second line"
+    with pytest.raises(ValueError, match="a notice must be a str"):
+        NoticeDisplay(None)  # type: ignore[arg-type]
+
+
+def test_a_notice_is_shown_once_per_owner(monkeypatch: pytest.MonkeyPatch) -> None:
+    import IPython.display
+
+    from dsh_jupyter.notebook.display import show_notice
+
+    shown: list[Any] = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+
+    class Owner:
+        pass
+
+    first, second = Owner(), Owner()
+    assert show_notice(NOTICE, first) is True
+    assert show_notice(NOTICE, first) is False
+    assert show_notice(None, first) is False and show_notice("", first) is False
+    assert show_notice(NOTICE, second) is True  # another kernel's extension
+    assert [obj.text for obj in shown] == [NOTICE, NOTICE]

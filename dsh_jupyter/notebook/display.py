@@ -6,7 +6,9 @@ Each object returns a MIME bundle from ``_repr_mimebundle_``:
   context: our own ``application/vnd.dsh.reference-context+json`` (raw values; the renderer
   escapes), a ``text/html`` ``<details>`` element and a ``text/plain`` list;
 - :class:`SessionTable`: the table of ``%dsh sessions``;
-- :class:`LocationDisplay`: where a session's log lives (usable as a path).
+- :class:`LocationDisplay`: where a session's log lives (usable as a path);
+- :class:`NoticeDisplay` and :func:`show_notice`: a notice such as the first-use "offline model" hint,
+  as Markdown, shown once per kernel.
 
 The HTML is static: no scripts, no external CSS, a few inline styles. Every label, id, cwd and path
 is escaped: terminal controls become ``\\xNN`` in every text form, and HTML is entity-escaped.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -372,3 +375,51 @@ class LocationDisplay:
 
     def __repr__(self) -> str:
         return self._plain()
+
+
+# --------------------------------------------------------------------------- notices
+
+
+class NoticeDisplay:
+    """A notice for the reader (the first-use "offline model" hint): Markdown, with the text as plain text.
+
+    The text is ours, but it is still made safe (raw HTML disarmed, controls escaped); its `code` spans
+    render as code.
+    """
+
+    def __init__(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise ValueError(f"a notice must be a str, got {type(text).__name__}")
+        self.text = text
+
+    def _markdown(self) -> str:
+        from .markdown import safe_markdown
+
+        return "\n".join("> " + line if line else ">" for line in safe_markdown(self.text.strip()).split("\n"))
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return _filter({"text/markdown": self._markdown(), "text/plain": self._plain()}, include, exclude)
+
+    def _plain(self) -> str:
+        return escape_controls(self.text.strip(), one_line=False)
+
+    def __repr__(self) -> str:
+        return self._plain()
+
+
+#: The notices already shown, per owner (the extension's magics: one per kernel).
+_SHOWN: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
+
+
+def show_notice(text: str | None, owner: object) -> bool:
+    """Display ``text`` as a :class:`NoticeDisplay` unless ``owner`` showed it already; ``True`` if shown."""
+    if not text:
+        return False
+    shown = _SHOWN.setdefault(owner, set())
+    if text in shown:
+        return False
+    shown.add(text)
+    from IPython.display import display
+
+    display(NoticeDisplay(text))  # type: ignore[no-untyped-call]
+    return True
