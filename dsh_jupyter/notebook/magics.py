@@ -157,7 +157,7 @@ class DshMagics(Magics, DshSettings):
             from .display import ReferenceContextDisplay
 
             spills = {index: getattr(spill, "path", spill) for index, spill in prepared.spills.items()}
-            display(ReferenceContextDisplay(prepared.context["source"], target_session_id=agent.id, spills=spills))
+            display(ReferenceContextDisplay.from_context(prepared.context, target_session_id=agent.id, spills=spills))
         from ..agent.submit import dispatch
 
         try:
