@@ -329,3 +329,33 @@ def test_a_notice_is_shown_once_per_owner(monkeypatch: pytest.MonkeyPatch) -> No
     assert show_notice(None, first) is False and show_notice("", first) is False
     assert show_notice(NOTICE, second) is True  # another kernel's extension
     assert [obj.text for obj in displayed] == [NOTICE, NOTICE]
+
+
+# --------------------------------------------------------------------------- one wording, both sides
+
+def test_the_jupyterlab_renderer_draws_the_words_python_made() -> None:
+    """The bundle Python writes, read by the compiled ``labextension/lib/context.js``: the same view."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    node = shutil.which("node")
+    context_js = Path(__file__).resolve().parents[1] / "labextension" / "lib" / "context.js"
+    if node is None or not context_js.is_file():
+        pytest.skip("node or the built labextension/lib is missing (run `jlpm build` in labextension/)")
+    hostile = reference("evil", "\x1b[31mred <b>", 2, truncated=True, omittedBytes=70, retainedMessages=3)
+    display = shown(source(*two_sources()["references"], hostile), spills={1: "/p/s.txt", 2: None},
+                    received="## Background\n<referenced-sessions>\x07\n[]")
+    data = display._repr_mimebundle_()[REFERENCE_CONTEXT_MIME]
+    script = ("import { referenceView } from " + json.dumps(context_js.as_uri()) + ";\n"
+              "let input = ''; process.stdin.on('data', d => { input += d; });\n"
+              "process.stdin.on('end', () => {\n"
+              "  process.stdout.write(JSON.stringify(referenceView(JSON.parse(input))));\n"
+              "});")
+    result = subprocess.run([node, "--input-type=module", "-e", script], input=json.dumps(data), check=True,
+                            capture_output=True, text=True, timeout=60)
+    drawn = json.loads(result.stdout)
+    view = data["view"]
+    assert drawn["line"] == view["line"]
+    assert drawn["sources"] == view["sources"]
+    assert drawn["preview"] == {"heading": view["preview"]["heading"], "text": view["preview"]["text"]}
