@@ -313,3 +313,98 @@ def test_durations(seconds: float, text: str) -> None:
     from dsh_jupyter.notebook.render import format_duration
 
     assert format_duration(seconds) == text
+
+
+# --------------------------------------------------------------------------- in a real kernel (nbclient)
+
+KERNEL_CELLS = (
+    "%load_ext dsh_jupyter",
+    "%%dsh\nHello from the footer test",
+    "%dsh title Footer check",
+    "%%dsh --bg\n/bash sleep 1; echo bg-done",
+    "import time; time.sleep(4)",
+    "%dsh wait",
+    "%%dsh --new\nA second session",
+)
+TURN_MIME_KEY = "application/vnd.dsh.turn+json"
+FOOTER = re.compile(r"^(?P<status>[●✓⏹✗⛔⏸] [a-z ]+) · (?P<title>.+) \((?P<short>[0-9a-f]{8})\) · offline · "
+                    r"(?P<timing>since \d\d:\d\d:\d\d|\d+\.\d s)(?: · tokens (?P<tokens>[\d,]+ in, [\d,]+ out))?$")
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[int, list[dict[str, Any]]], Any]:
+    """The notebook run in one real kernel, saved and read back; and each cell's outputs as it finished."""
+    import copy
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    work = tmp_path_factory.mktemp("footer-notebook")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in KERNEL_CELLS])
+    at_finish: dict[int, list[dict[str, Any]]] = {}
+
+    def keep(cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
+        at_finish[cell_index] = copy.deepcopy(cell.outputs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DSH_HOME", str(tmp_path_factory.mktemp("footer-home")))
+        client = NotebookClient(nb, timeout=120, kernel_name="python3", on_cell_executed=keep,
+                                resources={"metadata": {"path": str(work)}})
+        client.execute(cwd=str(work))
+    path = work / "footer.ipynb"
+    nbformat.write(nb, path)
+    return nbformat.read(path, as_version=4), at_finish, work
+
+
+def footers(outputs: list[dict[str, Any]]) -> list[tuple[re.Match[str], dict[str, Any]]]:
+    """Each output's footer line (plain text) matched against :data:`FOOTER`, with the output's turn facts."""
+    from dsh_jupyter.notebook.render import TURN_MIME
+
+    found = []
+    for output in outputs:
+        facts = output.get("metadata", {}).get(TURN_MIME)
+        if facts is None:
+            continue
+        last = output["data"]["text/plain"].splitlines()[-1]
+        match = FOOTER.match(last)
+        assert match is not None, last
+        assert 'class="dsh-turn-footer"' in output["data"]["text/markdown"]
+        found.append((match, facts))
+    return found
+
+
+@pytest.mark.slow
+def test_kernel_foreground_footer_names_the_session_and_stays_in_the_saved_notebook(executed: Any) -> None:
+    nb, _, work = executed
+    ((footer, facts),) = footers(nb.cells[1].outputs)
+    assert footer["status"] == "✓ done" and footer["title"] == "Hello from the footer test"
+    assert footer["timing"].endswith(" s") and footer["tokens"]
+    session_id = facts["sessionId"]
+    assert footer["short"] == session_id[:8]
+    assert (facts["status"], facts["provider"], facts["model"]) == ("completed", "offline", "offline")
+    assert facts["durationSeconds"] >= 0 and facts["usage"]["inputTokens"] > 0
+    assert list((work / ".dsh" / "sessions").glob("*/session.jsonl")), "the session log exists"
+    # The first-use notice: Markdown, once per kernel (not again for the later turns).
+    notices = [o for cell in nb.cells for o in cell.outputs
+               if "offline model" in o.get("data", {}).get("text/markdown", "").lower()
+               and "text/plain" in o["data"] and TURN_MIME_KEY not in o.get("metadata", {})]
+    assert len(notices) == 1 and notices[0]["data"]["text/markdown"].startswith("> Using the offline model")
+    assert "`%dsh models`" in notices[0]["data"]["text/markdown"]
+
+
+@pytest.mark.slow
+def test_kernel_background_footer_says_running_then_done(executed: Any) -> None:
+    nb, at_finish, _ = executed
+    ((running, running_facts),) = footers(at_finish[3])
+    assert running["status"] == "● running" and running["timing"].startswith("since ")
+    assert running["title"] == "Footer check" and running_facts["status"] == "running"
+    ((done, facts),) = footers(nb.cells[3].outputs)
+    assert done["status"] == "✓ done" and done["title"] == "Footer check"
+    assert done["timing"].endswith(" s") and facts["durationSeconds"] >= 1.0
+    assert facts["sessionId"] == running_facts["sessionId"]
+    assert "bg-done" in nb.cells[3].outputs[-1]["data"]["text/plain"]
+    # A new session's footer names the new session.
+    ((other, other_facts),) = footers(nb.cells[6].outputs)
+    assert other_facts["sessionId"] != facts["sessionId"] and other["short"] == other_facts["sessionId"][:8]
+    # Nothing of the background turn landed in the cells that ran meanwhile.
+    assert nb.cells[4].outputs == [] and nb.cells[5].outputs == []
