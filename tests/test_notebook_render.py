@@ -267,9 +267,10 @@ def test_the_footer_says_running_then_done_with_duration_and_tokens(handles: lis
     assert data["text/plain"].splitlines()[-1] == (
         "✓ done · Regional sales (3f2a9c1b) · offline · 2.5 s · tokens 2,500 in, 35 out, 1,000 cached")
     md = data["text/markdown"]
-    assert md.endswith('<sub class="dsh-turn-footer"><span class="dsh-turn-status dsh-turn-completed">✓ done</span> · '
-                       '<span class="dsh-turn-session">Regional sales</span> <code>3f2a9c1b</code> · offline · 2.5 s · '
-                       "tokens 2,500 in, 35 out, 1,000 cached</sub>")
+    assert md.endswith(
+        '<sub class="dsh-turn-footer"><span class="dsh-turn-status dsh-turn-completed">✓ done</span> · '
+        '<span class="dsh-turn-session">Regional sales</span> (<code>3f2a9c1b</code>) · offline · 2.5 s · '
+        "tokens 2,500 in, 35 out, 1,000 cached</sub>")
     facts = metadata[TURN_MIME]
     assert (facts["status"], facts["durationSeconds"], facts["title"]) == ("completed", 2.5, "Regional sales")
     assert facts["usage"] == {"inputTokens": 2500, "outputTokens": 35, "cacheReadTokens": 1000}
@@ -307,8 +308,8 @@ def test_a_view_without_a_session_has_no_footer(handles: list[FakeHandle]) -> No
     assert data["text/markdown"] == "<sub>…</sub>" and metadata == {}
 
 
-@pytest.mark.parametrize(("seconds", "text"), [(0.04, "0.0 s"), (12.46, "12.5 s"), (125, "2 min 5 s"),
-                                               (3780, "1 h 3 min"), (-1, "0.0 s")])
+@pytest.mark.parametrize(("seconds", "text"), [(0.04, "under 0.1 s"), (0.06, "0.1 s"), (12.46, "12.5 s"),
+                                               (125, "2 min 5 s"), (3780, "1 h 3 min"), (-1, "under 0.1 s")])
 def test_durations(seconds: float, text: str) -> None:
     from dsh_jupyter.notebook.render import format_duration
 
@@ -328,7 +329,8 @@ KERNEL_CELLS = (
 )
 TURN_MIME_KEY = "application/vnd.dsh.turn+json"
 FOOTER = re.compile(r"^(?P<status>[●✓⏹✗⛔⏸] [a-z ]+) · (?P<title>.+) \((?P<short>[0-9a-f]{8})\) · offline · "
-                    r"(?P<timing>since \d\d:\d\d:\d\d|\d+\.\d s)(?: · tokens (?P<tokens>[\d,]+ in, [\d,]+ out))?$")
+                    r"(?P<timing>since \d\d:\d\d:\d\d|(?:under )?\d+\.\d s)"
+                    r"(?: · tokens (?P<tokens>[\d,]+ in, [\d,]+ out))?$")
 
 
 @pytest.fixture(scope="module")

@@ -117,8 +117,9 @@ def _count(value: int) -> str:
 
 
 def format_duration(seconds: float) -> str:
-    """``0.4 s``, ``12.5 s``, ``2 min 5 s``, ``1 h 3 min``."""
-    seconds = max(0.0, seconds)
+    """``under 0.1 s``, ``0.4 s``, ``12.5 s``, ``2 min 5 s``, ``1 h 3 min``."""
+    if seconds < 0.05:
+        return "under 0.1 s"
     if seconds < 60:
         return f"{seconds:.1f} s"
     whole = round(seconds)
@@ -204,7 +205,7 @@ class TurnFooter:
         state = html.escape(self.status)
         status = f'<span class="dsh-turn-status dsh-turn-{state}">{html.escape(self._status())}</span>'
         session = (f'<span class="dsh-turn-session">{html.escape(self._title())}</span> '
-                   f"<code>{html.escape(escape_controls(self.short_id))}</code>")
+                   f"(<code>{html.escape(escape_controls(self.short_id))}</code>)")
         facts = [status, session, *(html.escape(fact) for fact in self._facts())]
         return f'<sub class="dsh-turn-footer">{" · ".join(facts)}</sub>'
 
