@@ -321,11 +321,13 @@ def test_durations(seconds: float, text: str) -> None:
 KERNEL_CELLS = (
     "%load_ext dsh_jupyter",
     "%%dsh\nHello from the footer test",
-    "%dsh title Footer check",
+    "%dsh title Footer check\nFIRST_ID = dsh.session_id",
     "%%dsh --bg\n/bash sleep 1; echo bg-done",
     "import time; time.sleep(4)",
     "%dsh wait",
     "%%dsh --new\nA second session",
+    "from dsh_jupyter.references import format_session_reference_mention as mention\n"
+    "get_ipython().run_cell_magic('dsh', '', 'Build on ' + mention(FIRST_ID, 'Footer check'))",
 )
 TURN_MIME_KEY = "application/vnd.dsh.turn+json"
 FOOTER = re.compile(r"^(?P<status>[●✓⏹✗⛔⏸] [a-z ]+) · (?P<title>.+) \((?P<short>[0-9a-f]{8})\) · offline · "
@@ -410,3 +412,15 @@ def test_kernel_background_footer_says_running_then_done(executed: Any) -> None:
     assert other_facts["sessionId"] != facts["sessionId"] and other["short"] == other_facts["sessionId"][:8]
     # Nothing of the background turn landed in the cells that ran meanwhile.
     assert nb.cells[4].outputs == [] and nb.cells[5].outputs == []
+
+
+@pytest.mark.slow
+def test_kernel_nbconvert_html_shows_the_footer_and_the_reference_view(executed: Any) -> None:
+    from nbconvert import HTMLExporter
+
+    nb, _, _ = executed
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    assert body.count('class="dsh-turn-footer"') == 4  # one per turn, in its last output
+    assert "✓ done</span> · <span class=\"dsh-turn-session\">Footer check</span>" in body
+    assert "Referenced: Footer check · " in body and "What the agent received (" in body
+    assert "object at 0x" not in body
