@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
@@ -122,6 +121,11 @@ def test_background_turn_streams_into_its_cell_while_others_run(
         print(f"\n[steer] background cell after the steering cell: {output_text(nb, 1)!r}")
         start(nb, 3)
 
+        # The cell shows its execution count at once, but its footer says the turn is still running.
+        footer = background.locator("sub.dsh-turn-footer")
+        expect(footer.locator(".dsh-turn-status")).to_have_text("● running")
+        expect(footer).to_contain_text(" · offline · since ")
+
         # (a) While cell 4 runs, the background cell shows the tool call, then its result.
         call = tool(background, "sleep 3; echo slow-job-finished")
         expect(call).to_have_count(1)
@@ -135,9 +139,12 @@ def test_background_turn_streams_into_its_cell_while_others_run(
         finished(nb, 3)
         nb.run(4)  # %dsh wait
         # (b) The final answer, in the background cell, answers the steered prompt.
-        answer = background.locator(".jp-RenderedMarkdown")
+        answer = background.locator(".jp-RenderedMarkdown", has=page.locator("sub.dsh-turn-footer"))
         expect(answer).to_have_count(1)  # one handle, updated in place
         expect(answer).to_contain_text(f"You asked: “{STEER_PROMPT}”")
+        expect(footer).to_have_count(1)
+        expect(footer.locator(".dsh-turn-status")).to_have_text("✓ done")
+        expect(footer).to_have_text(re.compile(r"^✓ done · .+ \([0-9a-f]{8}\) · offline · \d+\.\d s · tokens "))
         expect(answer).to_contain_text("Offline model (no API key needed)")
         background.scroll_into_view_if_needed()
         nb.screenshot(request, "2-after-wait")
@@ -178,8 +185,9 @@ def test_background_turn_that_ends_while_the_kernel_is_idle(
         print(f"\n[idle] background cell after {IDLE_WAIT_MS} ms with no cell running: {idle_text!r}")
 
         expect(nb.run(2).locator(".jp-OutputArea-output")).to_have_text("2")
-        answer = background.locator(".jp-RenderedMarkdown")
+        answer = background.locator(".jp-RenderedMarkdown", has=page.locator("sub.dsh-turn-footer"))
         expect(answer).to_have_count(1)
+        expect(answer.locator("sub.dsh-turn-footer .dsh-turn-status")).to_have_text("✓ done")
         call = tool(background, "sleep 2; echo idle-finish")
         expect(call.locator("pre")).to_contain_text("idle-finish")
         expect(call.locator("summary")).to_contain_text("✓")

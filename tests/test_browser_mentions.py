@@ -8,13 +8,13 @@ earlier sessions written with the real JSONL store. The browser is Debian chromi
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
@@ -25,6 +25,7 @@ from browser_helpers import (
     write_notebook,
     write_session,
 )
+
 from dsh_jupyter.references.mentions import format_session_reference_mention
 
 pytestmark = pytest.mark.browser
@@ -95,8 +96,15 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         answer = nb.run(1)
         expect(answer).to_contain_text("Offline model (no API key needed)")
         expect(answer).to_contain_text("Hello! What can you do in this notebook?")
-        # The answer is one Markdown output: the turn view streams into it in place.
-        expect(answer.locator(".jp-RenderedMarkdown")).to_have_count(1)
+        # The answer is one Markdown output: the turn view streams into it in place, and ends with the footer.
+        streamed = answer.locator(".jp-RenderedMarkdown", has_text="Hello! What can you do")
+        expect(streamed).to_have_count(1)
+        expect(streamed.locator("sub.dsh-turn-footer")).to_have_text(
+            re.compile(r"^✓ done · .+ \([0-9a-f]{8}\) · offline · (under )?\d+\.\d s · tokens [\d,]+ in, [\d,]+ out$"))
+        # The first-use notice above it is Markdown: a quote with `%dsh models` as code, not backticks.
+        notice = answer.locator(".jp-RenderedMarkdown blockquote", has_text="Using the offline model")
+        expect(notice).to_have_count(1)
+        expect(notice.locator("code")).to_have_text("%dsh models")
         nb.screenshot(request, "1-offline-answer")
 
         # `%%dsh` cells are prompts: their editor highlights Markdown, so the Python keyword "in" is plain
@@ -137,24 +145,36 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         rendered = output.locator(".jp-DshReferenceContext")
         expect(rendered).to_have_count(1)
         expect(output).to_contain_text("Offline model (no API key needed)")
+        # One line for people; it opens to the source in plain words and to what the agent received.
         summary = rendered.locator("details.jp-DshReferenceContext-list > summary")
-        expect(summary).to_have_text(f"Referenced 1 session: {TARGET_TITLE}")
+        expect(summary).to_have_text(f"Referenced: {TARGET_TITLE} · 4 messages · complete")
         fields = rendered.locator("dl.jp-DshReferenceContext-fields")
         expect(fields).to_be_hidden()  # collapsed until opened
+        rendered.scroll_into_view_if_needed()
+        nb.screenshot(request, "4-reference-line")
         summary.click()
-        expect(rendered.locator(".jp-DshReferenceContext-target")).to_be_visible()
-        source = rendered.locator("details.jp-DshReferenceContext-source")
-        expect(source.locator("summary .jp-DshReferenceContext-label")).to_have_text(TARGET_TITLE)
-        expect(source.locator("summary .jp-DshReferenceContext-id")).to_have_text(TARGET_ID)
-        source.locator("summary").click()
         expect(fields).to_be_visible()
+        source = rendered.locator(".jp-DshReferenceContext-source")
+        expect(source).to_have_count(1)
+        expect(source.locator(".jp-DshReferenceContext-label")).to_have_text(TARGET_TITLE)
+        expect(source.locator(".jp-DshReferenceContext-state")).to_have_text("complete")
         rows = dict(zip(fields.locator("dt").all_inner_texts(), fields.locator("dd").all_inner_texts(), strict=True))
-        assert rows["Label"] == TARGET_TITLE
+        assert list(rows) == ["Session id", "Captured", "Messages", "Left out"], rows
         assert rows["Session id"] == TARGET_ID
-        assert rows["Captured through seq"] == str(root.target_seq)
-        assert rows["Compacted"] == "no"
-        assert rows["Messages retained"] == "4 of 4"
-        assert rows["Truncated"] == "no"
+        assert re.fullmatch(r"\d{1,2} \w{3} \d{4}, \d\d:\d\d:\d\d", rows["Captured"]), rows
+        assert rows["Messages"] == "4 messages sent to the agent"
+        assert rows["Left out"] == "nothing"
+        words = summary.inner_text() + fields.inner_text()
+        for debug in ("seq", "Format version", "—", "Captured through", "Full snapshot"):
+            assert debug not in words, debug
+        preview = rendered.locator("details.jp-DshReferenceContext-preview")
+        expect(preview.locator("summary")).to_have_text(re.compile(r"^What the agent received \([\d,]+ characters\)$"))
+        text = preview.locator("pre.jp-DshReferenceContext-previewText")
+        expect(text).to_be_hidden()
+        preview.locator("summary").click()
+        expect(text).to_be_visible()
+        expect(text).to_contain_text("<referenced-sessions>")
+        expect(text).to_contain_text(f'"sessionId":"{TARGET_ID}"')
         # Our renderer, not the text/html fallback of the same bundle, drew it.
         expect(output.locator("details.dsh-reference-context")).to_have_count(0)
         # The offline model received the snapshot: its answer reports the referenced session.
@@ -162,7 +182,7 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         expect(answer.filter(has_text="You referenced 1 session")).to_contain_text(
             f"session {TARGET_ID}, cwd {os.path.realpath(root.path / FOLDER)}, captured through seq {root.target_seq}")
         rendered.scroll_into_view_if_needed()
-        nb.screenshot(request, "4-reference-context")
+        nb.screenshot(request, "4-reference-context-open")
 
         # Titles hold spaces: typing on across a space keeps filtering by every word, and Enter picks
         # the highlighted row.
@@ -175,7 +195,8 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         nb.screenshot(request, "5-popup-across-space")
         page.keyboard.press("Enter")
         expect(popup).to_be_hidden()
-        assert nb.source(4) == "%%dsh\nAnd compare with " + format_session_reference_mention("sales-4", "Regional sales Q3")
+        mention = format_session_reference_mention("sales-4", "Regional sales Q3")
+        assert nb.source(4) == "%%dsh\nAnd compare with " + mention
 
         assert watch.dialogs == []
         assert watch.errors == []

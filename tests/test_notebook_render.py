@@ -207,3 +207,220 @@ def test_a_zero_rate_updates_on_every_event(handles: list[FakeHandle]) -> None:
     view.start()
     feed(view, [TextDelta(turn=1, text="a"), TextDelta(turn=1, text="b"), TextDelta(turn=1, text="c")])
     assert view.updates == 3
+
+
+# --------------------------------------------------------------------------- the turn footer
+
+class FakeModel:
+    def __init__(self, provider: str, model: str) -> None:
+        from dsh_jupyter.models.base import ModelInfo
+
+        self.info = ModelInfo(provider, model, None)
+
+
+class FakeSession:
+    def __init__(self, title: str | None = "Regional sales", provider: str = "offline", model: str = "offline") -> None:
+        self.id = "3f2a9c1b-0000-4000-8000-000000000001"
+        self.model = FakeModel(provider, model)
+        self._title = title
+
+    def title(self) -> str | None:
+        return self._title
+
+
+class Clock:
+    def __init__(self, start: float = 1_787_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def bundle(handle: FakeHandle) -> tuple[dict[str, str], dict[str, Any]]:
+    data, metadata = handle.versions[-1]._repr_mimebundle_()
+    return data, metadata
+
+
+def test_the_footer_says_running_then_done_with_duration_and_tokens(handles: list[FakeHandle]) -> None:
+    from dsh_jupyter.notebook.render import TURN_MIME
+
+    clock = Clock()
+    view = TurnView(rate=1000.0, session=FakeSession(), clock=clock)
+    view.start()
+    data, metadata = bundle(handles[0])
+    assert "● running" in data["text/markdown"] and "Regional sales" in data["text/markdown"]
+    assert data["text/plain"].startswith("● running · Regional sales (3f2a9c1b) · offline · since ")
+    assert metadata[TURN_MIME]["status"] == "running" and metadata[TURN_MIME]["sessionId"] == FakeSession().id
+    feed(view, [TurnStarted(turn=1), TextDelta(turn=1, text="Hi."),
+                AssistantMessage(turn=1, text="Hi.", seq=2, usage={"inputTokens": 1200, "outputTokens": 30}),
+                tool("a", "ls")])
+    clock.now += 2.5
+    feed(view, [ToolFinished(turn=1, call_id="a", name="bash", text="files", is_error=False),
+                AssistantMessage(turn=1, text="Done.", seq=4,
+                                 usage={"inputTokens": 1300, "outputTokens": 5, "cacheReadTokens": 1000}),
+                TurnEnded(turn=1, reason="completed")])
+    # Only the last output carries the footer; the frozen one lost it with its last update.
+    assert len(handles) == 2
+    first, first_meta = bundle(handles[0])
+    assert "dsh-turn-footer" not in first["text/markdown"] and first_meta == {}
+    data, metadata = bundle(handles[1])
+    assert data["text/plain"].splitlines()[-1] == (
+        "✓ done · Regional sales (3f2a9c1b) · offline · 2.5 s · tokens 2,500 in, 35 out, 1,000 cached")
+    md = data["text/markdown"]
+    assert md.endswith(
+        '<sub class="dsh-turn-footer"><span class="dsh-turn-status dsh-turn-completed">✓ done</span> · '
+        '<span class="dsh-turn-session">Regional sales</span> (<code>3f2a9c1b</code>) · offline · 2.5 s · '
+        "tokens 2,500 in, 35 out, 1,000 cached</sub>")
+    facts = metadata[TURN_MIME]
+    assert (facts["status"], facts["durationSeconds"], facts["title"]) == ("completed", 2.5, "Regional sales")
+    assert facts["usage"] == {"inputTokens": 2500, "outputTokens": 35, "cacheReadTokens": 1000}
+
+
+@pytest.mark.parametrize(
+    ("reason", "word"),
+    [("interrupted", "⏹ interrupted"), ("error", "✗ error"), ("blocked", "⛔ blocked"),
+     ("max-steps", "⏸ stopped at the step limit")],
+)
+def test_the_footer_names_how_the_turn_ended(handles: list[FakeHandle], reason: str, word: str) -> None:
+    view = TurnView(session=FakeSession(), background=True)
+    view.start()
+    feed(view, [TurnStarted(turn=1), TurnEnded(turn=1, reason=reason, error="boom")])
+    assert bundle(handles[0])[0]["text/plain"].splitlines()[-1].startswith(f"{word} · Regional sales (3f2a9c1b)")
+
+
+def test_the_footer_escapes_the_title_and_names_the_provider(handles: list[FakeHandle]) -> None:
+    session = FakeSession("<img src=x onerror=alert(1)>\x1b[31m " + "long " * 30, "deepseek", "deepseek-chat")
+    view = TurnView(session=session)
+    view.start()
+    data, _ = bundle(handles[0])
+    assert "<img" not in data["text/markdown"] and "&lt;img" in data["text/markdown"]
+    assert "\x1b" not in data["text/plain"] and "\\x1b" in data["text/plain"]
+    assert "deepseek:deepseek-chat" in data["text/plain"] and "…" in data["text/plain"]
+    untitled = TurnView(session=FakeSession(None))
+    untitled.start()
+    assert "untitled session (3f2a9c1b)" in bundle(handles[1])[0]["text/plain"]
+
+
+def test_a_view_without_a_session_has_no_footer(handles: list[FakeHandle]) -> None:
+    view = TurnView()
+    view.start()
+    data, metadata = bundle(handles[0])
+    assert data["text/markdown"] == "<sub>…</sub>" and metadata == {}
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(0.04, "under 0.1 s"), (0.06, "0.1 s"), (12.46, "12.5 s"),
+                                               (125, "2 min 5 s"), (3780, "1 h 3 min"), (-1, "under 0.1 s")])
+def test_durations(seconds: float, text: str) -> None:
+    from dsh_jupyter.notebook.render import format_duration
+
+    assert format_duration(seconds) == text
+
+
+# --------------------------------------------------------------------------- in a real kernel (nbclient)
+
+KERNEL_CELLS = (
+    "%load_ext dsh_jupyter",
+    "%%dsh\nHello from the footer test",
+    "%dsh title Footer check\nFIRST_ID = dsh.session_id",
+    "%%dsh --bg\n/bash sleep 1; echo bg-done",
+    "import time; time.sleep(4)",
+    "%dsh wait",
+    "%%dsh --new\nA second session",
+    "from dsh_jupyter.references import format_session_reference_mention as mention\n"
+    "get_ipython().run_cell_magic('dsh', '', 'Build on ' + mention(FIRST_ID, 'Footer check'))",
+)
+TURN_MIME_KEY = "application/vnd.dsh.turn+json"
+FOOTER = re.compile(r"^(?P<status>[●✓⏹✗⛔⏸] [a-z ]+) · (?P<title>.+) \((?P<short>[0-9a-f]{8})\) · offline · "
+                    r"(?P<timing>since \d\d:\d\d:\d\d|(?:under )?\d+\.\d s)"
+                    r"(?: · tokens (?P<tokens>[\d,]+ in, [\d,]+ out))?$")
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[int, list[dict[str, Any]]], Any]:
+    """The notebook run in one real kernel, saved and read back; and each cell's outputs as it finished."""
+    import copy
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    work = tmp_path_factory.mktemp("footer-notebook")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in KERNEL_CELLS])
+    at_finish: dict[int, list[dict[str, Any]]] = {}
+
+    def keep(cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
+        at_finish[cell_index] = copy.deepcopy(cell.outputs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DSH_HOME", str(tmp_path_factory.mktemp("footer-home")))
+        client = NotebookClient(nb, timeout=120, kernel_name="python3", on_cell_executed=keep,
+                                resources={"metadata": {"path": str(work)}})
+        client.execute(cwd=str(work))
+    path = work / "footer.ipynb"
+    nbformat.write(nb, path)
+    return nbformat.read(path, as_version=4), at_finish, work
+
+
+def footers(outputs: list[dict[str, Any]]) -> list[tuple[re.Match[str], dict[str, Any]]]:
+    """Each output's footer line (plain text) matched against :data:`FOOTER`, with the output's turn facts."""
+    from dsh_jupyter.notebook.render import TURN_MIME
+
+    found = []
+    for output in outputs:
+        facts = output.get("metadata", {}).get(TURN_MIME)
+        if facts is None:
+            continue
+        last = output["data"]["text/plain"].splitlines()[-1]
+        match = FOOTER.match(last)
+        assert match is not None, last
+        assert 'class="dsh-turn-footer"' in output["data"]["text/markdown"]
+        found.append((match, facts))
+    return found
+
+
+@pytest.mark.slow
+def test_kernel_foreground_footer_names_the_session_and_stays_in_the_saved_notebook(executed: Any) -> None:
+    nb, _, work = executed
+    ((footer, facts),) = footers(nb.cells[1].outputs)
+    assert footer["status"] == "✓ done" and footer["title"] == "Hello from the footer test"
+    assert footer["timing"].endswith(" s") and footer["tokens"]
+    session_id = facts["sessionId"]
+    assert footer["short"] == session_id[:8]
+    assert (facts["status"], facts["provider"], facts["model"]) == ("completed", "offline", "offline")
+    assert facts["durationSeconds"] >= 0 and facts["usage"]["inputTokens"] > 0
+    assert list((work / ".dsh" / "sessions").glob("*/session.jsonl")), "the session log exists"
+    # The first-use notice: Markdown, once per kernel (not again for the later turns).
+    notices = [o for cell in nb.cells for o in cell.outputs
+               if "offline model" in o.get("data", {}).get("text/markdown", "").lower()
+               and "text/plain" in o["data"] and TURN_MIME_KEY not in o.get("metadata", {})]
+    assert len(notices) == 1 and notices[0]["data"]["text/markdown"].startswith("> Using the offline model")
+    assert "`%dsh models`" in notices[0]["data"]["text/markdown"]
+
+
+@pytest.mark.slow
+def test_kernel_background_footer_says_running_then_done(executed: Any) -> None:
+    nb, at_finish, _ = executed
+    ((running, running_facts),) = footers(at_finish[3])
+    assert running["status"] == "● running" and running["timing"].startswith("since ")
+    assert running["title"] == "Footer check" and running_facts["status"] == "running"
+    ((done, facts),) = footers(nb.cells[3].outputs)
+    assert done["status"] == "✓ done" and done["title"] == "Footer check"
+    assert done["timing"].endswith(" s") and facts["durationSeconds"] >= 1.0
+    assert facts["sessionId"] == running_facts["sessionId"]
+    assert "bg-done" in nb.cells[3].outputs[-1]["data"]["text/plain"]
+    # A new session's footer names the new session.
+    ((other, other_facts),) = footers(nb.cells[6].outputs)
+    assert other_facts["sessionId"] != facts["sessionId"] and other["short"] == other_facts["sessionId"][:8]
+    # Nothing of the background turn landed in the cells that ran meanwhile.
+    assert nb.cells[4].outputs == [] and nb.cells[5].outputs == []
+
+
+@pytest.mark.slow
+def test_kernel_nbconvert_html_shows_the_footer_and_the_reference_view(executed: Any) -> None:
+    from nbconvert import HTMLExporter
+
+    nb, _, _ = executed
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    assert body.count('class="dsh-turn-footer"') == 4  # one per turn, in its last output
+    assert "✓ done</span> · <span class=\"dsh-turn-session\">Footer check</span>" in body
+    assert "Referenced: Footer check · " in body and "What the agent received (" in body
+    assert "object at 0x" not in body

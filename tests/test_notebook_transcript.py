@@ -209,7 +209,8 @@ def test_reference_contexts_are_items_and_other_messages_are_not() -> None:
         MessageRecorded(turn=1, seq=3, message={"role": "user", "source": {"kind": "session-reference"}}),
     )
     (context,) = state.snapshot()
-    assert isinstance(context, ContextItem) and context.summary == "Referenced 1 session (1 compacted)"
+    assert isinstance(context, ContextItem) and context.summary == (
+        "Referenced: <img src=x onerror=alert(1)> · complete · includes a summary")
     assert context.references[0]["label"] == "<img src=x onerror=alert(1)>"  # raw; views escape
     assert "inputIndex" not in context.references[0]
 

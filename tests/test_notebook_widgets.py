@@ -306,7 +306,7 @@ def test_view_items_are_the_form_chat_js_reads() -> None:
                                           "notice", "end"]
     assert views[0] == {"id": "i1", "kind": "user", "text": "question", "steered": True}
     assert views[1]["text"] == "Prompt steered into running turn."
-    assert views[2]["summary"] == "Referenced 1 session (1 compacted)"
+    assert views[2]["summary"] == "Referenced: <img src=x onerror=alert(1)> · complete · includes a summary"
     assert views[2]["references"][0]["label"] == "<img src=x onerror=alert(1)>"  # raw; chat.js escapes
     assert views[3] == {"id": "i4", "kind": "reasoning", "text": "think", "streaming": False}
     assert views[4] == {"id": "i5", "kind": "assistant", "text": "Let me look.", "streaming": False}

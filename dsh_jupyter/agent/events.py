@@ -65,10 +65,15 @@ class ApprovalDecided(AgentEvent):
 
 @dataclass(frozen=True)
 class AssistantMessage(AgentEvent):
-    """A finished assistant message (its text may be empty when it only called tools)."""
+    """A finished assistant message (its text may be empty when it only called tools).
+
+    ``usage`` is the model call's token counts in the session format (``inputTokens``, ``outputTokens``,
+    ``cacheReadTokens``?, ``reasoningTokens``?), or ``None`` when the provider reported none.
+    """
 
     text: str
     seq: int
+    usage: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)

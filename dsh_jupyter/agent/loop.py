@@ -595,7 +595,7 @@ class Agent:
             data["usage"] = collector.usage.to_json()
         event = self.session.append(ASSISTANT_MESSAGE, data)
         text = blocks_text(blocks)
-        self._emit(ev.AssistantMessage(turn, text, event.seq))
+        self._emit(ev.AssistantMessage(turn, text, event.seq, data.get("usage")))
         return text, [b for b in blocks if b.get("type") == "tool-call"]
 
     # -- tools ---------------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ Each object returns a MIME bundle from ``_repr_mimebundle_``:
   context: our own ``application/vnd.dsh.reference-context+json`` (raw values; the renderer
   escapes), a ``text/html`` ``<details>`` element and a ``text/plain`` list;
 - :class:`SessionTable`: the table of ``%dsh sessions``;
-- :class:`LocationDisplay`: where a session's log lives (usable as a path).
+- :class:`LocationDisplay`: where a session's log lives (usable as a path);
+- :class:`NoticeDisplay` and :func:`show_notice`: a notice such as the first-use "offline model" hint,
+  as Markdown, shown once per kernel.
 
 The HTML is static: no scripts, no external CSS, a few inline styles. Every label, id, cwd and path
 is escaped: terminal controls become ``\\xNN`` in every text form, and HTML is entity-escaped.
@@ -15,12 +17,14 @@ is escaped: terminal controls become ``\\xNN`` in every text form, and HTML is e
 from __future__ import annotations
 
 import os
+import time
 import unicodedata
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from .escape import escape_controls, html_field
+from .escape import escape_controls, escape_html, html_field
 
 #: MIME type of the reference-context bundle (rendered by our JupyterLab mime extension).
 REFERENCE_CONTEXT_MIME = "application/vnd.dsh.reference-context+json"
@@ -40,25 +44,8 @@ def _filter(bundle: dict[str, Any], include: Any, exclude: Any) -> dict[str, Any
     return bundle
 
 
-def _text(value: Any) -> str:
-    """A one-line, control-escaped text form of a metadata value (``—`` when absent)."""
-    if value is None:
-        return _MISSING
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return escape_controls(value if isinstance(value, str) else str(value))
-
-
-def _html(value: Any) -> str:
-    if value is None:
-        return _MISSING
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return html_field(value if isinstance(value, str) else str(value))
-
-
 def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
 
 
 def display_width(text: str) -> int:
@@ -87,6 +74,15 @@ def format_created(created_at: Any) -> str:
 
 # --------------------------------------------------------------------------- reference context
 
+#: How many characters of the text the agent received a reference view shows.
+MAX_PREVIEW_CHARS = 2000
+#: How many source titles the one-line summary names before "and N more".
+MAX_LINE_TITLES = 3
+#: How many characters of each title the one-line summary shows.
+MAX_LINE_TITLE_CHARS = 48
+#: The heading of the preview of what the agent received.
+PREVIEW_HEADING = "What the agent received"
+
 
 def _references(source_metadata: Any) -> list[Mapping[str, Any]]:
     if not isinstance(source_metadata, Mapping):
@@ -95,7 +91,7 @@ def _references(source_metadata: Any) -> list[Mapping[str, Any]]:
             f"message), got {type(source_metadata).__name__}"
         )
     references = source_metadata.get("references")
-    if not isinstance(references, Sequence) or isinstance(references, (str, bytes)):
+    if not isinstance(references, (list, tuple)):
         raise ValueError(
             "reference context metadata must have a 'references' list; got "
             f"{type(references).__name__} (pass the 'source' of a session-reference context message)"
@@ -108,26 +104,142 @@ def _references(source_metadata: Any) -> list[Mapping[str, Any]]:
     return list(references)
 
 
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _title(reference: Mapping[str, Any]) -> str:
+    """A source's title for people: its label (else its id), controls escaped, on one line."""
+    label = reference.get("label")
+    if not isinstance(label, str) or not label.strip():
+        label = reference.get("sessionId")
+    return escape_controls(label) if isinstance(label, str) else "an unnamed session"
+
+
+def _shortened(reference: Mapping[str, Any]) -> bool:
+    """Whether anything of the source was left out of what the agent received."""
+    return (reference.get("truncated") is True or (_int(reference.get("omittedMessages")) or 0) > 0
+            or (_int(reference.get("omittedBytes")) or 0) > 0)
+
+
+def _source_state(reference: Mapping[str, Any]) -> str:
+    """``complete``, or ``shortened to fit``, with ``includes a summary`` for a compacted source."""
+    state = "shortened to fit" if _shortened(reference) else "complete"
+    return f"{state}, includes a summary" if reference.get("compacted") is True else state
+
+
 def reference_summary(source_metadata: Mapping[str, Any]) -> str:
-    """``Referenced 2 sessions (1 compacted, 1 truncated)``: the one-line summary of a context."""
+    """``Referenced: Regional sales Q3 · 2 messages · complete``: the one line of a reference context."""
+    from .transcript import one_line  # the transcript module imports this one
+
     references = _references(source_metadata)
-    notes = []
-    compacted = sum(1 for r in references if r.get("compacted") is True)
-    truncated = sum(1 for r in references if r.get("truncated") is True)
-    if compacted:
-        notes.append(f"{compacted} compacted")
-    if truncated:
-        notes.append(f"{truncated} truncated")
-    summary = f"Referenced {_plural(len(references), 'session')}"
-    return f"{summary} ({', '.join(notes)})" if notes else summary
+    if not references:
+        return "Referenced: no sessions"
+    titles = [one_line(_title(r), MAX_LINE_TITLE_CHARS) for r in references[:MAX_LINE_TITLES]]
+    named = ", ".join(titles)
+    if len(references) > MAX_LINE_TITLES:
+        named += f" and {len(references) - MAX_LINE_TITLES} more"
+    counts = [_int(r.get("retainedMessages")) for r in references]
+    parts = [f"Referenced: {named}"]
+    if all(count is not None for count in counts):
+        parts.append(_plural(sum(count or 0 for count in counts), "message"))
+    shortened = sum(1 for r in references if _shortened(r))
+    if not shortened:
+        parts.append("complete")
+    elif len(references) == 1:
+        parts.append("shortened to fit")
+    else:
+        parts.append(f"{shortened} of {len(references)} shortened to fit")
+    if any(r.get("compacted") is True for r in references):
+        parts.append("includes a summary")
+    return " · ".join(parts)
+
+
+def format_captured(epoch: float | None) -> str:
+    """``1 Dec 2026, 08:41:02`` in the kernel's local time; empty for a missing or bad value."""
+    if epoch is None:
+        return ""
+    try:
+        moment = datetime.fromtimestamp(epoch).astimezone()
+    except (OverflowError, OSError, ValueError):
+        return ""
+    return f"{moment.day} {moment:%b %Y, %H:%M:%S}"
+
+
+def source_rows(reference: Mapping[str, Any], spill: str | None, *, spilled: bool,
+                captured_at: float | None) -> list[tuple[str, str]]:
+    """The ``(term, words)`` rows shown for one source, in plain words (controls escaped, not HTML).
+
+    ``spilled`` says whether a full snapshot was attempted (``spill`` is its path, ``None`` when it
+    could not be saved).
+    """
+    rows: list[tuple[str, str]] = []
+    session_id = reference.get("sessionId")
+    if isinstance(session_id, str):
+        rows.append(("Session id", escape_controls(session_id)))
+    captured = format_captured(captured_at)
+    if _int(reference.get("capturedThroughSeq")) is None and "capturedThroughSeq" in reference:
+        captured = f"{captured} (the session had no messages yet)".strip()
+    if captured:
+        rows.append(("Captured", captured))
+    retained, original = _int(reference.get("retainedMessages")), _int(reference.get("originalMessages"))
+    if retained is not None:
+        sent = _plural(retained, "message")
+        if original is not None and original != retained:
+            sent = f"{retained:,} of {_plural(original, 'message')}"
+        rows.append(("Messages", f"{sent} sent to the agent"))
+    if reference.get("compacted") is True:
+        rows.append(("Earlier conversation", "sent as the summary written when that session was compacted"))
+    left_out = []
+    messages, size = _int(reference.get("omittedMessages")) or 0, _int(reference.get("omittedBytes")) or 0
+    if messages:
+        left_out.append(_plural(messages, "older message"))
+    if size:
+        left_out.append(f"{size:,} bytes of long messages")
+    rows.append(("Left out", " and ".join(left_out) + " (to fit the budget)" if left_out else "nothing"))
+    if spill is not None:
+        rows.append(("Full snapshot", f"saved at {escape_controls(spill)}"))
+    elif spilled or reference.get("truncated") is True:
+        rows.append(("Full snapshot", "not saved (the notebook's session folder could not be written)"))
+    return rows
+
+
+def context_text(context: Mapping[str, Any]) -> str:
+    """The text of a prepared context message (what the agent receives), its text blocks joined."""
+    blocks = context.get("content")
+    if not isinstance(blocks, (list, tuple)):
+        return ""
+    return "\n".join(b["text"] for b in blocks
+                     if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str))
+
+
+def _preview(received: str | None) -> dict[str, Any] | None:
+    """The bounded, control-escaped preview of what the agent received, and the note that says how much it shows."""
+    if received is None:
+        return None
+    from .escape import escape_text
+
+    total = len(received)
+    shown = escape_text(received[:MAX_PREVIEW_CHARS])
+    if total > MAX_PREVIEW_CHARS:
+        note = f"the first {MAX_PREVIEW_CHARS:,} of {total:,} characters"
+    else:
+        note = _plural(total, "character")
+    return {"heading": f"{PREVIEW_HEADING} ({note})", "text": shown, "totalChars": total,
+            "shownChars": min(total, MAX_PREVIEW_CHARS)}
 
 
 class ReferenceContextDisplay:
-    """The source metadata of one prepared reference context, as a collapsible display.
+    """One prepared reference context for people: one line, expanding to each source and to a preview.
 
     ``source_metadata`` is the context message's ``source`` (``kind``, ``form``, ``version``,
     ``references``); ``spills`` maps a reference's ``inputIndex`` to the path of its full-snapshot
-    spill file (or ``None`` when it was truncated but could not be saved).
+    spill file (or ``None`` when it was truncated but could not be saved); ``received`` is the text
+    the agent received (the framed snapshots), previewed bounded; ``captured_at`` is when the
+    snapshots were taken (epoch seconds; default: now, as the display is made right after).
+
+    The words are made here once (:meth:`view`) and carried in the JSON bundle, so the JupyterLab
+    renderer draws the same rows as the ``text/html`` and ``text/plain`` forms.
     """
 
     def __init__(
@@ -135,7 +247,9 @@ class ReferenceContextDisplay:
         source_metadata: Mapping[str, Any],
         *,
         target_session_id: str,
-        spills: Mapping[int, str | None] | None = None,
+        spills: Mapping[int, str | os.PathLike[str] | None] | None = None,
+        received: str | None = None,
+        captured_at: float | None = None,
     ) -> None:
         self._references = _references(source_metadata)
         if not isinstance(target_session_id, str):
@@ -146,9 +260,20 @@ class ReferenceContextDisplay:
                 raise ValueError(f"spills must be keyed by the reference's inputIndex (an int), got key {key!r}")
             if value is not None and not isinstance(value, (str, os.PathLike)):
                 raise ValueError(f"spill path for reference {key} must be a str or None, got {type(value).__name__}")
+        if received is not None and not isinstance(received, str):
+            raise ValueError(f"received must be the context's text (a str), got {type(received).__name__}")
         self.source_metadata = source_metadata
         self.target_session_id = target_session_id
         self.spills: dict[int, str | None] = {k: (None if v is None else os.fspath(v)) for k, v in spills.items()}
+        self.received = received
+        self.captured_at = time.time() if captured_at is None else captured_at
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any], *, target_session_id: str,
+                     spills: Mapping[int, str | os.PathLike[str] | None] | None = None) -> ReferenceContextDisplay:
+        """The display of a prepared context message (its ``source`` and its text)."""
+        return cls(context.get("source"), target_session_id=target_session_id,  # type: ignore[arg-type]
+                   spills=spills, received=context_text(context))
 
     def _index(self, position: int, reference: Mapping[str, Any]) -> int:
         index = reference.get("inputIndex")
@@ -157,8 +282,18 @@ class ReferenceContextDisplay:
     def _spill(self, position: int, reference: Mapping[str, Any]) -> str | None:
         return self.spills.get(self._index(position, reference))
 
+    def view(self) -> dict[str, Any]:
+        """The words people read: ``line``, each source's ``title``, ``state`` and ``rows``, the ``preview``."""
+        sources = []
+        for position, reference in enumerate(self._references):
+            rows = source_rows(reference, self._spill(position, reference),
+                               spilled=self._index(position, reference) in self.spills, captured_at=self.captured_at)
+            sources.append({"title": _title(reference), "state": _source_state(reference),
+                            "rows": [list(row) for row in rows]})
+        return {"line": escape_controls(self.summary), "sources": sources, "preview": _preview(self.received)}
+
     def to_json(self) -> dict[str, Any]:
-        """The JSON bundle: raw values, as in the log, plus each source's ``spillPath``."""
+        """The JSON bundle: raw values, as in the log, plus each source's ``spillPath``, then the ``view``."""
         meta = self.source_metadata
         return {
             "kind": meta.get("kind"),
@@ -169,87 +304,56 @@ class ReferenceContextDisplay:
                 for position, reference in enumerate(self._references)
             ],
             "targetSessionId": self.target_session_id,
+            "capturedAt": datetime.fromtimestamp(self.captured_at).astimezone().isoformat(timespec="seconds"),
+            "view": self.view(),
         }
 
     @property
     def summary(self) -> str:
         return reference_summary(self.source_metadata)
 
-    def _rows(self, position: int, reference: Mapping[str, Any]) -> list[tuple[str, Any]]:
-        retained, original = reference.get("retainedMessages"), reference.get("originalMessages")
-        kept = None if retained is None else (f"{retained} of {original}" if original is not None else str(retained))
-        return [
-            ("session id", reference.get("sessionId")),
-            ("captured through seq", reference.get("capturedThroughSeq")),
-            ("compacted", reference.get("compacted")),
-            ("messages kept", kept),
-            ("messages omitted", reference.get("omittedMessages")),
-            ("bytes omitted", reference.get("omittedBytes")),
-            ("truncated", reference.get("truncated")),
-            ("spill path", self._spill(position, reference)),
-        ]
-
-    def _label(self, reference: Mapping[str, Any]) -> Any:
-        label = reference.get("label")
-        return label if label is not None else reference.get("sessionId")
-
-    def _html(self) -> str:
+    def _html(self, view: Mapping[str, Any]) -> str:
         parts = [
             '<details class="dsh-reference-context" style="margin:0.25em 0">',
-            f'<summary style="cursor:pointer">{html_field(self.summary)}</summary>',
+            f'<summary style="cursor:pointer">{escape_html(view["line"])}</summary>',
         ]
-        for position, reference in enumerate(self._references):
-            parts.append('<table class="dsh-reference-source" style="border-collapse:collapse;margin:0.4em 0 0.4em 1em">')
-            parts.append(
-                '<caption style="text-align:left;font-weight:600;padding-bottom:0.2em">'
-                f"{position + 1}. {_html(self._label(reference))}</caption>"
-            )
-            for name, value in self._rows(position, reference):
-                cell = _html(value)
-                if name in ("session id", "spill path") and value is not None:
-                    cell = f"<code>{cell}</code>"
-                parts.append(f"<tr><th {_TH}>{name}</th><td {_TD}>{cell}</td></tr>")
-            parts.append("</table>")
-        parts.append(f'<div style="font-size:0.85em;opacity:0.7">target session <code>{html_field(self.target_session_id)}</code></div>')
+        for position, source in enumerate(view["sources"]):
+            parts.append('<div class="dsh-reference-source" style="margin:0.4em 0 0.4em 1em">')
+            parts.append(f'<div style="font-weight:600">{position + 1}. {escape_html(source["title"])} '
+                         f'<span style="font-weight:400;opacity:0.75">— {escape_html(source["state"])}</span></div>')
+            parts.append('<table style="border-collapse:collapse">')
+            for term, words in source["rows"]:
+                parts.append(f"<tr><th {_TH}>{escape_html(term)}</th><td {_TD}>{escape_html(words)}</td></tr>")
+            parts.append("</table></div>")
+        preview = view["preview"]
+        if preview is not None:
+            parts.append('<details class="dsh-reference-preview" style="margin:0.4em 0 0.4em 1em">')
+            parts.append(f'<summary style="cursor:pointer">{escape_html(preview["heading"])}</summary>')
+            parts.append('<pre style="white-space:pre-wrap;overflow-wrap:anywhere;max-height:24em;overflow:auto">'
+                         f"{escape_html(preview['text'])}</pre></details>")
         parts.append("</details>")
         return "\n".join(parts)
 
-    def _facts(self, position: int, reference: Mapping[str, Any]) -> list[str]:
-        """The plain-text facts of one source, every field present, values escaped."""
-        get = reference.get
-        retained, original, omitted = get("retainedMessages"), get("originalMessages"), get("omittedMessages")
-        kept = f"{_text(retained)} of {_text(original)} messages kept, {_text(omitted)} omitted"
-        flag = {True: "", False: "not ", None: "? "}
-        facts = [
-            f"id {_text(get('sessionId'))}",
-            f"seq {_text(get('capturedThroughSeq'))}",
-            f"{flag.get(get('compacted'), '? ')}compacted",
-            kept,
-            f"{_text(get('omittedBytes'))} bytes omitted",
-            f"{flag.get(get('truncated'), '? ')}truncated",
-        ]
-        index = self._index(position, reference)
-        if index in self.spills:
-            spill = self.spills[index]
-            facts.append("spill not saved" if spill is None else f"spill {escape_controls(spill)}")
-        return facts
-
-    def _plain(self) -> str:
-        lines = [escape_controls(self.summary)]
-        for position, reference in enumerate(self._references):
-            facts = " · ".join(self._facts(position, reference))
-            lines.append(f"  {position + 1}. {_text(self._label(reference))} · {facts}")
+    @staticmethod
+    def _plain(view: Mapping[str, Any]) -> str:
+        lines = [view["line"]]
+        for position, source in enumerate(view["sources"]):
+            lines.append(f"  {position + 1}. {source['title']} — {source['state']}")
+            lines.extend(f"     {term}: {words}" for term, words in source["rows"])
+        preview = view["preview"]
+        if preview is not None:
+            lines.append(f"  {preview['heading']}:")
+            lines.extend("     " + line for line in preview["text"].split("\n"))
         return "\n".join(lines)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return _filter(
-            {REFERENCE_CONTEXT_MIME: self.to_json(), "text/html": self._html(), "text/plain": self._plain()},
-            include,
-            exclude,
-        )
+        data = self.to_json()
+        view = data["view"]
+        return _filter({REFERENCE_CONTEXT_MIME: data, "text/html": self._html(view), "text/plain": self._plain(view)},
+                       include, exclude)
 
     def __repr__(self) -> str:
-        return self._plain()
+        return self._plain(self.view())
 
 
 # --------------------------------------------------------------------------- session table
@@ -266,7 +370,7 @@ class SessionTable:
     """
 
     def __init__(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence):
+        if not isinstance(rows, (list, tuple)):
             raise ValueError(f"SessionTable needs a list of session dicts, got {type(rows).__name__}")
         for position, row in enumerate(rows):
             if not isinstance(row, Mapping):
@@ -316,7 +420,8 @@ class SessionTable:
         for row in self.rows:
             label, session_id, cwd, created, same = self._cells(row)
             table.append(
-                [escape_controls(label) + (" (current)" if row.get("current") is True else ""), escape_controls(session_id), _MISSING if cwd is None else escape_controls(cwd),
+                [escape_controls(label) + (" (current)" if row.get("current") is True else ""),
+                 escape_controls(session_id), _MISSING if cwd is None else escape_controls(cwd),
                  created, "✓" if same else ""]
             )
         widths = [max(display_width(line[col]) for line in table) for col in range(len(_COLUMNS))]
@@ -372,3 +477,51 @@ class LocationDisplay:
 
     def __repr__(self) -> str:
         return self._plain()
+
+
+# --------------------------------------------------------------------------- notices
+
+
+class NoticeDisplay:
+    """A notice for the reader (the first-use "offline model" hint): Markdown, with the text as plain text.
+
+    The text is ours, but it is still made safe (raw HTML disarmed, controls escaped); its `code` spans
+    render as code.
+    """
+
+    def __init__(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise ValueError(f"a notice must be a str, got {type(text).__name__}")
+        self.text = text
+
+    def _markdown(self) -> str:
+        from .markdown import safe_markdown
+
+        return "\n".join("> " + line if line else ">" for line in safe_markdown(self.text.strip()).split("\n"))
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return _filter({"text/markdown": self._markdown(), "text/plain": self._plain()}, include, exclude)
+
+    def _plain(self) -> str:
+        return escape_controls(self.text.strip(), one_line=False)
+
+    def __repr__(self) -> str:
+        return self._plain()
+
+
+#: The notices already shown, per owner (the extension's magics: one per kernel).
+_SHOWN: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
+
+
+def show_notice(text: str | None, owner: object) -> bool:
+    """Display ``text`` as a :class:`NoticeDisplay` unless ``owner`` showed it already; ``True`` if shown."""
+    if not text:
+        return False
+    shown = _SHOWN.setdefault(owner, set())
+    if text in shown:
+        return False
+    shown.add(text)
+    from IPython.display import display
+
+    display(NoticeDisplay(text))  # type: ignore[no-untyped-call]
+    return True

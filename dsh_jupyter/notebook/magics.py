@@ -13,6 +13,7 @@ from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_
 
 from . import commands
 from .config import DshSettings
+from .display import show_notice
 from .host import HostError, NotebookHost
 
 INTERRUPT_GRACE_SECONDS = 5.0
@@ -107,8 +108,7 @@ class DshMagics(Magics, DshSettings):
         except Exception as exc:
             _error(self._describe(exc))
             return
-        if notice:
-            print(notice)
+        show_notice(notice, self)
         self._run_prompt(agent, prompt, args)
 
     def _session_for(self, args: Any) -> tuple[Any, str | None]:
@@ -157,7 +157,7 @@ class DshMagics(Magics, DshSettings):
             from .display import ReferenceContextDisplay
 
             spills = {index: getattr(spill, "path", spill) for index, spill in prepared.spills.items()}
-            display(ReferenceContextDisplay(prepared.context["source"], target_session_id=agent.id, spills=spills))
+            display(ReferenceContextDisplay.from_context(prepared.context, target_session_id=agent.id, spills=spills))
         from ..agent.submit import dispatch
 
         try:
@@ -170,7 +170,7 @@ class DshMagics(Magics, DshSettings):
             return
         turn = dispatched.turn
         view = TurnView(show_reasoning=self.show_reasoning or args.reasoning, rate=self.stream_rate,
-                        background=args.bg)
+                        background=args.bg, session=agent)
         view.start()
         host.approval_slot(background=args.bg)  # where this turn's approval questions appear
         dispose = agent.subscribe(view)
@@ -251,15 +251,13 @@ class DshMagics(Magics, DshSettings):
 
     def _cmd_new(self, args: argparse.Namespace) -> Any:
         agent, notice = self.host.new_session(args.model, discard=args.discard)
-        if notice:
-            print(notice)
+        show_notice(notice, self)
         print(f"new session {agent.id} (its log appears at the first turn's end: %dsh locate)")
         return None
 
     def _cmd_resume(self, args: argparse.Namespace) -> Any:
         agent, notice = self.host.resume(self.host.find_session(" ".join(args.session)), discard=args.discard)
-        if notice:
-            print(notice)
+        show_notice(notice, self)
         print(f"resumed session {agent.id}" + (f" ({agent.title()})" if agent.title() else ""))
         return None
 

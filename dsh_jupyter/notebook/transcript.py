@@ -206,6 +206,42 @@ def item_id(item: Item) -> str:
     return f"i{item.number}"
 
 
+# --------------------------------------------------------------------------- usage
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Token counts summed over a turn's model calls (``cached``/``reasoning`` ``None``: never reported)."""
+
+    input: int = 0
+    output: int = 0
+    cached: int | None = None
+    reasoning: int | None = None
+
+    def add(self, usage: Mapping[str, object]) -> TokenUsage:
+        """These counts plus one model call's ``usage`` object (session format); bad values count as absent."""
+
+        def count(key: str) -> int | None:
+            value = usage.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+        def plus(total: int | None, key: str) -> int | None:
+            value = count(key)
+            return total if value is None else (total or 0) + value
+
+        return TokenUsage(self.input + (count("inputTokens") or 0), self.output + (count("outputTokens") or 0),
+                          plus(self.cached, "cacheReadTokens"), plus(self.reasoning, "reasoningTokens"))
+
+    def to_json(self) -> dict[str, int]:
+        """The session format's names: ``inputTokens``, ``outputTokens``, ``cacheReadTokens``?, ``reasoningTokens``?."""
+        record = {"inputTokens": self.input, "outputTokens": self.output}
+        if self.cached is not None:
+            record["cacheReadTokens"] = self.cached
+        if self.reasoning is not None:
+            record["reasoningTokens"] = self.reasoning
+        return record
+
+
 # --------------------------------------------------------------------------- the model
 
 
@@ -217,7 +253,7 @@ class Transcript:
     """
 
     def __init__(self, *, max_items: int | None = 500, max_tool_text: int = MAX_TOOL_TEXT,
-                 max_args_line: int = MAX_ARGS_LINE) -> None:
+                 max_args_line: int = MAX_ARGS_LINE, clock: Callable[[], float] = time.time) -> None:
         self._lock = threading.Lock()
         self._items: list[Item] = []
         self._numbers = itertools.count(1)
@@ -229,6 +265,12 @@ class Transcript:
         self.title = ""
         #: How the latest turn ended (``None`` while it runs or before any turn ended).
         self.reason: str | None = None
+        #: Token counts of the latest turn (``None`` until a model call reported usage).
+        self.usage: TokenUsage | None = None
+        #: When the latest turn started and ended (``clock`` time, epoch seconds by default).
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
+        self._clock = clock
         #: Text items streamed since the last finished assistant message.
         self._message_items: list[TextItem] = []
 
@@ -326,6 +368,8 @@ class Transcript:
                 last.text += event.text
             elif isinstance(event, ev.AssistantMessage):
                 self._finish_message(event.text)
+                if event.usage is not None:
+                    self.usage = (self.usage or TokenUsage()).add(event.usage)
             elif isinstance(event, ev.ToolStarted):
                 self._close_streaming()
                 self._add(ToolItem(self._next(), event.call_id, event.name,
@@ -345,6 +389,7 @@ class Transcript:
                 self.title = event.title
             elif isinstance(event, ev.TurnStarted):
                 self.busy, self.reason = True, None
+                self.usage, self.started_at, self.ended_at = None, self._clock(), None
                 return True
             elif isinstance(event, ev.TurnEnded):
                 self._end(event.reason, event.error)
@@ -399,6 +444,7 @@ class Transcript:
     def _end(self, reason: str, error: str | None) -> None:
         # Every TurnEnded event counts: a prompt blocked by a hook ends without having started.
         self.busy, self.reason = False, reason
+        self.ended_at = self._clock()
         self._close_streaming()
         self._message_items = []
         for item in self._items:
@@ -548,6 +594,7 @@ __all__ = [
     "NoticeItem",
     "ReasoningItem",
     "TextItem",
+    "TokenUsage",
     "ToolItem",
     "ToolStatus",
     "Transcript",

@@ -2,44 +2,54 @@
  * Mime renderer for the reference-context bundle the notebook host displays for each prompt that
  * referenced other sessions (`application/vnd.dsh.reference-context+json`).
  *
- * It shows a collapsible list of the sources with their metadata. Every value is written with
- * `textContent` and terminal controls are shown as `\xNN`, so hostile labels stay inert text.
+ * One line ("Referenced: Regional sales Q3 · 2 messages · complete") that opens to each source in
+ * plain words and to a preview of what the agent received. The words come from the bundle's `view`
+ * (made by the host, the same as its `text/html` and `text/plain` forms); every string is written
+ * with `textContent`, with terminal controls shown as `\xNN`, so hostile labels stay inert text.
  */
 
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
-import { invalidReason, REFERENCE_CONTEXT_MIME, sourceRows } from './context.js';
-import { displayText, textElement } from './escape.js';
+import {
+  invalidReason,
+  IPreviewView,
+  ISourceView,
+  REFERENCE_CONTEXT_MIME,
+  referenceView
+} from './context.js';
+import { textElement } from './escape.js';
 
 const CLASS = 'jp-DshReferenceContext';
 
-function renderSource(source: Record<string, unknown>, position: number): HTMLElement {
+function renderSource(source: ISourceView, position: number): HTMLElement {
+  const item = document.createElement('li');
+  item.className = `${CLASS}-source`;
+  const head = document.createElement('div');
+  head.className = `${CLASS}-sourceHead`;
+  head.appendChild(textElement('span', source.title, `${CLASS}-label`));
+  if (source.state) {
+    head.appendChild(textElement('span', source.state, `${CLASS}-state`));
+  }
+  item.appendChild(head);
+  if (source.rows.length) {
+    const list = document.createElement('dl');
+    list.className = `${CLASS}-fields`;
+    for (const [term, words] of source.rows) {
+      list.appendChild(textElement('dt', term));
+      list.appendChild(textElement('dd', words));
+    }
+    item.appendChild(list);
+  }
+  item.dataset.position = String(position);
+  return item;
+}
+
+function renderPreview(preview: IPreviewView): HTMLElement {
   const details = document.createElement('details');
-  details.className = `${CLASS}-source`;
-  details.dataset.inputIndex = String(
-    typeof source.inputIndex === 'number' ? source.inputIndex : position
-  );
-  const summary = document.createElement('summary');
-  summary.appendChild(textElement('span', displayText(source.label), `${CLASS}-label`));
-  if (source.label !== source.sessionId) {
-    summary.appendChild(textElement('span', displayText(source.sessionId), `${CLASS}-id`));
-  }
-  const flags = [
-    source.compacted === true ? 'compacted' : '',
-    source.truncated === true ? 'truncated' : ''
-  ].filter(Boolean);
-  if (flags.length) {
-    summary.appendChild(textElement('span', flags.join(', '), `${CLASS}-flags`));
-  }
-  details.appendChild(summary);
-  const list = document.createElement('dl');
-  list.className = `${CLASS}-fields`;
-  for (const [term, value] of sourceRows(source)) {
-    list.appendChild(textElement('dt', term));
-    list.appendChild(textElement('dd', value));
-  }
-  details.appendChild(list);
+  details.className = `${CLASS}-preview`;
+  details.appendChild(textElement('summary', preview.heading));
+  details.appendChild(textElement('pre', preview.text, `${CLASS}-previewText`));
   return details;
 }
 
@@ -57,36 +67,19 @@ export function renderReferenceContext(data: unknown): HTMLElement {
     );
     return host;
   }
-  const bundle = data as Record<string, unknown>;
-  const sources = (bundle.references as Record<string, unknown>[]);
+  const view = referenceView(data as Record<string, unknown>);
   const outer = document.createElement('details');
   outer.className = `${CLASS}-list`;
   const summary = document.createElement('summary');
-  const noun = sources.length === 1 ? 'session' : 'sessions';
-  summary.appendChild(
-    textElement('span', `Referenced ${sources.length} ${noun}: `, `${CLASS}-heading`)
-  );
-  summary.appendChild(
-    textElement(
-      'span',
-      sources.map(source => displayText(source.label)).join(', '),
-      `${CLASS}-labels`
-    )
-  );
+  summary.appendChild(textElement('span', view.line, `${CLASS}-line`));
   outer.appendChild(summary);
-  if (typeof bundle.targetSessionId === 'string') {
-    outer.appendChild(
-      textElement('div', `For session ${displayText(bundle.targetSessionId)}`, `${CLASS}-target`)
-    );
-  }
   const items = document.createElement('ol');
   items.className = `${CLASS}-sources`;
-  sources.forEach((source, position) => {
-    const item = document.createElement('li');
-    item.appendChild(renderSource(source, position));
-    items.appendChild(item);
-  });
+  view.sources.forEach((source, position) => items.appendChild(renderSource(source, position)));
   outer.appendChild(items);
+  if (view.preview !== null) {
+    outer.appendChild(renderPreview(view.preview));
+  }
   host.appendChild(outer);
   return host;
 }
@@ -120,7 +113,7 @@ export const rendererFactory: IRenderMime.IRendererFactory = {
 
 const extension: IRenderMime.IExtension = {
   id: 'dsh-jupyter:reference-context',
-  description: 'Shows the sessions a dsh prompt referenced, with their snapshot metadata.',
+  description: 'Shows the sessions a dsh prompt referenced, in plain words, and what the agent received.',
   rendererFactory,
   rank: 40,
   dataType: 'json'

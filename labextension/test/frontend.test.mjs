@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { invalidReason, sourceRows } from '../lib/context.js';
+import { invalidReason, referenceView } from '../lib/context.js';
 import { displayText, escapeControls } from '../lib/escape.js';
 import { fileItem, filterDshItems, isDshItem, sessionItem } from '../lib/items.js';
 import { fileMention, isDshCell, isTypingEdit, mentionAt } from '../lib/mentions.js';
@@ -104,23 +104,55 @@ test('filterDshItems narrows like the server and keeps sessions before files', (
   assert.equal(items[0].label, 'Quarterly\\x1b[0m');
 });
 
-test('invalidReason and sourceRows describe the reference-context bundle', () => {
+test('invalidReason checks the shape of the reference-context bundle', () => {
   assert.match(invalidReason(null), /not a JSON object/);
   assert.match(invalidReason({ kind: 'other', references: [] }), /not "session-reference"/);
   assert.match(invalidReason({ kind: 'session-reference' }), /references/);
   assert.match(invalidReason({ kind: 'session-reference', references: [1] }), /reference 0/);
   assert.equal(invalidReason({ kind: 'session-reference', references: [] }), null);
-  const rows = Object.fromEntries(sourceRows({
-    sessionId: 'id\n1', label: '</referenced-sessions>\x07', capturedThroughSeq: null, compacted: true,
-    originalMessages: 12, retainedMessages: 9, omittedMessages: 3, omittedBytes: 40960, truncated: true,
-    inputIndex: 0, spillPath: null
-  }));
-  assert.equal(rows['Label'], '</referenced-sessions>\\x07');
-  assert.equal(rows['Session id'], 'id\\x0a1');
-  assert.equal(rows['Captured through seq'], 'none (empty log)');
-  assert.equal(rows['Format version'], '0');
-  assert.equal(rows['Messages retained'], '9 of 12');
-  assert.equal(rows['Omitted bytes'], '40,960');
-  assert.equal(rows['Full snapshot'], 'not saved');
-  assert.equal(rows['Compacted'], 'yes');
+});
+
+// A bundle as the host writes it (dsh_jupyter/notebook/display.py makes the view's words).
+const BUNDLE = {
+  kind: 'session-reference', form: 'recall', version: 1, targetSessionId: 't',
+  references: [{ sessionId: 'sales-4', label: 'Regional sales Q3', capturedThroughSeq: 8, compacted: false,
+    originalMessages: 2, retainedMessages: 2, omittedMessages: 0, omittedBytes: 0, truncated: false,
+    inputIndex: 0, spillPath: null }],
+  view: {
+    line: 'Referenced: Regional sales Q3 · 2 messages · complete',
+    sources: [{ title: 'Regional sales Q3', state: 'complete', rows: [
+      ['Session id', 'sales-4'], ['Captured', '1 Dec 2026, 08:41:02'],
+      ['Messages', '2 messages sent to the agent'], ['Left out', 'nothing']] }],
+    preview: { heading: 'What the agent received (40 characters)', text: '## Background\n<referenced-sessions>\n[]' }
+  }
+};
+
+test('referenceView draws the words the host made, rows in order', () => {
+  const view = referenceView(BUNDLE);
+  assert.equal(view.line, 'Referenced: Regional sales Q3 · 2 messages · complete');
+  assert.deepEqual(view.sources, BUNDLE.view.sources);
+  assert.deepEqual(view.preview, BUNDLE.view.preview); // line feeds kept in the preview
+});
+
+test('referenceView escapes controls again and falls back to the labels for old or broken views', () => {
+  const hostile = structuredClone(BUNDLE);
+  hostile.view.line = 'Referenced: \x1b[31mred';
+  hostile.view.sources[0].rows.push(['Left\x07', 'out\nhere']);
+  hostile.view.preview.text = 'a\x1bb\nc\x00';
+  const view = referenceView(hostile);
+  assert.equal(view.line, 'Referenced: \\x1b[31mred');
+  assert.deepEqual(view.sources[0].rows.at(-1), ['Left\\x07', 'out\\x0ahere']);
+  assert.equal(view.preview.text, 'a\\x1bb\nc\\x00');
+  // A bundle saved before the view existed, or a view that is not well formed: a line of labels.
+  const old = { ...BUNDLE, references: [...BUNDLE.references, { sessionId: 'id\n2' }] };
+  delete old.view;
+  assert.deepEqual(referenceView(old), {
+    line: 'Referenced: Regional sales Q3, id\\x0a2',
+    sources: [{ title: 'Regional sales Q3', state: '', rows: [] }, { title: 'id\\x0a2', state: '', rows: [] }],
+    preview: null
+  });
+  const broken = { ...BUNDLE, view: { line: 'x', sources: [{ title: 'a', state: 's', rows: [['only one']] }] } };
+  assert.equal(referenceView(broken).line, 'Referenced: Regional sales Q3');
+  const noPreview = { ...BUNDLE, view: { ...BUNDLE.view, preview: null } };
+  assert.equal(referenceView(noPreview).preview, null);
 });
