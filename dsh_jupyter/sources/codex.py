@@ -27,7 +27,8 @@ TOOL = "Codex"
 PREFIX = "codex:"
 
 _NATIVE_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,127}")
-_FILE_ID = re.compile(r"rollout-.*?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.jsonl")
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_FILE_ID = re.compile(rf"rollout-.*?({_UUID})\.jsonl")
 #: "User" text that Codex itself writes (instructions files, environment and turn context).
 _INJECTED_PREFIXES = ("<environment_context>", "<user_instructions>", "<user_shell_command>", "<turn_aborted>",
                       "# AGENTS.md instructions", "<INSTRUCTIONS>")
