@@ -115,6 +115,10 @@ class ForeignSessions:
         kept.sort(key=lambda h: (workspace_rank(h.cwd, target_cwd), -h.created_at, h.session_id))
         return kept
 
+    def owns(self, session_id: str) -> bool:
+        """Whether ``session_id`` carries the namespace of one of these sources (ours never do)."""
+        return split_id(session_id, self.sources) is not None
+
     def header(self, session_id: str) -> ForeignHeader | None:
         found = split_id(session_id, self.sources)
         if found is None:
