@@ -1,0 +1,115 @@
+"""Other tools' sessions wherever sessions appear: ranking, the switch, references, and a real kernel."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from dsh_jupyter.references import ReferenceTarget
+from dsh_jupyter.references.mentions import format_session_reference_mention
+from dsh_jupyter.services import Services, ServiceSettings
+from dsh_jupyter.sources import enabled_by_env
+
+PEERS = Path(__file__).parent / "fixtures" / "peers"
+CLAUDE_ID = "claude-code:7f3c2a1e-5b4d-4c8e-9a6f-2d1e0b9c8a71"
+CODEX_ID = "codex:019a8c1e-3f2b-7d4a-9c5e-6b7a8d9e0f12"
+SECRETS = ("TOOL-OUTPUT-SECRET", "SECRET-THINKING", "REASONING-SECRET", "META-SECRET", "SIDECHAIN-SECRET",
+           "INSTRUCTIONS-SECRET", "DEAD-BRANCH", "TORN-SECRET")
+
+
+@pytest.fixture()
+def peers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch home holding copies of the fixtures, found through CLAUDE_CONFIG_DIR and CODEX_HOME."""
+    home = tmp_path / "home"
+    shutil.copytree(PEERS, home)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / "claude"))
+    monkeypatch.setenv("CODEX_HOME", str(home / "codex"))
+    return home
+
+
+def services(cwd: Path, **settings: Any) -> Services:
+    return Services(ServiceSettings(cwd=str(cwd), **settings), index_in_background=False)
+
+
+def test_candidates_rank_other_tools_by_the_same_rule(peers: Path, tmp_path: Path) -> None:
+    resolver = services(tmp_path).resolver
+    found = resolver.list_candidates(ReferenceTarget(None, "/home/ana/other"))
+    ids = [c.session_id for c in found]
+    # Same folder first (newest first), then the rest (newest first).
+    assert ids == ["claude-code:0b1d2e3f-4a5b-4c6d-8e7f-901a2b3c4d5e", "codex:019a0000-1111-7222-8333-444455556666",
+                   CODEX_ID, CLAUDE_ID]
+    assert found[0].same_workspace and not found[-1].same_workspace
+    assert [c.session_id for c in resolver.list_candidates(ReferenceTarget(None, None), "outliers")] == [CODEX_ID]
+    assert [c.label for c in resolver.list_candidates(ReferenceTarget(None, None), "claude code", 1)] == [
+        "Q3 regional sales"]
+
+
+def test_the_setting_turns_them_off(peers: Path, tmp_path: Path) -> None:
+    resolver = services(tmp_path, foreign_sessions=False).resolver
+    assert resolver.list_candidates(ReferenceTarget(None, None)) == []
+    assert resolver.foreign is None
+
+
+def test_env_switch_for_server_and_cli() -> None:
+    assert enabled_by_env({}) and enabled_by_env({"DSH_FOREIGN_SESSIONS": "1"})
+    assert not any(enabled_by_env({"DSH_FOREIGN_SESSIONS": v}) for v in ("0", "off", "False", " no "))
+
+
+def test_a_mention_becomes_a_bounded_framed_snapshot(peers: Path, tmp_path: Path) -> None:
+    service = services(tmp_path)
+    refs = [{"sessionId": CLAUDE_ID, "label": "Q3 regional sales"}, {"sessionId": CODEX_ID}]
+    prepared = service.resolver.prepare_sync(service.target(), [{"type": "text", "text": "compare"}], refs)
+    context = prepared.additional_context
+    assert context is not None
+    text = context["content"][0]["text"]
+    for expected in ("Now plot it as a bar chart.", "Here is the bar chart of growth by region.",
+                     "This session is being continued", "Remove them and refit", "CONTEXT CHECKPOINT"):
+        assert expected in text
+    assert not any(secret in text for secret in SECRETS)
+    assert [r["sessionId"] for r in context["source"]["references"]] == [CLAUDE_ID, CODEX_ID]
+
+
+def test_a_missing_transcript_is_a_read_failure(peers: Path, tmp_path: Path) -> None:
+    from dsh_jupyter.references import SessionReferenceError
+
+    service = services(tmp_path)
+    with pytest.raises(SessionReferenceError) as caught:
+        service.resolver.prepare_sync(service.target(), [], [{"sessionId": "codex:0000-gone"}])
+    assert caught.value.code == "SESSION_REFERENCE_READ_FAILED"
+    assert "codex:0000-gone" in str(caught.value) and "Codex" in str(caught.value)
+
+
+@pytest.mark.slow
+def test_a_notebook_lists_and_references_claude_code_and_codex_sessions(peers: Path, tmp_path: Path) -> None:
+    from nbclient import NotebookClient
+
+    work = tmp_path / "work"
+    work.mkdir()
+    claude = format_session_reference_mention(CLAUDE_ID, "Q3 regional sales")
+    codex = format_session_reference_mention(CODEX_ID, "Price outliers")
+    cells = ["%load_ext dsh_jupyter", "%dsh sessions", f"%%dsh\nCompare {claude} with {codex}."]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    NotebookClient(nb, timeout=180, kernel_name="python3",
+                   resources={"metadata": {"path": str(work)}}).execute(cwd=str(work))
+    listing = nb.cells[1].outputs[0]["data"]["text/plain"]
+    for expected in ("tool", "Claude Code", "Codex", "Q3 regional sales", "Price outliers", CLAUDE_ID, CODEX_ID):
+        assert expected in listing
+    logs = list((work / ".dsh" / "sessions").glob("*/session.jsonl"))
+    assert len(logs) == 1
+    events = [json.loads(line) for line in logs[0].read_text().splitlines()[1:]]
+    contexts = [e["data"] for e in events if e["type"] == "user/message"
+                and e["data"]["source"].get("kind") == "session-reference"]
+    assert len(contexts) == 1
+    text = contexts[0]["content"][0]["text"]
+    for expected in ("Now plot it as a bar chart.", "Here is the bar chart of growth by region.",
+                     "Remove them and refit", "Refit done: R² rose from 0.71 to 0.83.", "CONTEXT CHECKPOINT"):
+        assert expected in text
+    assert not any(secret in text for secret in SECRETS)
+    # The model request holds the snapshot too (what the offline model was sent is logged as its context).
+    sent = json.dumps([e for e in events if e["type"] in ("request/context", "request/header")])
+    assert not any(secret in sent for secret in SECRETS)
