@@ -113,3 +113,35 @@ def test_a_notebook_lists_and_references_claude_code_and_codex_sessions(peers: P
     # The model request holds the snapshot too (what the offline model was sent is logged as its context).
     sent = json.dumps([e for e in events if e["type"] in ("request/context", "request/header")])
     assert not any(secret in sent for secret in SECRETS)
+
+
+def cli(*argv: str) -> tuple[int, str]:
+    import io
+
+    from dsh_jupyter.cli import main
+
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def test_cli_lists_searches_and_shows_them(peers: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # no store of ours here: their sessions are still listed
+    code, text = cli("sessions", "list")
+    assert code == 0
+    assert "(Codex)" in text and "(Claude Code)" in text and "Q3 regional sales" in text
+    code, text = cli("sessions", "search", "sales", "--json")
+    rows = json.loads(text)
+    assert code == 0 and [(r["sessionId"], r["tool"], r["readOnly"]) for r in rows] == [
+        (CLAUDE_ID, "Claude Code", True)]
+    code, text = cli("sessions", "show", CLAUDE_ID[:20])
+    assert code == 0 and "Claude Code (read-only)" in text and "[checkpoint] This session is being continued" in text
+    assert not any(secret in text for secret in SECRETS)
+    code, _ = cli("sessions", "show", "codex:0000")
+    assert code == 1 and "not on this machine" in capsys.readouterr().err
+    code, text = cli("sessions", "list", "--no-foreign")
+    assert code != 0 or "Codex" not in text
+    monkeypatch.setenv("DSH_FOREIGN_SESSIONS", "0")
+    code, text = cli("sessions", "list")
+    assert "Codex" not in text
