@@ -145,3 +145,29 @@ def test_cli_lists_searches_and_shows_them(peers: Path, tmp_path: Path, monkeypa
     monkeypatch.setenv("DSH_FOREIGN_SESSIONS", "0")
     code, text = cli("sessions", "list")
     assert "Codex" not in text
+
+
+def test_rest_serves_the_users_own_transcripts_read_only(peers: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh_jupyter.server import sessions as rest
+    from dsh_jupyter.server.boundary import Boundary
+
+    root = tmp_path / "root"
+    root.mkdir()
+    boundary = Boundary.of(root)
+    monkeypatch.setenv("HOME", str(peers))  # the server user's home holds both tools' folders
+    rows = rest.list_candidates(root, "", 10, boundary=boundary)
+    assert {(r["sessionId"], r["tool"]) for r in rows} >= {(CLAUDE_ID, "Claude Code"), (CODEX_ID, "Codex")}
+    assert all(r["mention"].startswith("@[") for r in rows)
+    detail = rest.session_detail(root, CODEX_ID, boundary)
+    assert detail["tool"] == "Codex" and detail["label"] == "Price outliers" and detail["compacted"] is True
+    assert not any(secret in json.dumps(detail) for secret in SECRETS)
+    with pytest.raises(rest.ApiError) as missing:
+        rest.session_detail(root, "codex:0000", boundary)
+    assert missing.value.status == 404
+    # A tool folder outside the user's home and outside the root is not served; nor is anything when off.
+    monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))
+    assert not any("tool" in r for r in rest.list_candidates(root, "", 10, boundary=boundary))
+    monkeypatch.setenv("HOME", str(peers))
+    monkeypatch.setenv("DSH_FOREIGN_SESSIONS", "0")
+    assert rest.list_candidates(root, "", 10, boundary=boundary) == []

@@ -115,6 +115,12 @@ class ForeignSessions:
         kept.sort(key=lambda h: (workspace_rank(h.cwd, target_cwd), -h.created_at, h.session_id))
         return kept
 
+    def only(self, sources: Sequence[ForeignSource]) -> ForeignSessions:
+        """These sessions restricted to ``sources`` (the same index)."""
+        view = ForeignSessions(sources)
+        view.index, view._lock = self.index, self._lock
+        return view
+
     def owns(self, session_id: str) -> bool:
         """Whether ``session_id`` carries the namespace of one of these sources (ours never do)."""
         return split_id(session_id, self.sources) is not None
