@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -73,23 +73,21 @@ class ScanState:
     #: Rank of the title's kind (higher wins; a later title of the same rank replaces an earlier one).
     title_rank: int = 0
     first_prompt: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"offset": self.offset, "nativeId": self.native_id, "cwd": self.cwd, "createdAt": self.created_at,
-                "title": self.title, "titleRank": self.title_rank, "firstPrompt": self.first_prompt}
+    def to_json(self) -> list[Any]:
+        """A compact JSON form: ``[offset, native id, cwd, created, title, title rank, first prompt]``."""
+        return [self.offset, self.native_id, self.cwd, self.created_at, self.title, self.title_rank,
+                self.first_prompt]
 
     @classmethod
     def from_json(cls, record: Any) -> ScanState | None:
-        if not isinstance(record, dict):
+        """The state :meth:`to_json` wrote, or ``None`` for anything else."""
+        if not isinstance(record, list) or len(record) != 7:
             return None
-        try:
-            state = cls(int(record["offset"]), _opt_str(record.get("nativeId")), _opt_str(record.get("cwd")),
-                        int(record.get("createdAt") or 0), _opt_str(record.get("title")),
-                        int(record.get("titleRank") or 0), _opt_str(record.get("firstPrompt")))
-        except (KeyError, TypeError, ValueError):
+        offset, native, cwd, created, title, rank, first = record
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (offset, created, rank)) or offset < 0:
             return None
-        return state if state.offset >= 0 else None
+        return cls(offset, _opt_str(native), _opt_str(cwd), created, _opt_str(title), rank, _opt_str(first))
 
     def offer_title(self, text: Any, rank: int) -> None:
         """Keep ``text`` as the title when its kind ranks at least as high as the current one's."""
@@ -112,11 +110,11 @@ class ForeignSource(Protocol):
         """Where this tool keeps its transcripts (whether or not it exists)."""
         ...
 
-    def discover(self) -> Iterator[Path]:
-        """Every transcript file (no file is opened)."""
+    def discover(self) -> Iterator[str]:
+        """The path of every transcript file (no file is opened)."""
         ...
 
-    def locate(self, native_id: str) -> Path | None:
+    def locate(self, native_id: str) -> str | None:
         """The transcript of one native id (without the namespace), or ``None``."""
         ...
 
@@ -124,7 +122,7 @@ class ForeignSource(Protocol):
         """Continue a header scan from ``state.offset`` (a fresh ``ScanState()`` for a new file)."""
         ...
 
-    def native_id(self, path: Path, state: ScanState) -> str | None:
+    def native_id(self, path: str, state: ScanState) -> str | None:
         """The transcript's own id, from what the scan found or from its file name."""
         ...
 

@@ -85,32 +85,35 @@ class ClaudeCodeSource:
         configured = os.environ.get("CLAUDE_CONFIG_DIR", "").strip()
         return Path(os.path.expanduser(configured)) if configured else Path.home() / ".claude"
 
-    def discover(self) -> Iterator[Path]:
-        projects = self.root() / "projects"
+    def discover(self) -> Iterator[str]:
+        projects = os.path.join(self.root(), "projects")
         try:
             folders = sorted(os.scandir(projects), key=lambda e: e.name)
         except OSError:
             return
+        match = _NATIVE_ID.fullmatch
         for folder in folders:
             try:
                 if not folder.is_dir(follow_symlinks=False):
                     continue
-                entries = sorted(os.scandir(folder.path), key=lambda e: e.name)
+                names = sorted(os.listdir(folder.path))
             except OSError:
                 continue
-            for entry in entries:
-                if entry.name.endswith(".jsonl") and _NATIVE_ID.fullmatch(entry.name[:-6]):
-                    yield Path(entry.path)
+            base = folder.path + os.sep
+            for name in names:
+                if name.endswith(".jsonl") and match(name, 0, len(name) - 6):
+                    yield base + name
 
-    def locate(self, native_id: str) -> Path | None:
+    def locate(self, native_id: str) -> str | None:
         if _NATIVE_ID.fullmatch(native_id) is None:
             return None
         for path in (self.root() / "projects").glob(f"*/{native_id}.jsonl"):
-            return path
+            return str(path)
         return None
 
-    def native_id(self, path: Path, state: ScanState) -> str | None:
-        stem = path.name[:-6] if path.name.endswith(".jsonl") else path.name
+    def native_id(self, path: str, state: ScanState) -> str | None:
+        name = os.path.basename(path)
+        stem = name[:-6] if name.endswith(".jsonl") else name
         return stem if _NATIVE_ID.fullmatch(stem) else None
 
     def scan_header(self, fh: BinaryIO, state: ScanState) -> ScanState:

@@ -124,32 +124,34 @@ class CodexSource:
                 yield from CodexSource._folders(Path(entry.path), depth - 1)
 
     @staticmethod
-    def _rollouts(folder: Path) -> Iterator[Path]:
+    def _rollouts(folder: Path) -> Iterator[str]:
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            names = sorted(os.listdir(folder))
         except OSError:
             return
-        for entry in entries:
-            if _FILE_ID.fullmatch(entry.name):
-                yield Path(entry.path)
+        base = os.path.join(folder, "")
+        match = _FILE_ID.fullmatch
+        for name in names:
+            if match(name):
+                yield base + name
 
-    def discover(self) -> Iterator[Path]:
+    def discover(self) -> Iterator[str]:
         root = self.root()
         for folder in self._folders(root / "sessions", 3):
             yield from self._rollouts(folder)
         yield from self._rollouts(root / "archived_sessions")
 
-    def locate(self, native_id: str) -> Path | None:
+    def locate(self, native_id: str) -> str | None:
         if _NATIVE_ID.fullmatch(native_id) is None:
             return None
         root = self.root()
         for pattern in (f"sessions/*/*/*/rollout-*{native_id}.jsonl", f"archived_sessions/rollout-*{native_id}.jsonl"):
             for path in root.glob(pattern):
-                return path
+                return str(path)
         return None
 
-    def native_id(self, path: Path, state: ScanState) -> str | None:
-        match = _FILE_ID.fullmatch(path.name)
+    def native_id(self, path: str, state: ScanState) -> str | None:
+        match = _FILE_ID.fullmatch(os.path.basename(path))
         if match is not None:
             return match.group(1).lower()
         return state.native_id if state.native_id and _NATIVE_ID.fullmatch(state.native_id) else None

@@ -9,7 +9,6 @@ again from the start. The index lives in one JSON file beside the session catalo
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import tempfile
@@ -18,12 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .base import ScanState
+import orjson
+
+from .._json import loads
+from .base import ForeignHeader, ScanState
 
 log = logging.getLogger(__name__)
 
 INDEX_NAME = "foreign-sessions.json"
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 
 Identity = tuple[int, int, int]
 
@@ -32,6 +34,8 @@ Identity = tuple[int, int, int]
 class IndexEntry:
     identity: Identity
     state: ScanState
+    #: The listing row built from ``state`` (kept in memory only).
+    header: ForeignHeader | None = None
 
 
 class ForeignIndex:
@@ -49,7 +53,7 @@ class ForeignIndex:
         entries: dict[str, IndexEntry] = {}
         if self.path is not None:
             try:
-                raw = json.loads(self.path.read_bytes())
+                raw = loads(self.path.read_bytes())
             except (OSError, ValueError):
                 raw = None
             if isinstance(raw, dict) and raw.get("version") == INDEX_VERSION and isinstance(raw.get("files"), dict):
@@ -69,6 +73,13 @@ class ForeignIndex:
             self._load()[path] = IndexEntry(identity, state)
             self._dirty = True
 
+    def remember(self, path: str, header: ForeignHeader) -> None:
+        """Keep the listing row of an unchanged file, so the next listing does not rebuild it."""
+        with self._lock:
+            entry = self._load().get(path)
+            if entry is not None:
+                entry.header = header
+
     def keep_only(self, paths: set[str]) -> None:
         """Forget files that are gone."""
         with self._lock:
@@ -82,9 +93,8 @@ class ForeignIndex:
         with self._lock:
             if not self._dirty or self.path is None or self._entries is None:
                 return
-            files = {name: {"identity": list(e.identity), "state": e.state.to_json()}
-                     for name, e in self._entries.items()}
-            data = json.dumps({"version": INDEX_VERSION, "files": files}, separators=(",", ":")).encode()
+            files = {name: [*e.identity, *e.state.to_json()] for name, e in self._entries.items()}
+            data = orjson.dumps({"version": INDEX_VERSION, "files": files})
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd, temp = tempfile.mkstemp(prefix=".foreign-", dir=self.path.parent)
@@ -103,11 +113,13 @@ class ForeignIndex:
 
 
 def _entry(record: Any) -> IndexEntry | None:
-    if not isinstance(record, dict):
+    """One file's ``[size, mtime_ns, inode, *state]`` (see :meth:`ScanState.to_json`), or ``None``."""
+    if type(record) is not list or len(record) != 10:
         return None
-    identity = record.get("identity")
-    state = ScanState.from_json(record.get("state"))
-    if (state is None or not isinstance(identity, list) or len(identity) != 3
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in identity)):
+    size, mtime, inode, offset, native, cwd, created, title, rank, first = record
+    if (type(size) is not int or type(mtime) is not int or type(inode) is not int or type(offset) is not int
+            or type(created) is not int or type(rank) is not int or offset < 0):
         return None
-    return IndexEntry((identity[0], identity[1], identity[2]), state)
+    state = ScanState(offset, native if type(native) is str else None, cwd if type(cwd) is str else None, created,
+                      title if type(title) is str else None, rank, first if type(first) is str else None)
+    return IndexEntry((size, mtime, inode), state)

@@ -62,17 +62,19 @@ class ForeignSessions:
         self.index = ForeignIndex(index_path)
         self._lock = threading.Lock()
 
-    def _header(self, source: ForeignSource, path: Path) -> ForeignHeader | None:
+    def _header(self, source: ForeignSource, path: str) -> ForeignHeader | None:
         """The facts of one transcript, from the index when its file is unchanged."""
         from ..store.safe_open import open_log
 
-        name = str(path)
+        name = path
         identity = file_identity(path)
         if identity is None:
             return None
         entry = self.index.get(name)
         state: ScanState
         if entry is not None and entry.identity == identity:
+            if entry.header is not None:
+                return entry.header
             state = entry.state
         else:
             grew = (entry is not None and entry.identity[2] == identity[2] and entry.identity[0] <= identity[0]
@@ -90,8 +92,10 @@ class ForeignSessions:
         native = source.native_id(path, state)
         if native is None:
             return None
-        return ForeignHeader(source.prefix + native, source.tool, name, state.cwd, state.created_at,
-                             state.best_title())
+        header = ForeignHeader(source.prefix + native, source.tool, name, state.cwd, state.created_at,
+                               state.best_title())
+        self.index.remember(name, header)
+        return header
 
     def headers(self) -> list[ForeignHeader]:
         """Every transcript of every source, newest first (created, then id)."""
@@ -100,7 +104,7 @@ class ForeignSessions:
         with self._lock:
             for source in self.sources:
                 for path in source.discover():
-                    seen.add(str(path))
+                    seen.add(path)
                     header = self._header(source, path)
                     if header is not None:
                         found.append(header)
