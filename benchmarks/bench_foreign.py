@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from dsh_jupyter.sources import ForeignSessions  # noqa: E402
+from dsh_jupyter.sources import ForeignSessions, ForeignSource  # noqa: E402
 from dsh_jupyter.sources.claude import ClaudeCodeSource  # noqa: E402
 from dsh_jupyter.sources.codex import CodexSource  # noqa: E402
 
@@ -75,8 +75,8 @@ def _codex(index: int) -> tuple[str, str]:
     lines = [
         r("session_meta", {"id": cid, "timestamp": ts, "cwd": f"/home/ana/project-{index % 40}",
                            "instructions": "i" * 300}),
-        r("response_item", {"type": "message", "role": "user",
-                            "content": [{"type": "input_text", "text": "<environment_context>x</environment_context>"}]}),
+        r("response_item", {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "<environment_context>x</environment_context>"}]}),
         r("event_msg", {"type": "user_message", "message": f"Task number {index}"}),
         r("response_item", {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c"}),
         r("response_item", {"type": "function_call_output", "call_id": "c", "output": "y" * 400}),
@@ -113,7 +113,7 @@ def main() -> None:
     options = parser.parse_args()
     root = DATA / f"foreign-{options.transcripts}"
     generate(root, options.transcripts)
-    sources = [ClaudeCodeSource(root / "claude"), CodexSource(root / "codex")]
+    sources: list[ForeignSource] = [ClaudeCodeSource(root / "claude"), CodexSource(root / "codex")]
     paths = [p for s in sources for p in s.discover()]
 
     def first_lines() -> int:
