@@ -227,8 +227,18 @@ class Services:
             _ensure_store(catalog, folder, done)
 
     def start_indexing(self) -> None:
-        """Open the catalog and index this host's store off the calling thread (stores copied in are found)."""
-        threading.Thread(target=lambda: self.catalog, name="dsh-catalog-open", daemon=True).start()
+        """Open the catalog and index this host's store off the calling thread (stores copied in are found);
+        other tools' transcripts are listed there too, so the first ``@`` query finds their index warm."""
+        threading.Thread(target=self._open_and_index, name="dsh-catalog-open", daemon=True).start()
+
+    def _open_and_index(self) -> None:
+        self.catalog  # noqa: B018 - opening it starts its indexing
+        foreign = self.foreign
+        if foreign is not None:
+            try:
+                foreign.headers()
+            except Exception as exc:  # an index only: listings read the transcripts instead
+                log.warning("could not list other tools' sessions: %s", exc)
 
     def note_session(self, session_id: str, *, created: bool = False, notebook: str | None = None) -> None:
         """Tell the catalog about a session this host created, opened or just flushed (best effort)."""

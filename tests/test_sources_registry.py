@@ -171,3 +171,52 @@ def test_rest_serves_the_users_own_transcripts_read_only(peers: Path, tmp_path: 
     monkeypatch.setenv("HOME", str(peers))
     monkeypatch.setenv("DSH_FOREIGN_SESSIONS", "0")
     assert rest.list_candidates(root, "", 10, boundary=boundary) == []
+
+
+def test_a_damaged_or_foreign_index_file_costs_a_scan_never_a_listing(peers: Path, tmp_path: Path) -> None:
+    from dsh_jupyter.sources import ForeignSessions
+    from dsh_jupyter.sources.claude import ClaudeCodeSource
+    from dsh_jupyter.sources.codex import CodexSource
+
+    index = tmp_path / "index.json"
+    sources = [ClaudeCodeSource(peers / "claude"), CodexSource(peers / "codex")]
+    for damage in (b"{not json", b'{"version":2,"files":{"x":[1,2]}}', b"[]", b'{"version":2,"files":[]}'):
+        index.write_bytes(damage)
+        found = ForeignSessions(sources, index_path=index).headers()
+        assert {h.session_id for h in found} >= {CLAUDE_ID, CODEX_ID}
+    # Entries of the right shape but wrong types are dropped one by one.
+    saved = json.loads(index.read_bytes())
+    name = next(iter(saved["files"]))
+    saved["files"][name][3] = "zero"
+    index.write_text(json.dumps(saved))
+    assert len(ForeignSessions(sources, index_path=index).headers()) == 4
+
+
+def test_one_listing_answers_the_keystrokes_of_one_query(peers: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh_jupyter.sources import ForeignSessions, registry
+    from dsh_jupyter.sources.codex import CodexSource
+
+    monkeypatch.setattr(registry, "LISTING_MAX_AGE", 3600.0)  # no clock in the test
+
+    found = ForeignSessions([CodexSource(peers / "codex")], index_path=tmp_path / "i.json")
+    assert len(found.matching("", None)) == 2
+    day = peers / "codex" / "sessions" / "2026" / "11" / "30"
+    shutil.copy(next(day.iterdir()), day / "rollout-2026-11-30T12-00-00-019a8c1e-3f2b-7d4a-9c5e-000000000000.jsonl")
+    assert len(found.matching("", None)) == 2  # within LISTING_MAX_AGE: the same listing
+    assert len(found.headers()) == 3  # a listing that asks for fresh facts sees the new rollout
+
+
+def test_session_table_marks_the_tool_only_when_there_is_one() -> None:
+    from dsh_jupyter.notebook.display import SessionTable
+
+    ours = {"sessionId": "6a9e04f1-0000-4000-8000-000000000000", "label": "Ours", "createdAt": 0}
+    plain = SessionTable([ours])._plain()
+    assert "tool" not in plain.splitlines()[0]
+    table = SessionTable([ours, {"sessionId": CODEX_ID, "label": "Price outliers", "createdAt": 0},
+                          {"sessionId": "x", "label": "odd", "tool": "<b>T</b>", "createdAt": 0}])
+    lines = table._plain().splitlines()
+    assert lines[0].split()[:2] == ["label", "tool"]
+    assert "Codex" in lines[2] and "Codex" not in lines[1]
+    html = table._repr_mimebundle_()["text/html"]
+    assert "<th" in html and ">tool</th>" in html and "&lt;b&gt;T&lt;/b&gt;" in html and "<b>T</b>" not in html

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -23,6 +24,10 @@ log = logging.getLogger(__name__)
 #: The environment switch for hosts without traitlets (server, CLI): ``0``/``false``/``off``/``no`` turns off.
 FOREIGN_ENV = "DSH_FOREIGN_SESSIONS"
 _OFF = frozenset({"0", "false", "off", "no"})
+
+
+#: How long one listing answers candidate queries (the keystrokes of one ``@`` query), in seconds.
+LISTING_MAX_AGE = 2.0
 
 
 def enabled_by_env(env: dict[str, str] | None = None) -> bool:
@@ -61,6 +66,7 @@ class ForeignSessions:
         self.sources = list(sources) if sources is not None else default_sources()
         self.index = ForeignIndex(index_path)
         self._lock = threading.Lock()
+        self._last: tuple[float, list[ForeignHeader]] | None = None
 
     def _header(self, source: ForeignSource, path: str) -> ForeignHeader | None:
         """The facts of one transcript, from the index when its file is unchanged."""
@@ -97,8 +103,13 @@ class ForeignSessions:
         self.index.remember(name, header)
         return header
 
-    def headers(self) -> list[ForeignHeader]:
-        """Every transcript of every source, newest first (created, then id)."""
+    def headers(self, max_age: float = 0.0) -> list[ForeignHeader]:
+        """Every transcript of every source, newest first (created, then id).
+
+        ``max_age`` (seconds) lets a listing made that recently answer again (keystrokes of one ``@`` query)."""
+        last = self._last
+        if last is not None and max_age > 0 and time.monotonic() - last[0] <= max_age:
+            return list(last[1])
         found: list[ForeignHeader] = []
         seen: set[str] = set()
         with self._lock:
@@ -111,16 +122,19 @@ class ForeignSessions:
             self.index.keep_only(seen)
             self.index.save()
         found.sort(key=lambda h: (-h.created_at, h.session_id))
-        return found
+        self._last = (time.monotonic(), found)
+        return list(found)
 
     def matching(self, needle: str, target_cwd: str | None, exclude: str | None = None) -> list[ForeignHeader]:
         """Transcripts whose id, folder or title contain ``needle`` (lowercased), ranked like ours."""
-        kept = [h for h in self.headers() if h.session_id != exclude and _matches(h, needle)]
+        kept = [h for h in self.headers(LISTING_MAX_AGE) if h.session_id != exclude and _matches(h, needle)]
         kept.sort(key=lambda h: (workspace_rank(h.cwd, target_cwd), -h.created_at, h.session_id))
         return kept
 
     def only(self, sources: Sequence[ForeignSource]) -> ForeignSessions:
         """These sessions restricted to ``sources`` (the same index)."""
+        if list(sources) == self.sources:
+            return self
         view = ForeignSessions(sources)
         view.index, view._lock = self.index, self._lock
         return view
