@@ -149,3 +149,13 @@ def test_index_skips_unchanged_and_resumes_appended(root: Path, tmp_path: Path,
     path.write_text(path.read_text().split("\n", 1)[0] + "\n")  # shorter: scanned again from the start
     assert fresh.header(f"claude-code:{OTHER}").title == "Explain the churn model"  # type: ignore[union-attr]
     assert offsets[-1] == 0
+
+
+def test_a_damaged_line_inside_the_live_chain_does_not_cut_it(root: Path, tmp_path: Path) -> None:
+    path = root / "projects" / "-home-ana-other" / f"{OTHER}.jsonl"
+    first, second = path.read_text().splitlines()
+    record = {"type": "user", "uuid": "x3", "parentUuid": "x2", "isSidechain": False, "sessionId": OTHER,
+              "timestamp": "2026-11-29T08:01:00.000Z", "message": {"role": "user", "content": "And its AUC?"}}
+    path.write_text("\n".join([first, second[:40] + "#damaged", json.dumps(record)]) + "\n")
+    assert [m[2] for m in conversation(sessions(root, tmp_path), f"claude-code:{OTHER}")] == [
+        "Explain the churn model", "And its AUC?"]

@@ -140,6 +140,8 @@ class ClaudeCodeSource:
         items: dict[str, ProjectedItem] = {}
         message_ids: dict[str, str] = {}
         boundaries: set[str] = set()
+        before: dict[str, str | None] = {}  # main-chain line -> the main-chain line written before it
+        previous: str | None = None
         leaf: str | None = None
         lines = 0
         for record, _after in records(fh):
@@ -150,6 +152,8 @@ class ClaudeCodeSource:
             parent = record.get("parentUuid")
             parents[uuid] = parent if isinstance(parent, str) else None
             kind = record.get("type")
+            if record.get("isSidechain") is not True and uuid not in before:
+                before[uuid], previous = previous, uuid
             if kind == "system" and record.get("subtype") == "compact_boundary":
                 boundaries.add(uuid)
                 continue
@@ -168,7 +172,9 @@ class ClaudeCodeSource:
         while node is not None and node not in seen and node not in boundaries:
             seen.add(node)
             chain.append(node)
-            node = parents.get(node)
+            parent = parents.get(node)
+            # A parent that is not in the file was on a damaged line: go on from the line written before.
+            node = before.get(node) if parent is not None and parent not in parents else parent
         chain.reverse()
         out: list[ProjectedItem] = []
         last_id: str | None = None
