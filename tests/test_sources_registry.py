@@ -218,5 +218,8 @@ def test_session_table_marks_the_tool_only_when_there_is_one() -> None:
     lines = table._plain().splitlines()
     assert lines[0].split()[:2] == ["label", "tool"]
     assert "Codex" in lines[2] and "Codex" not in lines[1]
-    html = table._repr_mimebundle_()["text/html"]
+    bundle = table._repr_mimebundle_()
+    assert [r.get("tool") for r in bundle["application/vnd.dsh.sessions+json"]["sessions"]] == [
+        None, "Codex", "<b>T</b>"]
+    html = bundle["text/html"]
     assert "<th" in html and ">tool</th>" in html and "&lt;b&gt;T&lt;/b&gt;" in html and "<b>T</b>" not in html

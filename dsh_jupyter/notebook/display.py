@@ -276,6 +276,9 @@ class SessionTable:
                 raise ValueError(f"session row {position} has no string 'sessionId'")
         self.rows = [dict(row) for row in rows]
         self.tools = [_tool(row) for row in self.rows]
+        for row, tool in zip(self.rows, self.tools, strict=True):
+            if tool:
+                row["tool"] = tool  # the JSON bundle carries the mark too
         self.columns = (*_COLUMNS[:1], "tool", *_COLUMNS[1:]) if any(self.tools) else _COLUMNS
 
     def _with_tool(self, position: int, cells: list[str], render: Callable[[str], str] = escape_controls) -> list[str]:
