@@ -64,6 +64,11 @@ class ForeignIndex:
         self._entries = entries
         return entries
 
+    def entries(self) -> dict[str, IndexEntry]:
+        """Every entry, loaded (the live mapping: read it, change it only through :meth:`put`)."""
+        with self._lock:
+            return self._load()
+
     def get(self, path: str) -> IndexEntry | None:
         with self._lock:
             return self._load().get(path)

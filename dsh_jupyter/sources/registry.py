@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -113,9 +114,21 @@ class ForeignSessions:
         found: list[ForeignHeader] = []
         seen: set[str] = set()
         with self._lock:
+            known = self.index.entries()
+            lstat, is_regular = os.lstat, stat.S_ISREG
             for source in self.sources:
                 for path in source.discover():
                     seen.add(path)
+                    entry = known.get(path)
+                    if entry is not None and entry.header is not None:  # the fast path: unchanged since listed
+                        try:
+                            info = lstat(path)
+                        except OSError:
+                            continue
+                        if (is_regular(info.st_mode)
+                                and entry.identity == (info.st_size, info.st_mtime_ns, info.st_ino)):
+                            found.append(entry.header)
+                            continue
                     header = self._header(source, path)
                     if header is not None:
                         found.append(header)
