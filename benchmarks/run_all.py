@@ -14,7 +14,8 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 BENCHMARKS = ["bench_store.py", "bench_references.py", "bench_notebook.py", "bench_catalog.py", "bench_bigref.py",
-              "bench_secrets.py", "bench_locate.py", "bench_approvals.py"]
+BENCHMARKS = ["bench_store.py", "bench_references.py", "bench_notebook.py", "bench_catalog.py", "bench_bigref.py",
+              "bench_secrets.py", "bench_locate.py", "bench_approvals.py", "bench_foreign.py"]
 
 
 def main() -> int:

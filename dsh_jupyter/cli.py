@@ -19,12 +19,13 @@ import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from .services import Services, ServiceSettings
 
 if TYPE_CHECKING:
     from .catalog import Catalog, CatalogEntry
+    from .sources import ForeignHeader, ForeignSessions
 
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1
@@ -105,10 +106,16 @@ def build_parser() -> argparse.ArgumentParser:
                            help="every store the catalog knows (and the current folder's store)")
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+    def foreign(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--no-foreign", action="store_true",
+                       help="leave out other tools' sessions (Claude Code, Codex), which are read-only and listed "
+                            "unless --store is given or $DSH_FOREIGN_SESSIONS is 0")
+
     p = commands.add_parser("list", help="sessions, newest first",
                             description="List sessions, newest first (creation time, then id).")
     scoped(p)
     p.add_argument("--limit", type=_positive, default=None, metavar="N", help="at most N sessions")
+    foreign(p)
     p = commands.add_parser(
         "search", help="sessions whose id, folder or title contain QUERY (ranked as the @ picker ranks them)",
         description="Sessions whose id, working folder or latest title contain QUERY (case-insensitive), "
@@ -121,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "occur, the last one as a prefix; tool output and reasoning are never searched)")
     p.add_argument("--cwd", metavar="DIR", default=None, help="rank sessions of this folder first (default: here)")
     p.add_argument("--limit", type=_positive, default=50, metavar="N", help="at most N results (default 50)")
+    foreign(p)
     p = commands.add_parser("show", help="a session's header, title, counts and conversation",
                             description="Print a session's header, title, message counts and the conversation a "
                                         "reference would carry (user and assistant text), newest messages last.")
@@ -130,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="show the last N messages (default 20; 0 for none)")
     p.add_argument("--chars", type=_positive, default=2000, metavar="N",
                    help="cut each message to N characters (default 2000)")
+    foreign(p)
     p = commands.add_parser("locate", help="print the path of a session's JSONL log",
                             description="Print the path of a session's JSONL log (for pandas.read_json(path, "
                                         "lines=True), an editor, or a copy).")
@@ -246,37 +255,141 @@ def _entry_line(entry: CatalogEntry, *, mark: str = "") -> str:
     return f"{mark}{_when(entry.created_at)}  {escape(entry.session_id)}  {counts:>7}  {shown}  [{cwd}]"
 
 
+# ------------------------------------------------------------------------------------ other tools' sessions
+def _foreign(args: argparse.Namespace) -> ForeignSessions | None:
+    """Other tools' sessions, unless ``--store``, ``--no-foreign`` or ``$DSH_FOREIGN_SESSIONS=0`` leave them out."""
+    from .sources import enabled_by_env, foreign_sessions
+
+    if getattr(args, "store", None) or getattr(args, "no_foreign", False) or not enabled_by_env():
+        return None
+    return foreign_sessions()
+
+
+def _scope_or_none(catalog: Catalog, args: argparse.Namespace, foreign: ForeignSessions | None) -> list[str] | None:
+    """:func:`_scope`, except that with other tools' sessions to list a missing local store means "none of
+    ours" (``[]``) instead of an error."""
+    try:
+        return _scope(catalog, args)
+    except CliError:
+        if foreign is None or args.all:
+            raise
+        return []
+
+
+def _foreign_json(header: ForeignHeader) -> dict[str, Any]:
+    record: dict[str, Any] = {"sessionId": header.session_id, "label": header.title or header.session_id,
+                              "title": header.title}
+    if header.cwd is not None:
+        record["cwd"] = header.cwd
+    record.update({"createdAt": header.created_at, "tool": header.tool, "path": header.path, "readOnly": True})
+    return record
+
+
+def _foreign_line(header: ForeignHeader, *, mark: str = "") -> str:
+    cwd = escape(header.cwd) if header.cwd is not None else "(no cwd)"
+    title = escape(header.title) if header.title is not None else "(untitled)"
+    return f"{mark}{_when(header.created_at)}  {escape(header.session_id)}  {'-':>7}  {title}  [{cwd}]  ({header.tool})"
+
+
+def _merged(entries: Sequence[CatalogEntry], headers: Sequence[ForeignHeader], key_entry: Any, key_header: Any,
+            limit: int | None) -> list[CatalogEntry | ForeignHeader]:
+    """Our entries and other tools' headers in one order (each list is already in that order)."""
+    import heapq
+
+    tagged = heapq.merge(((key_entry(e), 0, i, e) for i, e in enumerate(entries)),
+                         ((key_header(h), 1, i, h) for i, h in enumerate(headers)), key=lambda t: t[:3])
+    merged = [cast("CatalogEntry | ForeignHeader", t[3]) for t in tagged]
+    return merged if limit is None else merged[:limit]
+
+
+def _show_foreign(foreign: ForeignSessions, args: argparse.Namespace, out: TextIO) -> int | None:
+    """``show`` of another tool's session (its full id, or a unique prefix of one); ``None`` when it is not one."""
+    from .references.projection import project_surface
+
+    if not foreign.owns(args.session):
+        return None
+    matches = [h for h in foreign.headers() if h.session_id.startswith(args.session)]
+    exact = [h for h in matches if h.session_id == args.session]
+    if len(exact or matches) != 1:
+        what = "matches several sessions; give more of the id" if matches else "is not on this machine"
+        raise CliError(f"session {escape(args.session)} {what}; list them with 'dsh-jupyter sessions list'",
+                       EXIT_NOT_FOUND)
+    header = (exact or matches)[0]
+    snapshot = foreign.read_surface(header.session_id)
+    messages = list(project_surface(snapshot).messages)
+    shown = messages[-args.messages:] if args.messages else []
+    if args.json:
+        record = _foreign_json(header)
+        record["conversation"] = {
+            "messages": [{"role": m.role, "text": m.text[: args.chars], "truncated": len(m.text) > args.chars,
+                          "checkpoint": m.checkpoint} for m in shown],
+            "omittedMessages": len(messages) - len(shown),
+        }
+        _print_json(record, out)
+        return EXIT_OK
+    user = sum(1 for m in messages if m.role == "user")
+    rows = [("session", escape(header.session_id)), ("tool", f"{header.tool} (read-only)"),
+            ("title", escape(header.title) if header.title is not None else "(none)"), ("log", escape(header.path)),
+            ("cwd", escape(header.cwd) if header.cwd is not None else "(none)"),
+            ("created", f"{_when(header.created_at)} ({header.created_at})"),
+            ("messages", f"{len(messages)} in the conversation ({user} user, {len(messages) - user} assistant)")]
+    for key, value in rows:
+        _write(out, f"{key:<9} {value}\n")
+    if shown:
+        _write(out, f"--- conversation (last {len(shown)} of {len(messages)} messages) ---\n")
+        for message in shown:
+            text = message.text if len(message.text) <= args.chars else message.text[: args.chars] + " …"
+            _write(out, f"[{'checkpoint' if message.checkpoint else message.role}] {text}\n")
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------------------------------------- commands
 def cmd_list(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
-    roots = _scope(catalog, args)
-    entries = catalog.sessions(roots, limit=args.limit)
+    from .catalog import CatalogEntry
+
+    foreign = _foreign(args)
+    roots = _scope_or_none(catalog, args, foreign)
+    ours = catalog.sessions(roots, limit=args.limit) if roots != [] else []
+    rows = _merged(ours, foreign.headers() if foreign is not None else [],
+                   lambda e: (-e.created_at, e.session_id), lambda h: (-h.created_at, h.session_id), args.limit)
     if args.json:
-        _print_json([e.to_json() for e in entries], out)
+        _print_json([e.to_json() if isinstance(e, CatalogEntry) else _foreign_json(e) for e in rows], out)
         return EXIT_OK
-    if not entries:
+    if not rows:
         _write(out, "no sessions\n")
         return EXIT_OK
     _write(out, "created           id  user/assistant messages  title  [cwd]\n")
-    for entry in entries:
-        _write(out, _entry_line(entry) + "\n")
+    for row in rows:
+        _write(out, (_entry_line(row) if isinstance(row, CatalogEntry) else _foreign_line(row)) + "\n")
     return EXIT_OK
 
 
 def cmd_search(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
-    roots = _scope(catalog, args)
+    from .catalog import CatalogEntry
+    from .ranking import workspace_rank
+
+    foreign = _foreign(args)
+    roots = _scope_or_none(catalog, args, foreign)
     cwd = os.path.abspath(args.cwd) if args.cwd is not None else os.getcwd()
-    entries = catalog.candidates("\x00dsh-cli", cwd, args.query, args.limit, body=args.body, roots=roots)
-    if not catalog.last_query_complete:
+    entries = (catalog.candidates("\x00dsh-cli", cwd, args.query, args.limit, body=args.body, roots=roots)
+               if roots != [] else [])
+    if roots != [] and not catalog.last_query_complete:
         _say("warning: the catalog was not available; the results come from reading the logs and may be "
              "incomplete")
+    rows = _merged(entries, foreign.matching(args.query.lower(), cwd) if foreign is not None else [],
+                   lambda e: e.order_key(cwd), lambda h: (workspace_rank(h.cwd, cwd), -h.created_at, h.session_id),
+                   args.limit)
     if args.json:
-        _print_json([{**e.to_json(), "sameWorkspace": e.cwd is not None and e.cwd == cwd} for e in entries], out)
+        _print_json([{**(e.to_json() if isinstance(e, CatalogEntry) else _foreign_json(e)),
+                      "sameWorkspace": e.cwd is not None and e.cwd == cwd} for e in rows], out)
         return EXIT_OK
-    if not entries:
+    if not rows:
         _write(out, "no session matches\n")
         return EXIT_OK
-    for entry in entries:
-        _write(out, _entry_line(entry, mark="* " if entry.cwd == cwd else "  ") + "\n")
+    for row in rows:
+        mark = "* " if row.cwd == cwd else "  "
+        _write(out, (_entry_line(row, mark=mark) if isinstance(row, CatalogEntry) else _foreign_line(row, mark=mark))
+               + "\n")
     return EXIT_OK
 
 
@@ -285,6 +398,11 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     from .session import SessionError
     from .store import JsonlStore
 
+    foreign = _foreign(args)
+    if foreign is not None:
+        done = _show_foreign(foreign, args, out)
+        if done is not None:
+            return done
     roots = _scope(catalog, args)
     entry = _resolve(catalog, args.session, roots)
     try:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .query import SessionQuery
     from .references import ReferenceTarget, SessionReferenceResolver
     from .session import SessionHeader
+    from .sources import ForeignSessions
     from .store.base import SessionStore
     from .tools.env import ShellEnvRegistry
 
@@ -42,7 +43,8 @@ class ServiceSettings:
 
     Empty strings mean "the default": ``sessions_dir`` → ``$DSH_SESSIONS_DIR`` or ``.dsh/sessions`` beside
     ``cwd``; ``sqlite_path`` → ``.dsh/sessions.sqlite`` beside ``cwd``; ``dsh_home`` → ``$DSH_HOME`` or
-    ``~/.dsh``. ``max_reference_bytes`` 0 means the automatic budget.
+    ``~/.dsh``. ``max_reference_bytes`` 0 means the automatic budget. ``foreign_sessions`` lists and
+    references other tools' transcripts (Claude Code, Codex) read-only.
     """
 
     cwd: str
@@ -51,6 +53,7 @@ class ServiceSettings:
     sqlite_path: str = ""
     dsh_home: str = ""
     catalog: bool = True
+    foreign_sessions: bool = True
     max_references: int = 3
     candidate_limit: int = 50
     max_reference_bytes: int = 0
@@ -69,6 +72,7 @@ class ServiceSettings:
 #: Which derived parts each setting feeds; a change drops those parts (they are rebuilt on next use).
 _STORE_FIELDS = frozenset({"cwd", "store", "sessions_dir", "sqlite_path"})
 _CATALOG_FIELDS = frozenset({"dsh_home", "catalog"})
+_FOREIGN_FIELDS = frozenset({"dsh_home", "foreign_sessions"})
 _RESOLVER_FIELDS = frozenset({"max_references", "candidate_limit", "max_reference_bytes",
                               "reference_context_fraction"})
 
@@ -105,7 +109,7 @@ class Services:
             old, self._settings = self._settings, settings
             changed = frozenset(f.name for f in dataclasses.fields(ServiceSettings)
                                 if getattr(old, f.name) != getattr(settings, f.name))
-            if changed & (_STORE_FIELDS | _CATALOG_FIELDS | _RESOLVER_FIELDS):
+            if changed & (_STORE_FIELDS | _CATALOG_FIELDS | _RESOLVER_FIELDS | _FOREIGN_FIELDS):
                 self._resolver = None
             if changed & _STORE_FIELDS:
                 self._store = None
@@ -238,8 +242,18 @@ class Services:
             _ensure_store(catalog, folder, done)
 
     def start_indexing(self) -> None:
-        """Open the catalog and index this host's store off the calling thread (stores copied in are found)."""
-        threading.Thread(target=lambda: self.catalog, name="dsh-catalog-open", daemon=True).start()
+        """Open the catalog and index this host's store off the calling thread (stores copied in are found);
+        other tools' transcripts are listed there too, so the first ``@`` query finds their index warm."""
+        threading.Thread(target=self._open_and_index, name="dsh-catalog-open", daemon=True).start()
+
+    def _open_and_index(self) -> None:
+        self.catalog  # noqa: B018 - opening it starts its indexing
+        foreign = self.foreign
+        if foreign is not None:
+            try:
+                foreign.headers()
+            except Exception as exc:  # an index only: listings read the transcripts instead
+                log.warning("could not list other tools' sessions: %s", exc)
 
     def note_session(self, session_id: str, *, created: bool = False, notebook: str | None = None) -> None:
         """Tell the catalog about a session this host created, opened or just flushed (best effort)."""
@@ -253,6 +267,16 @@ class Services:
                 catalog.session_changed(root, session_id)
         except Exception as exc:
             log.warning("could not update the session catalog: %s", exc)
+
+    # -- other tools' sessions ----------------------------------------------------------------------------
+    @property
+    def foreign(self) -> ForeignSessions | None:
+        """Other tools' transcripts (read-only), or ``None`` when ``foreign_sessions`` is off."""
+        if not self._settings.foreign_sessions:
+            return None
+        from .sources import foreign_sessions
+
+        return foreign_sessions(self._settings.dsh_home or None)
 
     # -- references -----------------------------------------------------------------------------------------
     @property
@@ -275,7 +299,7 @@ class Services:
             return SessionReferenceResolver(
                 self.query, max_references=s.max_references, candidate_limit=s.candidate_limit,
                 max_reference_bytes=max_reference_bytes, reference_context_fraction=s.reference_context_fraction,
-                catalog=self.catalog,
+                catalog=self.catalog, foreign=self.foreign,
             )
         except SessionReferenceError as exc:
             raise ServiceError(f"invalid reference settings: {exc}") from None

@@ -23,6 +23,10 @@ SPEC_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "spec" / "fixtu
 def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path_factory.mktemp("dsh-home")
     monkeypatch.setenv("DSH_HOME", str(home))
+    # Other tools' transcripts (read-only sources): none unless a test puts some there.
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / "claude"))
+    monkeypatch.setenv("CODEX_HOME", str(home / "codex"))
+    monkeypatch.delenv("DSH_FOREIGN_SESSIONS", raising=False)
     monkeypatch.delenv("DSH_SESSIONS_DIR", raising=False)
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     monkeypatch.delenv("DSH_SESSION_ID", raising=False)

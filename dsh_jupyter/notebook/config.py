@@ -64,6 +64,10 @@ class DshSettings(Configurable):
         "picker and `%dsh sessions` find them at keystroke speed, body search included (off: only this folder's "
         "store is read)."
     ).tag(config=True)
+    foreign_sessions = Bool(
+        True, help="List and reference the sessions of other tools on this machine, read-only: Claude Code "
+        "transcripts (`$CLAUDE_CONFIG_DIR` or `~/.claude`) and Codex rollouts (`$CODEX_HOME` or `~/.codex`).",
+    ).tag(config=True)
     python_tool = Bool(True, help="Let the agent run Python in this kernel's namespace.").tag(config=True)
     bash_tool = Bool(True, help="Let the agent run bash commands in the notebook's folder.").tag(config=True)
     bash_timeout = Float(120.0, help="Seconds before a foreground bash command of the agent is stopped.").tag(

@@ -20,7 +20,7 @@ import os
 import time
 import unicodedata
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -366,7 +366,8 @@ class SessionTable:
 
     ``rows`` are candidate-shaped dicts (``sessionId``, ``label``, ``cwd``?, ``createdAt`` epoch ms,
     ``sameWorkspace``, optionally ``current: True`` for the notebook's own session, marked
-    "(current)"); they are shown in the order given.
+    "(current)"); they are shown in the order given. Sessions of other tools (Claude Code, Codex) are
+    marked in a "tool" column, shown only when there is one among the rows.
     """
 
     def __init__(self, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -378,6 +379,16 @@ class SessionTable:
             if not isinstance(row.get("sessionId", row.get("id")), str):
                 raise ValueError(f"session row {position} has no string 'sessionId'")
         self.rows = [dict(row) for row in rows]
+        self.tools = [_tool(row) for row in self.rows]
+        for row, tool in zip(self.rows, self.tools, strict=True):
+            if tool:
+                row["tool"] = tool  # the JSON bundle carries the mark too
+        self.columns = (*_COLUMNS[:1], "tool", *_COLUMNS[1:]) if any(self.tools) else _COLUMNS
+
+    def _with_tool(self, position: int, cells: list[str], render: Callable[[str], str] = escape_controls) -> list[str]:
+        if len(self.columns) == len(_COLUMNS):
+            return cells
+        return [*cells[:1], render(self.tools[position]), *cells[1:]]
 
     @staticmethod
     def _cells(row: Mapping[str, Any]) -> tuple[str, str, str | None, str, bool]:
@@ -396,17 +407,17 @@ class SessionTable:
     def _html(self) -> str:
         if not self.rows:
             return "<p>No sessions.</p>"
-        head = "".join(f"<th {_TH}>{name}</th>" for name in _COLUMNS)
+        head = "".join(f"<th {_TH}>{name}</th>" for name in self.columns)
         body = []
-        for row in self.rows:
+        for position, row in enumerate(self.rows):
             label, session_id, cwd, created, same = self._cells(row)
-            cells = [
+            cells = self._with_tool(position, [
                 html_field(label) + (" <em>(current)</em>" if row.get("current") is True else ""),
                 f"<code>{html_field(session_id)}</code>",
                 _MISSING if cwd is None else html_field(cwd),
                 html_field(created),
                 "✓" if same else "",
-            ]
+            ], html_field)
             body.append("<tr>" + "".join(f"<td {_TD}>{cell}</td>" for cell in cells) + "</tr>")
         return (
             '<table class="dsh-sessions" style="border-collapse:collapse">'
@@ -416,15 +427,14 @@ class SessionTable:
     def _plain(self) -> str:
         if not self.rows:
             return "No sessions."
-        table = [list(_COLUMNS)]
-        for row in self.rows:
+        table = [list(self.columns)]
+        for position, row in enumerate(self.rows):
             label, session_id, cwd, created, same = self._cells(row)
-            table.append(
-                [escape_controls(label) + (" (current)" if row.get("current") is True else ""),
-                 escape_controls(session_id), _MISSING if cwd is None else escape_controls(cwd),
-                 created, "✓" if same else ""]
-            )
-        widths = [max(display_width(line[col]) for line in table) for col in range(len(_COLUMNS))]
+            table.append(self._with_tool(position, [
+                escape_controls(label) + (" (current)" if row.get("current") is True else ""),
+                escape_controls(session_id), _MISSING if cwd is None else escape_controls(cwd), created,
+                "✓" if same else ""]))
+        widths = [max(display_width(line[col]) for line in table) for col in range(len(self.columns))]
         return "\n".join(
             "  ".join(_pad(cell, widths[col]) for col, cell in enumerate(line)).rstrip() for line in table
         )
@@ -438,6 +448,17 @@ class SessionTable:
 
     def __repr__(self) -> str:
         return self._plain()
+
+
+def _tool(row: Mapping[str, Any]) -> str:
+    """The other tool a row's session belongs to ("Claude Code", "Codex"), or "" for ours."""
+    from ..sources import tool_of
+
+    tool = row.get("tool")
+    if isinstance(tool, str):
+        return tool
+    session_id = row.get("sessionId", row.get("id"))
+    return (tool_of(session_id) or "") if isinstance(session_id, str) else ""
 
 
 # --------------------------------------------------------------------------- location

@@ -6,6 +6,8 @@ import asyncio
 import copy
 import dataclasses
 import functools
+import heapq
+import logging
 import math
 import threading
 from collections.abc import Callable, Collection, Sequence
@@ -42,6 +44,9 @@ from .target import ReferenceTarget
 if TYPE_CHECKING:
     from ..query import SessionQuery
     from ..session import SurfaceSnapshot
+    from ..sources import ForeignSessions
+
+log = logging.getLogger(__name__)
 
 
 class CatalogSource(CandidateSource, Protocol):
@@ -118,6 +123,7 @@ class SessionReferenceResolver:
         reference_context_fraction: float = DEFAULT_REFERENCE_CONTEXT_FRACTION,
         catalog: CatalogSource | None = None,
         max_spill_bytes: int = DEFAULT_MAX_SPILL_BYTES,
+        foreign: ForeignSessions | None = None,
     ) -> None:
         self.max_references = _positive_safe_int("max_references", max_references)
         self.candidate_limit = _positive_safe_int("candidate_limit", candidate_limit)
@@ -149,6 +155,7 @@ class SessionReferenceResolver:
             )
         self.query = query
         self.catalog = catalog
+        self.foreign = foreign
 
     # -- discovery ---------------------------------------------------------------------------------
     def list_candidates(
@@ -157,9 +164,11 @@ class SessionReferenceResolver:
     ) -> list[SessionReferenceCandidate]:
         """Other sessions ``target`` may reference, best first (see :mod:`.candidates`).
 
-        ``body=True`` also matches message bodies (needs ``catalog``)."""
-        return list_candidates(self.query, target, query, self.candidate_limit if limit is None else limit, cancel,
-                               source=self.catalog, body=body)
+        ``body=True`` also matches message bodies (needs ``catalog``). Other tools' transcripts (``foreign``)
+        are merged in by the same ranking rule; they match on id, folder and title only."""
+        wanted = self.candidate_limit if limit is None else limit
+        found = list_candidates(self.query, target, query, wanted, cancel, source=self.catalog, body=body)
+        return merge_foreign(found, self.foreign, target, query, wanted)
 
     def remote_candidates(
         self, target: ReferenceTarget, query: str = "", cancel: CancelFlag | None = None
@@ -256,7 +265,10 @@ class SessionReferenceResolver:
         from ..store.scan import STREAM_SURFACE
 
         skip = PROJECTION_SKIPS | {STREAM_SURFACE}
-        if self.catalog is not None:
+        foreign = self.foreign
+        if foreign is not None and foreign.owns(session_id):  # another tool's transcript, read through its source
+            snapshot = foreign.read_surface(session_id)
+        elif self.catalog is not None:
             snapshot = self.catalog.read_surface(self.query, session_id, skip_data=skip)
         else:
             snapshot = self.query.read_surface(session_id, skip_data=skip)
@@ -329,3 +341,24 @@ class SessionReferenceResolver:
         metadata = {"kind": SESSION_REFERENCE_KIND, "form": "recall", "version": 1, "references": references}
         text = render_prompt([s.serialized for s in sources], omissions)
         return user_message([text_block(text)], source=metadata)
+
+
+def merge_foreign(found: list[SessionReferenceCandidate], foreign: ForeignSessions | None, target: ReferenceTarget,
+                  text: str, limit: int) -> list[SessionReferenceCandidate]:
+    """``found`` (our sessions, ranked) with other tools' matching transcripts merged in by the one ranking
+    rule (:func:`~dsh_jupyter.ranking.workspace_rank`, then newest first), at most ``limit``. A foreign source
+    that cannot be listed costs its entries, never the answer."""
+    if foreign is None:
+        return found
+    from ..ranking import workspace_rank
+
+    try:
+        others = [SessionReferenceCandidate(session_id=h.session_id, label=h.title or h.session_id, cwd=h.cwd,
+                                            same_workspace=h.cwd is not None and h.cwd == target.cwd,
+                                            created_at=h.created_at)
+                  for h in foreign.matching(text.lower(), target.cwd, exclude=target.session_id)[:limit]]
+    except Exception as exc:
+        log.warning("could not list other tools' sessions: %s", exc)
+        return found
+    merged = heapq.merge(found, others, key=lambda c: (workspace_rank(c.cwd, target.cwd), -c.created_at))
+    return list(merged)[:limit]

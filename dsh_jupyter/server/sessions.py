@@ -30,15 +30,18 @@ from ..references import (
 )
 from ..references.candidates import list_candidates as rank_candidates
 from ..references.projection import project_surface
+from ..references.resolver import merge_foreign
 from ..services import Services, ServiceSettings
 from ..session import SessionError, SessionNotFoundError
+from ..sources import tool_of
 from ..store import JsonlStore
 from .boundary import Boundary, require_log, require_store
-from .errors import BUSY, ApiError, bad_request, internal, not_found, outside_root, refused_entry
+from .errors import BUSY, NOT_FOUND, ApiError, bad_request, internal, not_found, outside_root, refused_entry
 
 if TYPE_CHECKING:
     from ..catalog import CatalogEntry, StoreInfo
     from ..references.cancellation import CancelFlag
+    from ..sources import ForeignSessions
 
 __all__ = [
     "ApiError",
@@ -230,6 +233,25 @@ class BoundedCatalog:
                                           created_at=e.created_at) for e in kept]
 
 
+def served_foreign(boundary: Boundary) -> ForeignSessions | None:
+    """Other tools' transcripts the server may offer, read-only: unless ``$DSH_FOREIGN_SESSIONS`` is ``0``,
+    those of the tools whose folder (``~/.claude``, ``~/.codex``, or where ``$CLAUDE_CONFIG_DIR`` /
+    ``$CODEX_HOME`` point) lies in the home folder of the user running the server, or inside the boundary.
+    They are the server user's own sessions, outside the server root; nothing else outside it is served."""
+    from ..sources import enabled_by_env, foreign_sessions
+
+    if not enabled_by_env():
+        return None
+    shared = foreign_sessions()
+    home = Path(os.path.realpath(Path.home()))
+    allowed = []
+    for source in shared.sources:
+        root = Path(os.path.realpath(source.root()))
+        if root == home or home in root.parents or boundary.allows(root):
+            allowed.append(source)
+    return shared.only(allowed) if allowed else None
+
+
 def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary, body: bool = False,
                     catalog_for: Callable[[Path], ServerCatalog | None] | None = None) -> list[dict[str, Any]]:
     """Ranked candidates for a prompt in ``folder``: ``{sessionId, label, cwd?, sameWorkspace, createdAt, mention}``.
@@ -250,7 +272,13 @@ def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary,
         found = [c for c in found if boundary.allows(store.log_path(c.session_id))][:limit]
     else:
         found = rank_candidates(source, target, query, limit, source=BoundedCatalog(catalog, boundary), body=body)
-    return [candidate.to_remote_json() for candidate in found]
+    found = merge_foreign(found, served_foreign(boundary), target, query, limit)
+    rows = [candidate.to_remote_json() for candidate in found]
+    for row in rows:
+        tool = tool_of(row["sessionId"])
+        if tool is not None:
+            row["tool"] = tool
+    return rows
 
 
 def _utf8_prefix(text: str, max_bytes: int) -> tuple[str, int]:
@@ -302,6 +330,18 @@ def session_detail(
     The preview holds the newest ``max_messages`` projected messages (what a reference would carry),
     each cut to ``max_message_bytes`` UTF-8 bytes; texts are returned verbatim (escaping is the viewer's job).
     """
+    foreign = served_foreign(boundary)
+    if foreign is not None and foreign.owns(session_id):
+        header = foreign.header(session_id)
+        if header is None:
+            raise ApiError(404, NOT_FOUND, f"no session {session_id!r} among the other tools' transcripts on this "
+                                           "machine; it may have been deleted or archived by its tool")
+        try:
+            snapshot = foreign.read_surface(session_id)
+        except (SessionError, OSError) as exc:
+            log.error("dsh-jupyter: could not read %s transcript %s: %s", header.tool, header.path, exc)
+            raise refused_read(session_id, exc) from exc
+        return _detail(snapshot, header.title, max_messages, max_message_bytes) | {"tool": header.tool}
     query = _find(folder, session_id, boundary)
     try:
         snapshot = query.read_surface(session_id)
@@ -311,6 +351,10 @@ def session_detail(
     except (SessionError, OSError) as exc:
         log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, _store_of(query).root, exc)
         raise refused_read(session_id, exc) from exc
+    return _detail(snapshot, title, max_messages, max_message_bytes)
+
+
+def _detail(snapshot: Any, title: str | None, max_messages: int, max_message_bytes: int) -> dict[str, Any]:
     projected = project_surface(snapshot)
     header = snapshot.header
     label = title if title is not None else header.id
