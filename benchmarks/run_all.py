@@ -14,7 +14,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 BENCHMARKS = ["bench_store.py", "bench_references.py", "bench_notebook.py", "bench_catalog.py", "bench_bigref.py",
-              "bench_secrets.py", "bench_locate.py"]
+              "bench_secrets.py", "bench_locate.py", "bench_foldcache.py"]
 
 
 def main() -> int:
