@@ -180,8 +180,26 @@ def test_wrong_entry_costs_a_rescan_not_a_wrong_answer(store: JsonlStore) -> Non
     entry.state.locations.clear()
     entry.state.locations.update(broken)
     entry.state.skipped.clear()
+    entry.decoded.clear()
     check(cache, store, "s1")
     assert cache.stats.full == 2
+
+
+def test_decoded_events_are_kept_for_small_surfaces_only(store: JsonlStore) -> None:
+    make_session(store, "s1", turns=2)
+    cache = FoldCache()
+    first = check(cache, store, "s1")
+    again = check(cache, store, "s1")
+    assert all(a is b for a, b in zip(first.events, again.events, strict=True))  # not decoded again
+    append_turns(store, "s1", 1)
+    grown = check(cache, store, "s1")
+    assert grown.events[0] is first.events[0] and len(grown.events) > len(first.events)
+    lean = FoldCache(decoded_cap=0)  # nothing kept decoded: every read decodes the surviving lines afresh
+    one = check(lean, store, "s1", SKIPS | {STREAM_SURFACE})
+    two = check(lean, store, "s1", SKIPS | {STREAM_SURFACE})
+    assert lean.stats.unchanged == 1 and not isinstance(two.events, list)
+    assert list(one.events) == list(two.events)
+    assert not any(a is b for a, b in zip(one.events, two.events, strict=True) if a.data is not None)
 
 
 def test_skip_sets_and_streaming(store: JsonlStore) -> None:

@@ -13,6 +13,12 @@ next read of the same log:
 * anything else (replaced, truncated, rewritten, a crash tail, a fold that cannot be continued, a saved
   line that no longer decodes): the log is scanned in full, as without a cache.
 
+When the surviving lines of a log are small enough (:data:`DECODED_CAP` bytes; :data:`DECODED_TOTAL` for
+all logs together), their decoded events are kept too, so an unchanged log is not even decoded again and
+an appended one decodes only its new surface lines. Events are immutable records shared the way a live
+session's in-memory log shares them; a bigger surface is decoded on access, one event at a time, as
+without a cache.
+
 The ctime in the identity is what makes "unchanged" trustworthy: any write or ``utime`` moves it, and no
 program can set it back. The one change the append check cannot see is an edit in place before the end
 of the committed prefix that also makes the file longer and leaves every sampled byte as it was (the same
@@ -31,12 +37,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
-    from ..session import SurfaceSnapshot
+    from ..session import Event, SurfaceSnapshot
     from ..store.jsonl import JsonlStore
     from ..store.scan import FoldState, ScanResult
 
 #: Logs whose fold result is kept (least recently read dropped first).
 MAX_ENTRIES = 64
+#: Surviving surface lines (bytes) of one log up to which its decoded events are kept.
+DECODED_CAP = 16 << 20
+#: Surviving surface lines (bytes) whose decoded events are kept for all logs together.
+DECODED_TOTAL = 64 << 20
 #: Sampled windows of the committed prefix that make up a fingerprint, and their size in bytes.
 SAMPLES = 16
 WINDOW = 64
@@ -80,6 +90,15 @@ class _Entry:
     identity: FileIdentity
     state: FoldState
     fingerprint: bytes
+    #: Decoded surviving events by seq (empty when the surface is too big to keep); ``cost`` their line bytes.
+    decoded: dict[int, Event]
+    cost: int
+
+
+def surviving_bytes(state: FoldState) -> int:
+    """Bytes of the surviving surface lines a read decodes (those left undecoded for ``skip_data`` excluded)."""
+    skipped, locations = state.skipped, state.locations
+    return sum(locations[seq][1] for seq in state.nodes if seq not in skipped)
 
 
 @dataclass
@@ -94,8 +113,11 @@ class FoldStats:
 class FoldCache:
     """Fold results of recently read logs (thread-safe; see the module docstring)."""
 
-    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+    def __init__(self, max_entries: int = MAX_ENTRIES, *, decoded_cap: int = DECODED_CAP,
+                 decoded_total: int = DECODED_TOTAL) -> None:
         self.max_entries = max_entries
+        self.decoded_cap = decoded_cap
+        self.decoded_total = decoded_total
         self.stats = FoldStats()
         self._entries: OrderedDict[tuple[str, frozenset[str]], _Entry] = OrderedDict()
         self._lock = threading.Lock()
@@ -122,7 +144,7 @@ class FoldCache:
         """What :func:`~dsh_jupyter.store.scan.scan_surface` answers for ``fh``, scanning as little as the cache
         allows."""
         from ..session import SessionError
-        from ..store.scan import STREAM_SURFACE, fold_lines, surface_of
+        from ..store.scan import STREAM_SURFACE, fold_lines
 
         stream = STREAM_SURFACE in skip_data
         key = (os.path.abspath(path), skip_data - {STREAM_SURFACE})
@@ -139,18 +161,26 @@ class FoldCache:
             except (SessionError, ValueError, OSError):
                 state = None
         if state is not None:
+            assert entry is not None
             try:
-                result = surface_of(fh, path, state, want_surface=want_surface, want_title=want_title,
-                                    stream=stream)
+                result = self._surface(fh, path, state, want_surface, want_title, stream, entry.decoded)
             except SessionError:
                 state = None  # a saved line no longer decodes: the cache was wrong, read the log afresh
             else:
-                self._keep(key, fh, identity, state, kind)
+                self._keep(key, fh, identity, state, kind, result)
                 return result
         state = fold_lines(fh, path, skip_data=key[1])
-        result = surface_of(fh, path, state, want_surface=want_surface, want_title=want_title, stream=stream)
-        self._keep(key, fh, identity, state, "full")
+        result = self._surface(fh, path, state, want_surface, want_title, stream, {})
+        self._keep(key, fh, identity, state, "full", result)
         return result
+
+    def _surface(self, fh: BinaryIO, path: str, state: FoldState, want_surface: bool, want_title: bool,
+                 stream: bool, decoded: dict[int, Event]) -> ScanResult:
+        from ..store.scan import surface_of
+
+        small = want_surface and surviving_bytes(state) <= self.decoded_cap
+        return surface_of(fh, path, state, want_surface=want_surface, want_title=want_title,
+                          stream=stream and not small, decoded=decoded)
 
     def _reuse(self, fh: BinaryIO, path: str, entry: _Entry, identity: FileIdentity,
                skip_data: frozenset[str]) -> tuple[FoldState | None, str]:
@@ -168,20 +198,24 @@ class FoldCache:
         return fold_lines(fh, path, skip_data=skip_data, resume=saved), "appended"
 
     def _keep(self, key: tuple[str, frozenset[str]], fh: BinaryIO, identity: FileIdentity, state: FoldState,
-              kind: str) -> None:
+              kind: str, result: ScanResult) -> None:
         with self._lock:
             setattr(self.stats, kind, getattr(self.stats, kind) + 1)
-        if state.bad_line is not None:  # a crash tail cannot be continued: always scan such a log in full
+        if state.bad_line is not None or identity.size != state.file_size:
+            # A crash tail cannot be continued (such a log is always scanned in full), and a file that changed
+            # while it was read has no one identity to keep.
             with self._lock:
                 self._entries.pop(key, None)
             return
-        if identity.size != state.file_size:  # the file changed while it was read
-            with self._lock:
-                self._entries.pop(key, None)
-            return
-        entry = _Entry(identity, state, fingerprint(fh, state.committed, state.header_bytes))
+        cost = surviving_bytes(state)
+        decoded: dict[int, Event] = {}
+        if cost <= self.decoded_cap and isinstance(result.surface, list):
+            decoded = {event.seq: event for event in result.surface if event.seq not in state.skipped}
+        entry = _Entry(identity, state, fingerprint(fh, state.committed, state.header_bytes), decoded,
+                       cost if decoded else 0)
         with self._lock:
             self._entries[key] = entry
             self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
+            while len(self._entries) > self.max_entries or (
+                    len(self._entries) > 1 and sum(e.cost for e in self._entries.values()) > self.decoded_total):
                 self._entries.popitem(last=False)

@@ -49,7 +49,7 @@ import io
 import os
 import re
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NoReturn, cast, overload
 
@@ -542,14 +542,15 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
 
 
 def surface_of(fh: BinaryIO, path: str, state: FoldState, *, want_surface: bool = True, want_title: bool = True,
-               stream: bool = False) -> ScanResult:
+               stream: bool = False, decoded: Mapping[int, Event] | None = None) -> ScanResult:
     """Decode what a fold found: the surviving surface events (those in ``state.skipped`` come as they are)
     and the latest title. ``stream``: the surface is a read-only sequence decoded on access
-    (:data:`STREAM_SURFACE`)."""
+    (:data:`STREAM_SURFACE`). ``decoded`` holds events already decoded from these very lines (a cache)."""
     surface: list[Event] = []
     if want_surface:
         skipped, locations = state.skipped, state.locations
-        entries = [skipped.get(seq) or (locations[seq], seq) for seq in state.nodes]
+        known = decoded or {}
+        entries = [skipped.get(seq) or known.get(seq) or (locations[seq], seq) for seq in state.nodes]
         lazy = _LazySurface.open(fh, path, entries) if stream and entries else None
         if lazy is not None:
             surface = cast("list[Event]", lazy)  # a read-only Sequence; see STREAM_SURFACE
