@@ -242,9 +242,9 @@ def test_catalog_prepare_reuses_folds_and_stays_exact(store: JsonlStore, tmp_pat
             return str(context)
 
         first = prepared()
-        assert catalog.folds.stats.full == 1
+        assert (catalog.folds.stats.full, catalog.folds.stats.unchanged) == (1, 1)  # the indexer's fold, reused
         assert prepared() == first
-        assert catalog.folds.stats.unchanged == 1
+        assert catalog.folds.stats.unchanged == 2
         log, writer = store.open("src")
         with writer:
             log.append("turn/start", {"turn": 3})
@@ -254,5 +254,21 @@ def test_catalog_prepare_reuses_folds_and_stays_exact(store: JsonlStore, tmp_pat
         assert "appended prompt" in third
         catalog.folds.clear()
         assert prepared() == third  # the same answer from a cold cache
+    finally:
+        catalog.close()
+
+
+def test_indexing_leaves_the_fold_for_the_first_reference(store: JsonlStore, tmp_path: Path) -> None:
+    make_session(store, "src", turns=2)
+    catalog = Catalog(tmp_path / "home" / "catalog.sqlite", background=False)
+    try:
+        catalog.ensure_store(store.root, budget=None)
+        assert catalog.folds.stats.full == 1
+        got = catalog.read_surface(SessionQuery(store), "src", skip_data=SKIPS | {STREAM_SURFACE})
+        assert catalog.folds.stats.unchanged == 1
+        same(got, fresh(store, "src"))
+        append_turns(store, "src", 1)
+        catalog.sync(budget=None)  # the indexer continues incrementally; the reference then reads the new part
+        same(catalog.read_surface(SessionQuery(store), "src", skip_data=SKIPS), fresh(store, "src"))
     finally:
         catalog.close()

@@ -98,12 +98,12 @@ class Catalog:
         self.listing_budget = listing_budget
         self.background = background
         self._connections = Connections(self.path, self.home)
-        self._indexer = Indexer(body_cap)
+        #: Fold results of the logs indexed or read for references (:mod:`.folds`).
+        self.folds = FoldCache()
+        self._indexer = Indexer(body_cap, folds=self.folds)
         self._known: set[str] = set()
         self._last_sweep = time.monotonic()
         self._worker: Worker | None = None
-        #: Fold results of the logs read for references (:mod:`.folds`).
-        self.folds = FoldCache()
         #: Set when the last query had to fall back to reading logs and did not finish in time.
         self.last_query_complete = True
 
