@@ -238,8 +238,9 @@ def md_literal(text: str) -> str:
 
 
 def fence(text: str, info: str = "") -> str:
-    """``text`` as a fenced code block whose backtick fence is longer than any backtick run inside it."""
-    body = escape_text(text)
+    """``text`` as a fenced code block whose backtick fence is longer than any backtick run inside it (its
+    final line breaks dropped: they would show as blank lines)."""
+    body = escape_text(text).rstrip("\n")
     longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
     marks = "`" * max(3, longest + 1)
     return f"{marks}{info}\n{body}\n{marks}"
