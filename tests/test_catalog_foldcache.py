@@ -41,6 +41,12 @@ def check(cache: FoldCache, store: JsonlStore, session_id: str, skip: frozenset[
     return got
 
 
+def new_cache(**options: int) -> FoldCache:
+    """A cache that trusts logs written a moment ago (the tests write and read within one file-time tick; the
+    racy rule has its own test)."""
+    return FoldCache(racy_ns=0, **options)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> JsonlStore:
     return JsonlStore(tmp_path / "sessions")
@@ -48,7 +54,7 @@ def store(tmp_path: Path) -> JsonlStore:
 
 def test_unchanged_log_is_not_scanned_again(store: JsonlStore) -> None:
     make_session(store, "s1", turns=3, title="first")
-    cache = FoldCache()
+    cache = new_cache()
     check(cache, store, "s1")
     assert (cache.stats.full, cache.stats.unchanged) == (1, 0)
     snap = check(cache, store, "s1")
@@ -59,7 +65,7 @@ def test_unchanged_log_is_not_scanned_again(store: JsonlStore) -> None:
 
 def test_appended_log_scans_only_the_new_part(store: JsonlStore) -> None:
     make_session(store, "s1", turns=2)
-    cache = FoldCache()
+    cache = new_cache()
     check(cache, store, "s1")
     append_turns(store, "s1", 2, prompt="later prompt")
     snap = check(cache, store, "s1")
@@ -74,7 +80,7 @@ def test_compaction_appended_after_the_cached_read(store: JsonlStore) -> None:
     from store_helpers import compact
 
     make_session(store, "s1", turns=3)
-    cache = FoldCache()
+    cache = new_cache()
     check(cache, store, "s1")
     log, writer = store.open("s1")
     with writer:
@@ -88,7 +94,7 @@ def test_compaction_appended_after_the_cached_read(store: JsonlStore) -> None:
 def test_same_size_rewrite_with_old_mtime_is_read_afresh(store: JsonlStore) -> None:
     make_session(store, "s1", turns=2, prompt="original prompt")
     path = store.log_path("s1")
-    cache = FoldCache()
+    cache = new_cache()
     check(cache, store, "s1")
     before = os.stat(path)
     data = path.read_bytes()
@@ -104,7 +110,7 @@ def test_rename_over_is_read_afresh(store: JsonlStore, tmp_path: Path) -> None:
     make_session(store, "s1", turns=2, prompt="old file")
     other = JsonlStore(tmp_path / "other")
     make_session(other, "s1", turns=3, prompt="new file")
-    cache = FoldCache()
+    cache = new_cache()
     check(cache, store, "s1")
     os.replace(other.log_path("s1"), store.log_path("s1"))
     snap = check(cache, store, "s1")
@@ -117,7 +123,7 @@ def test_truncate_then_regrow_is_read_afresh(store: JsonlStore, tmp_path: Path) 
     other = JsonlStore(tmp_path / "other")
     make_session(other, "s1", turns=4, prompt="second life")
     path = store.log_path("s1")
-    cache = FoldCache()
+    cache = new_cache()
     check(cache, store, "s1")
     ino = os.stat(path).st_ino
     with open(path, "r+b") as fh:  # same inode, cut to nothing, then a longer, different log
@@ -132,7 +138,7 @@ def test_truncate_then_regrow_is_read_afresh(store: JsonlStore, tmp_path: Path) 
 def test_truncated_log_is_read_afresh(store: JsonlStore) -> None:
     make_session(store, "s1", turns=3)
     path = store.log_path("s1")
-    cache = FoldCache()
+    cache = new_cache()
     check(cache, store, "s1")
     lines = path.read_bytes().split(b"\n")
     path.write_bytes(b"\n".join(lines[: len(lines) // 2]) + b"\n")
@@ -150,7 +156,7 @@ def test_torn_tail_completed_later(store: JsonlStore) -> None:
     line = encode_event(extra.events[-1], extra.events[-1].seq)
     with open(path, "ab") as fh:
         fh.write(line[: len(line) // 2])
-    cache = FoldCache()
+    cache = new_cache()
     check(cache, store, "s1")
     with open(path, "ab") as fh:
         fh.write(line[len(line) // 2 :])
@@ -164,7 +170,7 @@ def test_crash_tail_is_never_cached(store: JsonlStore) -> None:
     path = store.log_path("s1")
     with open(path, "ab") as fh:
         fh.write(b'{"not": "an event"}\n')
-    cache = FoldCache()
+    cache = new_cache()
     check(cache, store, "s1")
     check(cache, store, "s1")
     assert cache.stats.full == 2 and len(cache) == 0
@@ -172,7 +178,7 @@ def test_crash_tail_is_never_cached(store: JsonlStore) -> None:
 
 def test_wrong_entry_costs_a_rescan_not_a_wrong_answer(store: JsonlStore) -> None:
     make_session(store, "s1", turns=2)
-    cache = FoldCache()
+    cache = new_cache()
     check(cache, store, "s1")
     ((_key, entry),) = cache._entries.items()
     # Corrupt the saved offsets: every surviving line now points one byte into its neighbour.
@@ -187,14 +193,14 @@ def test_wrong_entry_costs_a_rescan_not_a_wrong_answer(store: JsonlStore) -> Non
 
 def test_decoded_events_are_kept_for_small_surfaces_only(store: JsonlStore) -> None:
     make_session(store, "s1", turns=2)
-    cache = FoldCache()
+    cache = new_cache()
     first = check(cache, store, "s1")
     again = check(cache, store, "s1")
     assert all(a is b for a, b in zip(first.events, again.events, strict=True))  # not decoded again
     append_turns(store, "s1", 1)
     grown = check(cache, store, "s1")
     assert grown.events[0] is first.events[0] and len(grown.events) > len(first.events)
-    lean = FoldCache(decoded_cap=0)  # nothing kept decoded: every read decodes the surviving lines afresh
+    lean = new_cache(decoded_cap=0)  # nothing kept decoded: every read decodes the surviving lines afresh
     one = check(lean, store, "s1", SKIPS | {STREAM_SURFACE})
     two = check(lean, store, "s1", SKIPS | {STREAM_SURFACE})
     assert lean.stats.unchanged == 1 and not isinstance(two.events, list)
@@ -204,7 +210,7 @@ def test_decoded_events_are_kept_for_small_surfaces_only(store: JsonlStore) -> N
 
 def test_skip_sets_and_streaming(store: JsonlStore) -> None:
     make_session(store, "s1", turns=2)
-    cache = FoldCache()
+    cache = new_cache()
     check(cache, store, "s1", frozenset())
     check(cache, store, "s1", SKIPS)
     assert cache.stats.full == 2  # a fold kept for one skip set never answers for another
@@ -217,7 +223,7 @@ def test_skip_sets_and_streaming(store: JsonlStore) -> None:
 
 
 def test_missing_log_and_bounded_entries(store: JsonlStore) -> None:
-    cache = FoldCache(max_entries=2)
+    cache = new_cache(max_entries=2)
     with pytest.raises(SessionNotFoundError):
         cache.read_surface(store, "nope")
     for name in ("a", "b", "c"):
@@ -229,6 +235,7 @@ def test_missing_log_and_bounded_entries(store: JsonlStore) -> None:
 def test_catalog_prepare_reuses_folds_and_stays_exact(store: JsonlStore, tmp_path: Path) -> None:
     make_session(store, "src", turns=2, prompt="source prompt")
     catalog = Catalog(tmp_path / "home" / "catalog.sqlite", background=False)
+    catalog.folds.racy_ns = 0
     try:
         catalog.ensure_store(store.root, budget=None)
         query = SessionQuery(store)
@@ -261,6 +268,7 @@ def test_catalog_prepare_reuses_folds_and_stays_exact(store: JsonlStore, tmp_pat
 def test_indexing_leaves_the_fold_for_the_first_reference(store: JsonlStore, tmp_path: Path) -> None:
     make_session(store, "src", turns=2)
     catalog = Catalog(tmp_path / "home" / "catalog.sqlite", background=False)
+    catalog.folds.racy_ns = 0
     try:
         catalog.ensure_store(store.root, budget=None)
         assert catalog.folds.stats.full == 1
@@ -272,3 +280,18 @@ def test_indexing_leaves_the_fold_for_the_first_reference(store: JsonlStore, tmp
         same(catalog.read_surface(SessionQuery(store), "src", skip_data=SKIPS), fresh(store, "src"))
     finally:
         catalog.close()
+
+
+def test_a_log_read_right_after_a_change_is_not_trusted_as_unchanged(store: JsonlStore) -> None:
+    import time
+
+    make_session(store, "s1")
+    cache = FoldCache(racy_ns=10**12)  # every read is "right after a change"
+    check(cache, store, "s1")
+    check(cache, store, "s1")
+    assert (cache.stats.full, cache.stats.unchanged) == (2, 0)
+    calm = FoldCache(racy_ns=20_000_000)
+    time.sleep(0.05)
+    check(calm, store, "s1")
+    check(calm, store, "s1")
+    assert (calm.stats.full, calm.stats.unchanged) == (1, 1)

@@ -20,9 +20,13 @@ session's in-memory log shares them; a bigger surface is decoded on access, one 
 without a cache.
 
 The ctime in the identity is what makes "unchanged" trustworthy: any write or ``utime`` moves it, and no
-program can set it back. The one change the append check cannot see is an edit in place before the end
-of the committed prefix that also makes the file longer and leaves every sampled byte as it was (the same
-limit as the catalog's incremental indexing; ``Catalog.reindex`` or a new process forgets the cache).
+program can set it back. File times advance in coarse ticks, though, so a log read within
+:data:`RACY_NS` of its last change could change again without its times moving: such an entry is never
+trusted as unchanged (the next read scans it again, and keeps a trustworthy entry).
+
+The one change the append check cannot see is an edit in place before the end of the committed prefix
+that also makes the file longer and leaves every sampled byte as it was (the same limit as the catalog's
+incremental indexing; ``Catalog.reindex`` or a new process forgets the cache).
 A wrong entry can cost time, never a wrong answer as far as those checks reach.
 """
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -47,6 +52,9 @@ MAX_ENTRIES = 64
 DECODED_CAP = 16 << 20
 #: Surviving surface lines (bytes) whose decoded events are kept for all logs together.
 DECODED_TOTAL = 64 << 20
+#: A log changed less than this long (nanoseconds) before it was read may change again within the same
+#: file-time tick: its entry is not trusted as unchanged.
+RACY_NS = 50_000_000
 #: Sampled windows of the committed prefix that make up a fingerprint, and their size in bytes.
 SAMPLES = 16
 WINDOW = 64
@@ -93,6 +101,8 @@ class _Entry:
     #: Decoded surviving events by seq (empty when the surface is too big to keep); ``cost`` their line bytes.
     decoded: dict[int, Event]
     cost: int
+    #: Read so soon after the file's last change that the same identity may hide a later change.
+    racy: bool
 
 
 def surviving_bytes(state: FoldState) -> int:
@@ -114,8 +124,9 @@ class FoldCache:
     """Fold results of recently read logs (thread-safe; see the module docstring)."""
 
     def __init__(self, max_entries: int = MAX_ENTRIES, *, decoded_cap: int = DECODED_CAP,
-                 decoded_total: int = DECODED_TOTAL) -> None:
+                 decoded_total: int = DECODED_TOTAL, racy_ns: int = RACY_NS) -> None:
         self.max_entries = max_entries
+        self.racy_ns = racy_ns
         self.decoded_cap = decoded_cap
         self.decoded_total = decoded_total
         self.stats = FoldStats()
@@ -192,7 +203,7 @@ class FoldCache:
         if fingerprint(fh, saved.committed, saved.header_bytes) != entry.fingerprint:
             return None, "full"
         if identity == entry.identity:
-            return saved, "unchanged"
+            return (None, "full") if entry.racy else (saved, "unchanged")
         if identity.size <= entry.identity.size:
             return None, "full"  # rewritten at the same length or cut: an append always makes the file longer
         return fold_lines(fh, path, skip_data=skip_data, resume=saved), "appended"
@@ -211,8 +222,9 @@ class FoldCache:
         decoded: dict[int, Event] = {}
         if cost <= self.decoded_cap and isinstance(result.surface, list):
             decoded = {event.seq: event for event in result.surface if event.seq not in state.skipped}
+        racy = time.time_ns() - max(identity.mtime_ns, identity.ctime_ns) < self.racy_ns
         entry = _Entry(identity, state, fingerprint(fh, state.committed, state.header_bytes), decoded,
-                       cost if decoded else 0)
+                       cost if decoded else 0, racy)
         with self._lock:
             self._entries[key] = entry
             self._entries.move_to_end(key)
