@@ -1,6 +1,6 @@
 """The ``dsh-jupyter`` command: find, inspect and locate sessions from a shell (through the session catalog).
 
-``dsh-jupyter sessions list|search|show|locate|scan|reindex``; ``dsh-jupyter sessions COMMAND --help``
+``dsh-jupyter sessions list|search|show|locate|scan|export|reindex``; ``dsh-jupyter sessions COMMAND --help``
 explains each. Sessions come from one store, ``--store DIR`` (default: ``./.dsh/sessions``, or
 ``$DSH_SESSIONS_DIR``), or from every store the catalog knows with ``--all``.
 
@@ -94,8 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     groups = parser.add_subparsers(dest="group", metavar="COMMAND")
-    sessions = groups.add_parser("sessions", help="list, search, show, locate and index sessions",
-                                 description="List, search, show, locate and index sessions.")
+    sessions = groups.add_parser("sessions", help="list, search, show, locate, export and index sessions",
+                                 description="List, search, show, locate, export and index sessions.")
     commands = sessions.add_subparsers(dest="command", metavar="SUBCOMMAND")
 
     def scoped(p: argparse.ArgumentParser) -> None:
@@ -151,6 +151,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "it after copying or unzipping someone's notebooks with their sessions.")
     p.add_argument("paths", nargs="*", metavar="PATH", help="folders to search (default: the current folder)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p = commands.add_parser(
+        "export", help="write sessions as Markdown, HTML or notebooks into a folder",
+        description="Write one session (ID), or every session of the store (--all), into FOLDER as a Markdown or "
+                    "HTML transcript or as a notebook (ipynb) whose code cells re-run the agent's python and bash "
+                    "calls. Files are named after the session id. An ID is looked up in every known store unless "
+                    "--store is given.")
+    p.add_argument("session", metavar="ID", nargs="?", help="a session id or a unique prefix of one")
+    p.add_argument("folder", metavar="FOLDER", help="where the files go (created when missing)")
+    p.add_argument("--all", dest="every_session", action="store_true", help="export every session of the store")
+    p.add_argument("--store", metavar="DIR",
+                   help="the session store to use (default for --all: ./.dsh/sessions, or $DSH_SESSIONS_DIR)")
+    p.add_argument("--to", required=True, choices=("md", "html", "ipynb"), help="the format")
+    p.add_argument("--force", action="store_true", help="replace files that already exist")
     p = commands.add_parser("reindex", help="rebuild the catalog's index from the logs",
                             description="Forget what the catalog recorded for the store (or every store with "
                                         "--all) and index all of its logs again.")
@@ -587,6 +600,37 @@ def cmd_reindex(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def cmd_export(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
+    from .export import ExportError, export_name, write_export
+    from .session import SessionError
+    from .store import JsonlStore
+
+    if args.every_session == (args.session is not None):
+        raise CliError("give either a session ID or --all (every session of the store)" if args.every_session
+                       else "give the session ID to export, or --all for every session of the store", EXIT_USAGE)
+    folder = Path(os.path.abspath(os.path.expanduser(args.folder)))
+    roots = _scope(catalog, args) if args.every_session or args.store is not None else None
+    entries = catalog.sessions(roots) if args.every_session else [_resolve(catalog, args.session, roots)]
+    if not entries:
+        _write(out, "no sessions to export\n")
+        return EXIT_OK
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot create the folder {escape(str(folder))}: {exc.strerror or exc}") from None
+    failed = 0
+    for entry in entries:
+        try:
+            log = JsonlStore(entry.store).load(entry.session_id)
+            path = write_export(log, args.to, folder / export_name(entry.session_id, args.to), overwrite=args.force)
+        except (ExportError, SessionError, OSError) as exc:
+            _say(f"cannot export session {escape(entry.session_id)}: {escape(str(exc))}")
+            failed += 1
+            continue
+        _write(out, f"{escape(str(path))}\n")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
     for action in parser._subparsers._group_actions if parser._subparsers is not None else ():
         if isinstance(action, argparse._SubParsersAction) and name in action.choices:
@@ -596,7 +640,7 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 
 
 COMMANDS = {"list": cmd_list, "search": cmd_search, "show": cmd_show, "locate": cmd_locate, "scan": cmd_scan,
-            "reindex": cmd_reindex}
+            "export": cmd_export, "reindex": cmd_reindex}
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:

@@ -52,6 +52,7 @@ from .connection import Connections
 from .entries import LOG_NAME, CatalogEntry
 from .failures import failure_count, forget_failures
 from .fallback import ScanSource, deadline_in, scan_candidates
+from .folds import FoldCache
 from .freshness import HOT_WINDOW, LISTING_BUDGET, checked, dedupe, freshen, log_path, ranked
 from .indexer import FOREGROUND_READ_BYTES, Indexer, SyncReport, changed, note_pending, try_write
 from .live import live_entry, live_texts
@@ -97,7 +98,9 @@ class Catalog:
         self.listing_budget = listing_budget
         self.background = background
         self._connections = Connections(self.path, self.home)
-        self._indexer = Indexer(body_cap)
+        #: Fold results of the logs indexed or read for references (:mod:`.folds`).
+        self.folds = FoldCache()
+        self._indexer = Indexer(body_cap, folds=self.folds)
         self._known: set[str] = set()
         self._last_sweep = time.monotonic()
         self._worker: Worker | None = None
@@ -238,8 +241,9 @@ class Catalog:
     def reindex(self, roots: Iterable[str | os.PathLike[str]] | None = None) -> SyncReport:
         """Forget what the catalog knows about ``roots`` (default: every store) and index them again now.
 
-        Logs that failed before are read again too."""
+        Logs that failed before are read again too, and every fold result kept for references is dropped."""
         started = time.monotonic()
+        self.folds.clear()
         names = [store_root(r) for r in roots] if roots is not None else self._all_roots()
         for name in names:
             self.register_store(name)
@@ -447,11 +451,17 @@ class Catalog:
     def read_surface(self, query: Any, session_id: str, *, skip_data: Collection[str] = ()) -> Any:
         """Read a referenced session: from ``query`` (live or its own store), else from the store that holds it.
 
-        ``skip_data`` is passed on (event types the caller will not look into)."""
+        ``skip_data`` is passed on (event types the caller will not look into). Logs of JSONL stores are read
+        through the fold cache (:mod:`.folds`): a log that has not changed since the last read is not scanned
+        again, one that only grew is scanned from where the last read stopped."""
         from ..session import SessionNotFoundError
         from ..store.jsonl import JsonlStore
+        from .live import live_logs
 
+        store = getattr(query, "store", None)
         try:
+            if isinstance(store, JsonlStore) and session_id not in live_logs(query):
+                return self.folds.read_surface(store, session_id, skip_data=skip_data)
             return query.read_surface(session_id, skip_data=skip_data)
         except SessionNotFoundError:
             try:
@@ -460,7 +470,7 @@ class Catalog:
                 raise SessionNotFoundError(session_id, "the catalog (unavailable right now)") from None
             for entry in copies:
                 try:
-                    return JsonlStore(entry.store).read_surface(session_id, skip_data=skip_data)
+                    return self.folds.read_surface(JsonlStore(entry.store), session_id, skip_data=skip_data)
                 except SessionNotFoundError:
                     continue
             raise

@@ -25,6 +25,7 @@ from typing import Any
 from .bodies import BODY_CAP
 from .entries import LOG_NAME
 from .failures import failed_stats, note_failure
+from .folds import FoldCache
 from .logs import LogRead, LogStat, read_appended, read_full, stat_log
 from .registry import KnownStore
 from .rows import Row, apply_read, delete_rows, now_ms, store_rows, transaction
@@ -122,10 +123,12 @@ def note_pending(conn: sqlite3.Connection, store_id: int, folder: str) -> None:
 class Indexer:
     """Reads logs and writes what they hold; ``body_cap`` bytes of message text at most per session."""
 
-    def __init__(self, body_cap: int = BODY_CAP) -> None:
+    def __init__(self, body_cap: int = BODY_CAP, *, folds: FoldCache | None = None) -> None:
         if body_cap < 0:
             raise ValueError(f"the body index cap must be 0 or more bytes, got {body_cap!r}")
         self.body_cap = body_cap
+        #: Where a full read leaves its fold result, so the first reference to the log does not scan it again.
+        self.folds = folds
 
     # ------------------------------------------------------------------------------------------ reading
     def read(self, root: str, folder: str, stat: LogStat, row: Row | None = None) -> LogRead | Unindexable:
@@ -136,7 +139,7 @@ class Indexer:
             if row is not None and row.chunks < MAX_BODY_CHUNKS - 1:
                 read = read_appended(path, row.log, stat, body_cap=self.body_cap)
             if read is None:
-                read = read_full(path, folder, stat, body_cap=self.body_cap)
+                read = read_full(path, folder, stat, body_cap=self.body_cap, folds=self.folds)
         except Exception as exc:  # whatever one log raises, the others are still indexed
             log.warning("catalog: cannot index the session log %s (%s: %s); it is left out until it changes",
                         path, type(exc).__name__, exc)

@@ -32,9 +32,12 @@ import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .bodies import BODY_CAP, body_cost, clip_text
+
+if TYPE_CHECKING:
+    from .folds import FoldCache
 
 log = logging.getLogger(__name__)
 
@@ -136,11 +139,13 @@ def _tail_of(fh: BinaryIO, committed: int) -> bytes:
     return fh.read(committed - start)
 
 
-def read_full(path: str, folder: str, stat: LogStat, *, body_cap: int = BODY_CAP) -> LogRead | None:
+def read_full(path: str, folder: str, stat: LogStat, *, body_cap: int = BODY_CAP,
+              folds: FoldCache | None = None) -> LogRead | None:
     """Read a log in full. ``None`` when it is not a listable session log (the store would skip it too).
 
     At most ``body_cap`` bytes of message text are collected for the body index; a log bigger than that
-    is never held in memory (its surface is folded one line at a time)."""
+    is never held in memory (its surface is folded one line at a time). With ``folds`` the scan goes
+    through the fold cache (:mod:`.folds`): it leaves its fold result there for references to the log."""
     from ..references.projection import PROJECTION_SKIPS, project_surface
     from ..session import SessionError, SurfaceSnapshot
     from ..store.paths import session_folder_name
@@ -168,7 +173,10 @@ def read_full(path: str, folder: str, stat: LogStat, *, body_cap: int = BODY_CAP
         read = LogRead(record, True, body_cap)
         small = stat.size <= body_cap  # its text fits the cap whatever it holds: decode the surface at once
         try:
-            scan = scan_surface(fh, path, want_surface=small, skip_data=PROJECTION_SKIPS)
+            if folds is not None:
+                scan = folds.scan(fh, path, want_surface=small, skip_data=PROJECTION_SKIPS)
+            else:
+                scan = scan_surface(fh, path, want_surface=small, skip_data=PROJECTION_SKIPS)
         except (SessionError, ValueError, OSError, RecursionError, MemoryError) as exc:  # damage costs this log only
             log.debug("catalog: cannot read the conversation of %s: %r", path, exc)
             scan = None

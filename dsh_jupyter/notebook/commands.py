@@ -89,6 +89,13 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
+def export_format(text: str) -> str:
+    """``--to`` values of ``%dsh export``."""
+    if text not in ("md", "html", "ipynb"):
+        raise argparse.ArgumentTypeError(f"takes md, html or ipynb, got {text!r}")
+    return text
+
+
 class Argument(NamedTuple):
     """One argument of a subcommand: a positional (``names`` is its one name) or an option."""
 
@@ -185,6 +192,16 @@ COMMANDS: tuple[Command, ...] = (
     Command("compact", "Summarise the current session's older conversation into a checkpoint."),
     Command("locate", "Show where the current session's log is and return it (usable as a path)."),
     Command("env", "Show the `DSH_*` values a tool call of the current session gets."),
+    Command("export", "Write a session for people: a Markdown or HTML transcript, or a notebook whose code cells "
+            "re-run the agent's python and bash calls.", (
+                Argument(("session",), "The session's id, a unique id prefix or its exact title. Default: the "
+                         "current session.", metavar="SESSION", nargs="?"),
+                Argument(("--to",), "The format: `md`, `html` or `ipynb`. Default: `md`.", metavar="FORMAT",
+                         type=export_format),
+                Argument(("-o", "--output"), "The file to write. Default: the session's id with the format's "
+                         "extension, in the notebook's folder.", metavar="PATH"),
+                Argument(("--force",), "Replace the file when it exists.", flag=True),
+            )),
     Command("pick", "Show a prompt box with the session picker that inserts @-mentions into it.", (
         Argument(("query",), "Start the picker with this search.", metavar="QUERY", nargs="*"),
     )),

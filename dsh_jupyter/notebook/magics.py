@@ -284,6 +284,32 @@ class DshMagics(Magics, DshSettings):
         self.host.current()
         return commands.EnvValues(self.host.env_values())
 
+    def _cmd_export(self, args: argparse.Namespace) -> Any:
+        import os
+
+        from ..export import ExportError, export_name, write_export
+
+        host = self.host
+        fmt = args.to or "md"
+        agent = host.agent
+        if args.session:
+            session_id = host.find_session(args.session)
+        elif agent is not None:
+            session_id = agent.id
+        else:
+            raise HostError("there is no current session yet; name the one to export: %dsh export SESSION --to "
+                            f"{fmt} (%dsh sessions lists them)")
+        log = agent.session if agent is not None and agent.id == session_id else host.store.load(session_id)
+        path = args.output or os.path.join(host.cwd, export_name(session_id, fmt))
+        try:
+            written = write_export(log, fmt, path, overwrite=args.force)
+        except ExportError as exc:
+            raise HostError(str(exc)) from None
+        except OSError as exc:
+            raise HostError(f"could not write {path}: {exc.strerror or exc}; choose another --output") from None
+        print(f"exported session {session_id} to {written}")
+        return None
+
     def _cmd_pick(self, args: argparse.Namespace) -> Any:
         """Show a prompt box and return the picker that fills it (IPython displays it unless assigned)."""
         from IPython.display import display

@@ -49,7 +49,7 @@ import io
 import os
 import re
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NoReturn, cast, overload
 
@@ -388,21 +388,65 @@ def scan_events(fh: BinaryIO, path: str) -> ScanResult:
     return scanner.result(fh.seek(0, os.SEEK_END), events=events)
 
 
-def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_title: bool = True,
-                 skip_data: frozenset[str] = frozenset()) -> ScanResult:
-    """The fast path: fold on seqs, then decode only surviving surface events and the latest title.
+@dataclass
+class FoldState:
+    """Where a surface scan (:func:`fold_lines`) stopped: everything needed to materialise the surface again
+    without rescanning, or to continue the scan over lines appended since.
 
-    Surviving surface events whose type is in ``skip_data`` and whose line fits the fast pattern are not
-    decoded at all: they come back with ``data=None`` (type, seq, time, surface op and cited seqs kept).
-    With :data:`STREAM_SURFACE` in ``skip_data`` the surface is a read-only sequence decoded on access.
-    """
-    skipped: dict[int, Event] = {}
+    ``locations`` maps each surviving surface seq to its line ``(offset, length, line_no)``; ``skipped``
+    holds the surviving events left undecoded for ``skip_data`` (``data=None``); ``line_no`` counts the
+    event lines read so far. A state whose ``bad_line`` is set ended in a tolerated crash tail."""
+
+    header: SessionHeader
+    header_bytes: int
+    committed: int
+    file_size: int
+    next_seq: int
+    line_no: int
+    nodes: list[int]
+    locations: dict[int, tuple[int, int, int]]
+    skipped: dict[int, Event]
+    title_at: tuple[int, int, int] | None
+    skip_data: frozenset[str]
+    bad_line: int | None = None
+    bad_reason: str | None = None
+
+    def result(self, path: str, **extra: Any) -> ScanResult:
+        return ScanResult(path, self.header, self.header_bytes, self.committed, self.file_size, self.next_seq,
+                          self.bad_line, self.bad_reason, **extra)
+
+
+def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset(),
+               resume: FoldState | None = None) -> FoldState:
+    """The scan of :func:`scan_surface` without materialising anything: it folds on seqs and records where
+    the surviving surface lines and the latest title are.
+
+    With ``resume`` (a state without a crash tail, over a file that only grew since), the scan continues at
+    its committed offset; ``resume`` itself is left untouched. The caller vouches that the bytes before
+    ``resume.committed`` did not change."""
+    skip_data = frozenset(skip_data) - {STREAM_SURFACE}
     skip_b = frozenset(t.encode() for t in skip_data)
-    header, header_bytes = read_header(fh, path)
-    scanner = _Scanner(path, header, header_bytes)
-    locations: dict[int, tuple[int, int, int]] = {}  # surface seq -> (offset, length, line_no)
-    title_at: tuple[int, int, int] | None = None
-    lines = _Lines(fh, header_bytes)
+    if resume is None:
+        header, header_bytes = read_header(fh, path)
+        scanner = _Scanner(path, header, header_bytes)
+        skipped: dict[int, Event] = {}
+        locations: dict[int, tuple[int, int, int]] = {}  # surface seq -> (offset, length, line_no)
+        title_at: tuple[int, int, int] | None = None
+        line_no = 0
+        next_seq = 0
+    else:
+        if resume.bad_line is not None or resume.skip_data != skip_data:
+            raise ValueError("only a state without a crash tail, scanned for the same skip_data, can be resumed")
+        scanner = _Scanner(path, resume.header, resume.header_bytes)
+        scanner.committed = resume.committed
+        for seq in resume.nodes:
+            scanner.fold.apply(seq, "append")
+        skipped = dict(resume.skipped)
+        locations = dict(resume.locations)
+        title_at = resume.title_at
+        line_no = resume.line_no
+        next_seq = resume.next_seq
+    lines = _Lines(fh, scanner.committed)
     envelope_match = _ENVELOPE.match
     packed_match = _PACKED.match
     tail_match = _OP_TAIL.match
@@ -410,8 +454,6 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
     fast_surface = _FAST_SURFACE
     fold_apply = scanner.apply
     parse_max = PARSE_MAX
-    line_no = 0
-    next_seq = 0
     for buf, start, end, offset in lines:
         line_no += 1
         if buf is OVERLONG:
@@ -457,6 +499,7 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
                                 continue
                             for seq in shadowed:
                                 locations.pop(seq, None)
+                                skipped.pop(seq, None)
                             locations[next_seq] = (offset, end - start, line_no)
                             if kind in skip_b:
                                 skipped[next_seq] = Event(kind.decode(), next_seq, int(match.group(3)), None,
@@ -485,6 +528,7 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
             scanner.refuse(line_no, exc)
         for seq in shadowed:
             locations.pop(seq, None)
+            skipped.pop(seq, None)
         for event in decoded:
             if event.surface_op is not None:
                 locations[event.seq] = (offset, end - start, line_no)
@@ -492,22 +536,45 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
                 title_at = (offset, end - start, line_no)
         next_seq += len(decoded)
         scanner.committed = offset + (end - start) + 1
-    scanner.next_seq = next_seq
-    file_size = fh.seek(0, os.SEEK_END)
+    return FoldState(scanner.header, scanner.header_bytes, scanner.committed, fh.seek(0, os.SEEK_END), next_seq,
+                     line_no, scanner.fold.seqs, locations, skipped, title_at, skip_data, scanner.bad_line,
+                     scanner.bad_reason)
+
+
+def surface_of(fh: BinaryIO, path: str, state: FoldState, *, want_surface: bool = True, want_title: bool = True,
+               stream: bool = False, decoded: Mapping[int, Event] | None = None) -> ScanResult:
+    """Decode what a fold found: the surviving surface events (those in ``state.skipped`` come as they are)
+    and the latest title. ``stream``: the surface is a read-only sequence decoded on access
+    (:data:`STREAM_SURFACE`). ``decoded`` holds events already decoded from these very lines (a cache)."""
     surface: list[Event] = []
     if want_surface:
-        entries = [skipped.get(seq) or (locations[seq], seq) for seq in scanner.fold.seqs]
-        lazy = _LazySurface.open(fh, path, entries) if STREAM_SURFACE in skip_data and entries else None
+        skipped, locations = state.skipped, state.locations
+        known = decoded or {}
+        entries = [skipped.get(seq) or known.get(seq) or (locations[seq], seq) for seq in state.nodes]
+        lazy = _LazySurface.open(fh, path, entries) if stream and entries else None
         if lazy is not None:
             surface = cast("list[Event]", lazy)  # a read-only Sequence; see STREAM_SURFACE
         else:
             for entry in entries:
                 surface.append(entry if isinstance(entry, Event) else _decode_at(fh, path, *entry))
     title: dict[str, Any] | None = None
-    if want_title and title_at is not None:
-        event = _decode_at(fh, path, title_at, None)
+    if want_title and state.title_at is not None:
+        event = _decode_at(fh, path, state.title_at, None)
         title = event.data if isinstance(event.data, dict) else None
-    return scanner.result(file_size, surface=surface, title=title)
+    return state.result(path, surface=surface, title=title)
+
+
+def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_title: bool = True,
+                 skip_data: frozenset[str] = frozenset()) -> ScanResult:
+    """The fast path: fold on seqs, then decode only surviving surface events and the latest title.
+
+    Surviving surface events whose type is in ``skip_data`` and whose line fits the fast pattern are not
+    decoded at all: they come back with ``data=None`` (type, seq, time, surface op and cited seqs kept).
+    With :data:`STREAM_SURFACE` in ``skip_data`` the surface is a read-only sequence decoded on access.
+    """
+    state = fold_lines(fh, path, skip_data=skip_data)
+    return surface_of(fh, path, state, want_surface=want_surface, want_title=want_title,
+                      stream=STREAM_SURFACE in skip_data)
 
 
 #: A pseudo event type for ``skip_data``: the surface then comes back as a read-only sequence that decodes
