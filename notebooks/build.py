@@ -118,7 +118,8 @@ picker.choose(0)
 churn = picker.selected[-1]
 churn
 """),
-    ("md", "**Via completion**: in a `%%dsh` cell, type `@` and press Tab (JupyterLab with our extension pops it up as you type)."),
+    ("md", "**Via completion**: in a `%%dsh` cell, type `@` and press Tab (JupyterLab with our extension pops it "
+           "up as you type)."),
     ("code", """
 from IPython.core.completer import provisionalcompleter
 
@@ -127,7 +128,8 @@ with provisionalcompleter():
 sales = found[0].text
 [c.text for c in found][:3]
 """),
-    ("md", "The prompt interpolates `{sales}` and `{churn}` from the namespace. Expand the source list below the cell."),
+    ("md", "The prompt interpolates `{sales}` and `{churn}` from the namespace. Expand the source list below the "
+           "cell."),
     ("code", """
 %%dsh
 Compare {sales} with {churn}: is the revenue drop explained by churn?
@@ -195,7 +197,8 @@ if "password" in event.get("prompt", "").lower():
     ("code", """
 import json, sys
 
-settings = {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": f"{sys.executable} block_passwords.py"}]}]}}
+hook = {"type": "command", "command": f"{sys.executable} block_passwords.py"}
+settings = {"hooks": {"UserPromptSubmit": [{"hooks": [hook]}]}}
 with open("hooks.json", "w") as fh:
     json.dump(settings, fh)
 %config DshMagics.claude_hooks = "hooks.json"

@@ -26,10 +26,10 @@ from agent_helpers import Reply, ScriptedModel, call
 
 from dsh_jupyter.agent import Agent
 from dsh_jupyter.agent import events as ev
+from dsh_jupyter.secrets import MASK
 from dsh_jupyter.store import JsonlStore, SqliteStore
 from dsh_jupyter.tools import BashTool, ShellEnvRegistry, ToolRegistry
 from dsh_jupyter.tools.hooks import ClaudeCodeHooks, CodexHooks, HookRunner
-from dsh_jupyter.secrets import MASK
 
 SCRIPTS = Path(__file__).parent / "hook_scripts"
 HOOK_EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop")

@@ -57,7 +57,7 @@ class ApprovalWidget(anywidget.AnyWidget):
         from IPython.display import display
 
         self._isolated = background
-        self._handle = display(self, display_id=True)  # type: ignore[no-untyped-call]
+        self._handle = display(self, display_id=True)
         self.shown_at = time.monotonic()
 
     def _republish(self) -> None:

@@ -113,7 +113,7 @@ def mention_completions(context: CompletionContext, host: CompletionHost | None)
     }
 
 
-@context_matcher(identifier=MATCHER_ID, priority=10)  # type: ignore[untyped-decorator]  # IPython leaves it unannotated
+@context_matcher(identifier=MATCHER_ID, priority=10)
 def dsh_matcher(context: CompletionContext) -> SimpleMatcherResult:
     """IPython v2 context matcher for ``@`` mentions in ``%%dsh`` cell bodies (never raises)."""
     try:

@@ -544,5 +544,5 @@ def show_notice(text: str | None, owner: object) -> bool:
     shown.add(text)
     from IPython.display import display
 
-    display(NoticeDisplay(text))  # type: ignore[no-untyped-call]
+    display(NoticeDisplay(text))
     return True

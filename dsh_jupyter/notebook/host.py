@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..services import ServiceError, Services, ServiceSettings
 from .config import DshSettings
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ..tools.hooks import HookRunner
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class HostError(RuntimeError):
@@ -138,7 +139,7 @@ class NotebookHost:
         self.services.start_indexing()
 
     @staticmethod
-    def _service(build: Callable[[], Any]) -> Any:
+    def _service(build: Callable[[], _T]) -> _T:
         try:
             return build()
         except ServiceError as exc:
@@ -528,6 +529,6 @@ def _copy_outcome(source: concurrent.futures.Future[Any], target: concurrent.fut
     if source.cancelled():
         target.cancel()
     elif source.exception() is not None:
-        target.set_exception(source.exception())  # type: ignore[arg-type]
+        target.set_exception(source.exception())
     else:
         target.set_result(source.result())

@@ -352,7 +352,7 @@ class TurnView:
     def _new_handle(self) -> None:
         from IPython.display import display
 
-        handle = display(TranscriptMarkdown([], self.show_reasoning, footer=self.footer()),  # type: ignore[no-untyped-call]
+        handle = display(TranscriptMarkdown([], self.show_reasoning, footer=self.footer()),
                          display_id=True)
         if handle is not None:
             with self._lock:
@@ -367,7 +367,7 @@ class TurnView:
         items = self.transcript.items_after(frozen, upto)
         footer = self.footer() if upto is None else None  # an output being frozen leaves the footer to the next
         handle.update(TranscriptMarkdown(items, self.show_reasoning, waiting=not self.transcript.finished,
-                                         footer=footer))  # type: ignore[no-untyped-call]
+                                         footer=footer))
 
     def _freeze(self) -> None:
         """Foreground only: finish the current output and continue in a new one below it.
