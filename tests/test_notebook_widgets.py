@@ -309,7 +309,8 @@ def test_view_items_are_the_form_chat_js_reads() -> None:
     assert views[2]["summary"] == "Referenced 1 session (1 compacted)"
     assert views[2]["references"][0]["label"] == "<img src=x onerror=alert(1)>"  # raw; chat.js escapes
     assert views[3] == {"id": "i4", "kind": "reasoning", "text": "think", "streaming": False}
-    assert views[4] == {"id": "i5", "kind": "assistant", "text": "Let me look.", "streaming": False}
+    assert views[4] == {"id": "i5", "kind": "assistant", "text": "Let me look.", "streaming": False,
+                        "doc": [{"tag": "p", "attrs": {}, "children": ["Let me look."]}]}
     assert views[5] == {"id": "i6", "kind": "tool", "callId": "c1", "name": "bash", "summary": "ls -la /tmp",
                         "arguments": '{"command": "ls -la\\n  /tmp"}', "result": "a\nb", "isError": False,
                         "done": True, "status": "ok"}
