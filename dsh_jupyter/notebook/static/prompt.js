@@ -26,7 +26,7 @@ export function keepKeys(event) {
 function render({ model, el, experimental }) {
   const root = node("div", "dsh-prompt");
   root.setAttribute("data-lm-suppress-shortcuts", "true");
-  const area = node("textarea", "dsh-prompt-input jp-mod-styled");
+  const area = node("textarea", "dsh-prompt-input");
   area.rows = 3;
   area.setAttribute("aria-label", "Prompt");
   const bar = node("div", "dsh-prompt-bar");

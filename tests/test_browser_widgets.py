@@ -1,0 +1,158 @@
+"""In a real browser, in JupyterLab and in Notebook 7: the chat panel and the ``%dsh pick`` panel.
+
+- keys typed in a widget stay there: Enter and Shift+Enter make a newline, Ctrl+Enter sends, and the
+  notebook neither runs the cell nor moves to another one;
+- the box is empty after a send; the answer streams in under the prompt, rendered as Markdown, with
+  the tool call as one expandable line; the header names the session, the model and the status;
+- ``%dsh pick`` is one output (no stray prompt between its parts) and its Send's answer shows under it;
+- after saving, restarting the kernel and reloading the page, each panel's output shows its
+  conversation as a static copy, never a widget error.
+
+Each test runs in both apps, one server per app (module scope), in the order written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from browser_helpers import (
+    KERNEL_TIMEOUT_MS,
+    JupyterServer,
+    NotebookPage,
+    require_chromium,
+    require_notebook7,
+    running_server,
+    watched_page,
+    write_notebook,
+    write_session,
+)
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOK = "work/widgets.ipynb"
+CELLS = (
+    "%load_ext dsh_jupyter",
+    "chat = %dsh chat\nchat",
+    "pick = %dsh pick Regional\npick",
+    "print('cells ran:', 4)",
+)
+#: Typed into the chat box: three lines, the second calls the bash tool through the offline model.
+LINES = ["Please **summarise** the data", "/bash echo tool-ran-$((6*7))", "thanks"]
+PICK_QUESTION = "what was the total?"
+
+
+@pytest.fixture(scope="module", params=["lab", "notebook"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    require_chromium()
+    if request.param == "notebook":
+        require_notebook7()
+    root = tmp_path_factory.mktemp(f"widgets-{request.param}")
+    folder = root / "work"
+    write_session(folder, "regional-1", "Regional sales Q3", cwd=os.path.realpath(folder),
+                  created_at=1_787_000_000_000)
+    write_notebook(root / NOTEBOOK, *CELLS)
+    with running_server(request.param, root, tmp_path_factory.mktemp(f"widgets-{request.param}-state")) as running:
+        yield running
+
+
+def _prompt_numbers(nb: NotebookPage) -> list[str]:
+    return [str(text) for text in nb.page.locator(f"{nb.scope} .jp-InputArea-prompt").all_inner_texts()]
+
+
+def test_chat_keys_stay_in_the_widget_and_answers_render(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, NOTEBOOK).open()
+        nb.run(0)
+        out = nb.run(1)
+        panel = out.locator(".dsh-panel")
+        area = panel.locator("textarea.dsh-prompt-input")
+        expect(area).to_be_visible()
+        expect(panel.locator(".dsh-chat-empty")).to_be_visible()
+        expect(panel.locator(".dsh-chat-title")).to_have_text("New session")
+        nb.screenshot(request, "1-empty-chat")
+
+        cells_before, prompts_before = nb.page.locator(f"{nb.scope} .jp-Cell").count(), _prompt_numbers(nb)
+        area.click()
+        page.keyboard.type(LINES[0])
+        page.keyboard.press("Enter")
+        page.keyboard.type(LINES[1])
+        page.keyboard.press("Shift+Enter")  # inside the widget: a newline, never "run cell"
+        page.keyboard.type(LINES[2])
+        expect(area).to_have_value("\n".join(LINES))
+        assert nb.page.locator(f"{nb.scope} .jp-Cell").count() == cells_before
+        assert _prompt_numbers(nb) == prompts_before  # no cell ran (cell 2 would get a number)
+        expect(nb.cell(1).locator(".dsh-chat-empty")).to_be_visible()  # the panel was not re-created
+        nb.screenshot(request, "2-typed")
+
+        page.keyboard.press("Control+Enter")
+        expect(area).to_have_value("")
+        user = panel.locator(".dsh-chat-user")
+        expect(user).to_contain_text("/bash echo tool-ran-$((6*7))")
+        tool = panel.locator(".dsh-chat-tool")
+        expect(tool.locator(".dsh-chat-tool-name")).to_have_text("bash")
+        answer = panel.locator(".dsh-chat-assistant").last
+        expect(answer).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        expect(panel.locator(".dsh-chat-state")).to_have_text("idle", timeout=KERNEL_TIMEOUT_MS)
+        expect(answer).to_contain_text("tool-ran-42")
+        # Rendered Markdown, not its source: code spans and the fenced block are elements, no backticks.
+        expect(answer.locator("p code").first).to_have_text("bash")
+        expect(answer.locator("pre code")).to_contain_text("tool-ran-42")
+        assert "`" not in answer.inner_text()
+        expect(panel.locator(".dsh-chat-title")).not_to_have_text("New session")
+        expect(panel.locator(".dsh-chat-details")).to_contain_text("offline")
+        tool.locator("summary").click()
+        expect(tool.locator(".dsh-chat-tool-result")).to_contain_text("tool-ran-42")
+        assert _prompt_numbers(nb) == prompts_before
+        nb.screenshot(request, "3-answered")
+
+        assert watch.dialogs == []
+        assert watch.errors == []
+
+
+def test_pick_is_one_output_with_the_answer_under_it(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, NOTEBOOK).open()
+        nb.run(0)
+        out = nb.run(2)
+        expect(out.locator(".dsh-panel")).to_be_visible()
+        assert out.locator(".jp-OutputArea-child").count() == 1  # picker, box and answers in one output
+        assert re.fullmatch(r"\s*", out.locator(".jp-OutputPrompt").first.inner_text())  # no [n]: between parts
+        rows = out.locator("li.dsh-picker-row")
+        expect(rows.locator(".dsh-picker-label")).to_have_text(["Regional sales Q3"])
+        expect(out.locator(".dsh-chat")).to_be_hidden()  # no empty transcript before the first Send
+        nb.screenshot(request, "1-pick")
+
+        rows.first.click()
+        area = out.locator("textarea.dsh-prompt-input")
+        expect(area).to_have_value(re.compile(r"^@\[Regional sales Q3\]\(dsh-session:[^)]+\) $"))
+        area.click()
+        page.keyboard.press("End")
+        page.keyboard.type(PICK_QUESTION)
+        out.locator("button.dsh-prompt-send").click()
+        expect(area).to_have_value("")
+        answer = out.locator(".dsh-chat-assistant").last
+        expect(answer).to_contain_text(PICK_QUESTION, timeout=KERNEL_TIMEOUT_MS)
+        expect(answer).to_contain_text("Regional sales Q3")
+        expect(out.locator(".dsh-chat-state")).to_have_text("idle", timeout=KERNEL_TIMEOUT_MS)
+        # Under the picker and the box, in the same output.
+        boxes = [out.locator(sel).bounding_box() for sel in (".dsh-picker", ".dsh-prompt", ".dsh-chat")]
+        assert all(box is not None for box in boxes)
+        assert boxes[0]["y"] < boxes[1]["y"] < boxes[2]["y"]  # type: ignore[index]
+        assert out.locator(".jp-OutputArea-child").count() == 1
+        nb.screenshot(request, "2-answered")
+
+        assert watch.dialogs == []
+        assert watch.errors == []
