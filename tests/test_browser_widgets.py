@@ -13,6 +13,7 @@ Each test runs in both apps, one server per app (module scope), in the order wri
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -156,3 +157,72 @@ def test_pick_is_one_output_with_the_answer_under_it(
 
         assert watch.dialogs == []
         assert watch.errors == []
+
+
+def _save(nb: NotebookPage) -> None:
+    from playwright.sync_api import expect
+
+    dirty = nb.page.locator(".jp-mod-dirty")
+    for _attempt in range(3):
+        nb.cell(0).locator(".jp-InputPrompt").click()  # command mode, focus in the notebook
+        nb.page.keyboard.press("Control+s")
+        try:
+            expect(dirty).to_have_count(0, timeout=5_000)
+            return
+        except AssertionError:
+            continue
+    expect(dirty).to_have_count(0)
+
+
+def _restart_kernel(nb: NotebookPage) -> None:
+    """Kernel ▸ Restart Kernel… and confirm, as a person does."""
+    nb.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Kernel$")).click()
+    nb.page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Restart Kernel")).first.click()
+    nb.page.locator(".jp-Dialog-button.jp-mod-accept").click()
+
+
+def test_reload_after_a_kernel_restart_shows_the_static_copies(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, NOTEBOOK).open()
+        nb.run(0)
+        chat = nb.run(1)
+        chat.locator("textarea.dsh-prompt-input").click()
+        page.keyboard.type("hello from the chat panel")
+        page.keyboard.press("Control+Enter")
+        expect(chat.locator(".dsh-chat-assistant").last).to_contain_text("hello from the chat panel",
+                                                                          timeout=KERNEL_TIMEOUT_MS)
+        expect(chat.locator(".dsh-chat-state")).to_have_text("idle", timeout=KERNEL_TIMEOUT_MS)
+        pick = nb.run(2)
+        pick.locator("li.dsh-picker-row").first.click()
+        pick.locator("textarea.dsh-prompt-input").click()
+        page.keyboard.press("End")
+        page.keyboard.type(PICK_QUESTION)
+        page.keyboard.press("Control+Enter")
+        expect(pick.locator(".dsh-chat-assistant").last).to_contain_text(PICK_QUESTION, timeout=KERNEL_TIMEOUT_MS)
+        expect(pick.locator(".dsh-chat-state")).to_have_text("idle", timeout=KERNEL_TIMEOUT_MS)
+        _save(nb)  # the copies go into the file as it is saved
+        saved = json.loads((server.root / NOTEBOOK).read_text(encoding="utf-8"))
+        for index, words in ((1, "hello from the chat panel"), (2, PICK_QUESTION)):
+            (output,) = saved["cells"][index]["outputs"]
+            assert words in "".join(output["data"]["text/html"]) and words in "".join(output["data"]["text/plain"])
+        nb.screenshot(request, "1-saved")
+
+        _restart_kernel(nb)
+        for index, words in ((1, "hello from the chat panel"), (2, PICK_QUESTION)):
+            output = nb.cell(index).locator(".jp-OutputArea")  # the restart turns each panel into its copy
+            expect(output.locator(".dsh-static")).to_contain_text(words, timeout=KERNEL_TIMEOUT_MS)
+        nb.screenshot(request, "2-restarted")
+        _save(nb)
+        page.reload()
+        nb.open()
+        for index, words in ((1, "hello from the chat panel"), (2, PICK_QUESTION)):
+            output = nb.cell(index).locator(".jp-OutputArea")
+            expect(output.locator(".dsh-static")).to_contain_text(words)
+            expect(output).not_to_contain_text("Error displaying widget")
+            expect(output).not_to_contain_text("object at 0x")
+        nb.screenshot(request, "3-reloaded")
+        assert watch.dialogs == []

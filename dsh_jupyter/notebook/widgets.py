@@ -710,6 +710,11 @@ class ChatTranscript(anywidget.AnyWidget):
     #: ``idle``, ``running`` or ``error`` (styles the status badge).
     status = traitlets.Unicode("idle").tag(sync=True)
     variant = traitlets.Unicode("chat").tag(sync=True)
+    #: The model id of the panel whose output the view keeps up to date in the notebook document.
+    panel_id = traitlets.Unicode("").tag(sync=True)
+    #: The panel's static copy (``text/html`` and ``text/plain``), for the view to write into that output.
+    copy_html = traitlets.Unicode("").tag(sync=True)
+    copy_text = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, *, on_stop: Callable[[], None] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -795,7 +800,9 @@ class ChatPanel(ipywidgets.VBox):  # type: ignore[misc]  # ipywidgets ships no t
         kwargs.setdefault("children", order)
         super().__init__(**kwargs)
         self.add_class("dsh-panel")
+        self.transcript.panel_id = self.model_id
         self._publish()
+        self._send_static_copy()
 
     # -- Python API
 
@@ -891,24 +898,29 @@ class ChatPanel(ipywidgets.VBox):  # type: ignore[misc]  # ipywidgets ships no t
         _hook_cell_runs()
 
     def _send_static_copy(self, *, from_cell: bool = False) -> None:
-        """Update the output's copy when it changed; ``from_cell``: sent from a running cell (delivered).
+        """Bring the static copy up to date: in the view (which writes it into the notebook document
+        where the frontend allows) and in the output, through :attr:`display_id`.
 
-        An update sent from the agent thread while no cell runs has no cell to ride on and may be
-        dropped, so the panel is then re-sent when the next cell starts (:func:`_refresh_static_copies`).
+        ``from_cell``: called from a running cell, so the update is delivered. An update sent from the
+        agent thread while no cell runs has no cell to ride on and may be dropped (nbclient, VS Code),
+        so it is sent again when the next cell starts (:func:`_refresh_static_copies`).
         """
+        copy = self.static_copy()
+        with self.transcript.hold_sync():
+            self.transcript.copy_html = copy["text/html"]
+            self.transcript.copy_text = copy["text/plain"]
         if not self._shown:
             return
-        bundle = self._repr_mimebundle_()
-        if bundle is None:
-            return
-        copy = {k: v for k, v in bundle.items() if k in ("text/html", "text/plain")}
         with self._copy_lock:
             if copy == self._copy and not (from_cell and self in _STALE_COPIES):
                 return
             self._copy = copy
+        bundle = super()._repr_mimebundle_()
+        if bundle is None:
+            return
         from IPython.display import update_display
 
-        update_display(bundle, raw=True, display_id=self.display_id)  # type: ignore[no-untyped-call]
+        update_display({**bundle, **copy}, raw=True, display_id=self.display_id)  # type: ignore[no-untyped-call]
         if from_cell:
             _STALE_COPIES.discard(self)
         else:

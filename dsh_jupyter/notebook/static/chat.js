@@ -166,6 +166,63 @@ const builders = {
   },
 };
 
+const WIDGET_MIME = "application/vnd.jupyter.widget-view+json";
+
+/**
+ * The panel's output in the notebook document, where the frontend exposes it (JupyterLab and
+ * Notebook 7: the widget manager's document context); null elsewhere (VS Code, tests).
+ */
+function panelOutput(model) {
+  const panelId = model.get("panel_id");
+  const context = model.widget_manager && model.widget_manager.context;
+  const cells = context && context.model && context.model.cells;
+  if (!panelId || !cells || typeof cells.get !== "function") return null;
+  for (let i = 0; i < cells.length; i++) {
+    const outputs = cells.get(i).outputs;
+    if (!outputs || typeof outputs.get !== "function") continue;
+    for (let j = 0; j < outputs.length; j++) {
+      const output = outputs.get(j);
+      const view = output && output.data && output.data[WIDGET_MIME];
+      if (view && view.model_id === panelId) return { context, outputs, index: j, output };
+    }
+  }
+  return null;
+}
+
+/** The copy this view last saw from Python, as the output's fallback MIME types. */
+function copyBundle(model) {
+  return { "text/html": model.get("copy_html") || "", "text/plain": model.get("copy_text") || "" };
+}
+
+/**
+ * Keep the saved notebook's copy of the conversation current (the kernel's display updates only
+ * reach an output while its cell runs): just before each save, write the copy into the output's
+ * data without re-rendering the live widget. Returns a disposer.
+ */
+export function mirrorCopyOnSave(model) {
+  const found = panelOutput(model);
+  if (!found || !found.context.saveState || typeof found.context.saveState.connect !== "function") return () => {};
+  const onSave = (_sender, state) => {
+    if (state !== "started") return;
+    const current = panelOutput(model);
+    const raw = current && current.output._rawData; // what the document saves; setData would re-render the widget
+    if (raw && typeof raw === "object" && model.get("copy_html")) current.output._rawData = { ...raw, ...copyBundle(model) };
+  };
+  found.context.saveState.connect(onSave);
+  return () => found.context.saveState.disconnect(onSave);
+}
+
+/**
+ * When the kernel behind the widget is gone (restarted or dead), show the conversation in its place:
+ * the output becomes the static copy, and the notebook saves that instead of a dead widget.
+ */
+export function replaceWithCopy(model) {
+  const found = panelOutput(model);
+  if (!found || !model.get("copy_html") || typeof found.outputs.set !== "function") return false;
+  found.outputs.set(found.index, { output_type: "display_data", data: copyBundle(model), metadata: {} });
+  return true;
+}
+
 function render({ model, el, experimental }) {
   const root = node("div", "dsh-chat");
   root.setAttribute("data-lm-suppress-shortcuts", "true");
@@ -255,6 +312,33 @@ function render({ model, el, experimental }) {
   }
 
   stop.addEventListener("click", onStop);
+  let stopMirror = () => {};
+  try {
+    stopMirror = mirrorCopyOnSave(model);
+  } catch (error) {
+    console.warn("dsh: the saved copy of this chat will not be kept current", error);
+  }
+  let markDirty = null;
+  function onCopy() {
+    // A finished turn changed the conversation: the document has unsaved changes (its copy).
+    if (model.get("busy")) return;
+    const found = panelOutput(model);
+    if (found && found.context.model) found.context.model.dirty = true;
+  }
+  async function onCommLive() {
+    // ipywidgets marks every model "not live" when the kernel restarts or dies: its objects are gone.
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 100)); // every model is marked in turn
+      const manager = model.widget_manager;
+      const panel = manager && (await manager.get_model(model.get("panel_id")));
+      if (panel && panel.comm_live === false) replaceWithCopy(model);
+    } catch (error) {
+      console.warn("dsh: could not show the copy of this chat", error);
+    }
+  }
+  markDirty = onCopy;
+  model.on("change:copy_html", markDirty);
+  model.on("comm_live_update", onCommLive);
   const headerEvents = ["busy", "title", "details", "status"].map((name) => "change:" + name);
   model.on("change:items", renderItems);
   model.on("change:variant", renderItems);
@@ -264,6 +348,9 @@ function render({ model, el, experimental }) {
 
   return () => {
     disposed = true;
+    stopMirror();
+    model.off("change:copy_html", markDirty);
+    model.off("comm_live_update", onCommLive);
     model.off("change:items", renderItems);
     model.off("change:variant", renderItems);
     for (const event of headerEvents) model.off(event, renderHeader);
