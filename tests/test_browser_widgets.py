@@ -45,6 +45,7 @@ CELLS = (
 #: Typed into the chat box: three lines, the second calls the bash tool through the offline model.
 LINES = ["Please **summarise** the data", "/bash echo tool-ran-$((6*7))", "thanks"]
 PICK_QUESTION = "what was the total?"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 @pytest.fixture(scope="module", params=["lab", "notebook"])
@@ -159,19 +160,31 @@ def test_pick_is_one_output_with_the_answer_under_it(
         assert watch.errors == []
 
 
-def _save(nb: NotebookPage) -> None:
-    from playwright.sync_api import expect
+def _save(nb: NotebookPage, expected: dict[int, str], *, live: bool) -> dict[str, Any]:
+    """Save with Ctrl+S until the file holds, in each cell's one output, the text expected there (and
+    the widget view beside it when ``live``, none otherwise)."""
+    import time
 
-    dirty = nb.page.locator(".jp-mod-dirty")
+    path = nb.server.root / nb.path
+    saved: dict[str, Any] = {}
     for _attempt in range(3):
         nb.cell(0).locator(".jp-InputPrompt").click()  # command mode, focus in the notebook
         nb.page.keyboard.press("Control+s")
-        try:
-            expect(dirty).to_have_count(0, timeout=5_000)
-            return
-        except AssertionError:
-            continue
-    expect(dirty).to_have_count(0)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            if all(_copy_in(saved, index, words, live) for index, words in expected.items()):
+                return saved
+            time.sleep(0.25)
+    raise AssertionError(f"the saved notebook lacks the expected copies {expected}: {saved.get('cells')}")
+
+
+def _copy_in(saved: dict[str, Any], index: int, words: str, live: bool) -> bool:
+    outputs = saved["cells"][index].get("outputs", [])
+    if len(outputs) != 1:
+        return False
+    data = outputs[0].get("data", {})
+    return (WIDGET_MIME in data) == live and all(words in "".join(data.get(mime, "")) for mime in ("text/html", "text/plain"))
 
 
 def _restart_kernel(nb: NotebookPage) -> None:
@@ -204,22 +217,19 @@ def test_reload_after_a_kernel_restart_shows_the_static_copies(
         page.keyboard.press("Control+Enter")
         expect(pick.locator(".dsh-chat-assistant").last).to_contain_text(PICK_QUESTION, timeout=KERNEL_TIMEOUT_MS)
         expect(pick.locator(".dsh-chat-state")).to_have_text("idle", timeout=KERNEL_TIMEOUT_MS)
-        _save(nb)  # the copies go into the file as it is saved
-        saved = json.loads((server.root / NOTEBOOK).read_text(encoding="utf-8"))
-        for index, words in ((1, "hello from the chat panel"), (2, PICK_QUESTION)):
-            (output,) = saved["cells"][index]["outputs"]
-            assert words in "".join(output["data"]["text/html"]) and words in "".join(output["data"]["text/plain"])
+        expected = {1: "hello from the chat panel", 2: PICK_QUESTION}
+        _save(nb, expected, live=True)  # the copies go into the file as it is saved, next to the live widget
         nb.screenshot(request, "1-saved")
 
         _restart_kernel(nb)
-        for index, words in ((1, "hello from the chat panel"), (2, PICK_QUESTION)):
+        for index, words in expected.items():
             output = nb.cell(index).locator(".jp-OutputArea")  # the restart turns each panel into its copy
             expect(output.locator(".dsh-static")).to_contain_text(words, timeout=KERNEL_TIMEOUT_MS)
         nb.screenshot(request, "2-restarted")
-        _save(nb)
+        _save(nb, expected, live=False)  # a dead widget is not saved: its copy is
         page.reload()
         nb.open()
-        for index, words in ((1, "hello from the chat panel"), (2, PICK_QUESTION)):
+        for index, words in expected.items():
             output = nb.cell(index).locator(".jp-OutputArea")
             expect(output.locator(".dsh-static")).to_contain_text(words)
             expect(output).not_to_contain_text("Error displaying widget")
