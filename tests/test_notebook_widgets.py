@@ -807,12 +807,13 @@ def test_nbconvert_html_shows_each_conversation(tmp_path: Path) -> None:
     import json
     import os
 
-    import nbformat
-
     notebook = tmp_path / "widgets.ipynb"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src) for src in NBCONVERT_CELLS])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, notebook)
+    cells: list[dict[str, Any]] = [
+        {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [], "source": source}
+        for i, source in enumerate(NBCONVERT_CELLS)]
+    kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {"kernelspec": kernelspec}, "nbformat": 4,
+                                    "nbformat_minor": 5}), encoding="utf-8")
     env = {**os.environ, "DSH_HOME": str(tmp_path / "home"), "PYTHONPATH": os.pathsep.join(sys.path)}
     for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DSH_SESSION_ID", "DSH_SESSIONS_DIR"):
         env.pop(name, None)
