@@ -840,3 +840,104 @@ def test_nbconvert_html_shows_each_conversation(tmp_path: Path) -> None:
         assert "object at 0x" not in page and "Error displaying widget" not in page
     assert page.count('<div class="dsh-static dsh-static-chat">') == 1
     assert page.count('<div class="dsh-static dsh-static-pick">') == 1
+
+
+# --------------------------------------------------------------------------- the views in node: keys, answers, header
+
+
+def test_prompt_view_keeps_keys_and_clears_after_a_send(tmp_path: Path) -> None:
+    scenario = r"""
+const model = new Model({ value: "", cursor: -1, placeholder: "ask", busy: false, disabled: false, status: "",
+  status_level: "info" });
+const { calls, invoke } = fakeInvoke();
+const el = new Element("div");
+view.render({ model, el, experimental: { invoke } });
+const root = el.byClass("dsh-prompt")[0];
+assert.equal(root.getAttribute("data-lm-suppress-shortcuts"), "true");  // JupyterLab / Notebook 7 shortcuts
+for (const type of ["keydown", "keyup", "keypress"]) {
+  let stopped = false;
+  root.fire(type, { key: "Enter", shiftKey: true, stopPropagation() { stopped = true; } });
+  assert.ok(stopped, type + " must not reach the notebook");
+}
+const area = el.byClass("dsh-prompt-input")[0];
+area.value = "line one"; area.fire("input");
+for (const key of [{ key: "Enter" }, { key: "Enter", shiftKey: true }]) {
+  const event = area.fire("keydown", key);
+  assert.equal(event.defaultPrevented, false, "Enter and Shift+Enter make a newline");
+}
+assert.equal(calls.length, 0);
+area.value = "line one\n/bash ls"; area.fire("input");
+const sent = area.fire("keydown", { key: "Enter", metaKey: true });
+assert.equal(sent.defaultPrevented, true);
+assert.equal(calls[0].msg.value, "line one\n/bash ls");
+calls[0].answer({ mode: "sent" });
+await tick();
+assert.equal(area.value, "");  // cleared after the send...
+assert.equal(model.get("value"), "");
+area.value = "kept"; area.fire("input");
+area.fire("keydown", { key: "Enter", ctrlKey: true });
+calls[1].answer({ error: "unknown session" });
+await tick();
+assert.equal(area.value, "kept");  // ...and only then
+console.log("ok");
+"""
+    assert run_view_scenario(tmp_path, STATIC / "prompt.js", scenario).strip() == "ok"
+
+
+def test_chat_view_builds_answers_from_the_tree_and_shows_the_header(tmp_path: Path) -> None:
+    import json
+
+    from dsh_jupyter.notebook.widgets import markdown_tree
+
+    doc = markdown_tree("Use **bold** and [a link](https://example.org) <img src=x onerror=alert(1)>\n\n- item")
+    hostile = [{"tag": "script", "attrs": {}, "children": ["alert(1)"]},
+               {"tag": "a", "attrs": {"href": "javascript:alert(2)", "onclick": "x"}, "children": ["bad"]}]
+    scenario = rf"""
+const model = new Model({{ items: [], busy: false, title: "Regional sales", details: ["ab12cd34", "offline"],
+  status: "idle", variant: "chat" }});
+const {{ calls, invoke }} = fakeInvoke();
+const el = new Element("div");
+view.render({{ model, el, experimental: {{ invoke }} }});
+const stop = el.byClass("dsh-chat-stop")[0];
+assert.equal(el.byClass("dsh-chat-title")[0].textContent, "Regional sales");
+assert.equal(el.byClass("dsh-chat-details")[0].textContent, "ab12cd34 · offline");
+assert.equal(el.byClass("dsh-chat-state")[0].textContent, "idle");
+assert.equal(stop.hidden, true);  // Stop only while a turn runs
+assert.equal(el.byClass("dsh-chat-empty")[0].hidden, false);
+model.set("busy", true);
+assert.equal(stop.hidden, false);
+assert.equal(el.byClass("dsh-chat-state")[0].textContent, "running…");
+assert.equal(el.byClass("dsh-chat-state")[0].dataset.status, "running");
+model.set("items", [{{ id: "i1", kind: "assistant", text: "raw", streaming: false, doc: {json.dumps(doc)} }},
+                    {{ id: "i2", kind: "assistant", text: "x", streaming: false, doc: {json.dumps(hostile)} }}]);
+assert.equal(el.byClass("dsh-chat-empty")[0].hidden, true);
+const [first, second] = el.byClass("dsh-chat-markdown");
+const tags = first.all((n) => n.tagName !== "#TEXT").map((n) => n.tagName);
+assert.deepEqual(tags, ["P", "STRONG", "A", "UL", "LI", "DIV"]);
+const link = first.all((n) => n.tagName === "A")[0];
+assert.equal(link.getAttribute("href"), "https://example.org");
+assert.equal(link.getAttribute("rel"), "noopener noreferrer");
+assert.ok(first.textContent.includes("<img src=x onerror=alert(1)>"));  // shown as text
+assert.deepEqual(second.all((n) => n.tagName !== "#TEXT").map((n) => n.tagName), ["SPAN", "A"]);
+assert.equal(second.all((n) => n.tagName === "A")[0].getAttribute("href"), null);
+assert.equal(second.all((n) => n.tagName === "A")[0].getAttribute("onclick"), null);
+model.set("status", "error"); model.set("busy", false);
+assert.equal(el.byClass("dsh-chat-state")[0].textContent, "error");
+console.log("ok");
+"""
+    assert run_view_scenario(tmp_path, STATIC / "chat.js", scenario).strip() == "ok"
+
+
+def test_pick_variant_hides_the_transcript_until_the_first_prompt(tmp_path: Path) -> None:
+    scenario = r"""
+const model = new Model({ items: [], busy: false, title: "", details: [], status: "idle", variant: "pick" });
+const el = new Element("div");
+view.render({ model, el, experimental: fakeInvoke() });
+const root = el.byClass("dsh-chat")[0];
+assert.ok(root.classList.contains("dsh-chat-unused"));
+assert.equal(el.byClass("dsh-chat-title")[0].textContent, "New session");
+model.set("items", [{ id: "i1", kind: "user", text: "hi", steered: false }]);
+assert.ok(!root.classList.contains("dsh-chat-unused"));
+console.log("ok");
+"""
+    assert run_view_scenario(tmp_path, STATIC / "chat.js", scenario).strip() == "ok"
