@@ -767,7 +767,7 @@ def test_pick_panel_puts_the_answers_under_the_prompt(host: FakeHost) -> None:
     with pytest.raises(ValueError, match="'chat' or 'pick'"):
         ChatPanel(host, kind="popup")  # type: ignore[arg-type]
     panel.picker.query = "alpha"
-    panel.picker.choose(0)
+    assert panel.choose(0) == panel.selected[-1] == panel.picker.selected[-1]
     invoke(panel.prompt, "send_command", {"value": panel.prompt.value + "what changed?"})
     assert panel.prompt.value == ""  # cleared after the send, and only then
     host.emit([TurnStarted(turn=1), TextDelta(turn=1, text="Nothing."), TurnEnded(turn=1, reason="completed")])

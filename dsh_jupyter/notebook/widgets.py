@@ -1,16 +1,26 @@
-"""Notebook widgets (anywidget): a mention picker, a prompt box and a chat panel.
+"""Notebook widgets (anywidget): a mention picker, a prompt box and the chat and pick panels.
 
 This module imports anywidget; nothing else in the package imports it at load time, so loading the
 extension stays fast. The views live in ``static/`` (``picker.js``, ``prompt.js``, ``chat.js``,
-``widgets.css``) and set every piece of text with ``textContent``.
+``widgets.css``) and set every piece of text with ``textContent``; keys typed in them stay there
+(Enter: newline, Ctrl/Cmd+Enter: send; the notebook's shortcuts never see them).
 
 The widgets depend on the host protocols of :mod:`.protocols`: the picker on
 :class:`~.protocols.SessionCandidates` (its "search message bodies" toggle needs a host whose
 ``candidates`` also takes ``body=True``, :class:`~.protocols.BodySearch`), the prompt box on
 :class:`~.protocols.PromptHost` (``submit_async`` sends or steers; its listener receives
-:mod:`dsh_jupyter.agent.events` from the agent thread) and the chat panel on
-:class:`~.protocols.ChatHost`. The chat transcript is folded by :class:`~.transcript.Transcript`;
-this module only converts its items to the form ``chat.js`` reads.
+:mod:`dsh_jupyter.agent.events` from the agent thread) and the panels on :class:`~.protocols.ChatHost`.
+The transcript is folded by :class:`~.transcript.Transcript`; this module only converts its items to
+the form ``chat.js`` reads. Answers are Markdown: :func:`markdown_tree` applies the cell output's rule
+(:func:`~.markdown.safe_markdown`) and parses the result (mistune, installed with jupyter-server) into
+a tree of allowed elements that the view builds without parsing HTML; :func:`tree_html` writes the same
+tree as HTML for the static copy.
+
+:class:`ChatPanel` (``%dsh chat``; ``kind="pick"`` for ``%dsh pick``) is one output whose bundle also
+carries ``text/html`` and ``text/plain`` copies of the conversation (:func:`conversation_html`,
+:func:`conversation_text`), kept current through its ``display_id`` (nbclient, VS Code) and, in
+JupyterLab and Notebook 7, by the view itself: it writes the copy into the document before each save
+and replaces the dead widget with the copy when the kernel restarts.
 
 Requests from a view arrive as anywidget commands (``anywidget.experimental.command``): each
 returns ``(response, buffers)`` and never raises; failures come back as ``{"error": message}``.
@@ -833,6 +843,15 @@ class ChatPanel(ipywidgets.VBox):  # type: ignore[misc]  # ipywidgets ships no t
                 self._settled.wait(timeout)
                 self.refresh_static_copy()
         return result
+
+    def choose(self, which: int | str) -> str:
+        """Insert the mention of a picker result (its index or session id) into the prompt box; return it."""
+        return self.picker.choose(which)
+
+    @property
+    def selected(self) -> list[str]:
+        """The mentions chosen in the picker so far."""
+        return list(self.picker.selected)
 
     def stop(self) -> None:
         """Cancel the running turn (the Stop button)."""
