@@ -286,6 +286,7 @@ function render({ model, el, experimental }) {
     empty.hidden = !none || model.get("variant") === "pick";
     log.hidden = none;
     root.classList.toggle("dsh-chat-unused", none && model.get("variant") === "pick");
+    root.classList.toggle("dsh-chat-pick", model.get("variant") === "pick");
   }
 
   function renderHeader() {
