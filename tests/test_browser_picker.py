@@ -30,10 +30,10 @@ SESSIONS = [  # (id, title, created_at); the first two live in the notebook's fo
     ("other-3", "Unrelated experiment", 1_787_000_200_000),
 ]
 CHECK = """\
-print("query:", repr(picker.query))
-print("results:", [row["sessionId"] for row in picker.results])
-print("selected:", picker.selected)
-print("value:", repr(picker.target.value))"""
+print("query:", repr(panel.picker.query))
+print("results:", [row["sessionId"] for row in panel.picker.results])
+print("selected:", panel.picker.selected)
+print("value:", repr(panel.prompt.value))"""
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     for session_id, title, created_at in SESSIONS:
         cwd = "/elsewhere" if session_id == "other-3" else here
         write_session(folder, session_id, title, cwd=cwd, created_at=created_at)
-    write_notebook(root / NOTEBOOK, "%load_ext dsh_jupyter", "picker = %dsh pick\npicker", CHECK)
+    write_notebook(root / NOTEBOOK, "%load_ext dsh_jupyter", "panel = %dsh pick\npanel", CHECK)
     with running_server("lab", root, tmp_path_factory.mktemp("picker-state")) as server:
         yield server
 

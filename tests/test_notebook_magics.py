@@ -268,7 +268,9 @@ def test_pick_and_chat_build_their_widgets(ip: InteractiveShell) -> None:
     run(ip, "", "a first session about churn")
     ip.run_line_magic("dsh", "title Churn notes")
     run(ip, "--new", "second")
-    picker = ip.run_line_magic("dsh", "pick churn")
+    pick = ip.run_line_magic("dsh", "pick churn")  # one panel: picker, prompt box and the answers under them
+    assert type(pick).__name__ == "ChatPanel" and pick.kind == "pick"
+    picker = pick.picker
     assert [r["label"] for r in picker.results] == ["Churn notes"]
     picker.choose(0)
     assert picker.selected[-1].startswith("@[Churn notes](dsh-session:")

@@ -309,7 +309,8 @@ def test_view_items_are_the_form_chat_js_reads() -> None:
     assert views[2]["summary"] == "Referenced: <img src=x onerror=alert(1)> · complete · includes a summary"
     assert views[2]["references"][0]["label"] == "<img src=x onerror=alert(1)>"  # raw; chat.js escapes
     assert views[3] == {"id": "i4", "kind": "reasoning", "text": "think", "streaming": False}
-    assert views[4] == {"id": "i5", "kind": "assistant", "text": "Let me look.", "streaming": False}
+    assert views[4] == {"id": "i5", "kind": "assistant", "text": "Let me look.", "streaming": False,
+                        "doc": [{"tag": "p", "attrs": {}, "children": ["Let me look."]}]}
     assert views[5] == {"id": "i6", "kind": "tool", "callId": "c1", "name": "bash", "summary": "ls -la /tmp",
                         "arguments": '{"command": "ls -la\\n  /tmp"}', "result": "a\nb", "isError": False,
                         "done": True, "status": "ok"}
@@ -662,3 +663,281 @@ dispose();
 console.log("ok");
 """
     assert run_view_scenario(tmp_path, STATIC / "picker.js", scenario).strip() == "ok"
+
+
+# --------------------------------------------------------------------------- Markdown answers as a document tree
+
+
+def test_markdown_tree_keeps_formatting_and_disarms_html() -> None:
+    from dsh_jupyter.notebook.widgets import markdown_tree, tree_html
+
+    tree = markdown_tree("# Total\n\nUse **bold**, `x < y` and\n\n- one\n- two\n\n```py\nprint('<b>')\n```")
+    assert [node["tag"] for node in tree if isinstance(node, dict)] == ["h1", "p", "ul", "pre"]
+    assert tree_html(tree) == (
+        "<h1>Total</h1><p>Use <strong>bold</strong>, <code>x &lt; y</code> and</p>"
+        "<ul><li><div>one</div></li><li><div>two</div></li></ul>"
+        '<pre><code data-lang="py">print(\'&lt;b&gt;\')</code></pre>')
+    hostile = tree_html(markdown_tree(
+        "<img src=x onerror=alert(1)> <script>alert(2)</script> [go](javascript:alert(3)) "
+        "[ok](https://example.org) ![pic](https://example.org/a.png) \x1b[31mred"))
+    assert "<img" not in hostile and "<script" not in hostile and "javascript:" not in hostile.replace(
+        "#blocked-javascript:", "")
+    assert "&lt;img src=x onerror=alert(1)&gt;" in hostile
+    assert '<a href="https://example.org">ok</a>' in hostile
+    assert "[pic]" in hostile  # images are never fetched
+    assert "\\x1b[31mred" in hostile  # terminal controls as in every other surface
+
+
+def test_markdown_tree_tables_and_breaks() -> None:
+    from dsh_jupyter.notebook.widgets import markdown_tree, tree_html
+
+    html = tree_html(markdown_tree("| a | b |\n|:-|-:|\n| 1 | 2 |\n\nline one  \nline two\nthree"))
+    assert '<th align="left">a</th>' in html and '<td align="right">2</td>' in html
+    assert "line one<br>line two\nthree" in html
+    with pytest.raises(TypeError, match="needs a str"):
+        markdown_tree(3)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- static copies
+
+
+def _answered_panel(host: FakeHost, kind: str = "chat") -> ChatPanel:
+    panel = ChatPanel(host, kind=kind)  # type: ignore[arg-type]
+    panel.submit("Summarise <b>the</b> data")
+    host.emit([
+        TurnStarted(turn=1),
+        user_recorded(),
+        TextDelta(turn=1, text="Calling **bash**."),
+        AssistantMessage(turn=1, text="Calling **bash**.", seq=2),
+        ToolStarted(turn=1, call_id="c1", name="bash", arguments='{"command": "echo 42"}'),
+        ToolFinished(turn=1, call_id="c1", name="bash", text="42\n<i>", is_error=False),
+        TextDelta(turn=1, text="The total is `42`."),
+        AssistantMessage(turn=1, text="The total is `42`.", seq=4),
+        TurnEnded(turn=1, reason="completed"),
+    ])
+    host.submitted[-1].future.set_result(None)
+    return panel
+
+
+def test_static_copy_holds_the_conversation(host: FakeHost) -> None:
+    panel = _answered_panel(host)
+    copy = panel.static_copy()
+    html, text = copy["text/html"], copy["text/plain"]
+    assert html.startswith('<div class="dsh-static dsh-static-chat">')
+    assert "Summarise &lt;b&gt;the&lt;/b&gt; data" in html and "<b>the" not in html
+    assert "<strong>bash</strong>" in html and "<code>42</code>" in html
+    assert "<details><summary>🔧 <code>bash · echo 42</code> ✓</summary><pre>42\n&lt;i&gt;</pre></details>" in html
+    assert "New session" in html and "idle" in html
+    assert text.splitlines()[0] == "dsh chat · New session · idle"
+    assert "You: Summarise <b>the</b> data" in text and "[tool bash: echo 42] ok" in text
+    assert "The total is `42`." in text
+    assert "object at 0x" not in html + text
+    panel.close()
+
+
+def test_static_copy_of_an_empty_panel_and_a_failed_turn(host: FakeHost) -> None:
+    panel = ChatPanel(host, kind="pick")
+    assert "No messages yet." in panel.static_copy()["text/html"]
+    assert panel.static_copy()["text/plain"] == "dsh pick · New session · idle\n\n(no messages yet)"
+    panel.submit("go")
+    assert panel.facts.status == "running" and panel.transcript.status == "running"
+    host.submitted[-1].future.set_exception(RuntimeError("the model is unreachable"))
+    assert panel.facts.status == "error" and panel.transcript.status == "error"
+    assert "Error: the model is unreachable" in panel.static_copy()["text/plain"]
+    panel.close()
+
+
+def test_widget_bundle_carries_the_copy_and_the_view_gets_it(host: FakeHost) -> None:
+    panel = _answered_panel(host)
+    bundle = panel._repr_mimebundle_()
+    assert bundle is not None
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id
+    assert bundle["text/html"] == panel.static_copy()["text/html"]
+    assert bundle["text/plain"] == panel.static_copy()["text/plain"]
+    assert panel.transcript.panel_id == panel.model_id  # the view finds its output by this id
+    assert panel.transcript.copy_html == bundle["text/html"] and panel.transcript.copy_text == bundle["text/plain"]
+    panel.close()
+
+
+def test_pick_panel_puts_the_answers_under_the_prompt(host: FakeHost) -> None:
+    panel = ChatPanel(host, kind="pick")
+    assert panel.children == (panel.picker, panel.prompt, panel.transcript)
+    assert panel.transcript.variant == "pick"
+    assert ChatPanel(host).children[0] is not None
+    with pytest.raises(ValueError, match="'chat' or 'pick'"):
+        ChatPanel(host, kind="popup")  # type: ignore[arg-type]
+    panel.picker.query = "alpha"
+    assert panel.choose(0) == panel.selected[-1] == panel.picker.selected[-1]
+    invoke(panel.prompt, "send_command", {"value": panel.prompt.value + "what changed?"})
+    assert panel.prompt.value == ""  # cleared after the send, and only then
+    host.emit([TurnStarted(turn=1), TextDelta(turn=1, text="Nothing."), TurnEnded(turn=1, reason="completed")])
+    panel._coalescer.flush()
+    assert [i["kind"] for i in panel.items] == ["user", "assistant"]
+    assert panel.items[0]["text"] == "@alpha analysis what changed?"
+    panel.close()
+
+
+def test_wait_returns_once_the_view_shows_the_end(host: FakeHost) -> None:
+    panel = ChatPanel(host)
+    assert panel.wait() is None  # nothing sent yet
+    panel.submit("slow")
+    with pytest.raises(TimeoutError, match="still running"):
+        panel.wait(timeout=0.05)
+    threading.Timer(0.05, lambda: host.submitted[-1].future.set_result("done")).start()
+    assert panel.wait(timeout=5) == "done"
+    assert panel.transcript.busy is False
+    panel.close()
+
+
+# --------------------------------------------------------------------------- in a real kernel: nbconvert
+
+
+NBCONVERT_CELLS = [
+    "%load_ext dsh_jupyter",
+    "chat = %dsh chat\nchat",
+    "chat.submit('hello from the chat panel')\nchat.wait(60)",
+    "pick = %dsh pick\npick",
+    "pick.submit('a question from the picker')\npick.wait(60)",
+    "print('done')",
+]
+
+
+def test_nbconvert_html_shows_each_conversation(tmp_path: Path) -> None:
+    """An executed notebook with a chat and a pick panel, converted to HTML, reads as the conversations."""
+    import json
+    import os
+
+    notebook = tmp_path / "widgets.ipynb"
+    cells: list[dict[str, Any]] = [
+        {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [], "source": source}
+        for i, source in enumerate(NBCONVERT_CELLS)]
+    kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {"kernelspec": kernelspec}, "nbformat": 4,
+                                    "nbformat_minor": 5}), encoding="utf-8")
+    env = {**os.environ, "DSH_HOME": str(tmp_path / "home"), "PYTHONPATH": os.pathsep.join(sys.path)}
+    for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DSH_SESSION_ID", "DSH_SESSIONS_DIR"):
+        env.pop(name, None)
+    jupyter = [sys.executable, "-m", "jupyter", "nbconvert"]
+    subprocess.run([*jupyter, "--to", "notebook", "--execute", "--inplace", str(notebook)], check=True, cwd=tmp_path,
+                   env=env, timeout=300, capture_output=True)
+    executed = json.loads(notebook.read_text(encoding="utf-8"))
+    for index, words in ((1, "hello from the chat panel"), (3, "a question from the picker")):
+        (output,) = executed["cells"][index]["outputs"]
+        data = output["data"]
+        assert "application/vnd.jupyter.widget-view+json" in data
+        assert words in "".join(data["text/html"]) and words in "".join(data["text/plain"])
+        assert "Offline model" in "".join(data["text/html"])  # the answer, not only the prompt
+    # nbclient stored the widget state, so the HTML embeds the widgets (drawn by the widget HTML manager);
+    # a notebook saved by JupyterLab carries no widget state, and the HTML then shows the static copies.
+    assert "widgets" in executed["metadata"]
+    lab_saved = dict(executed, metadata={k: v for k, v in executed["metadata"].items() if k != "widgets"})
+    (tmp_path / "lab-saved.ipynb").write_text(json.dumps(lab_saved), encoding="utf-8")
+    for name in ("widgets", "lab-saved"):
+        subprocess.run([*jupyter, "--to", "html", f"{name}.ipynb"], check=True, cwd=tmp_path, env=env, timeout=300,
+                       capture_output=True)
+        page = (tmp_path / f"{name}.html").read_text(encoding="utf-8")
+        assert "hello from the chat panel" in page and "a question from the picker" in page
+        assert "object at 0x" not in page and "Error displaying widget" not in page
+    assert page.count('<div class="dsh-static dsh-static-chat">') == 1
+    assert page.count('<div class="dsh-static dsh-static-pick">') == 1
+
+
+# --------------------------------------------------------------------------- the views in node: keys, answers, header
+
+
+def test_prompt_view_keeps_keys_and_clears_after_a_send(tmp_path: Path) -> None:
+    scenario = r"""
+const model = new Model({ value: "", cursor: -1, placeholder: "ask", busy: false, disabled: false, status: "",
+  status_level: "info" });
+const { calls, invoke } = fakeInvoke();
+const el = new Element("div");
+view.render({ model, el, experimental: { invoke } });
+const root = el.byClass("dsh-prompt")[0];
+assert.equal(root.getAttribute("data-lm-suppress-shortcuts"), "true");  // JupyterLab / Notebook 7 shortcuts
+for (const type of ["keydown", "keyup", "keypress"]) {
+  let stopped = false;
+  root.fire(type, { key: "Enter", shiftKey: true, stopPropagation() { stopped = true; } });
+  assert.ok(stopped, type + " must not reach the notebook");
+}
+const area = el.byClass("dsh-prompt-input")[0];
+area.value = "line one"; area.fire("input");
+for (const key of [{ key: "Enter" }, { key: "Enter", shiftKey: true }]) {
+  const event = area.fire("keydown", key);
+  assert.equal(event.defaultPrevented, false, "Enter and Shift+Enter make a newline");
+}
+assert.equal(calls.length, 0);
+area.value = "line one\n/bash ls"; area.fire("input");
+const sent = area.fire("keydown", { key: "Enter", metaKey: true });
+assert.equal(sent.defaultPrevented, true);
+assert.equal(calls[0].msg.value, "line one\n/bash ls");
+calls[0].answer({ mode: "sent" });
+await tick();
+assert.equal(area.value, "");  // cleared after the send...
+assert.equal(model.get("value"), "");
+area.value = "kept"; area.fire("input");
+area.fire("keydown", { key: "Enter", ctrlKey: true });
+calls[1].answer({ error: "unknown session" });
+await tick();
+assert.equal(area.value, "kept");  // ...and only then
+console.log("ok");
+"""
+    assert run_view_scenario(tmp_path, STATIC / "prompt.js", scenario).strip() == "ok"
+
+
+def test_chat_view_builds_answers_from_the_tree_and_shows_the_header(tmp_path: Path) -> None:
+    import json
+
+    from dsh_jupyter.notebook.widgets import markdown_tree
+
+    doc = markdown_tree("Use **bold** and [a link](https://example.org) <img src=x onerror=alert(1)>\n\n- item")
+    hostile = [{"tag": "script", "attrs": {}, "children": ["alert(1)"]},
+               {"tag": "a", "attrs": {"href": "javascript:alert(2)", "onclick": "x"}, "children": ["bad"]}]
+    scenario = rf"""
+const model = new Model({{ items: [], busy: false, title: "Regional sales", details: ["ab12cd34", "offline"],
+  status: "idle", variant: "chat" }});
+const {{ calls, invoke }} = fakeInvoke();
+const el = new Element("div");
+view.render({{ model, el, experimental: {{ invoke }} }});
+const stop = el.byClass("dsh-chat-stop")[0];
+assert.equal(el.byClass("dsh-chat-title")[0].textContent, "Regional sales");
+assert.equal(el.byClass("dsh-chat-details")[0].textContent, "ab12cd34 · offline");
+assert.equal(el.byClass("dsh-chat-state")[0].textContent, "idle");
+assert.equal(stop.hidden, true);  // Stop only while a turn runs
+assert.equal(el.byClass("dsh-chat-empty")[0].hidden, false);
+model.set("busy", true);
+assert.equal(stop.hidden, false);
+assert.equal(el.byClass("dsh-chat-state")[0].textContent, "running…");
+assert.equal(el.byClass("dsh-chat-state")[0].dataset.status, "running");
+model.set("items", [{{ id: "i1", kind: "assistant", text: "raw", streaming: false, doc: {json.dumps(doc)} }},
+                    {{ id: "i2", kind: "assistant", text: "x", streaming: false, doc: {json.dumps(hostile)} }}]);
+assert.equal(el.byClass("dsh-chat-empty")[0].hidden, true);
+const [first, second] = el.byClass("dsh-chat-markdown");
+const tags = first.all((n) => n.tagName !== "#TEXT").map((n) => n.tagName);
+assert.deepEqual(tags, ["P", "STRONG", "A", "UL", "LI", "DIV"]);
+const link = first.all((n) => n.tagName === "A")[0];
+assert.equal(link.getAttribute("href"), "https://example.org");
+assert.equal(link.getAttribute("rel"), "noopener noreferrer");
+assert.ok(first.textContent.includes("<img src=x onerror=alert(1)>"));  // shown as text
+assert.deepEqual(second.all((n) => n.tagName !== "#TEXT").map((n) => n.tagName), ["SPAN", "A"]);
+assert.equal(second.all((n) => n.tagName === "A")[0].getAttribute("href"), null);
+assert.equal(second.all((n) => n.tagName === "A")[0].getAttribute("onclick"), null);
+model.set("status", "error"); model.set("busy", false);
+assert.equal(el.byClass("dsh-chat-state")[0].textContent, "error");
+console.log("ok");
+"""
+    assert run_view_scenario(tmp_path, STATIC / "chat.js", scenario).strip() == "ok"
+
+
+def test_pick_variant_hides_the_transcript_until_the_first_prompt(tmp_path: Path) -> None:
+    scenario = r"""
+const model = new Model({ items: [], busy: false, title: "", details: [], status: "idle", variant: "pick" });
+const el = new Element("div");
+view.render({ model, el, experimental: fakeInvoke() });
+const root = el.byClass("dsh-chat")[0];
+assert.ok(root.classList.contains("dsh-chat-unused"));
+assert.equal(el.byClass("dsh-chat-title")[0].textContent, "New session");
+model.set("items", [{ id: "i1", kind: "user", text: "hi", steered: false }]);
+assert.ok(!root.classList.contains("dsh-chat-unused"));
+console.log("ok");
+"""
+    assert run_view_scenario(tmp_path, STATIC / "chat.js", scenario).strip() == "ok"

@@ -311,17 +311,13 @@ class DshMagics(Magics, DshSettings):
         return None
 
     def _cmd_pick(self, args: argparse.Namespace) -> Any:
-        """Show a prompt box and return the picker that fills it (IPython displays it unless assigned)."""
-        from IPython.display import display
+        """A prompt box with the session picker, answers under it: one output (IPython shows it unless assigned)."""
+        from .widgets import ChatPanel
 
-        from .widgets import MentionPicker, PromptBox
-
-        box = PromptBox(self.host)
-        picker = MentionPicker(self.host, target=box)
+        panel = ChatPanel(self.host, kind="pick")
         if args.query:
-            picker.query = " ".join(args.query)
-        display(box)
-        return picker
+            panel.picker.query = " ".join(args.query)
+        return panel
 
     def _cmd_chat(self, args: argparse.Namespace) -> Any:
         from .widgets import ChatPanel

@@ -1,16 +1,26 @@
-"""Notebook widgets (anywidget): a mention picker, a prompt box and a chat panel.
+"""Notebook widgets (anywidget): a mention picker, a prompt box and the chat and pick panels.
 
 This module imports anywidget; nothing else in the package imports it at load time, so loading the
 extension stays fast. The views live in ``static/`` (``picker.js``, ``prompt.js``, ``chat.js``,
-``widgets.css``) and set every piece of text with ``textContent``.
+``widgets.css``) and set every piece of text with ``textContent``; keys typed in them stay there
+(Enter: newline, Ctrl/Cmd+Enter: send; the notebook's shortcuts never see them).
 
 The widgets depend on the host protocols of :mod:`.protocols`: the picker on
 :class:`~.protocols.SessionCandidates` (its "search message bodies" toggle needs a host whose
 ``candidates`` also takes ``body=True``, :class:`~.protocols.BodySearch`), the prompt box on
 :class:`~.protocols.PromptHost` (``submit_async`` sends or steers; its listener receives
-:mod:`dsh_jupyter.agent.events` from the agent thread) and the chat panel on
-:class:`~.protocols.ChatHost`. The chat transcript is folded by :class:`~.transcript.Transcript`;
-this module only converts its items to the form ``chat.js`` reads.
+:mod:`dsh_jupyter.agent.events` from the agent thread) and the panels on :class:`~.protocols.ChatHost`.
+The transcript is folded by :class:`~.transcript.Transcript`; this module only converts its items to
+the form ``chat.js`` reads. Answers are Markdown: :func:`markdown_tree` applies the cell output's rule
+(:func:`~.markdown.safe_markdown`) and parses the result (mistune, installed with jupyter-server) into
+a tree of allowed elements that the view builds without parsing HTML; :func:`tree_html` writes the same
+tree as HTML for the static copy.
+
+:class:`ChatPanel` (``%dsh chat``; ``kind="pick"`` for ``%dsh pick``) is one output whose bundle also
+carries ``text/html`` and ``text/plain`` copies of the conversation (:func:`conversation_html`,
+:func:`conversation_text`), kept current through its ``display_id`` (nbclient, VS Code) and, in
+JupyterLab and Notebook 7, by the view itself: it writes the copy into the document before each save
+and replaces the dead widget with the copy when the kernel restarts.
 
 Requests from a view arrive as anywidget commands (``anywidget.experimental.command``): each
 returns ``(response, buffers)`` and never raises; failures come back as ``{"error": message}``.
@@ -19,12 +29,17 @@ returns ``(response, buffers)`` and never raises; failures come back as ``{"erro
 from __future__ import annotations
 
 import concurrent.futures
+import functools
+import html
 import logging
+import re
 import threading
-from collections.abc import Callable, Mapping
+import uuid
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, TypedDict, cast
 
 import anywidget
 import ipywidgets
@@ -33,7 +48,8 @@ from anywidget.experimental import command
 
 from dsh_jupyter.agent.events import AgentEvent, MessageRecorded
 
-from .escape import host_mention
+from .escape import escape_controls, host_mention, html_field
+from .markdown import safe_markdown
 from .protocols import BodySearch, ChatHost, Listener, PromptHost, SessionCandidates
 from .transcript import (
     STEERED_NOTE,
@@ -117,16 +133,139 @@ def submit_to_host(host: PromptHost, text: str, listener: Listener, *, steered: 
     return submission
 
 
+# --------------------------------------------------------------------------- Markdown as a document tree
+
+
+class DocNode(TypedDict):
+    """One element of a rendered answer: an allowed tag, its attributes and its children (text or nodes)."""
+
+    tag: str
+    attrs: dict[str, str]
+    children: list[DocNode | str]
+
+
+DocChild = DocNode | str
+
+#: Link targets a rendered answer may keep (anything else becomes plain text).
+_SAFE_LINK = re.compile(r"(?i)^(https?:|mailto:|#|/|\./|\.\./|[^:/?#]+([/?#]|$))")
+
+_BLOCKS: dict[str, str] = {"paragraph": "p", "block_text": "div", "block_quote": "blockquote",
+                           "strong": "strong", "emphasis": "em", "strikethrough": "del", "table": "table",
+                           "table_head": "thead", "table_body": "tbody", "table_row": "tr", "list_item": "li"}
+
+
+@functools.cache
+def _markdown_parser() -> Callable[[str], Any]:
+    import mistune  # installed with jupyter-server (through nbconvert); only the widgets need it
+
+    return cast(Callable[[str], Any], mistune.create_markdown(renderer=None, plugins=["strikethrough", "table"]))
+
+
+def markdown_tree(text: str) -> list[DocChild]:
+    """Model-written Markdown as a tree of allowed elements, for the chat view and the static copy.
+
+    The text first goes through :func:`~.markdown.safe_markdown`, the rule cell output follows (raw
+    HTML and script-capable links disarmed, terminal controls as ``\\xNN``); the tree then holds only
+    the elements Markdown itself makes, so a view builds it with ``createElement`` and
+    ``textContent`` and never parses HTML.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"markdown_tree needs a str, got {type(text).__name__}")
+    tokens = _markdown_parser()(safe_markdown(text))
+    return _tree_children(tokens if isinstance(tokens, list) else [])
+
+
+def _node(tag: str, children: list[DocChild], **attrs: str) -> DocNode:
+    return {"tag": tag, "attrs": attrs, "children": children}
+
+
+def _tree_children(tokens: list[Any]) -> list[DocChild]:
+    out: list[DocChild] = []
+    for token in tokens:
+        if isinstance(token, Mapping):
+            converted = _tree_token(token)
+            if converted is not None:
+                out.append(converted)
+    return out
+
+
+def _tree_token(token: Mapping[str, Any]) -> DocChild | None:
+    kind = str(token.get("type", ""))
+    found, nested = token.get("attrs"), token.get("children")
+    attrs: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    raw = str(token.get("raw", ""))
+    children = _tree_children(nested) if isinstance(nested, list) else []
+    if kind == "text":
+        return html.unescape(raw)  # safe_markdown wrote "<" as "&lt;"; the reader sees "<"
+    if kind in ("inline_html", "block_html"):
+        return html.unescape(raw)  # cannot happen after safe_markdown; shown as text if it did
+    if kind == "softbreak":
+        return "\n"
+    if kind == "linebreak":
+        return _node("br", [])
+    if kind == "codespan":
+        return _node("code", [raw])
+    if kind == "block_code":
+        info = str(attrs.get("info") or "").split(" ")[0]
+        code = _node("code", [raw.removesuffix("\n")], **({"data-lang": info} if info else {}))
+        return _node("pre", [code])
+    if kind == "heading":
+        level = attrs.get("level")
+        return _node(f"h{level if isinstance(level, int) and 1 <= level <= 6 else 6}", children)
+    if kind == "thematic_break":
+        return _node("hr", [])
+    if kind == "list":
+        return _node("ol" if attrs.get("ordered") else "ul", children)
+    if kind == "table_cell":
+        align = attrs.get("align")
+        extra = {"align": align} if align in ("left", "center", "right") else {}
+        return _node("th" if attrs.get("head") else "td", children, **extra)
+    if kind == "link":
+        url = str(attrs.get("url") or "")
+        if not _SAFE_LINK.match(url):
+            return _node("span", children)
+        title = attrs.get("title")
+        return _node("a", children, href=url, **({"title": str(title)} if title else {}))
+    if kind == "image":  # never fetched: a notebook output must not call out; shown as its text
+        alt = "".join(c for c in children if isinstance(c, str)) or "image"
+        return _node("span", [f"[{alt}]"])
+    if kind == "blank_line":
+        return None
+    tag = _BLOCKS.get(kind)
+    if tag is None:
+        return _node("span", children) if children else (raw or None)
+    return _node(tag, children)
+
+
+_VOID = frozenset({"br", "hr"})
+
+
+def tree_html(children: list[DocChild]) -> str:
+    """A document tree as HTML (every text and attribute value escaped)."""
+    parts: list[str] = []
+    for child in children:
+        if isinstance(child, str):
+            parts.append(html.escape(child, quote=False))
+            continue
+        tag = child["tag"]
+        attributes = "".join(f' {name}="{html.escape(value)}"' for name, value in child["attrs"].items())
+        if tag in _VOID:
+            parts.append(f"<{tag}{attributes}>")
+        else:
+            parts.append(f"<{tag}{attributes}>{tree_html(child['children'])}</{tag}>")
+    return "".join(parts)
+
+
 # --------------------------------------------------------------------------- the chat view's item form
 
 
 def view_item(item: Item) -> dict[str, Any]:
-    """A transcript item as ``chat.js`` reads it (raw text; the view escapes)."""
+    """A transcript item as ``chat.js`` reads it (raw text, and answers as a document tree; the view escapes)."""
     view: dict[str, Any] = {"id": item_id(item)}
     if isinstance(item, UserItem):
         view.update(kind="user", text=item.text, steered=item.steered)
     elif isinstance(item, TextItem):
-        view.update(kind="assistant", text=item.text, streaming=item.streaming)
+        view.update(kind="assistant", text=item.text, streaming=item.streaming, doc=markdown_tree(item.text))
     elif isinstance(item, ReasoningItem):
         view.update(kind="reasoning", text=item.text, streaming=item.streaming)
     elif isinstance(item, ToolItem):
@@ -140,6 +279,119 @@ def view_item(item: Item) -> dict[str, Any]:
     else:
         view.update(kind="end", reason=item.reason, error=item.error)
     return view
+
+
+# --------------------------------------------------------------------------- the static copy
+
+
+@dataclass(frozen=True)
+class PanelFacts:
+    """What a panel's header says: the session's title, short id and model, and the status word."""
+
+    title: str = ""
+    session_id: str = ""
+    model: str = ""
+    #: ``idle``, ``running`` or ``error``.
+    status: str = "idle"
+
+    @property
+    def heading(self) -> str:
+        return self.title or ("Untitled session" if self.session_id else "New session")
+
+    @property
+    def labels(self) -> list[str]:
+        """The short session id and the model (what is known of them)."""
+        return [part for part in (self.session_id[:8], self.model) if part]
+
+    @property
+    def details(self) -> list[str]:
+        return [*self.labels, self.status]
+
+
+def session_facts(host: object, transcript: Transcript, status: str) -> PanelFacts:
+    """The header facts of ``host``'s current session (its ``agent``, when it has one), read defensively."""
+    agent = getattr(host, "agent", None)
+    title, session_id, model = transcript.title, "", ""
+    if agent is not None:
+        try:
+            title = title or str(agent.title() or "")
+            session_id = str(getattr(agent, "id", "") or "")
+            info = agent.model.info
+            model = str(info.model) if str(info.provider) in str(info.model) else f"{info.provider} · {info.model}"
+        except Exception:
+            log.debug("dsh: could not read the session's header facts", exc_info=True)
+    return PanelFacts(escape_controls(title), escape_controls(session_id), escape_controls(model), status)
+
+
+def _static_groups(items: Sequence[Item]) -> Iterator[tuple[str, list[Item]]]:
+    """Items in runs: ``user`` and ``context`` items alone, the rest as the cell renderer shows them."""
+    run: list[Item] = []
+    for item in items:
+        if isinstance(item, (UserItem, ContextItem)):
+            if run:
+                yield "turn", run
+                run = []
+            yield item.kind, [item]
+        else:
+            run.append(item)
+    if run:
+        yield "turn", run
+
+
+def conversation_html(items: Sequence[Item], facts: PanelFacts, *, kind: str = "chat") -> str:
+    """The ``text/html`` copy of a panel: header and conversation, readable without the widget."""
+    from .render import STOPPED_BODY, TOOL_MARKS, TranscriptMarkdown
+
+    heading = html_field(f"dsh {kind} · {facts.heading}")
+    details = html_field(" · ".join(facts.details))
+    parts = [f'<div class="dsh-static dsh-static-{kind}">',
+             f"<p><strong>{heading}</strong>" + (f" <small>{details}</small>" if details else "") + "</p>"]
+    if not items:
+        parts.append("<p><em>No messages yet.</em></p>")
+    for _group, run in _static_groups(items):
+        first = run[0]
+        if isinstance(first, UserItem):
+            text = html_field(first.text, one_line=False).replace("\n", "<br>")
+            note = " <small>(steered into the running turn)</small>" if first.steered else ""
+            parts.append(f"<blockquote><p><strong>You</strong>{note}<br>{text}</p></blockquote>")
+            continue
+        if isinstance(first, ContextItem):
+            parts.append(f"<p><small>{html_field(first.summary)}</small></p>")
+            continue
+        for item in run:
+            if isinstance(item, TextItem):
+                parts.append(tree_html(markdown_tree(item.text)))
+            elif isinstance(item, ToolItem):
+                shown = STOPPED_BODY if item.status == "stopped" and not item.result else item.result
+                head = html_field(f"{item.name} · {item.summary}")
+                parts.append(f"<details><summary>🔧 <code>{head}</code> {TOOL_MARKS[item.status][0]}</summary>"
+                             f"<pre>{html_field(shown, one_line=False)}</pre></details>")
+            elif isinstance(item, ReasoningItem):
+                parts.append(f"<details><summary>Reasoning</summary><pre>{html_field(item.text, one_line=False)}"
+                             "</pre></details>")
+            else:
+                line = TranscriptMarkdown([item], show_reasoning=False, waiting=False).plain()
+                parts.append(f"<p><em>{html_field(line, one_line=False)}</em></p>")
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def conversation_text(items: Sequence[Item], facts: PanelFacts, *, kind: str = "chat") -> str:
+    """The ``text/plain`` copy of a panel (terminals, and frontends without HTML)."""
+    from .render import TranscriptMarkdown
+
+    lines = [escape_controls(" · ".join([f"dsh {kind}", facts.heading, *facts.details]))]
+    if not items:
+        lines.append("(no messages yet)")
+    for _group, run in _static_groups(items):
+        first = run[0]
+        if isinstance(first, UserItem):
+            lines.append("You: " + escape_controls(first.text, one_line=False))
+        elif isinstance(first, ContextItem):
+            lines.append(escape_controls(first.summary))
+        else:
+            lines.append(TranscriptMarkdown(run, show_reasoning=False, waiting=False).plain())
+    return "\n\n".join(line for line in lines if line)
 
 
 # --------------------------------------------------------------------------- widgets
@@ -452,7 +704,10 @@ def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
 
 
 class ChatTranscript(anywidget.AnyWidget):
-    """The streaming transcript view of a :class:`ChatPanel` (items, busy flag, title, Stop button)."""
+    """The streaming transcript view of a :class:`ChatPanel`: header (title, session, model, status, Stop) and items.
+
+    ``variant`` ``"pick"`` (under a ``%dsh pick`` prompt box) shows nothing until the first prompt is sent.
+    """
 
     _esm = STATIC / "chat.js"
     _css = STATIC / "widgets.css"
@@ -460,6 +715,16 @@ class ChatTranscript(anywidget.AnyWidget):
     items = traitlets.List(traitlets.Dict()).tag(sync=True)
     busy = traitlets.Bool(False).tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
+    #: Short session id, model and status word, shown after the title.
+    details = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    #: ``idle``, ``running`` or ``error`` (styles the status badge).
+    status = traitlets.Unicode("idle").tag(sync=True)
+    variant = traitlets.Unicode("chat").tag(sync=True)
+    #: The model id of the panel whose output the view keeps up to date in the notebook document.
+    panel_id = traitlets.Unicode("").tag(sync=True)
+    #: The panel's static copy (``text/html`` and ``text/plain``), for the view to write into that output.
+    copy_html = traitlets.Unicode("").tag(sync=True)
+    copy_text = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, *, on_stop: Callable[[], None] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -477,27 +742,77 @@ class ChatTranscript(anywidget.AnyWidget):
         return {"ok": True}, []
 
 
-class ChatPanel(ipywidgets.VBox):
-    """A chat with the notebook's agent: streaming transcript, mention picker and prompt box.
+#: Panels whose static copy changed since it was last sent under a running cell.
+_STALE_COPIES: weakref.WeakSet[ChatPanel] = weakref.WeakSet()
+_HOOKED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _refresh_static_copies() -> None:
+    """``pre_run_cell``: re-send changed static copies, riding on the cell that starts (nbclient, VS Code)."""
+    for panel in list(_STALE_COPIES):
+        panel.refresh_static_copy()
+
+
+def _hook_cell_runs() -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a dependency
+        return
+    shell = get_ipython()
+    if shell is None or shell in _HOOKED:
+        return
+    shell.events.register("pre_run_cell", lambda *args: _refresh_static_copies())
+    _HOOKED.add(shell)
+
+
+PanelKind = Literal["chat", "pick"]
+
+
+class ChatPanel(ipywidgets.VBox):  # type: ignore[misc]  # ipywidgets ships no type hints
+    """A chat with the notebook's agent: streaming transcript, mention picker and prompt box, in one output.
 
     Prompts go through ``host.submit_async``: a new turn when the agent is idle, a steer into the
     running turn when it is busy (the transcript then says so). Agent events arrive on the agent
     thread and reach the view at most ``max_rate`` times a second, with a final update at the end
     of each turn.
+
+    ``kind="pick"`` (``%dsh pick``) puts the picker and the prompt box first and the answers under
+    them. Displayed, the panel's output also carries ``text/html`` and ``text/plain`` copies of the
+    conversation, updated through its ``display_id`` (at most ``copy_rate`` times a second), so a
+    saved notebook shows the conversation where the widget cannot be shown.
     """
 
-    def __init__(self, host: ChatHost, *, max_rate: float = 20.0, **kwargs: Any) -> None:
+    def __init__(self, host: ChatHost, *, kind: PanelKind = "chat", max_rate: float = 20.0,
+                 copy_rate: float = 1.0, **kwargs: Any) -> None:
         for name in ("submit_async", "cancel", "candidates"):
             if not callable(getattr(host, name, None)):
                 raise TypeError(f"ChatPanel needs a notebook host with a {name}() method")
+        if kind not in ("chat", "pick"):
+            raise ValueError(f"kind must be 'chat' or 'pick', got {kind!r}")
         self.host = host
+        self.kind: PanelKind = kind
         self.state = Transcript()
-        self.transcript = ChatTranscript(on_stop=self.stop)
+        self.display_id = f"dsh-{kind}-{uuid.uuid4().hex}"
+        self._shown = False
+        self._failed = False
+        self._settled = threading.Event()
+        self._settled.set()
+        self._last_submission: PromptSubmission | None = None
+        self._copy_lock = threading.Lock()
+        self._copy: dict[str, str] = {}
+        self.transcript = ChatTranscript(on_stop=self.stop, variant=kind)
         self.prompt = PromptBox(host, submit=self._submit)
         self.picker = MentionPicker(host, target=self.prompt)
         self._coalescer = UpdateCoalescer(self._publish, max_rate=max_rate)
-        kwargs.setdefault("children", [self.transcript, self.picker, self.prompt])
+        self._copies = UpdateCoalescer(self._send_static_copy, max_rate=copy_rate)
+        order = [self.picker, self.prompt, self.transcript] if kind == "pick" else [
+            self.transcript, self.picker, self.prompt]
+        kwargs.setdefault("children", order)
         super().__init__(**kwargs)
+        self.add_class("dsh-panel")
+        self.transcript.panel_id = self.model_id
+        self._publish()
+        self._send_static_copy()
 
     # -- Python API
 
@@ -509,6 +824,34 @@ class ChatPanel(ipywidgets.VBox):
             self.prompt.value = text
             self.prompt.cursor = -1
         return self.prompt.submit()
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Wait until the latest prompt's turn has finished and the view shows it; return its outcome.
+
+        Raises what the turn raised, or :class:`TimeoutError` after ``timeout`` seconds.
+        """
+        submission = self._last_submission
+        if submission is None:
+            return None
+        try:
+            result = submission.future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"the turn is still running after {timeout} s; "
+                               "call wait() again, or press Stop to end it") from None
+        finally:
+            if submission.future.done():
+                self._settled.wait(timeout)
+                self.refresh_static_copy()
+        return result
+
+    def choose(self, which: int | str) -> str:
+        """Insert the mention of a picker result (its index or session id) into the prompt box; return it."""
+        return self.picker.choose(which)
+
+    @property
+    def selected(self) -> list[str]:
+        """The mentions chosen in the picker so far."""
+        return list(self.picker.selected)
 
     def stop(self) -> None:
         """Cancel the running turn (the Stop button)."""
@@ -526,30 +869,101 @@ class ChatPanel(ipywidgets.VBox):
         """The transcript items as last sent to the view."""
         return list(self.transcript.items)
 
+    @property
+    def facts(self) -> PanelFacts:
+        """What the header says now."""
+        status = "running" if self.state.busy else "error" if self._failed or self.state.reason == "error" else "idle"
+        return session_facts(self.host, self.state, status)
+
+    def static_copy(self) -> dict[str, str]:
+        """The ``text/html`` and ``text/plain`` copies of the conversation as it stands."""
+        items, facts = self.state.snapshot(), self.facts
+        return {"text/html": conversation_html(items, facts, kind=self.kind),
+                "text/plain": conversation_text(items, facts, kind=self.kind)}
+
+    def refresh_static_copy(self) -> None:
+        """Send the static copy now if it changed or may have been dropped (call from a running cell)."""
+        self._send_static_copy(from_cell=True)
+
     def close(self) -> None:
         """Close the panel and its three widgets (also runs when a half-built panel is collected)."""
-        coalescer = getattr(self, "_coalescer", None)
-        if coalescer is not None:
-            coalescer.close()
+        for name in ("_coalescer", "_copies"):
+            coalescer = getattr(self, name, None)
+            if coalescer is not None:
+                coalescer.close()
         for name in ("transcript", "picker", "prompt"):
             child = getattr(self, name, None)
             if child is not None:
                 child.close()
         super().close()
 
+    # -- display
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:  # closed: only the copy is left
+            return self.static_copy()
+        return {**bundle, **self.static_copy()}
+
+    def _ipython_display_(self) -> None:
+        """Show the widget and its static copy as one output, under :attr:`display_id`."""
+        from IPython.display import display
+
+        bundle = self._repr_mimebundle_()
+        with self._copy_lock:
+            self._copy = {k: v for k, v in (bundle or {}).items() if k in ("text/html", "text/plain")}
+        display(bundle, raw=True, display_id=self.display_id)  # type: ignore[no-untyped-call]
+        self._shown = True
+        _hook_cell_runs()
+
+    def _send_static_copy(self, *, from_cell: bool = False) -> None:
+        """Bring the static copy up to date: in the view (which writes it into the notebook document
+        where the frontend allows) and in the output, through :attr:`display_id`.
+
+        ``from_cell``: called from a running cell, so the update is delivered. An update sent from the
+        agent thread while no cell runs has no cell to ride on and may be dropped (nbclient, VS Code),
+        so it is sent again when the next cell starts (:func:`_refresh_static_copies`).
+        """
+        copy = self.static_copy()
+        with self.transcript.hold_sync():
+            self.transcript.copy_html = copy["text/html"]
+            self.transcript.copy_text = copy["text/plain"]
+        if not self._shown:
+            return
+        with self._copy_lock:
+            if copy == self._copy and not (from_cell and self in _STALE_COPIES):
+                return
+            self._copy = copy
+        bundle = super()._repr_mimebundle_()
+        if bundle is None:
+            return
+        from IPython.display import update_display
+
+        update_display({**bundle, **copy}, raw=True, display_id=self.display_id)  # type: ignore[no-untyped-call]
+        if from_cell:
+            _STALE_COPIES.discard(self)
+        else:
+            _STALE_COPIES.add(self)
+
     # -- internals
 
     def _submit(self, text: str) -> PromptSubmission:
         steered = bool(self.host.busy)
         user_item = self.state.add_user(readable_prompt(text), steered=steered)
+        self._failed = False
+        self.state.set_busy(True)  # the header says "running" at once
         self._coalescer.poke()
         try:
             submission = submit_to_host(self.host, text, self._on_event, steered=steered)
         except Exception as error:
             self.state.remove(user_item)
             self.state.add_notice(f"Not sent: {_one_line_error(error)}", "error")
+            self.state.set_busy(steered)
+            self._failed = True
             self._coalescer.poke(final=True)
             raise
+        self._settled.clear()
+        self._last_submission = submission
         submission.future.add_done_callback(self._finished)
         return submission
 
@@ -569,31 +983,44 @@ class ChatPanel(ipywidgets.VBox):
             error = future.exception()
             if error is not None:
                 self.state.add_notice(f"Error: {_one_line_error(error)}", "error")
+                self._failed = True
         try:
             busy = bool(self.host.busy)
         except Exception:
             busy = False
         self.state.set_busy(busy)
         self._coalescer.poke(final=True)
+        if future is (self._last_submission.future if self._last_submission else None):
+            self._settled.set()
 
     def _publish(self) -> None:
         items = [view_item(item) for item in self.state.snapshot()]
-        busy, title = self.state.busy, self.state.title
+        facts = self.facts
         with self.transcript.hold_sync():
             self.transcript.items = items
-            self.transcript.busy = busy
-            self.transcript.title = title
-        self.prompt.busy = busy
+            self.transcript.busy = self.state.busy
+            self.transcript.title = facts.heading
+            self.transcript.details = facts.labels
+            self.transcript.status = facts.status
+        self.prompt.busy = self.state.busy
+        self._copies.poke(final=not self.state.busy)
 
 
 __all__ = [
     "STEERED_NOTE",
     "ChatPanel",
     "ChatTranscript",
+    "DocNode",
     "MentionPicker",
+    "PanelFacts",
     "PromptBox",
     "PromptSubmission",
+    "conversation_html",
+    "conversation_text",
+    "markdown_tree",
     "readable_prompt",
+    "session_facts",
     "submit_to_host",
+    "tree_html",
     "view_item",
 ]

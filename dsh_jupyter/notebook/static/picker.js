@@ -31,6 +31,8 @@ function newViewId() {
 
 function render({ model, el, experimental }) {
   const root = node("div", "dsh-picker");
+  root.setAttribute("data-lm-suppress-shortcuts", "true");  // keys stay in the picker (see prompt.js)
+  for (const type of ["keydown", "keyup", "keypress"]) root.addEventListener(type, (event) => event.stopPropagation());
   const input = node("input", "dsh-picker-input");
   input.type = "search";
   input.setAttribute("role", "combobox");

@@ -1,6 +1,9 @@
 // Prompt box (anywidget view): a textarea synced to `value`, the caret synced to `cursor`, and a
 // Send button (Ctrl/Cmd+Enter) that invokes the "send_command" command. Python decides whether the
 // prompt starts a turn or is steered into the running one. Text is set with textContent only.
+// Keys typed here stay here: Enter is a newline, and no key reaches the notebook's shortcuts
+// (JupyterLab and Notebook 7 skip elements marked data-lm-suppress-shortcuts; the event also stops
+// at the widget, for frontends that listen on the document).
 
 const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
 
@@ -15,19 +18,28 @@ function node(tag, className, text) {
   return element;
 }
 
+/** Keep a key event inside the widget: the notebook must not run, move or edit cells meanwhile. */
+export function keepKeys(event) {
+  event.stopPropagation();
+}
+
 function render({ model, el, experimental }) {
   const root = node("div", "dsh-prompt");
+  root.setAttribute("data-lm-suppress-shortcuts", "true");
   const area = node("textarea", "dsh-prompt-input");
   area.rows = 3;
   area.setAttribute("aria-label", "Prompt");
   const bar = node("div", "dsh-prompt-bar");
-  const button = node("button", "dsh-prompt-send");
+  const mac = /Mac|iPhone|iPad/.test(globalThis.navigator?.platform ?? "");
+  const hint = node("span", "dsh-prompt-hint", `Enter: new line · ${mac ? "⌘" : "Ctrl"}+Enter: send`);
+  const button = node("button", "dsh-prompt-send dsh-button dsh-button-accept jp-Button jp-mod-styled jp-mod-accept");
   button.type = "button";
   const status = node("span", "dsh-prompt-status");
   status.setAttribute("aria-live", "polite");
-  bar.append(button, status);
+  bar.append(status, hint, button);
   root.append(area, bar);
   el.append(root);
+  for (const type of ["keydown", "keyup", "keypress"]) root.addEventListener(type, keepKeys);
 
   let sending = false;
   let disposed = false;
@@ -37,7 +49,7 @@ function render({ model, el, experimental }) {
     if (area.value !== model.get("value")) area.value = model.get("value");
     area.placeholder = model.get("placeholder");
     const busy = model.get("busy");
-    button.textContent = busy ? "Steer" : "Send";
+    button.textContent = sending ? "Sending…" : busy ? "Steer" : "Send";
     button.title = busy ? "Add this prompt to the running turn" : "Start a turn with this prompt";
     button.disabled = sending || model.get("disabled");
     area.disabled = model.get("disabled");
@@ -66,9 +78,19 @@ function render({ model, el, experimental }) {
     if (sending || model.get("disabled")) return;
     sending = true;
     sync();
+    const sent = area.value;
     try {
-      const [response] = await experimental.invoke("send_command", { value: area.value }, { signal: AbortSignal.timeout(30000) });
+      const [response] = await experimental.invoke("send_command", { value: sent }, { signal: AbortSignal.timeout(30000) });
       if (response && response.error) localError = String(response.error);
+      else if (!disposed && area.value === sent) {
+        // Sent: the box is empty now, whatever order the kernel's own "value" update arrives in.
+        area.value = "";
+        if (model.get("value") !== "") {
+          model.set("value", "");
+          model.set("cursor", -1);
+          model.save_changes();
+        }
+      }
     } catch (error) {
       localError = "The kernel did not answer; your prompt is still here.";
     } finally {
@@ -89,6 +111,7 @@ function render({ model, el, experimental }) {
       event.preventDefault();
       send();
     }
+    // Plain Enter and Shift+Enter insert a newline (the textarea's own behaviour).
   }
 
   function onValue() {
