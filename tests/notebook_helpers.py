@@ -155,7 +155,9 @@ class Element {
     const siblings = this.parentNode.childNodes;
     return siblings[siblings.indexOf(this) + 1] || null;
   }
-  get textContent() { return this.tagName === "#TEXT" ? this.data : this.childNodes.map((c) => c.textContent).join(""); }
+  get textContent() {
+    return this.tagName === "#TEXT" ? this.data : this.childNodes.map((c) => c.textContent).join("");
+  }
   set textContent(value) {
     const text = new Element("#text"); text.data = String(value);
     this.replaceChildren(...(text.data ? [text] : []));
@@ -208,7 +210,9 @@ function fakeInvoke() {
     return new Promise((resolve, reject) => {
       const call = { name, msg, signal: options.signal, aborted: false, answer: (r) => resolve([r, []]) };
       calls.push(call);
-      if (options.signal) options.signal.addEventListener("abort", () => { call.aborted = true; reject(new Error("aborted")); });
+      if (options.signal) {
+        options.signal.addEventListener("abort", () => { call.aborted = true; reject(new Error("aborted")); });
+      }
     });
   }
   return { calls, invoke };
@@ -232,6 +236,6 @@ def run_view_scenario(tmp_path: Any, view_file: Any, scenario: str) -> str:
     script = FAKE_VIEW_RUNTIME + '\nconst { default: view } = await import("./view.mjs");\n' + scenario
     (tmp_path / "scenario.mjs").write_text(script, encoding="utf-8")
     result = subprocess.run([node, str(tmp_path / "scenario.mjs")], capture_output=True, text=True, timeout=60,
-                            cwd=tmp_path)
+                            cwd=tmp_path, check=False)
     assert result.returncode == 0, f"node scenario failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout

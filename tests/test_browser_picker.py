@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
@@ -19,6 +18,7 @@ from browser_helpers import (
     write_notebook,
     write_session,
 )
+
 from dsh_jupyter.references.mentions import format_session_reference_mention
 
 pytestmark = pytest.mark.browser

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from browser_helpers import (
     KERNEL_TIMEOUT_MS,
     JupyterServer,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from notebook_helpers import HOSTILE_LABELS, FakeHost, candidate, invoke, run_view_scenario
 
 from dsh_jupyter.agent.events import (
     AssistantMessage,
@@ -34,7 +35,6 @@ from dsh_jupyter.notebook.widgets import (
     readable_prompt,
     view_item,
 )
-from notebook_helpers import HOSTILE_LABELS, FakeHost, candidate, invoke, run_view_scenario
 
 USER = {"kind": "user"}
 

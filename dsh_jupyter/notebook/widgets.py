@@ -768,7 +768,7 @@ def _hook_cell_runs() -> None:
 PanelKind = Literal["chat", "pick"]
 
 
-class ChatPanel(ipywidgets.VBox):  # type: ignore[misc]  # ipywidgets ships no type hints
+class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproject)
     """A chat with the notebook's agent: streaming transcript, mention picker and prompt box, in one output.
 
     Prompts go through ``host.submit_async``: a new turn when the agent is idle, a steer into the
@@ -912,7 +912,7 @@ class ChatPanel(ipywidgets.VBox):  # type: ignore[misc]  # ipywidgets ships no t
         bundle = self._repr_mimebundle_()
         with self._copy_lock:
             self._copy = {k: v for k, v in (bundle or {}).items() if k in ("text/html", "text/plain")}
-        display(bundle, raw=True, display_id=self.display_id)  # type: ignore[no-untyped-call]
+        display(bundle, raw=True, display_id=self.display_id)
         self._shown = True
         _hook_cell_runs()
 
@@ -939,7 +939,7 @@ class ChatPanel(ipywidgets.VBox):  # type: ignore[misc]  # ipywidgets ships no t
             return
         from IPython.display import update_display
 
-        update_display({**bundle, **copy}, raw=True, display_id=self.display_id)  # type: ignore[no-untyped-call]
+        update_display({**bundle, **copy}, raw=True, display_id=self.display_id)
         if from_cell:
             _STALE_COPIES.discard(self)
         else:
