@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fresh machine -> full test suite. Creates .venv, installs the package with its test dependencies (the
 # JupyterLab extension is built from source on the way), installs Debian chromium for the browser tests
-# when it is missing and this user may install packages, then runs pytest. Extra arguments go to pytest.
+# when it is missing and this user may install packages, checks lint (ruff) and strict types (mypy), then
+# runs pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/venv.sh test,local
@@ -14,4 +15,8 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "note: chromium is not installed; the browser tests will be skipped (apt-get install chromium)" >&2
   fi
 fi
+echo "ruff check ..."
+.venv/bin/ruff check .
+echo "mypy (strict) ..."
+.venv/bin/mypy
 exec .venv/bin/python -m pytest "$@"
