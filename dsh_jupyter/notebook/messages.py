@@ -180,7 +180,7 @@ def reference_error_message(error: BaseException, said: Said | None = None) -> s
             fix = (f"raise --budget (you gave {said.options['--budget']}; try --budget 65536), or leave it out "
                    "for the automatic budget")
         else:
-            fix = "raise the budget (%%dsh --budget 65536, or %config DshMagics.max_reference_bytes = 0 for automatic)"
+            fix = "give a larger budget for this prompt (%%dsh --budget 65536), or reference less of it"
         return f"the snapshot of {who} cannot fit in {size}, even cut down to its last words; {fix}"
     if code == codes.SESSION_REFERENCE_CANCELLED:
         return "preparing the referenced sessions was interrupted"
@@ -233,8 +233,8 @@ def model_error_message(error: BaseException, said: Said | None = None) -> str:
         return "the model call was stopped"
     text = notebook_terms(str(getattr(error, "message", None) or error).strip().rstrip("."))
     typed = said.options.get("--model")
-    if typed is not None and kind == "config" and repr(typed) not in text and typed not in text:
-        return f"--model {typed}: {text}"
+    if typed is not None and kind == "config":
+        return text if repr(typed) in text else f"--model {typed}: {text}"
     lead = _MODEL_LEADS.get(kind or "", "the model failed")
     if text.lower().startswith(lead.lower()):
         return text
