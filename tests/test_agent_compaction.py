@@ -102,7 +102,7 @@ async def test_a_prompt_that_cannot_fit_is_refused_before_anything_is_written(tm
     before = [e.seq for e in agent.session.events]
     result = await agent.send("paste " * 3000)
     assert result.reason == "error" and result.error is not None
-    assert "2,048-token window" in result.error and "smaller" not in result.error
+    assert "scripted model scripted-1 has a 2,048-token window" in result.error
     assert "about 4," in result.error and "nothing was sent" in result.error
     assert [e.seq for e in agent.session.events] == before
     assert isinstance(seen[-1], ev.TurnEnded) and seen[-1].reason == "error"

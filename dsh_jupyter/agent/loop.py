@@ -408,9 +408,9 @@ class Agent:
         info = self.model.info
         window = info.context_window or 0
         what = "the prompt with its referenced sessions" if contexts else "the prompt"
-        return (f"{what} is about {size:,} tokens, more than the {window:,}-token window of the model "
-                f"{info.model} ({info.provider}) can take with room for an answer (about {limit:,}); nothing was "
-                "sent: shorten it, reference less, or use a model with a larger window")
+        return (f"{what} is about {size:,} tokens, but the {info.provider} model {info.model} has a {window:,}-token "
+                f"window (about {limit:,} for the prompt, the rest for the answer); nothing was sent: shorten it, "
+                "reference fewer sessions, or use a model with a larger window")
 
     # -- writing messages ----------------------------------------------------------------------------
     def _record_message(self, content: list[dict[str, Any]], source: Mapping[str, Any],
