@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import string
 import sys
@@ -102,7 +103,7 @@ class DshMagics(Magics, DshSettings):
               "setting.")
     @argument("-b", "--budget", type=int, default=None, metavar="BYTES",
               help="Byte budget per referenced session. Default: automatic, from the model's context window "
-              "(at least 65,536).")
+              "(at least 65,536, or less for a small model such as `local`, so the snapshot fits its window).")
     @argument("--bg", action="store_true",
               help="Run in the background: the cell returns at once and keeps streaming; a `%%dsh` cell run "
               "meanwhile is steered into the running turn.")
@@ -139,11 +140,11 @@ class DshMagics(Magics, DshSettings):
             print(notice)
         self._run_prompt(agent, prompt, args, said)
 
-    def _said(self, prompt: str, args: Any, session_id: str | None = None) -> Said:
+    def _said(self, prompt: str, args: Any) -> Said:
         """What the user typed in this cell, for error messages."""
         typed = {"--budget": args.budget, "--model": args.model, "--session": args.session}
         options = {name: str(value) for name, value in typed.items() if value is not None}
-        return Said(prompt, options, session_id, self._title_of)
+        return Said(prompt, options, None, self._title_of)
 
     def _title_of(self, session_id: str) -> str | None:
         agent = self.host.agent
@@ -174,8 +175,7 @@ class DshMagics(Magics, DshSettings):
         from .render import TurnView
 
         host = self.host
-        said = Said(said.prompt, said.options, agent.id, said.title_of) if said is not None else Said(
-            prompt, session_id=agent.id, title_of=self._title_of)
+        said = dataclasses.replace(said or Said(prompt, title_of=self._title_of), session_id=agent.id)
         try:
             resolver = host.resolver_for(agent, args.budget)
         except Exception as exc:
