@@ -17,7 +17,7 @@ from dsh_jupyter.agent.compaction import (
     compaction_input_limit,
     transcript_lines,
 )
-from dsh_jupyter.agent.request import estimate_tokens
+from dsh_jupyter.agent.request import estimate_tokens, text_tokens
 from dsh_jupyter.session.messages import assistant_message, message_text, text_block, tool_result_message, user_message
 from dsh_jupyter.store.jsonl import JsonlStore
 
@@ -30,16 +30,17 @@ def test_transcript_lines_name_each_role_and_cap_long_messages() -> None:
         user_message("List the files."),
         assistant_message([text_block("Looking."), call], SOURCE),
         tool_result_message("c1", [text_block("a.txt\n" + "b" * 5000 + "\nlast.txt")]),
-    ], 400)
+    ], 100)
     assert lines[:3] == ["User: List the files.", "Assistant: Looking.", 'Tool call bash: {"command": "ls"}']
     assert lines[3].startswith("Tool result: a.txt") and lines[3].endswith("last.txt")
-    assert len(lines[3]) <= 400 and "characters left out" in lines[3]
+    assert text_tokens(lines[3]) <= 100 and "characters left out" in lines[3]
+    assert transcript_lines([user_message("{" * 500)], 50)[0].count("{") < 60  # symbols are tokens each
 
 
 def test_chunk_lines_keeps_lines_whole_and_in_order() -> None:
     lines = [f"line {n} " + "x" * 30 for n in range(10)]
-    parts = chunk_lines(lines, 100)
-    assert all(len(part) <= 100 for part in parts) and len(parts) > 1
+    parts = chunk_lines(lines, 25)
+    assert all(text_tokens(part) <= 25 for part in parts) and len(parts) > 1
     assert "\n".join(parts).splitlines() == lines
     assert chunk_lines([], 100) == []
 
@@ -49,6 +50,14 @@ def test_chunk_prompt_carries_the_summary_so_far() -> None:
     assert first.startswith("The conversation so far, part 1 of 2") and CHUNK_EARLIER not in first
     second = chunk_prompt("User: more", 1, 2, "They said hi.")
     assert second.startswith(CHUNK_EARLIER) and "They said hi." in second and "part 2 of 2" in second
+
+
+def test_code_and_tables_count_more_tokens_than_prose_of_the_same_length() -> None:
+    prose = "The river crosses the old town and reaches the harbour. " * 8
+    table = "row, 1; " * 56
+    assert len(prose) == len(table)
+    assert text_tokens(prose) == len(prose) // 4 and text_tokens(table) > 2 * text_tokens(prose) * 0.9
+    assert text_tokens("") == 0 and text_tokens("日本語のテキスト") == 8
 
 
 def test_window_shares() -> None:
@@ -85,7 +94,7 @@ async def test_a_history_too_big_for_one_request_is_summarised_in_parts(tmp_path
     model = ScriptedModel(say("one"), say("two"), say("three"), context_window=2048)
     agent, _ = _agent(tmp_path, model, auto=None)
     for n in range(3):  # each fits the window alone; together they are far more than it
-        await agent.send(f"Here is table {n}:\n" + "row,value\n" * 500)
+        await agent.send(f"Here is table {n}:\n" + "row,value\n" * 250)
     assert await agent.compact(keep_recent=0)
     parts = [r for r in model.requests if r.purpose == "compaction"]
     assert len(parts) >= 3 and all(r.max_tokens == 2048 // 8 for r in parts)

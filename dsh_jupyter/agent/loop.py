@@ -56,7 +56,6 @@ from ..store.base import SessionStore, SessionWriter
 from ..tools.base import ToolExecution, ToolOutput, ToolRegistry, parse_arguments
 from . import events as ev
 from .compaction import (
-    CHARS_PER_TOKEN,
     COMPACTION_INSTRUCTIONS,
     COMPACTION_REQUEST,
     answer_reserve,
@@ -70,7 +69,7 @@ from .compaction import (
 from .hooks import HOOK_FEEDBACK_SOURCE, HookGate
 from .inbox import REQUEST_DELIMITER, InboxRecord, Placement, thaw
 from .prompt_submit import Allow, Block, PromptSubmission, PromptSubmitHooks
-from .request import estimate_tokens, request_messages
+from .request import estimate_tokens, request_messages, text_tokens
 from .titles import (
     FALLBACK_SOURCE,
     TITLE_INSTRUCTIONS,
@@ -357,8 +356,8 @@ class Agent:
         carrying the summary so far (see :mod:`.compaction`)."""
         summary_tokens = max(32, window // 8)
         overhead = estimate_tokens([user_message(COMPACTION_REQUEST)], COMPACTION_INSTRUCTIONS) + 32
-        part_chars = max(256, (compaction_input_limit(window) - overhead - summary_tokens) * CHARS_PER_TOKEN)
-        parts = chunk_lines(transcript_lines(history, part_chars), part_chars)
+        part_tokens = max(64, compaction_input_limit(window) - overhead - summary_tokens)
+        parts = chunk_lines(transcript_lines(history, part_tokens), part_tokens)
         summary = ""
         for index, part in enumerate(parts):
             request = ModelRequest(
@@ -374,8 +373,8 @@ class Agent:
 
     def _request_size(self, messages: Sequence[dict[str, Any]]) -> int:
         """Estimated tokens of a turn request with ``messages``: they, the system prompt and the tool specs."""
-        tools = sum(len(s.name) + len(s.description) + len(repr(s.parameters)) for s in self._tool_specs())
-        return estimate_tokens(messages, self.config.system_prompt) + tools // CHARS_PER_TOKEN
+        tools = sum(text_tokens(f"{s.name} {s.description} {s.parameters!r}") for s in self._tool_specs())
+        return estimate_tokens(messages, self.config.system_prompt) + tools
 
     def _needs_compaction(self, extra_text: str = "") -> bool:
         fraction = self.config.auto_compact_fraction
@@ -383,7 +382,7 @@ class Agent:
         limit = self._window_limit()
         if fraction is None or not window or limit is None:
             return False
-        size = self._request_size(request_messages(self.session.surface())) + len(extra_text) // CHARS_PER_TOKEN
+        size = self._request_size(request_messages(self.session.surface())) + text_tokens(extra_text)
         return size > min(window * fraction, limit)
 
     async def _fit_window(self, turn: int, extra_text: str = "") -> None:
