@@ -190,3 +190,10 @@ def test_interpolation_notice() -> None:
 def test_session_names_put_the_title_first() -> None:
     assert session_name(SOURCE_ID, "Regional sales Q3") == "\u201cRegional sales Q3\u201d (5bf95342)"
     assert session_name(SOURCE_ID) == "session 5bf95342"
+
+
+def test_hostile_labels_are_shown_on_one_line_without_control_characters() -> None:
+    prompt = format_session_reference_mention(SOURCE_ID, "\x1b[31mred\x1b[0m\nnext line")
+    error = SessionReferenceError(codes.SESSION_REFERENCE_READ_FAILED, "failed", SessionNotFoundError(SOURCE_ID))
+    text = clean(describe(error, said(prompt)))
+    assert "\x1b" not in text and "@[31mred[0m next line" in text

@@ -58,12 +58,18 @@ def short_id(session_id: str) -> str:
 def session_name(session_id: str, title: str | None = None) -> str:
     """``"Sales deep dive" (1a2b3c4d)``: the title first, then the short id; the id alone when untitled."""
     if title:
-        return f"\u201c{title}\u201d ({short_id(session_id)})"
+        return f"\u201c{_printable(title)}\u201d ({short_id(session_id)})"
     return f"session {short_id(session_id)}"
 
 
+def _printable(text: str) -> str:
+    """``text`` on one line, without control characters (labels and titles are whatever someone wrote)."""
+    return " ".join("".join(c for c in text if c.isprintable() or c.isspace()).split())
+
+
 def _mention(label: str) -> str:
-    return "@" + " ".join(label.split()) if label.strip() else "@(no label)"
+    shown = _printable(label)
+    return "@" + shown if shown else "@(no label)"
 
 
 def _unescape_label(raw: str) -> str:
@@ -71,7 +77,8 @@ def _unescape_label(raw: str) -> str:
 
 
 def _labels_in(prompt: str) -> list[tuple[str, str]]:
-    """``(label, uri)`` of each Markdown mention in ``prompt`` that decodes, in order (duplicates kept)."""
+    """``(label, session id)`` of each mention in ``prompt``, in order (duplicates kept; none when one of them
+    cannot be decoded)."""
     from ..references import parse_session_reference_text
 
     try:
@@ -117,7 +124,7 @@ def _referenced(said: Said, session_id: str, label: str | None = None) -> str:
         return session_name(session_id, title)
     if label == title or not title:
         return f"the mention {_mention(label)} ({short_id(session_id)})"
-    return f"the mention {_mention(label)} (\u201c{title}\u201d, {short_id(session_id)})"
+    return f"the mention {_mention(label)} (\u201c{_printable(title)}\u201d, {short_id(session_id)})"
 
 
 def _who(said: Said, details: Mapping[str, object], fallback: str, session_id: str | None = None) -> str:
