@@ -94,7 +94,7 @@ async def test_a_history_too_big_for_one_request_is_summarised_in_parts(tmp_path
     model = ScriptedModel(say("one"), say("two"), say("three"), context_window=2048)
     agent, _ = _agent(tmp_path, model, auto=None)
     for n in range(3):  # each fits the window alone; together they are far more than it
-        await agent.send(f"Here is table {n}:\n" + "row,value\n" * 250)
+        await agent.send(f"Here is table {n}:\n" + "row,value\n" * 320)
     assert await agent.compact(keep_recent=0)
     parts = [r for r in model.requests if r.purpose == "compaction"]
     assert len(parts) >= 3 and all(r.max_tokens == 2048 // 16 for r in parts)

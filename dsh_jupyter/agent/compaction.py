@@ -117,10 +117,10 @@ def transcript_lines(messages: Sequence[Mapping[str, Any]], max_tokens: int) -> 
             lines.append(f"{role}: {text}")
         for call in blocks_of_type(message, "tool-call"):
             lines.append(f"Tool call {call.get('name')}: {call.get('arguments') or '{}'}")
-    return [_cap(line, max_tokens) for line in lines]
+    return [cap_text(line, max_tokens) for line in lines]
 
 
-def _cap(line: str, max_tokens: int) -> str:
+def cap_text(line: str, max_tokens: int) -> str:
     """``line`` cut in its middle until it is at most ``max_tokens`` estimated tokens."""
     from .request import text_tokens
 
@@ -153,7 +153,10 @@ def chunk_lines(lines: Sequence[str], max_tokens: int) -> list[str]:
     return parts
 
 
-def chunk_prompt(part: str, index: int, total: int, summary: str) -> str:
-    """The text of one chunked compaction request."""
-    earlier = f"{CHUNK_EARLIER}\n{summary.strip()}\n\n" if summary.strip() else ""
+def chunk_prompt(part: str, index: int, total: int, summary: str, summary_tokens: int | None = None) -> str:
+    """The text of one chunked compaction request (the summary so far capped at ``summary_tokens``)."""
+    summary = summary.strip()
+    if summary_tokens is not None:
+        summary = cap_text(summary, summary_tokens)
+    earlier = f"{CHUNK_EARLIER}\n{summary}\n\n" if summary else ""
     return f"{earlier}{CHUNK_INTRO.format(part=index + 1, parts=total)}\n{part}"

@@ -361,7 +361,8 @@ class Agent:
         summary = ""
         for index, part in enumerate(parts):
             request = ModelRequest(
-                [user_message(chunk_prompt(part, index, len(parts), summary)), user_message(COMPACTION_REQUEST)],
+                [user_message(chunk_prompt(part, index, len(parts), summary, summary_tokens)),
+                 user_message(COMPACTION_REQUEST)],
                 system=COMPACTION_INSTRUCTIONS, max_tokens=summary_tokens, purpose="compaction")
             summary = (await self._complete_text(request)).strip() or summary
         return summary
