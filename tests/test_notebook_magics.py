@@ -129,10 +129,10 @@ def test_mentions_prepare_a_context_and_show_source_metadata(ip: InteractiveShel
 @pytest.mark.parametrize(
     ("cell", "code"),
     [
-        ("see @[bad](dsh-session:%%%)", "SESSION_REFERENCE_INVALID_REFERENCE"),
-        ("see {mentions}", "SESSION_REFERENCE_TOO_MANY"),
-        ("see {missing}", "SESSION_REFERENCE_READ_FAILED"),
-        ("see {self}", "SESSION_REFERENCE_SELF_REFERENCE"),
+        ("see @[bad](dsh-session:%%%)", "the mention @bad does not point to a session"),
+        ("see {mentions}", "mentions 4 different sessions (@s0, @s1, @s2, @s3) but at most 3"),
+        ("see {missing}", "the mention @gone (no-such-) points to a session that no longer exists"),
+        ("see {self}", "is the session this prompt goes to, and a session cannot reference itself"),
     ],
 )
 def test_bad_references_give_one_line_and_write_nothing(ip: InteractiveShell, cell: str, code: str,
@@ -160,7 +160,7 @@ def test_budget_exceeded_is_reported(ip: InteractiveShell, capsys: pytest.Captur
     before = log_events(ip)
     capsys.readouterr()
     run(ip, "--budget 16", f"see {format_session_reference_mention(source, 's')}")
-    assert "SESSION_REFERENCE_BUDGET_EXCEEDED" in capsys.readouterr().err
+    assert "cannot fit in 16 bytes" in capsys.readouterr().err
     assert log_events(ip) == before
 
 

@@ -47,3 +47,12 @@ def test_unknown_or_unusable_windows_use_the_floor(window: object) -> None:
 def test_explicit_budget_ignores_the_model() -> None:
     assert reference_budget(360, 10**9, 1.0) == 360
     assert automatic_reference_budget(10**9, 1.0) == 4 * 10**9
+
+
+def test_a_small_window_gets_a_budget_that_fits_it() -> None:
+    from dsh_jupyter.references.budget import window_fitted_budget
+
+    assert window_fitted_budget(2048, 0.2) == 1638  # the local SmolLM2: 65,536 bytes would be 8 windows
+    assert window_fitted_budget(8192, 0.2) == 6553
+    assert window_fitted_budget(32_768, 0.2) is None  # the floor is at most half of it: the automatic budget
+    assert window_fitted_budget(1_000_000, 0.2) is None and window_fitted_budget(None, 0.2) is None

@@ -57,11 +57,21 @@ from ..store.base import SessionStore, SessionWriter
 from ..tools.base import ToolExecution, ToolOutput, ToolRegistry, parse_arguments
 from . import events as ev
 from .approvals import ApprovalDecision, ApprovalPolicy, ApprovalRequest, describe_call
-from .compaction import COMPACTION_INSTRUCTIONS, COMPACTION_REQUEST, checkpoint_content, plan_compaction
+from .compaction import (
+    COMPACTION_INSTRUCTIONS,
+    COMPACTION_REQUEST,
+    answer_reserve,
+    checkpoint_content,
+    chunk_lines,
+    chunk_prompt,
+    compaction_input_limit,
+    plan_compaction,
+    transcript_lines,
+)
 from .hooks import HOOK_FEEDBACK_SOURCE, HookGate
 from .inbox import REQUEST_DELIMITER, InboxRecord, Placement, thaw
 from .prompt_submit import Allow, Block, PromptSubmission, PromptSubmitHooks
-from .request import estimate_tokens, request_messages
+from .request import estimate_tokens, request_messages, text_tokens
 from .titles import (
     FALLBACK_SOURCE,
     TITLE_INSTRUCTIONS,
@@ -326,7 +336,11 @@ class Agent:
         history = request_messages(plan.shadowed)
         request = ModelRequest([*history, user_message(COMPACTION_REQUEST)], system=COMPACTION_INSTRUCTIONS,
                                purpose="compaction")
-        summary = (await self._complete_text(request)).strip()
+        window = self.model.info.context_window
+        if window and estimate_tokens(request.messages, request.system) > compaction_input_limit(window):
+            summary = await self._summarise_in_parts(history, window)
+        else:
+            summary = (await self._complete_text(request)).strip()
         if not summary:
             raise ModelError("bad_stream", "the model returned an empty summary; compaction was not applied")
         start = self.session.append(COMPACTION_START, {"compactionId": compaction_id, "turn": turn})
@@ -345,13 +359,66 @@ class Agent:
         self._emit(ev.Notice(self._turn, f"compacted {len(shadowed_seqs)} earlier messages into a checkpoint"))
         return True
 
+    async def _summarise_in_parts(self, history: Sequence[dict[str, Any]], window: int) -> str:
+        """A summary of ``history`` for a window too small to read it at once: part by part, each request
+        carrying the summary so far (see :mod:`.compaction`)."""
+        summary_tokens = max(32, window // 16)
+        overhead = estimate_tokens([user_message(COMPACTION_REQUEST)], COMPACTION_INSTRUCTIONS) + 32
+        part_tokens = max(64, compaction_input_limit(window) - overhead - summary_tokens)
+        parts = chunk_lines(transcript_lines(history, part_tokens), part_tokens)
+        summary = ""
+        for index, part in enumerate(parts):
+            request = ModelRequest(
+                [user_message(chunk_prompt(part, index, len(parts), summary, summary_tokens)),
+                 user_message(COMPACTION_REQUEST)],
+                system=COMPACTION_INSTRUCTIONS, max_tokens=summary_tokens, purpose="compaction")
+            summary = (await self._complete_text(request)).strip() or summary
+        return summary
+
+    def _window_limit(self) -> int | None:
+        """Most estimated tokens a request may carry before the model's window (less room for the answer)."""
+        window = self.model.info.context_window
+        return window - answer_reserve(window) if window else None
+
+    def _request_size(self, messages: Sequence[dict[str, Any]]) -> int:
+        """Estimated tokens of a turn request with ``messages``: they, the system prompt and the tool specs."""
+        tools = sum(text_tokens(f"{s.name} {s.description} {s.parameters!r}") for s in self._tool_specs())
+        return estimate_tokens(messages, self.config.system_prompt) + tools
+
     def _needs_compaction(self, extra_text: str = "") -> bool:
         fraction = self.config.auto_compact_fraction
         window = self.model.info.context_window
-        if fraction is None or not window:
+        limit = self._window_limit()
+        if fraction is None or not window or limit is None:
             return False
-        messages = request_messages(self.session.surface())
-        return estimate_tokens(messages, self.config.system_prompt) + len(extra_text) // 4 > window * fraction
+        size = self._request_size(request_messages(self.session.surface())) + text_tokens(extra_text)
+        return size > min(window * fraction, limit)
+
+    async def _fit_window(self, turn: int, extra_text: str = "") -> None:
+        """Compact when the next request would not fit: older turns first, then everything if still too big."""
+        try:
+            await self._compact(turn, None)
+            if self._needs_compaction(extra_text):
+                await self._compact(turn, 0)
+        except ModelError as exc:
+            self._emit(ev.Notice(turn, f"automatic compaction failed: {exc}", "warning"))
+
+    def _prompt_overflow(self, content: Sequence[dict[str, Any]],
+                         contexts: Sequence[Mapping[str, Any]]) -> str | None:
+        """Why a prompt cannot fit the model's window even alone (``None`` when it fits)."""
+        limit = self._window_limit()
+        if limit is None:
+            return None
+        messages = [user_message(list(c.get("content", [])), c.get("source") or {}) for c in contexts]
+        size = self._request_size([*messages, user_message(list(content))])
+        if size <= limit:
+            return None
+        info = self.model.info
+        window = info.context_window or 0
+        what = "the prompt with its referenced sessions" if contexts else "the prompt"
+        return (f"{what} is about {size:,} tokens, but the {info.provider} model {info.model} has a {window:,}-token "
+                f"window (about {limit:,} for the prompt, the rest for the answer); nothing was sent: shorten it, "
+                "reference fewer sessions, or use a model with a larger window")
 
     # -- writing messages ----------------------------------------------------------------------------
     def _record_message(self, content: list[dict[str, Any]], source: Mapping[str, Any],
@@ -415,6 +482,13 @@ class Agent:
                 self._drop_queue()
                 self._emit(ev.TurnEnded(turn, "blocked", decision.reason))
                 return TurnResult(turn, "blocked", error=decision.reason)
+            direct = decision.content if decision.content is not None else thaw(record.content)
+            overflow = self._prompt_overflow(direct, [*decision.contexts, *hook_contexts,
+                                                      *(thaw(c) for c in record.contexts)])
+            if overflow is not None:  # refused before anything is written: the log stays as it was
+                self._drop_queue()
+                self._emit(ev.TurnEnded(turn, "error", overflow))
+                return TurnResult(turn, "error", error=overflow)
             self._turn = turn
             return await self._turn_body(turn, record, decision, hook_contexts)
         finally:
@@ -450,10 +524,7 @@ class Agent:
         try:
             direct_text = blocks_text(decision.content if decision.content is not None else thaw(record.content))
             if self._needs_compaction(direct_text):
-                try:
-                    await self._compact(turn, None)
-                except ModelError as exc:
-                    self._emit(ev.Notice(turn, f"automatic compaction failed: {exc}", "warning"))
+                await self._fit_window(turn, direct_text)
             step = 1
             self.session.append(STEP_START, {"turn": turn, "step": step})
             step_open = True
@@ -493,6 +564,8 @@ class Agent:
                     self._requeue(pending)
                     break
                 step += 1
+                if self._needs_compaction():
+                    await self._fit_window(turn)
                 self.session.append(STEP_START, {"turn": turn, "step": step})
                 step_open = True
                 for queued in pending:

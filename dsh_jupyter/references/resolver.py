@@ -85,6 +85,7 @@ def _positive_safe_int(name: str, value: object) -> int:
         raise SessionReferenceError(
             SESSION_REFERENCE_INVALID_CONFIG,
             f"session-reference: {name} must be a positive safe integer, got {value!r}",
+            details={"setting": name, "value": value},
         )
     return value
 
@@ -134,6 +135,7 @@ class SessionReferenceResolver:
             raise SessionReferenceError(
                 SESSION_REFERENCE_INVALID_CONFIG,
                 f"session-reference: max_references must not exceed {MAX_REFERENCES}, got {max_references}",
+                details={"setting": "max_references", "value": max_references, "limit": MAX_REFERENCES},
             )
         fraction = reference_context_fraction
         if (
@@ -145,6 +147,7 @@ class SessionReferenceResolver:
             raise SessionReferenceError(
                 SESSION_REFERENCE_INVALID_CONFIG,
                 f"session-reference: reference_context_fraction must be between zero and one, got {fraction!r}",
+                details={"setting": "reference_context_fraction", "value": fraction},
             )
         self.reference_context_fraction = float(fraction)
         self.max_spill_bytes = _positive_safe_int("max_spill_bytes", max_spill_bytes)
@@ -304,6 +307,7 @@ class SessionReferenceResolver:
                     SESSION_REFERENCE_BUDGET_EXCEEDED,
                     f"the snapshot of session {dumps(ref.session_id)} cannot fit the {budget}-byte per-source budget "
                     "even with old messages dropped and every text cut; raise max_reference_bytes",
+                    details={"sessionId": ref.session_id, "label": ref.label, "budget": budget},
                 )
             rendered.append(retained)
         return rendered

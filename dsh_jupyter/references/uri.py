@@ -33,6 +33,7 @@ def _invalid(uri: object, cause: BaseException | None = None) -> SessionReferenc
         f"{SESSION_REFERENCE_SCHEME!r} followed by the unpadded base64url of the session id's JSON string, "
         "as encode_session_reference_uri() writes it",
         cause,
+        {"uri": uri} if isinstance(uri, str) else None,
     )
 
 
