@@ -21,6 +21,7 @@ from dsh_jupyter.session import SessionHeader, SessionLog
 from dsh_jupyter.session.messages import assistant_message, compaction_source, text_block, tool_result_message, user_message
 from dsh_jupyter.store import JsonlStore, SqliteStore
 from dsh_jupyter.store.base import SessionStore
+from dsh_jupyter.store.postgres import PostgresStore
 from dsh_jupyter.store.sqlite import session_key
 
 HERE = Path(__file__).resolve().parent
@@ -135,7 +136,30 @@ def _sqlite(tmp: Path) -> SessionStore:
     return SqliteStore(tmp / "sessions.db")
 
 
+def _postgres(tmp: Path) -> SessionStore:
+    raise RuntimeError("the PostgreSQL backend needs a server: build its store with open_backend_store()")
+
+
 BACKENDS = [Backend("jsonl", _jsonl), Backend("sqlite", _sqlite)]
+#: The file backends plus PostgreSQL (on the test suite's own server, a fresh database per test).
+ALL_BACKENDS = [*BACKENDS, Backend("postgres", _postgres)]
+
+
+def open_backend_store(backend: Backend, tmp: Path, request: Any) -> SessionStore:
+    """``backend``'s store for one test (``request`` is the pytest request, for the PostgreSQL fixture)."""
+    if backend.kind != "postgres":
+        return backend.make(tmp)
+    store = PostgresStore(request.getfixturevalue("pg_database"))
+    request.addfinalizer(store.close)
+    return store
+
+
+def pg_exec(store: PostgresStore, sql: str, params: tuple[Any, ...] = ()) -> None:
+    """Run SQL on the store's database with its (test superuser) role, bypassing the writer."""
+    import psycopg
+
+    with psycopg.connect(store._dsn, autocommit=True) as conn:
+        conn.execute(sql, params)  # type: ignore[arg-type]
 
 
 def write_session(store: SessionStore, session_id: str = "s-1", turns: int = 2, **kw: Any) -> SessionLog:
@@ -183,6 +207,10 @@ def damage_event(store: SessionStore, session_id: str, seq: int) -> int | None:
         lines[index] = lines[index][: len(lines[index]) // 2]
         set_raw_lines(store, session_id, lines)
         return index
+    if isinstance(store, PostgresStore):
+        pg_exec(store, "UPDATE dsh.events SET body = %s WHERE key = %s AND seq = %s",
+                (b'{"type":"tool/call","seq":', session_key(session_id), seq))
+        return None
     assert isinstance(store, SqliteStore)
     sqlite_exec(store, "UPDATE dsh_events SET body = ? WHERE key = ? AND seq = ?",
                 (b'{"type":"tool/call","seq":', session_key(session_id), seq))
@@ -197,6 +225,9 @@ def drop_event(store: SessionStore, session_id: str, seq: int) -> int | None:
         del lines[index]
         set_raw_lines(store, session_id, lines)
         return index
+    if isinstance(store, PostgresStore):
+        pg_exec(store, "DELETE FROM dsh.events WHERE key = %s AND seq = %s", (session_key(session_id), seq))
+        return None
     assert isinstance(store, SqliteStore)
     sqlite_exec(store, "DELETE FROM dsh_events WHERE key = ? AND seq = ?", (session_key(session_id), seq))
     return None
@@ -208,8 +239,14 @@ def add_raw_event(store: SessionStore, session_id: str, record: dict[str, Any]) 
         with open(store.log_path(session_id), "ab") as fh:
             fh.write(dumpb(record) + b"\n")
         return
-    assert isinstance(store, SqliteStore)
     key = session_key(session_id)
+    if isinstance(store, PostgresStore):
+        pg_exec(store, "INSERT INTO dsh.events (key, seq, type, body) VALUES (%s, %s, %s, %s)",
+                (key, record["seq"], record["type"], dumpb(record)))
+        pg_exec(store, "UPDATE dsh.sessions SET next_seq = next_seq + 1, types = array_append(types, %s) "
+                "WHERE key = %s", (record["type"], key))
+        return
+    assert isinstance(store, SqliteStore)
     sqlite_exec(store, "INSERT INTO dsh_events (key, seq, type, op, cited, body) VALUES (?, ?, ?, NULL, NULL, ?)",
                 (key, record["seq"], record["type"], dumpb(record)))
     # Like a (newer) writer would: the session row lists the event types it holds.
@@ -224,6 +261,9 @@ def replace_header(store: SessionStore, session_id: str, raw: bytes) -> None:
         lines[0] = raw
         set_raw_lines(store, session_id, lines)
         return
+    if isinstance(store, PostgresStore):
+        pg_exec(store, "UPDATE dsh.sessions SET header = %s WHERE key = %s", (raw, session_key(session_id)))
+        return
     assert isinstance(store, SqliteStore)
     sqlite_exec(store, "UPDATE dsh_sessions SET header = ? WHERE key = ?", (raw, session_key(session_id)))
 
@@ -234,6 +274,14 @@ def tear_tail(store: SessionStore, session_id: str, record: dict[str, Any]) -> N
         line = dumpb(record)
         with open(store.log_path(session_id), "ab") as fh:
             fh.write(line[: len(line) // 2])
+        return
+    if isinstance(store, PostgresStore):
+        import psycopg
+
+        pg = psycopg.connect(store._dsn)  # an uncommitted transaction, then the "process" dies
+        pg.execute("INSERT INTO dsh.events (key, seq, type, body) VALUES (%s, %s, %s, %s)",
+                   (session_key(session_id), record["seq"], record["type"], dumpb(record)))
+        pg.pgconn.finish()  # drop the connection without committing
         return
     assert isinstance(store, SqliteStore)
     conn = sqlite3.connect(store.path)  # an uncommitted transaction, then the "process" dies

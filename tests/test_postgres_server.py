@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from pg_helpers import PgServer
 
 
@@ -28,5 +27,6 @@ def test_each_test_gets_an_empty_database(pg_database: str) -> None:
     import psycopg
 
     with psycopg.connect(pg_database) as conn:
-        tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')")
+        tables = conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')")
         assert tables.fetchone() == (0,)

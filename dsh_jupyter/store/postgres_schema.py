@@ -1,0 +1,142 @@
+"""The PostgreSQL schema of the session store, with its row-level security policies.
+
+Everything lives in the schema ``dsh``. A session row belongs to the database role that created it
+(``owner`` defaults to ``current_user`` and a policy refuses any other value); ``dsh.shares`` lists the
+roles (or group roles) a session is shared with. Row-level security is forced on every table, so each
+read, whether from a kernel, the server extension, the CLI or raw SQL, sees only the role's own
+sessions and those shared with it (or with a group it belongs to), and their events. Only the owner
+writes, shares or deletes a session. Superusers and roles with BYPASSRLS see everything, as PostgreSQL
+always lets them.
+
+:func:`ensure_schema` creates or upgrades all of it idempotently (``dsh-jupyter postgres init``); on a
+shared database run it as a dedicated administrator role, which then owns the tables.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import psycopg
+
+#: Schema generation, stored in ``dsh.meta``.
+SCHEMA_VERSION = 1
+
+#: Serialises concurrent ``ensure_schema`` calls (a transaction-level advisory lock).
+_INIT_LOCK = 0x647368_696E6974  # "dsh" "init"
+
+_TABLES = """
+CREATE SCHEMA IF NOT EXISTS dsh;
+CREATE TABLE IF NOT EXISTS dsh.meta (
+    name text PRIMARY KEY,
+    value text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dsh.sessions (
+    key bytea PRIMARY KEY,
+    owner name NOT NULL DEFAULT current_user,
+    header bytea NOT NULL,
+    created_at bigint NOT NULL,
+    updated_at bigint NOT NULL,
+    next_seq bigint NOT NULL,
+    types text[] NOT NULL DEFAULT '{}',
+    title text,
+    cwd text NOT NULL DEFAULT '',
+    search tsvector NOT NULL DEFAULT ''::tsvector,
+    UNIQUE (key, owner)
+);
+CREATE TABLE IF NOT EXISTS dsh.events (
+    key bytea NOT NULL REFERENCES dsh.sessions (key) ON DELETE CASCADE,
+    seq bigint NOT NULL,
+    type text NOT NULL,
+    op text,
+    cited text,
+    body bytea NOT NULL,
+    PRIMARY KEY (key, seq)
+);
+CREATE TABLE IF NOT EXISTS dsh.shares (
+    key bytea NOT NULL,
+    owner name NOT NULL DEFAULT current_user,
+    grantee name NOT NULL,
+    PRIMARY KEY (key, grantee),
+    FOREIGN KEY (key, owner) REFERENCES dsh.sessions (key, owner) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS dsh_sessions_owner ON dsh.sessions (owner);
+CREATE INDEX IF NOT EXISTS dsh_sessions_updated ON dsh.sessions (updated_at DESC);
+CREATE INDEX IF NOT EXISTS dsh_sessions_search ON dsh.sessions USING gin (search);
+CREATE INDEX IF NOT EXISTS dsh_events_surface ON dsh.events (key, seq) WHERE op IS NOT NULL;
+CREATE INDEX IF NOT EXISTS dsh_events_titles ON dsh.events (key, seq) WHERE type = 'session/title';
+CREATE INDEX IF NOT EXISTS dsh_shares_grantee ON dsh.shares (grantee);
+"""
+
+# Who may see a share row: its owner and its grantee (or a member of the grantee group). The foreign
+# key (key, owner) -> sessions plus ``owner = current_user`` means a role can only share its own session.
+_MEMBER_OF_GRANTEE = (
+    "(grantee = current_user OR grantee IN "
+    "(SELECT rolname FROM pg_catalog.pg_roles WHERE pg_catalog.pg_has_role(current_user, oid, 'USAGE')))"
+)
+
+_POLICIES = {
+    "dsh.sessions": [
+        ("dsh_sessions_read", "SELECT",
+         "USING (owner = current_user OR EXISTS (SELECT 1 FROM dsh.shares s WHERE s.key = sessions.key))"),
+        ("dsh_sessions_insert", "INSERT", "WITH CHECK (owner = current_user)"),
+        ("dsh_sessions_update", "UPDATE", "USING (owner = current_user) WITH CHECK (owner = current_user)"),
+        ("dsh_sessions_delete", "DELETE", "USING (owner = current_user)"),
+    ],
+    "dsh.events": [
+        ("dsh_events_read", "SELECT", "USING (EXISTS (SELECT 1 FROM dsh.sessions s WHERE s.key = events.key))"),
+        ("dsh_events_insert", "INSERT",
+         "WITH CHECK (EXISTS (SELECT 1 FROM dsh.sessions s WHERE s.key = events.key AND s.owner = current_user))"),
+        ("dsh_events_delete", "DELETE",
+         "USING (EXISTS (SELECT 1 FROM dsh.sessions s WHERE s.key = events.key AND s.owner = current_user))"),
+    ],
+    "dsh.shares": [
+        ("dsh_shares_read", "SELECT", f"USING (owner = current_user OR {_MEMBER_OF_GRANTEE})"),
+        ("dsh_shares_insert", "INSERT", "WITH CHECK (owner = current_user)"),
+        ("dsh_shares_delete", "DELETE", "USING (owner = current_user)"),
+    ],
+}
+
+
+def schema_sql(grant_to: str = "PUBLIC") -> list[str]:
+    """Every statement of the schema, in order; each is idempotent."""
+    statements = [s.strip() for s in _TABLES.split(";") if s.strip()]
+    for table, policies in _POLICIES.items():
+        statements.append(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+        statements.append(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+        for name, command, clause in policies:
+            statements.append(f"DROP POLICY IF EXISTS {name} ON {table}")
+            statements.append(f"CREATE POLICY {name} ON {table} FOR {command} {clause}")
+    statements += [
+        f"GRANT USAGE ON SCHEMA dsh TO {grant_to}",
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON dsh.sessions TO {grant_to}",
+        f"GRANT SELECT, INSERT, DELETE ON dsh.events, dsh.shares TO {grant_to}",
+        f"GRANT SELECT ON dsh.meta TO {grant_to}",
+        f"INSERT INTO dsh.meta (name, value) VALUES ('schema_version', '{SCHEMA_VERSION}') "
+        "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+    ]
+    return statements
+
+
+def installed_version(conn: psycopg.Connection[tuple[object, ...]]) -> int | None:
+    """The schema generation in this database, or ``None`` when the store was never initialised."""
+    row = conn.execute("SELECT to_regclass('dsh.meta') IS NOT NULL").fetchone()
+    if row is None or not row[0]:
+        return None
+    value = conn.execute("SELECT value FROM dsh.meta WHERE name = 'schema_version'").fetchone()
+    return int(str(value[0])) if value is not None else None
+
+
+def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], *, grant_to: str = "PUBLIC") -> bool:
+    """Create or complete the schema and its policies in one transaction; returns True when it changed
+    anything (False when it was already at this version)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_INIT_LOCK,))
+        if installed_version(conn) == SCHEMA_VERSION:
+            return False
+        for statement in schema_sql(grant_to):
+            conn.execute(statement.encode())  # our own constant SQL
+    return True
+
+
+__all__ = ["SCHEMA_VERSION", "ensure_schema", "installed_version", "schema_sql"]
