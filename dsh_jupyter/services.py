@@ -29,7 +29,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-StoreKind = Literal["jsonl", "sqlite"]
+StoreKind = Literal["jsonl", "sqlite", "postgres"]
+
+#: Where the PostgreSQL DSN comes from when ``postgres_dsn`` is empty.
+POSTGRES_DSN_ENV = "DSH_POSTGRES_DSN"
 
 
 class ServiceError(RuntimeError):
@@ -41,14 +44,15 @@ class ServiceSettings:
     """What the services are built from (a host maps its own configuration onto these fields).
 
     Empty strings mean "the default": ``sessions_dir`` → ``$DSH_SESSIONS_DIR`` or ``.dsh/sessions`` beside
-    ``cwd``; ``sqlite_path`` → ``.dsh/sessions.sqlite`` beside ``cwd``; ``dsh_home`` → ``$DSH_HOME`` or
-    ``~/.dsh``. ``max_reference_bytes`` 0 means the automatic budget.
+    ``cwd``; ``sqlite_path`` → ``.dsh/sessions.sqlite`` beside ``cwd``; ``postgres_dsn`` → ``$DSH_POSTGRES_DSN``;
+    ``dsh_home`` → ``$DSH_HOME`` or ``~/.dsh``. ``max_reference_bytes`` 0 means the automatic budget.
     """
 
     cwd: str
     store: StoreKind = "jsonl"
     sessions_dir: str = ""
     sqlite_path: str = ""
+    postgres_dsn: str = dataclasses.field(default="", repr=False)  # may hold a password: never in a repr
     dsh_home: str = ""
     catalog: bool = True
     max_references: int = 3
@@ -67,7 +71,7 @@ class ServiceSettings:
 
 
 #: Which derived parts each setting feeds; a change drops those parts (they are rebuilt on next use).
-_STORE_FIELDS = frozenset({"cwd", "store", "sessions_dir", "sqlite_path"})
+_STORE_FIELDS = frozenset({"cwd", "store", "sessions_dir", "sqlite_path", "postgres_dsn"})
 _CATALOG_FIELDS = frozenset({"dsh_home", "catalog"})
 _RESOLVER_FIELDS = frozenset({"max_references", "candidate_limit", "max_reference_bytes",
                               "reference_context_fraction"})
@@ -127,8 +131,25 @@ class Services:
             return Path(os.path.expanduser(path)).resolve()
         return Path(self._settings.cwd, ".dsh", "sessions.sqlite")
 
+    def postgres_dsn(self) -> str:
+        """The PostgreSQL DSN these settings name (the setting, else ``$DSH_POSTGRES_DSN``)."""
+        dsn = self._settings.postgres_dsn.strip() or os.environ.get(POSTGRES_DSN_ENV, "").strip()
+        if not dsn:
+            raise ServiceError(
+                "store is postgres but no database is named: set %config DshMagics.postgres_dsn = "
+                f"'postgresql://ROLE@HOST/DB' (or ${POSTGRES_DSN_ENV})"
+            )
+        return dsn
+
     def describe_store(self) -> str:
         """Where the sessions are, in words for a message."""
+        if self._settings.store == "postgres":
+            from .store.postgres import mask_dsn
+
+            try:
+                return f"the PostgreSQL store {mask_dsn(self.postgres_dsn())}"
+            except ServiceError:
+                return "the PostgreSQL store (no DSN set)"
         if self._settings.store == "sqlite":
             return f"the SQLite store {self.sqlite_file()}"
         return f"the session folder {self.sessions_root()}"
@@ -141,6 +162,10 @@ class Services:
             return self._store
 
     def _open_store(self) -> SessionStore:
+        if self._settings.store == "postgres":
+            from .store import PostgresStore
+
+            return PostgresStore(self.postgres_dsn())  # connects at first use
         if self._settings.store == "sqlite":
             from .store import SqliteStore
 
@@ -153,14 +178,16 @@ class Services:
 
     def check_writable(self) -> None:
         """Refuse, before anything is written, a store this process cannot write (a read-only folder)."""
-        if self._settings.store == "sqlite":
+        if self._settings.store == "postgres":
+            self.postgres_dsn()  # the database itself says what this role may write, at the first flush
+        elif self._settings.store == "sqlite":
             _check_writable(self.sqlite_file().parent, "sqlite_path")
         else:
             _check_writable(self.sessions_root(), "sessions_dir")
 
     @property
     def store_root(self) -> Path | None:
-        """The JSONL store's folder, or ``None`` for stores without one (SQLite)."""
+        """The JSONL store's folder, or ``None`` for stores without one (SQLite, PostgreSQL)."""
         return self.sessions_root() if self._settings.store == "jsonl" else None
 
     @property

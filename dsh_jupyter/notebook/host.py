@@ -152,7 +152,7 @@ class NotebookHost:
             self._model_spec = None
         agent = self.agent
         if agent is not None and not agent.busy and name not in _MODEL_SETTINGS and not changed & {
-                "store", "sessions_dir", "sqlite_path"}:
+                "store", "sessions_dir", "sqlite_path", "postgres_dsn"}:
             agent.config = self._agent_config()
             agent.tools = self._tools()
             agent.hooks = self._hooks()

@@ -278,7 +278,7 @@ class DshMagics(Magics, DshSettings):
         self.host.current()
         location = self.host.locate()
         if location is None:
-            print("this store keeps no per-session file (SQLite); use %dsh sessions to inspect it")
+            print(f"{self.host.services.describe_store()} keeps no per-session file; use %dsh sessions to inspect it")
         return location
 
     def _cmd_env(self, args: argparse.Namespace) -> Any:

@@ -61,6 +61,8 @@ _LOCK_NAMESPACE = b"dsh-jupyter session\x00"
 class PostgresStoreError(SessionError, RuntimeError):
     """The database cannot be reached or used (bad DSN, server down, schema missing or too new)."""
 
+    kind = "store"  # the message is complete in the user's terms (hosts show it as it is)
+
 
 def mask_dsn(dsn: str) -> str:
     """The DSN as it may be shown: ``postgresql://user@host:port/db``, never with a password."""
