@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .catalog import Catalog
     from .query import SessionQuery
     from .references import ReferenceTarget, SessionReferenceResolver
+    from .references.resolver import CatalogSource
     from .session import SessionHeader
     from .store.base import SessionStore
     from .tools.env import ShellEnvRegistry
@@ -221,6 +222,19 @@ class Services:
             self.index_store()
         return catalog
 
+    @property
+    def candidate_source(self) -> CatalogSource | None:
+        """Where candidates and body search come from: the database itself for a PostgreSQL store (its
+        row-level security decides what is seen), else the cross-folder catalog (``None``: scan the store)."""
+        if self._settings.store == "postgres":
+            from .catalog.postgres import PostgresCatalog
+            from .store.postgres import PostgresStore
+
+            store = self.store
+            if isinstance(store, PostgresStore):
+                return PostgresCatalog(store)
+        return self.catalog
+
     def index_store(self, root: Path | None = None) -> None:
         """Make sure the catalog knows ``root`` (default: this host's store), once per process and root; in a
         background thread unless the services were built with ``index_in_background=False``."""
@@ -276,7 +290,7 @@ class Services:
             return SessionReferenceResolver(
                 self.query, max_references=s.max_references, candidate_limit=s.candidate_limit,
                 max_reference_bytes=max_reference_bytes, reference_context_fraction=s.reference_context_fraction,
-                catalog=self.catalog,
+                catalog=self.candidate_source,
             )
         except SessionReferenceError as exc:
             raise ServiceError(f"invalid reference settings: {exc}") from None

@@ -39,7 +39,7 @@ from ..session import (
     SurfaceSnapshot,
     event_from_json,
 )
-from ..session.events import KNOWN_TYPES, SESSION_TITLE, SYSTEM_MESSAGE
+from ..session.events import KNOWN_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, ReplaceOp
 from .base import SessionLocation, SessionStore, SessionWriter
 from .errors import SessionExistsError, SessionWriteError
 from .jsonl import encode_event
@@ -116,6 +116,7 @@ class PostgresWriter(SessionWriter):
         self._events: list[Event] = []
         self._closed = False
         self._mutex = threading.Lock()
+        self._log: SessionLog | None = None
 
     @property
     def materialized(self) -> bool:
@@ -132,6 +133,10 @@ class PostgresWriter(SessionWriter):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def attach(self, log: SessionLog) -> None:
+        self._log = log  # a compaction's new body words come from its surface, without a database read
+        super().attach(log)
 
     def append(self, events: Iterable[Event]) -> None:
         with self._mutex:
@@ -180,10 +185,30 @@ class PostgresWriter(SessionWriter):
         if self._closed:
             raise SessionFormatError(f"the writer of session {self.header.id!r} is closed; open the session again")
 
+    def _index_words(self, cur: psycopg.Cursor[tuple[Any, ...]], replaced: bool) -> None:
+        """Keep the session's body-search words current: add the batch's surface messages, or, after a
+        compaction replaced part of the surface, recompute them from the whole surface."""
+        from ..catalog.postgres import body_words, event_texts
+
+        if not replaced:
+            texts = event_texts(e for e in self._events if e.surface_op is not None)
+            if texts:
+                cur.execute("UPDATE dsh.sessions SET words = words || array_to_tsvector(%s::text[]) WHERE key = %s",
+                            (body_words(texts), self._key))
+            return
+        if self._log is not None and self._log.next_seq == self._next_seq:
+            surface = self._log.surface()
+        else:
+            surface = self._store._surface_events(cur.connection, self.header.id, self._key)
+        cur.execute("UPDATE dsh.sessions SET words = array_to_tsvector(%s::text[]) WHERE key = %s",
+                    (body_words(event_texts(surface)), self._key))
+
     def _flush_locked(self) -> None:
         if not self._buffer:
             return
         import psycopg
+
+        from ..catalog.postgres import match_fields
 
         store = self._store
         try:
@@ -195,12 +220,15 @@ class PostgresWriter(SessionWriter):
                 updated = max(times) if times else int(self.header.created_at)
                 title = _batch_title(self._events)
                 types = sorted({r[1] for r in self._buffer})
+                match = match_fields(self.header, title) if title is not None or not self._materialized else None
+                replaced = any(isinstance(e.surface_op, ReplaceOp) for e in self._events)
                 if not self._materialized:
                     cur.execute(
-                        "INSERT INTO dsh.sessions (key, header, created_at, updated_at, next_seq, types, title, cwd) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        "INSERT INTO dsh.sessions (key, header, created_at, updated_at, next_seq, types, title, cwd, "
+                        "match_id, match_cwd, match_label) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                         (self._key, dumpb(self.header.to_json()), int(self.header.created_at), updated,
-                         self._next_seq, types, title, self.header.cwd or ""),
+                         self._next_seq, types, title, self.header.cwd, *(match or ("", "", ""))),
                     )
                     if cur.rowcount != 1:
                         raise SessionExistsError(
@@ -211,10 +239,11 @@ class PostgresWriter(SessionWriter):
                 else:
                     cur.execute(
                         "UPDATE dsh.sessions SET next_seq = %s, updated_at = GREATEST(updated_at, %s), "
-                        "title = COALESCE(%s, title), "
+                        "title = COALESCE(%s, title), match_label = COALESCE(%s, match_label), "
                         "types = ARRAY(SELECT DISTINCT t FROM unnest(types || %s::text[]) AS t ORDER BY t) "
                         "WHERE key = %s AND next_seq = %s",
-                        (self._next_seq, updated, title, types, self._key, self._stored_seq),
+                        (self._next_seq, updated, title, match[2] if match else None, types, self._key,
+                         self._stored_seq),
                     )
                     if cur.rowcount != 1:
                         raise SessionWriteError(
@@ -223,6 +252,7 @@ class PostgresWriter(SessionWriter):
                             "open the session again."
                         )
                 _insert_events(cur, self._key, self._buffer)
+                self._index_words(cur, replaced)
         except SessionError:
             raise
         except psycopg.Error as exc:
@@ -434,26 +464,27 @@ class PostgresStore(SessionStore):
         except SessionFormatError as exc:
             raise SessionCorruptError(f"corrupt session {session_id!r}: {exc}", path=self.where) from None
 
-    def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
-        with self._snapshot(session_id) as (conn, key, header, next_seq):
-            fold = SurfaceFold()
-            kinds: dict[int, tuple[str, Any, Any]] = {}
-            rows = conn.execute(
-                "SELECT seq, op, cited, type FROM dsh.events WHERE key = %s AND op IS NOT NULL ORDER BY seq", (key,)
-            ).fetchall()
-            for seq, op, cited, kind in rows:
-                try:
-                    parsed_op = _parse_op(op)
-                    cited_seqs = loads(cited) if cited else None
-                    fold.apply(seq, parsed_op, cited_seqs)
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise self._corrupt(session_id, seq, f"has a surface op that cannot be applied ({exc})") from None
-                if kind in skip_data:
-                    kinds[seq] = (kind, parsed_op, cited_seqs)
-            survivors = fold.seqs
-            wanted = [seq for seq in survivors if seq not in kinds]
-            bodies: dict[int, bytes] = dict(conn.execute(
-                "SELECT seq, body FROM dsh.events WHERE key = %s AND seq = ANY(%s)", (key, wanted)).fetchall())
+    def _surface_events(self, conn: Connection, session_id: str, key: bytes,
+                        skip_data: Collection[str] = ()) -> list[Event]:
+        """The current surface events of a session, read on ``conn`` (inside its transaction)."""
+        fold = SurfaceFold()
+        kinds: dict[int, tuple[str, Any, Any]] = {}
+        rows = conn.execute(
+            "SELECT seq, op, cited, type FROM dsh.events WHERE key = %s AND op IS NOT NULL ORDER BY seq", (key,)
+        ).fetchall()
+        for seq, op, cited, kind in rows:
+            try:
+                parsed_op = _parse_op(op)
+                cited_seqs = loads(cited) if cited else None
+                fold.apply(seq, parsed_op, cited_seqs)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise self._corrupt(session_id, seq, f"has a surface op that cannot be applied ({exc})") from None
+            if kind in skip_data:
+                kinds[seq] = (kind, parsed_op, cited_seqs)
+        survivors = fold.seqs
+        wanted = [seq for seq in survivors if seq not in kinds]
+        bodies: dict[int, bytes] = dict(conn.execute(
+            "SELECT seq, body FROM dsh.events WHERE key = %s AND seq = ANY(%s)", (key, wanted)).fetchall())
         events = []
         for seq in survivors:
             if seq in kinds:
@@ -464,6 +495,11 @@ class PostgresStore(SessionStore):
                 raise self._corrupt(session_id, seq, "is missing")
             else:
                 events.append(self._decode(session_id, seq, bodies[seq]))
+        return events
+
+    def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
+        with self._snapshot(session_id) as (conn, key, header, next_seq):
+            events = self._surface_events(conn, session_id, key, skip_data)
         return SurfaceSnapshot(header, next_seq - 1 if next_seq else None, events)
 
     def read_title(self, session_id: str) -> dict[str, Any] | None:

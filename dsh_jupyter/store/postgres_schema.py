@@ -1,6 +1,8 @@
 """The PostgreSQL schema of the session store, with its row-level security policies.
 
-Everything lives in the schema ``dsh``. A session row belongs to the database role that created it
+Everything lives in the schema ``dsh``. Besides the header and counters, a session row keeps what the
+candidate query needs without reading events: its latest title, cwd, lowercased match fields and the
+folded words of its projected messages (``words``, a tsvector with a GIN index, for body search). A session row belongs to the database role that created it
 (``owner`` defaults to ``current_user`` and a policy refuses any other value); ``dsh.shares`` lists the
 roles (or group roles) a session is shared with. Row-level security is forced on every table, so each
 read, whether from a kernel, the server extension, the CLI or raw SQL, sees only the role's own
@@ -40,8 +42,11 @@ CREATE TABLE IF NOT EXISTS dsh.sessions (
     next_seq bigint NOT NULL,
     types text[] NOT NULL DEFAULT '{}',
     title text,
-    cwd text NOT NULL DEFAULT '',
-    search tsvector NOT NULL DEFAULT ''::tsvector,
+    cwd text,
+    match_id text NOT NULL DEFAULT '',
+    match_cwd text NOT NULL DEFAULT '',
+    match_label text NOT NULL DEFAULT '',
+    words tsvector NOT NULL DEFAULT ''::tsvector,
     UNIQUE (key, owner)
 );
 CREATE TABLE IF NOT EXISTS dsh.events (
@@ -61,8 +66,9 @@ CREATE TABLE IF NOT EXISTS dsh.shares (
     FOREIGN KEY (key, owner) REFERENCES dsh.sessions (key, owner) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS dsh_sessions_owner ON dsh.sessions (owner);
-CREATE INDEX IF NOT EXISTS dsh_sessions_updated ON dsh.sessions (updated_at DESC);
-CREATE INDEX IF NOT EXISTS dsh_sessions_search ON dsh.sessions USING gin (search);
+CREATE INDEX IF NOT EXISTS dsh_sessions_newest ON dsh.sessions (created_at DESC, key);
+CREATE INDEX IF NOT EXISTS dsh_sessions_cwd ON dsh.sessions (cwd, created_at DESC, key);
+CREATE INDEX IF NOT EXISTS dsh_sessions_words ON dsh.sessions USING gin (words);
 CREATE INDEX IF NOT EXISTS dsh_events_surface ON dsh.events (key, seq) WHERE op IS NOT NULL;
 CREATE INDEX IF NOT EXISTS dsh_events_titles ON dsh.events (key, seq) WHERE type = 'session/title';
 CREATE INDEX IF NOT EXISTS dsh_shares_grantee ON dsh.shares (grantee);
