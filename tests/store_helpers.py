@@ -301,8 +301,11 @@ def crash_writer(kind: str, root: str, session_id: str) -> None:
     """The writer that gets killed: (re)open the session, then append turns forever, flushing at each turn
     end and reporting ``flushed <turn> <last seq>`` on stdout only after the flush returned."""
     store = make_backend_store(kind, root)
+    if kind == "postgres":  # what a kernel has imported by its second turn
+        import dsh_jupyter.catalog.postgres  # noqa: F401
+        import dsh_jupyter.references.projection  # noqa: F401
     if store.exists(session_id):
-        log, writer = store.open(session_id)
+        log, writer = _open_when_free(store, session_id)
     else:
         header = new_header(session_id)
         log = SessionLog(header)
@@ -348,7 +351,25 @@ for _ in iter(sys.stdin.buffer.readline, b""):
 """
 
 
+def _open_when_free(store: SessionStore, session_id: str) -> tuple[SessionLog, Any]:
+    """``store.open``, waiting a little for a killed writer's lock to go: PostgreSQL drops a dead
+    connection's advisory lock when its server process notices the closed socket (milliseconds later)."""
+    from dsh_jupyter.session import SessionLockedError
+
+    deadline = time.monotonic() + (10.0 if isinstance(store, PostgresStore) else 0.0)
+    while True:
+        try:
+            return store.open(session_id)
+        except SessionLockedError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 def make_backend_store(kind: str, root: str) -> SessionStore:
+    """The store of ``kind``: under the folder ``root`` (JSONL, SQLite), or at the DSN ``root`` (PostgreSQL)."""
+    if kind == "postgres":
+        return PostgresStore(root)
     return JsonlStore(Path(root) / "sessions") if kind == "jsonl" else SqliteStore(Path(root) / "sessions.db")
 
 
@@ -395,7 +416,7 @@ def check_turns(log: SessionLog, flushed: set[int]) -> int:
 class _Spawner:
     """Runs one writer per :meth:`start`, as a fresh interpreter or forked from a small server script."""
 
-    def __init__(self, mode: str, kind: str, root: Path, session_id: str) -> None:
+    def __init__(self, mode: str, kind: str, root: Path | str, session_id: str) -> None:
         self.mode = mode
         self.args = [kind, str(root), session_id]
         self.env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
@@ -460,7 +481,7 @@ class _Spawner:
             self.server.wait(timeout=30)
 
 
-def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_delay: float = 0.1,
+def run_crash_loop(kind: str, root: Path | str, *, kills: int, seed: int = 0, max_delay: float = 0.1,
                    session_id: str = "crash-session", mode: str = "fork") -> CrashReport:
     """Start a writer that appends turns, SIGKILL it at a random moment, check the log; ``kills`` times.
 
@@ -486,7 +507,7 @@ def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_dela
                 assert not flushed, "turns were reported flushed but the session does not exist"
     finally:
         spawner.close()
-    log, writer = store.open(session_id)
+    log, writer = _open_when_free(store, session_id)
     with writer:
         next_turn = sum(1 for e in log.events if e.type == "turn/start") + 1
         append_turn(log, next_turn)
