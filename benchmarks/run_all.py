@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
-BENCHMARKS = ["bench_store.py", "bench_references.py", "bench_notebook.py", "bench_catalog.py", "bench_bigref.py"]
+BENCHMARKS = ["bench_store.py", "bench_references.py", "bench_notebook.py", "bench_catalog.py", "bench_bigref.py",
+              "bench_postgres.py"]
 
 
 def main() -> int:

@@ -103,7 +103,9 @@ def _as_server_user() -> list[str]:
     return ["runuser", "-u", "postgres", "--"]
 
 
-def start_server(bindir: Path) -> PgServer:
+def start_server(bindir: Path, *, durable: bool = False) -> PgServer:
+    """Start a server in a new temporary folder. Tests run it without fsync; ``durable=True`` keeps
+    PostgreSQL's defaults (fsync, synchronous commit), for benchmarks of commit latency."""
     root = Path(tempfile.mkdtemp(prefix="dsh-pg-"))
     if os.geteuid() == 0:
         user = pwd.getpwnam("postgres")
@@ -123,8 +125,9 @@ def start_server(bindir: Path) -> PgServer:
     pwfile.unlink()
     port = _free_port()
     options = (f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} "
-               "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 "
-               "-c shared_buffers=64MB")
+               "-c max_connections=200 -c shared_buffers=128MB")
+    if not durable:
+        options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     result = subprocess.run(
         [*prefix, str(bindir / "pg_ctl"), "-D", str(root / "data"), "-l", str(root / "server.log"),
          "-o", options, "-w", "-t", "60", "start"],
