@@ -185,21 +185,22 @@ class PostgresWriter(SessionWriter):
         if self._closed:
             raise SessionFormatError(f"the writer of session {self.header.id!r} is closed; open the session again")
 
-    def _index_words(self, cur: psycopg.Cursor[tuple[Any, ...]], replaced: bool) -> None:
-        """Keep the session's body-search words current: add the batch's surface messages, or, after a
-        compaction replaced part of the surface, recompute them from the whole surface."""
+    def _batch_words(self, replaced: bool) -> tuple[list[str], list[str] | None]:
+        """The body-search words this flush adds, and all of them when a compaction replaced part of the
+        surface (``None``: recompute from the stored surface, when no log is attached)."""
         from ..catalog.postgres import body_words, event_texts
 
         if not replaced:
-            texts = event_texts(e for e in self._events if e.surface_op is not None)
-            if texts:
-                cur.execute("UPDATE dsh.sessions SET words = words || array_to_tsvector(%s::text[]) WHERE key = %s",
-                            (body_words(texts), self._key))
-            return
+            return body_words(event_texts(e for e in self._events if e.surface_op is not None)), None
         if self._log is not None and self._log.next_seq == self._next_seq:
-            surface = self._log.surface()
-        else:
-            surface = self._store._surface_events(cur.connection, self.header.id, self._key)
+            return [], body_words(event_texts(self._log.surface()))
+        return [], None
+
+    def _reindex_words(self, cur: psycopg.Cursor[tuple[Any, ...]]) -> None:
+        """Recompute the body-search words from the stored surface (a compaction written without a log)."""
+        from ..catalog.postgres import body_words, event_texts
+
+        surface = self._store._surface_events(cur.connection, self.header.id, self._key)
         cur.execute("UPDATE dsh.sessions SET words = array_to_tsvector(%s::text[]) WHERE key = %s",
                     (body_words(event_texts(surface)), self._key))
 
@@ -222,13 +223,16 @@ class PostgresWriter(SessionWriter):
                 types = sorted({r[1] for r in self._buffer})
                 match = match_fields(self.header, title) if title is not None or not self._materialized else None
                 replaced = any(isinstance(e.surface_op, ReplaceOp) for e in self._events)
+                added, whole = self._batch_words(replaced)
                 if not self._materialized:
                     cur.execute(
                         "INSERT INTO dsh.sessions (key, header, created_at, updated_at, next_seq, types, title, cwd, "
-                        "match_id, match_cwd, match_label) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        "match_id, match_cwd, match_label, words) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[])) "
+                        "ON CONFLICT DO NOTHING",
                         (self._key, dumpb(self.header.to_json()), int(self.header.created_at), updated,
-                         self._next_seq, types, title, self.header.cwd, *(match or ("", "", ""))),
+                         self._next_seq, types, title, self.header.cwd, *(match or ("", "", "")),
+                         whole if whole is not None else added),
                     )
                     if cur.rowcount != 1:
                         raise SessionExistsError(
@@ -240,10 +244,12 @@ class PostgresWriter(SessionWriter):
                     cur.execute(
                         "UPDATE dsh.sessions SET next_seq = %s, updated_at = GREATEST(updated_at, %s), "
                         "title = COALESCE(%s, title), match_label = COALESCE(%s, match_label), "
-                        "types = ARRAY(SELECT DISTINCT t FROM unnest(types || %s::text[]) AS t ORDER BY t) "
+                        "types = ARRAY(SELECT DISTINCT t FROM unnest(types || %s::text[]) AS t ORDER BY t), "
+                        "words = CASE WHEN %s::text[] IS NULL THEN words || array_to_tsvector(%s::text[]) "
+                        "ELSE array_to_tsvector(%s::text[]) END "
                         "WHERE key = %s AND next_seq = %s",
-                        (self._next_seq, updated, title, match[2] if match else None, types, self._key,
-                         self._stored_seq),
+                        (self._next_seq, updated, title, match[2] if match else None, types, whole, added, whole,
+                         self._key, self._stored_seq),
                     )
                     if cur.rowcount != 1:
                         raise SessionWriteError(
@@ -252,7 +258,8 @@ class PostgresWriter(SessionWriter):
                             "open the session again."
                         )
                 _insert_events(cur, self._key, self._buffer)
-                self._index_words(cur, replaced)
+                if replaced and whole is None:
+                    self._reindex_words(cur)
         except SessionError:
             raise
         except psycopg.Error as exc:
