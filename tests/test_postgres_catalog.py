@@ -58,12 +58,14 @@ def _populate(store: PostgresStore) -> None:
         ("other-1", "/srv/other", 5000, "deploy the project", "Deployed", "Deploy PROJECT"),
         ("other-2", "/home/dev/project-two", 4000, "clean the data", "Cleaned", None),
         ("Mixed-Case", "/tmp/X", 4500, "Ünïcödé prompt", "naïve answer", "Émoji 😀 title"),
+        ("odd_%id\\x", "/tmp/a_b", 4600, "wildcards", "literal", "100% sure"),
     ]
     for session_id, cwd, created, prompt, answer, title in rows:
         _chat(store, session_id, cwd, created, prompt, answer, title)
 
 
-NEEDLES = ["", "here", "project", "sales", "data", "none", "-", "x", "émoji", "😀", "nothing-at-all", "/home"]
+NEEDLES = ["", "here", "project", "sales", "data", "none", "-", "x", "émoji", "😀", "nothing-at-all", "/home",
+           "%", "_", "a_b", "\\", "d_%", "0% s"]
 
 
 @pytest.mark.parametrize("target", [ReferenceTarget(None, HERE), ReferenceTarget("here-old", HERE),

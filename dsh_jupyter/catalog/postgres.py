@@ -75,6 +75,11 @@ def _storable(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(text) else text
 
 
+def _like(text: str) -> str:
+    """A LIKE pattern that matches ``text`` anywhere (its own ``%``, ``_`` and ``\\`` taken literally)."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
 def _has_surrogate(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -86,8 +91,9 @@ def _has_surrogate(text: str) -> bool:
 _TIER = """(SELECT {tier} AS tier, header, title, created_at, key FROM dsh.sessions
   WHERE {where} AND key <> %(self)s AND ({meta} OR {body})
   ORDER BY created_at DESC, key LIMIT %(limit)s)"""
-_META = ("(%(needle)s = '' OR strpos(match_id, %(needle)s) > 0 OR strpos(match_cwd, %(needle)s) > 0 "
-         "OR strpos(match_label, %(needle)s) > 0)")
+# LIKE '%text%' on the lowercased fields (a substring test, as the rules say), so pg_trgm indexes apply.
+_META = ("(%(needle)s = '' OR match_id LIKE %(like)s OR match_cwd LIKE %(like)s "
+         "OR match_label LIKE %(like)s)")
 _BODY = "key IN (SELECT key FROM hits)"
 # workspace_rank in SQL: 0 same cwd, 1 no cwd, 2 anything else (each tier walks its own index).
 _TIERS = (
@@ -132,7 +138,8 @@ class PostgresCatalog:
         tsquery = body_tsquery(needle) if body else None
         params: dict[str, Any] = {
             "self": session_key(target_id) if target_id is not None else b"",
-            "needle": _storable(needle), "cwd": target_cwd, "limit": limit, "tsquery": tsquery,
+            "needle": _storable(needle), "like": _like(_storable(needle)), "cwd": target_cwd, "limit": limit,
+            "tsquery": tsquery,
         }
         with self.store._reader() as conn:  # the catalog is the store's own read side
             if conn is None:

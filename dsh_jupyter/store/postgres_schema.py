@@ -1,14 +1,14 @@
 """The PostgreSQL schema of the session store, with its row-level security policies.
 
 Everything lives in the schema ``dsh``. Besides the header and counters, a session row keeps what the
-candidate query needs without reading events: its latest title, cwd, lowercased match fields and the
-folded words of its projected messages (``words``, a tsvector with a GIN index, for body search). A session row belongs to the database role that created it
-(``owner`` defaults to ``current_user`` and a policy refuses any other value); ``dsh.shares`` lists the
-roles (or group roles) a session is shared with. Row-level security is forced on every table, so each
-read, whether from a kernel, the server extension, the CLI or raw SQL, sees only the role's own
-sessions and those shared with it (or with a group it belongs to), and their events. Only the owner
-writes, shares or deletes a session. Superusers and roles with BYPASSRLS see everything, as PostgreSQL
-always lets them.
+candidate query needs without reading events: its latest title, cwd, lowercased match fields and the folded
+words of its projected messages (``words``, a tsvector with a GIN index, for body search). A session row
+belongs to the database role that created it (``owner`` defaults to ``current_user`` and a policy refuses
+any other value); ``dsh.shares`` lists the roles (or group roles) a session is shared with. Row-level
+security is forced on every table, so each read, whether from a kernel, the server extension, the CLI or raw
+SQL, sees only the role's own sessions and those shared with it (or with a group it belongs to), and their
+events. Only the owner writes, shares or deletes a session. Superusers and roles with BYPASSRLS see
+everything, as PostgreSQL always lets them.
 
 :func:`ensure_schema` creates or upgrades all of it idempotently (``dsh-jupyter postgres init``); on a
 shared database run it as a dedicated administrator role, which then owns the tables.
@@ -124,6 +124,29 @@ def schema_sql(grant_to: str = "PUBLIC") -> list[str]:
     return statements
 
 
+#: Substring indexes for the candidate filter (id, cwd, label contain the typed text), when the pg_trgm
+#: extension can be had; without it the same queries are answered by scanning the rows in rank order.
+_TRIGRAM_COLUMNS = ("match_id", "match_cwd", "match_label")
+
+
+def _trigram_indexes(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    """Create pg_trgm (a trusted extension) and the substring indexes; False when that is not possible."""
+    import psycopg
+
+    try:
+        with conn.transaction():  # a savepoint: a refusal leaves the rest of the schema in place
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+            row = conn.execute("SELECT extnamespace::regnamespace::text FROM pg_extension "
+                               "WHERE extname = 'pg_trgm'").fetchone()
+            schema = str(row[0]) if row is not None else "public"
+            for column in _TRIGRAM_COLUMNS:
+                conn.execute(f"CREATE INDEX IF NOT EXISTS dsh_sessions_{column}_trgm ON dsh.sessions "
+                             f"USING gin ({column} {schema}.gin_trgm_ops)".encode())
+    except psycopg.Error:
+        return False
+    return True
+
+
 def installed_version(conn: psycopg.Connection[tuple[object, ...]]) -> int | None:
     """The schema generation in this database, or ``None`` when the store was never initialised."""
     row = conn.execute("SELECT to_regclass('dsh.meta') IS NOT NULL").fetchone()
@@ -142,6 +165,7 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], *, grant_to: str
             return False
         for statement in schema_sql(grant_to):
             conn.execute(statement.encode())  # our own constant SQL
+        _trigram_indexes(conn)
     return True
 
 
