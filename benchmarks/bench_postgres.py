@@ -136,9 +136,9 @@ def load_postgres(dsn: str, base: Path, rows: list[dict[str, Any]]) -> float:
     """COPY the sessions in, every row made by the writer's own functions; returns seconds."""
     import psycopg
 
-    from dsh_jupyter._json import dumpb
+    from dsh_jupyter._json import dumpb, loads
     from dsh_jupyter.catalog.postgres import body_words, event_texts, match_fields
-    from dsh_jupyter.store import JsonlStore
+    from dsh_jupyter.session import SessionHeader, SessionLog, event_from_json
     from dsh_jupyter.store.jsonl import encode_event
     from dsh_jupyter.store.postgres_schema import ensure_schema
     from dsh_jupyter.store.sqlite import _row, session_key
@@ -150,9 +150,12 @@ def load_postgres(dsn: str, base: Path, rows: list[dict[str, Any]]) -> float:
             with cur.copy("COPY dsh.sessions (key, header, created_at, updated_at, next_seq, types, title, cwd, "
                           "match_id, match_cwd, match_label, words) FROM STDIN") as sessions_copy:
                 events_rows = []
-                stores = [JsonlStore(base / f"project{f:02d}" / ".dsh" / "sessions") for f in range(FOLDERS)]
                 for row in rows:
-                    log = stores[row["folder"]].load(row["id"])
+                    cwd = str(base / f"project{row['folder']:02d}")
+                    lines = prefix(row["id"], row["created_at"], cwd, row["prompt"], row["title"],
+                                   row["answer"]).splitlines()
+                    events = [event_from_json(loads(x)) for x in lines[1:]]
+                    log = SessionLog(SessionHeader.from_line(lines[0]), events)
                     header, events = log.header, log.events
                     key = session_key(header.id)
                     words = body_words(event_texts(log.surface()))

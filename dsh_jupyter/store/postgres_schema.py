@@ -5,7 +5,7 @@ candidate query needs without reading events: its latest title, cwd, lowercased 
 words of its projected messages (``words``, a tsvector with a GIN index, for body search). A session row
 belongs to the database role that created it (``owner`` defaults to ``current_user`` and a policy refuses
 any other value); ``dsh.shares`` lists the roles (or group roles) a session is shared with. Row-level
-security is forced on every table, so each read, whether from a kernel, the server extension, the CLI or raw
+security is forced on every table, so each read, whether from a kernel, the CLI or raw
 SQL, sees only the role's own sessions and those shared with it (or with a group it belongs to), and their
 events. Only the owner writes, shares or deletes a session. Superusers and roles with BYPASSRLS see
 everything, as PostgreSQL always lets them.
