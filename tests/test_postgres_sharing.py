@@ -90,6 +90,9 @@ def test_an_unshared_session_is_invisible_to_another_role(world: World) -> None:
     # Raw SQL as Bob: no rows at all, and nothing he can change.
     for table in ("sessions", "events", "shares"):
         assert world.sql(BOB, f"SELECT count(*) FROM dsh.{table}") == [(0,)]
+    # The candidate function (it runs as the tables' owner) applies the same visibility for the caller.
+    find = "SELECT count(*) FROM dsh.find_sessions('\\x'::bytea, '', '%%', NULL, NULL, 100)"
+    assert world.sql(BOB, find) == [(0,)] and world.sql(ALICE, find) == [(1,)]
     key = world.sql(ALICE, "SELECT key FROM dsh.sessions")[0][0]
     assert world.sql(BOB, "UPDATE dsh.sessions SET title = 'mine' RETURNING 1") == []
     assert world.sql(BOB, "DELETE FROM dsh.events RETURNING 1") == []

@@ -11,7 +11,9 @@ filters case-insensitively on id, cwd and label (title, else id); ranking is
 (``createdAt`` descending, then id). Body search: every word of the query occurs among the projected
 user/assistant words (case and diacritics folded, the last word also as a prefix); tool output and
 reasoning are never indexed. Words are stored as exact lexemes (``array_to_tsvector``), so PostgreSQL's
-own parser and dictionaries never change what a word is.
+own parser and dictionaries never change what a word is. The query runs in ``dsh.find_sessions`` (see
+:mod:`dsh_jupyter.store.postgres_schema`): it applies the same visibility as the row-level security
+policies itself, so that the trigram and word indexes can be used.
 """
 
 from __future__ import annotations
@@ -88,29 +90,6 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
-_TIER = """(SELECT {tier} AS tier, header, title, created_at, key FROM dsh.sessions
-  WHERE {where} AND key <> %(self)s AND ({meta} OR {body})
-  ORDER BY created_at DESC, key LIMIT %(limit)s)"""
-# LIKE '%text%' on the lowercased fields (a substring test, as the rules say), so pg_trgm indexes apply.
-_META = ("(%(needle)s = '' OR match_id LIKE %(like)s OR match_cwd LIKE %(like)s "
-         "OR match_label LIKE %(like)s)")
-_BODY = "key IN (SELECT key FROM hits)"
-# workspace_rank in SQL: 0 same cwd, 1 no cwd, 2 anything else (each tier walks its own index).
-_TIERS = (
-    (0, "%(cwd)s::text IS NOT NULL AND cwd = %(cwd)s"),
-    (1, "cwd IS NULL"),
-    (2, "cwd IS NOT NULL AND (%(cwd)s::text IS NULL OR cwd <> %(cwd)s)"),
-)
-
-
-def candidates_sql(body: bool) -> str:
-    hits = ("WITH hits AS MATERIALIZED (SELECT key FROM dsh.sessions WHERE words @@ %(tsquery)s::tsquery) "
-            if body else "")
-    parts = [_TIER.format(tier=tier, where=where, meta=_META, body=_BODY if body else "FALSE")
-             for tier, where in _TIERS]
-    return hits + "\nUNION ALL\n".join(parts) + "\nORDER BY tier, created_at DESC, key LIMIT %(limit)s"
-
-
 @dataclass(frozen=True)
 class Found:
     """One session a candidate or search query returned."""
@@ -136,15 +115,13 @@ class PostgresCatalog:
         from ..store.sqlite import session_key
 
         tsquery = body_tsquery(needle) if body else None
-        params: dict[str, Any] = {
-            "self": session_key(target_id) if target_id is not None else b"",
-            "needle": _storable(needle), "like": _like(_storable(needle)), "cwd": target_cwd, "limit": limit,
-            "tsquery": tsquery,
-        }
+        params = (session_key(target_id) if target_id is not None else b"", _storable(needle),
+                  _like(_storable(needle)), target_cwd, tsquery, limit)
         with self.store._reader() as conn:  # the catalog is the store's own read side
             if conn is None:
                 return []
-            rows = conn.execute(candidates_sql(tsquery is not None).encode(), params).fetchall()
+            rows = conn.execute("SELECT tier, header, title, created_at, key FROM dsh.find_sessions("
+                                "%s, %s, %s, %s, %s::tsquery, %s)", params).fetchall()
         found = []
         for _tier, raw, title, _created, _key in rows:
             try:
@@ -179,5 +156,5 @@ class PostgresCatalog:
         return query.read_surface(session_id, skip_data=skip_data)
 
 
-__all__ = ["Found", "PostgresCatalog", "body_tsquery", "body_words", "candidates_sql", "event_texts",
+__all__ = ["Found", "PostgresCatalog", "body_tsquery", "body_words", "event_texts",
            "match_fields"]

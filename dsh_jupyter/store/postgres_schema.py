@@ -5,10 +5,10 @@ candidate query needs without reading events: its latest title, cwd, lowercased 
 words of its projected messages (``words``, a tsvector with a GIN index, for body search). A session row
 belongs to the database role that created it (``owner`` defaults to ``current_user`` and a policy refuses
 any other value); ``dsh.shares`` lists the roles (or group roles) a session is shared with. Row-level
-security is forced on every table, so each read, whether from a kernel, the CLI or raw
+security is on for every table, so each read, whether from a kernel, the CLI or raw
 SQL, sees only the role's own sessions and those shared with it (or with a group it belongs to), and their
-events. Only the owner writes, shares or deletes a session. Superusers and roles with BYPASSRLS see
-everything, as PostgreSQL always lets them.
+events. Only the owner writes, shares or deletes a session. Superusers, roles with BYPASSRLS and the tables'
+owner (the administrator who ran init) see everything, as PostgreSQL lets them.
 
 :func:`ensure_schema` creates or upgrades all of it idempotently (``dsh-jupyter postgres init``); on a
 shared database run it as a dedicated administrator role, which then owns the tables.
@@ -104,12 +104,54 @@ _POLICIES = {
 }
 
 
+# The visibility the policies give, for the login role (``session_user``): inside the security-definer
+# function below ``current_user`` is the tables' owner. A non-superuser cannot change ``session_user``.
+_VISIBLE = (
+    "(s.owner = session_user OR EXISTS (SELECT 1 FROM dsh.shares sh WHERE sh.key = s.key AND (sh.grantee = "
+    "session_user OR sh.grantee IN (SELECT rolname FROM pg_catalog.pg_roles "
+    "WHERE pg_catalog.pg_has_role(session_user, oid, 'USAGE')))))"
+)
+_FIND_TIER = (
+    "(SELECT {tier} AS tier, s.header, s.title, s.created_at, s.key FROM dsh.sessions s "
+    "WHERE {where} AND s.key <> $1 AND ($2 = '' OR s.match_id LIKE $3 OR s.match_cwd LIKE $3 "
+    "OR s.match_label LIKE $3 OR ($5 IS NOT NULL AND s.words @@ $5)) AND {visible} "
+    "ORDER BY s.created_at DESC, s.key LIMIT $6)"
+)
+# ranking.workspace_rank in SQL: 0 same cwd, 1 no cwd, 2 anything else (each tier walks its own index).
+_FIND_TIERS = (
+    (0, "$4 IS NOT NULL AND s.cwd = $4"),
+    (1, "s.cwd IS NULL"),
+    (2, "s.cwd IS NOT NULL AND ($4 IS NULL OR s.cwd <> $4)"),
+)
+
+
+def find_sessions_sql(grant_to: str) -> list[str]:
+    """``dsh.find_sessions(self, needle, like, cwd, tsquery, limit)``: candidates of the calling login role.
+
+    Row-level security keeps the planner from using an index for a non-leakproof condition (LIKE, ``@@``),
+    so a keystroke over 100,000 sessions would scan them all. This security-definer function runs as the
+    tables' owner (who is not bound by the policies) and applies exactly their visibility itself, for
+    ``session_user``; each call is planned with its own values (``EXECUTE``), so a rare needle uses the
+    trigram and word indexes and a common one walks the newest-first index."""
+    query = " UNION ALL ".join(_FIND_TIER.format(tier=tier, where=where, visible=_VISIBLE)
+                               for tier, where in _FIND_TIERS)
+    query += " ORDER BY 1, 4 DESC, 5 LIMIT $6"
+    return [
+        "CREATE OR REPLACE FUNCTION dsh.find_sessions(p_self bytea, p_needle text, p_like text, p_cwd text, "
+        "p_tsquery tsquery, p_limit integer) RETURNS TABLE (tier integer, header bytea, title text, "
+        "created_at bigint, key bytea) LANGUAGE plpgsql STABLE SECURITY DEFINER "
+        "SET search_path = pg_catalog, pg_temp AS $fn$ BEGIN RETURN QUERY EXECUTE "
+        f"$q${query}$q$ USING p_self, p_needle, p_like, p_cwd, p_tsquery, p_limit; END $fn$",
+        "REVOKE ALL ON FUNCTION dsh.find_sessions(bytea, text, text, text, tsquery, integer) FROM PUBLIC",
+        f"GRANT EXECUTE ON FUNCTION dsh.find_sessions(bytea, text, text, text, tsquery, integer) TO {grant_to}",
+    ]
+
+
 def schema_sql(grant_to: str = "PUBLIC") -> list[str]:
     """Every statement of the schema, in order; each is idempotent."""
     statements = [s.strip() for s in _TABLES.split(";") if s.strip()]
     for table, policies in _POLICIES.items():
         statements.append(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
-        statements.append(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
         for name, command, clause in policies:
             statements.append(f"DROP POLICY IF EXISTS {name} ON {table}")
             statements.append(f"CREATE POLICY {name} ON {table} FOR {command} {clause}")
@@ -118,6 +160,7 @@ def schema_sql(grant_to: str = "PUBLIC") -> list[str]:
         f"GRANT SELECT, INSERT, UPDATE, DELETE ON dsh.sessions TO {grant_to}",
         f"GRANT SELECT, INSERT, DELETE ON dsh.events, dsh.shares TO {grant_to}",
         f"GRANT SELECT ON dsh.meta TO {grant_to}",
+        *find_sessions_sql(grant_to),
         f"INSERT INTO dsh.meta (name, value) VALUES ('schema_version', '{SCHEMA_VERSION}') "
         "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
     ]
