@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(HERE))
 
-from bench_catalog import ms, percentile, prefix, vocabulary, zipf_words  # noqa: E402
+from benchmarks.bench_catalog import ms, percentile, prefix, vocabulary, zipf_words  # noqa: E402
 
 DATA = HERE / ".data"
 FOLDERS = 20
@@ -149,7 +149,7 @@ def load_postgres(dsn: str, base: Path, rows: list[dict[str, Any]]) -> float:
         with conn.transaction(), conn.cursor() as cur:
             with cur.copy("COPY dsh.sessions (key, header, created_at, updated_at, next_seq, types, title, cwd, "
                           "match_id, match_cwd, match_label, words) FROM STDIN") as sessions_copy:
-                events_rows = []
+                events_rows: list[tuple[Any, ...]] = []
                 for row in rows:
                     cwd = str(base / f"project{row['folder']:02d}")
                     lines = prefix(row["id"], row["created_at"], cwd, row["prompt"], row["title"],

@@ -78,7 +78,8 @@ def ran(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         path.write_text(json.dumps(_settings("UserPromptSubmit", command)))
     bad = pg_server.dsn(name, "nb_alice", "not-the-password")
     sources = {key: code.format(claude=str(claude), codex=str(codex), dsn=dsn, bad=bad) for key, code in CELLS.items()}
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in sources.values()])
+    code_cells = [nbformat.v4.new_code_cell(code) for code in sources.values()]  # type: ignore[no-untyped-call]
+    nb = nbformat.v4.new_notebook(cells=code_cells)  # type: ignore[no-untyped-call]
     try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("DSH_HOME", str(home))

@@ -10,9 +10,11 @@ def test_server_runs_as_a_non_root_role_on_loopback(pg_server: PgServer, pg_data
     import psycopg
 
     with psycopg.connect(pg_database) as conn:
-        addr, port = conn.execute("SELECT inet_server_addr()::text, inet_server_port()").fetchone()
+        row = conn.execute("SELECT inet_server_addr()::text, inet_server_port()").fetchone()
+        assert row is not None
+        addr, port = row
         assert addr.startswith("127.0.0.1") and port == pg_server.port
-        assert conn.execute("SHOW data_directory").fetchone()[0] == str(pg_server.data)
+        assert conn.execute("SHOW data_directory").fetchone() == (str(pg_server.data),)
     assert (pg_server.data / "postmaster.pid").stat().st_uid != 0
 
 

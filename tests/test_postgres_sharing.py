@@ -199,7 +199,7 @@ def test_the_magics_share_and_unshare(world: World, tmp_path: Path, monkeypatch:
     extensions.load_extension("dsh_jupyter")
     try:
         shell.run_line_magic("config", 'DshMagics.store = "postgres"')
-        shell.run_cell_magic("dsh", "", "remember the share test")
+        shell.run_cell_magic("dsh", "", "remember the share test")  # type: ignore[no-untyped-call]
         session_id = shell.magics_manager.registry["DshMagics"].host.agent.id
         capsys.readouterr()
         shell.run_line_magic("dsh", f"share {session_id[:8]} --with {BOB}")
