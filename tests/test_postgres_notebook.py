@@ -27,6 +27,7 @@ CELLS = {
     "env": "import os\nprint('jsonl:', repr(os.environ.get('DSH_SESSION_JSONL')), "
            "'id:', os.environ.get('DSH_SESSION_ID'))",
     "bash": "!echo \"bash-jsonl=[$DSH_SESSION_JSONL]\"",
+    "sessions": "%dsh new\n%dsh sessions --body hello postg",
     "settings": "%config DshMagics",
     "dsn_value": "%config DshMagics.postgres_dsn = {dsn!r}\n%config DshMagics",
     "bad_dsn": "%config DshMagics.postgres_dsn = {bad!r}\n%dsh new",
@@ -110,6 +111,12 @@ def test_the_turn_lands_in_the_database_under_the_kernels_role(ran: Ran) -> None
             "SELECT body FROM dsh.events WHERE type = 'user/message' ORDER BY seq")]
     assert bodies[0]["data"]["content"][0]["text"] == "hello postgres"
     assert f"id: {session_id}" in ran.cells["env"]
+
+
+@pytest.mark.slow
+def test_the_kernel_finds_it_by_its_body(ran: Ran) -> None:
+    session_id = ran.cells["env"].split("id: ", 1)[1].split()[0]
+    assert session_id in ran.cells["sessions"], ran.cells["sessions"]
 
 
 @pytest.mark.slow
