@@ -168,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
                             description="Forget what the catalog recorded for the store (or every store with "
                                         "--all) and index all of its logs again.")
     scoped(p)
+    from .store.postgres_cli import add_copy_command, add_postgres_commands
+
+    add_copy_command(commands)
+    add_postgres_commands(groups)
     return parser
 
 
@@ -654,10 +658,20 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error (already printed)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
-    if args.group != "sessions" or args.command is None:
-        target = parser if args.group is None else _subparser(parser, "sessions")
+    if args.group is None or args.command is None:
+        target = parser if args.group is None else _subparser(parser, args.group)
         target.print_help(sys.stderr)
         return EXIT_USAGE
+    if args.group == "postgres" or args.command == "copy":  # no catalog: the database answers
+        from .store.postgres_cli import PostgresCliError, run_copy, run_postgres
+
+        try:
+            return run_postgres(args, out) if args.group == "postgres" else run_copy(args, out)
+        except PostgresCliError as exc:
+            print(f"dsh-jupyter: {exc}", file=sys.stderr)
+            return exc.code
+        except BrokenPipeError:
+            return EXIT_OK
     services = _services()
     try:
         catalog = services.catalog

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .catalog import Catalog
     from .query import SessionQuery
     from .references import ReferenceTarget, SessionReferenceResolver
+    from .references.resolver import CatalogSource
     from .session import SessionHeader
     from .sources import ForeignSessions
     from .store.base import SessionStore
@@ -30,7 +31,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-StoreKind = Literal["jsonl", "sqlite"]
+StoreKind = Literal["jsonl", "sqlite", "postgres"]
+
+#: Where the PostgreSQL DSN comes from when ``postgres_dsn`` is empty.
+POSTGRES_DSN_ENV = "DSH_POSTGRES_DSN"
 
 
 class ServiceError(RuntimeError):
@@ -42,15 +46,16 @@ class ServiceSettings:
     """What the services are built from (a host maps its own configuration onto these fields).
 
     Empty strings mean "the default": ``sessions_dir`` → ``$DSH_SESSIONS_DIR`` or ``.dsh/sessions`` beside
-    ``cwd``; ``sqlite_path`` → ``.dsh/sessions.sqlite`` beside ``cwd``; ``dsh_home`` → ``$DSH_HOME`` or
-    ``~/.dsh``. ``max_reference_bytes`` 0 means the automatic budget. ``foreign_sessions`` lists and
-    references other tools' transcripts (Claude Code, Codex) read-only.
+    ``cwd``; ``sqlite_path`` → ``.dsh/sessions.sqlite`` beside ``cwd``; ``postgres_dsn`` → ``$DSH_POSTGRES_DSN``;
+    ``dsh_home`` → ``$DSH_HOME`` or ``~/.dsh``. ``max_reference_bytes`` 0 means the automatic budget.
+    ``foreign_sessions`` lists and references other tools' transcripts (Claude Code, Codex) read-only.
     """
 
     cwd: str
     store: StoreKind = "jsonl"
     sessions_dir: str = ""
     sqlite_path: str = ""
+    postgres_dsn: str = dataclasses.field(default="", repr=False)  # may hold a password: never in a repr
     dsh_home: str = ""
     catalog: bool = True
     foreign_sessions: bool = True
@@ -70,7 +75,7 @@ class ServiceSettings:
 
 
 #: Which derived parts each setting feeds; a change drops those parts (they are rebuilt on next use).
-_STORE_FIELDS = frozenset({"cwd", "store", "sessions_dir", "sqlite_path"})
+_STORE_FIELDS = frozenset({"cwd", "store", "sessions_dir", "sqlite_path", "postgres_dsn"})
 _CATALOG_FIELDS = frozenset({"dsh_home", "catalog"})
 _FOREIGN_FIELDS = frozenset({"dsh_home", "foreign_sessions"})
 _RESOLVER_FIELDS = frozenset({"max_references", "candidate_limit", "max_reference_bytes",
@@ -136,8 +141,25 @@ class Services:
             return Path(os.path.expanduser(path)).resolve()
         return Path(self._settings.cwd, ".dsh", "sessions.sqlite")
 
+    def postgres_dsn(self) -> str:
+        """The PostgreSQL DSN these settings name (the setting, else ``$DSH_POSTGRES_DSN``)."""
+        dsn = self._settings.postgres_dsn.strip() or os.environ.get(POSTGRES_DSN_ENV, "").strip()
+        if not dsn:
+            raise ServiceError(
+                "store is postgres but no database is named: set %config DshMagics.postgres_dsn = "
+                f"'postgresql://ROLE@HOST/DB' (or ${POSTGRES_DSN_ENV})"
+            )
+        return dsn
+
     def describe_store(self) -> str:
         """Where the sessions are, in words for a message."""
+        if self._settings.store == "postgres":
+            from .store.postgres import mask_dsn
+
+            try:
+                return f"the PostgreSQL store {mask_dsn(self.postgres_dsn())}"
+            except ServiceError:
+                return "the PostgreSQL store (no DSN set)"
         if self._settings.store == "sqlite":
             return f"the SQLite store {self.sqlite_file()}"
         return f"the session folder {self.sessions_root()}"
@@ -150,6 +172,10 @@ class Services:
             return self._store
 
     def _open_store(self) -> SessionStore:
+        if self._settings.store == "postgres":
+            from .store import PostgresStore
+
+            return PostgresStore(self.postgres_dsn())  # connects at first use
         if self._settings.store == "sqlite":
             from .store import SqliteStore
 
@@ -162,7 +188,11 @@ class Services:
 
     def check_writable(self, session_id: str | None = None) -> None:
         """Refuse, before anything is written, a store this process cannot write (a read-only folder); the
-        store's own rule decides (reading, listing and referencing never need this)."""
+        store's own rule decides (reading, listing and referencing never need this). For PostgreSQL the
+        database itself says what this role may write, at the first flush."""
+        if self._settings.store == "postgres":
+            self.postgres_dsn()
+            return
         from .store import StoreReadOnlyError
 
         try:
@@ -172,7 +202,7 @@ class Services:
 
     @property
     def store_root(self) -> Path | None:
-        """The JSONL store's folder, or ``None`` for stores without one (SQLite)."""
+        """The JSONL store's folder, or ``None`` for stores without one (SQLite, PostgreSQL)."""
         return self.sessions_root() if self._settings.store == "jsonl" else None
 
     @property
@@ -213,6 +243,19 @@ class Services:
             catalog, self._catalog = self._catalog, None
         if catalog is not None and not self._shared_catalog:
             catalog.close()
+
+    @property
+    def candidate_source(self) -> CatalogSource | None:
+        """Where candidates and body search come from: the database itself for a PostgreSQL store (its
+        row-level security decides what is seen), else the cross-folder catalog (``None``: scan the store)."""
+        if self._settings.store == "postgres":
+            from .catalog.postgres import PostgresCatalog
+            from .store.postgres import PostgresStore
+
+            store = self.store
+            if isinstance(store, PostgresStore):
+                return PostgresCatalog(store)
+        return self.catalog
 
     def index_store(self, root: Path | None = None) -> None:
         """Make sure the catalog knows ``root`` (default: this host's store), once per process and root.
@@ -299,7 +342,7 @@ class Services:
             return SessionReferenceResolver(
                 self.query, max_references=s.max_references, candidate_limit=s.candidate_limit,
                 max_reference_bytes=max_reference_bytes, reference_context_fraction=s.reference_context_fraction,
-                catalog=self.catalog, foreign=self.foreign,
+                catalog=self.candidate_source, foreign=self.foreign,
             )
         except SessionReferenceError as exc:
             raise ServiceError(f"invalid reference settings: {exc}") from None

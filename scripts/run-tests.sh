@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Fresh machine -> full test suite. Creates .venv, installs the package with its test dependencies (the
-# JupyterLab extension is built from source on the way), installs Debian chromium for the browser tests
-# when it is missing and this user may install packages, checks lint (ruff) and strict types (mypy), then
-# runs pytest. Extra arguments go to pytest.
+# JupyterLab extension is built from source on the way), installs Debian chromium (browser tests) and
+# postgresql (PostgreSQL store tests) when they are missing and this user may install packages, checks
+# lint (ruff) and strict types (mypy), then runs pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/venv.sh test,local
+bash scripts/venv.sh test,local,postgres
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing Debian chromium for the browser tests ..."
@@ -13,6 +13,16 @@ if ! command -v chromium >/dev/null 2>&1; then
       || { tail -20 /tmp/dsh-chromium-install.log; echo "could not install chromium" >&2; exit 1; }
   else
     echo "note: chromium is not installed; the browser tests will be skipped (apt-get install chromium)" >&2
+  fi
+fi
+# The PostgreSQL store tests start their own server from Debian's binaries (tests/pg_helpers.py).
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian postgresql for the PostgreSQL store tests ..."
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >/tmp/dsh-postgresql-install.log 2>&1 \
+      || { tail -20 /tmp/dsh-postgresql-install.log; echo "could not install postgresql" >&2; exit 1; }
+  else
+    echo "note: PostgreSQL is not installed; the PostgreSQL store tests will be skipped (apt-get install postgresql)" >&2
   fi
 fi
 echo "ruff check ..."

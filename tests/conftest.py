@@ -14,7 +14,7 @@ hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI") == "true":
     hypothesis_settings.load_profile("ci")
 
-pytest_plugins = ["fake_openai", "pytest_jupyter.jupyter_server", "browser_helpers"]
+pytest_plugins = ["fake_openai", "pytest_jupyter.jupyter_server", "browser_helpers", "pg_helpers"]
 
 SPEC_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "spec" / "fixtures"
 

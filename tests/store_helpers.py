@@ -28,6 +28,7 @@ from dsh_jupyter.session.messages import (
 )
 from dsh_jupyter.store import JsonlStore, SqliteStore
 from dsh_jupyter.store.base import SessionStore
+from dsh_jupyter.store.postgres import PostgresStore
 from dsh_jupyter.store.sqlite import session_key
 
 HERE = Path(__file__).resolve().parent
@@ -144,7 +145,30 @@ def _sqlite(tmp: Path) -> SessionStore:
     return SqliteStore(tmp / "sessions.db")
 
 
+def _postgres(tmp: Path) -> SessionStore:
+    raise RuntimeError("the PostgreSQL backend needs a server: build its store with open_backend_store()")
+
+
 BACKENDS = [Backend("jsonl", _jsonl), Backend("sqlite", _sqlite)]
+#: The file backends plus PostgreSQL (on the test suite's own server, a fresh database per test).
+ALL_BACKENDS = [*BACKENDS, Backend("postgres", _postgres)]
+
+
+def open_backend_store(backend: Backend, tmp: Path, request: Any) -> SessionStore:
+    """``backend``'s store for one test (``request`` is the pytest request, for the PostgreSQL fixture)."""
+    if backend.kind != "postgres":
+        return backend.make(tmp)
+    store = PostgresStore(request.getfixturevalue("pg_database"))
+    request.addfinalizer(store.close)
+    return store
+
+
+def pg_exec(store: PostgresStore, sql: str, params: tuple[Any, ...] = ()) -> None:
+    """Run SQL on the store's database with its (test superuser) role, bypassing the writer."""
+    import psycopg
+
+    with psycopg.connect(store._dsn, autocommit=True) as conn:
+        conn.execute(sql, params)  # type: ignore[arg-type]
 
 
 def write_session(store: SessionStore, session_id: str = "s-1", turns: int = 2, **kw: Any) -> SessionLog:
@@ -192,6 +216,10 @@ def damage_event(store: SessionStore, session_id: str, seq: int) -> int | None:
         lines[index] = lines[index][: len(lines[index]) // 2]
         set_raw_lines(store, session_id, lines)
         return index
+    if isinstance(store, PostgresStore):
+        pg_exec(store, "UPDATE dsh.events SET body = %s WHERE key = %s AND seq = %s",
+                (b'{"type":"tool/call","seq":', session_key(session_id), seq))
+        return None
     assert isinstance(store, SqliteStore)
     sqlite_exec(store, "UPDATE dsh_events SET body = ? WHERE key = ? AND seq = ?",
                 (b'{"type":"tool/call","seq":', session_key(session_id), seq))
@@ -206,6 +234,9 @@ def drop_event(store: SessionStore, session_id: str, seq: int) -> int | None:
         del lines[index]
         set_raw_lines(store, session_id, lines)
         return index
+    if isinstance(store, PostgresStore):
+        pg_exec(store, "DELETE FROM dsh.events WHERE key = %s AND seq = %s", (session_key(session_id), seq))
+        return None
     assert isinstance(store, SqliteStore)
     sqlite_exec(store, "DELETE FROM dsh_events WHERE key = ? AND seq = ?", (session_key(session_id), seq))
     return None
@@ -217,8 +248,14 @@ def add_raw_event(store: SessionStore, session_id: str, record: dict[str, Any]) 
         with open(store.log_path(session_id), "ab") as fh:
             fh.write(dumpb(record) + b"\n")
         return
-    assert isinstance(store, SqliteStore)
     key = session_key(session_id)
+    if isinstance(store, PostgresStore):
+        pg_exec(store, "INSERT INTO dsh.events (key, seq, type, body) VALUES (%s, %s, %s, %s)",
+                (key, record["seq"], record["type"], dumpb(record)))
+        pg_exec(store, "UPDATE dsh.sessions SET next_seq = next_seq + 1, types = array_append(types, %s) "
+                "WHERE key = %s", (record["type"], key))
+        return
+    assert isinstance(store, SqliteStore)
     sqlite_exec(store, "INSERT INTO dsh_events (key, seq, type, op, cited, body) VALUES (?, ?, ?, NULL, NULL, ?)",
                 (key, record["seq"], record["type"], dumpb(record)))
     # Like a (newer) writer would: the session row lists the event types it holds.
@@ -233,6 +270,9 @@ def replace_header(store: SessionStore, session_id: str, raw: bytes) -> None:
         lines[0] = raw
         set_raw_lines(store, session_id, lines)
         return
+    if isinstance(store, PostgresStore):
+        pg_exec(store, "UPDATE dsh.sessions SET header = %s WHERE key = %s", (raw, session_key(session_id)))
+        return
     assert isinstance(store, SqliteStore)
     sqlite_exec(store, "UPDATE dsh_sessions SET header = ? WHERE key = ?", (raw, session_key(session_id)))
 
@@ -243,6 +283,14 @@ def tear_tail(store: SessionStore, session_id: str, record: dict[str, Any]) -> N
         line = dumpb(record)
         with open(store.log_path(session_id), "ab") as fh:
             fh.write(line[: len(line) // 2])
+        return
+    if isinstance(store, PostgresStore):
+        import psycopg
+
+        pg = psycopg.connect(store._dsn)  # an uncommitted transaction, then the "process" dies
+        pg.execute("INSERT INTO dsh.events (key, seq, type, body) VALUES (%s, %s, %s, %s)",
+                   (session_key(session_id), record["seq"], record["type"], dumpb(record)))
+        pg.pgconn.finish()  # drop the connection without committing
         return
     assert isinstance(store, SqliteStore)
     conn = sqlite3.connect(store.path)  # an uncommitted transaction, then the "process" dies
@@ -262,8 +310,11 @@ def crash_writer(kind: str, root: str, session_id: str) -> None:
     """The writer that gets killed: (re)open the session, then append turns forever, flushing at each turn
     end and reporting ``flushed <turn> <last seq>`` on stdout only after the flush returned."""
     store = make_backend_store(kind, root)
+    if kind == "postgres":  # what a kernel has imported by its second turn
+        import dsh_jupyter.catalog.postgres
+        import dsh_jupyter.references.projection  # noqa: F401
     if store.exists(session_id):
-        log, writer = store.open(session_id)
+        log, writer = _open_when_free(store, session_id)
     else:
         header = new_header(session_id)
         log = SessionLog(header)
@@ -309,7 +360,25 @@ for _ in iter(sys.stdin.buffer.readline, b""):
 """
 
 
+def _open_when_free(store: SessionStore, session_id: str) -> tuple[SessionLog, Any]:
+    """``store.open``, waiting a little for a killed writer's lock to go: PostgreSQL drops a dead
+    connection's advisory lock when its server process notices the closed socket (milliseconds later)."""
+    from dsh_jupyter.session import SessionLockedError
+
+    deadline = time.monotonic() + (10.0 if isinstance(store, PostgresStore) else 0.0)
+    while True:
+        try:
+            return store.open(session_id)
+        except SessionLockedError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 def make_backend_store(kind: str, root: str) -> SessionStore:
+    """The store of ``kind``: under the folder ``root`` (JSONL, SQLite), or at the DSN ``root`` (PostgreSQL)."""
+    if kind == "postgres":
+        return PostgresStore(root)
     return JsonlStore(Path(root) / "sessions") if kind == "jsonl" else SqliteStore(Path(root) / "sessions.db")
 
 
@@ -356,7 +425,7 @@ def check_turns(log: SessionLog, flushed: set[int]) -> int:
 class _Spawner:
     """Runs one writer per :meth:`start`, as a fresh interpreter or forked from a small server script."""
 
-    def __init__(self, mode: str, kind: str, root: Path, session_id: str) -> None:
+    def __init__(self, mode: str, kind: str, root: Path | str, session_id: str) -> None:
         self.mode = mode
         self.args = [kind, str(root), session_id]
         self.env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
@@ -421,7 +490,7 @@ class _Spawner:
             self.server.wait(timeout=30)
 
 
-def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_delay: float = 0.1,
+def run_crash_loop(kind: str, root: Path | str, *, kills: int, seed: int = 0, max_delay: float = 0.1,
                    session_id: str = "crash-session", mode: str = "fork") -> CrashReport:
     """Start a writer that appends turns, SIGKILL it at a random moment, check the log; ``kills`` times.
 
@@ -447,7 +516,7 @@ def run_crash_loop(kind: str, root: Path, *, kills: int, seed: int = 0, max_dela
                 assert not flushed, "turns were reported flushed but the session does not exist"
     finally:
         spawner.close()
-    log, writer = store.open(session_id)
+    log, writer = _open_when_free(store, session_id)
     with writer:
         next_turn = sum(1 for e in log.events if e.type == "turn/start") + 1
         append_turn(log, next_turn)

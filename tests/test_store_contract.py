@@ -1,4 +1,4 @@
-"""The persistence contract, run against both backends (JSONL and SQLite)."""
+"""The persistence contract, run against every backend (JSONL, SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from store_helpers import (
-    BACKENDS,
+    ALL_BACKENDS,
     Backend,
     add_raw_event,
     append_turn,
@@ -19,6 +19,7 @@ from store_helpers import (
     damage_event,
     drop_event,
     new_header,
+    open_backend_store,
     open_turn,
     raw_lines,
     replace_header,
@@ -37,19 +38,21 @@ from dsh_jupyter.session import (
     SessionNotFoundError,
 )
 from dsh_jupyter.store import JsonlStore, SessionExistsError, SessionWriteError, SqliteStore
+from dsh_jupyter.store import postgres as postgres_backend
 from dsh_jupyter.store import sqlite as sqlite_backend
 from dsh_jupyter.store.base import SessionStore
+from dsh_jupyter.store.postgres import PostgresStore
 from dsh_jupyter.store.repair import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 
 
-@pytest.fixture(params=BACKENDS, ids=str)
+@pytest.fixture(params=ALL_BACKENDS, ids=str)
 def backend(request: pytest.FixtureRequest) -> Backend:
     return request.param
 
 
 @pytest.fixture
-def store(backend: Backend, tmp_path: Path) -> SessionStore:
-    return backend.make(tmp_path)
+def store(backend: Backend, tmp_path: Path, request: pytest.FixtureRequest) -> SessionStore:
+    return open_backend_store(backend, tmp_path, request)
 
 
 def surface_seqs(store: SessionStore, session_id: str) -> list[int]:
@@ -166,7 +169,7 @@ def test_never_appended_session_leaves_nothing(store: SessionStore, tmp_path: Pa
 def test_locate_before_and_after_first_write(store: SessionStore, tmp_path: Path) -> None:
     header = new_header("loc/ated")
     before = store.locate(header)
-    if isinstance(store, SqliteStore):
+    if isinstance(store, (SqliteStore, PostgresStore)):
         assert before is None and store.session_dir(header) is None
         write_session(store, "loc/ated")
         assert store.locate(header) is None
@@ -247,7 +250,8 @@ def test_corruption_before_last_turn_end_is_rejected_with_its_line(store: Sessio
             assert info.value.line == line == tool_call + 1
             assert f"line {line}" in message and str(store.log_path("bad")) in message
         else:
-            assert f"seq {tool_call}" in message and str(store.path) in message
+            where = store.where if isinstance(store, PostgresStore) else str(store.path)
+            assert f"seq {tool_call}" in message and where in message
 
 
 def test_damaged_surface_event_fails_a_surface_read(store: SessionStore) -> None:
@@ -507,6 +511,16 @@ class _Fault:
                     raise OSError(errno.EIO, "I/O error (injected)")
 
                 self.monkeypatch.setattr(os, "write", half_write)
+        elif isinstance(self.store, PostgresStore):
+            import psycopg
+
+            real_pg_insert = postgres_backend._insert_events
+
+            def failing_pg_insert(cur: Any, key: bytes, rows: list[Any]) -> None:
+                real_pg_insert(cur, key, rows)
+                raise psycopg.OperationalError("could not extend file (injected)")
+
+            self.monkeypatch.setattr(postgres_backend, "_insert_events", failing_pg_insert)
         else:
             real_insert = sqlite_backend._insert_events
 

@@ -189,6 +189,15 @@ COMMANDS: tuple[Command, ...] = (
     Command("title", "Set the current session's title (it wins over automatic titles).", (
         Argument(("text",), "The new title (the rest of the line).", metavar="TEXT", nargs="+"),
     ), rest_of_line=True),
+    Command("share", "Let another database role (a user or a group) read one of your sessions and @-reference "
+            "it (PostgreSQL store).", (
+                Argument(("session",), "The session's id or a unique id prefix.", metavar="SESSION"),
+                Argument(("--with",), "The database role to share it with.", metavar="ROLE"),
+            )),
+    Command("unshare", "Stop sharing one of your sessions with a database role (PostgreSQL store).", (
+        Argument(("session",), "The session's id or a unique id prefix.", metavar="SESSION"),
+        Argument(("--with",), "The database role to stop sharing it with.", metavar="ROLE"),
+    )),
     Command("compact", "Summarise the current session's older conversation into a checkpoint."),
     Command("locate", "Show where the current session's log is and return it (usable as a path)."),
     Command("env", "Show the `DSH_*` values a tool call of the current session gets."),

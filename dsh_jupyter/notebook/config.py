@@ -6,8 +6,30 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from traitlets import Bool, CaselessStrEnum, Float, Int, Unicode
 from traitlets.config import Configurable
+
+
+class _MaskedDsn(str):
+    """A connection string whose repr (what ``%config DshMagics`` shows) hides the password."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        if not self:
+            return "''"
+        from ..store.postgres import mask_dsn
+
+        return repr(mask_dsn(str(self)))
+
+
+class DsnUnicode(Unicode):  # type: ignore[type-arg]
+    """A string option holding a database DSN: stored as given, never shown with its password."""
+
+    def validate(self, obj: Any, value: Any) -> Any:
+        return _MaskedDsn(super().validate(obj, value))
 
 
 class DshSettings(Configurable):
@@ -19,11 +41,16 @@ class DshSettings(Configurable):
         "kernel's working directory (the notebook's folder).",
     ).tag(config=True)
     store = CaselessStrEnum(
-        ["jsonl", "sqlite"], default_value="jsonl",
-        help="Session store: `jsonl` (one file per session beside the notebook) or `sqlite` (one database).",
+        ["jsonl", "sqlite", "postgres"], default_value="jsonl",
+        help="Session store: `jsonl` (one file per session beside the notebook), `sqlite` (one database file) or "
+        "`postgres` (a PostgreSQL database shared by a team, see `postgres_dsn`).",
     ).tag(config=True)
     sqlite_path = Unicode(
         "", help="Database file when `store` is `sqlite`. Empty: `.dsh/sessions.sqlite` in the working directory."
+    ).tag(config=True)
+    postgres_dsn = DsnUnicode(
+        "", help="PostgreSQL connection string when `store` is `postgres` (`postgresql://role@host/db`; its "
+        "password is never shown or logged). Empty: `$DSH_POSTGRES_DSN`. Sessions belong to the DSN's role.",
     ).tag(config=True)
     dsh_home = Unicode(
         "", help="Harness home, given to tools and hooks as `DSH_HOME`. Empty: `$DSH_HOME` when set, else `~/.dsh`."

@@ -178,7 +178,7 @@ class NotebookHost:
             agent.approvals.timeout = self.settings.approval_timeout
             return
         if agent is not None and not agent.busy and name not in _MODEL_SETTINGS and not changed & {
-                "store", "sessions_dir", "sqlite_path"}:
+                "store", "sessions_dir", "sqlite_path", "postgres_dsn"}:
             agent.config = self._agent_config()
             agent.tools = self._tools()
             agent.hooks = self._hooks()

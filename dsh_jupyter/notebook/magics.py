@@ -307,6 +307,35 @@ class DshMagics(Magics, DshSettings):
         print(f"title set: {agent.title()}")
         return None
 
+    def _cmd_share(self, args: argparse.Namespace) -> Any:
+        return self._change_share(args, share=True)
+
+    def _cmd_unshare(self, args: argparse.Namespace) -> Any:
+        return self._change_share(args, share=False)
+
+    def _change_share(self, args: argparse.Namespace, *, share: bool) -> None:
+        from ..store.postgres import PostgresStore
+
+        verb = "share" if share else "unshare"
+        role = getattr(args, "with")
+        if not role:
+            raise HostError(f"name the database role: %dsh {verb} SESSION --with ROLE")
+        store = self.host.store
+        if not isinstance(store, PostgresStore):
+            raise HostError(f"{verb} works with the PostgreSQL store (%config DshMagics.store = \"postgres\"); "
+                            "sessions in files are shared through the file system's permissions")
+        session_id = self.host.find_session(args.session)
+        try:
+            changed = store.share(session_id, role) if share else store.unshare(session_id, role)
+        except (PermissionError, LookupError) as exc:
+            raise HostError(str(exc)) from None
+        if share:
+            print(f"session {session_id} is shared with {role}: they can @-reference it"
+                  if changed else f"session {session_id} was already shared with {role}")
+        else:
+            print(f"session {session_id} is no longer shared with {role}"
+                  if changed else f"session {session_id} was not shared with {role}")
+
     def _cmd_compact(self, args: argparse.Namespace) -> Any:
         agent, _ = self.host.current()
         done = self._wait(self.host.thread.submit(agent.compact()), agent, cancel_turn=False)
@@ -317,7 +346,7 @@ class DshMagics(Magics, DshSettings):
         self.host.current()
         location = self.host.locate()
         if location is None:
-            print("this store keeps no per-session file (SQLite); use %dsh sessions to inspect it")
+            print(f"{self.host.services.describe_store()} keeps no per-session file; use %dsh sessions to inspect it")
         return location
 
     def _cmd_env(self, args: argparse.Namespace) -> Any:

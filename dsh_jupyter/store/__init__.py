@@ -1,4 +1,4 @@
-"""Session storage: the persistence seam and its two backends (JSONL by default, SQLite)."""
+"""Session storage: the persistence seam and its backends (JSONL by default, SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from .errors import (
 )
 from .jsonl import JsonlStore, JsonlWriter
 from .paths import decode_segment, default_sessions_dir, encode_segment, project_key
+from .postgres import PostgresStore, PostgresWriter
 from .safe_open import open_log
 from .sqlite import SqliteStore, SqliteWriter
 
@@ -21,6 +22,8 @@ __all__ = [
     "JsonlWriter",
     "LogAccessError",
     "LogPermissionError",
+    "PostgresStore",
+    "PostgresWriter",
     "SessionExistsError",
     "SessionLocation",
     "SessionStore",

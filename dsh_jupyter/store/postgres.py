@@ -1,0 +1,633 @@
+"""The server-backed backend: sessions and events in PostgreSQL (psycopg 3), for teams on JupyterHub.
+
+Same contract as the JSONL and SQLite backends: nothing is stored until the first flush with events;
+each flush is one transaction, so an event is durable when its turn's transaction commits and a failure
+leaves nothing half-written; seqs stay contiguous. One writer per session is enforced by the database: the
+writer's own connection holds a session-level advisory lock keyed on the session, taken at the first
+flush (new sessions) or by ``open``; a killed kernel's connection closes and the server drops its lock,
+leaving the same repairable state as a JSONL log (``open`` repairs an interrupted turn). Readers never
+block: each read is one repeatable-read snapshot.
+
+Who sees what is the database's business: the tables carry row-level security (see
+:mod:`.postgres_schema`), so every read returns only the connecting role's own sessions and those shared
+with it. ``locate`` and ``session_dir`` return ``None``: there is no honest per-session file.
+
+The DSN is never shown with its password: every message uses :func:`mask_dsn`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._json import dumpb, loads
+from ..session import (
+    Event,
+    SessionCorruptError,
+    SessionError,
+    SessionFormatError,
+    SessionHeader,
+    SessionLockedError,
+    SessionLog,
+    SessionNotFoundError,
+    SurfaceFold,
+    SurfaceSnapshot,
+    event_from_json,
+)
+from ..session.events import KNOWN_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, ReplaceOp
+from .base import SessionLocation, SessionStore, SessionWriter
+from .errors import SessionExistsError, SessionWriteError
+from .jsonl import encode_event
+from .postgres_schema import SCHEMA_VERSION, ensure_schema, installed_version
+from .repair import repair_open_turn
+from .sqlite import Row, _parse_op, _row, session_key
+
+if TYPE_CHECKING:
+    import psycopg
+
+    Connection = psycopg.Connection[tuple[Any, ...]]
+
+log = logging.getLogger(__name__)
+
+_IDLE_READERS = 4
+_LOCK_NAMESPACE = b"dsh-jupyter session\x00"
+
+
+class PostgresStoreError(SessionError, RuntimeError):
+    """The database cannot be reached or used (bad DSN, server down, schema missing or too new)."""
+
+    kind = "store"  # the message is complete in the user's terms (hosts show it as it is)
+
+
+def mask_dsn(dsn: str) -> str:
+    """The DSN as it may be shown: ``postgresql://user@host:port/db``, never with a password."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = conninfo_to_dict(dsn)
+    except Exception:
+        return "postgresql://(unparsable connection string)"
+    user = parts.get("user")
+    host = parts.get("host") or "localhost"
+    port = parts.get("port")
+    db = parts.get("dbname") or user or ""
+    where = f"{host}:{port}" if port else str(host)
+    return f"postgresql://{str(user) + '@' if user else ''}{where}/{db}"
+
+
+def lock_key(session_id: str) -> int:
+    """The advisory-lock key of a session (signed 64-bit, from a hash of its storage key)."""
+    digest = hashlib.blake2b(_LOCK_NAMESPACE + session_key(session_id), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _insert_events(cur: psycopg.Cursor[tuple[Any, ...]], key: bytes, rows: list[Row]) -> None:
+    cur.executemany(
+        "INSERT INTO dsh.events (key, seq, type, op, cited, body) VALUES (%s, %s, %s, %s, %s, %s)",
+        [(key, *row) for row in rows],
+    )
+
+
+def _batch_title(events: Sequence[Event]) -> str | None:
+    for event in reversed(events):
+        if event.type == SESSION_TITLE and isinstance(event.data, dict) and isinstance(event.data.get("title"), str):
+            return str(event.data["title"])
+    return None
+
+
+class PostgresWriter(SessionWriter):
+    """The single writer of one session in a :class:`PostgresStore`; its connection holds the lock."""
+
+    def __init__(self, store: PostgresStore, header: SessionHeader, *, conn: Connection | None = None,
+                 materialized: bool = False, next_seq: int = 0) -> None:
+        self.header = header
+        self._store = store
+        self._key = session_key(header.id)
+        self._conn = conn
+        self._materialized = materialized
+        self._stored_seq = next_seq
+        self._next_seq = next_seq
+        self._buffer: list[Row] = []
+        self._events: list[Event] = []
+        self._closed = False
+        self._mutex = threading.Lock()
+        self._log: SessionLog | None = None
+
+    @property
+    def materialized(self) -> bool:
+        return self._materialized
+
+    @property
+    def next_seq(self) -> int:
+        return self._next_seq
+
+    @property
+    def pending(self) -> int:
+        return self._next_seq - self._stored_seq
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def attach(self, log: SessionLog) -> None:
+        self._log = log  # a compaction's new body words come from its surface, without a database read
+        super().attach(log)
+
+    def append(self, events: Iterable[Event]) -> None:
+        with self._mutex:
+            self._check_open()
+            rows: list[Row] = []
+            batch: list[Event] = []
+            seq = self._next_seq
+            for event in events:
+                rows.append(_row(event, encode_event(event, seq)))
+                batch.append(event)
+                seq += 1
+            self._buffer.extend(rows)
+            self._events.extend(batch)
+            self._next_seq = seq
+
+    def flush(self) -> None:
+        with self._mutex:
+            self._check_open()
+            self._flush_locked()
+
+    def discard(self) -> int:
+        with self._mutex:
+            dropped = self._next_seq - self._stored_seq
+            self._buffer.clear()
+            self._events.clear()
+            self._next_seq = self._stored_seq
+        self.close()
+        return dropped
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._closed:
+                return
+            try:
+                self._flush_locked()
+            finally:
+                self._closed = True
+                self._release()
+
+    def _release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()  # closing the connection drops its advisory lock
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionFormatError(f"the writer of session {self.header.id!r} is closed; open the session again")
+
+    def _batch_words(self, replaced: bool) -> tuple[list[str], list[str] | None]:
+        """The body-search words this flush adds, and all of them when a compaction replaced part of the
+        surface (``None``: recompute from the stored surface, when no log is attached)."""
+        from ..catalog.postgres import body_words, event_texts
+
+        if not replaced:
+            return body_words(event_texts(e for e in self._events if e.surface_op is not None)), None
+        if self._log is not None and self._log.next_seq == self._next_seq:
+            return [], body_words(event_texts(self._log.surface()))
+        return [], None
+
+    def _reindex_words(self, cur: psycopg.Cursor[tuple[Any, ...]]) -> None:
+        """Recompute the body-search words from the stored surface (a compaction written without a log)."""
+        from ..catalog.postgres import body_words, event_texts
+
+        surface = self._store._surface_events(cur.connection, self.header.id, self._key)
+        cur.execute("UPDATE dsh.sessions SET words = array_to_tsvector(%s::text[]) WHERE key = %s",
+                    (body_words(event_texts(surface)), self._key))
+
+    def _flush_locked(self) -> None:
+        if not self._buffer:
+            return
+        import psycopg
+
+        from ..catalog.postgres import match_fields
+
+        store = self._store
+        try:
+            if self._conn is None:
+                self._conn = store._lock(self.header.id)
+            conn = self._conn
+            with conn.transaction(), conn.cursor() as cur:
+                times = [e.time for e in self._events if isinstance(e.time, int)]
+                updated = max(times) if times else int(self.header.created_at)
+                title = _batch_title(self._events)
+                types = sorted({r[1] for r in self._buffer})
+                match = match_fields(self.header, title) if title is not None or not self._materialized else None
+                replaced = any(isinstance(e.surface_op, ReplaceOp) for e in self._events)
+                added, whole = self._batch_words(replaced)
+                if not self._materialized:
+                    cur.execute(
+                        "INSERT INTO dsh.sessions (key, header, created_at, updated_at, next_seq, types, title, cwd, "
+                        "match_id, match_cwd, match_label, words) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[])) "
+                        "ON CONFLICT DO NOTHING",
+                        (self._key, dumpb(self.header.to_json()), int(self.header.created_at), updated,
+                         self._next_seq, types, title, self.header.cwd, *(match or ("", "", "")),
+                         whole if whole is not None else added),
+                    )
+                    if cur.rowcount != 1:
+                        raise SessionExistsError(
+                            f"cannot create session {self.header.id!r}: it already exists in {store.where} "
+                            "(another writer created it first). Nothing was written. Resume it with store.open(id), "
+                            "or start a new session."
+                        )
+                else:
+                    cur.execute(
+                        "UPDATE dsh.sessions SET next_seq = %s, updated_at = GREATEST(updated_at, %s), "
+                        "title = COALESCE(%s, title), match_label = COALESCE(%s, match_label), "
+                        "types = ARRAY(SELECT DISTINCT t FROM unnest(types || %s::text[]) AS t ORDER BY t), "
+                        "words = CASE WHEN %s::text[] IS NULL THEN words || array_to_tsvector(%s::text[]) "
+                        "ELSE array_to_tsvector(%s::text[]) END "
+                        "WHERE key = %s AND next_seq = %s",
+                        (self._next_seq, updated, title, match[2] if match else None, types, whole, added, whole,
+                         self._key, self._stored_seq),
+                    )
+                    if cur.rowcount != 1:
+                        raise SessionWriteError(
+                            f"session {self.header.id!r} changed in {store.where} behind this writer (expected "
+                            f"{self._stored_seq} stored events); it was deleted or rewritten. Nothing was written; "
+                            "open the session again."
+                        )
+                _insert_events(cur, self._key, self._buffer)
+                if replaced and whole is None:
+                    self._reindex_words(cur)
+        except SessionError:
+            raise
+        except psycopg.Error as exc:
+            if self._conn is not None and self._conn.closed:
+                self._conn = None  # the lock went with it; the next flush takes it again
+            raise SessionWriteError(
+                f"could not write session {self.header.id!r} to {store.where} ({store.explain(exc)}); the "
+                f"transaction was rolled back and the {self.pending} buffered event(s) are kept, so flush() can "
+                "be retried"
+            ) from None
+        self._buffer.clear()
+        self._events.clear()
+        self._stored_seq = self._next_seq
+        self._materialized = True
+
+
+class PostgresStore(SessionStore):
+    """Sessions in the PostgreSQL database at ``dsn``, seen with the privileges of the DSN's role."""
+
+    kind = "postgres"
+
+    def __init__(self, dsn: str, *, create_schema: bool = True) -> None:
+        self._dsn = dsn
+        self.where = mask_dsn(dsn)
+        self._create_schema = create_schema
+        self._schema_ready = False
+        self._idle: list[Connection] = []
+        self._idle_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.where!r})"
+
+    # -- connections -------------------------------------------------------------------------------------
+    def explain(self, exc: BaseException) -> str:
+        """A database error in one line, with the DSN's password (if it appears) masked."""
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        try:
+            from psycopg.conninfo import conninfo_to_dict
+
+            password = conninfo_to_dict(self._dsn).get("password")
+        except Exception:
+            password = None
+        if password:
+            text = text.replace(str(password), "****")
+        return text
+
+    def _connect(self) -> Connection:
+        import os
+
+        import psycopg
+
+        try:
+            conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=10,
+                                   application_name=f"dsh-jupyter pid {os.getpid()}")
+        except psycopg.Error as exc:
+            raise PostgresStoreError(
+                f"cannot connect to the session database {self.where}: {self.explain(exc)}. Check "
+                "DshMagics.postgres_dsn (or $DSH_POSTGRES_DSN) and that the server is running."
+            ) from None
+        return conn
+
+    def _ready(self, conn: Connection, *, create: bool) -> bool:
+        """True when the schema is installed (creating it when allowed and ``create``)."""
+        if self._schema_ready:
+            return True
+        version = installed_version(conn)
+        if version is not None and version > SCHEMA_VERSION:
+            raise PostgresStoreError(
+                f"{self.where} holds session schema {version}, newer than this version of dsh-jupyter knows "
+                f"({SCHEMA_VERSION}); upgrade dsh-jupyter to use it"
+            )
+        if version is None or version < SCHEMA_VERSION:
+            if not (create and self._create_schema):
+                return False
+            import psycopg
+
+            try:
+                ensure_schema(conn)
+            except psycopg.Error as exc:
+                raise PostgresStoreError(
+                    f"the session tables are missing in {self.where} and this role cannot create them "
+                    f"({self.explain(exc)}); ask the database administrator to run `dsh-jupyter postgres init`"
+                ) from None
+        self._schema_ready = True
+        return True
+
+    @contextmanager
+    def _reader(self) -> Iterator[Connection | None]:
+        """A pooled read connection (``None`` when the schema was never installed)."""
+        with self._idle_lock:
+            pooled = self._idle.pop() if self._idle else None
+        conn = pooled if pooled is not None and not pooled.closed else self._connect()
+        keep = False
+        try:
+            yield conn if self._ready(conn, create=False) else None
+            keep = not conn.closed and conn.info.transaction_status == 0  # idle: reusable
+        finally:
+            with self._idle_lock:
+                keep = keep and len(self._idle) < _IDLE_READERS
+                if keep:
+                    self._idle.append(conn)
+            if not keep:
+                conn.close()
+
+    @contextmanager
+    def connection(self, *, create: bool = True) -> Iterator[Connection]:
+        """A connection of this store's role with the schema in place (for sharing and the catalog)."""
+        conn = self._connect()
+        try:
+            self._ready(conn, create=create)
+            yield conn
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        """Close the idle read connections (writers close their own)."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _lock(self, session_id: str) -> Connection:
+        """A new connection that holds the session's writer lock, or :class:`SessionLockedError`."""
+        conn = self._connect()
+        try:
+            self._ready(conn, create=True)
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(session_id),)).fetchone()
+            if row is None or not row[0]:
+                raise SessionLockedError(
+                    f"session {session_id!r} ({self.where}) is already open for writing by another connection. "
+                    "Only one writer per session is allowed: close the other writer (shut down the kernel or "
+                    "notebook that has it open, or call close() on its writer), or start a new session instead."
+                )
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    # -- layout ------------------------------------------------------------------------------------------
+    def locate(self, header: SessionHeader) -> SessionLocation | None:
+        return None
+
+    def session_dir(self, header: SessionHeader) -> Path | None:
+        return None
+
+    # -- reading -----------------------------------------------------------------------------------------
+    @contextmanager
+    def _snapshot(self, session_id: str) -> Iterator[tuple[Connection, bytes, SessionHeader, int]]:
+        """One read-only repeatable-read transaction over a visible session: ``(conn, key, header, next_seq)``."""
+        with self._reader() as conn:
+            if conn is None:
+                raise SessionNotFoundError(session_id, self.where)
+            key = session_key(session_id)
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                row = conn.execute("SELECT header, next_seq, types FROM dsh.sessions WHERE key = %s",
+                                   (key,)).fetchone()
+                if row is None:
+                    raise SessionNotFoundError(session_id, self.where)
+                try:
+                    header = SessionHeader.from_line(bytes(row[0]))
+                except SessionFormatError as exc:
+                    raise SessionFormatError(f"{self.where}: session {session_id!r}: {exc}") from None
+                for kind in row[2]:
+                    if kind not in KNOWN_TYPES and kind != SYSTEM_MESSAGE:
+                        for seq, body in conn.execute(
+                                "SELECT seq, body FROM dsh.events WHERE key = %s AND type = %s", (key, kind)):
+                            self._decode(session_id, seq, body)
+                yield conn, key, header, int(row[1])
+
+    def _corrupt(self, session_id: str, seq: int, why: str) -> SessionCorruptError:
+        return SessionCorruptError(
+            f"corrupt session {session_id!r}: the stored event seq {seq} {why}. Restore the database from a "
+            "backup, or start a new session.",
+            path=self.where,
+        )
+
+    def _decode(self, session_id: str, seq: int, body: bytes) -> Event:
+        try:
+            record = loads(bytes(body))
+        except ValueError as exc:
+            raise self._corrupt(session_id, seq, f"cannot be parsed ({exc})") from None
+        kind = record.get("type") if isinstance(record, dict) else None
+        unknown = isinstance(kind, str) and kind not in KNOWN_TYPES and kind != SYSTEM_MESSAGE
+        if unknown and record.get("ignorable") is not True:
+            raise SessionFormatError(
+                f"{self.where}: session {session_id!r} event seq {seq} has unknown type {kind!r} that is not "
+                "marked ignorable; read it with a dsh-jupyter version that knows this event type"
+            )
+        try:
+            event = event_from_json(record)
+        except SessionFormatError as exc:
+            raise self._corrupt(session_id, seq, f"is not a valid event ({exc})") from None
+        if event.seq != seq:
+            raise self._corrupt(session_id, seq, f"says it is seq {event.seq}")
+        return event
+
+    def load(self, session_id: str) -> SessionLog:
+        with self._snapshot(session_id) as (conn, key, header, next_seq):
+            events: list[Event] = []
+            for seq, body in conn.execute("SELECT seq, body FROM dsh.events WHERE key = %s ORDER BY seq", (key,)):
+                if seq != len(events):
+                    raise self._corrupt(session_id, len(events), "is missing (seq gap)")
+                events.append(self._decode(session_id, seq, body))
+            if len(events) != next_seq:
+                raise self._corrupt(session_id, len(events), f"is missing (the session records {next_seq} events)")
+        try:
+            return SessionLog(header, events)
+        except SessionFormatError as exc:
+            raise SessionCorruptError(f"corrupt session {session_id!r}: {exc}", path=self.where) from None
+
+    def _surface_events(self, conn: Connection, session_id: str, key: bytes,
+                        skip_data: Collection[str] = ()) -> list[Event]:
+        """The current surface events of a session, read on ``conn`` (inside its transaction)."""
+        fold = SurfaceFold()
+        kinds: dict[int, tuple[str, Any, Any]] = {}
+        rows = conn.execute(
+            "SELECT seq, op, cited, type FROM dsh.events WHERE key = %s AND op IS NOT NULL ORDER BY seq", (key,)
+        ).fetchall()
+        for seq, op, cited, kind in rows:
+            try:
+                parsed_op = _parse_op(op)
+                cited_seqs = loads(cited) if cited else None
+                fold.apply(seq, parsed_op, cited_seqs)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise self._corrupt(session_id, seq, f"has a surface op that cannot be applied ({exc})") from None
+            if kind in skip_data:
+                kinds[seq] = (kind, parsed_op, cited_seqs)
+        survivors = fold.seqs
+        wanted = [seq for seq in survivors if seq not in kinds]
+        bodies: dict[int, bytes] = dict(conn.execute(
+            "SELECT seq, body FROM dsh.events WHERE key = %s AND seq = ANY(%s)", (key, wanted)).fetchall())
+        events = []
+        for seq in survivors:
+            if seq in kinds:
+                kind, parsed_op, cited_seqs = kinds[seq]
+                cited_tuple = tuple(cited_seqs) if cited_seqs is not None else None
+                events.append(Event(kind, seq, 0, None, parsed_op, cited_tuple))
+            elif seq not in bodies:
+                raise self._corrupt(session_id, seq, "is missing")
+            else:
+                events.append(self._decode(session_id, seq, bodies[seq]))
+        return events
+
+    def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
+        with self._snapshot(session_id) as (conn, key, header, next_seq):
+            events = self._surface_events(conn, session_id, key, skip_data)
+        return SurfaceSnapshot(header, next_seq - 1 if next_seq else None, events)
+
+    def read_title(self, session_id: str) -> dict[str, Any] | None:
+        with self._snapshot(session_id) as (conn, key, _header, _next):
+            row = conn.execute(
+                "SELECT seq, body FROM dsh.events WHERE key = %s AND type = %s ORDER BY seq DESC LIMIT 1",
+                (key, SESSION_TITLE),
+            ).fetchone()
+            if row is None:
+                return None
+            event = self._decode(session_id, row[0], row[1])
+        return event.data if isinstance(event.data, dict) else None
+
+    def list_headers(self) -> list[SessionHeader]:
+        with self._reader() as conn:
+            if conn is None:
+                return []
+            raws = conn.execute("SELECT header FROM dsh.sessions").fetchall()
+        headers: list[SessionHeader] = []
+        for (raw,) in raws:
+            try:
+                headers.append(SessionHeader.from_line(bytes(raw)))
+            except SessionFormatError as exc:
+                log.warning("skipping an unreadable session header in %s: %s", self.where, exc)
+        return headers
+
+    def exists(self, session_id: str) -> bool:
+        with self._reader() as conn:
+            if conn is None:
+                return False
+            row = conn.execute("SELECT 1 FROM dsh.sessions WHERE key = %s", (session_key(session_id),)).fetchone()
+        return row is not None
+
+    def owner(self, session_id: str) -> str:
+        """The database role that owns a visible session."""
+        with self._reader() as conn:
+            row = None if conn is None else conn.execute(
+                "SELECT owner FROM dsh.sessions WHERE key = %s", (session_key(session_id),)).fetchone()
+        if row is None:
+            raise SessionNotFoundError(session_id, self.where)
+        return str(row[0])
+
+    # -- writing -----------------------------------------------------------------------------------------
+    def create(self, header: SessionHeader) -> PostgresWriter:
+        header.validate()
+        if self.exists(header.id):
+            raise SessionExistsError(
+                f"session {header.id!r} already exists in {self.where}; resume it with store.open(id) or start a "
+                "new session"
+            )
+        return PostgresWriter(self, header)
+
+    def _own(self, conn: Connection, session_id: str, doing: str) -> bytes:
+        """The key of a session this role owns, or a clear error (missing, or someone else's)."""
+        key = session_key(session_id)
+        row = conn.execute("SELECT owner, owner = current_user FROM dsh.sessions WHERE key = %s", (key,)).fetchone()
+        if row is None:
+            raise SessionNotFoundError(session_id, self.where)
+        if not row[1]:
+            raise PermissionError(
+                f"session {session_id!r} belongs to the database role {row[0]!r}; only its owner can {doing} it. "
+                "Reference it with @ instead, or ask its owner."
+            )
+        return key
+
+    def open(self, session_id: str) -> tuple[SessionLog, PostgresWriter]:
+        if not self.exists(session_id):
+            raise SessionNotFoundError(session_id, self.where)
+        conn = self._lock(session_id)
+        try:
+            self._own(conn, session_id, "write to")
+            session = self.load(session_id)
+            writer = PostgresWriter(self, session.header, conn=conn, materialized=True, next_seq=session.next_seq)
+        except BaseException:
+            conn.close()
+            raise
+        try:
+            writer.attach(session)
+            if repair_open_turn(session):
+                writer.flush()
+        except BaseException:
+            writer.close()
+            raise
+        return session, writer
+
+    def delete(self, session_id: str) -> None:
+        if not self.exists(session_id):
+            raise SessionNotFoundError(session_id, self.where)
+        conn = self._lock(session_id)
+        try:
+            key = self._own(conn, session_id, "delete")
+            conn.execute("DELETE FROM dsh.sessions WHERE key = %s", (key,))
+        finally:
+            conn.close()
+
+    # -- sharing -------------------------------------------------------------------------------------------
+    def share(self, session_id: str, role: str) -> bool:
+        """Let the database role ``role`` (or the members of a group role) read a session this role owns.
+        Returns False when it was already shared with that role."""
+        with self.connection() as conn:
+            key = self._own(conn, session_id, "share")
+            if conn.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
+                raise LookupError(f"there is no database role named {role!r} in {self.where}; check the name "
+                                  "(roles are case-sensitive) or ask the database administrator to create it")
+            cur = conn.execute("INSERT INTO dsh.shares (key, grantee) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                               (key, role))
+            return cur.rowcount == 1
+
+    def unshare(self, session_id: str, role: str) -> bool:
+        """Stop sharing a session with ``role``; returns False when it was not shared with it."""
+        with self.connection() as conn:
+            key = self._own(conn, session_id, "unshare")
+            cur = conn.execute("DELETE FROM dsh.shares WHERE key = %s AND grantee = %s", (key, role))
+            return cur.rowcount == 1
+
+    def shared_with(self, session_id: str) -> list[str]:
+        """The roles a visible session is shared with (all of them for its owner; the visible ones otherwise)."""
+        with self.connection(create=False) as conn:
+            rows = conn.execute("SELECT grantee FROM dsh.shares WHERE key = %s ORDER BY grantee",
+                                (session_key(session_id),)).fetchall()
+        return [str(r[0]) for r in rows]
+
+
+__all__ = ["PostgresStore", "PostgresStoreError", "PostgresWriter", "lock_key", "mask_dsn"]
