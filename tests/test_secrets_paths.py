@@ -167,7 +167,7 @@ def test_store_bytes_are_clean(agent_run: Run, tmp_path: Path) -> None:
 
 # -- a real kernel: %%dsh with the offline model, the python tool in the kernel, bash, /proc ------------------
 NOTEBOOK_CELLS = [
-    "%load_ext dsh_jupyter",
+    '%load_ext dsh_jupyter\n%config DshMagics.approval = "auto"',  # headless: nobody could allow the tools
     "%config DshMagics.claude_hooks = {settings!r}",
     "%%dsh\n/python\n```python\nimport os\nfor name in {names!r}:\n    print(name, os.environ[name])\n```",
     "%%dsh\n/bash cat /proc/$PPID/environ | tr '\\0' '\\n'",
