@@ -32,7 +32,7 @@ pytestmark = pytest.mark.browser
 
 NOTEBOOK = "work/footer.ipynb"
 CELLS = (
-    "%load_ext dsh_jupyter",
+    "%load_ext dsh_jupyter\n%config DshMagics.approval = \"auto\"  # the background job runs without asking",
     "%%dsh --bg\nA slow background job\n/bash sleep 4; echo footer-job-finished",
     "import time; time.sleep(5); 'next cell'",
 )
