@@ -78,7 +78,8 @@ class DshSettings(Configurable):
     ).tag(config=True)
     max_references = Int(3, help="Most sessions one prompt may reference (hard maximum 3).").tag(config=True)
     max_reference_bytes = Int(
-        0, help="Byte budget per referenced session. 0: automatic, from the model's context window (at least 65,536)."
+        0, help="Byte budget per referenced session. 0: automatic, from the model's context window (at least 65,536; "
+        "less for small local models, so a reference fits their window)."
     ).tag(config=True)
     reference_context_fraction = Float(
         0.2, help="Share of the context window (at 4 bytes a token) the automatic budget may use per reference."

@@ -74,8 +74,11 @@ def _ignore(event: AgentEvent) -> None:
     """The listener of a prompt box without a chat panel: events go nowhere."""
 
 
-def _one_line_error(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
+def _one_line_error(error: BaseException, prompt: str = "") -> str:
+    """The error in the user's terms, as cells say it (one rule: :func:`dsh_jupyter.notebook.messages.describe`)."""
+    from .messages import Said, describe
+
+    text = describe(error, Said(prompt=prompt)).strip() or type(error).__name__
     return text.splitlines()[0]
 
 
@@ -462,7 +465,7 @@ class PromptBox(anywidget.AnyWidget):
             else:
                 submission = submit_to_host(self.host, text, self._listener or _ignore)
         except Exception as error:
-            self._set_status(f"Not sent: {_one_line_error(error)}", "error")
+            self._set_status(f"Not sent: {_one_line_error(error, text)}", "error")
             raise
         self.last_submission = submission
         with self.hold_sync():
@@ -491,7 +494,8 @@ class PromptBox(anywidget.AnyWidget):
             with self.hold_sync():
                 self.value = submission.text
                 self.cursor = -1
-                self._set_status(f"Not sent: {_one_line_error(error)} (your prompt is back in the box)", "error")
+                why = _one_line_error(error, submission.text)
+                self._set_status(f"Not sent: {why} (your prompt is back in the box)", "error")
         else:
             self._set_status(f"Turn failed: {_one_line_error(error)}", "error")
 
