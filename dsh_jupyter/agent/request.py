@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from ..models.base import MESSAGE_ROLES, blocks_of_type, content_blocks
 from ..session.events import ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE, Event
@@ -30,6 +31,7 @@ def request_messages(surface: Iterable[Event]) -> list[Message]:
 _PIECES = re.compile(r"\w+|[^\w\s]")
 
 
+@lru_cache(maxsize=8192)  # every step re-estimates the whole history: its texts repeat turn after turn
 def text_tokens(text: str) -> int:
     """Estimated tokens of ``text``: at least one per four characters, and at least one per word and per
     symbol (code, tables and JSON take two or three times more tokens than prose of the same length; a long
