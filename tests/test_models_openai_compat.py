@@ -209,6 +209,15 @@ async def test_usage_reads_openai_cached_tokens(fake_openai: FakeOpenAIServer) -
     assert usage == Usage(100, 3, cache_read_tokens=64)
 
 
+async def test_usage_keeps_a_cost_the_provider_reports(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.queue(text_reply("ok", usage={"prompt_tokens": 100, "completion_tokens": 3, "cost": 0.00042}))
+    provider = _provider(fake_openai)
+    _, usage, _ = await collect(provider.stream(_request()))
+    await provider.close()
+    assert usage == Usage(100, 3, cost=0.00042)
+    assert usage is not None and usage.to_json()["cost"] == 0.00042
+
+
 async def test_without_usage_chunk_no_usage_event(fake_openai: FakeOpenAIServer) -> None:
     fake_openai.queue(text_reply("ok", usage=None))
     provider = _provider(fake_openai, include_usage=False)

@@ -276,6 +276,21 @@ def test_the_footer_says_running_then_done_with_duration_and_tokens(handles: lis
     assert facts["usage"] == {"inputTokens": 2500, "outputTokens": 35, "cacheReadTokens": 1000}
 
 
+def test_the_footer_adds_the_cost_a_provider_reported(handles: list[FakeHandle]) -> None:
+    from dsh_jupyter.notebook.render import TURN_MIME
+
+    view = TurnView(rate=1000.0, session=FakeSession(), clock=Clock())
+    view.start()
+    feed(view, [TurnStarted(turn=1),
+                AssistantMessage(turn=1, text="a", seq=2, usage={"inputTokens": 10, "outputTokens": 2, "cost": 0.0011}),
+                AssistantMessage(turn=1, text="b", seq=3, usage={"inputTokens": 10, "outputTokens": 2, "cost": 0.0002}),
+                AssistantMessage(turn=1, text="c", seq=4, usage={"inputTokens": 1, "outputTokens": 1, "cost": "free"}),
+                TurnEnded(turn=1, reason="completed")])
+    data, metadata = bundle(handles[-1])
+    assert data["text/plain"].splitlines()[-1].endswith("tokens 21 in, 5 out · cost 0.0013")
+    assert metadata[TURN_MIME]["usage"]["cost"] == pytest.approx(0.0013)
+
+
 @pytest.mark.parametrize(
     ("reason", "word"),
     [("interrupted", "⏹ interrupted"), ("error", "✗ error"), ("blocked", "⛔ blocked"),

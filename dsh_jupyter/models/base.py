@@ -160,20 +160,24 @@ class ToolCallDelta:
 
 @dataclass(frozen=True)
 class Usage:
-    """Token counts of one model call (``None`` where the provider did not report a figure)."""
+    """Token counts of one model call, and its cost when the provider reports one (in the provider's
+    currency, usually US dollars; ``None`` where the provider did not report a figure)."""
 
     input_tokens: int
     output_tokens: int
     cache_read_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cost: float | None = None
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> dict[str, int | float]:
         """The session format's ``usage`` object (``inputTokens``, ``outputTokens``, ``cacheReadTokens``...)."""
-        record = {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens}
+        record: dict[str, int | float] = {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens}
         if self.cache_read_tokens is not None:
             record["cacheReadTokens"] = self.cache_read_tokens
         if self.reasoning_tokens is not None:
             record["reasoningTokens"] = self.reasoning_tokens
+        if self.cost is not None:
+            record["cost"] = self.cost
         return record
 
 

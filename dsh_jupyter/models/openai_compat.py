@@ -609,11 +609,13 @@ def _usage_from(raw: Any) -> Usage:
     cached = number(getattr(prompt_details, "cached_tokens", None))
     if cached is None:  # DeepSeek reports its context-cache hits apart
         cached = number(getattr(raw, "prompt_cache_hit_tokens", None))
+    cost = getattr(raw, "cost", None)  # gateways such as OpenRouter report what the call cost
     return Usage(
         input_tokens=number(getattr(raw, "prompt_tokens", None)) or 0,
         output_tokens=number(getattr(raw, "completion_tokens", None)) or 0,
         cache_read_tokens=cached,
         reasoning_tokens=number(getattr(completion_details, "reasoning_tokens", None)),
+        cost=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0 else None,
     )
 
 

@@ -183,7 +183,8 @@ class TurnFooter:
         parts = [f"{_count(usage.input)} in", f"{_count(usage.output)} out"]
         if usage.cached is not None:
             parts.append(f"{_count(usage.cached)} cached")
-        return "tokens " + ", ".join(parts)
+        cost = f" · cost {usage.cost:.4f}" if usage.cost is not None else ""  # only what the provider reported
+        return "tokens " + ", ".join(parts) + cost
 
     def _facts(self) -> list[str]:
         """The parts after the status and the session, plain text (controls escaped, not HTML-escaped)."""

@@ -217,6 +217,7 @@ class TokenUsage:
     output: int = 0
     cached: int | None = None
     reasoning: int | None = None
+    cost: float | None = None  # as the provider reported it (``None``: it never did)
 
     def add(self, usage: Mapping[str, object]) -> TokenUsage:
         """These counts plus one model call's ``usage`` object (session format); bad values count as absent."""
@@ -229,16 +230,22 @@ class TokenUsage:
             value = count(key)
             return total if value is None else (total or 0) + value
 
+        cost = usage.get("cost")
+        paid = cost if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0 else None
         return TokenUsage(self.input + (count("inputTokens") or 0), self.output + (count("outputTokens") or 0),
-                          plus(self.cached, "cacheReadTokens"), plus(self.reasoning, "reasoningTokens"))
+                          plus(self.cached, "cacheReadTokens"), plus(self.reasoning, "reasoningTokens"),
+                          self.cost if paid is None else (self.cost or 0.0) + float(paid))
 
-    def to_json(self) -> dict[str, int]:
-        """The session format's names: ``inputTokens``, ``outputTokens``, ``cacheReadTokens``?, ``reasoningTokens``?."""
-        record = {"inputTokens": self.input, "outputTokens": self.output}
+    def to_json(self) -> dict[str, int | float]:
+        """The session format's names: ``inputTokens``, ``outputTokens``, ``cacheReadTokens``?,
+        ``reasoningTokens``?, ``cost``?."""
+        record: dict[str, int | float] = {"inputTokens": self.input, "outputTokens": self.output}
         if self.cached is not None:
             record["cacheReadTokens"] = self.cached
         if self.reasoning is not None:
             record["reasoningTokens"] = self.reasoning
+        if self.cost is not None:
+            record["cost"] = self.cost
         return record
 
 
