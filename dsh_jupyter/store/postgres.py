@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +40,7 @@ from ..session import (
     event_from_json,
 )
 from ..session.events import KNOWN_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, ReplaceOp
-from .base import SessionLocation, SessionStore, SessionWriter
+from .base import BufferedWriter, SessionLocation, SessionStore
 from .errors import SessionExistsError, SessionWriteError
 from .jsonl import encode_event
 from .postgres_schema import SCHEMA_VERSION, ensure_schema, installed_version
@@ -100,22 +100,16 @@ def _batch_title(events: Sequence[Event]) -> str | None:
     return None
 
 
-class PostgresWriter(SessionWriter):
+class PostgresWriter(BufferedWriter[tuple[Row, Event]]):
     """The single writer of one session in a :class:`PostgresStore`; its connection holds the lock."""
 
     def __init__(self, store: PostgresStore, header: SessionHeader, *, conn: Connection | None = None,
                  materialized: bool = False, next_seq: int = 0) -> None:
-        self.header = header
+        super().__init__(header, lock=None, next_seq=next_seq)  # the connection's advisory lock is the lock
         self._store = store
         self._key = session_key(header.id)
         self._conn = conn
         self._materialized = materialized
-        self._stored_seq = next_seq
-        self._next_seq = next_seq
-        self._buffer: list[Row] = []
-        self._events: list[Event] = []
-        self._closed = False
-        self._mutex = threading.Lock()
         self._log: SessionLog | None = None
 
     @property
@@ -123,67 +117,21 @@ class PostgresWriter(SessionWriter):
         return self._materialized
 
     @property
-    def next_seq(self) -> int:
-        return self._next_seq
-
-    @property
-    def pending(self) -> int:
-        return self._next_seq - self._stored_seq
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
+    def _events(self) -> list[Event]:
+        """The buffered events (their rows are in the buffer beside them)."""
+        return [event for _, event in self._buffer]
 
     def attach(self, log: SessionLog) -> None:
         self._log = log  # a compaction's new body words come from its surface, without a database read
         super().attach(log)
 
-    def append(self, events: Iterable[Event]) -> None:
-        with self._mutex:
-            self._check_open()
-            rows: list[Row] = []
-            batch: list[Event] = []
-            seq = self._next_seq
-            for event in events:
-                rows.append(_row(event, encode_event(event, seq)))
-                batch.append(event)
-                seq += 1
-            self._buffer.extend(rows)
-            self._events.extend(batch)
-            self._next_seq = seq
-
-    def flush(self) -> None:
-        with self._mutex:
-            self._check_open()
-            self._flush_locked()
-
-    def discard(self) -> int:
-        with self._mutex:
-            dropped = self._next_seq - self._stored_seq
-            self._buffer.clear()
-            self._events.clear()
-            self._next_seq = self._stored_seq
-        self.close()
-        return dropped
-
-    def close(self) -> None:
-        with self._mutex:
-            if self._closed:
-                return
-            try:
-                self._flush_locked()
-            finally:
-                self._closed = True
-                self._release()
+    def _encode(self, event: Event, seq: int) -> tuple[Row, Event]:
+        return _row(event, encode_event(event, seq)), event
 
     def _release(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()  # closing the connection drops its advisory lock
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SessionFormatError(f"the writer of session {self.header.id!r} is closed; open the session again")
 
     def _batch_words(self, replaced: bool) -> tuple[list[str], list[str] | None]:
         """The body-search words this flush adds, and all of them when a compaction replaced part of the
@@ -220,7 +168,7 @@ class PostgresWriter(SessionWriter):
                 times = [e.time for e in self._events if isinstance(e.time, int)]
                 updated = max(times) if times else int(self.header.created_at)
                 title = _batch_title(self._events)
-                types = sorted({r[1] for r in self._buffer})
+                types = sorted({row[1] for row, _ in self._buffer})
                 match = match_fields(self.header, title) if title is not None or not self._materialized else None
                 replaced = any(isinstance(e.surface_op, ReplaceOp) for e in self._events)
                 added, whole = self._batch_words(replaced)
@@ -257,7 +205,7 @@ class PostgresWriter(SessionWriter):
                             f"{self._stored_seq} stored events); it was deleted or rewritten. Nothing was written; "
                             "open the session again."
                         )
-                _insert_events(cur, self._key, self._buffer)
+                _insert_events(cur, self._key, [row for row, _ in self._buffer])
                 if replaced and whole is None:
                     self._reindex_words(cur)
         except SessionError:
@@ -271,7 +219,6 @@ class PostgresWriter(SessionWriter):
                 "be retried"
             ) from None
         self._buffer.clear()
-        self._events.clear()
         self._stored_seq = self._next_seq
         self._materialized = True
 
