@@ -100,6 +100,12 @@ def test_chat_keys_stay_in_the_widget_and_answers_render(
         expect(user).to_contain_text("/bash echo tool-ran-$((6*7))")
         tool = panel.locator(".dsh-chat-tool")
         expect(tool.locator(".dsh-chat-tool-name")).to_have_text("bash")
+        # The agent asks before it acts: the question appears inside the panel, above the prompt box.
+        question = panel.locator(".dsh-approval-card:not([hidden])")
+        expect(question).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        expect(question).to_contain_text("echo tool-ran-$((6*7))")
+        nb.screenshot(request, "2b-question-in-chat")
+        question.locator("button.dsh-approval-once").click()
         answer = panel.locator(".dsh-chat-assistant").last
         expect(answer).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
         expect(panel.locator(".dsh-chat-state")).to_have_text("idle", timeout=KERNEL_TIMEOUT_MS)

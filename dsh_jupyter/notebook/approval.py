@@ -240,6 +240,15 @@ class WidgetApprover:
         with self._lock:
             self._slot = slot
 
+    def prepare_panel(self, place: Callable[[Any], None]) -> None:
+        """Called on the main thread as a chat panel's turn starts: its questions appear in a widget the
+        panel places among its own parts (the kernel is idle then, so no cell could show them)."""
+        slot = self._widget()
+        place(slot)
+        slot.shown_at = time.monotonic()  # the browser draws it with the panel's next update
+        with self._lock:
+            self._slot = slot
+
     async def ask(self, request: ApprovalRequest, timeout: float) -> ApprovalDecision | None:
         deadline = time.monotonic() + timeout  # the whole question, drawing included
         with self._lock:

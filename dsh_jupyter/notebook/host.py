@@ -288,6 +288,12 @@ class NotebookHost:
         if prepare is not None and (self.settings.approval != "auto" or self._hooks_configured()):
             prepare(background=background)
 
+    def approval_slot_in(self, place: Callable[[Any], None]) -> None:
+        """Before a widget's turn starts (main thread): its questions appear in a widget ``place`` shows."""
+        prepare = getattr(self.approver, "prepare_panel", None)
+        if prepare is not None and (self.settings.approval != "auto" or self._hooks_configured()):
+            prepare(place)
+
     def _hooks_configured(self) -> bool:
         return bool(self.settings.claude_hooks.strip() or self.settings.codex_hooks.strip())
 

@@ -957,6 +957,9 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         self._failed = False
         self.state.set_busy(True)  # the header says "running" at once
         self._coalescer.poke()
+        slot = getattr(self.host, "approval_slot_in", None)
+        if callable(slot) and not steered:  # questions of this turn appear in the panel, above its prompt box
+            slot(self._show_question)
         try:
             submission = submit_to_host(self.host, text, self._on_event, steered=steered)
         except Exception as error:
@@ -970,6 +973,16 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         self._last_submission = submission
         submission.future.add_done_callback(self._finished)
         return submission
+
+    def _show_question(self, widget: Any) -> None:
+        """Put the approval widget of the next turn where the conversation meets the prompt box (replacing
+        the previous turn's, which by then holds only the record of its answer)."""
+        from .approval_widget import ApprovalWidget
+
+        current: tuple[Any, ...] = self.children  # type: ignore[has-type]  # an untyped ipywidgets trait
+        parts = [part for part in current if not isinstance(part, ApprovalWidget)]
+        at = parts.index(self.picker) if self.kind == "chat" else len(parts)
+        self.children = (*parts[:at], widget, *parts[at:])
 
     def _on_event(self, event: AgentEvent) -> None:
         """The listener the host calls from the agent thread."""
