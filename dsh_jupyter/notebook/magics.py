@@ -279,7 +279,7 @@ class DshMagics(Magics, DshSettings):
     def _cmd_sessions(self, args: argparse.Namespace) -> Any:
         from .display import SessionTable
 
-        if args.body and self.host.catalog is None:
+        if args.body and self.host.services.candidate_source is None:
             raise HostError("--body searches the text of messages through the session catalog, which is off or "
                             "unavailable here; turn it on with %config DshMagics.catalog = True (JSONL store), or "
                             "leave --body out to match titles, ids and folders")

@@ -273,6 +273,10 @@ def session_error_message(error: BaseException, said: Said | None = None, sessio
     if isinstance(error, SessionWriteError):
         return (f"{name} could not be saved ({_shown(str(error), 160)}); nothing already saved was lost; free disk "
                 "space or fix the folder, then run the cell again")
+    from ..store.postgres import PostgresStoreError
+
+    if isinstance(error, PostgresStoreError):  # written for the user already: the setting to check comes last
+        return f"{name} cannot be used: {_shown(str(error), 600)}"
     return f"{name} cannot be used: {_shown(str(error), 200)}"
 
 
