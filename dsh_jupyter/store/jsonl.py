@@ -40,7 +40,7 @@ from .base import BufferedWriter, SessionLocation, SessionStore
 from .errors import LogAccessError, SessionExistsError, SessionWriteError, StoreReadOnlyError
 from .locking import WriterLock
 from .paths import LOCK_NAME, LOG_NAME, list_session_folders, session_folder_name
-from .repair import repair_open_turn
+from .repair import resumed
 from .safe_open import nearest_existing, open_fd, open_log, write_problem
 from .scan import MAX_LINE_BYTES, read_header, scan_events, scan_surface
 
@@ -304,14 +304,7 @@ class JsonlStore(SessionStore):
             except BaseException:
                 lock.release()
                 raise
-        try:
-            writer.attach(session)
-            if repair_open_turn(session):
-                writer.flush()
-        except BaseException:
-            writer.close()
-            raise
-        return session, writer
+        return resumed(session, writer)
 
     def delete(self, session_id: str) -> None:
         folder = self.folder(session_id)

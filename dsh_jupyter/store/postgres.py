@@ -44,7 +44,7 @@ from .base import BufferedWriter, SessionLocation, SessionStore
 from .errors import SessionExistsError, SessionWriteError
 from .jsonl import encode_event
 from .postgres_schema import SCHEMA_VERSION, ensure_schema, installed_version
-from .repair import repair_open_turn
+from .repair import resumed
 from .sqlite import Row, _parse_op, _row, session_key
 
 if TYPE_CHECKING:
@@ -530,14 +530,7 @@ class PostgresStore(SessionStore):
         except BaseException:
             conn.close()
             raise
-        try:
-            writer.attach(session)
-            if repair_open_turn(session):
-                writer.flush()
-        except BaseException:
-            writer.close()
-            raise
-        return session, writer
+        return resumed(session, writer)
 
     def delete(self, session_id: str) -> None:
         if not self.exists(session_id):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..session import Event, SessionLog
 from ..session.events import (
@@ -27,6 +27,9 @@ from ..session.events import (
     TURN_START,
 )
 from ..session.messages import text_block, tool_result_message
+
+if TYPE_CHECKING:
+    from .base import SessionWriter
 
 TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
 TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
@@ -137,3 +140,19 @@ def repair_open_turn(log: SessionLog) -> list[Event]:
         added.append(log.append(STEP_END, {"turn": turn, "step": step}, time=when))
     added.append(log.append(TURN_END, {"turn": state.turn, "reason": {"kind": "interrupted"}}, time=when))
     return added
+
+
+_W = TypeVar("_W", bound="SessionWriter")
+
+
+def resumed(session: SessionLog, writer: _W) -> tuple[SessionLog, _W]:
+    """Attach ``writer`` to a session a backend just opened for writing and close a turn a crash left open
+    (writing that repair at once); on any failure the writer is closed, releasing its lock."""
+    try:
+        writer.attach(session)
+        if repair_open_turn(session):
+            writer.flush()
+    except BaseException:
+        writer.close()
+        raise
+    return session, writer

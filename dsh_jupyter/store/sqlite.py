@@ -37,7 +37,7 @@ from .errors import SessionExistsError, SessionWriteError, StoreReadOnlyError
 from .jsonl import encode_event
 from .locking import WriterLock
 from .paths import session_folder_name
-from .repair import repair_open_turn
+from .repair import resumed
 
 log = logging.getLogger(__name__)
 
@@ -424,14 +424,7 @@ class SqliteStore(SessionStore):
         except BaseException:
             lock.release()
             raise
-        try:
-            writer.attach(session)
-            if repair_open_turn(session):
-                writer.flush()
-        except BaseException:
-            writer.close()
-            raise
-        return session, writer
+        return resumed(session, writer)
 
     def delete(self, session_id: str) -> None:
         if not self.exists(session_id):
