@@ -387,12 +387,6 @@ def _ensure_store(catalog: Catalog, root: Path, done: threading.Event) -> None:
         done.set()
 
 
-def forget_indexed() -> None:
-    """Forget which stores this process indexed (tests that replace the catalog's home use it)."""
-    with _INDEXED_LOCK:
-        _INDEXED.clear()
-
-
 def _check_writable(folder: Path, option: str) -> None:
     """Refuse a store folder nobody can create or write, naming the setting that chose it."""
     probe = folder
