@@ -132,6 +132,14 @@ class ForeignSource(Protocol):
 
 
 # -- helpers shared by the readers ---------------------------------------------------------------------------
+def tool_home(explicit: Path | None, variable: str, default: str) -> Path:
+    """Where a tool keeps its files: ``explicit``, else a non-blank ``$variable``, else ``~/<default>``."""
+    if explicit is not None:
+        return explicit
+    configured = os.environ.get(variable, "").strip()
+    return Path(os.path.expanduser(configured)) if configured else Path.home() / default
+
+
 def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .base import ProjectedItem, ScanState, clip_title, parse_time, records
+from .base import ProjectedItem, ScanState, clip_title, parse_time, records, tool_home
 
 TOOL = "Claude Code"
 PREFIX = "claude-code:"
@@ -80,10 +80,7 @@ class ClaudeCodeSource:
         self._root = None if root is None else Path(root)
 
     def root(self) -> Path:
-        if self._root is not None:
-            return self._root
-        configured = os.environ.get("CLAUDE_CONFIG_DIR", "").strip()
-        return Path(os.path.expanduser(configured)) if configured else Path.home() / ".claude"
+        return tool_home(self._root, "CLAUDE_CONFIG_DIR", ".claude")
 
     def discover(self) -> Iterator[str]:
         projects = os.path.join(self.root(), "projects")

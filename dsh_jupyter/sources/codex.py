@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .base import ProjectedItem, ScanState, clip_title, parse_time, records
+from .base import ProjectedItem, ScanState, clip_title, parse_time, records, tool_home
 
 TOOL = "Codex"
 PREFIX = "codex:"
@@ -100,10 +100,7 @@ class CodexSource:
         self._root = None if root is None else Path(root)
 
     def root(self) -> Path:
-        if self._root is not None:
-            return self._root
-        configured = os.environ.get("CODEX_HOME", "").strip()
-        return Path(os.path.expanduser(configured)) if configured else Path.home() / ".codex"
+        return tool_home(self._root, "CODEX_HOME", ".codex")
 
     @staticmethod
     def _folders(path: Path, depth: int) -> Iterator[Path]:
