@@ -16,7 +16,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from ..models.base import (
@@ -717,7 +717,7 @@ class Agent:
             except (TimeoutError, asyncio.CancelledError, Exception):
                 task.cancel()
             raise
-        output = ToolOutput(output.text, output.is_error, {**output.meta, "approval": record})
+        output = replace(output, meta={**output.meta, "approval": record})
         self._emit(ev.ToolFinished(turn, call["id"], name, output.text, output.is_error))
         if gate is not None:
             answer = await gate.post_tool(turn, name, tool_input, call["id"], output.text)

@@ -71,12 +71,27 @@ class ToolExecution:
 
 
 @dataclass(frozen=True)
+class ToolImage:
+    """An image a tool hands back (a plot, a figure): mime type, decoded bytes, size in pixels when known.
+
+    Tools attach images as they are; the agent loop stores them as session artifacts (downscaled, never
+    inline in the log) and sends them to models that accept images, or describes them to the others.
+    """
+
+    mime: str
+    data: bytes
+    width: int | None = None
+    height: int | None = None
+
+
+@dataclass(frozen=True)
 class ToolOutput:
-    """What a tool hands back to the model: text, whether it is an error, and host-only metadata."""
+    """What a tool hands back to the model: text, whether it is an error, host-only metadata, images."""
 
     text: str
     is_error: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    images: tuple[ToolImage, ...] = ()
 
 
 class Tool(abc.ABC):

@@ -1,0 +1,141 @@
+"""The notebook as the agent sees it: cells, their outputs, and the edits and runs it may ask for.
+
+Two views implement :class:`NotebookDocument`:
+
+- the **live** document of JupyterLab and Notebook 7 (unsaved edits included), which the dsh-jupyter
+  front-end extension serves over a kernel comm (:mod:`.live_document`);
+- the **kernel** record (:mod:`.cells`): the cells this kernel executed, gathered from IPython's execution
+  events and display publisher. It answers everywhere (VS Code, nbclient, papermill, terminal IPython),
+  but it only knows what ran, and it can take at most new cells (through ``set_next_input``).
+
+The tools (:mod:`.notebook_tools`) only speak to this protocol and say which view answered. Cells are
+addressed by id, never by position: a cell the user moved is still found, a deleted one is a
+:class:`CellNotFound` error, so an edit never lands on the wrong cell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from ..tools.base import ToolImage
+
+CellType = Literal["code", "markdown", "raw"]
+View = Literal["live", "kernel"]
+OutputKind = Literal["stream", "result", "display", "error"]
+EditAction = Literal["insert", "replace", "delete"]
+Position = Literal["before", "after"]
+
+
+#: An image output (mime type, decoded bytes, size when known): the same type tools hand back.
+ImageData = ToolImage
+
+
+@dataclass(frozen=True)
+class CellOutput:
+    """One output of a cell, reduced to what the agent can read.
+
+    ``text`` is the output as text: stream text, a result's or display's ``text/plain``, or for an error
+    its ``ename: evalue`` line. Errors also carry ``ename``, ``evalue`` and the traceback (ANSI colours
+    removed). ``images`` are the output's image payloads (``image/png``, ``image/jpeg``), decoded.
+    """
+
+    kind: OutputKind
+    text: str = ""
+    name: str | None = None  # "stdout" / "stderr" for streams
+    ename: str | None = None
+    evalue: str | None = None
+    traceback: tuple[str, ...] = ()
+    images: tuple[ImageData, ...] = ()
+    execution_count: int | None = None  # results only
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell: its stable id, type, source, execution count and outputs."""
+
+    id: str
+    cell_type: CellType
+    source: str
+    execution_count: int | None = None
+    outputs: tuple[CellOutput, ...] = ()
+
+    @property
+    def error(self) -> CellOutput | None:
+        """The cell's error output, if its last run failed."""
+        return next((output for output in self.outputs if output.kind == "error"), None)
+
+
+@dataclass(frozen=True)
+class NotebookSnapshot:
+    """The cells in notebook order (live view) or in execution order (kernel view)."""
+
+    view: View
+    cells: tuple[Cell, ...]
+    path: str | None = None  # the notebook's path relative to the server root, when the live view knows it
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One change the agent asks for.
+
+    ``insert`` puts a new cell ``position`` (``before`` / ``after``) the cell ``cell_id`` (``None``: at the
+    end); ``replace`` sets the source (and optionally the type) of ``cell_id``; ``delete`` removes it.
+    """
+
+    action: EditAction
+    cell_id: str | None
+    source: str = ""
+    cell_type: CellType = "code"
+    position: Position = "after"
+
+
+@dataclass(frozen=True)
+class AppliedEdit:
+    """An edit as applied: the cell it touched, what it held before and after (``None``: no cell)."""
+
+    action: EditAction
+    cell_id: str
+    before: Cell | None
+    after: Cell | None
+    index: int | None = None  # the cell's position after the edit (before it, for a delete), when known
+    note: str = ""  # e.g. "the new cell appears below this one when the cell finishes"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A cell's run: the cell as it now is (source, execution count, outputs)."""
+
+    cell: Cell
+    view: View
+
+
+class NotebookError(Exception):
+    """An edit or run that cannot happen; the message is for the user and the model alike."""
+
+
+class CellNotFound(NotebookError):
+    """The addressed cell is not in the notebook (any more): deleted, or an id the agent made up."""
+
+
+class EditsUnsupported(NotebookError):
+    """This frontend cannot take this edit (the message says what it can do instead)."""
+
+
+class NotebookDocument(Protocol):
+    """A view of the notebook the tools can read, edit and run."""
+
+    @property
+    def view(self) -> View: ...
+
+    def read(self) -> NotebookSnapshot:
+        """The cells now (unsaved edits included in the live view)."""
+        ...
+
+    def apply(self, edit: Edit) -> AppliedEdit:
+        """Apply ``edit`` at once (approval was settled before); raises :class:`NotebookError`."""
+        ...
+
+    def run(self, cell_id: str, timeout: float) -> RunResult:
+        """Run one cell and return it with its new outputs; raises :class:`NotebookError`."""
+        ...
