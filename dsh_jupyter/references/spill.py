@@ -114,11 +114,16 @@ def _chunks(text: str, size: int = FRAGMENT_CODE_POINTS) -> list[str]:
 
 
 def _encode_chunks(chunks: list[str]) -> list[str]:
+    return [line.decode("utf-8") for line in _encode_chunks_utf8(chunks)]
+
+
+def _encode_chunks_utf8(chunks: list[str]) -> list[bytes]:
+    """The JSON string literal of each chunk, as UTF-8 (measured and joined without decoding each one)."""
     encode = orjson.dumps
     try:
-        return [encode(chunk).decode("utf-8") for chunk in chunks]
+        return [encode(chunk) for chunk in chunks]
     except TypeError:  # lone surrogates: orjson refuses them, the slow path escapes them like JavaScript
-        return [dumps(chunk) for chunk in chunks]
+        return [dumps(chunk).encode("utf-8") for chunk in chunks]
 
 
 def _heading(capture: dict[str, Any]) -> list[str]:
@@ -176,20 +181,20 @@ def render_capped_transcript(source: BoundedProjection, label: str, max_bytes: i
     included = 0
     capped = False
     for number, part in enumerate(source.spill, start=1):
-        section = ["", f"### Message {number}: {part.role}", ""]
-        cost = sum(len(line.encode("utf-8")) + 1 for line in section)
+        title = f"### Message {number}: {part.role}"
+        cost = len(title.encode("utf-8")) + 3  # a blank line, the title, a blank line
         if used + cost > limit:
             capped = True
             break
-        lines += section
+        lines += ["", title, ""]
         used += cost
         chunks = _chunks(part.text)
-        encoded = _encode_chunks(chunks)
-        block = "\n".join(encoded)
-        cost = len(block.encode("utf-8")) + 1 if encoded else 0
+        encoded = _encode_chunks_utf8(chunks)
+        block = b"\n".join(encoded)
+        cost = len(block) + 1 if encoded else 0
         if used + cost <= limit:
             if encoded:
-                lines.append(block)
+                lines.append(block.decode("utf-8"))
             used += cost
             if part.whole:
                 whole += 1
@@ -198,16 +203,16 @@ def render_capped_transcript(source: BoundedProjection, label: str, max_bytes: i
             included += sum(js_utf8_length(chunk) for chunk in chunks)
             capped = True
             break
-        kept: list[str] = []
+        kept: list[bytes] = []
         for chunk, line in zip(chunks, encoded, strict=True):
-            cost = len(line.encode("utf-8")) + 1
+            cost = len(line) + 1
             if used + cost > limit:
                 break
             kept.append(line)
             used += cost
             included += js_utf8_length(chunk)
         if kept:
-            lines.append("\n".join(kept))
+            lines.append(b"\n".join(kept).decode("utf-8"))
         capped = True
         break
     if not capped and whole < total:
