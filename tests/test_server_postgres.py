@@ -239,3 +239,14 @@ def test_a_stalled_database_is_a_504_and_frees_its_reader(api: Api, hub: Hub, no
             time.sleep(0.05)
         assert state.pool.in_flight == 0
     assert ids(candidates(api)) == ["his"]
+
+
+def test_connections_the_database_dropped_are_replaced(api: Api, hub: Hub, notebooks: Path) -> None:
+    write_session(hub.store(BOB), "his", turns=1, cwd="/home/bob")
+    assert ids(candidates(api)) == ["his"]
+    with hub.server.admin(hub.db) as admin:  # a database restart, or an administrator ending idle sessions
+        ended = admin.execute("SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
+                              "WHERE usename = %s", (BOB,)).fetchone()
+    assert ended is not None and ended[0] >= 1
+    assert ids(candidates(api)) == ["his"]
+    assert api.get("dsh", "api", "sessions", payload("his"), params={"cwd": "nb"})["owner"] == BOB

@@ -316,12 +316,30 @@ class PostgresStore(SessionStore):
         self._schema_ready = True
         return True
 
+    def _pooled(self) -> Connection | None:
+        """An idle read connection that still works, or ``None``. Each is checked with an empty query (one
+        round trip, no statement): the database may have ended it meanwhile (a restart, an administrator,
+        an idle timeout), and a read on it would fail although the database is up."""
+        import psycopg
+
+        while True:
+            with self._idle_lock:
+                if not self._idle:
+                    return None
+                conn = self._idle.pop()
+            if conn.closed:
+                continue
+            try:
+                conn.execute("")
+            except psycopg.Error:
+                conn.close()
+                continue
+            return conn
+
     @contextmanager
     def _reader(self) -> Iterator[Connection | None]:
         """A pooled read connection (``None`` when the schema was never installed)."""
-        with self._idle_lock:
-            pooled = self._idle.pop() if self._idle else None
-        conn = pooled if pooled is not None and not pooled.closed else self._connect()
+        conn = self._pooled() or self._connect()
         keep = False
         try:
             yield conn if self._ready(conn, create=False) else None
