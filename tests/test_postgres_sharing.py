@@ -296,3 +296,24 @@ def test_a_lease_of_a_dead_connection_is_free(world: World) -> None:
     assert world.sql(ALICE, "SELECT writer_pid FROM dsh.sessions")[0][0] != holder
     again.close()
     writer.discard()
+
+
+def test_a_schema_of_the_first_version_is_upgraded_by_init(world: World) -> None:
+    from dsh_jupyter.store.postgres import PostgresStoreError
+
+    write_session(world.store(ALICE), "before", turns=1)
+    with world.server.admin(world.db) as admin:  # the tables as the first version created them
+        admin.execute("ALTER TABLE dsh.sessions DROP COLUMN writer_pid, DROP COLUMN writer_start")
+        admin.execute("UPDATE dsh.meta SET value = '1' WHERE name = 'schema_version'")
+    assert [h.id for h in world.store(ALICE).list_headers()] == ["before"]  # still read as it is...
+    with pytest.raises(PostgresStoreError) as info:  # ...but writing waits for the administrator
+        world.store(ALICE).open("before")
+    message = str(info.value)
+    assert "older dsh-jupyter (schema 1; this version needs 2)" in message and "postgres init" in message
+    assert PASSWORDS[ALICE] not in message
+    code, text = cli("postgres", "init", "--dsn", world.server.dsn(world.db))
+    assert code == 0, text
+    log, writer = world.store(ALICE).open("before")
+    with writer:
+        append_turn(log, 2)
+    assert world.store(ALICE).load("before").events == log.events

@@ -292,7 +292,8 @@ class PostgresStore(SessionStore):
         return conn
 
     def _ready(self, conn: Connection, *, create: bool) -> bool:
-        """True when the schema is installed (creating it when allowed and ``create``)."""
+        """True when the schema is installed (creating or upgrading it when allowed and ``create``; without
+        ``create`` an older schema is read as it is)."""
         if self._schema_ready:
             return True
         version = installed_version(conn)
@@ -303,15 +304,18 @@ class PostgresStore(SessionStore):
             )
         if version is None or version < SCHEMA_VERSION:
             if not (create and self._create_schema):
-                return False
+                return version is not None  # an older schema reads as it is; only writing needs this one
             import psycopg
 
             try:
                 ensure_schema(conn)
             except psycopg.Error as exc:
+                state = ("are missing" if version is None else
+                         f"are from an older dsh-jupyter (schema {version}; this version needs {SCHEMA_VERSION})")
                 raise PostgresStoreError(
-                    f"the session tables are missing in {self.where} and this role cannot create them "
-                    f"({self.explain(exc)}); ask the database administrator to run `dsh-jupyter postgres init`"
+                    f"the session tables in {self.where} {state} and this role cannot "
+                    f"{'create' if version is None else 'upgrade'} them ({self.explain(exc)}); ask the database "
+                    "administrator to run `dsh-jupyter postgres init`"
                 ) from None
         self._schema_ready = True
         return True
