@@ -110,10 +110,6 @@ class ServedPostgres:
             except (ValueError, TypeError):  # an id the store cannot key is never stored
                 return False
 
-    def owner(self, session_id: str) -> str:
-        with self.answering("reading a session's owner"):
-            return self.store.owner(session_id)
-
     def close(self) -> None:
         self.store.close()
 

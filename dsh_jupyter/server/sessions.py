@@ -396,7 +396,9 @@ def session_detail(
 
 def _postgres_detail(postgres: ServedPostgres, session_id: str, max_messages: int, max_message_bytes: int,
                      folder: Path, boundary: Boundary) -> dict[str, Any]:
-    """:func:`session_detail` of a session of the PostgreSQL store (read in one snapshot, as its role)."""
+    """:func:`session_detail` of a session of the PostgreSQL store (read as the server's role)."""
+    from ..store.postgres import PostgresStoreError
+
     query = postgres.query
     with postgres.answering("reading a session"):
         try:
@@ -405,6 +407,8 @@ def _postgres_detail(postgres: ServedPostgres, session_id: str, max_messages: in
             owner = postgres.store.owner(session_id)
         except SessionNotFoundError:  # deleted or unshared since it was looked up
             raise _not_found(session_id, folder, boundary, postgres) from None
+        except PostgresStoreError:
+            raise  # the database went away: a 503, not a damaged session
         except (SessionError, OSError) as exc:
             log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, postgres.where, exc)
             raise refused_read(session_id, exc) from exc
