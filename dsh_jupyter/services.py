@@ -48,6 +48,8 @@ class ServiceSettings:
     Empty strings mean "the default": ``sessions_dir`` → ``$DSH_SESSIONS_DIR`` or ``.dsh/sessions`` beside
     ``cwd``; ``sqlite_path`` → ``.dsh/sessions.sqlite`` beside ``cwd``; ``postgres_dsn`` → ``$DSH_POSTGRES_DSN``;
     ``dsh_home`` → ``$DSH_HOME`` or ``~/.dsh``. ``max_reference_bytes`` 0 means the automatic budget.
+    ``postgres_timeout``: seconds one PostgreSQL statement (and connecting) may take, 0 for no limit (the
+    server extension sets its request timeout, so a stalled database frees its reader threads).
     ``foreign_sessions`` lists and references other tools' transcripts (Claude Code, Codex) read-only.
     """
 
@@ -56,6 +58,7 @@ class ServiceSettings:
     sessions_dir: str = ""
     sqlite_path: str = ""
     postgres_dsn: str = dataclasses.field(default="", repr=False)  # may hold a password: never in a repr
+    postgres_timeout: float = 0.0
     dsh_home: str = ""
     catalog: bool = True
     foreign_sessions: bool = True
@@ -75,7 +78,7 @@ class ServiceSettings:
 
 
 #: Which derived parts each setting feeds; a change drops those parts (they are rebuilt on next use).
-_STORE_FIELDS = frozenset({"cwd", "store", "sessions_dir", "sqlite_path", "postgres_dsn"})
+_STORE_FIELDS = frozenset({"cwd", "store", "sessions_dir", "sqlite_path", "postgres_dsn", "postgres_timeout"})
 _CATALOG_FIELDS = frozenset({"dsh_home", "catalog"})
 _FOREIGN_FIELDS = frozenset({"dsh_home", "foreign_sessions"})
 _RESOLVER_FIELDS = frozenset({"max_references", "candidate_limit", "max_reference_bytes",
@@ -175,7 +178,8 @@ class Services:
         if self._settings.store == "postgres":
             from .store import PostgresStore
 
-            return PostgresStore(self.postgres_dsn())  # connects at first use
+            timeout = self._settings.postgres_timeout  # connects at first use
+            return PostgresStore(self.postgres_dsn(), statement_timeout=timeout if timeout > 0 else None)
         if self._settings.store == "sqlite":
             from .store import SqliteStore
 

@@ -28,6 +28,7 @@ def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     monkeypatch.setenv("CODEX_HOME", str(home / "codex"))
     monkeypatch.delenv("DSH_FOREIGN_SESSIONS", raising=False)
     monkeypatch.delenv("DSH_SESSIONS_DIR", raising=False)
+    monkeypatch.delenv("DSH_POSTGRES_DSN", raising=False)  # the server extension and kernels read it
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     monkeypatch.delenv("DSH_SESSION_ID", raising=False)
     monkeypatch.delenv("DSH_SESSION_JSONL", raising=False)

@@ -239,3 +239,81 @@ def test_a_new_session_of_another_role_cannot_take_an_existing_id(world: World) 
     assert world.store(ALICE).load("taken").header.id == "taken"
     assert world.sql(BOB, "SELECT count(*) FROM dsh.sessions") == [(0,)]
     writer.discard()
+
+
+def _old_lock_key(session_id: str) -> int:
+    """The advisory-lock key the first version of the store used (any role could take it)."""
+    import hashlib
+
+    from dsh_jupyter.store.sqlite import session_key
+
+    digest = hashlib.blake2b(b"dsh-jupyter session\x00" + session_key(session_id), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def test_another_role_can_neither_block_nor_take_the_writer(world: World) -> None:
+    import psycopg
+
+    alice = world.store(ALICE)
+    write_session(alice, "guarded", turns=1)
+    alice.share("guarded", BOB)
+    key = world.sql(ALICE, "SELECT key FROM dsh.sessions")[0][0]
+    with psycopg.connect(world.dsn(BOB)) as bob:  # one open transaction holding whatever Bob can take
+        bob.execute("SELECT pg_advisory_lock(%s)", (_old_lock_key("guarded"),))
+        bob.execute("SELECT pg_advisory_lock(hashtext('guarded'))")
+        assert bob.execute("SELECT count(*) FROM dsh.sessions").fetchone() == (1,)  # he can read it...
+        for mode in ("UPDATE", "NO KEY UPDATE", "SHARE", "KEY SHARE"):  # ...but lock none of its rows
+            assert bob.execute(f"SELECT 1 FROM dsh.sessions FOR {mode} NOWAIT".encode()).fetchall() == []
+        stolen = bob.execute("UPDATE dsh.sessions SET writer_pid = pg_backend_pid(), writer_start = now() "
+                             "WHERE key = %s RETURNING 1", (key,)).fetchall()
+        assert stolen == []
+        # Alice writes while Bob's transaction is open, and one writer per session still holds.
+        log, writer = alice.open("guarded")
+        with pytest.raises(SessionLockedError, match="already open for writing"):
+            world.store(ALICE).open("guarded")
+        with writer:
+            append_turn(log, 2)
+        bob.rollback()
+    assert len(world.store(BOB).load("guarded").events) == len(log.events)
+    with pytest.raises(PermissionError, match="only its owner can write to"):
+        world.store(BOB).open("guarded")
+    # Alice's lease is free again once her writer's connection is gone: she (and only she) reopens.
+    _, again = world.store(ALICE).open("guarded")
+    again.close()
+    alice.close()
+
+
+def test_a_lease_of_a_dead_connection_is_free(world: World) -> None:
+    alice = world.store(ALICE)
+    write_session(alice, "orphan", turns=1)
+    _log, writer = alice.open("orphan")
+    holder = world.sql(ALICE, "SELECT writer_pid FROM dsh.sessions")[0][0]
+    with pytest.raises(SessionLockedError):
+        world.store(ALICE).open("orphan")
+    with world.server.admin(world.db) as admin:  # the kernel's connection dies (a killed kernel, a network cut)
+        admin.execute("SELECT pg_terminate_backend(%s, 5000)", (holder,))
+    _, again = world.store(ALICE).open("orphan")
+    assert world.sql(ALICE, "SELECT writer_pid FROM dsh.sessions")[0][0] != holder
+    again.close()
+    writer.discard()
+
+
+def test_a_schema_of_the_first_version_is_upgraded_by_init(world: World) -> None:
+    from dsh_jupyter.store.postgres import PostgresStoreError
+
+    write_session(world.store(ALICE), "before", turns=1)
+    with world.server.admin(world.db) as admin:  # the tables as the first version created them
+        admin.execute("ALTER TABLE dsh.sessions DROP COLUMN writer_pid, DROP COLUMN writer_start")
+        admin.execute("UPDATE dsh.meta SET value = '1' WHERE name = 'schema_version'")
+    assert [h.id for h in world.store(ALICE).list_headers()] == ["before"]  # still read as it is...
+    with pytest.raises(PostgresStoreError) as info:  # ...but writing waits for the administrator
+        world.store(ALICE).open("before")
+    message = str(info.value)
+    assert "older dsh-jupyter (schema 1; this version needs 2)" in message and "postgres init" in message
+    assert PASSWORDS[ALICE] not in message
+    code, text = cli("postgres", "init", "--dsn", world.server.dsn(world.db))
+    assert code == 0, text
+    log, writer = world.store(ALICE).open("before")
+    with writer:
+        append_turn(log, 2)
+    assert world.store(ALICE).load("before").events == log.events

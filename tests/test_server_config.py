@@ -18,7 +18,8 @@ from dsh_jupyter.server.state import SETTINGS_KEY, ServerState
 
 def test_every_setting_is_configurable_with_help() -> None:
     traits = DshServer.class_traits(config=True)
-    assert set(traits) == {"extra_roots", "read_workers", "max_queued", "request_timeout", "index_at_start"}
+    assert set(traits) == {"extra_roots", "read_workers", "max_queued", "request_timeout", "index_at_start",
+                           "postgres_dsn"}
     for name, trait in traits.items():
         assert trait.help and len(trait.help) > 40, name
     settings = DshServer()

@@ -1,4 +1,4 @@
-"""The PostgreSQL store's pieces that need no server: DSN masking, lock keys, the wiring of the setting."""
+"""The PostgreSQL store's pieces that need no server: DSN masking, the wiring of the setting."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from dsh_jupyter.notebook.config import DshSettings
 from dsh_jupyter.services import ServiceError, Services, ServiceSettings
-from dsh_jupyter.store.postgres import PostgresStore, lock_key, mask_dsn
+from dsh_jupyter.store.postgres import PostgresStore, mask_dsn
 
 
 @pytest.mark.parametrize(("dsn", "shown"), [
@@ -19,12 +19,6 @@ from dsh_jupyter.store.postgres import PostgresStore, lock_key, mask_dsn
 def test_the_dsn_is_shown_without_its_password(dsn: str, shown: str) -> None:
     assert mask_dsn(dsn) == shown
     assert "s3cret" not in repr(PostgresStore(dsn))
-
-
-def test_lock_keys_are_stable_signed_64_bit_and_distinct() -> None:
-    keys = {lock_key(i) for i in ("a", "b", "a/b", "a~002Fb", "nul\x00id", "lone\ud800", "😀")}
-    assert len(keys) == 7 and all(-(2**63) <= k < 2**63 for k in keys)
-    assert lock_key("a") == lock_key("a")
 
 
 def test_the_setting_never_shows_its_password() -> None:

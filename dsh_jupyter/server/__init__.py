@@ -6,7 +6,8 @@ jupyter-server here through its own ``_jupyter_server_extension_points``. Enabli
 ``dsh_jupyter.server`` directly works too. The routes are listed in :mod:`dsh_jupyter.server.handlers`,
 the settings (``c.DshServer.*``) in :mod:`dsh_jupyter.server.config`.
 
-The server serves only session stores at or below its root (plus ``c.DshServer.extra_roots``), reads
+The server serves only session stores at or below its root (plus ``c.DshServer.extra_roots``) and, when
+``c.DshServer.postgres_dsn`` (default ``$DSH_POSTGRES_DSN``) names one, a PostgreSQL store, reads
 them on a small pool of its own threads with a deadline per request, and indexes the stores of its root
 in a background thread of its own at start.
 """
@@ -34,7 +35,9 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
 
     settings = DshServer(parent=serverapp)
     boundary = settings.boundary(serverapp.root_dir)
-    state = ServerState(boundary=boundary, pool=settings.make_pool(), timeout=settings.request_timeout)
+    postgres = settings.make_postgres()
+    state = ServerState(boundary=boundary, pool=settings.make_pool(), timeout=settings.request_timeout,
+                        postgres=postgres)
     web_app = serverapp.web_app
     web_app.settings[SETTINGS_KEY] = state
     base_url = web_app.settings["base_url"]
@@ -42,6 +45,9 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     serverapp.log.info("dsh-jupyter: REST endpoints at %sdsh/api/ (candidates, sessions, locate), serving the "
                        "session stores under the server root%s", base_url,
                        f" and {len(boundary.extra)} extra root(s)" if boundary.extra else "")
+    if postgres is not None:
+        serverapp.log.info("dsh-jupyter: also serving the PostgreSQL session store %s (what its role may read)",
+                           postgres.where)
     if settings.index_at_start:
         index_in_background(boundary)
 

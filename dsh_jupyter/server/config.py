@@ -6,11 +6,16 @@ its parent), so ``jupyter server --DshServer.request_timeout=5`` works too.
 
 from __future__ import annotations
 
-from traitlets import Bool, Float, Int, List, TraitError, Unicode, validate
+import os
+
+from traitlets import Bool, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
+from ..notebook.config import DsnUnicode
+from ..services import POSTGRES_DSN_ENV
 from .boundary import Boundary
 from .pool import DEFAULT_QUEUED, DEFAULT_WORKERS, ReadPool
+from .postgres import ServedPostgres, served_postgres
 
 
 class DshServer(Configurable):
@@ -44,6 +49,18 @@ class DshServer(Configurable):
         "server starts (in a background thread of its own), so a store copied in is found at once.",
     ).tag(config=True)
 
+    postgres_dsn = DsnUnicode(
+        help="PostgreSQL session store whose sessions the server lists and serves beside the JSONL stores of "
+        "its folders (`postgresql://role@host/db`; its password is never shown or logged). The server reads "
+        "them as the DSN's role, so the database's row-level security decides what it sees: that role's own "
+        "sessions and those shared with it. Default: `$DSH_POSTGRES_DSN` (what a JupyterHub spawner gives "
+        "each user's server); empty: no PostgreSQL sessions are served.",
+    ).tag(config=True)
+
+    @default("postgres_dsn")
+    def _dsn_from_environment(self) -> str:
+        return os.environ.get(POSTGRES_DSN_ENV, "").strip()
+
     @validate("read_workers")
     def _positive_workers(self, proposal: dict[str, int]) -> int:
         value = int(proposal["value"])
@@ -71,3 +88,7 @@ class DshServer(Configurable):
 
     def make_pool(self) -> ReadPool:
         return ReadPool(self.read_workers, self.max_queued)
+
+    def make_postgres(self) -> ServedPostgres | None:
+        """The PostgreSQL store to serve, or ``None`` (no DSN, or psycopg missing)."""
+        return served_postgres(self.postgres_dsn, self.request_timeout)

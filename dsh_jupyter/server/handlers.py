@@ -2,9 +2,10 @@
 
 Routes, under the server's ``base_url``:
 
-- ``dsh/api/candidates?query=&limit=&cwd=&body=``: ranked sessions a prompt in folder ``cwd`` may reference;
+- ``dsh/api/candidates?query=&limit=&cwd=&body=``: ranked sessions a prompt in folder ``cwd`` may reference
+  (with the PostgreSQL store's, when one is configured: ``c.DshServer.postgres_dsn``);
 - ``dsh/api/sessions/<payload>?cwd=``: metadata and a bounded preview of one session;
-- ``dsh/api/locate/<payload>?cwd=``: where that session's log lives.
+- ``dsh/api/locate/<payload>?cwd=``: where that session's log lives (``kind`` ``postgres``: it has none).
 
 ``<payload>`` is the part after ``dsh-session:`` of the session's canonical URI (base64url, so any id is
 URL-safe); ``cwd`` is the notebook's folder relative to the server root. Requests go through
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from http.client import responses
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
@@ -35,6 +36,7 @@ from . import sessions
 from .boundary import Boundary
 from .errors import INTERNAL, INTERNAL_MESSAGE, ApiError, busy, error_body, internal, too_slow
 from .pool import PoolBusy, PoolTimeout
+from .postgres import ServedPostgres
 from .state import SETTINGS_KEY, ServerState
 
 #: The authorisation resource name every dsh handler declares.
@@ -55,6 +57,13 @@ BUSY_MESSAGE = ("the dsh session readers are all busy (a session store may be sl
 
 #: A blocking read to run on the reader pool.
 Job = Callable[[], object]
+
+
+class SessionReader(Protocol):
+    """A :mod:`.sessions` function reading one session of a folder (or of the served PostgreSQL store)."""
+
+    def __call__(self, folder: Path, session_id: str, boundary: Boundary, *,
+                 postgres: ServedPostgres | None = ...) -> object: ...
 
 
 class DshApiHandler(APIHandler):
@@ -147,9 +156,9 @@ class CandidatesHandler(DshApiHandler):
             query = sessions.parse_query(self.get_query_argument("query", "", strip=False))
             limit = sessions.parse_limit(self.get_query_argument("limit", None, strip=False))
             body = sessions.parse_flag("body", self.get_query_argument("body", None, strip=False))
-            boundary = self.dsh.boundary
+            boundary, postgres = self.dsh.boundary, self.dsh.postgres
             return self.folder_job(lambda folder: sessions.list_candidates(folder, query, limit, boundary=boundary,
-                                                                           body=body))
+                                                                           body=body, postgres=postgres))
 
         await self.answer(prepare)
 
@@ -165,9 +174,9 @@ class _SessionReadHandler(DshApiHandler):
     async def get(self, payload: str) -> None:
         def prepare() -> Job:
             session_id = sessions.decode_session_payload(payload)
-            boundary = self.dsh.boundary
-            read: Callable[[Path, str, Boundary], object] = getattr(sessions, self.reader)
-            return self.folder_job(lambda folder: read(folder, session_id, boundary))
+            boundary, postgres = self.dsh.boundary, self.dsh.postgres
+            read: SessionReader = getattr(sessions, self.reader)
+            return self.folder_job(lambda folder: read(folder, session_id, boundary, postgres=postgres))
 
         await self.answer(prepare)
 

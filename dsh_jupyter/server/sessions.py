@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ..catalog import CatalogEntry, StoreInfo
     from ..references.cancellation import CancelFlag
     from ..sources import ForeignSessions
+    from .postgres import ServedPostgres
 
 __all__ = [
     "ApiError",
@@ -252,13 +253,30 @@ def served_foreign(boundary: Boundary) -> ForeignSessions | None:
     return shared.only(allowed) if allowed else None
 
 
+def merge_ranked(first: list[SessionReferenceCandidate], second: list[SessionReferenceCandidate],
+                 target: ReferenceTarget, limit: int) -> tuple[list[SessionReferenceCandidate], set[str]]:
+    """Two ranked candidate lists as one, by the one ranking rule (:func:`~dsh_jupyter.ranking.workspace_rank`,
+    then newest first, then id), at most ``limit``; a session in both is kept once, from ``first``. Returns
+    the list and the ids of the kept entries that came from ``second``."""
+    from ..ranking import workspace_rank
+
+    seen = {c.session_id for c in first}
+    extra = [c for c in second if c.session_id not in seen]
+    merged = sorted([*first, *extra], key=lambda c: (workspace_rank(c.cwd, target.cwd), -c.created_at, c.session_id))
+    kept = merged[:limit]
+    theirs = {c.session_id for c in extra}
+    return kept, {c.session_id for c in kept if c.session_id in theirs}
+
+
 def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary, body: bool = False,
-                    catalog_for: Callable[[Path], ServerCatalog | None] | None = None) -> list[dict[str, Any]]:
+                    catalog_for: Callable[[Path], ServerCatalog | None] | None = None,
+                    postgres: ServedPostgres | None = None) -> list[dict[str, Any]]:
     """Ranked candidates for a prompt in ``folder``: ``{sessionId, label, cwd?, sameWorkspace, createdAt, mention}``.
 
-    Sessions come from every store inside ``boundary`` that the catalog knows (same folder first); ``body``
-    also matches message text. ``catalog_for(store root)`` gives the catalog (default :func:`server_catalog`);
-    without one (``None``) only ``folder``'s own store is read.
+    Sessions come from every store inside ``boundary`` that the catalog knows (same folder first) and from
+    the PostgreSQL store ``postgres`` (what its role may read; those rows carry ``"store": "postgres"``);
+    ``body`` also matches message text. ``catalog_for(store root)`` gives the catalog (default
+    :func:`server_catalog`); without one (``None``) only ``folder``'s own store is read.
     """
     source = allowed_store(folder, boundary)
     store = _store_of(source)
@@ -272,12 +290,18 @@ def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary,
         found = [c for c in found if boundary.allows(store.log_path(c.session_id))][:limit]
     else:
         found = rank_candidates(source, target, query, limit, source=BoundedCatalog(catalog, boundary), body=body)
+    from_postgres: set[str] = set()
+    if postgres is not None:
+        found, from_postgres = merge_ranked(found, postgres.candidates(target, query, limit, body=body), target,
+                                            limit)
     found = merge_foreign(found, served_foreign(boundary), target, query, limit)
     rows = [candidate.to_remote_json() for candidate in found]
     for row in rows:
         tool = tool_of(row["sessionId"])
         if tool is not None:
             row["tool"] = tool
+        elif postgres is not None and row["sessionId"] in from_postgres:
+            row["store"] = postgres.kind
     return rows
 
 
@@ -290,8 +314,11 @@ def _utf8_prefix(text: str, max_bytes: int) -> tuple[str, int]:
     return kept, len(data) - len(kept.encode("utf-8", "surrogatepass"))
 
 
-def _find(folder: Path, session_id: str, boundary: Boundary) -> SessionQuery:
-    """The query of the store holding ``session_id``: 403 outside the boundary, 404 when it is not there."""
+def _find(folder: Path, session_id: str, boundary: Boundary, postgres: ServedPostgres | None = None
+          ) -> SessionQuery | None:
+    """The query of ``folder``'s store when it holds ``session_id``; ``None`` when the PostgreSQL store
+    ``postgres`` has it instead (the folder's own store first). 403 when the folder's store lies outside the
+    boundary, 404 when neither has it (a session the database's role may not read is not there)."""
     query = allowed_store(folder, boundary)
     store = _store_of(query)
     try:
@@ -299,9 +326,17 @@ def _find(folder: Path, session_id: str, boundary: Boundary) -> SessionQuery:
     except (ValueError, TypeError):  # an id the store cannot name (e.g. empty) is never stored
         present = False
     if not present:
-        raise not_found(session_id, boundary.shown(folder))
+        if postgres is not None and postgres.exists(session_id):
+            return None
+        raise _not_found(session_id, folder, boundary, postgres)
     require_log(store.log_path(session_id), session_id, boundary)
     return query
+
+
+def _not_found(session_id: str, folder: Path, boundary: Boundary, postgres: ServedPostgres | None) -> ApiError:
+    where = boundary.shown(folder)
+    return not_found(session_id, where if postgres is None else f"{where} nor among the PostgreSQL sessions "
+                                                                "this server may read")
 
 
 def refused_read(session_id: str, exc: BaseException) -> ApiError:
@@ -324,8 +359,10 @@ def session_detail(
     *,
     max_messages: int = PREVIEW_MESSAGES,
     max_message_bytes: int = PREVIEW_MESSAGE_BYTES,
+    postgres: ServedPostgres | None = None,
 ) -> dict[str, Any]:
-    """Metadata and a bounded preview of the projected conversation of one session in ``folder``'s store.
+    """Metadata and a bounded preview of the projected conversation of one session in ``folder``'s store
+    (or, when it is not there, in the PostgreSQL store ``postgres``: then with ``store`` and ``owner``).
 
     The preview holds the newest ``max_messages`` projected messages (what a reference would carry),
     each cut to ``max_message_bytes`` UTF-8 bytes; texts are returned verbatim (escaping is the viewer's job).
@@ -342,7 +379,10 @@ def session_detail(
             log.error("dsh-jupyter: could not read %s transcript %s: %s", header.tool, header.path, exc)
             raise refused_read(session_id, exc) from exc
         return _detail(snapshot, header.title, max_messages, max_message_bytes) | {"tool": header.tool}
-    query = _find(folder, session_id, boundary)
+    query = _find(folder, session_id, boundary, postgres)
+    if query is None:
+        assert postgres is not None
+        return _postgres_detail(postgres, session_id, max_messages, max_message_bytes, folder, boundary)
     try:
         snapshot = query.read_surface(session_id)
         title = query.title(session_id)
@@ -352,6 +392,27 @@ def session_detail(
         log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, _store_of(query).root, exc)
         raise refused_read(session_id, exc) from exc
     return _detail(snapshot, title, max_messages, max_message_bytes)
+
+
+def _postgres_detail(postgres: ServedPostgres, session_id: str, max_messages: int, max_message_bytes: int,
+                     folder: Path, boundary: Boundary) -> dict[str, Any]:
+    """:func:`session_detail` of a session of the PostgreSQL store (read as the server's role)."""
+    from ..store.postgres import PostgresStoreError
+
+    query = postgres.query
+    with postgres.answering("reading a session"):
+        try:
+            snapshot = query.read_surface(session_id)
+            title = query.title(session_id)
+            owner = postgres.store.owner(session_id)
+        except SessionNotFoundError:  # deleted or unshared since it was looked up
+            raise _not_found(session_id, folder, boundary, postgres) from None
+        except PostgresStoreError:
+            raise  # the database went away: a 503, not a damaged session
+        except (SessionError, OSError) as exc:
+            log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, postgres.where, exc)
+            raise refused_read(session_id, exc) from exc
+    return _detail(snapshot, title, max_messages, max_message_bytes) | {"store": postgres.kind, "owner": owner}
 
 
 def _detail(snapshot: Any, title: str | None, max_messages: int, max_message_bytes: int) -> dict[str, Any]:
@@ -395,13 +456,19 @@ def _detail(snapshot: Any, title: str | None, max_messages: int, max_message_byt
     }
 
 
-def session_location(folder: Path, session_id: str, boundary: Boundary) -> dict[str, Any]:
+def session_location(folder: Path, session_id: str, boundary: Boundary, *,
+                     postgres: ServedPostgres | None = None) -> dict[str, Any]:
     """Where the session's own log lives: ``{"kind": "jsonl", "path", "contentsPath"}``.
 
     ``contentsPath`` is the log's path relative to the server root (for the Contents API), or ``None``
-    when the store lies in an extra root outside it. Only the one session's folder is looked at.
+    when the store lies in an extra root outside it. Only the one session's folder is looked at. A session
+    of the PostgreSQL store has no file: ``{"kind": "postgres", "path": None, "contentsPath": None}``.
     """
-    store = _store_of(_find(folder, session_id, boundary))
+    query = _find(folder, session_id, boundary, postgres)
+    if query is None:
+        assert postgres is not None
+        return {"kind": postgres.kind, "path": None, "contentsPath": None}
+    store = _store_of(query)
     path = store.log_path(session_id)
     try:
         contents_path: str | None = Path(os.path.realpath(path)).relative_to(boundary.root).as_posix()

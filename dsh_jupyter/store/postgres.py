@@ -3,10 +3,14 @@
 Same contract as the JSONL and SQLite backends: nothing is stored until the first flush with events;
 each flush is one transaction, so an event is durable when its turn's transaction commits and a failure
 leaves nothing half-written; seqs stay contiguous. One writer per session is enforced by the database: the
-writer's own connection holds a session-level advisory lock keyed on the session, taken at the first
-flush (new sessions) or by ``open``; a killed kernel's connection closes and the server drops its lock,
-leaving the same repairable state as a JSONL log (``open`` repairs an interrupted turn). Readers never
-block: each read is one repeatable-read snapshot.
+session row carries a writer lease naming the server process of the writer's own connection
+(``writer_pid`` and its ``backend_start``), set by the first flush's ``INSERT`` (new sessions) or by ``open``.
+The lease is held for as long as that server process lives, so a killed kernel's connection closes, its
+server process ends and the lease with it, leaving the same repairable state as a JSONL log (``open``
+repairs an interrupted turn). Taking a lease is an ``UPDATE`` of the session row, which row-level security
+allows the session's owner alone: no other role can hold, or block, a writer (an advisory lock could be
+taken by any role that knows or guesses its key). Readers never block: each read is one repeatable-read
+snapshot.
 
 Who sees what is the database's business: the tables carry row-level security (see
 :mod:`.postgres_schema`), so every read returns only the connecting role's own sessions and those shared
@@ -17,8 +21,8 @@ The DSN is never shown with its password: every message uses :func:`mask_dsn`.
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import math
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -55,7 +59,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _IDLE_READERS = 4
-_LOCK_NAMESPACE = b"dsh-jupyter session\x00"
 
 
 class PostgresStoreError(SessionError, RuntimeError):
@@ -80,10 +83,16 @@ def mask_dsn(dsn: str) -> str:
     return f"postgresql://{str(user) + '@' if user else ''}{where}/{db}"
 
 
-def lock_key(session_id: str) -> int:
-    """The advisory-lock key of a session (signed 64-bit, from a hash of its storage key)."""
-    digest = hashlib.blake2b(_LOCK_NAMESPACE + session_key(session_id), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
+#: This connection's server process and its start time: what a writer lease names.
+_MY_PID = "pg_catalog.pg_backend_pid()"
+_MY_START = ("(SELECT a.backend_start FROM pg_catalog.pg_stat_activity a "
+             "WHERE a.pid = pg_catalog.pg_backend_pid())")
+#: A lease is held while the server process it names is alive (same pid and start: a reused pid is not it).
+_LEASE_HELD = ("EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a "
+               "WHERE a.pid = s.writer_pid AND a.backend_start = s.writer_start)")
+#: Take the lease of an owned session unless a live connection holds it (one row: taken; none: held).
+_TAKE_LEASE = (f"UPDATE dsh.sessions s SET writer_pid = {_MY_PID}, writer_start = {_MY_START} "
+               f"WHERE s.key = %s AND s.owner = current_user AND NOT {_LEASE_HELD} RETURNING 1")
 
 
 def _insert_events(cur: psycopg.Cursor[tuple[Any, ...]], key: bytes, rows: list[Row]) -> None:
@@ -101,11 +110,11 @@ def _batch_title(events: Sequence[Event]) -> str | None:
 
 
 class PostgresWriter(BufferedWriter[tuple[Row, Event]]):
-    """The single writer of one session in a :class:`PostgresStore`; its connection holds the lock."""
+    """The single writer of one session in a :class:`PostgresStore`; its connection holds the lease."""
 
     def __init__(self, store: PostgresStore, header: SessionHeader, *, conn: Connection | None = None,
                  materialized: bool = False, next_seq: int = 0) -> None:
-        super().__init__(header, lock=None, next_seq=next_seq)  # the connection's advisory lock is the lock
+        super().__init__(header, lock=None, next_seq=next_seq)  # the connection's lease is the lock
         self._store = store
         self._key = session_key(header.id)
         self._conn = conn
@@ -131,7 +140,7 @@ class PostgresWriter(BufferedWriter[tuple[Row, Event]]):
     def _release(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            conn.close()  # closing the connection drops its advisory lock
+            conn.close()  # its server process ends, and the lease with it
 
     def _batch_words(self, replaced: bool) -> tuple[list[str], list[str] | None]:
         """The body-search words this flush adds, and all of them when a compaction replaced part of the
@@ -161,8 +170,8 @@ class PostgresWriter(BufferedWriter[tuple[Row, Event]]):
 
         store = self._store
         try:
-            if self._conn is None:
-                self._conn = store._lock(self.header.id)
+            if self._conn is None:  # a new session's lease comes with its INSERT
+                self._conn = store._lock(self.header.id) if self._materialized else store._writer_connection()
             conn = self._conn
             with conn.transaction(), conn.cursor() as cur:
                 times = [e.time for e in self._events if isinstance(e.time, int)]
@@ -175,14 +184,17 @@ class PostgresWriter(BufferedWriter[tuple[Row, Event]]):
                 if not self._materialized:
                     cur.execute(
                         "INSERT INTO dsh.sessions (key, header, created_at, updated_at, next_seq, types, title, cwd, "
-                        "match_id, match_cwd, match_label, words) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[])) "
-                        "ON CONFLICT DO NOTHING",
+                        "match_id, match_cwd, match_label, words, writer_pid, writer_start) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[]), "
+                        f"{_MY_PID}, {_MY_START}) ON CONFLICT DO NOTHING",
                         (self._key, dumpb(self.header.to_json()), int(self.header.created_at), updated,
                          self._next_seq, types, title, self.header.cwd, *(match or ("", "", "")),
                          whole if whole is not None else added),
                     )
                     if cur.rowcount != 1:
+                        cur.execute(f"SELECT 1 FROM dsh.sessions s WHERE s.key = %s AND {_LEASE_HELD}", (self._key,))
+                        if cur.fetchone() is not None:  # its creator still writes it
+                            raise store.locked(self.header.id)
                         raise SessionExistsError(
                             f"cannot create session {self.header.id!r}: it already exists in {store.where} "
                             "(another writer created it first). Nothing was written. Resume it with store.open(id), "
@@ -212,7 +224,7 @@ class PostgresWriter(BufferedWriter[tuple[Row, Event]]):
             raise
         except psycopg.Error as exc:
             if self._conn is not None and self._conn.closed:
-                self._conn = None  # the lock went with it; the next flush takes it again
+                self._conn = None  # the lease went with it; the next flush takes it again
             raise SessionWriteError(
                 f"could not write session {self.header.id!r} to {store.where} ({store.explain(exc)}); the "
                 f"transaction was rolled back and the {self.pending} buffered event(s) are kept, so flush() can "
@@ -228,8 +240,11 @@ class PostgresStore(SessionStore):
 
     kind = "postgres"
 
-    def __init__(self, dsn: str, *, create_schema: bool = True) -> None:
+    def __init__(self, dsn: str, *, create_schema: bool = True, statement_timeout: float | None = None) -> None:
+        """``statement_timeout``: seconds a statement may run (and connecting may take) before the database
+        cancels it, ``None`` for the defaults (no statement limit, 10 s to connect)."""
         self._dsn = dsn
+        self._statement_timeout = statement_timeout
         self.where = mask_dsn(dsn)
         self._create_schema = create_schema
         self._schema_ready = False
@@ -258,10 +273,18 @@ class PostgresStore(SessionStore):
 
         import psycopg
 
+        limit = self._statement_timeout
+        conn: Connection | None = None
         try:
-            conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=10,
+            conn = psycopg.connect(self._dsn, autocommit=True,
+                                   connect_timeout=10 if limit is None else max(2, math.ceil(limit)),
                                    application_name=f"dsh-jupyter pid {os.getpid()}")
+            if limit is not None:
+                conn.execute("SELECT pg_catalog.set_config('statement_timeout', %s, false)",
+                             (f"{max(1, round(limit * 1000))}ms",))
         except psycopg.Error as exc:
+            if conn is not None:
+                conn.close()
             raise PostgresStoreError(
                 f"cannot connect to the session database {self.where}: {self.explain(exc)}. Check "
                 "DshMagics.postgres_dsn (or $DSH_POSTGRES_DSN) and that the server is running."
@@ -269,7 +292,8 @@ class PostgresStore(SessionStore):
         return conn
 
     def _ready(self, conn: Connection, *, create: bool) -> bool:
-        """True when the schema is installed (creating it when allowed and ``create``)."""
+        """True when the schema is installed (creating or upgrading it when allowed and ``create``; without
+        ``create`` an older schema is read as it is)."""
         if self._schema_ready:
             return True
         version = installed_version(conn)
@@ -280,25 +304,46 @@ class PostgresStore(SessionStore):
             )
         if version is None or version < SCHEMA_VERSION:
             if not (create and self._create_schema):
-                return False
+                return version is not None  # an older schema reads as it is; only writing needs this one
             import psycopg
 
             try:
                 ensure_schema(conn)
             except psycopg.Error as exc:
+                state = ("are missing" if version is None else
+                         f"are from an older dsh-jupyter (schema {version}; this version needs {SCHEMA_VERSION})")
                 raise PostgresStoreError(
-                    f"the session tables are missing in {self.where} and this role cannot create them "
-                    f"({self.explain(exc)}); ask the database administrator to run `dsh-jupyter postgres init`"
+                    f"the session tables in {self.where} {state} and this role cannot "
+                    f"{'create' if version is None else 'upgrade'} them ({self.explain(exc)}); ask the database "
+                    "administrator to run `dsh-jupyter postgres init`"
                 ) from None
         self._schema_ready = True
         return True
 
+    def _pooled(self) -> Connection | None:
+        """An idle read connection that still works, or ``None``. Each is checked with an empty query (one
+        round trip, no statement): the database may have ended it meanwhile (a restart, an administrator,
+        an idle timeout), and a read on it would fail although the database is up."""
+        import psycopg
+
+        while True:
+            with self._idle_lock:
+                if not self._idle:
+                    return None
+                conn = self._idle.pop()
+            if conn.closed:
+                continue
+            try:
+                conn.execute("")
+            except psycopg.Error:
+                conn.close()
+                continue
+            return conn
+
     @contextmanager
     def _reader(self) -> Iterator[Connection | None]:
         """A pooled read connection (``None`` when the schema was never installed)."""
-        with self._idle_lock:
-            pooled = self._idle.pop() if self._idle else None
-        conn = pooled if pooled is not None and not pooled.closed else self._connect()
+        conn = self._pooled() or self._connect()
         keep = False
         try:
             yield conn if self._ready(conn, create=False) else None
@@ -328,22 +373,37 @@ class PostgresStore(SessionStore):
         for conn in idle:
             conn.close()
 
-    def _lock(self, session_id: str) -> Connection:
-        """A new connection that holds the session's writer lock, or :class:`SessionLockedError`."""
+    def _writer_connection(self) -> Connection:
+        """A new connection for a writer, with the schema in place."""
         conn = self._connect()
         try:
             self._ready(conn, create=True)
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(session_id),)).fetchone()
-            if row is None or not row[0]:
-                raise SessionLockedError(
-                    f"session {session_id!r} ({self.where}) is already open for writing by another connection. "
-                    "Only one writer per session is allowed: close the other writer (shut down the kernel or "
-                    "notebook that has it open, or call close() on its writer), or start a new session instead."
-                )
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _lock(self, session_id: str, doing: str = "write to") -> Connection:
+        """A new connection holding the writer lease of a session this role owns, or
+        :class:`SessionLockedError` (another live connection holds it); ``doing`` names the action in the
+        error for a session of another role."""
+        conn = self._writer_connection()
+        try:
+            key = self._own(conn, session_id, doing)
+            if conn.execute(_TAKE_LEASE, (key,)).fetchone() is None:
+                raise self.locked(session_id)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def locked(self, session_id: str) -> SessionLockedError:
+        """The error of a session another live connection writes."""
+        return SessionLockedError(
+            f"session {session_id!r} ({self.where}) is already open for writing by another connection. "
+            "Only one writer per session is allowed: close the other writer (shut down the kernel or "
+            "notebook that has it open, or call close() on its writer), or start a new session instead."
+        )
 
     # -- layout ------------------------------------------------------------------------------------------
     def locate(self, header: SessionHeader) -> SessionLocation | None:
@@ -524,7 +584,6 @@ class PostgresStore(SessionStore):
             raise SessionNotFoundError(session_id, self.where)
         conn = self._lock(session_id)
         try:
-            self._own(conn, session_id, "write to")
             session = self.load(session_id)
             writer = PostgresWriter(self, session.header, conn=conn, materialized=True, next_seq=session.next_seq)
         except BaseException:
@@ -535,10 +594,9 @@ class PostgresStore(SessionStore):
     def delete(self, session_id: str) -> None:
         if not self.exists(session_id):
             raise SessionNotFoundError(session_id, self.where)
-        conn = self._lock(session_id)
+        conn = self._lock(session_id, "delete")
         try:
-            key = self._own(conn, session_id, "delete")
-            conn.execute("DELETE FROM dsh.sessions WHERE key = %s", (key,))
+            conn.execute("DELETE FROM dsh.sessions WHERE key = %s", (session_key(session_id),))
         finally:
             conn.close()
 
@@ -570,4 +628,4 @@ class PostgresStore(SessionStore):
         return [str(r[0]) for r in rows]
 
 
-__all__ = ["PostgresStore", "PostgresStoreError", "PostgresWriter", "lock_key", "mask_dsn"]
+__all__ = ["PostgresStore", "PostgresStoreError", "PostgresWriter", "mask_dsn"]

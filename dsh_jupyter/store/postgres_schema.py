@@ -7,8 +7,11 @@ belongs to the database role that created it (``owner`` defaults to ``current_us
 any other value); ``dsh.shares`` lists the roles (or group roles) a session is shared with. Row-level
 security is on for every table, so each read, whether from a kernel, the CLI or raw
 SQL, sees only the role's own sessions and those shared with it (or with a group it belongs to), and their
-events. Only the owner writes, shares or deletes a session. Superusers, roles with BYPASSRLS and the tables'
-owner (the administrator who ran init) see everything, as PostgreSQL lets them.
+events. Only the owner writes, shares or deletes a session, and only the owner can hold its writer
+lease (``writer_pid``, ``writer_start``: the server process of the writing connection, see
+:mod:`.postgres`), since taking it is an ``UPDATE`` the policies allow the owner alone. Superusers,
+roles with BYPASSRLS and the tables' owner (the administrator who ran init) see everything, as
+PostgreSQL lets them.
 
 :func:`ensure_schema` creates or upgrades all of it idempotently (``dsh-jupyter postgres init``); on a
 shared database run it as a dedicated administrator role, which then owns the tables.
@@ -21,8 +24,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import psycopg
 
-#: Schema generation, stored in ``dsh.meta``.
-SCHEMA_VERSION = 1
+#: Schema generation, stored in ``dsh.meta`` (2: the writer lease columns).
+SCHEMA_VERSION = 2
 
 #: Serialises concurrent ``ensure_schema`` calls (a transaction-level advisory lock).
 _INIT_LOCK = 0x647368_696E6974  # "dsh" "init"
@@ -49,6 +52,8 @@ CREATE TABLE IF NOT EXISTS dsh.sessions (
     words tsvector NOT NULL DEFAULT ''::tsvector,
     UNIQUE (key, owner)
 );
+ALTER TABLE dsh.sessions ADD COLUMN IF NOT EXISTS writer_pid integer;
+ALTER TABLE dsh.sessions ADD COLUMN IF NOT EXISTS writer_start timestamptz;
 CREATE TABLE IF NOT EXISTS dsh.events (
     key bytea NOT NULL REFERENCES dsh.sessions (key) ON DELETE CASCADE,
     seq bigint NOT NULL,
