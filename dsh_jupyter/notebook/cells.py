@@ -147,6 +147,7 @@ class _Entry:
     chars: int = 0
     truncated: int = 0
     image_bytes: int = 0
+    finished: bool = False
 
     def add(self, output: CellOutput, limit: int) -> None:
         """Append ``output`` (a stream continues the previous one of its name) within ``limit`` characters."""
@@ -226,10 +227,11 @@ class KernelRecord:
         self.max_image_bytes = max_image_bytes
         self._cells: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.RLock()
-        self._current: list[_Entry | None] = []  # a stack: execute_cell nests a cell inside the running one
-        self._streams: list[list[tuple[Any, Callable[..., Any], Callable[..., Any]]]] = []
+        # Per thread, a stack of running cells (execute_cell nests a cell in the running one) and their streams.
+        self._local = threading.local()
         self._capture: _Capture | None = None
-        self._inserted_at: int | None = None  # the execution count whose cell already asked for a next cell
+        self._inserted_for: _Entry | None = None  # the running cell that already asked for a next cell
+        self._main_stack: list[_Entry | None] = []
         self._installed = False
         self._undo: list[Callable[[], None]] = []
         #: How :func:`execute_cell` reaches the kernel (set by the host: main-thread calls and the shared lock).
@@ -300,7 +302,7 @@ class KernelRecord:
     # -- the events ---------------------------------------------------------------------------------
     def _pre_run_cell(self, info: Any) -> None:
         if not getattr(info, "store_history", True) or getattr(info, "silent", False):
-            self._current.append(None)
+            self._stack().append(None)
             self._wrap_streams(None)
             return
         source = str(getattr(info, "raw_cell", "") or "")
@@ -314,14 +316,16 @@ class KernelRecord:
                 self._cells.popitem(last=False)
             if old is not None:
                 old.outputs.clear()
-        self._current.append(entry)
+        self._stack().append(entry)
         self._wrap_streams(entry)
 
     def _post_run_cell(self, result: Any) -> None:
         self._unwrap_streams()
-        entry = self._current.pop() if self._current else None
+        stack = self._stack()
+        entry = stack.pop() if stack else None
         if entry is None:
             return
+        entry.finished = True
         count = getattr(result, "execution_count", None)
         if isinstance(count, int):
             entry.execution_count = count
@@ -386,12 +390,25 @@ class KernelRecord:
             return msg
         return msg
 
+    def _stack(self) -> list[_Entry | None]:
+        if threading.current_thread() is threading.main_thread():
+            return self._main_stack
+        stack: list[_Entry | None] | None = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def _stream_stack(self) -> list[list[tuple[Any, Callable[..., Any], Callable[..., Any]]]]:
+        streams: list[list[tuple[Any, Callable[..., Any], Callable[..., Any]]]] | None = \
+            getattr(self._local, "streams", None)
+        if streams is None:
+            streams = self._local.streams = []
+        return streams
+
     def _running(self) -> _Entry | None:
-        if threading.current_thread() is not threading.main_thread():
-            capture = self._capture
-            if capture is None or not capture.here():
-                return None
-        return self._current[-1] if self._current else None
+        """The cell running on this thread (the innermost one), if it is recorded."""
+        stack = self._stack()
+        return stack[-1] if stack else None
 
     # -- streams ------------------------------------------------------------------------------------
     def _wrap_streams(self, entry: _Entry | None) -> None:
@@ -410,7 +427,7 @@ class KernelRecord:
             except (AttributeError, TypeError):
                 continue
             wrapped.append((stream, write, original))
-        self._streams.append(wrapped)
+        self._stream_stack().append(wrapped)
 
     def _stream_writer(self, entry: _Entry | None, name: str, original: Callable[..., Any],
                        thread: int) -> Callable[..., Any]:
@@ -427,7 +444,7 @@ class KernelRecord:
                     outputs[-1]["text"] += data
                 else:
                     outputs.append({"output_type": "stream", "name": name, "text": data})
-            if entry is not None and not entry.dsh:
+            if entry is not None and not entry.dsh and not entry.finished:
                 with self._lock:
                     entry.add(CellOutput("stream", data, name=name), self.max_output_chars)
             return len(data) if captured else original(data, *args)
@@ -441,9 +458,10 @@ class KernelRecord:
                     or getattr(getattr(shell, "display_pub", None), "is_publishing", False))
 
     def _unwrap_streams(self) -> None:
-        if not self._streams:
+        streams = self._stream_stack()
+        if not streams:
             return
-        for stream, write, original in self._streams.pop():
+        for stream, write, original in streams.pop():
             if getattr(stream, "write", None) is write:
                 with suppress(AttributeError, TypeError):
                     stream.write = original
@@ -495,18 +513,18 @@ class KernelRecord:
         shell = self.shell
         if not hasattr(shell, "set_next_input"):
             raise EditsUnsupported(f"this kernel cannot propose new cells; {LIVE_FRONTENDS} can")
-        count = int(shell.execution_count)
+        running = next((entry for entry in self._main_stack if entry is not None), None)
         with self._lock:
-            if self._inserted_at == count:
+            if running is not None and self._inserted_for is running:
                 raise EditsUnsupported(
                     "this frontend takes one new cell per %%dsh cell (through set_next_input) and this turn "
                     "already added one; put all the code in that one cell, or add the next one in a later turn")
-            self._inserted_at = count
+            self._inserted_for = running
+        count = int(shell.execution_count)
         shell.set_next_input(edit.source, replace=False)
         new_id = f"next-input-{count}"
         after = Cell(new_id, "code", edit.source)
-        anchor = self._current[-1] if self._current else None
-        where = "below the running %%dsh cell" if anchor is not None and anchor.dsh else "as the next input"
+        where = "below the running %%dsh cell" if running is not None and running.dsh else "as the next input"
         note = (f"the new cell appears {where} when that cell finishes, in frontends that take IPython's "
                 "set_next_input payload (JupyterLab, Notebook, VS Code); it gets its real id when it runs, "
                 "and the position asked for is not honoured here")
