@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -334,3 +335,57 @@ def test_the_approval_question_shows_source_diff_or_deleted_cell(live: Any) -> N
     finally:
         dispose()
     assert describe_call("notebook_edit", {"action": "bogus"})[1] == "json"
+
+
+# --------------------------------------------------------------------------- a real kernel (nbclient)
+@pytest.mark.slow
+def test_kernel_tools_read_run_insert_and_undo_through_the_offline_model(tmp_path: Path) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    sources = [
+        "%load_ext dsh_jupyter\n%config DshMagics.approval = \"auto\"\n%config DshMagics.model = \"offline\"",
+        "%dsh undo",
+        "total = 40\nprint('hello from an earlier cell')\ntotal + 2",
+        "def broken():\n    return {}['missing-key']\nbroken()",
+        "%%dsh\n/tool notebook_read {}",
+        "%%dsh\n/tool notebook_run {\"cell_id\": \"exec-3\"}",
+        "%%dsh\n/tool notebook_edit {\"action\": \"insert\", \"source\": \"print('from the agent')\"}",
+        "%%dsh\n/tool notebook_edit {\"action\": \"replace\", \"cell_id\": \"no-such-cell\", \"source\": \"x\"}",
+        "print(total, Out)",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    payloads: dict[int, Any] = {}
+
+    def on_cell_executed(cell: Any, cell_index: int, execute_reply: Any) -> None:
+        payloads[cell_index] = execute_reply["content"].get("payload")
+
+    client.on_cell_executed = on_cell_executed
+    client.execute(cwd=str(tmp_path))
+
+    def text(index: int) -> str:
+        out = []
+        for o in nb.cells[index].outputs:
+            out.append(o.get("text", "") + "".join(str(v) for v in o.get("data", {}).values()))
+        return "\n".join(out)
+
+    import html
+
+    assert text(1).strip() == "nothing to undo: there is no session yet"
+    read = html.unescape(text(4))
+    assert KERNEL_HEADER in read
+    assert "--- #1 · id exec-3 · code · [3]\ntotal = 40" in read and "hello from an earlier cell" in read
+    assert "def broken():" in read and "[error] KeyError: 'missing-key'" in read
+    assert "----> 3 broken()" in read
+    run = html.unescape(text(5))
+    assert "Ran cell exec-3." in run and "hello from an earlier cell" in run and "] 42" in run
+    inserted = html.unescape(text(6))
+    assert "set_next_input" in inserted and "provisional id next-input-" in inserted
+    assert {"source": "set_next_input", "text": "print('from the agent')", "replace": False} in payloads[6]
+    wrong = html.unescape(text(7))
+    assert "there is no cell with id 'no-such-cell'" in wrong and "nothing was changed" in wrong
+    assert not any(p for i, p in payloads.items() if i != 6)
+    last = text(8)
+    assert last.startswith("40 {3: 42,") and "42}" in last  # the re-run counted as an execution
