@@ -284,3 +284,14 @@ def test_kernel_records_displays_and_execute_cell_nests_in_a_running_cell(tmp_pa
     assert "nested\n" not in [t for t in texts] and not any(o.get("output_type") == "display_data"
                                                             for o in nested_cell.outputs)
     assert not any(o.get("output_type") == "execute_result" for o in nested_cell.outputs)
+
+
+def test_execute_cell_hands_on_bounded_printed_text(shell: InteractiveShell, record: KernelRecord) -> None:
+    from dsh_jupyter.notebook.cells import MAX_CAPTURED_STREAM_CHARS
+
+    done = execute_cell(record, "for _ in range(30): print('z' * 50_000)", cell_id="loud")
+    texts = [o["text"] for o in done.outputs if o["output_type"] == "stream"]
+    assert len(texts) == 1 and MAX_CAPTURED_STREAM_CHARS < len(texts[0]) < MAX_CAPTURED_STREAM_CHARS + 100
+    assert texts[0].endswith("was not kept)\n")
+    kept = record.get("loud")
+    assert kept is not None and sum(len(o.text) for o in kept.outputs) < 21_000

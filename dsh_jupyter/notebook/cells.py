@@ -72,6 +72,7 @@ MAX_CELLS = 200
 MAX_OUTPUT_CHARS = 20_000
 MAX_IMAGE_BYTES = 8_000_000
 MAX_TRACEBACK_LINES = 40
+MAX_CAPTURED_STREAM_CHARS = 1_000_000  # printed text execute_cell hands on for the browser cell
 DEFAULT_RUN_TIMEOUT = 120.0
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
@@ -199,8 +200,24 @@ class _Capture:
     thread: int
     outputs: list[dict[str, Any]] = field(default_factory=list)
 
+    stream_chars: int = 0
+
     def here(self) -> bool:
         return threading.get_ident() == self.thread
+
+    def stream(self, name: str, text: str) -> None:
+        """Stream text for the browser cell, at most :data:`MAX_CAPTURED_STREAM_CHARS` in all."""
+        room = MAX_CAPTURED_STREAM_CHARS - self.stream_chars
+        if room <= 0:
+            return
+        if len(text) > room:
+            text = text[:room] + "\n… (the rest of this cell's printed output was not kept)\n"
+        self.stream_chars += len(text)
+        outputs = self.outputs
+        if outputs and outputs[-1].get("output_type") == "stream" and outputs[-1]["name"] == name:
+            outputs[-1]["text"] += text
+        else:
+            outputs.append({"output_type": "stream", "name": name, "text": text})
 
 
 @dataclass(frozen=True)
@@ -439,11 +456,7 @@ class KernelRecord:
             if self._echoing():  # a terminal's "Out[n]:" or traceback: recorded as the result or error already
                 return len(data) if captured else original(data, *args)
             if captured and capture is not None:
-                outputs = capture.outputs
-                if outputs and outputs[-1].get("output_type") == "stream" and outputs[-1]["name"] == name:
-                    outputs[-1]["text"] += data
-                else:
-                    outputs.append({"output_type": "stream", "name": name, "text": data})
+                capture.stream(name, data)
             if entry is not None and not entry.dsh and not entry.finished:
                 with self._lock:
                     entry.add(CellOutput("stream", data, name=name), self.max_output_chars)
