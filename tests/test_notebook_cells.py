@@ -184,6 +184,10 @@ def test_execute_cell_runs_as_a_cell_and_captures_its_outputs(shell: Interactive
                                   "data": {"text/plain": "42"}, "metadata": {}} in done.outputs
     assert "captured-text" not in capsys.readouterr().out
     assert record.get("ec") == done.cell
+    assert not shell.displayhook.is_active  # the next cell's printing is recorded again
+    run(shell, "print('next')", "next")
+    next_cell = record.get("next")
+    assert next_cell is not None and [o.text for o in next_cell.outputs] == ["next\n"]
 
 
 def test_execute_cell_errors_interrupts_and_timeouts(shell: InteractiveShell, record: KernelRecord,

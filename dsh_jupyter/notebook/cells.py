@@ -288,11 +288,9 @@ class KernelRecord:
 
                 def finish_displayhook() -> None:
                     capture = self._capture
-                    if capture is not None and capture.here():  # the result stays out of the running cell
-                        if hasattr(displayhook, "msg"):
-                            displayhook.msg = None
-                        return
-                    original_finish()
+                    if capture is not None and capture.here() and hasattr(displayhook, "msg"):
+                        displayhook.msg = None  # ipykernel: the execute_result stays out of the running cell
+                    original_finish()  # (a terminal's echo is kept out by the stream wrapper)
 
                 displayhook.finish_displayhook = finish_displayhook
                 self._undo.append(lambda: _restore(displayhook, "finish_displayhook", finish_displayhook))
