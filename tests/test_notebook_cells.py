@@ -68,6 +68,18 @@ def test_records_source_id_count_streams_result_and_error(shell: InteractiveShel
     assert c.outputs[0].text == "no id\n"
 
 
+def test_an_empty_cell_inside_a_cell_leaves_the_running_cell_recorded(shell: InteractiveShell,
+                                                                      record: KernelRecord) -> None:
+    shell.user_ns["_empty"] = lambda: shell.run_cell("  ", store_history=True)
+    run(shell, "_empty()\nprint('still recorded')", "outer")
+    outer = record.get("outer")
+    assert outer is not None and [o.text for o in outer.outputs] == ["still recorded\n"]
+    run(shell, "", "blank")
+    run(shell, "print('after blank')", "later")
+    later = record.get("later")
+    assert later is not None and later.outputs[0].text == "after blank\n"
+
+
 def test_syntax_errors_are_recorded(shell: InteractiveShell, record: KernelRecord) -> None:
     run(shell, "def (", "bad-syntax")
     cell = record.get("bad-syntax")

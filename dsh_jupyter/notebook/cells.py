@@ -316,6 +316,7 @@ class KernelRecord:
 
     # -- the events ---------------------------------------------------------------------------------
     def _pre_run_cell(self, info: Any) -> None:
+        self._infos().append(info)
         if not getattr(info, "store_history", True) or getattr(info, "silent", False):
             self._stack().append(None)
             self._wrap_streams(None)
@@ -335,6 +336,10 @@ class KernelRecord:
         self._wrap_streams(entry)
 
     def _post_run_cell(self, result: Any) -> None:
+        infos = self._infos()
+        if not infos or (result is not None and getattr(result, "info", infos[-1]) is not infos[-1]):
+            return  # an empty cell: IPython fires post_run_cell without pre_run_cell
+        infos.pop()
         self._unwrap_streams()
         stack = self._stack()
         entry = stack.pop() if stack else None
@@ -412,6 +417,12 @@ class KernelRecord:
         if stack is None:
             stack = self._local.stack = []
         return stack
+
+    def _infos(self) -> list[Any]:
+        infos: list[Any] | None = getattr(self._local, "infos", None)
+        if infos is None:
+            infos = self._local.infos = []
+        return infos
 
     def _stream_stack(self) -> list[list[tuple[Any, Callable[..., Any], Callable[..., Any]]]]:
         streams: list[list[tuple[Any, Callable[..., Any], Callable[..., Any]]]] | None = \
