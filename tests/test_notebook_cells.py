@@ -311,3 +311,24 @@ def test_execute_cell_hands_on_bounded_printed_text(shell: InteractiveShell, rec
     assert texts[0].endswith("was not kept)\n")
     kept = record.get("loud")
     assert kept is not None and sum(len(o.text) for o in kept.outputs) < 21_000
+
+
+def test_captured_display_messages_stay_out_of_the_running_cell_except_updates(shell: InteractiveShell) -> None:
+    record = KernelRecord(shell)
+
+    def msg(kind: str, text: str = "") -> dict[str, Any]:
+        return {"header": {"msg_type": kind}, "content": {"data": {"text/plain": text}, "metadata": {}}}
+
+    assert record._display_hook(msg("display_data", "outside")) is not None
+    with record.capturing() as capture:
+        assert record._display_hook(msg("display_data", "gone")) is None
+        assert record._display_hook(msg("clear_output")) is None
+        assert record._display_hook(msg("display_data", "kept")) is None
+        update = msg("update_display_data", "earlier display")
+        assert record._display_hook(update) is update
+        seen: list[Any] = []
+        other = threading.Thread(target=lambda: seen.append(record._display_hook(msg("display_data", "agent"))))
+        other.start()
+        other.join()
+        assert seen and seen[0] is not None  # another thread's display is not this run's
+    assert capture.outputs == [{"output_type": "display_data", "data": {"text/plain": "kept"}, "metadata": {}}]

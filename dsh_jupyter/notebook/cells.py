@@ -100,6 +100,13 @@ def trim_traceback(lines: list[str] | tuple[str, ...], limit: int = MAX_TRACEBAC
     return (*flat[:head], f"… ({len(flat) - head - tail} traceback lines not shown)", *flat[-tail:])
 
 
+def missing_cell(cell_id: str, view: View) -> str:
+    """What the agent is told about an id that is not (or no longer) in the notebook."""
+    where = "the live notebook" if view == "live" else "the kernel's record of executed cells"
+    return (f"there is no cell with id {cell_id!r} in {where} (it was deleted, or the id is not one "
+            "notebook_read gave); nothing was changed — read the notebook again for the current ids")
+
+
 def is_dsh_cell(source: str) -> bool:
     """Whether ``source`` is a ``%%dsh`` prompt cell."""
     return source.lstrip().startswith("%%dsh")
@@ -395,17 +402,20 @@ class KernelRecord:
             content = msg.get("content", {})
             capture = self._capture
             captured = capture is not None and capture.here()
-            if kind in ("display_data", "update_display_data") and captured and capture is not None:
-                capture.outputs.append({"output_type": "display_data", "data": dict(content.get("data", {})),
-                                        "metadata": dict(content.get("metadata", {}))})
             entry = self._running()
             if entry is not None and not entry.dsh and kind == "display_data":
                 bundle = content.get("data", {})
                 with self._lock:
                     entry.add(CellOutput("display", _plain(bundle), images=_image_outputs(bundle)),
                               self.max_output_chars)
-            if captured:
-                return None
+            if not captured or capture is None or kind == "update_display_data":
+                return msg  # an update of an earlier display still reaches it
+            if kind == "display_data":
+                capture.outputs.append({"output_type": "display_data", "data": dict(content.get("data", {})),
+                                        "metadata": dict(content.get("metadata", {}))})
+            elif kind == "clear_output":
+                capture.outputs.clear()
+            return None
         except Exception:  # the user's output must never be lost to the record
             return msg
         return msg
@@ -527,8 +537,7 @@ class KernelRecord:
                 f"{edit.action} an existing cell here; it can do that in {LIVE_FRONTENDS}, or add a new cell "
                 "(notebook_edit with action insert)")
         if edit.cell_id is not None and self.get(edit.cell_id) is None:
-            raise CellNotFound(f"no cell with id {edit.cell_id!r} in the kernel's record of executed cells; "
-                               "read the notebook again (notebook_read) for the ids there are")
+            raise CellNotFound(missing_cell(edit.cell_id, "kernel"))
         if edit.cell_type != "code":
             raise EditsUnsupported(f"this frontend can only receive new code cells from the kernel, not "
                                    f"{edit.cell_type} cells; {LIVE_FRONTENDS} can take them")
@@ -555,8 +564,7 @@ class KernelRecord:
     def run(self, cell_id: str, timeout: float) -> RunResult:
         cell = self.get(cell_id)
         if cell is None:
-            raise CellNotFound(f"no cell with id {cell_id!r} in the kernel's record of executed cells; read the "
-                               "notebook again (notebook_read) for the ids there are")
+            raise CellNotFound(missing_cell(cell_id, "kernel"))
         if is_dsh_cell(cell.source):
             raise NotebookError(f"cell {cell_id!r} is a %%dsh prompt; the agent cannot run prompt cells")
         runner = self.runner
