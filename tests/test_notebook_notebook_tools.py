@@ -389,3 +389,33 @@ def test_kernel_tools_read_run_insert_and_undo_through_the_offline_model(tmp_pat
     assert not any(p for i, p in payloads.items() if i != 6)
     last = text(8)
     assert last.startswith("40 {3: 42,") and "42}" in last  # the re-run counted as an execution
+
+
+@pytest.mark.slow
+def test_kernel_background_turn_runs_a_cell_off_the_main_thread_and_cannot_insert(tmp_path: Path) -> None:
+    import html
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    sources = [
+        "%load_ext dsh_jupyter\n%config DshMagics.approval = \"auto\"\n%config DshMagics.model = \"offline\"",
+        "v = 1\nprint('cell v', v)\nv * 100",
+        "%%dsh --bg\n/tool notebook_run {\"cell_id\": \"exec-2\"}",
+        "import time\ntime.sleep(3)\nprint('main slept')",
+        "%dsh wait",
+        "%%dsh --bg\n/tool notebook_edit {\"action\": \"insert\", \"source\": \"x = 1\"}",
+        "%dsh wait",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(cwd=str(tmp_path))
+
+    def text(index: int) -> str:
+        return html.unescape("\n".join(o.get("text", "") + "".join(str(v) for v in o.get("data", {}).values())
+                                       for o in nb.cells[index].outputs))
+
+    ran = text(2) + text(4)  # the turn's view is in its own cell (or re-sent under %dsh wait)
+    assert "Ran cell exec-2." in ran and "cell v 1" in ran and "] 100" in ran
+    assert text(3) == "main slept\n"  # the background run's output did not land in the cell running then
+    assert "a background (--bg) turn has none" in text(5) + text(6)
