@@ -363,7 +363,8 @@ class KernelRecord:
 
                 lines = tb.format_exception(type(error), error, error.__traceback__)
                 entry.add(self._error_output(type(error), error, lines), self.max_output_chars)
-            self._fit_images()
+            if entry.image_bytes:  # only a cell that added images can pass the budget
+                self._fit_images()
 
     @staticmethod
     def _error_output(etype: Any, evalue: Any, stb: Any) -> CellOutput:
