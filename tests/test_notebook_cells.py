@@ -24,7 +24,11 @@ from dsh_jupyter.notebook.document import CellNotFound, Edit, EditsUnsupported, 
 
 
 class NoRunner:
-    main_thread_calls = None
+    main_thread_calls: Any = None
+    cancelled = 0
+
+    def cancel(self) -> None:
+        self.cancelled += 1
 
 
 @pytest.fixture
@@ -243,6 +247,35 @@ def test_runner_uses_the_lock_off_the_main_thread(shell: InteractiveShell, recor
         assert busy and "busy" in busy[0]
     finally:
         lock.release()
+
+
+def test_a_stop_during_a_run_on_the_main_thread_stops_the_turn(shell: InteractiveShell,
+                                                                record: KernelRecord) -> None:
+    import concurrent.futures
+
+    class Pump:
+        def __init__(self) -> None:
+            self.calls: list[Any] = []
+
+        def submit(self, fn: Any) -> concurrent.futures.Future[Any]:
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            self.calls.append((fn, future))
+            return future
+
+    host = NoRunner()
+    host.main_thread_calls = Pump()
+    runner = CellRunner(record, host, threading.Lock())
+    results: list[Any] = []
+    agent = threading.Thread(target=lambda: results.extend([runner.execute("raise KeyboardInterrupt", "stop", 10),
+                                                            runner.execute("'fine'", "fine", 10)]))
+    agent.start()
+    for _ in range(2):  # the waiting cell pumps the agent's calls on the main thread
+        while not host.main_thread_calls.calls:
+            agent.join(0.01)
+        fn, future = host.main_thread_calls.calls.pop()
+        future.set_result(fn())
+    agent.join(10)
+    assert [r.status for r in results] == ["interrupted", "ok"] and host.cancelled == 1
 
 
 def test_trimming_helpers() -> None:

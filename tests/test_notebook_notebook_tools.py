@@ -55,6 +55,9 @@ class Host:
     live_source: Live | None = None
     main_thread_calls: Inline | None = None
 
+    def cancel(self) -> None:
+        pass
+
 
 def call(tool: Any, arguments: dict[str, Any]) -> ToolOutput:
     registry = ToolRegistry()

@@ -679,10 +679,13 @@ def _to_cell_output(output: Mapping[str, Any]) -> CellOutput:
 
 
 class RunnerHost(Protocol):
-    """Where :class:`CellRunner` finds the main-thread runner (set while a foreground cell waits)."""
+    """Where :class:`CellRunner` finds the main-thread runner (set while a foreground cell waits), and how it
+    stops the turn when the user interrupts the kernel during a run (Stop means stop, not "next tool")."""
 
     @property
     def main_thread_calls(self) -> MainThreadRunner | None: ...
+
+    def cancel(self) -> None: ...
 
 
 class CellRunner:
@@ -705,11 +708,14 @@ class CellRunner:
         if calls is not None:
             future = calls.submit(run)
             try:
-                return future.result(timeout=timeout + 30)
+                executed = future.result(timeout=timeout + 30)
             except concurrent.futures.TimeoutError:
                 raise NotebookError(f"the cell did not finish within {timeout:g} seconds") from None
             except KeyboardInterrupt:
-                return self._interrupted(source, cell_id)
+                executed = self._interrupted(source, cell_id)
+            if executed.status == "interrupted":  # the user pressed Stop while the cell ran: end the turn too
+                self.host.cancel()
+            return executed
         if not self.lock.acquire(timeout=timeout):
             raise NotebookError("the kernel is busy running other agent code; try again when it finishes")
         try:
