@@ -319,6 +319,9 @@ def test_kernel_records_displays_and_execute_cell_nests_in_a_running_cell(tmp_pa
         "print(done.status, done.cell.id, done.cell.execution_count == before,\n"
         "      get_ipython().execution_count - before)\n"
         "print(sorted(o['output_type'] for o in done.outputs), Out[before])",
+        probe + "done = host.execute_cell('import asyncio\\nawait asyncio.sleep(0)', 'awaits', 30)\n"
+        "print(done.status, done.cell.error.ename, done.cell.error.evalue)",
+        "print('the kernel carries on')",
     ])
     recorded = "".join(o.get("text", "") for o in nb.cells[2].outputs)
     assert "('display', '<IPython.core.display.Markdown object>', [])" in recorded
@@ -333,6 +336,9 @@ def test_kernel_records_displays_and_execute_cell_nests_in_a_running_cell(tmp_pa
     assert "nested\n" not in [t for t in texts] and not any(o.get("output_type") == "display_data"
                                                             for o in nested_cell.outputs)
     assert not any(o.get("output_type") == "execute_result" for o in nested_cell.outputs)
+    awaits = "".join(o.get("text", "") for o in nb.cells[4].outputs)
+    assert awaits == "error RuntimeError This event loop is already running\n"  # top-level await: measured
+    assert nb.cells[5].outputs[0]["text"] == "the kernel carries on\n"
 
 
 def test_execute_cell_hands_on_bounded_printed_text(shell: InteractiveShell, record: KernelRecord) -> None:

@@ -443,6 +443,9 @@ class NotebookRunTool(Tool):
         status = "interrupted" if interrupted else "error" if error is not None else "ok"
         if status == "ok":
             first = f"Ran cell {cell.id}."
+        elif status == "error" and error is not None and "event loop is already running" in (error.evalue or ""):
+            first = (f"Ran cell {cell.id}; it failed because it uses top-level await, which the agent cannot run "
+                     "inside a running cell; ask the user to run it.")
         elif status == "error" and error is not None:
             first = f"Ran cell {cell.id}; it raised {error.ename}."
         else:
