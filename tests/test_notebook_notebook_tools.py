@@ -422,3 +422,17 @@ def test_kernel_background_turn_runs_a_cell_off_the_main_thread_and_cannot_inser
     assert "Ran cell exec-2." in ran and "cell v 1" in ran and "] 100" in ran
     assert text(3) == "main slept\n"  # the background run's output did not land in the cell running then
     assert "a background (--bg) turn has none" in text(5) + text(6)
+
+
+def test_run_of_a_cell_with_top_level_await_says_why_it_failed() -> None:
+    from dsh_jupyter.notebook.document import RunResult
+
+    class AwaitingDocument(FakeDocument):
+        def run(self, cell_id: str, timeout: float) -> RunResult:
+            error = CellOutput("error", "RuntimeError: This event loop is already running", ename="RuntimeError",
+                               evalue="This event loop is already running")
+            return RunResult(Cell(cell_id, "code", "await asyncio.sleep(1)", 4, (error,)), "kernel")
+
+    document = AwaitingDocument([Cell("w", "code", "await asyncio.sleep(1)")], view="kernel")
+    out = call(NotebookRunTool(Workspace(Host(live_source=Live(document)))), {"cell_id": "w"})
+    assert "uses top-level await" in out.text and "ask the user to run it" in out.text
