@@ -305,6 +305,7 @@ def test_run_in_the_kernel_view_reruns_the_recorded_source(shell: Any) -> None:
     out = call(NotebookRunTool(workspace), {"cell_id": "k1"})
     assert not out.is_error, out.text
     assert "run 2" in out.text and "] 20" in out.text and ip.user_ns["counter"] == 2
+    assert "not in the notebook's cell" in out.text
     failed = call(NotebookRunTool(workspace), {"cell_id": "k2"})
     assert "it raised ZeroDivisionError" in failed.text and "[error] ZeroDivisionError" in failed.text
     assert failed.meta["notebookRun"]["status"] == "error"

@@ -450,6 +450,9 @@ class NotebookRunTool(Tool):
             first = f"Ran cell {cell.id}; it raised {error.ename}."
         else:
             first = f"The run of cell {cell.id} was interrupted (timeout or Stop)."
+        if result.view == "kernel":
+            first += (" It ran the source the kernel recorded; its new outputs are in this result, not in the "
+                      "notebook's cell (this frontend shows only the kernel's record).")
         text = first + "\n" + format_cell(cell, _position(document, cell.id))
         return ToolOutput(text, meta={"notebookRun": {"cellId": cell.id, "view": result.view, "status": status}},
                           images=cell_images([cell]))
