@@ -437,3 +437,32 @@ def test_run_of_a_cell_with_top_level_await_says_why_it_failed() -> None:
     document = AwaitingDocument([Cell("w", "code", "await asyncio.sleep(1)")], view="kernel")
     out = call(NotebookRunTool(Workspace(Host(live_source=Live(document)))), {"cell_id": "w"})
     assert "uses top-level await" in out.text and "ask the user to run it" in out.text
+
+
+def test_kernel_record_addressing_survives_new_runs_reorders_and_dropped_cells() -> None:
+    import threading
+
+    from dsh_jupyter.notebook.cells import CellRunner
+
+    ip = InteractiveShell.instance()
+    record = KernelRecord(ip, max_cells=4)
+    record.install()
+    try:
+        record.runner = CellRunner(record, Host(), threading.Lock())
+        for name in ("first", "second", "third"):
+            ip.run_cell(f"print('{name} ran')", store_history=True, cell_id=name)
+        workspace = Workspace(Host(kernel_record=record))
+        read = call(NotebookReadTool(workspace), {}).text
+        assert "#0 · id first" in read
+        # Between the agent's read and its run: the user re-runs "first" (it moves last) and runs new cells.
+        ip.run_cell("print('first ran')", store_history=True, cell_id="first")
+        ip.run_cell("print('new ran')", store_history=True, cell_id="new")
+        ran = call(NotebookRunTool(workspace), {"cell_id": "second"})
+        assert "second ran" in ran.text and "first ran" not in ran.text
+        ip.run_cell("print('more')", store_history=True, cell_id="more")
+        ip.run_cell("print('again')", store_history=True, cell_id="again")  # the record keeps the last 4 runs
+        gone = call(NotebookRunTool(workspace), {"cell_id": "third"})
+        assert gone.is_error and "'third'" in gone.text
+        assert [c.id for c in record.cells()] == ["new", "second", "more", "again"]
+    finally:
+        record.uninstall()
