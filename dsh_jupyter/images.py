@@ -105,6 +105,8 @@ def prepare(mime: str, data: bytes, *, max_side: int = MAX_SIDE,
     except _TooLarge as exc:
         return ImageProblem(mime, size, str(exc))
     except Exception as exc:  # Pillow raises many kinds for damaged input; none may end the turn
+        if "DecompressionBomb" in type(exc).__name__:  # Pillow's own guard, from the header alone
+            return ImageProblem(mime, size, f"it has too many pixels to decode safely (more than {MAX_PIXELS:,})")
         return ImageProblem(mime, size, f"it could not be decoded ({_first_line(exc)})")
 
 

@@ -22,6 +22,7 @@ import os
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 #: The folder (JSONL) or name prefix (databases) of every artifact.
 ARTIFACTS_FOLDER = "artifacts"
@@ -121,13 +122,51 @@ def sqlite_delete(conn: sqlite3.Connection, key: bytes) -> None:
         conn.execute("DELETE FROM dsh_artifacts WHERE key = ?", (key,))
 
 
+# -- a table in the PostgreSQL session schema ------------------------------------------------------------
+
+#: Created by ``ensure_schema`` (:mod:`.postgres_schema`) with the policies below.
+POSTGRES_TABLE = """
+CREATE TABLE IF NOT EXISTS dsh.artifacts (
+    key bytea NOT NULL REFERENCES dsh.sessions (key) ON DELETE CASCADE,
+    name text NOT NULL,
+    data bytea NOT NULL,
+    PRIMARY KEY (key, name)
+)
+"""
+
+#: Whoever may read a session reads its artifacts; only its owner adds or removes them.
+POSTGRES_POLICIES = [
+    ("dsh_artifacts_read", "SELECT", "USING (EXISTS (SELECT 1 FROM dsh.sessions s WHERE s.key = artifacts.key))"),
+    ("dsh_artifacts_insert", "INSERT",
+     "WITH CHECK (EXISTS (SELECT 1 FROM dsh.sessions s WHERE s.key = artifacts.key AND s.owner = current_user))"),
+    ("dsh_artifacts_delete", "DELETE",
+     "USING (EXISTS (SELECT 1 FROM dsh.sessions s WHERE s.key = artifacts.key AND s.owner = current_user))"),
+]
+
+
+def postgres_save(conn: Any, key: bytes, name: str, data: bytes) -> None:
+    """Store one artifact of the session ``key`` (a psycopg connection in autocommit mode)."""
+    conn.execute("INSERT INTO dsh.artifacts (key, name, data) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                 (key, check_name(name), data))
+
+
+def postgres_load(conn: Any, key: bytes, name: str) -> bytes | None:
+    row = conn.execute("SELECT data FROM dsh.artifacts WHERE key = %s AND name = %s",
+                       (key, check_name(name))).fetchone()
+    return bytes(row[0]) if row is not None else None
+
+
 __all__ = [
     "ARTIFACTS_FOLDER",
     "MAX_ARTIFACT_BYTES",
+    "POSTGRES_POLICIES",
+    "POSTGRES_TABLE",
     "ArtifactError",
     "artifact_name",
     "check_name",
     "load_file",
+    "postgres_load",
+    "postgres_save",
     "save_file",
     "sqlite_delete",
     "sqlite_load",

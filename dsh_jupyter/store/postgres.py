@@ -352,6 +352,19 @@ class PostgresStore(SessionStore):
     def session_dir(self, header: SessionHeader) -> Path | None:
         return None
 
+    def save_artifact(self, header: SessionHeader, name: str, data: bytes) -> None:
+        """Keep an artifact in ``dsh.artifacts`` (the session must have been flushed: its row holds the owner)."""
+        from .artifacts import postgres_save
+
+        with self.connection() as conn:
+            postgres_save(conn, session_key(header.id), name, data)
+
+    def load_artifact(self, header: SessionHeader, name: str) -> bytes | None:
+        from .artifacts import postgres_load
+
+        with self._reader() as conn:
+            return postgres_load(conn, session_key(header.id), name) if conn is not None else None
+
     # -- reading -----------------------------------------------------------------------------------------
     @contextmanager
     def _snapshot(self, session_id: str) -> Iterator[tuple[Connection, bytes, SessionHeader, int]]:

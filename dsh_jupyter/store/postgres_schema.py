@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import psycopg
 
-#: Schema generation, stored in ``dsh.meta``.
-SCHEMA_VERSION = 1
+from .artifacts import POSTGRES_POLICIES, POSTGRES_TABLE
+
+#: Schema generation, stored in ``dsh.meta`` (2: session artifacts, ``dsh.artifacts``).
+SCHEMA_VERSION = 2
 
 #: Serialises concurrent ``ensure_schema`` calls (a transaction-level advisory lock).
 _INIT_LOCK = 0x647368_696E6974  # "dsh" "init"
@@ -72,7 +74,7 @@ CREATE INDEX IF NOT EXISTS dsh_sessions_words ON dsh.sessions USING gin (words);
 CREATE INDEX IF NOT EXISTS dsh_events_surface ON dsh.events (key, seq) WHERE op IS NOT NULL;
 CREATE INDEX IF NOT EXISTS dsh_events_titles ON dsh.events (key, seq) WHERE type = 'session/title';
 CREATE INDEX IF NOT EXISTS dsh_shares_grantee ON dsh.shares (grantee);
-"""
+""" + POSTGRES_TABLE + ";"
 
 # Who may see a share row: its owner and its grantee (or a member of the grantee group). The foreign
 # key (key, owner) -> sessions plus ``owner = current_user`` means a role can only share its own session.
@@ -101,6 +103,7 @@ _POLICIES = {
         ("dsh_shares_insert", "INSERT", "WITH CHECK (owner = current_user)"),
         ("dsh_shares_delete", "DELETE", "USING (owner = current_user)"),
     ],
+    "dsh.artifacts": POSTGRES_POLICIES,
 }
 
 
@@ -158,7 +161,7 @@ def schema_sql(grant_to: str = "PUBLIC") -> list[str]:
     statements += [
         f"GRANT USAGE ON SCHEMA dsh TO {grant_to}",
         f"GRANT SELECT, INSERT, UPDATE, DELETE ON dsh.sessions TO {grant_to}",
-        f"GRANT SELECT, INSERT, DELETE ON dsh.events, dsh.shares TO {grant_to}",
+        f"GRANT SELECT, INSERT, DELETE ON dsh.events, dsh.shares, dsh.artifacts TO {grant_to}",
         f"GRANT SELECT ON dsh.meta TO {grant_to}",
         *find_sessions_sql(grant_to),
         f"INSERT INTO dsh.meta (name, value) VALUES ('schema_version', '{SCHEMA_VERSION}') "
