@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import sqlite3
 from pathlib import Path
@@ -108,7 +109,7 @@ def test_postgres_artifacts_follow_the_session_rules(pg_server: Any, pg_database
     for role, password in roles.items():
         pg_server.create_role(role, password)
     db = pg_database.rsplit("/", 1)[1]
-    assert cli_main(["postgres", "init", "--dsn", pg_database], out=open(os.devnull, "w")) == 0
+    assert cli_main(["postgres", "init", "--dsn", pg_database], out=io.StringIO()) == 0
     alice = PostgresStore(pg_server.dsn(db, "art_alice", roles["art_alice"]))
     bob = PostgresStore(pg_server.dsn(db, "art_bob", roles["art_bob"]))
     try:
