@@ -2,8 +2,8 @@
 
 A tool attaches :class:`~dsh_jupyter.tools.base.ToolImage` values as they come (a matplotlib PNG of any
 size). :func:`prepare` turns one into a :class:`PreparedImage` of bounded size: the longest side at most
-:data:`MAX_SIDE` pixels, at most :data:`MAX_BYTES` bytes, PNG for plots and JPEG when that is much smaller
-(photos). Input that could be a decompression bomb (more than :data:`MAX_PIXELS` pixels or
+:data:`MAX_SIDE` pixels, at most :data:`MAX_BYTES` bytes, PNG for plots (256 colours) and JPEG when that is
+much smaller (photos). Input that could be a decompression bomb (more than :data:`MAX_PIXELS` pixels or
 :data:`MAX_INPUT_BYTES` bytes) or that does not decode becomes an :class:`ImageProblem`, a note for the
 model, never an exception.
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ MAX_INPUT_BYTES = 32 * 1024 * 1024
 #: JPEG is chosen over PNG when it is at most this fraction of the PNG's size.
 JPEG_PREFERRED_RATIO = 0.5
 JPEG_QUALITY = 85
+#: An image with at most this many distinct colours is a graphic (a plot), saved as a palette PNG.
+GRAPHIC_COLOURS = 16_384
 
 #: Media types :func:`prepare` decodes (what Jupyter frontends show as bitmaps).
 BITMAP_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"})
@@ -114,8 +117,11 @@ class _TooLarge(Exception):
     pass
 
 
+_OBJECT_REPR = re.compile(r"\s*<[^<>]* object at 0x[0-9a-f]+>")
+
+
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+    text = _OBJECT_REPR.sub("", str(exc)).strip().splitlines()
     return text[0][:160] if text else type(exc).__name__
 
 
@@ -134,6 +140,8 @@ def _prepare(mime: str, data: bytes, max_side: int, max_bytes: int) -> PreparedI
                 opened.draft("RGB", (max_side, max_side))  # decode a JPEG at a reduced scale directly
             opened.seek(0)  # the first frame of an animation
             image = opened.convert("RGBA" if _has_alpha(opened) else "RGB")
+    if image.mode == "RGBA" and image.getchannel("A").getextrema() == (255, 255):
+        image = image.convert("RGB")  # matplotlib's figures: an alpha channel that is opaque everywhere
     side = max_side
     while True:
         scaled = _fit(image, side)
@@ -156,15 +164,21 @@ def _fit(image: Any, side: int) -> Any:
         return image
     ratio = side / max(image.size)
     size = (max(1, round(image.width * ratio)), max(1, round(image.height * ratio)))
-    return image.resize(size, Image.Resampling.LANCZOS)
+    return image.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
 
 
 def _encode(image: Any) -> tuple[bytes, str]:
-    """PNG, or JPEG when it is much smaller (a photo); transparency is flattened onto white for JPEG."""
+    """PNG, or JPEG when it is much smaller (a photo); transparency is flattened onto white for JPEG.
+
+    A graphic (a plot: at most :data:`GRAPHIC_COLOURS` distinct colours, antialiasing included) is saved
+    as a 256-colour PNG, which keeps its lines sharp at a third of the size of a full-colour one."""
     from PIL import Image
 
     png = io.BytesIO()
-    image.save(png, format="PNG", optimize=True)
+    if image.getcolors(GRAPHIC_COLOURS) is not None:
+        image.quantize(256, method=Image.Quantize.FASTOCTREE).save(png, format="PNG")
+    else:
+        image.save(png, format="PNG")
     flat = image
     if image.mode == "RGBA":
         flat = Image.new("RGB", image.size, (255, 255, 255))

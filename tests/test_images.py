@@ -69,10 +69,16 @@ def test_a_photo_becomes_a_jpeg_within_the_byte_bound() -> None:
 
 
 def test_transparency_is_kept_in_png_and_flattened_in_jpeg() -> None:
-    prepared = prepare("image/png", png(200, 100, mode="RGBA"))
+    image = Image.new("RGBA", (200, 100), (0, 0, 0, 0))
+    for x in range(50, 150):
+        image.putpixel((x, 50), (200, 0, 0, 255))
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    prepared = prepare("image/png", out.getvalue())
     assert isinstance(prepared, PreparedImage) and prepared.mime == "image/png"
     with Image.open(io.BytesIO(prepared.data)) as back:
-        assert back.mode == "RGBA"
+        rgba = back.convert("RGBA")
+        assert rgba.getpixel((0, 0))[3] == 0 and rgba.getpixel((100, 50)) == (200, 0, 0, 255)
 
 
 def test_corrupt_empty_and_foreign_input_become_notes() -> None:
