@@ -166,7 +166,8 @@ async def test_a_corrupt_image_is_a_note_and_the_turn_goes_on(tmp_path: Path) ->
     assert result.reason == "completed"
     content = tool_results(agent)[0]["content"]
     assert content[1]["type"] == "text" and content[1]["text"].startswith(
-        "[An image from `plot` (image/png, 15 bytes) was not kept: it could not be decoded (cannot identify image file)")
+        "[An image from `plot` (image/png, 15 bytes) was not kept: it could not be decoded "
+        "(cannot identify image file)")
     assert "was not kept" in result.text
 
 
@@ -186,7 +187,9 @@ async def test_logs_without_images_send_the_same_request(tmp_path: Path, fake_op
         name = "echo"
         description = "Echo."
         effect = "read"
-        parameters = {"type": "object", "properties": {}}
+
+        def __init__(self) -> None:
+            self.parameters = {"type": "object", "properties": {}}
 
         async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
             return ToolOutput("plain")
