@@ -21,10 +21,11 @@ import asyncio
 import base64
 import binascii
 import concurrent.futures
+import contextlib
 import queue
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from ..tools.base import Tool, ToolExecution, ToolImage, ToolOutput
@@ -132,7 +133,7 @@ class PythonTool(Tool):
             last_expr = ast.Expression(last.value)
         value: Any = None
         error: str | None = None
-        with capture_output(display=True) as captured:
+        with capture_output(display=False) as captured, _this_thread_displays(shell) as displays:
             try:
                 exec(compile(tree, "<dsh-python>", "exec"), namespace)
                 if last_expr is not None:
@@ -146,7 +147,7 @@ class PythonTool(Tool):
         parts = [captured.stdout, captured.stderr]
         images: list[ToolImage] = []
         skipped = 0
-        for output in captured.outputs:
+        for output in displays:
             parts.append(str(output.data.get("text/plain", "")))
             image = _output_image(output.data)
             if image is not None:
@@ -164,6 +165,40 @@ class PythonTool(Tool):
             parts.append(error)
         text = "\n".join(p.rstrip("\n") for p in parts if p and p.strip()) or "(no output)"
         return ToolOutput(capped(text, MAX_RESULT_CHARS), is_error=error is not None, images=tuple(images))
+
+
+@contextlib.contextmanager
+def _this_thread_displays(shell: Any) -> Iterator[list[Any]]:
+    """Keep what the code displays on this thread (a list of ``RichOutput``). Displays of other threads (the
+    cell's own live transcript, a user's cell during a background run) and the kernel's calls on its
+    publisher (``set_parent`` for the next message) go on to the kernel's own publisher."""
+    captured: list[Any] = []
+    from IPython.core.displaypub import DisplayPublisher
+    from IPython.utils.capture import RichOutput
+
+    real = shell.display_pub
+    owner = threading.get_ident()
+
+    class ThreadDisplays(DisplayPublisher):
+        def publish(self, data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> None:
+            if threading.get_ident() == owner:
+                captured.append(RichOutput(data=data, metadata=metadata))
+            else:
+                real.publish(data, metadata, *args, **kwargs)
+
+        def clear_output(self, wait: bool = False) -> None:
+            if threading.get_ident() != owner:
+                real.clear_output(wait)
+
+        def __getattr__(self, name: str) -> Any:  # set_parent, session, pub_socket...: the kernel's publisher
+            return getattr(real, name)
+
+    shell.display_pub = ThreadDisplays()  # type: ignore[no-untyped-call]
+    try:
+        yield captured
+    finally:
+        if shell.display_pub is not real:
+            shell.display_pub = real
 
 
 def _flush_inline_figures() -> None:
