@@ -2,9 +2,9 @@
 
 A tool attaches :class:`~dsh_jupyter.tools.base.ToolImage` values as they come (a matplotlib PNG of any
 size). :func:`prepare` turns one into a :class:`PreparedImage` of bounded size: the longest side at most
-:data:`MAX_SIDE` pixels, at most :data:`MAX_BYTES` bytes, PNG for plots (256 colours) and JPEG when that is
-much smaller (photos). Input that could be a decompression bomb (more than :data:`MAX_PIXELS` pixels or
-:data:`MAX_INPUT_BYTES` bytes) or that does not decode becomes an :class:`ImageProblem`, a note for the
+:data:`MAX_SIDE` pixels, at most :data:`MAX_BYTES` bytes; plots as 256-colour PNG (JPEG only when that is
+much smaller), photos as JPEG. Input that could be a decompression bomb (more than :data:`MAX_PIXELS`
+pixels or :data:`MAX_INPUT_BYTES` bytes) or that does not decode becomes an :class:`ImageProblem`, a note for the
 model, never an exception.
 
 The session log never holds image bytes. It holds an **image block** referring to a session artifact
@@ -168,23 +168,24 @@ def _fit(image: Any, side: int) -> Any:
 
 
 def _encode(image: Any) -> tuple[bytes, str]:
-    """PNG, or JPEG when it is much smaller (a photo); transparency is flattened onto white for JPEG.
+    """PNG for a graphic, JPEG for a photo; transparency is flattened onto white for JPEG.
 
-    A graphic (a plot: at most :data:`GRAPHIC_COLOURS` distinct colours, antialiasing included) is saved
-    as a 256-colour PNG, which keeps its lines sharp at a third of the size of a full-colour one."""
+    A graphic (a plot: at most :data:`GRAPHIC_COLOURS` distinct colours, antialiasing included) is saved as
+    a 256-colour PNG, which keeps its lines sharp at a third of the size of a full-colour one, unless JPEG
+    is much smaller still. An image of more colours (a photo, a rendering) is saved as JPEG: a full-colour
+    PNG of it is always several times larger (and slow to compress)."""
     from PIL import Image
 
-    png = io.BytesIO()
-    if image.getcolors(GRAPHIC_COLOURS) is not None:
-        image.quantize(256, method=Image.Quantize.FASTOCTREE).save(png, format="PNG")
-    else:
-        image.save(png, format="PNG")
     flat = image
     if image.mode == "RGBA":
         flat = Image.new("RGB", image.size, (255, 255, 255))
         flat.paste(image, mask=image.getchannel("A"))
     jpeg = io.BytesIO()
     flat.save(jpeg, format="JPEG", quality=JPEG_QUALITY, optimize=True)
+    if image.getcolors(GRAPHIC_COLOURS) is None and image.mode == "RGB":
+        return jpeg.getvalue(), "image/jpeg"
+    png = io.BytesIO()
+    image.quantize(256, method=Image.Quantize.FASTOCTREE).save(png, format="PNG")
     if jpeg.tell() <= png.tell() * JPEG_PREFERRED_RATIO:
         return jpeg.getvalue(), "image/jpeg"
     return png.getvalue(), "image/png"
