@@ -549,7 +549,8 @@ class Agent:
                         "arguments": call["arguments"]})
                     open_calls[call["id"]] = call_event.seq
                     output = await self._run_tool(turn, call)
-                    self._write_tool_result(turn, step, call, output, open_calls.pop(call["id"]))
+                    images = await self._image_blocks(call, output)
+                    self._write_tool_result(turn, step, call, output, open_calls.pop(call["id"]), images)
                 self.session.append(STEP_END, {"turn": turn, "step": step})
                 step_open = False
                 self._check_cancel()
@@ -764,13 +765,16 @@ class Agent:
             raise _Interrupted()
         return task.result()
 
+    async def _image_blocks(self, call: dict[str, Any], output: ToolOutput) -> list[dict[str, Any]]:
+        """The blocks recording the output's images (downscaled and saved as artifacts off the event loop)."""
+        if not output.images:
+            return []
+        save = self._save_artifact if self.store is not None else None
+        return await asyncio.to_thread(result_blocks, output.images, save, call.get("name"))
+
     def _write_tool_result(self, turn: int, step: int, call: dict[str, Any], output: ToolOutput,
-                           call_seq: int) -> None:
-        blocks = [text_block(output.text)]
-        if output.images:
-            blocks += result_blocks(output.images, self._save_artifact if self.store is not None else None,
-                                    call.get("name"))
-        message = tool_result_message(call["id"], blocks, is_error=output.is_error)
+                           call_seq: int, images: Sequence[dict[str, Any]] = ()) -> None:
+        message = tool_result_message(call["id"], [text_block(output.text), *images], is_error=output.is_error)
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
         if output.meta:
             data["meta"] = output.meta
