@@ -130,3 +130,26 @@ def test_postgres_artifacts_follow_the_session_rules(pg_server: Any, pg_database
     finally:
         alice.close()
         bob.close()
+
+
+def test_postgres_without_the_artifacts_table_until_init_runs_again(pg_database: str) -> None:
+    import psycopg
+
+    from dsh_jupyter.cli import main as cli_main
+    from dsh_jupyter.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_database)
+    try:
+        log = write_session(store, "older-db", turns=1)
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            conn.execute("DROP TABLE dsh.artifacts")  # a database initialised by an earlier version
+        with pytest.raises(ArtifactError, match=r"no artifacts table yet; .*`dsh-jupyter postgres init` again"):
+            store.save_artifact(log.header, name_of(b"x"), b"x")
+        assert store.load_artifact(log.header, name_of(b"x")) is None
+        assert [h.id for h in store.list_headers()] == ["older-db"]  # sessions still work
+        out = io.StringIO()
+        assert cli_main(["postgres", "init", "--dsn", pg_database], out=out) == 0
+        store.save_artifact(log.header, name_of(b"x"), b"x")
+        assert store.load_artifact(log.header, name_of(b"x")) == b"x"
+    finally:
+        store.close()

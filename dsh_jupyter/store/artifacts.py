@@ -9,7 +9,9 @@ the same picture twice is one artifact and a name read back from a log can never
 - **SQLite**: a table ``dsh_artifacts (key, name, data)`` in the same database file, created when the
   first artifact is saved (older databases need no upgrade).
 - **PostgreSQL**: the table ``dsh.artifacts`` of the session schema, under the same row-level security as
-  the events (only the owner writes, whoever may read the session reads its artifacts).
+  the events (only the owner writes, whoever may read the session reads its artifacts). A database set up
+  before the table existed keeps working: images are described instead of kept until ``dsh-jupyter
+  postgres init`` runs again and adds it.
 
 Saving is best effort for the caller: a store that cannot keep an artifact says why and the model gets a
 text description instead; the turn goes on.

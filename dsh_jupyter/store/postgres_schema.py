@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
 from .artifacts import POSTGRES_POLICIES, POSTGRES_TABLE
 
-#: Schema generation, stored in ``dsh.meta`` (2: session artifacts, ``dsh.artifacts``).
-SCHEMA_VERSION = 2
+#: Schema generation, stored in ``dsh.meta``. ``dsh.artifacts`` (session artifacts) joined generation 1
+#: later: a database without it still works (images are then described, not kept) until init runs again.
+SCHEMA_VERSION = 1
 
 #: Serialises concurrent ``ensure_schema`` calls (a transaction-level advisory lock).
 _INIT_LOCK = 0x647368_696E6974  # "dsh" "init"
@@ -202,12 +203,17 @@ def installed_version(conn: psycopg.Connection[tuple[object, ...]]) -> int | Non
     return int(str(value[0])) if value is not None else None
 
 
+def artifacts_table_present(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    row = conn.execute("SELECT to_regclass('dsh.artifacts') IS NOT NULL").fetchone()
+    return bool(row and row[0])
+
+
 def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], *, grant_to: str = "PUBLIC") -> bool:
     """Create or complete the schema and its policies in one transaction; returns True when it changed
     anything (False when it was already at this version)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_INIT_LOCK,))
-        if installed_version(conn) == SCHEMA_VERSION:
+        if installed_version(conn) == SCHEMA_VERSION and artifacts_table_present(conn):
             return False
         for statement in schema_sql(grant_to):
             conn.execute(statement.encode())  # our own constant SQL
