@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from PIL.Image import Image as PillowImage
+
     from .tools.base import ToolImage
 
 #: Longest side, in pixels, of an image sent to a model (plots at 100 dpi fit as they are).
@@ -153,11 +155,11 @@ def _prepare(mime: str, data: bytes, max_side: int, max_bytes: int) -> PreparedI
         side = max(64, int(max(scaled.size) * 0.7))
 
 
-def _has_alpha(image: Any) -> bool:
+def _has_alpha(image: PillowImage) -> bool:
     return image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info)
 
 
-def _fit(image: Any, side: int) -> Any:
+def _fit(image: PillowImage, side: int) -> PillowImage:
     from PIL import Image
 
     if max(image.size) <= side:
@@ -167,7 +169,7 @@ def _fit(image: Any, side: int) -> Any:
     return image.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
 
 
-def _encode(image: Any) -> tuple[bytes, str]:
+def _encode(image: PillowImage) -> tuple[bytes, str]:
     """PNG for a graphic, JPEG for a photo; transparency is flattened onto white for JPEG.
 
     A graphic (a plot: at most :data:`GRAPHIC_COLOURS` distinct colours, antialiasing included) is saved as

@@ -26,11 +26,14 @@ import queue
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..tools.base import Tool, ToolExecution, ToolImage, ToolOutput
 from .protocols import PythonToolHost
 from .transcript import capped
+
+if TYPE_CHECKING:
+    from IPython.utils.capture import RichOutput
 
 _T = TypeVar("_T")
 
@@ -168,14 +171,14 @@ class PythonTool(Tool):
 
 
 @contextlib.contextmanager
-def _this_thread_displays(shell: Any) -> Iterator[list[Any]]:
+def _this_thread_displays(shell: Any) -> Iterator[list[RichOutput]]:
     """Keep what the code displays on this thread (a list of ``RichOutput``). Displays of other threads (the
     cell's own live transcript, a user's cell during a background run) and the kernel's calls on its
     publisher (``set_parent`` for the next message) go on to the kernel's own publisher."""
-    captured: list[Any] = []
     from IPython.core.displaypub import DisplayPublisher
     from IPython.utils.capture import RichOutput
 
+    captured: list[RichOutput] = []
     real = shell.display_pub
     owner = threading.get_ident()
 
