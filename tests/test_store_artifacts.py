@@ -71,6 +71,14 @@ def test_jsonl_does_not_follow_a_planted_link(tmp_path: Path) -> None:
     target.parent.mkdir(parents=True)
     os.symlink(secret, target)
     assert store.load_artifact(log.header, name) is None
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    target.unlink()
+    target.parent.rmdir()
+    os.symlink(elsewhere, target.parent)
+    with pytest.raises(ArtifactError, match="is a link"):
+        store.save_artifact(log.header, name, b"x")
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_sqlite_creates_its_table_on_first_use(tmp_path: Path) -> None:

@@ -57,7 +57,10 @@ def check_name(name: str) -> str:
 def save_file(folder: Path, name: str, data: bytes) -> None:
     """Write ``data`` as ``folder/name`` durably; an artifact already there (same name, same bytes) is kept."""
     path = folder / check_name(name)
-    if path.is_file() and path.stat().st_size == len(data):
+    for place in (folder, path.parent):
+        if place.is_symlink():
+            raise ArtifactError(f"{place} is a link; artifacts are never written through links")
+    if path.is_file() and not path.is_symlink() and path.stat().st_size == len(data):
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
