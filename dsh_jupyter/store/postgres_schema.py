@@ -18,13 +18,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .artifacts import POSTGRES_POLICIES, POSTGRES_TABLE
+
 if TYPE_CHECKING:
     import psycopg
 
-from .artifacts import POSTGRES_POLICIES, POSTGRES_TABLE
-
-#: Schema generation, stored in ``dsh.meta``. ``dsh.artifacts`` (session artifacts) joined generation 1
-#: later: a database without it still works (images are then described, not kept) until init runs again.
+#: Schema generation, stored in ``dsh.meta``.
 SCHEMA_VERSION = 1
 
 #: Serialises concurrent ``ensure_schema`` calls (a transaction-level advisory lock).
@@ -204,6 +203,8 @@ def installed_version(conn: psycopg.Connection[tuple[object, ...]]) -> int | Non
 
 
 def artifacts_table_present(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    """Whether ``dsh.artifacts`` exists: it joined the schema after generation 1 was released, so a database
+    initialised before has none (images are then described, not kept) until init runs again."""
     row = conn.execute("SELECT to_regclass('dsh.artifacts') IS NOT NULL").fetchone()
     return bool(row and row[0])
 
