@@ -99,6 +99,9 @@ def prepare(mime: str, data: bytes, *, max_side: int = MAX_SIDE,
     """``data`` (an encoded image of type ``mime``) bounded to ``max_side`` pixels and ``max_bytes`` bytes."""
     mime = (mime or "").split(";", 1)[0].strip().lower()
     size = len(data)
+    if mime == "image/svg+xml":
+        return ImageProblem(mime, size, "SVG images are not sent to models (for plots, "
+                                        "`%config InlineBackend.figure_formats = ['png']` draws PNG)")
     if mime not in BITMAP_TYPES:
         return ImageProblem(mime or "unknown type", size, "only PNG, JPEG, GIF, WebP and BMP images are sent to models")
     if size == 0:

@@ -87,7 +87,8 @@ def test_corrupt_empty_and_foreign_input_become_notes() -> None:
         ("image/png", b"\x89PNG\r\n\x1a\nnot really", "could not be decoded"),
         ("image/png", data[: len(data) // 2], "could not be decoded"),
         ("image/png", b"", "empty"),
-        ("image/svg+xml", b"<svg/>", "only PNG, JPEG"),
+        ("image/svg+xml", b"<svg/>", "InlineBackend.figure_formats = ['png']"),
+        ("application/pdf", b"%PDF", "only PNG, JPEG"),
         ("image/jpeg", b"\xff\xd8\xff garbage", "could not be decoded"),
     ]:
         problem = prepare(mime, raw)
@@ -199,3 +200,16 @@ def test_other_bitmap_types_are_converted(mime: str) -> None:
     prepared = prepare(mime, out.getvalue())
     assert isinstance(prepared, PreparedImage) and (prepared.width, prepared.height) == (50, 40)
     assert prepared.mime in ("image/png", "image/jpeg")
+
+
+def test_oversized_input_and_animations() -> None:
+    huge = prepare("image/png", b"\0" * (32 * 1024 * 1024 + 1))
+    assert isinstance(huge, ImageProblem) and huge.reason == "it is larger than 32 MiB"
+    frames = [Image.new("RGB", (40, 30), colour) for colour in ("red", "green", "blue")]
+    out = io.BytesIO()
+    frames[0].save(out, format="GIF", save_all=True, append_images=frames[1:])
+    first = prepare("image/gif", out.getvalue())
+    assert isinstance(first, PreparedImage) and (first.width, first.height) == (40, 30)
+    with Image.open(io.BytesIO(first.data)) as back:
+        red, green, blue = back.convert("RGB").getpixel((5, 5))
+        assert red > 200 and green < 60 and blue < 60  # the first frame

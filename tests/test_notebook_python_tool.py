@@ -198,3 +198,12 @@ def test_kernel_plot_becomes_a_session_artifact_and_the_model_hears_of_it(tmp_pa
     assert texts[0] == "<Figure size 640x480 with 1 Axes>\nOut: Text(0.5, 1.0, 'dsh plot')"  # not the live display
     assert "iVBOR" not in log and "base64" not in log  # never the bytes
     assert max(len(line) for line in log.splitlines()) < 10_000
+
+
+def test_an_svg_figure_is_attached_so_the_model_hears_why_it_was_not_sent() -> None:
+    shell = InteractiveShell.instance()
+    svg = '<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>'
+    output = run_tool(ToolHost(shell), f"from IPython.display import SVG, display\ndisplay(SVG({svg!r}))",
+                      background=True)
+    assert [image.mime for image in output.images] == ["image/svg+xml"]
+    assert output.images[0].data.startswith(b"<svg")

@@ -41,7 +41,7 @@ MAX_RESULT_CHARS = 20_000
 #: Images attached to one result; further ones are only counted in the text.
 MAX_IMAGES = 8
 #: Display types attached as images, in order of preference (one per output).
-_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
 
 
 class MainThreadCalls:
@@ -226,6 +226,8 @@ def _output_image(data: Mapping[str, Any]) -> ToolImage | None:
         raw = data.get(mime)
         if isinstance(raw, bytes):
             return ToolImage(mime, raw)
+        if isinstance(raw, str) and mime == "image/svg+xml":  # text, not base64: the loop notes it for the model
+            return ToolImage(mime, raw.encode("utf-8"))
         if isinstance(raw, str):
             try:
                 return ToolImage(mime, base64.b64decode(raw, validate=False))
