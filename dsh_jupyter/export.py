@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .images import content_text
 from .notebook.escape import escape_controls, escape_text, html_field
 from .notebook.markdown import safe_markdown
 from .notebook.transcript import argument_summary, capped
@@ -200,7 +201,7 @@ def transcript(log: SessionLog) -> Transcript:
                     done = runs.get(str(block.get("toolCallId", "")))
                     if done is not None:
                         inner = block.get("content")
-                        done.output = blocks_text(inner if isinstance(inner, list) else [])
+                        done.output = content_text(inner if isinstance(inner, list) else [])  # images noted
                         done.is_error = block.get("isError") is True
     return result
 

@@ -276,3 +276,20 @@ def test_kernel_dsh_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert "takes md, html or ipynb, got 'pdf'" in stream(5, "stderr")
     assert "no session matches 'nosuchsession'" in stream(6, "stderr")
     assert md_files[0].read_text() == md  # the refused export left the file as it was
+
+
+def test_an_image_of_a_tool_result_is_mentioned_in_every_format() -> None:
+    log = SessionLog(SessionHeader("exp-img", BASE, "/work"))
+    log.append("turn/start", {"turn": 1})
+    log.append("user/message", user_message("plot it"))
+    image = {"type": "image", "artifact": "artifacts/" + "d" * 64 + ".png", "mediaType": "image/png",
+             "width": 556, "height": 434, "bytes": 7012, "tool": "python"}
+    block = {"type": "tool-call", "id": "c1", "name": "python", "arguments": "{}"}
+    log.append("assistant/message", {"turn": 1, "step": 1, "message": assistant_message([block], MODEL)})
+    seq = log.append("tool/call", {"turn": 1, "step": 1, "callId": "c1", "name": "python", "arguments": "{}"}).seq
+    log.append("tool/result", {"turn": 1, "step": 1, "message": tool_result_message(
+        "c1", [text_block("<Figure size 640x480 with 1 Axes>"), image])}, source_event_seqs=[seq])
+    log.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    note = f"[image: PNG image, 556×434 pixels, 7,012 bytes (artifacts/{'d' * 64}.png)]"
+    for fmt in ("md", "html", "ipynb"):
+        assert note in render(log, fmt), fmt

@@ -36,3 +36,31 @@ def test_unknown_models_give_none(model: str) -> None:
 
 def test_normalise_model_name() -> None:
     assert normalise_model_name(" Org/Model-X:7b ") == "model-x"
+
+
+@pytest.mark.parametrize(
+    ("model", "takes_images"),
+    [
+        ("gpt-4o", True),
+        ("gpt-4o-mini-2024-07-18", True),
+        ("gpt-4.1-nano", True),
+        ("gpt-5", True),
+        ("o3", True),
+        ("o3-mini", False),
+        ("o4-mini", True),
+        ("gpt-4-0613", False),
+        ("gpt-3.5-turbo", False),
+        ("deepseek-chat", False),
+        ("deepseek-v4-flash", False),
+        ("smollm2", False),
+        ("llava:13b", True),
+        ("Qwen/Qwen2.5-VL-7B-Instruct", True),
+        ("llama3.2-vision:11b", True),
+        ("llama3.1:8b", False),
+        ("my-finetune", False),
+    ],
+)
+def test_which_models_take_images(model: str, takes_images: bool) -> None:
+    from dsh_jupyter.models.catalog import accepts_images
+
+    assert accepts_images(model) is takes_images

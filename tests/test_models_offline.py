@@ -360,3 +360,23 @@ def test_info() -> None:
     model = OfflineModel()
     assert (model.info.provider, model.info.model, model.info.context_window) == ("offline", "offline", 32_768)
     assert "OfflineModel" in repr(model)
+
+
+def test_the_offline_model_takes_images_and_says_their_size() -> None:
+    import base64
+
+    model = OfflineModel()
+    assert model.info.accepts_images
+    image = {"type": "image", "artifact": "artifacts/a.png", "mediaType": "image/png", "width": 556, "height": 434,
+             "bytes": 5, "tool": "python", "data": base64.b64encode(b"12345").decode()}
+    call = {"type": "tool-call", "id": "c1", "name": "python", "arguments": "{}"}
+    request = ModelRequest([
+        {"role": "user", "content": [{"type": "text", "text": "plot"}]},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [{"type": "tool-result", "toolCallId": "c1", "isError": False,
+                                      "content": [{"type": "text", "text": "<Figure>"}, image]}]},
+    ])
+    text = model.answer(request)[0]["text"]
+    assert ("I received an image: PNG image, 556×434 pixels, 5 bytes (5 bytes arrived). I can't look at it; "
+            "a model that takes images would.") in text
+    assert model.answer(request) == model.answer(request)

@@ -546,3 +546,40 @@ def test_fake_server_non_stream_and_models(fake_openai: FakeOpenAIServer) -> Non
     assert message.content == "Hi" and message.tool_calls[0].function.arguments == '{"a": 1}'
     assert completion.usage is not None and completion.usage.total_tokens == 17
     client.close()
+
+
+def test_tool_images_become_parts_of_a_user_message_after_the_tool_messages() -> None:
+    from dsh_jupyter.models import ModelRequest
+    from dsh_jupyter.models.openai_compat import chat_messages
+
+    seen = {"type": "image", "artifact": "artifacts/a.png", "mediaType": "image/png", "width": 4, "height": 2,
+            "bytes": 70, "tool": "python", "data": "aGVsbG8="}
+    unseen = {key: value for key, value in seen.items() if key != "data"}
+    call = {"type": "tool-call", "id": "c1", "name": "python", "arguments": "{}"}
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "plot"}]},
+        {"role": "assistant", "content": [call, {**call, "id": "c2"}]},
+        {"role": "user", "content": [{"type": "tool-result", "toolCallId": "c1", "isError": False,
+                                      "content": [{"type": "text", "text": "fig"}, seen]}]},
+        {"role": "user", "content": [{"type": "tool-result", "toolCallId": "c2", "isError": False,
+                                      "content": [unseen]}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+    ]
+    out = chat_messages(ModelRequest(messages))
+    assert [m["role"] for m in out] == ["user", "assistant", "tool", "tool", "user", "assistant"]
+    assert out[2]["content"] == ("fig\n[PNG image, 4×2 pixels, 70 bytes: sent in the next message as the image "
+                                 "output of tool call c1 (python).]")
+    assert out[3]["content"].startswith("[Image from the `python` tool: PNG image, 4×2 pixels, 70 bytes")
+    assert out[4]["content"] == [
+        {"type": "text", "text": "The image output of tool call c1 (python): PNG image, 4×2 pixels, 70 bytes."},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGVsbG8="}},
+    ]
+
+
+def test_the_catalog_decides_image_input_unless_the_provider_is_told() -> None:
+    from dsh_jupyter.models.openai_compat import OpenAICompatibleProvider
+
+    assert OpenAICompatibleProvider("http://127.0.0.1:9/v1", "gpt-4o", api_key="k").info.accepts_images
+    assert not OpenAICompatibleProvider("http://127.0.0.1:9/v1", "deepseek-chat", api_key="k").info.accepts_images
+    assert not OpenAICompatibleProvider("http://127.0.0.1:9/v1", "gpt-4o", api_key="k",
+                                        accepts_images=False).info.accepts_images

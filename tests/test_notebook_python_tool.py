@@ -130,3 +130,80 @@ def test_kernel_python_output_appears_once_inside_its_tool_line_and_a_stopped_to
     assert re.search(r"<summary>🔧 <code>bash · sleep 20</code> ⏹ stopped</summary>", stopped), stopped
     assert "</code> …</summary>" not in stopped and "<sub>…</sub>" not in stopped
     assert "⏹ interrupted" in stopped
+
+
+# --------------------------------------------------------------------------- images
+
+
+def _png_bytes() -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (30, 20), "navy").save(out, format="PNG")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_displayed_images_are_attached_in_foreground_and_background(background: bool) -> None:
+    shell = InteractiveShell.instance()
+    shell.user_ns["png_bytes"] = _png_bytes()
+    host = ToolHost(shell)
+    if not background:
+        host.main_thread_calls = InlineCalls()  # type: ignore[assignment]
+    output = run_tool(host, "from IPython.display import Image, display\ndisplay(Image(data=png_bytes))\n"
+                            "print('drawn')", background=background)
+    assert output.is_error is False and output.text.startswith("drawn")
+    assert [(image.mime, image.data) for image in output.images] == [("image/png", _png_bytes())]
+
+
+def test_only_the_first_images_are_attached() -> None:
+    shell = InteractiveShell.instance()
+    shell.user_ns["png_bytes"] = _png_bytes()
+    output = run_tool(ToolHost(shell), "from IPython.display import Image, display\n"
+                                       "for _ in range(11):\n    display(Image(data=png_bytes))", background=True)
+    assert len(output.images) == python_tool_module.MAX_IMAGES
+    assert "(3 more images were displayed; only the first 8 are attached)" in output.text
+
+
+@pytest.mark.slow
+def test_kernel_plot_becomes_a_session_artifact_and_the_model_hears_of_it(tmp_path: Path) -> None:
+    import json
+
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('dsh plot')"
+    call = json.dumps({"code": code})
+    nb = execute(tmp_path, [
+        "%load_ext dsh_jupyter\n%config DshMagics.approval = \"auto\"\n%matplotlib inline",
+        f"%%dsh\nplot it\n/tool python {call}",
+        f"%%dsh --bg\nplot it again, in the background\n/tool python {call.replace('dsh plot', 'bg plot')}",
+        "%dsh wait",
+        "loc = %dsh locate\nprint(loc.path)",
+    ])
+    plot_cell = nb.cells[1]
+    pngs = [out for out in plot_cell.outputs if "image/png" in out.get("data", {})]
+    assert len(pngs) == 1  # the figure still shows to the user, below the tool line, once
+    answer = "\n".join(shown(plot_cell.outputs))
+    assert "I received an image: PNG image, 556×434 pixels" in answer, answer  # the inline backend crops
+    log_path = Path(nb.cells[4].outputs[0]["text"].strip())
+    log = log_path.read_text(encoding="utf-8")
+    artifacts = sorted((log_path.parent / "artifacts").iterdir())
+    assert len(artifacts) == 2 and all(p.suffix == ".png" for p in artifacts)  # two different plots
+    blocks = [json.loads(line) for line in log.splitlines() if '"tool/result"' in line]
+    images = [b for e in blocks for b in e["data"]["message"]["content"][0]["content"] if b["type"] == "image"]
+    assert [(i["tool"], i["width"], i["height"], i["mediaType"]) for i in images] == [("python", 556, 434,
+                                                                                         "image/png")] * 2
+    assert {i["artifact"] for i in images} == {f"artifacts/{p.name}" for p in artifacts}
+    texts = [b["text"] for e in blocks for b in e["data"]["message"]["content"][0]["content"] if b["type"] == "text"]
+    assert texts[0] == "<Figure size 640x480 with 1 Axes>\nOut: Text(0.5, 1.0, 'dsh plot')"  # not the live display
+    assert "iVBOR" not in log and "base64" not in log  # never the bytes
+    assert max(len(line) for line in log.splitlines()) < 10_000
+
+
+def test_an_svg_figure_is_attached_so_the_model_hears_why_it_was_not_sent() -> None:
+    shell = InteractiveShell.instance()
+    svg = '<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>'
+    output = run_tool(ToolHost(shell), f"from IPython.display import SVG, display\ndisplay(SVG({svg!r}))",
+                      background=True)
+    assert [image.mime for image in output.images] == ["image/svg+xml"]
+    assert output.images[0].data.startswith(b"<svg")

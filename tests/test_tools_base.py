@@ -188,3 +188,27 @@ def test_argument_helpers() -> None:
     assert check_arguments({"properties": {"n": {"type": "number"}}}, {"n": 2.5}) is None
     assert check_arguments({"properties": {"n": {"type": ["string", "null"]}}}, {"n": None}) is None
     assert check_arguments({"properties": {"n": {"type": "integer"}}}, {"n": 2.0}) is None
+
+
+def test_masking_a_result_keeps_its_images(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh_jupyter.tools.base import Tool, ToolExecution, ToolImage, ToolOutput, ToolRegistry
+
+    monkeypatch.setenv("IMAGES_TEST_API_KEY", "very-secret-value-123")
+    image = ToolImage("image/png", b"\x89PNG very-secret-value-123", 4, 2)
+
+    class Leaky(Tool):
+        name = "leaky"
+        description = "Prints a secret and draws."
+        effect = "read"
+
+        def __init__(self) -> None:
+            self.parameters = {"type": "object", "properties": {}}
+
+        async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
+            return ToolOutput("key: very-secret-value-123", images=(image,))
+
+    tools = ToolRegistry()
+    tools.register(Leaky())
+    output = asyncio.run(tools.execute("leaky", "{}", ToolExecution.create("c1", ".")))
+    assert output.text == "key: [masked]"
+    assert output.images == (image,)

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, S
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from ..images import request_images, result_blocks
 from ..models.base import (
     BlockCollector,
     ModelError,
@@ -333,7 +334,7 @@ class Agent:
             return False
         compaction_id = str(uuid.uuid4())
         shadowed_seqs = [e.seq for e in plan.shadowed]
-        history = request_messages(plan.shadowed)
+        history = request_images(request_messages(plan.shadowed), accepts_images=False, load=None)  # text only
         request = ModelRequest([*history, user_message(COMPACTION_REQUEST)], system=COMPACTION_INSTRUCTIONS,
                                purpose="compaction")
         window = self.model.info.context_window
@@ -548,7 +549,8 @@ class Agent:
                         "arguments": call["arguments"]})
                     open_calls[call["id"]] = call_event.seq
                     output = await self._run_tool(turn, call)
-                    self._write_tool_result(turn, step, call, output, open_calls.pop(call["id"]))
+                    images = await self._image_blocks(call, output)
+                    self._write_tool_result(turn, step, call, output, open_calls.pop(call["id"]), images)
                 self.session.append(STEP_END, {"turn": turn, "step": step})
                 step_open = False
                 self._check_cancel()
@@ -643,9 +645,22 @@ class Agent:
         return [ToolSpec(s["name"], s["description"], s["parameters"]) for s in self.tools.specs()]
 
     def _request(self) -> ModelRequest:
-        """The next step's request: the surface as neutral messages, the system prompt and the tools."""
-        return ModelRequest(request_messages(self.session.surface()), tools=self._tool_specs(),
-                            system=self.config.system_prompt, max_tokens=self.config.max_tokens, purpose="turn")
+        """The next step's request: the surface as neutral messages (images loaded for a model that takes
+        them, described for the others), the system prompt and the tools."""
+        messages = request_images(request_messages(self.session.surface()),
+                                  accepts_images=getattr(self.model.info, "accepts_images", False),
+                                  load=self._load_artifact if self.store is not None else None)
+        return ModelRequest(messages, tools=self._tool_specs(), system=self.config.system_prompt,
+                            max_tokens=self.config.max_tokens, purpose="turn")
+
+    def _load_artifact(self, name: str) -> bytes | None:
+        return self.store.load_artifact(self.header, name) if self.store is not None else None
+
+    def _save_artifact(self, name: str, data: bytes) -> None:
+        if self.store is None:
+            raise RuntimeError("this session has no store")
+        self._flush()  # a database keeps artifacts beside a session row that must exist first
+        self.store.save_artifact(self.header, name, data)
 
     async def _model_step(self, turn: int, step: int) -> tuple[str, list[dict[str, Any]]]:
         collector = BlockCollector()
@@ -750,9 +765,16 @@ class Agent:
             raise _Interrupted()
         return task.result()
 
+    async def _image_blocks(self, call: dict[str, Any], output: ToolOutput) -> list[dict[str, Any]]:
+        """The blocks recording the output's images (downscaled and saved as artifacts off the event loop)."""
+        if not output.images:
+            return []
+        save = self._save_artifact if self.store is not None else None
+        return await asyncio.to_thread(result_blocks, output.images, save, call.get("name"))
+
     def _write_tool_result(self, turn: int, step: int, call: dict[str, Any], output: ToolOutput,
-                           call_seq: int) -> None:
-        message = tool_result_message(call["id"], [text_block(output.text)], is_error=output.is_error)
+                           call_seq: int, images: Sequence[dict[str, Any]] = ()) -> None:
+        message = tool_result_message(call["id"], [text_block(output.text), *images], is_error=output.is_error)
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
         if output.meta:
             data["meta"] = output.meta

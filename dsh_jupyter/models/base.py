@@ -14,7 +14,11 @@ A provider is anything implementing :class:`ModelProvider`::
 string>}``); a tool result is a user message holding a ``tool-result`` block (``{"type": "tool-result",
 "toolCallId", "content": [blocks], "isError"}``). Other keys (``source``, ``id``, ``envelope``) come
 along untouched, so a provider may read where a message came from. Messages are read-only views of the log:
-providers never change them. ``tools`` lists :class:`ToolSpec` (name, description, JSON-schema
+providers never change them. A tool result's content may hold **image blocks** (``{"type": "image",
+"artifact", "mediaType", "width", "height", "bytes", "tool"}``); in a request to a model whose
+:attr:`ModelInfo.accepts_images` is true each carries ``data``, the image as base64 (the log itself never
+holds the bytes), and providers send it as an image; a model without image input never sees an image
+block, only a text block describing it. ``tools`` lists :class:`ToolSpec` (name, description, JSON-schema
 parameters). ``purpose`` says why the loop asks: ``"turn"`` (a normal step), ``"title"`` (a short session
 title) or ``"compaction"`` (a summary of the messages sent). Each provider converts the request to its own
 wire format (the chat-completions one lives in :mod:`.openai_compat` and nowhere else).
@@ -193,11 +197,16 @@ StreamEvent = TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """Who answers: provider name, model name and context window in tokens (``None`` when unknown)."""
+    """Who answers: provider name, model name and context window in tokens (``None`` when unknown).
+
+    ``accepts_images`` says whether the model takes image input: the loop then sends image blocks with
+    their ``data``; every other model gets a text description of each image instead (:mod:`dsh_jupyter.images`).
+    """
 
     provider: str
     model: str
     context_window: int | None
+    accepts_images: bool = False
 
     def source(self) -> dict[str, str]:
         """The ``source`` of an assistant message written by this model."""

@@ -26,7 +26,8 @@ assistant message that said or called something.
   get a short note. A tool that is not in ``request.tools`` is not called; the answer says which tools
   exist. Several command lines give several calls, in order (finish reason ``"tool_calls"``).
 - When the last message is a tool result, it reports the first lines of each result of that step and
-  finishes (``"stop"``).
+  finishes (``"stop"``). It takes images (``info.accepts_images``): for each image of a result it says
+  that it received one, with its type, size in pixels and bytes.
 
 **Titles** (``purpose="title"``): the first words (at most six) of the first user text, mentions
 ``@[label](uri)`` shown as their label. **Compaction** (``purpose="compaction"``): a summary listing
@@ -215,7 +216,7 @@ class OfflineModel(ModelProvider):
     def __init__(self, *, chunk_words: int = 3) -> None:
         if chunk_words < 1:
             raise ValueError("chunk_words must be at least 1")
-        self.info = ModelInfo("offline", "offline", OFFLINE_CONTEXT_WINDOW)
+        self.info = ModelInfo("offline", "offline", OFFLINE_CONTEXT_WINDOW, accepts_images=True)
         self.chunk_words = chunk_words
         self._scripts: dict[str, deque[Any]] = {"turn": deque(), "title": deque(), "compaction": deque()}
 
@@ -538,9 +539,30 @@ def _tool_result_summary(messages: Sequence[Mapping[str, Any]]) -> str:
         lines.append("```")
         if len(all_lines) > len(shown):
             lines.append(f"({len(all_lines) - len(shown)} more lines not shown)")
+        lines.extend(_received_images(result))
     lines.append("")
     lines.append("That's the result; I can't interpret it further. " + SWITCH_NOTE)
     return "\n".join(lines)
+
+
+def _received_images(result: Mapping[str, Any]) -> list[str]:
+    """One line per image block of a tool result that arrived with its data: type, size, bytes received."""
+    import base64
+    import binascii
+
+    from ..images import image_summary, is_image_block
+
+    lines: list[str] = []
+    for block in content_blocks(result.get("content")):
+        if not is_image_block(block) or not isinstance(block.get("data"), str):
+            continue
+        try:
+            received = len(base64.b64decode(block["data"], validate=True))
+        except (binascii.Error, ValueError):
+            received = 0
+        lines.append(f"I received an image: {image_summary(block)} ({received:,} bytes arrived). "
+                     "I can't look at it; a model that takes images would.")
+    return lines
 
 
 # -- titles and summaries -----------------------------------------------------------------------------------

@@ -15,6 +15,10 @@ when a request is made (``import dsh_jupyter.models`` stays cheap and works with
   ``null_tool_call_content=False``); each ``tool-result`` block becomes one ``tool`` message; reasoning
   is sent back as ``reasoning_content`` only with ``reasoning_replay`` (on by default for DeepSeek, whose
   thinking mode needs the reasoning of the tool-calling steps since the last user prompt), never else.
+  Chat-completions ``tool`` messages hold text only, so an image block of a tool result (with ``data``:
+  only models that accept images get those, see :func:`~.catalog.accepts_images`) becomes an
+  ``image_url`` part of one ``user`` message placed right after the tool messages of that step, whose
+  text marks each image as the output of its tool call; the tool message says so too.
 - **Stream.** Text deltas, tool-call deltas (index, id, name, argument pieces), reasoning from DeepSeek's
   ``reasoning_content`` (or the ``reasoning`` field some servers use), usage from the final chunk
   (requested with ``stream_options={"include_usage": true}``) and the finish reason.
@@ -70,6 +74,7 @@ from .catalog import (
     DEEPSEEK_KEY_ENV,
     known_context_window,
 )
+from .catalog import accepts_images as catalog_accepts_images
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -149,16 +154,25 @@ def chat_messages(request: ModelRequest, *, reasoning_replay: bool = False,
     if request.system:
         out.append({"role": "system", "content": request.system})
     last_prompt = max((i for i, m in enumerate(messages) if is_prompt(m)), default=-1)
+    images: list[dict[str, Any]] = []  # image parts of the tool results since the last non-tool message
+
+    def flush_images() -> None:
+        if images:
+            out.append({"role": "user", "content": list(images)})
+            images.clear()
+
     for position, message in enumerate(messages):
         blocks = content_blocks(message.get("content"))
         if message.get("role") == "user":
             for result in blocks_of_type(message, "tool-result"):
                 out.append({"role": "tool", "tool_call_id": result.get("toolCallId"),
-                            "content": blocks_text(content_blocks(result.get("content")))})
+                            "content": _tool_text(result, images)})
             text = blocks_text(blocks)
             if text:
+                flush_images()
                 out.append({"role": "user", "content": text})
             continue
+        flush_images()
         text = blocks_text(blocks)
         calls = [{"id": b.get("id"), "type": "function",
                   "function": {"name": b.get("name"), "arguments": b.get("arguments") or "{}"}}
@@ -173,7 +187,32 @@ def chat_messages(request: ModelRequest, *, reasoning_replay: bool = False,
                 if reasoning:
                     entry["reasoning_content"] = reasoning
         out.append(entry)
+    flush_images()
     return out
+
+
+def _tool_text(result: Mapping[str, Any], images: list[dict[str, Any]]) -> str:
+    """The text of a tool message; its images (blocks with ``data``) are added to ``images`` as parts."""
+    from ..images import describe_image, image_summary, is_image_block
+
+    parts: list[str] = []
+    call_id = result.get("toolCallId")
+    for block in content_blocks(result.get("content")):
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif is_image_block(block):
+            data, mime = block.get("data"), block.get("mediaType")
+            if not isinstance(data, str) or not data or not isinstance(mime, str):
+                parts.append(describe_image(block))
+                continue
+            marker = f"image output of tool call {call_id}"
+            tool = block.get("tool")
+            if isinstance(tool, str) and tool:
+                marker += f" ({tool})"
+            parts.append(f"[{image_summary(block)}: sent in the next message as the {marker}.]")
+            images.append({"type": "text", "text": f"The {marker}: {image_summary(block)}."})
+            images.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}})
+    return "\n".join(parts)
 
 
 class _Secret:
@@ -250,6 +289,8 @@ class OpenAICompatibleProvider(ModelProvider):
     ``include_usage=False`` leaves out ``stream_options`` for servers that refuse it. ``reasoning_replay``
     sends reasoning back within tool-using steps (default: only for the ``deepseek`` provider);
     ``null_tool_call_content=False`` writes ``""`` for the content of a tools-only assistant message.
+    ``accepts_images`` says whether the model takes image input (default: :func:`~.catalog.accepts_images`
+    by model name; unknown names get text descriptions).
     ``on_retry(error, delay_seconds, retry_number)`` is called before each retry sleep (to show "retrying..." in a UI);
     retries are also logged on the ``dsh_jupyter.models`` logger.
     """
@@ -272,6 +313,7 @@ class OpenAICompatibleProvider(ModelProvider):
         on_retry: Callable[[ModelError, float, int], None] | None = None,
         reasoning_replay: bool | None = None,
         null_tool_call_content: bool = True,
+        accepts_images: bool | None = None,
     ) -> None:
         if not isinstance(base_url, str) or urlsplit(base_url).scheme not in ("http", "https") \
                 or not urlsplit(base_url).hostname:
@@ -302,7 +344,8 @@ class OpenAICompatibleProvider(ModelProvider):
         self.include_usage = include_usage
         self.on_retry = on_retry
         window = context_window if context_window is not None else known_context_window(self.model)
-        self.info = ModelInfo(provider_name or _default_provider_name(self.base_url), self.model, window)
+        images = catalog_accepts_images(self.model) if accepts_images is None else bool(accepts_images)
+        self.info = ModelInfo(provider_name or _default_provider_name(self.base_url), self.model, window, images)
         self.reasoning_replay = self.info.provider == "deepseek" if reasoning_replay is None else reasoning_replay
         self.null_tool_call_content = null_tool_call_content
         self._client: AsyncOpenAI | None = None

@@ -6,7 +6,10 @@ During a background turn there is no waiting cell: the code then runs on the age
 
 Printed text, errors and the value of a final expression go to the tool result only, which the cell
 shows once, inside the call's collapsed tool line. Rich outputs the code displays itself (``display``
-of a figure or a table) cannot live in that line: in a foreground cell they appear below it.
+of a figure or a table) cannot live in that line: in a foreground cell they appear below it. Image
+outputs (a matplotlib figure drawn with the inline backend, ``display(Image(...))``) are also attached
+to the result as :class:`~dsh_jupyter.tools.base.ToolImage` values, in foreground and background turns
+alike (at most :data:`MAX_IMAGES` per call), so the agent loop can store them and show them to the model.
 
 The tool depends on :class:`~.protocols.PythonToolHost`, not on the notebook host.
 """
@@ -15,20 +18,30 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import base64
+import binascii
 import concurrent.futures
+import contextlib
 import queue
 import threading
 import traceback
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..tools.base import Tool, ToolExecution, ToolOutput
+from ..tools.base import Tool, ToolExecution, ToolImage, ToolOutput
 from .protocols import PythonToolHost
 from .transcript import capped
+
+if TYPE_CHECKING:
+    from IPython.utils.capture import RichOutput
 
 _T = TypeVar("_T")
 
 MAX_RESULT_CHARS = 20_000
+#: Images attached to one result; further ones are only counted in the text.
+MAX_IMAGES = 8
+#: Display types attached as images, in order of preference (one per output).
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
 
 
 class MainThreadCalls:
@@ -123,7 +136,7 @@ class PythonTool(Tool):
             last_expr = ast.Expression(last.value)
         value: Any = None
         error: str | None = None
-        with capture_output(display=visible) as captured:
+        with capture_output(display=False) as captured, _this_thread_displays(shell) as displays:
             try:
                 exec(compile(tree, "<dsh-python>", "exec"), namespace)
                 if last_expr is not None:
@@ -133,14 +146,91 @@ class PythonTool(Tool):
             except BaseException as exc:  # the model sees the traceback and can fix its code
                 shown = exc.__traceback__.tb_next if exc.__traceback__ else None  # without this module's frame
                 error = "".join(traceback.format_exception(type(exc), exc, shown))
+            _flush_inline_figures()
         parts = [captured.stdout, captured.stderr]
-        for output in captured.outputs:  # only captured in a visible run
+        images: list[ToolImage] = []
+        skipped = 0
+        for output in displays:
             parts.append(str(output.data.get("text/plain", "")))
-            if set(output.data) - {"text/plain"}:
+            image = _output_image(output.data)
+            if image is not None:
+                if len(images) < MAX_IMAGES:
+                    images.append(image)
+                else:
+                    skipped += 1
+            if visible and set(output.data) - {"text/plain"}:
                 output.display()  # a figure, a table: it cannot live in the tool line
+        if skipped:
+            parts.append(f"({skipped} more images were displayed; only the first {MAX_IMAGES} are attached)")
         if value is not None:
             parts.append(f"Out: {value!r}")
         if error:
             parts.append(error)
         text = "\n".join(p.rstrip("\n") for p in parts if p and p.strip()) or "(no output)"
-        return ToolOutput(capped(text, MAX_RESULT_CHARS), is_error=error is not None)
+        return ToolOutput(capped(text, MAX_RESULT_CHARS), is_error=error is not None, images=tuple(images))
+
+
+@contextlib.contextmanager
+def _this_thread_displays(shell: Any) -> Iterator[list[RichOutput]]:
+    """Keep what the code displays on this thread (a list of ``RichOutput``). Displays of other threads (the
+    cell's own live transcript, a user's cell during a background run) and the kernel's calls on its
+    publisher (``set_parent`` for the next message) go on to the kernel's own publisher."""
+    from IPython.core.displaypub import DisplayPublisher
+    from IPython.utils.capture import RichOutput
+
+    captured: list[RichOutput] = []
+    real = shell.display_pub
+    owner = threading.get_ident()
+
+    class ThreadDisplays(DisplayPublisher):
+        def publish(self, data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> None:
+            if threading.get_ident() == owner:
+                captured.append(RichOutput(data=data, metadata=metadata))
+            else:
+                real.publish(data, metadata, *args, **kwargs)
+
+        def clear_output(self, wait: bool = False) -> None:
+            if threading.get_ident() != owner:
+                real.clear_output(wait)
+
+        def __getattr__(self, name: str) -> Any:  # set_parent, session, pub_socket...: the kernel's publisher
+            return getattr(real, name)
+
+    shell.display_pub = ThreadDisplays()  # type: ignore[no-untyped-call]
+    try:
+        yield captured
+    finally:
+        if shell.display_pub is not real:
+            shell.display_pub = real
+
+
+def _flush_inline_figures() -> None:
+    """Display the figures the code drew, as a cell's end would (only with matplotlib's inline backend)."""
+    import sys
+
+    if "matplotlib.pyplot" not in sys.modules or "matplotlib_inline.backend_inline" not in sys.modules:
+        return
+    import matplotlib
+    from matplotlib_inline.backend_inline import flush_figures
+
+    if "inline" in str(matplotlib.get_backend()):
+        try:
+            flush_figures()  # type: ignore[no-untyped-call]
+        except Exception:  # a figure that fails to draw must not hide the code's own result
+            return
+
+
+def _output_image(data: Mapping[str, Any]) -> ToolImage | None:
+    """The image of one display output (decoded from the base64 Jupyter sends), or ``None``."""
+    for mime in _IMAGE_TYPES:
+        raw = data.get(mime)
+        if isinstance(raw, bytes):
+            return ToolImage(mime, raw)
+        if isinstance(raw, str) and mime == "image/svg+xml":  # text, not base64: the loop notes it for the model
+            return ToolImage(mime, raw.encode("utf-8"))
+        if isinstance(raw, str):
+            try:
+                return ToolImage(mime, base64.b64decode(raw, validate=False))
+            except (binascii.Error, ValueError):
+                return ToolImage(mime, b"")  # the loop notes an image it cannot read
+    return None

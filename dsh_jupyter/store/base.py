@@ -201,6 +201,25 @@ class SessionStore(abc.ABC):
     def exists(self, session_id: str) -> bool:
         return any(h.id == session_id for h in self.list_headers())
 
+    # -- artifacts (:mod:`dsh_jupyter.store.artifacts`) ----------------------------------------------------
+    def save_artifact(self, header: SessionHeader, name: str, data: bytes) -> None:
+        """Keep ``data`` as the session's artifact ``name`` (``artifacts/<sha256>.png``); saving the same
+        name again keeps the first. The default writes a file in :meth:`session_dir`; a backend without
+        one overrides this or raises :class:`~dsh_jupyter.store.artifacts.ArtifactError` saying why."""
+        from .artifacts import ArtifactError, save_file
+
+        folder = self.session_dir(header)
+        if folder is None:
+            raise ArtifactError("this session store has no place for artifacts")
+        save_file(folder, name, data)
+
+    def load_artifact(self, header: SessionHeader, name: str) -> bytes | None:
+        """The bytes of the session's artifact ``name``, or ``None`` when it is not there."""
+        from .artifacts import load_file
+
+        folder = self.session_dir(header)
+        return load_file(folder, name) if folder is not None else None
+
     def header(self, session_id: str) -> SessionHeader:
         """One session's header; :class:`~dsh_jupyter.session.SessionNotFoundError` when it is not stored.
         Backends with a per-session file override this with a direct lookup."""

@@ -412,6 +412,30 @@ class PostgresStore(SessionStore):
     def session_dir(self, header: SessionHeader) -> Path | None:
         return None
 
+    def save_artifact(self, header: SessionHeader, name: str, data: bytes) -> None:
+        """Keep an artifact in ``dsh.artifacts`` (the session must have been flushed: its row holds the owner)."""
+        import psycopg
+
+        from .artifacts import ArtifactError, postgres_save
+
+        with self.connection() as conn:
+            try:
+                postgres_save(conn, session_key(header.id), name, data)
+            except psycopg.errors.UndefinedTable:
+                raise ArtifactError(f"{self.where} has no artifacts table yet; ask the database administrator to "
+                                    "run `dsh-jupyter postgres init` again") from None
+
+    def load_artifact(self, header: SessionHeader, name: str) -> bytes | None:
+        import psycopg
+
+        from .artifacts import postgres_load
+
+        with self._reader() as conn:
+            try:
+                return postgres_load(conn, session_key(header.id), name) if conn is not None else None
+            except psycopg.errors.UndefinedTable:
+                return None
+
     # -- reading -----------------------------------------------------------------------------------------
     @contextmanager
     def _snapshot(self, session_id: str) -> Iterator[tuple[Connection, bytes, SessionHeader, int]]:

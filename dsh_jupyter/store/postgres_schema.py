@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .artifacts import POSTGRES_POLICIES, POSTGRES_TABLE
+
 if TYPE_CHECKING:
     import psycopg
 
@@ -77,7 +79,7 @@ CREATE INDEX IF NOT EXISTS dsh_sessions_words ON dsh.sessions USING gin (words);
 CREATE INDEX IF NOT EXISTS dsh_events_surface ON dsh.events (key, seq) WHERE op IS NOT NULL;
 CREATE INDEX IF NOT EXISTS dsh_events_titles ON dsh.events (key, seq) WHERE type = 'session/title';
 CREATE INDEX IF NOT EXISTS dsh_shares_grantee ON dsh.shares (grantee);
-"""
+""" + POSTGRES_TABLE + ";"
 
 # Who may see a share row: its owner and its grantee (or a member of the grantee group). The foreign
 # key (key, owner) -> sessions plus ``owner = current_user`` means a role can only share its own session.
@@ -106,6 +108,7 @@ _POLICIES = {
         ("dsh_shares_insert", "INSERT", "WITH CHECK (owner = current_user)"),
         ("dsh_shares_delete", "DELETE", "USING (owner = current_user)"),
     ],
+    "dsh.artifacts": POSTGRES_POLICIES,
 }
 
 
@@ -163,7 +166,7 @@ def schema_sql(grant_to: str = "PUBLIC") -> list[str]:
     statements += [
         f"GRANT USAGE ON SCHEMA dsh TO {grant_to}",
         f"GRANT SELECT, INSERT, UPDATE, DELETE ON dsh.sessions TO {grant_to}",
-        f"GRANT SELECT, INSERT, DELETE ON dsh.events, dsh.shares TO {grant_to}",
+        f"GRANT SELECT, INSERT, DELETE ON dsh.events, dsh.shares, dsh.artifacts TO {grant_to}",
         f"GRANT SELECT ON dsh.meta TO {grant_to}",
         *find_sessions_sql(grant_to),
         f"INSERT INTO dsh.meta (name, value) VALUES ('schema_version', '{SCHEMA_VERSION}') "
@@ -204,12 +207,19 @@ def installed_version(conn: psycopg.Connection[tuple[object, ...]]) -> int | Non
     return int(str(value[0])) if value is not None else None
 
 
+def artifacts_table_present(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    """Whether ``dsh.artifacts`` exists: it joined the schema after generation 1 was released, so a database
+    initialised before has none (images are then described, not kept) until init runs again."""
+    row = conn.execute("SELECT to_regclass('dsh.artifacts') IS NOT NULL").fetchone()
+    return bool(row and row[0])
+
+
 def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], *, grant_to: str = "PUBLIC") -> bool:
     """Create or complete the schema and its policies in one transaction; returns True when it changed
     anything (False when it was already at this version)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_INIT_LOCK,))
-        if installed_version(conn) == SCHEMA_VERSION:
+        if installed_version(conn) == SCHEMA_VERSION and artifacts_table_present(conn):
             return False
         for statement in schema_sql(grant_to):
             conn.execute(statement.encode())  # our own constant SQL

@@ -4,7 +4,8 @@ Same contract as the JSONL backend: nothing is stored until the first flush with
 one transaction (a failure leaves nothing half-written), one writer per session (a non-blocking ``flock``
 on ``<db>.locks/<encoded id>.lock``, taken at the first flush or by ``open``), and readers never block
 (WAL readers see the last committed state). ``locate`` and ``session_dir`` return ``None``: there is no
-honest per-session file.
+honest per-session file. Session artifacts (plots) live in the table ``dsh_artifacts`` of the same file
+(:mod:`.artifacts`).
 """
 
 from __future__ import annotations
@@ -266,6 +267,27 @@ class SqliteStore(SessionStore):
     def session_dir(self, header: SessionHeader) -> Path | None:
         return None
 
+    def save_artifact(self, header: SessionHeader, name: str, data: bytes) -> None:
+        from .artifacts import sqlite_save
+
+        conn = self._connect(create=True)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                sqlite_save(conn, session_key(header.id), name, data)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        finally:
+            conn.close()
+
+    def load_artifact(self, header: SessionHeader, name: str) -> bytes | None:
+        from .artifacts import sqlite_load
+
+        conn = self._reader()
+        return sqlite_load(conn, session_key(header.id), name) if conn is not None else None
+
     # -- reading -----------------------------------------------------------------------------------------
     @contextmanager
     def _snapshot(self, session_id: str) -> Iterator[tuple[sqlite3.Connection, bytes, SessionHeader, int]]:
@@ -427,6 +449,8 @@ class SqliteStore(SessionStore):
         return resumed(session, writer)
 
     def delete(self, session_id: str) -> None:
+        from .artifacts import sqlite_delete
+
         if not self.exists(session_id):
             raise SessionNotFoundError(session_id, str(self.path))
         lock = self._acquire(session_id)
@@ -438,6 +462,7 @@ class SqliteStore(SessionStore):
                 try:
                     conn.execute("DELETE FROM dsh_events WHERE key = ?", (key,))
                     conn.execute("DELETE FROM dsh_sessions WHERE key = ?", (key,))
+                    sqlite_delete(conn, key)
                     conn.execute("COMMIT")
                 except BaseException:
                     conn.execute("ROLLBACK")
