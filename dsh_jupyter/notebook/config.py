@@ -97,6 +97,10 @@ class DshSettings(Configurable):
         "transcripts (`$CLAUDE_CONFIG_DIR` or `~/.claude`) and Codex rollouts (`$CODEX_HOME` or `~/.codex`).",
     ).tag(config=True)
     python_tool = Bool(True, help="Let the agent run Python in this kernel's namespace.").tag(config=True)
+    variables_tool = Bool(
+        True, help="Let the agent read summaries of the notebook's variables (the `variables` tool: data frames' "
+        "shape, dtypes, nulls and first rows; other values clipped).",
+    ).tag(config=True)
     bash_tool = Bool(True, help="Let the agent run bash commands in the notebook's folder.").tag(config=True)
     bash_timeout = Float(120.0, help="Seconds before a foreground bash command of the agent is stopped.").tag(
         config=True

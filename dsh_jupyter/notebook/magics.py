@@ -182,7 +182,8 @@ class DshMagics(Magics, DshSettings):
             _error(self._describe(exc, said))
             return
         try:
-            prepared = self._wait(host.thread.submit(prepare_prompt(agent, prompt, resolver)), agent, cancel_turn=False)
+            preparing = prepare_prompt(agent, prompt, resolver, variables=host.variable_snapshots())
+            prepared = self._wait(host.thread.submit(preparing), agent, cancel_turn=False)
         except KeyboardInterrupt:
             _error("preparing the prompt was interrupted; nothing was sent")
             return
