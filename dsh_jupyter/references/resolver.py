@@ -222,6 +222,7 @@ class SessionReferenceResolver:
             raise SessionReferenceError(
                 SESSION_REFERENCE_INVALID_CONFIG,
                 "variables can only be mentioned in a notebook (here there are none); remove the @variable mentions",
+                details={"variable": wanted[0].name},
             )
         watch = CancelWatch(cancel)
         watch.check()

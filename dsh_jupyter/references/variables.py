@@ -74,7 +74,7 @@ def decode_variable_uri(uri: str) -> str:
         raise SessionReferenceError(
             SESSION_REFERENCE_INVALID_REFERENCE,
             f"{dumps(uri)} does not name a variable; write a variable mention as @[df](dsh-variable:df)",
-            details={"uri": uri},
+            details={"uri": uri, "variable": name},
         )
     return name
 
@@ -109,6 +109,7 @@ def normalise_variables(references: list[VariableReferenceInput]) -> list[Variab
             SESSION_REFERENCE_TOO_MANY,
             f"a message may mention at most {MAX_VARIABLE_REFERENCES} variables, this one mentions {len(seen)}; "
             "remove some mentions",
-            details={"count": len(seen), "limit": MAX_VARIABLE_REFERENCES},
+            details={"count": len(seen), "limit": MAX_VARIABLE_REFERENCES,
+                     "variable": list(seen)[MAX_VARIABLE_REFERENCES]},
         )
     return list(seen.values())
