@@ -125,7 +125,8 @@ def test_the_tool_answers_and_refuses_bad_arguments() -> None:
     assert tool.effect == "read"
     execution = ToolExecution.create("call-1", ".")
     out = asyncio.run(tool.run({"names": ["sales_df", "nope"]}, execution))
-    assert not out.is_error and "sales_df: DataFrame 1,000×4" in out.text and "Not defined in the notebook: nope" in out.text
+    assert not out.is_error and "sales_df: DataFrame 1,000×4" in out.text
+    assert "Not defined in the notebook: nope" in out.text
     assert out.meta["unknown"] == ["nope"]
     bad = asyncio.run(tool.run({"names": "sales_df"}, execution))
     assert bad.is_error and "list of variable names" in bad.text

@@ -407,13 +407,16 @@ def _snapshot_variables(source: VariableSnapshots, wanted: Sequence[VariableRefe
             ) from exc
         if snapshot is None:
             raise missing_variable_error(reference)
-        summary = snapshot.text
-        serialized = _variable_entry(reference, snapshot, summary)
-        while js_utf8_length(serialized) > budget and summary:
-            over = js_utf8_length(serialized) - budget
-            keep = max(0, len(summary) - over - 4)  # a character is at least one byte: this always shrinks
-            summary = summary[:keep] + "…" if keep else ""
-            serialized = _variable_entry(reference, snapshot, summary)
+        serialized = _variable_entry(reference, snapshot, snapshot.text)
+        if js_utf8_length(serialized) > budget:  # the longest head of the summary that fits, marked as cut
+            low, high = 0, len(snapshot.text)
+            while low < high:
+                middle = (low + high + 1) // 2
+                if js_utf8_length(_variable_entry(reference, snapshot, snapshot.text[:middle] + "…")) <= budget:
+                    low = middle
+                else:
+                    high = middle - 1
+            serialized = _variable_entry(reference, snapshot, snapshot.text[:low] + "…")
         if js_utf8_length(serialized) > budget:
             raise SessionReferenceError(
                 SESSION_REFERENCE_BUDGET_EXCEEDED,
