@@ -229,7 +229,7 @@ def test_variables_come_first_as_variable_mentions(host: FakeHost) -> None:
         parsed = parse_session_reference_text("%%dsh\nplease compare " + got[0].text)
         assert [v.name for v in parsed.variables] == ["sales"]
         with_vars.rows = RuntimeError("namespace exploded")
-        assert [c.type for c in complete(shell, "%%dsh\nplease compare @s")][0] == "session"
+        assert complete(shell, "%%dsh\nplease compare @s")[0].type == "session"
     finally:
         dispose()
         shell.Completer.use_jedi = use_jedi

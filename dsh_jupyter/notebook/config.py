@@ -101,6 +101,11 @@ class DshSettings(Configurable):
         True, help="Let the agent read summaries of the notebook's variables (the `variables` tool: data frames' "
         "shape, dtypes, nulls and first rows; other values clipped).",
     ).tag(config=True)
+    notebook_tools = Bool(
+        True, help="Let the agent read this notebook's cells and outputs (`notebook_read`), insert, replace or "
+        "delete cells (`notebook_edit`, reverted with `%dsh undo`) and run cells (`notebook_run`). In JupyterLab "
+        "and Notebook 7 it sees the live notebook; elsewhere the kernel's record of the cells that ran.",
+    ).tag(config=True)
     bash_tool = Bool(True, help="Let the agent run bash commands in the notebook's folder.").tag(config=True)
     bash_timeout = Float(120.0, help="Seconds before a foreground bash command of the agent is stopped.").tag(
         config=True
