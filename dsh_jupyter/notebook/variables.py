@@ -85,12 +85,15 @@ def kind_of(value: object) -> str:
     return "other"
 
 
-def _hidden(name: str, value: object) -> bool:
-    """IPython's own names, private names and code objects (modules, functions, classes)."""
-    if name.startswith("_") or name in _SHELL_NAMES:
-        return True
+def is_code(value: object) -> bool:
+    """Modules, functions, methods and classes: code, not data."""
     return isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
                               types.MethodType))
+
+
+def _hidden(name: str, value: object) -> bool:
+    """IPython's own names, private names and code objects (modules, functions, classes)."""
+    return name.startswith("_") or name in _SHELL_NAMES or is_code(value)
 
 
 _NOT_HIDDEN = object()
