@@ -253,3 +253,20 @@ def test_kernel_a_deleted_variable_is_a_clear_error_and_nothing_is_written(kerne
     assert "the variable arr is not defined in the notebook" in shown and "nothing was sent" in shown, shown
     assert int(text_of(kernel["lines"]).strip()) == int(text_of(kernel["deleted"]).strip())
     assert "and now" not in json.dumps(log_of(kernel))
+
+
+def test_the_reference_view_lists_frozen_variables() -> None:
+    from dsh_jupyter.notebook.display import ReferenceContextDisplay
+
+    metadata = {"kind": "session-reference", "form": "recall", "version": 1, "references": [],
+                "variables": [{"variable": "df", "label": "df", "type": "DataFrame", "brief": "DataFrame 1,000×4",
+                               "bytes": 450}]}
+    shown = ReferenceContextDisplay(metadata, target_session_id="s", received="text", captured_at=0)
+    assert shown.summary == "Referenced: df · DataFrame 1,000×4"
+    (source,) = shown.view()["sources"]
+    assert source["title"] == "df" and source["state"] == "variable"
+    assert dict(map(tuple, source["rows"]))["Value"] == "DataFrame 1,000×4"
+    assert "a 450-byte summary, frozen into the session log" in repr(shown)
+    both = dict(metadata, references=[{"sessionId": "a", "label": "Q3", "retainedMessages": 2}])
+    assert ReferenceContextDisplay(both, target_session_id="s").summary == \
+        "Referenced: Q3 · 2 messages · complete; df · DataFrame 1,000×4"

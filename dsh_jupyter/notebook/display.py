@@ -305,7 +305,8 @@ class ReferenceContextDisplay:
                             "rows": [list(row) for row in rows]})
         for variable in _variables(self.source_metadata):
             name = escape_controls(str(variable.get("variable", "")))
-            rows = [("Variable", name), ("Value", _variable_line(variable))]
+            brief = variable.get("brief") or variable.get("type")
+            rows = [("Variable", name), ("Value", escape_controls(str(brief)) if brief else "unknown")]
             if captured := format_captured(self.captured_at):
                 rows.append(("Captured", captured))
             size = _int(variable.get("bytes"))
