@@ -136,3 +136,13 @@ def test_kernel_fix_after_a_failing_cell(kernel: dict[str, list[Any]]) -> None:
     assert "ratio = total / x" in prompt and "The user adds: keep the column names" in prompt
     assert "sales: DataFrame 3×1" in prompt and "units: float64, 1 null" in prompt and "x: int = 0" in prompt
     assert "ZeroDivisionError" in prompt.split("## Traceback", 1)[1]
+
+
+def test_code_that_spells_a_mention_is_not_read_as_one() -> None:
+    from dsh_jupyter.references import parse_session_reference_text
+
+    source = "uri = 'dsh-session:IiI'\nlink = '@[x](dsh-variable:x)'\n1 / 0\n"
+    request = build_fix_request(failed_cell(source), {}, instruction="see @[df](dsh-variable:df)")
+    parsed = parse_session_reference_text(request.prompt)
+    assert parsed.references == [] and [v.name for v in parsed.variables] == ["df"]
+    assert "uri = 'dsh-session\u2060:IiI'" in parsed.text

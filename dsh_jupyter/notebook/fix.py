@@ -50,6 +50,15 @@ class FixRequest:
         return f"fixing the last error: {self.exception}{where} (cell {self.cell_id})"
 
 
+_SCHEMES = re.compile(r"dsh-(session|variable):")
+
+
+def defused(text: str) -> str:
+    """``text`` with reference URIs broken by a word joiner, so code that spells one is never read as a mention
+    when the prompt is sent (the words the user adds to ``%dsh fix`` may still mention things)."""
+    return _SCHEMES.sub("dsh-\\1\u2060:", text)
+
+
 def strip_colours(text: str) -> str:
     """Terminal colour codes removed (IPython colours its tracebacks)."""
     return _ANSI.sub("", text)
@@ -112,14 +121,15 @@ def build_fix_request(cell: Cell, namespace: Mapping[str, Any], *, instruction: 
     ]
     if instruction.strip():
         parts.append(f"The user adds: {clip(instruction.strip(), 500)}")
-    parts.append(f"{FIX_EXCEPTION_LABEL}{clip(exception, 300)}")
+    parts.append(defused(f"{FIX_EXCEPTION_LABEL}{clip(exception, 300)}"))
     if number is not None:
         shown = f": {clip(line.strip(), 200)}" if line is not None else ""
-        parts.append(f"{FIX_LINE_LABEL}{number}{shown}")
-    parts.append(f"## The failing cell (id {cell.id})\n```python\n{clip(cell.source, MAX_SOURCE_CHARS)}\n```")
+        parts.append(defused(f"{FIX_LINE_LABEL}{number}{shown}"))
+    parts.append(f"## The failing cell (id {cell.id})\n```python\n{defused(clip(cell.source, MAX_SOURCE_CHARS))}\n```")
     if traceback_text:
-        parts.append(f"## Traceback\n```\n{traceback_text}\n```")
+        parts.append(f"## Traceback\n```\n{defused(traceback_text)}\n```")
     if summaries:
-        parts.append("## Variables the cell uses (summaries, now)\n" + "\n\n".join(s.text for s in summaries))
+        parts.append("## Variables the cell uses (summaries, now)\n"
+                     + defused("\n\n".join(s.text for s in summaries)))
     prompt = clip("\n\n".join(parts), MAX_FIX_PROMPT_CHARS)
     return FixRequest(prompt, cell.id, exception, number, line)
