@@ -65,9 +65,7 @@ def test_wide_and_huge_frames_stay_bounded_and_quick() -> None:
     text = summarise("wide", wide).text
     assert "… 280 more columns" in text and "c25" not in text and len(text) <= MAX_SUMMARY_CHARS
     big = pd.DataFrame({"x": np.zeros(3_000_000), "y": np.ones(3_000_000)})
-    started = time.monotonic()
-    summary = summarise("big", big)
-    assert time.monotonic() - started < 5
+    summary = summarise("big", big)  # how long it takes: benchmarks/bench_variables.py
     assert summary.brief == "DataFrame 3,000,000×2" and "nulls in the first 1,000,000 rows" in summary.text
     long_cells = pd.DataFrame({"t": ["x" * 100_000] * 3})
     assert all(len(line) <= 160 for line in summarise("t", long_cells).text.splitlines())
@@ -83,9 +81,8 @@ def test_series_arrays_containers_and_odd_reprs() -> None:
     assert summarise("bad", Raises()).text == "bad: Raises = <Raises: repr failed: ValueError>"
     nested = summarise("d", {"k": Raises(), "n": 1})
     assert "<Raises: repr failed: ValueError>" in nested.text and "'n': 1" in nested.text
-    started = time.monotonic()
     slow = summarise("slow", Slow())
-    assert time.monotonic() - started < 1.5 and "took longer than" in slow.text
+    assert slow.text == "slow: Slow = (its repr took longer than 0.5 s; not shown)"
     huge = summarise("text", "y" * 10_000_000)
     assert len(huge.text) <= MAX_SUMMARY_CHARS and huge.brief == "str len 10,000,000"
 
