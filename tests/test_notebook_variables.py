@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from dsh_jupyter.notebook.variable_refs import NamespaceVariables
 from dsh_jupyter.notebook.variables import (
     MAX_SUMMARY_CHARS,
     VariablesTool,
@@ -130,17 +129,14 @@ def test_the_tool_answers_and_refuses_bad_arguments() -> None:
     assert asyncio.run(tool.run({"pattern": 3}, execution)).is_error
 
 
-def test_candidates_and_snapshots_for_mentions() -> None:
+def test_candidates_for_mentions() -> None:
     shell = InteractiveShell.instance()
     shell.user_ns.update({"zz_list": [1, 2], "zz_df": frame(), "zz_arr": np.zeros((2, 2))})
-    rows = variable_candidates(shell, "zz_")
+    rows = variable_candidates(shell, "ZZ_")
     assert [r["name"] for r in rows] == ["zz_df", "zz_arr", "zz_list"]
     assert rows[0]["brief"] == "DataFrame 1,000×4" and rows[0]["mention"] == "@[zz_df](dsh-variable:zz_df)"
+    assert len(variable_candidates(shell, "zz_", limit=2)) == 2
     assert brief_of(np.zeros((2, 3), dtype="int8")) == "ndarray 2×3 int8"
-    source = NamespaceVariables(shell)
-    snapshot = source.snapshot("zz_df", 300)
-    assert snapshot is not None and snapshot.brief == "DataFrame 1,000×4" and len(snapshot.text) <= 300
-    assert source.snapshot("zz_gone", 1000) is None
 
 
 # --------------------------------------------------------------------------- a real kernel
