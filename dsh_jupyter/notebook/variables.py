@@ -200,21 +200,20 @@ def _frame_summary(name: str, df: Any) -> tuple[str, str]:
     lines = [f"{name}: {brief}"]
     with contextlib.suppress(Exception):
         lines[0] += f", {_size(float(df.memory_usage(index=True, deep=False).sum()))}"
-    shown = df.iloc[:, :MAX_COLUMNS]
-    counted = shown.iloc[:NULL_COUNT_ROWS]
-    try:
-        nulls = [int(n) for n in counted.isna().sum().tolist()]
+    try:  # rows and columns cut before anything is computed: a huge frame is never copied whole
+        nulls = [int(n) for n in df.iloc[:NULL_COUNT_ROWS, :MAX_COLUMNS].isna().sum().tolist()]
     except Exception:
         nulls = []
     where = f" in the first {_count(NULL_COUNT_ROWS)} rows" if rows > NULL_COUNT_ROWS else ""
     lines.append(f"columns (dtype, nulls{where}):")
-    for index, (column, dtype) in enumerate(shown.dtypes.items()):
+    for index, (column, dtype) in enumerate(df.dtypes.iloc[:MAX_COLUMNS].items()):
         null = f", {_count(nulls[index])} null" if index < len(nulls) else ""
         lines.append(f"  {clip(str(column), 60)}: {dtype}{null}")
     if cols > MAX_COLUMNS:
         lines.append(f"  … {_count(cols - MAX_COLUMNS)} more columns")
     if rows:
-        head = _timed(lambda: shown.head(MAX_ROWS).to_string(max_colwidth=30, show_dimensions=False))
+        first = df.iloc[:MAX_ROWS, :MAX_COLUMNS]
+        head = _timed(lambda: first.to_string(max_colwidth=30, show_dimensions=False))
         lines.append(f"first {min(rows, MAX_ROWS)} rows:")
         lines.append(_clip_lines(head))
     return brief, "\n".join(lines)
@@ -225,7 +224,7 @@ def _series_summary(name: str, series: Any) -> tuple[str, str]:
     brief = f"Series {_count(length)}"
     lines = [f"{name}: {brief}, dtype {series.dtype}, name {clip(repr(series.name), 60)}"]
     try:
-        nulls = int(series.iloc[:NULL_COUNT_ROWS].isna().sum())
+        nulls = int(series.iloc[:NULL_COUNT_ROWS].isna().sum())  # the first rows only: bounded
         where = f" in the first {_count(NULL_COUNT_ROWS)}" if length > NULL_COUNT_ROWS else ""
         lines.append(f"nulls{where}: {_count(nulls)}")
     except Exception:
