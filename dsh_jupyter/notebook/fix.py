@@ -125,7 +125,8 @@ def build_fix_request(cell: Cell, namespace: Mapping[str, Any], *, instruction: 
     if number is not None:
         shown = f": {clip(line.strip(), 200)}" if line is not None else ""
         parts.append(defused(f"{FIX_LINE_LABEL}{number}{shown}"))
-    parts.append(f"## The failing cell (id {cell.id})\n```python\n{defused(clip(cell.source, MAX_SOURCE_CHARS))}\n```")
+    source = defused(clip(cell.source.rstrip(), MAX_SOURCE_CHARS))
+    parts.append(f"## The failing cell (id {cell.id})\n```python\n{source}\n```")
     if traceback_text:
         parts.append(f"## Traceback\n```\n{defused(traceback_text)}\n```")
     if summaries:
