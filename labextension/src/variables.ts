@@ -3,8 +3,9 @@
  *
  * The kernel is idle while the user types, so a comm to the target below is answered at once with
  * `{variables: [{name, kind, type, brief, mention}]}` (data frames first) and closed. A busy kernel (a
- * cell running) or one without the dsh extension answers late or never: callers get `[]` after a short
- * wait and carry on with sessions and files.
+ * cell running) answers late, one without the dsh extension never: callers get `[]` after a short wait
+ * and carry on with sessions and files. (The kernel's status cannot tell: the stock completer's own
+ * request makes an idle kernel busy for a moment.)
  */
 
 import { NotebookPanel } from '@jupyterlab/notebook';
@@ -12,8 +13,11 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 /** The comm target of the kernel side (dsh_jupyter/notebook/variable_refs.py). */
 export const VARIABLES_TARGET = 'dsh.variables';
 
-/** How long to wait for the kernel before going without variables (milliseconds). */
-export const VARIABLES_ANSWER_MS = 600;
+/**
+ * How long to wait for an idle kernel before going without variables (milliseconds): an idle kernel answers
+ * in a few milliseconds, but a loaded machine can take a while.
+ */
+export const VARIABLES_ANSWER_MS = 1000;
 
 /** How many variables one request asks for. */
 export const VARIABLE_LIMIT = 50;
