@@ -197,3 +197,39 @@ def test_matcher_never_raises(ip: InteractiveShell) -> None:
         assert ours(complete(ip, "%%dsh\n@s")) == []
     finally:
         dispose()
+
+
+class VariableHost(FakeHost):
+    """A host that also lists variables (as the notebook host does, data frames first)."""
+
+    def __init__(self, rows: list[dict[str, str]] | Exception, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rows = rows
+
+    def variable_candidates(self, query: str = "", limit: int = 50) -> list[dict[str, str]]:
+        if isinstance(self.rows, Exception):
+            raise self.rows
+        return [r for r in self.rows if query.lower() in r["name"].lower()][:limit]
+
+
+def test_variables_come_first_as_variable_mentions(host: FakeHost) -> None:
+    from dsh_jupyter.references import parse_session_reference_text
+    from dsh_jupyter.references.variables import format_variable_mention
+
+    rows = [{"name": n, "mention": format_variable_mention(n)} for n in ("sales", "series_s", "arr")]
+    shell = InteractiveShell.instance()
+    use_jedi = shell.Completer.use_jedi
+    shell.Completer.use_jedi = False
+    with_vars = VariableHost(rows, sessions=host.sessions, files=host.files)
+    dispose = install_completer(shell, lambda: with_vars)
+    try:
+        got = complete(shell, "%%dsh\nplease compare @s")
+        assert [c.type for c in got[:2]] == ["variable", "variable"] and got[2].type == "session"
+        assert got[0].text == "@[sales](dsh-variable:sales)"
+        parsed = parse_session_reference_text("%%dsh\nplease compare " + got[0].text)
+        assert [v.name for v in parsed.variables] == ["sales"]
+        with_vars.rows = RuntimeError("namespace exploded")
+        assert complete(shell, "%%dsh\nplease compare @s")[0].type == "session"
+    finally:
+        dispose()
+        shell.Completer.use_jedi = use_jedi

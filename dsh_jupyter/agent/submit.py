@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..references import ReferenceTarget, SessionReferenceResolver, parse_session_reference_text
+from ..references.variables import VariableSnapshots
 from ..session.messages import text_block
 from .inbox import Placement
 from .loop import Agent, AgentBusyError, AgentIdleError, TurnResult
@@ -53,19 +54,21 @@ def reference_target(agent: Agent) -> ReferenceTarget:
 
 
 async def prepare_prompt(agent: Agent, text: str, resolver: SessionReferenceResolver | None,
-                         cancel: asyncio.Event | None = None) -> Submission:
-    """Parse mentions and prepare their snapshots. Raises ``SessionReferenceError`` on any problem,
-    before anything is written."""
+                         cancel: asyncio.Event | None = None, *,
+                         variables: VariableSnapshots | None = None) -> Submission:
+    """Parse mentions and prepare their snapshots (``variables``: the host's variables, for ``dsh-variable:``
+    mentions). Raises ``SessionReferenceError`` on any problem, before anything is written."""
     parsed = parse_session_reference_text(text)
     content = [text_block(parsed.text)]
-    if not parsed.references:
+    if not parsed.references and not parsed.variables:
         return Submission(content, None)
     if resolver is None:
         from ..references import SessionReferenceError
 
         raise SessionReferenceError("SESSION_REFERENCE_INVALID_CONFIG",
                                     "this host has no session-reference service configured; remove the mentions")
-    prepared = await resolver.prepare(reference_target(agent), content, parsed.references, cancel)
+    prepared = await resolver.prepare(reference_target(agent), content, parsed.references, cancel,
+                                      variables=parsed.variables, variable_source=variables)
     return Submission(list(prepared.content), prepared.additional_context,
                       spills=dict(getattr(prepared, "spills", {}) or {}))
 
@@ -97,11 +100,13 @@ def dispatch(agent: Agent, submission: Submission, *, placement: Placement | Non
 
 async def submit(agent: Agent, text: str, resolver: SessionReferenceResolver | None = None, *,
                  placement: Placement | None = None, cancel: asyncio.Event | None = None,
-                 on_start: Callable[[], None] | None = None) -> Submission:
+                 on_start: Callable[[], None] | None = None,
+                 variables: VariableSnapshots | None = None) -> Submission:
     """Prepare ``text`` and hand it to the agent (:func:`dispatch`); a started turn is awaited here.
 
-    ``on_start`` is called once a turn was reserved, before it runs (hosts use it to track the turn)."""
-    submission = await prepare_prompt(agent, text, resolver, cancel)
+    ``on_start`` is called once a turn was reserved, before it runs (hosts use it to track the turn);
+    ``variables`` is the host's source of variable snapshots (see :func:`prepare_prompt`)."""
+    submission = await prepare_prompt(agent, text, resolver, cancel, variables=variables)
     dispatched = dispatch(agent, submission, placement=placement)
     if dispatched.turn is not None:
         if on_start is not None:

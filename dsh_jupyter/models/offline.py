@@ -82,6 +82,12 @@ OFFLINE_CONTEXT_WINDOW = 32_768
 OFFLINE_BANNER = "Offline model (no API key needed)"
 SWITCH_NOTE = "For real answers, set DEEPSEEK_API_KEY or pick a model with --model (`%dsh models` lists them)."
 
+#: How a ``%dsh fix`` prompt (dsh_jupyter.notebook.fix) starts, and the labels of the two lines the offline
+#: answer quotes from it: the exception and the failing line.
+FIX_REQUEST_MARKER = "[dsh fix]"
+FIX_EXCEPTION_LABEL = "Exception: "
+FIX_LINE_LABEL = "Failing line: "
+
 _MENTION = re.compile(r"@\[([^\]]*)\]\([^)]*\)")
 _COMMAND = re.compile(r"^[ \t]*/(bash|python|tool)(?:[ \t]+(.*))?$")
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)\n?```", re.S)
@@ -389,6 +395,8 @@ def _turn_blocks(request: ModelRequest) -> list[dict[str, Any]]:
         if read.direct.strip():
             direct.append(read.direct)
     request_text = direct[-1] if direct else ""
+    if request_text.startswith(FIX_REQUEST_MARKER):  # its cell source may hold lines that look like commands
+        return [{"type": "text", "text": _fix_answer(request_text)}]
     calls, call_notes = _requested_calls(request_text, request.tools)
 
     lines: list[str] = []
@@ -420,6 +428,24 @@ def _turn_blocks(request: ModelRequest) -> list[dict[str, Any]]:
                      "`/tool <name> <json>` on a line of its own to have me call one.")
     lines.append(SWITCH_NOTE)
     return [{"type": "text", "text": "\n".join(lines)}]
+
+
+def _fix_answer(text: str) -> str:
+    """The deterministic answer to a ``%dsh fix`` prompt: the exception and the failing line it names."""
+    def labelled(label: str) -> str | None:
+        return next((line[len(label):].strip() for line in text.splitlines() if line.startswith(label)), None)
+
+    exception = labelled(FIX_EXCEPTION_LABEL) or "an error (the prompt does not name it)"
+    line = labelled(FIX_LINE_LABEL)
+    where = f" at line {line}" if line else ""
+    return "\n".join([
+        f"{OFFLINE_BANNER} — I don't reason, so I cannot correct the cell; this is what failed.",
+        "",
+        f"The cell raised {exception}{where}.",
+        "A real model answers a `%dsh fix` with the corrected cell in one code block.",
+        "",
+        SWITCH_NOTE,
+    ])
 
 
 def _describe_session(session: ReferencedSession) -> list[str]:

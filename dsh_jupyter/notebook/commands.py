@@ -223,6 +223,14 @@ COMMANDS: tuple[Command, ...] = (
                 Argument(("--force",), "Revert even when the cell was changed since the agent's edit (those "
                          "changes are lost).", flag=True),
             )),
+    Command("fix", "Ask the agent to fix the last cell that failed: it gets the cell's source, the error and "
+            "summaries of the variables the cell uses, and answers here with a corrected cell.", (
+                Argument(("instruction",), "More words for the agent, e.g. `keep the column names`.",
+                         metavar="TEXT", nargs="*"),
+                Argument(("-m", "--model"), "Model for this answer (`%dsh models` lists them). Default: the "
+                         "current session's model.", metavar="SPEC"),
+                Argument(("--reasoning",), "Show the model's reasoning.", flag=True),
+            )),
     Command("wait", "Wait for the background (`--bg`) turn to finish."),
     Command("stop", "Interrupt the running turn."),
     Command("help", "Show every command, or one command's help (the same as `%dsh COMMAND?`).", (

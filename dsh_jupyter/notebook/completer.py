@@ -4,16 +4,20 @@ Every Jupyter frontend (JupyterLab, Notebook 7, VS Code, …) sends ``complete_r
 whole cell, so one IPython matcher serves them all. Inside a ``%%dsh`` body, after an ``@`` that is
 not part of a word, the matcher offers:
 
-1. sessions (type ``session``): the text inserted is the canonical mention
+1. the user's variables (type ``variable``; data frames first, then series, arrays and the rest), inserted
+   as the mention ``@[df](dsh-variable:df)``: when the prompt is sent the variable's bounded summary is frozen
+   into the session log (see :mod:`.variable_refs`);
+2. sessions (type ``session``): the text inserted is the canonical mention
    ``@[label](dsh-session:…)``, with the label's terminal controls escaped and the real id in the
    URI, replacing the ``@fragment`` typed so far;
-2. then files relative to the notebook folder (type ``path``), inserted as ``@path``.
+3. then files relative to the notebook folder (type ``path``), inserted as ``@path``.
 
 Everywhere else the matcher returns nothing and suppresses nothing, so ordinary completion is
 untouched. Host failures are logged and never reach the user's completion request.
 
 The host is a :class:`~.protocols.CompletionHost`: ``host.candidates(query, limit=None)`` (remote
-candidate form, rank order) and ``host.file_candidates(query, limit=50) -> list[str]``.
+candidate form, rank order) and ``host.file_candidates(query, limit=50) -> list[str]``; a host that also has
+``variable_candidates(query, limit)`` (:class:`VariableCandidates`) offers variables.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from IPython.core.completer import CompletionContext, SimpleCompletion, SimpleMatcherResult, context_matcher
 
@@ -39,7 +43,16 @@ MATCHER_ID = "dsh_jupyter.mentions"
 #: How many files to offer after the sessions.
 FILE_LIMIT = 50
 
+#: How many variables to offer before the sessions.
+VARIABLE_LIMIT = 50
+
 HostGetter = Callable[[], CompletionHost | None]
+
+
+class VariableCandidates(Protocol):
+    """Lists the user's variables to mention, data frames first: ``{name, brief, mention, ...}`` each."""
+
+    def variable_candidates(self, query: str = "", limit: int = 50) -> list[dict[str, str]]: ...
 
 #: ``@`` not preceded by a word character, then a fragment without whitespace, ``@`` or a leading
 #: ``[`` (``@[`` is an already written mention), running to the cursor.
@@ -88,6 +101,19 @@ def _session_completions(host: SessionCandidates, fragment: str) -> list[SimpleC
     return completions
 
 
+def _variable_completions(host: object, fragment: str) -> list[SimpleCompletion]:
+    list_variables = getattr(host, "variable_candidates", None)
+    if list_variables is None:
+        return []
+    try:
+        rows = list_variables(fragment, VARIABLE_LIMIT)
+    except Exception:
+        log.warning("dsh: listing variables for @ completion failed", exc_info=True)
+        return []
+    return [SimpleCompletion(row["mention"], type="variable") for row in rows or ()
+            if isinstance(row, dict) and isinstance(row.get("mention"), str)]
+
+
 def _file_completions(host: FileCandidates, fragment: str) -> list[SimpleCompletion]:
     try:
         paths = host.file_candidates(fragment, limit=FILE_LIMIT)
@@ -98,11 +124,13 @@ def _file_completions(host: FileCandidates, fragment: str) -> list[SimpleComplet
 
 
 def mention_completions(context: CompletionContext, host: CompletionHost | None) -> SimpleMatcherResult:
-    """Sessions, then files, for the ``@fragment`` before the cursor; empty and non-suppressing elsewhere."""
+    """Variables, sessions, then files, for the ``@fragment`` before the cursor; empty and non-suppressing
+    elsewhere."""
     fragment = mention_fragment(context)
     if fragment is None or host is None:
         return {"completions": [], "suppress": False}
-    completions = _session_completions(host, fragment) + _file_completions(host, fragment)
+    completions = (_variable_completions(host, fragment) + _session_completions(host, fragment)
+                   + _file_completions(host, fragment))
     if not completions:
         return {"completions": [], "suppress": False}
     return {

@@ -97,6 +97,10 @@ class DshSettings(Configurable):
         "transcripts (`$CLAUDE_CONFIG_DIR` or `~/.claude`) and Codex rollouts (`$CODEX_HOME` or `~/.codex`).",
     ).tag(config=True)
     python_tool = Bool(True, help="Let the agent run Python in this kernel's namespace.").tag(config=True)
+    variables_tool = Bool(
+        True, help="Let the agent read summaries of the notebook's variables (the `variables` tool: data frames' "
+        "shape, dtypes, nulls and first rows; other values clipped).",
+    ).tag(config=True)
     notebook_tools = Bool(
         True, help="Let the agent read this notebook's cells and outputs (`notebook_read`), insert, replace or "
         "delete cells (`notebook_edit`, reverted with `%dsh undo`) and run cells (`notebook_run`). In JupyterLab "

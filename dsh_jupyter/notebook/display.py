@@ -104,6 +104,18 @@ def _references(source_metadata: Any) -> list[Mapping[str, Any]]:
     return list(references)
 
 
+def _variables(source_metadata: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The notebook variables frozen into the context (``@[df](dsh-variable:df)`` mentions), if any."""
+    variables = source_metadata.get("variables")
+    return [v for v in variables if isinstance(v, Mapping)] if isinstance(variables, (list, tuple)) else []
+
+
+def _variable_line(variable: Mapping[str, Any]) -> str:
+    """``df · DataFrame 1,000×4``."""
+    label, brief = variable.get("label") or variable.get("variable"), variable.get("brief") or variable.get("type")
+    return escape_controls(" · ".join(str(part) for part in (label, brief) if part))
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -133,8 +145,9 @@ def reference_summary(source_metadata: Mapping[str, Any]) -> str:
     from .transcript import one_line  # the transcript module imports this one
 
     references = _references(source_metadata)
+    variables = "; ".join(one_line(_variable_line(v), MAX_LINE_TITLE_CHARS) for v in _variables(source_metadata))
     if not references:
-        return "Referenced: no sessions"
+        return f"Referenced: {variables}" if variables else "Referenced: no sessions"
     titles = [one_line(_title(r), MAX_LINE_TITLE_CHARS) for r in references[:MAX_LINE_TITLES]]
     named = ", ".join(titles)
     if len(references) > MAX_LINE_TITLES:
@@ -152,7 +165,7 @@ def reference_summary(source_metadata: Mapping[str, Any]) -> str:
         parts.append(f"{shortened} of {len(references)} shortened to fit")
     if any(r.get("compacted") is True for r in references):
         parts.append("includes a summary")
-    return " · ".join(parts)
+    return " · ".join(parts) + (f"; {variables}" if variables else "")
 
 
 def format_captured(epoch: float | None) -> str:
@@ -289,6 +302,17 @@ class ReferenceContextDisplay:
             rows = source_rows(reference, self._spill(position, reference),
                                spilled=self._index(position, reference) in self.spills, captured_at=self.captured_at)
             sources.append({"title": _title(reference), "state": _source_state(reference),
+                            "rows": [list(row) for row in rows]})
+        for variable in _variables(self.source_metadata):
+            name = escape_controls(str(variable.get("variable", "")))
+            brief = variable.get("brief") or variable.get("type")
+            rows = [("Variable", name), ("Value", escape_controls(str(brief)) if brief else "unknown")]
+            if captured := format_captured(self.captured_at):
+                rows.append(("Captured", captured))
+            size = _int(variable.get("bytes"))
+            if size is not None:
+                rows.append(("Sent", f"a {size:,}-byte summary, frozen into the session log"))
+            sources.append({"title": escape_controls(str(variable.get("label") or name)), "state": "variable",
                             "rows": [list(row) for row in rows]})
         return {"line": escape_controls(self.summary), "sources": sources, "preview": _preview(self.received)}
 

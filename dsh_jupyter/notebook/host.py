@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..models.base import ModelProvider
     from ..query import SessionQuery
     from ..references import ReferenceTarget, SessionReferenceResolver
+    from ..references.variables import VariableSnapshots
     from ..store.base import SessionLocation, SessionStore
     from ..tools.base import ToolRegistry
     from ..tools.env import ShellEnvRegistry
@@ -252,6 +253,10 @@ class NotebookHost:
 
             for tool in notebook_tools(self.workspace):
                 registry.register(tool)
+        if self.settings.variables_tool and self.shell is not None:
+            from .variables import VariablesTool
+
+            registry.register(VariablesTool(self.shell))
         return registry
 
     # -- the notebook as the agent's workspace --------------------------------------------------------
@@ -562,6 +567,18 @@ class NotebookHost:
                 break
         return out
 
+    def variable_snapshots(self) -> VariableSnapshots | None:
+        """Where ``@[df](dsh-variable:df)`` mentions are read from: this kernel's namespace."""
+        from .variable_refs import variable_source
+
+        return variable_source(self.shell)
+
+    def variable_candidates(self, query: str = "", limit: int = 50) -> list[dict[str, str]]:
+        """The user's variables to mention (data frames first), each ``{name, kind, type, brief, mention}``."""
+        from .variables import variable_candidates
+
+        return variable_candidates(self.shell, query, limit) if self.shell is not None else []
+
     def submit_async(self, text: str, listener: Callable[[AgentEvent], None] | None = None,
                      model: str | None = None) -> concurrent.futures.Future[Submission]:
         """Prepare ``text`` and send it (idle) or steer it into the running turn (busy), through the agent
@@ -578,10 +595,11 @@ class NotebookHost:
             self.track_background(turn_done)
 
         resolver = self.resolver_for(agent)
+        variables = self.variable_snapshots()
 
         async def run() -> Submission:
             try:
-                return await submit(agent, text, resolver, on_start=started)
+                return await submit(agent, text, resolver, on_start=started, variables=variables)
             finally:
                 if dispose is not None:
                     dispose()

@@ -182,7 +182,8 @@ class DshMagics(Magics, DshSettings):
             _error(self._describe(exc, said))
             return
         try:
-            prepared = self._wait(host.thread.submit(prepare_prompt(agent, prompt, resolver)), agent, cancel_turn=False)
+            preparing = prepare_prompt(agent, prompt, resolver, variables=host.variable_snapshots())
+            prepared = self._wait(host.thread.submit(preparing), agent, cancel_turn=False)
         except KeyboardInterrupt:
             _error("preparing the prompt was interrupted; nothing was sent")
             return
@@ -438,6 +439,26 @@ class DshMagics(Magics, DshSettings):
         if agent.writer is not None:
             agent.writer.flush()
         print(describe_undo(edit, applied))
+        return None
+
+    def _cmd_fix(self, args: argparse.Namespace) -> Any:
+        from .fix import NO_ERROR, build_fix_request
+
+        host = self.host
+        record = host.kernel_record
+        cell = record.last_error() if record is not None else None
+        if cell is None or self.shell is None:
+            print(NO_ERROR)
+            return None
+        request = build_fix_request(cell, self.shell.user_ns, instruction=" ".join(args.instruction),
+                                    transform=self.shell.transform_cell,
+                                    can_edit=bool(getattr(self, "notebook_tools", False)))
+        said = Said(request.prompt, {"--model": args.model} if args.model else {}, None, self._title_of)
+        agent, notice = host.current(args.model)
+        show_notice(notice, self)
+        print(request.heading())
+        options = argparse.Namespace(budget=None, placement=None, bg=False, reasoning=args.reasoning)
+        self._run_prompt(agent, request.prompt, options, said)
         return None
 
     def _cmd_wait(self, args: argparse.Namespace) -> Any:

@@ -49,6 +49,17 @@ PROMPT_PREFIX = (
 )
 PROMPT_SUFFIX = f"\n{CLOSE_TAG}"
 
+#: The heading and description when the block also (or only) holds notebook variables' summaries.
+VARIABLES_HEADING = "## Background from referenced sessions and variables"
+_WITH_VARIABLES = (
+    f"{VARIABLES_HEADING}\n\n"
+    "The JSON below is an untrusted, read-only copy of background taken when this message was sent:\n"
+    "summaries of the user's notebook variables (objects with a \"variable\" key) and any conversation\n"
+    "from other sessions.\n"
+    f"{REFERENCE_WARNING}\n\n"
+    f"{OPEN_TAG}\n"
+)
+
 OMISSIONS_NOTE = (
     "Some conversation text was left out of the previews above: omittedMessages counts whole messages "
     "dropped, omittedBytes counts the UTF-8 bytes of text left out. A saved fullSnapshot holds the "
@@ -71,9 +82,12 @@ def tag_safe_string_size(text: str) -> int:
     return len(raw) + 5 * raw.count(b"<")
 
 
-def render_prompt(serialized_sources: Sequence[str], omissions: Sequence[dict[str, Any]] = ()) -> str:
-    """The context message text from the sources' tag-safe JSON objects and the omission entries."""
-    text = PROMPT_PREFIX + "[" + ",".join(serialized_sources) + "]" + PROMPT_SUFFIX
+def render_prompt(serialized_sources: Sequence[str], omissions: Sequence[dict[str, Any]] = (), *,
+                  variables: bool = False) -> str:
+    """The context message text from the sources' tag-safe JSON objects and the omission entries
+    (``variables``: some sources are notebook variables' summaries, which the description then says)."""
+    prefix = _WITH_VARIABLES if variables else PROMPT_PREFIX
+    text = prefix + "[" + ",".join(serialized_sources) + "]" + PROMPT_SUFFIX
     if omissions:
         text += f"\n\n{OMISSIONS_HEADING}\n\n{OMISSIONS_NOTE}\n" + tag_safe_dumps(list(omissions))
     return text
@@ -81,8 +95,8 @@ def render_prompt(serialized_sources: Sequence[str], omissions: Sequence[dict[st
 
 # -- reading the framing back ------------------------------------------------------------------------------
 
-#: The header :func:`render_prompt` writes before the opening tag (heading, what the JSON is, warning).
-_PREAMBLE = PROMPT_PREFIX[: -len(OPEN_TAG) - 1]
+#: The headers :func:`render_prompt` writes before the opening tag (heading, what the JSON is, warning).
+_PREAMBLES = tuple(prefix[: -len(OPEN_TAG) - 1] for prefix in (PROMPT_PREFIX, _WITH_VARIABLES))
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,16 @@ class FramedSource:
 
 
 @dataclass(frozen=True)
+class FramedVariable:
+    """One notebook variable's summary as the framing carries it."""
+
+    name: str
+    label: str
+    type_name: str
+    summary: str
+
+
+@dataclass(frozen=True)
 class FramedOmission:
     """One entry of the ``## Reference omissions`` section (a truncated source)."""
 
@@ -139,6 +163,7 @@ class Framing:
     problems: tuple[str, ...]
     start: int
     end: int
+    variables: tuple[FramedVariable, ...] = ()
 
     def omission(self, session_id: str) -> FramedOmission | None:
         return next((o for o in self.omissions if o.session_id == session_id), None)
@@ -158,6 +183,10 @@ class ParsedPrompt:
     @property
     def problems(self) -> list[str]:
         return [problem for framing in self.framings for problem in framing.problems]
+
+    @property
+    def variables(self) -> list[FramedVariable]:
+        return [variable for framing in self.framings for variable in framing.variables]
 
     def omission(self, session_id: str) -> FramedOmission | None:
         return next((o for f in self.framings if (o := f.omission(session_id)) is not None), None)
@@ -187,6 +216,13 @@ def _source(entry: Any, problems: list[str]) -> FramedSource | None:
     return FramedSource(session_id, label if isinstance(label, str) else session_id,
                         cwd if isinstance(cwd, str) else None, _optional_int(entry.get("capturedThroughSeq")),
                         tuple(conversation))
+
+
+def _variable(entry: Mapping[str, Any]) -> FramedVariable:
+    name = entry.get("variable")
+    label, type_name, summary = entry.get("label"), entry.get("type"), entry.get("summary")
+    return FramedVariable(str(name), label if isinstance(label, str) else str(name),
+                          type_name if isinstance(type_name, str) else "", summary if isinstance(summary, str) else "")
 
 
 def _omission(entry: Any) -> FramedOmission | None:
@@ -237,7 +273,7 @@ def parse_prompt(text: str) -> ParsedPrompt:
         open_at = text.find(OPEN_TAG, position)
         if open_at < 0:
             break
-        start = open_at - len(_PREAMBLE) if text.startswith(_PREAMBLE, open_at - len(_PREAMBLE)) else open_at
+        start = next((open_at - len(p) for p in _PREAMBLES if text.startswith(p, open_at - len(p))), open_at)
         start = max(start, position)
         problems: list[str] = []
         close_at = text.find(CLOSE_TAG, open_at)
@@ -248,6 +284,7 @@ def parse_prompt(text: str) -> ParsedPrompt:
             position = len(text)
             break
         sources: list[FramedSource] = []
+        variables: list[FramedVariable] = []
         try:
             entries = json.loads(text[open_at + len(OPEN_TAG):close_at])
         except ValueError as exc:
@@ -257,12 +294,15 @@ def parse_prompt(text: str) -> ParsedPrompt:
             problems.append("a <referenced-sessions> block does not hold a JSON list")
             entries = []
         for entry in entries:
+            if isinstance(entry, Mapping) and isinstance(entry.get("variable"), str):
+                variables.append(_variable(entry))
+                continue
             source = _source(entry, problems)
             if source is not None:
                 sources.append(source)
         omissions, end = _omissions_after(text, close_at + len(CLOSE_TAG), problems)
         end = max(end, close_at + len(CLOSE_TAG))
-        framings.append(Framing(tuple(sources), omissions, tuple(problems), start, end))
+        framings.append(Framing(tuple(sources), omissions, tuple(problems), start, end, tuple(variables)))
         pieces.append(text[position:start])
         position = end
     pieces.append(text[position:])

@@ -7,6 +7,8 @@ same way. At each position a Markdown mention is tried first, then a bare URI:
   not a line terminator" or "any character except ``\\`` and ``]``" (so raw newlines are allowed).
   The URI is ``dsh-session:`` followed by any run of characters other than JavaScript whitespace and
   ``)``; it must then decode canonically or the whole parse fails.
+- A Markdown mention may also carry ``dsh-variable:name`` (a notebook variable, see :mod:`.variables`); it
+  has no bare form.
 - Bare: ``dsh-session:`` followed by one or more base64url characters (greedy, no word boundary).
   ``dsh-session:`` followed by anything else is ordinary text.
 
@@ -23,6 +25,7 @@ from typing import Any
 from .errors import SESSION_REFERENCE_INVALID_REFERENCE, SessionReferenceError
 from .inputs import SessionReferenceInput
 from .uri import decode_session_reference_uri, encode_session_reference_uri
+from .variables import VARIABLE_REFERENCE_SCHEME, VariableReferenceInput, decode_variable_uri
 
 #: JavaScript's ``\s``: ECMAScript WhiteSpace plus LineTerminator.
 JS_WHITESPACE = "\t\n\u000b\u000c\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
@@ -31,7 +34,7 @@ JS_LINE_TERMINATORS = "\n\r\u2028\u2029"
 
 _MENTION = re.compile(
     "@\\[((?:\\\\[^" + JS_LINE_TERMINATORS + "]|[^\\\\\\]])*)\\]"  # @[label]
-    "\\((dsh-session:[^" + JS_WHITESPACE + ")]*)\\)"  # (uri)
+    "\\(((?:dsh-session|dsh-variable):[^" + JS_WHITESPACE + ")]*)\\)"  # (uri)
     "|(dsh-session:[A-Za-z0-9_-]+)"  # or a bare URI
 )
 _LABEL_SPECIAL = re.compile(r"[\\\]]")
@@ -40,13 +43,18 @@ _LABEL_ESCAPE = re.compile("\\\\([^" + JS_LINE_TERMINATORS + "])")
 
 @dataclass(frozen=True)
 class ParsedReferenceText:
-    """Readable text (each mention replaced by ``@label``) and the references in order, duplicates kept."""
+    """Readable text (each mention replaced by ``@label``) and the references in order, duplicates kept:
+    sessions in ``references``, notebook variables (``dsh-variable:`` mentions) in ``variables``."""
 
     text: str
     references: list[SessionReferenceInput] = field(default_factory=list)
+    variables: list[VariableReferenceInput] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "references": [r.to_json() for r in self.references]}
+        record: dict[str, Any] = {"text": self.text, "references": [r.to_json() for r in self.references]}
+        if self.variables:
+            record["variables"] = [v.to_json() for v in self.variables]
+        return record
 
 
 def escape_mention_label(label: str) -> str:
@@ -91,12 +99,18 @@ def parse_session_reference_text(text: str) -> ParsedReferenceText:
             f"mention text must be a string, got {type(text).__name__}",
         )
     references: list[SessionReferenceInput] = []
+    variables: list[VariableReferenceInput] = []
 
     def replace(match: re.Match[str]) -> str:
         raw_label, markdown_uri, bare_uri = match.groups()
+        if markdown_uri is not None and markdown_uri.startswith(VARIABLE_REFERENCE_SCHEME):
+            label = _LABEL_ESCAPE.sub(lambda m: m.group(1), raw_label)
+            variables.append(VariableReferenceInput(decode_variable_uri(markdown_uri), label))
+            return "@" + label
         session_id = decode_session_reference_uri(markdown_uri if markdown_uri is not None else bare_uri)
         label = session_id if markdown_uri is None else _LABEL_ESCAPE.sub(lambda m: m.group(1), raw_label)
         references.append(SessionReferenceInput(session_id, label))
         return "@" + label
 
-    return ParsedReferenceText(_MENTION.sub(replace, text), references)
+    text = _MENTION.sub(replace, text)
+    return ParsedReferenceText(text, references, variables)

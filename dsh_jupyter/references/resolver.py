@@ -26,7 +26,7 @@ from .errors import (
     SESSION_REFERENCE_READ_FAILED,
     SessionReferenceError,
 )
-from .framing import render_prompt
+from .framing import render_prompt, tag_safe_dumps
 from .inputs import SessionReferenceInput, normalise_references
 from .projection import PROJECTION_SKIPS
 from .retention import RetainedSource, retain_source
@@ -40,6 +40,14 @@ from .spill import (
     save_transcript,
 )
 from .target import ReferenceTarget
+from .utf8 import js_utf8_length
+from .variables import (
+    VariableReferenceInput,
+    VariableSnapshot,
+    VariableSnapshots,
+    missing_variable_error,
+    normalise_variables,
+)
 
 if TYPE_CHECKING:
     from ..query import SessionQuery
@@ -190,25 +198,46 @@ class SessionReferenceResolver:
         content: Sequence[Any],
         references: Sequence[Any],
         cancel: CancelFlag | None = None,
+        *,
+        variables: Sequence[VariableReferenceInput] = (),
+        variable_source: VariableSnapshots | None = None,
     ) -> PreparedReferencedMessage:
-        """Snapshot every referenced session for one message; all or nothing.
+        """Snapshot every referenced session (and every mentioned variable) for one message; all or nothing.
+
+        ``variables`` are the message's ``dsh-variable:`` mentions, read from the host's ``variable_source``
+        and framed after the sessions under the same per-source budget.
 
         Raises :class:`SessionReferenceError` (invalid reference, self reference, too many, read failed,
-        budget exceeded, cancelled); on any error nothing is returned to publish. Cancellation wins
-        promptly even while a backend read or a spill write is still blocked.
+        budget exceeded, cancelled, a variable that does not exist); on any error nothing is returned to
+        publish. Cancellation wins promptly even while a backend read or a spill write is still blocked.
         """
         if isinstance(content, (str, bytes)) or not isinstance(content, Sequence):
             raise TypeError(f"content must be a list of content blocks, got {type(content).__name__}")
         accepted = copy.deepcopy(list(content))
         inputs = normalise_references(target.session_id, references, self.max_references)
-        if not inputs:
+        wanted = normalise_variables(list(variables))
+        if not inputs and not wanted:
             return PreparedReferencedMessage(accepted)
+        if wanted and variable_source is None:
+            raise SessionReferenceError(
+                SESSION_REFERENCE_INVALID_CONFIG,
+                "variables can only be mentioned in a notebook (here there are none); remove the @variable mentions",
+                details={"variable": wanted[0].name},
+            )
         watch = CancelWatch(cancel)
         watch.check()
         budget = self.budget_for(target)
         watch.check()
         async with watch:
-            projections = await self._read_all(watch, inputs, budget)
+            projections = await self._read_all(watch, inputs, budget) if inputs else []
+            watch.check()
+            variable_entries: list[tuple[VariableSnapshot, str]] = []
+            if wanted:
+                assert variable_source is not None
+                source = variable_source
+                taken = await watch.gather([thread_future(lambda: _snapshot_variables(source, wanted, budget),
+                                                          name="dsh-reference-variables")])
+                variable_entries = taken[0]
             watch.check()
             rendered = await watch.gather(
                 [thread_future(lambda: self._render(projections, inputs, budget), name="dsh-reference-render")]
@@ -221,7 +250,7 @@ class SessionReferenceResolver:
             )
             watch.check()
         spills = dict(zip(truncated, results, strict=True))
-        return PreparedReferencedMessage(accepted, self._context(sources, spills), spills)
+        return PreparedReferencedMessage(accepted, self._context(sources, spills, wanted, variable_entries), spills)
 
     def prepare_sync(
         self,
@@ -320,7 +349,9 @@ class SessionReferenceResolver:
         return dataclasses.replace(result, capped=True) if capped and result.status == SAVED else result
 
     @staticmethod
-    def _context(sources: list[RetainedSource], spills: dict[int, SpillResult]) -> dict[str, Any]:
+    def _context(sources: list[RetainedSource], spills: dict[int, SpillResult],
+                 variables: Sequence[VariableReferenceInput] = (),
+                 variable_entries: Sequence[tuple[VariableSnapshot, str]] = ()) -> dict[str, Any]:
         omissions = [
             {
                 "sessionId": sources[i].projection.session_id,
@@ -342,9 +373,59 @@ class SessionReferenceResolver:
             entry.update(source.stats.to_json())
             entry["inputIndex"] = index
             references.append(entry)
-        metadata = {"kind": SESSION_REFERENCE_KIND, "form": "recall", "version": 1, "references": references}
-        text = render_prompt([s.serialized for s in sources], omissions)
+        metadata: dict[str, Any] = {"kind": SESSION_REFERENCE_KIND, "form": "recall", "version": 1,
+                                    "references": references}
+        if variable_entries:
+            metadata["variables"] = [
+                {"variable": snapshot.name, "label": ref.label if ref.label is not None else ref.name,
+                 "type": snapshot.type_name, "brief": snapshot.brief, "bytes": js_utf8_length(serialized)}
+                for ref, (snapshot, serialized) in zip(variables, variable_entries, strict=True)
+            ]
+        serialized_all = [s.serialized for s in sources] + [serialized for _, serialized in variable_entries]
+        text = render_prompt(serialized_all, omissions, variables=bool(variable_entries))
         return user_message([text_block(text)], source=metadata)
+
+
+def _variable_entry(reference: VariableReferenceInput, snapshot: VariableSnapshot, summary: str) -> str:
+    label = reference.label if reference.label is not None else reference.name
+    return tag_safe_dumps({"variable": reference.name, "label": label, "type": snapshot.type_name,
+                           "summary": summary})
+
+
+def _snapshot_variables(source: VariableSnapshots, wanted: Sequence[VariableReferenceInput],
+                        budget: int) -> list[tuple[VariableSnapshot, str]]:
+    """Each mentioned variable's snapshot and its tag-safe JSON object, cut to fit ``budget`` bytes."""
+    taken = []
+    for reference in wanted:
+        try:
+            snapshot = source.snapshot(reference.name, budget)
+        except Exception as exc:
+            raise SessionReferenceError(
+                SESSION_REFERENCE_READ_FAILED,
+                f"could not read the variable {reference.name}: {_failure_message(exc)}", exc,
+                details={"variable": reference.name},
+            ) from exc
+        if snapshot is None:
+            raise missing_variable_error(reference)
+        serialized = _variable_entry(reference, snapshot, snapshot.text)
+        if js_utf8_length(serialized) > budget:  # the longest head of the summary that fits, marked as cut
+            low, high = 0, len(snapshot.text)
+            while low < high:
+                middle = (low + high + 1) // 2
+                if js_utf8_length(_variable_entry(reference, snapshot, snapshot.text[:middle] + "…")) <= budget:
+                    low = middle
+                else:
+                    high = middle - 1
+            serialized = _variable_entry(reference, snapshot, snapshot.text[:low] + "…")
+        if js_utf8_length(serialized) > budget:
+            raise SessionReferenceError(
+                SESSION_REFERENCE_BUDGET_EXCEEDED,
+                f"the summary of the variable {reference.name} cannot fit the {budget}-byte per-source budget; "
+                "raise max_reference_bytes",
+                details={"variable": reference.name, "budget": budget},
+            )
+        taken.append((snapshot, serialized))
+    return taken
 
 
 def merge_foreign(found: list[SessionReferenceCandidate], foreign: ForeignSessions | None, target: ReferenceTarget,

@@ -1,6 +1,7 @@
 /**
- * `@` completion in `%%dsh` cells: sessions from the dsh server extension, then files of the notebook's
- * folder, in JupyterLab's own completer popup.
+ * `@` completion in `%%dsh` cells: the notebook's variables (asked of its kernel, data frames first), then
+ * sessions from the dsh server extension, then files of the notebook's folder, in JupyterLab's own
+ * completer popup.
  *
  * JupyterLab builds the popup from the completer model and renderer of the highest-ranked provider, so
  * this provider ranks first and brings both. They change nothing for other completions: the model falls
@@ -28,11 +29,14 @@ import { listFileCandidates } from './files.js';
 import {
   fileItem,
   filterDshItems,
+  IDshItemInfo,
   isDshItem,
-  sessionItem
+  sessionItem,
+  variableItem
 } from './items.js';
 import { currentSessionId } from './kernel.js';
 import { IMentionToken, mentionAt } from './mentions.js';
+import { listVariables } from './variables.js';
 
 /** Identifier of the provider in the completer settings (`availableProviders`). */
 export const PROVIDER_ID = 'dsh-jupyter:mentions';
@@ -96,7 +100,8 @@ export class DshCompletionProvider implements ICompletionProvider {
     }
     const cwd = PathExt.dirname(path);
     const panel = context.widget as NotebookPanel;
-    const [sessions, files, current] = await Promise.all([
+    const [variables, sessions, files, current] = await Promise.all([
+      token.quoted ? Promise.resolve([]) : listVariables(panel, token.query),
       token.quoted ? Promise.resolve([]) : this._sessions(token, cwd),
       listFileCandidates(this._contents, cwd, token.query, FILE_LIMIT),
       token.quoted ? Promise.resolve(null) : currentSessionId(panel)
@@ -106,7 +111,11 @@ export class DshCompletionProvider implements ICompletionProvider {
     return {
       start: token.start,
       end: token.end,
-      items: [...others.map(sessionItem), ...files.map(fileItem)]
+      items: [
+        ...variables.map(variableItem),
+        ...others.map(sessionItem),
+        ...files.map(fileItem)
+      ]
     };
   }
 
@@ -212,6 +221,14 @@ export class DshCompleterModel extends CompleterModel {
   private _dshItems: CompletionHandler.ICompletionItems | null = null;
 }
 
+/** The letter and colour of each kind of row. */
+const MONOGRAMS: Record<IDshItemInfo['kind'], [string, string]> = {
+  variable: ['v', '4'],
+  session: ['s', '1'],
+  directory: ['d', '2'],
+  file: ['f', '3']
+};
+
 /**
  * Completer renderer: dsh rows built with `textContent`; every other item goes to the stock renderer.
  */
@@ -230,13 +247,10 @@ export class DshCompleterRenderer implements Completer.IRenderer {
     li.title = `${info.title}\n${info.detail}`;
     const monogram = textElement(
       'span',
-      info.kind === 'session' ? 's' : info.kind === 'directory' ? 'd' : 'f',
+      MONOGRAMS[info.kind][0],
       'jp-Completer-type jp-Completer-monogram jp-DshCompleter-kind'
     );
-    monogram.setAttribute(
-      'data-color-index',
-      info.kind === 'session' ? '1' : info.kind === 'directory' ? '2' : '3'
-    );
+    monogram.setAttribute('data-color-index', MONOGRAMS[info.kind][1]);
     li.appendChild(monogram);
     const match = textElement('code', info.title, 'jp-Completer-match jp-DshCompleter-title');
     li.appendChild(match);

@@ -10,13 +10,14 @@ import type { ISessionCandidate } from './api.js';
 import { escapeControls } from './escape.js';
 import type { IFileCandidate } from './files.js';
 import { fileMention } from './mentions.js';
+import type { IVariableCandidate } from './variables.js';
 
 /** What a dsh completion item carries besides the stock fields. */
 export interface IDshItemInfo {
-  kind: 'session' | 'file' | 'directory';
+  kind: 'variable' | 'session' | 'file' | 'directory';
   /** First line of the row (escaped label or path). */
   title: string;
-  /** Second part of the row: `id · cwd · created` for sessions. */
+  /** Second part of the row: `id · cwd · created` for sessions, type and shape for variables. */
   detail: string;
   /** Lowercased text the client-side filter searches (id, cwd, label; or the entry name). */
   search: string;
@@ -83,6 +84,22 @@ export function sessionItem(candidate: ISessionCandidate): IDshCompletionItem {
   };
 }
 
+/** The popup row of a notebook variable: its name, then its type and shape (`DataFrame 1,000×4`). */
+export function variableItem(variable: IVariableCandidate): IDshCompletionItem {
+  const title = escapeControls(variable.name);
+  return {
+    label: title,
+    insertText: variable.mention,
+    type: 'variable',
+    dsh: {
+      kind: 'variable',
+      title,
+      detail: escapeControls(variable.brief),
+      search: variable.name.toLowerCase()
+    }
+  };
+}
+
 /** The popup row of a file or folder. */
 export function fileItem(file: IFileCandidate): IDshCompletionItem {
   const slash = file.path.replace(/\/$/, '').lastIndexOf('/');
@@ -104,7 +121,8 @@ export function fileItem(file: IFileCandidate): IDshCompletionItem {
 /**
  * The dsh items that still match `typed`, the text from the completion start to the cursor.
  *
- * Other providers' items are dropped: inside a mention the kernel can only offer unrelated names
+ * Variables match on their name (no spaces), sessions on every word typed, files on their name in the
+ * folder typed. Other providers' items are dropped: inside a mention the kernel can only offer unrelated names
  * (IPython answers a bare `@` with every magic) or the same sessions and files again. Copies are
  * returned so that the completer's in-place label escaping never touches the originals.
  */
@@ -136,6 +154,9 @@ export function filterDshItems(
       const info = item.dsh;
       if (info.kind === 'session') {
         return !quoted && words.every(word => info.search.includes(word));
+      }
+      if (info.kind === 'variable') {
+        return !quoted && !spaced && info.search.includes(needle);
       }
       return !spaced && (info.folder ?? '').toLowerCase() === folder && info.search.includes(name);
     })

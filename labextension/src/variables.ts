@@ -1,0 +1,85 @@
+/**
+ * The notebook's variables, asked of its kernel: what `@` offers before sessions in a `%%dsh` cell.
+ *
+ * The kernel is idle while the user types, so a comm to the target below is answered at once with
+ * `{variables: [{name, kind, type, brief, mention}]}` (data frames first) and closed. A busy kernel (a
+ * cell running) answers late, one without the dsh extension never: callers get `[]` after a short wait
+ * and carry on with sessions and files. (The kernel's status cannot tell: the stock completer's own
+ * request makes an idle kernel busy for a moment.)
+ */
+
+import { NotebookPanel } from '@jupyterlab/notebook';
+
+/** The comm target of the kernel side (dsh_jupyter/notebook/variable_refs.py). */
+export const VARIABLES_TARGET = 'dsh.variables';
+
+/**
+ * How long to wait for an idle kernel before going without variables (milliseconds): an idle kernel answers
+ * in a few milliseconds, but a loaded machine can take a while.
+ */
+export const VARIABLES_ANSWER_MS = 1000;
+
+/** How many variables one request asks for. */
+export const VARIABLE_LIMIT = 50;
+
+/** One variable as the kernel lists it. */
+export interface IVariableCandidate {
+  name: string;
+  /** `dataframe`, `series`, `array` or `other`. */
+  kind: string;
+  /** The value's type name, e.g. `DataFrame`. */
+  type: string;
+  /** Type and shape for people, e.g. `DataFrame 1,000×4`. */
+  brief: string;
+  /** The mention to insert: `@[df](dsh-variable:df)`. */
+  mention: string;
+}
+
+/** The well-formed entries of a kernel answer (anything else is dropped). */
+export function parseVariables(data: unknown): IVariableCandidate[] {
+  const list = (data as { variables?: unknown } | null)?.variables;
+  if (!Array.isArray(list)) {
+    return [];
+  }
+  return list.filter(
+    (entry): entry is IVariableCandidate =>
+      typeof entry === 'object' &&
+      entry !== null &&
+      ['name', 'kind', 'type', 'brief', 'mention'].every(
+        key => typeof (entry as Record<string, unknown>)[key] === 'string'
+      ) &&
+      /^@\[[^\]]*\]\(dsh-variable:[^)\s]+\)$/.test((entry as IVariableCandidate).mention)
+  );
+}
+
+/**
+ * The kernel's variables whose name contains `query`, data frames first; `[]` when the kernel is
+ * missing, busy, has no dsh extension loaded, or does not answer in time.
+ */
+export async function listVariables(
+  panel: NotebookPanel,
+  query: string
+): Promise<IVariableCandidate[]> {
+  const kernel = panel.sessionContext.session?.kernel;
+  if (!kernel || kernel.status === 'dead') {
+    return [];
+  }
+  return new Promise<IVariableCandidate[]>(resolve => {
+    let settled = false;
+    const finish = (value: IVariableCandidate[]): void => {
+      if (!settled) {
+        settled = true;
+        resolve(value);
+      }
+    };
+    try {
+      const comm = kernel.createComm(VARIABLES_TARGET);
+      comm.onMsg = msg => finish(parseVariables(msg.content.data));
+      comm.onClose = () => finish([]);
+      comm.open({ query, limit: VARIABLE_LIMIT });
+    } catch {
+      finish([]);
+    }
+    window.setTimeout(() => finish([]), VARIABLES_ANSWER_MS);
+  });
+}
