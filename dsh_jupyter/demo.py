@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-DEMOS = ("quickstart", "referencing", "teaching")
+DEMOS = ("quickstart", "referencing", "teaching", "workspace")
 KEY_VARIABLES = ("DEEPSEEK_API_KEY", "OPENAI_API_KEY")
 
 

@@ -13,12 +13,17 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 HERE = Path(__file__).parent
 
 
-def notebook(*cells: tuple[str, str]) -> nbformat.NotebookNode:
+def notebook(*cells: tuple[str, str] | tuple[str, str, dict[str, object]]) -> nbformat.NotebookNode:
+    """A notebook of ``(kind, source)`` cells; a third item may set the cell's ``id`` and ``tags``."""
     nb = new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
-    for kind, source in cells:
+    for number, (kind, source, *extra) in enumerate(cells, start=1):
         cell = new_markdown_cell(source.strip("\n")) if kind == "md" else new_code_cell(source.strip("\n"))
+        options = extra[0] if extra else {}
+        cell.id = str(options.get("id", f"cell-{number}"))  # stable ids: a rebuild changes nothing
+        if "tags" in options:
+            cell.metadata["tags"] = list(options["tags"])  # type: ignore[call-overload]
         nb.cells.append(cell)
     return nb
 
@@ -240,8 +245,113 @@ os.path.exists("hooks.json")
 )
 
 
+WORKSPACE = notebook(
+    ("md", """
+# The agent works in your notebook
+
+The agent can read this notebook (cells, outputs, errors), look at your variables, run a cell, propose new
+or changed cells, and see your plots. In JupyterLab and Notebook 7 it reads the live notebook, unsaved edits
+included, and every change it wants appears in the notebook with **Accept** / **Reject**; `%dsh undo` takes
+back its last applied edit. Here (headless, nbclient) it reads the kernel's own record of the cells that ran.
+"""),
+    ("code", "%load_ext dsh_jupyter"),
+    ("md", """
+Nobody can click **Accept** in a headless run, so this notebook lets tools run without asking. In a class
+you would keep the default (`ask`).
+"""),
+    ("code", '%config DshMagics.approval = "auto"'),
+    ("md", "Some data to work with:"),
+    ("code", """
+import pandas as pd
+
+sales = pd.DataFrame({
+    "region": ["north", "south", "west", "east", "north", "west"],
+    "units": [120, 95, None, 80, 130, 150],
+    "revenue": [1200.0, 900.5, 1610.0, None, 1350.0, 1580.0],
+})
+sales.head(3)
+""", {"id": "load-sales"}),
+    ("md", """
+## What the agent sees of the notebook
+
+`notebook_read` lists the cells with their ids, sources and outputs. With the offline model a `/tool` line
+asks for a tool call, so the notebook shows exactly what the agent gets.
+"""),
+    ("code", """
+%%dsh
+What is in my notebook so far?
+/tool notebook_read {"include_outputs": true}
+"""),
+    ("md", "## Your variables as context"),
+    ("code", """
+%%dsh
+Which of my variables could I analyse?
+/tool variables {}
+"""),
+    ("md", """
+Type `@` in a `%%dsh` cell and pick a variable (dataframes come first): the agent receives a bounded summary
+of it (shape, types, missing values, a few rows), framed as untrusted background and frozen into the log.
+"""),
+    ("code", """
+%%dsh
+Which columns of @[sales](dsh-variable:sales) have missing values?
+"""),
+    ("md", "## Fix the last error"),
+    ("code", """
+per_unit = sales["revenue"] / sales["unit"]
+""", {"tags": ["raises-exception"]}),
+    ("md", """
+`%dsh fix` sends the failing cell, its traceback and summaries of the variables it uses. A real model proposes
+a corrected cell; the offline model names the exception and the failing line.
+"""),
+    ("code", "%dsh fix"),
+    ("md", """
+## Running a cell
+
+Cells are addressed by id, never by position, so a cell you move is still found and a deleted one is a clear
+error. In JupyterLab the ids are the notebook's own; a headless run (nbclient) sends none, so the kernel names
+each cell by its execution count: `exec-3` is the third cell that ran, the one that loads the data.
+"""),
+    ("code", """
+%%dsh
+Load the sales data again and show me the first rows.
+/tool notebook_run {"cell_id": "exec-3"}
+"""),
+    ("md", """
+## Proposing a cell
+
+Here the new cell cannot appear (nbclient has no notebook to show it in), and the tool says so. In JupyterLab
+it appears below the chosen cell for you to accept or reject.
+"""),
+    ("code", """
+%%dsh
+Add a cell that totals revenue by region.
+/tool notebook_edit {"action": "insert", "cell_id": "exec-3", "source": "sales.groupby('region').revenue.sum()"}
+"""),
+    ("md", """
+## Plots the model can see
+
+An image the agent's Python produces is stored beside the session as a small PNG (never inline in the log),
+sent as an image to models that accept images, and described in words to the others.
+"""),
+    ("code", """
+%%dsh
+Plot revenue by region.
+/python
+```python
+import matplotlib
+matplotlib.use("module://matplotlib_inline.backend_inline")
+import matplotlib.pyplot as plt
+ax = sales.groupby("region")["revenue"].sum().plot.bar(title="Revenue by region")
+plt.show()
+```
+"""),
+)
+
+
 def main() -> None:
-    for name, nb in (("quickstart", QUICKSTART), ("referencing", REFERENCING), ("teaching", TEACHING)):
+    for name, nb in (("quickstart", QUICKSTART), ("referencing", REFERENCING), ("teaching", TEACHING),
+                     ("workspace", WORKSPACE)):
         path = HERE / f"{name}.ipynb"
         nbformat.validate(nb)
         nbformat.write(nb, path)

@@ -93,3 +93,25 @@ def test_teaching(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     refused = text_of(outputs(nb, "rm -f hooks.json"))
     assert "refused: approval is read-only" in refused
     assert text_of(outputs(nb, 'os.path.exists("hooks.json")')).strip() == "True"
+
+
+def test_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nb = execute("workspace", tmp_path, monkeypatch)
+    read = text_of(outputs(nb, "What is in my notebook so far?"))
+    assert "the kernel's record of executed cells" in read and "sales = pd.DataFrame(" in read
+    variables = text_of(outputs(nb, "Which of my variables"))
+    assert "sales: DataFrame 6×3" in variables and "units: float64, 1 null" in variables
+    assert "Referenced: sales · DataFrame 6×3" in text_of(outputs(nb, "have missing values?"))
+    fixed = text_of(outputs(nb, "%dsh fix"))
+    assert "KeyError: 'unit'" in fixed and 'per_unit = sales["revenue"] / sales["unit"]' in fixed
+    ran = text_of(outputs(nb, "Load the sales data again"))
+    assert "Ran cell exec-3" in ran and "north" in ran
+    assert "set_next_input" in text_of(outputs(nb, "totals revenue by region"))
+    plot = text_of(outputs(nb, "Plot revenue by region."))
+    assert "I received an image: PNG image" in plot
+    [session] = (tmp_path / "workspace" / ".dsh" / "sessions").glob("*/session.jsonl")
+    artifacts = list((session.parent / "artifacts").glob("*.png"))
+    assert len(artifacts) == 1 and artifacts[0].read_bytes().startswith(b"\x89PNG")
+    assert "base64" not in session.read_text(encoding="utf-8")
+    assert any(o.get("output_type") == "display_data" and "image/png" in o.get("data", {})
+               for o in outputs(nb, "Plot revenue by region."))
