@@ -18,22 +18,36 @@ class _HasAgent(Protocol):
     def agent(self) -> Any: ...
 
 
-def install_current_session_comm(shell: Any, host: Callable[[], _HasAgent]) -> Callable[[], None]:
-    """Register the comm target on ``shell``'s kernel; returns a function that removes it."""
+def install_answering_target(shell: Any, target: str,
+                             answer: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[], None]:
+    """Register ``target`` on ``shell``'s kernel: a comm opened to it gets one message, ``answer(data)`` of
+    the opening message's data, and is closed. Returns a function that removes the target again (nothing
+    is registered outside a kernel)."""
     manager = getattr(getattr(shell, "kernel", None), "comm_manager", None)
     if manager is None or not hasattr(manager, "register_target"):
         return lambda: None
 
-    def opened(comm: Any, _message: Any) -> None:
-        agent = host().agent
-        comm.send({"sessionId": agent.id if agent is not None else None})
+    def opened(comm: Any, message: Any) -> None:
+        content = message.get("content") if isinstance(message, dict) else None
+        data = content.get("data") if isinstance(content, dict) else None
+        comm.send(answer(data if isinstance(data, dict) else {}))
         comm.close()
 
-    manager.register_target(CURRENT_SESSION_TARGET, opened)
+    manager.register_target(target, opened)
 
     def remove() -> None:
         targets = getattr(manager, "targets", None)
-        if isinstance(targets, dict) and targets.get(CURRENT_SESSION_TARGET) is opened:
-            del targets[CURRENT_SESSION_TARGET]
+        if isinstance(targets, dict) and targets.get(target) is opened:
+            del targets[target]
 
     return remove
+
+
+def install_current_session_comm(shell: Any, host: Callable[[], _HasAgent]) -> Callable[[], None]:
+    """Register :data:`CURRENT_SESSION_TARGET`; returns a function that removes it."""
+
+    def answer(_data: dict[str, Any]) -> dict[str, Any]:
+        agent = host().agent
+        return {"sessionId": agent.id if agent is not None else None}
+
+    return install_answering_target(shell, CURRENT_SESSION_TARGET, answer)

@@ -54,12 +54,9 @@ class VariableLister(Protocol):
 def install_variables_comm(shell: Any, host: Callable[[], VariableLister]) -> Callable[[], None]:
     """Register the comm target on ``shell``'s kernel: a comm opened with ``{query, limit}`` is answered once
     with ``{"variables": [...]}`` (data frames first) and closed. Returns a function that removes it."""
-    manager = getattr(getattr(shell, "kernel", None), "comm_manager", None)
-    if manager is None or not hasattr(manager, "register_target"):
-        return lambda: None
+    from .frontend_comm import install_answering_target
 
-    def opened(comm: Any, message: Any) -> None:
-        data = (message.get("content") or {}).get("data") or {} if isinstance(message, dict) else {}
+    def answer(data: dict[str, Any]) -> dict[str, Any]:
         asked = data.get("query")
         query = asked if isinstance(asked, str) else ""
         limit = data.get("limit")
@@ -69,14 +66,6 @@ def install_variables_comm(shell: Any, host: Callable[[], VariableLister]) -> Ca
         except Exception:
             log.warning("dsh: listing variables for the @ popup failed", exc_info=True)
             rows = []
-        comm.send({"variables": rows})
-        comm.close()
+        return {"variables": rows}
 
-    manager.register_target(VARIABLES_TARGET, opened)
-
-    def remove() -> None:
-        targets = getattr(manager, "targets", None)
-        if isinstance(targets, dict) and targets.get(VARIABLES_TARGET) is opened:
-            del targets[VARIABLES_TARGET]
-
-    return remove
+    return install_answering_target(shell, VARIABLES_TARGET, answer)

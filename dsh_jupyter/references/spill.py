@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from .._json import dumps, js_string
+from ..store.safe_open import write_all
 from .bounded import BoundedProjection
 from .framing import REFERENCE_WARNING
 from .utf8 import js_utf8_length
@@ -250,9 +251,7 @@ def save_transcript(folder: Path | None, input_index: int, content: str) -> Spil
         folder.mkdir(parents=True, exist_ok=True)
         path, fd = _open_unique(folder, f"session-reference-{input_index + 1}")
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

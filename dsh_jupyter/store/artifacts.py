@@ -26,6 +26,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from .safe_open import write_all
+
 #: The folder (JSONL) or name prefix (databases) of every artifact.
 ARTIFACTS_FOLDER = "artifacts"
 
@@ -67,9 +69,7 @@ def save_file(folder: Path, name: str, data: bytes) -> None:
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -41,7 +41,7 @@ from .errors import LogAccessError, SessionExistsError, SessionWriteError, Store
 from .locking import WriterLock
 from .paths import LOCK_NAME, LOG_NAME, list_session_folders, session_folder_name
 from .repair import resumed
-from .safe_open import nearest_existing, open_fd, open_log, write_problem
+from .safe_open import nearest_existing, open_fd, open_log, write_all, write_problem
 from .scan import MAX_LINE_BYTES, read_header, scan_events, scan_surface
 
 log = logging.getLogger(__name__)
@@ -73,15 +73,6 @@ def _make_dirs(path: Path) -> list[Path]:
             continue
         changed.append(folder.parent)
     return changed
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        if written <= 0:  # pragma: no cover - os.write raises rather than returning 0 on regular files
-            raise OSError("write made no progress")
-        view = view[written:]
 
 
 def encode_event(event: Event, expected_seq: int) -> bytes:
@@ -177,7 +168,7 @@ class JsonlWriter(BufferedWriter[bytes]):
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
             try:
-                _write_all(fd, payload)
+                write_all(fd, payload)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -210,7 +201,7 @@ class JsonlWriter(BufferedWriter[bytes]):
         try:
             if self._fd is None:
                 self._fd = open_fd(self.path, os.O_WRONLY | os.O_APPEND)
-            _write_all(self._fd, data)
+            write_all(self._fd, data)
             os.fsync(self._fd)
         except OSError as exc:
             if self._fd is None:

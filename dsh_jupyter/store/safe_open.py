@@ -117,6 +117,16 @@ def open_fd(path: str | os.PathLike[str], flags: int = os.O_RDONLY, *, mode: int
     return fd
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd`` (``os.write`` may write less than it is given)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:  # pragma: no cover - os.write raises rather than returning 0 on regular files
+            raise OSError("write made no progress")
+        view = view[written:]
+
+
 def open_log(path: str | os.PathLike[str]) -> BinaryIO:
     """Open a store file for reading, safely (see :func:`open_fd`): a buffered binary reader."""
     fd = open_fd(path, os.O_RDONLY)
