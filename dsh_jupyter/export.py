@@ -35,10 +35,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .clip import capped
 from .images import content_text
 from .notebook.escape import escape_controls, escape_text, html_field
 from .notebook.markdown import safe_markdown
-from .notebook.transcript import argument_summary, capped
+from .notebook.transcript import argument_summary
 from .session import Event, SessionLog
 from .session.events import ASSISTANT_MESSAGE, SESSION_TITLE, TOOL_CALL, TOOL_RESULT, USER_MESSAGE
 from .session.messages import (

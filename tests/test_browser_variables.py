@@ -22,7 +22,7 @@ from browser_helpers import (
 )
 from fake_openai import FakeOpenAIServer, text_reply
 
-from dsh_jupyter.references.variables import format_variable_mention
+from dsh_jupyter.references.mentions import format_variable_mention
 
 pytestmark = pytest.mark.browser
 

@@ -214,7 +214,7 @@ class VariableHost(FakeHost):
 
 def test_variables_come_first_as_variable_mentions(host: FakeHost) -> None:
     from dsh_jupyter.references import parse_session_reference_text
-    from dsh_jupyter.references.variables import format_variable_mention
+    from dsh_jupyter.references.mentions import format_variable_mention
 
     rows = [{"name": n, "mention": format_variable_mention(n)} for n in ("sales", "series_s", "arr")]
     shell = InteractiveShell.instance()

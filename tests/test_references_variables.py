@@ -18,13 +18,12 @@ from dsh_jupyter.references.errors import (
     SESSION_REFERENCE_TOO_MANY,
 )
 from dsh_jupyter.references.framing import REFERENCE_WARNING, parse_prompt
-from dsh_jupyter.references.mentions import format_session_reference_mention
+from dsh_jupyter.references.mentions import format_session_reference_mention, format_variable_mention
 from dsh_jupyter.references.variables import (
     MAX_VARIABLE_REFERENCES,
     VariableReferenceInput,
     VariableSnapshot,
     decode_variable_uri,
-    format_variable_mention,
 )
 
 CONTENT = [{"type": "text", "text": "go"}]

@@ -56,6 +56,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..clip import one_line
 from ..session.messages import SESSION_REFERENCE_KIND, blocks_text, display_content, is_checkpoint_source
 from .base import (
     Finish,
@@ -195,8 +196,7 @@ def read_user_message(message: Mapping[str, Any]) -> ReadMessage:
 
 
 def _shorten(text: str, limit: int = 160) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+    return one_line(text, limit)
 
 
 def _quote(text: str, limit: int = 160) -> str:

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..agent.approvals import NOBODY_TO_ASK, ApprovalDecision, ApprovalRequest, Approver, Scope
-from .transcript import approval_note, capped
+from ..clip import capped
+from .transcript import approval_note
 
 if TYPE_CHECKING:
     from .approval_widget import ApprovalWidget

@@ -19,8 +19,8 @@ import anywidget
 import traitlets
 
 from ..agent.approvals import ApprovalRequest
+from ..clip import capped
 from .approval import MAX_SHOWN, STATIC, choices_for
-from .transcript import capped
 
 log = logging.getLogger(__name__)
 

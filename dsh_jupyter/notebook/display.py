@@ -142,7 +142,7 @@ def _source_state(reference: Mapping[str, Any]) -> str:
 
 def reference_summary(source_metadata: Mapping[str, Any]) -> str:
     """``Referenced: Regional sales Q3 · 2 messages · complete``: the one line of a reference context."""
-    from .transcript import one_line  # the transcript module imports this one
+    from ..clip import one_line
 
     references = _references(source_metadata)
     variables = "; ".join(one_line(_variable_line(v), MAX_LINE_TITLE_CHARS) for v in _variables(source_metadata))

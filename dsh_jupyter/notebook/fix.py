@@ -16,9 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..clip import fitted
 from ..models.offline import FIX_EXCEPTION_LABEL, FIX_LINE_LABEL, FIX_REQUEST_MARKER
 from .document import Cell
-from .variables import clip, is_code, list_variables
+from .variables import is_code, list_variables
 
 #: Characters of the whole prompt, and of its parts.
 MAX_FIX_PROMPT_CHARS = 12_000
@@ -120,17 +121,17 @@ def build_fix_request(cell: Cell, namespace: Mapping[str, Any], *, instruction: 
         answer,
     ]
     if instruction.strip():
-        parts.append(f"The user adds: {clip(instruction.strip(), 500)}")
-    parts.append(defused(f"{FIX_EXCEPTION_LABEL}{clip(exception, 300)}"))
+        parts.append(f"The user adds: {fitted(instruction.strip(), 500)}")
+    parts.append(defused(f"{FIX_EXCEPTION_LABEL}{fitted(exception, 300)}"))
     if number is not None:
-        shown = f": {clip(line.strip(), 200)}" if line is not None else ""
+        shown = f": {fitted(line.strip(), 200)}" if line is not None else ""
         parts.append(defused(f"{FIX_LINE_LABEL}{number}{shown}"))
-    source = defused(clip(cell.source.rstrip(), MAX_SOURCE_CHARS))
+    source = defused(fitted(cell.source.rstrip(), MAX_SOURCE_CHARS))
     parts.append(f"## The failing cell (id {cell.id})\n```python\n{source}\n```")
     if traceback_text:
         parts.append(f"## Traceback\n```\n{defused(traceback_text)}\n```")
     if summaries:
         parts.append("## Variables the cell uses (summaries, now)\n"
                      + defused("\n\n".join(s.text for s in summaries)))
-    prompt = clip("\n\n".join(parts), MAX_FIX_PROMPT_CHARS)
+    prompt = fitted("\n\n".join(parts), MAX_FIX_PROMPT_CHARS)
     return FixRequest(prompt, cell.id, exception, number, line)

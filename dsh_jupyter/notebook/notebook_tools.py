@@ -27,6 +27,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ..clip import capped
 from ..tools.base import Tool, ToolExecution, ToolImage, ToolOutput
 from .cells import DEFAULT_RUN_TIMEOUT, KernelRecord, is_dsh_cell, missing_cell
 from .document import (
@@ -121,12 +122,6 @@ def header(snapshot: NotebookSnapshot) -> str:
     return f"{line}; {len(snapshot.cells)} cell{'s' if len(snapshot.cells) != 1 else ''}."
 
 
-def _clip(text: str, limit: int, what: str) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n… ({len(text) - limit} more characters of {what} not shown)"
-
-
 def format_output(output: CellOutput) -> str:
     images = "".join(f"\n[{image.mime} image, {len(image.data)} bytes"
                      + (f", {image.width}x{image.height}" if image.width and image.height else "") + "]"
@@ -146,11 +141,11 @@ def format_output(output: CellOutput) -> str:
 def format_cell(cell: Cell, index: int, *, include_outputs: bool = True) -> str:
     count = f" · [{cell.execution_count}]" if cell.execution_count is not None else ""
     lines = [f"--- #{index} · id {cell.id} · {cell.cell_type}{count}"]
-    lines.append(_clip(cell.source, MAX_SOURCE_CHARS, "source") if cell.source else "(empty)")
+    lines.append(capped(cell.source, MAX_SOURCE_CHARS, "characters of source") if cell.source else "(empty)")
     if include_outputs and cell.outputs:
         shown = "\n".join(format_output(output) for output in cell.outputs)
         lines.append("outputs:")
-        lines.append(_clip(shown, MAX_OUTPUT_CHARS, "output"))
+        lines.append(capped(shown, MAX_OUTPUT_CHARS, "characters of output"))
     elif include_outputs and is_dsh_cell(cell.source):
         lines.append("outputs: (a %%dsh prompt: its answer is not repeated here)")
     elif include_outputs and cell.cell_type == "code":
@@ -284,7 +279,7 @@ class NotebookReadTool(Tool):
                 parts.append(f"… {left} more cell{'s' if left != 1 else ''} not shown (the answer is "
                              f"bounded); ask with start={index} (or cell_ids, or include_outputs=false)")
                 break
-            parts.append(_clip(text, self.max_chars, "this cell"))
+            parts.append(capped(text, self.max_chars, "characters of this cell"))
             used += len(text) + 1
             shown.append(cell)
         if not chosen and not missing and not errors_only:

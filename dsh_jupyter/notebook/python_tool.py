@@ -28,9 +28,9 @@ import traceback
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..clip import capped
 from ..tools.base import Tool, ToolExecution, ToolImage, ToolOutput
 from .protocols import PythonToolHost
-from .transcript import capped
 
 if TYPE_CHECKING:
     from IPython.utils.capture import RichOutput

@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from ..agent import events as ev
+from ..clip import one_line
 from .escape import escape_controls
 from .markdown import safe_markdown
 from .transcript import (
@@ -41,7 +42,6 @@ from .transcript import (
     Transcript,
     UpdateCoalescer,
     loop_timer,
-    one_line,
 )
 
 if TYPE_CHECKING:

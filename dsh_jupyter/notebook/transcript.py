@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, TypeVar
 
 from ..agent import events as ev
+from ..clip import capped, one_line
 from .display import reference_summary
 
 log = logging.getLogger(__name__)
@@ -73,19 +74,6 @@ def approval_note(record: Mapping[str, object] | None) -> str | None:
     if by == "timeout":
         return "refused: needs approval (no answer in time)"
     return "refused: needs approval"
-
-
-def one_line(text: str, limit: int) -> str:
-    """``text`` with runs of whitespace as one space, cut to ``limit`` characters with an ellipsis."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def capped(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, saying how many were left out."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n… ({len(text) - limit} more characters not shown)"
 
 
 def argument_summary(name: str, arguments: str, limit: int = MAX_ARGS_LINE) -> str:
@@ -608,9 +596,7 @@ __all__ = [
     "UpdateCoalescer",
     "UserItem",
     "argument_summary",
-    "capped",
     "item_id",
     "loop_timer",
-    "one_line",
     "thread_timer",
 ]

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..clip import fitted
 from ..tools.base import Tool, ToolExecution, ToolOutput
 
 #: Characters of one variable's summary (the default).
@@ -120,14 +121,6 @@ def matches(name: str, pattern: str) -> bool:
     return pattern in name
 
 
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, saying how many were left out."""
-    if len(text) <= limit:
-        return text
-    note = f" … ({len(text) - limit:,} more characters)"
-    return text[: max(0, limit - len(note))] + note
-
-
 def _clip_lines(text: str, width: int = MAX_LINE_CHARS) -> str:
     return "\n".join(line if len(line) <= width else line[: width - 1] + "…" for line in text.splitlines())
 
@@ -140,7 +133,7 @@ def _timed(fn: Callable[[], str], seconds: float = REPR_SECONDS) -> str:
         try:
             outcome.append(fn())
         except Exception as exc:
-            outcome.append(f"(its repr failed: {type(exc).__name__}: {clip(str(exc), 120)})")
+            outcome.append(f"(its repr failed: {type(exc).__name__}: {fitted(str(exc), 120)})")
 
     worker = threading.Thread(target=run, name="dsh-variable-repr", daemon=True)
     worker.start()
@@ -167,7 +160,7 @@ class _ClippedRepr(reprlib.Repr):
             text = repr(x)
         except Exception as exc:
             return f"<{type(x).__name__}: repr failed: {type(exc).__name__}>"
-        return clip(text, self.maxother)
+        return fitted(text, self.maxother)
 
 
 _REPR = _ClippedRepr()
@@ -175,7 +168,7 @@ _REPR = _ClippedRepr()
 
 def clipped_repr(value: object, limit: int = MAX_SUMMARY_CHARS) -> str:
     """A bounded repr of any value (reprlib-style for containers), guarded against raising and slow reprs."""
-    return clip(_timed(lambda: _REPR.repr(value)), limit)
+    return fitted(_timed(lambda: _REPR.repr(value)), limit)
 
 
 def _count(n: int) -> str:
@@ -208,7 +201,7 @@ def _frame_summary(name: str, df: Any) -> tuple[str, str]:
     lines.append(f"columns (dtype, nulls{where}):")
     for index, (column, dtype) in enumerate(df.dtypes.iloc[:MAX_COLUMNS].items()):
         null = f", {_count(nulls[index])} null" if index < len(nulls) else ""
-        lines.append(f"  {clip(str(column), 60)}: {dtype}{null}")
+        lines.append(f"  {fitted(str(column), 60)}: {dtype}{null}")
     if cols > MAX_COLUMNS:
         lines.append(f"  … {_count(cols - MAX_COLUMNS)} more columns")
     if rows:
@@ -222,7 +215,7 @@ def _frame_summary(name: str, df: Any) -> tuple[str, str]:
 def _series_summary(name: str, series: Any) -> tuple[str, str]:
     length = len(series)
     brief = f"Series {_count(length)}"
-    lines = [f"{name}: {brief}, dtype {series.dtype}, name {clip(repr(series.name), 60)}"]
+    lines = [f"{name}: {brief}, dtype {series.dtype}, name {fitted(repr(series.name), 60)}"]
     try:
         nulls = int(series.iloc[:NULL_COUNT_ROWS].isna().sum())  # the first rows only: bounded
         where = f" in the first {_count(NULL_COUNT_ROWS)}" if length > NULL_COUNT_ROWS else ""
@@ -242,7 +235,7 @@ def _array_summary(name: str, array: Any) -> tuple[str, str]:
     lines = [f"{name}: {brief}, {_size(float(array.nbytes))}"]
     if array.size:
         first = array.flat[:MAX_ARRAY_VALUES].tolist()  # only these elements are read, whatever the layout
-        values = ", ".join(clip(_REPR.repr(v), 40) for v in first)
+        values = ", ".join(fitted(_REPR.repr(v), 40) for v in first)
         more = ", …" if array.size > MAX_ARRAY_VALUES else ""
         lines.append(f"first values: [{values}{more}]")
     return brief, "\n".join(lines)
@@ -262,14 +255,15 @@ def summarise(name: str, value: object, limit: int = MAX_SUMMARY_CHARS) -> Varia
     if describe is not None:
         try:
             brief, text = describe(name, value)
-            return VariableSummary(name, kind, type_name, brief, clip(text, limit))
+            return VariableSummary(name, kind, type_name, brief, fitted(text, limit))
         except Exception as exc:  # an odd subclass: fall back to the clipped repr
             note = f" (could not describe it: {type(exc).__name__})"
             return VariableSummary(name, kind, type_name, type_name,
-                                   clip(f"{name}: {type_name}{note}\n{clipped_repr(value, limit)}", limit))
+                                   fitted(f"{name}: {type_name}{note}\n{clipped_repr(value, limit)}", limit))
     length = _sized(value)
     brief = f"{type_name} len {_count(length)}" if length is not None else type_name
-    return VariableSummary(name, kind, type_name, brief, clip(f"{name}: {brief} = {clipped_repr(value, limit)}", limit))
+    text = fitted(f"{name}: {brief} = {clipped_repr(value, limit)}", limit)
+    return VariableSummary(name, kind, type_name, brief, text)
 
 
 def brief_of(value: object) -> str:
@@ -402,7 +396,7 @@ class VariablesTool(Tool):
 def variable_candidates(shell: NamespaceShell, query: str = "", limit: int = 50) -> list[dict[str, str]]:
     """The user's variables whose name contains ``query`` (case-insensitive), data frames first, at most
     ``limit``: ``{name, kind, type, brief, mention}`` (cheap: shapes only, no summaries)."""
-    from ..references.variables import format_variable_mention
+    from ..references.mentions import format_variable_mention
 
     needle = query.lower()
     rows = []

@@ -25,7 +25,7 @@ from typing import Any
 from .errors import SESSION_REFERENCE_INVALID_REFERENCE, SessionReferenceError
 from .inputs import SessionReferenceInput
 from .uri import decode_session_reference_uri, encode_session_reference_uri
-from .variables import VARIABLE_REFERENCE_SCHEME, VariableReferenceInput, decode_variable_uri
+from .variables import VARIABLE_REFERENCE_SCHEME, VariableReferenceInput, decode_variable_uri, encode_variable_uri
 
 #: JavaScript's ``\s``: ECMAScript WhiteSpace plus LineTerminator.
 JS_WHITESPACE = "\t\n\u000b\u000c\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
@@ -60,6 +60,11 @@ class ParsedReferenceText:
 def escape_mention_label(label: str) -> str:
     """Backslash-escape ``\\`` and ``]`` (nothing else) so the label survives inside ``@[…]``."""
     return _LABEL_SPECIAL.sub(lambda m: "\\" + m.group(0), label)
+
+
+def format_variable_mention(name: str, label: str | None = None) -> str:
+    """``@[label](dsh-variable:name)`` (the label defaults to the name)."""
+    return f"@[{escape_mention_label(name if label is None else label)}]({encode_variable_uri(name)})"
 
 
 def format_session_reference_mention(

@@ -79,13 +79,6 @@ def decode_variable_uri(uri: str) -> str:
     return name
 
 
-def format_variable_mention(name: str, label: str | None = None) -> str:
-    """``@[label](dsh-variable:name)`` (the label defaults to the name)."""
-    from .mentions import escape_mention_label
-
-    return f"@[{escape_mention_label(name if label is None else label)}]({encode_variable_uri(name)})"
-
-
 def missing_variable_error(reference: VariableReferenceInput) -> SessionReferenceError:
     """The error of a mention whose variable no longer exists."""
     mention = f"@{reference.label}" if reference.label and reference.label != reference.name else f"@{reference.name}"

@@ -1,0 +1,30 @@
+"""Cutting text for display and for the model: one rule for every place that shortens a text.
+
+- :func:`one_line`: whitespace folded, cut with an ellipsis (titles, table cells, call summaries);
+- :func:`capped`: cut to a number of characters, then a line saying how much was left out;
+- :func:`fitted`: cut so that the text *with* its note stays within the limit (bounded summaries).
+"""
+
+from __future__ import annotations
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` with runs of whitespace as one space, cut to ``limit`` characters with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def capped(text: str, limit: int, what: str = "characters") -> str:
+    """``text`` cut to ``limit`` characters, then ``… (N more characters not shown)`` on a line of its own
+    (``what`` names the unit, e.g. ``"characters of output"``)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n… ({len(text) - limit} more {what} not shown)"
+
+
+def fitted(text: str, limit: int) -> str:
+    """``text`` cut so that it and the note ``… (N more characters)`` take at most ``limit`` characters."""
+    if len(text) <= limit:
+        return text
+    note = f" … ({len(text) - limit:,} more characters)"
+    return text[: max(0, limit - len(note))] + note
