@@ -121,13 +121,13 @@ def test_kernel_python_output_appears_once_inside_its_tool_line_and_a_stopped_to
     assert joined.count("tail-marker") == 1, texts
     assert joined.count("final-value") == 1, texts
     assert not any("line 3" in out.get("text", "") for out in python_cell.outputs if out.get("output_type") == "stream")
-    tool_line = re.search(r"<details><summary>🔧 <code>python · [^<]*</code> ✓</summary><pre>(.*?)</pre></details>",
+    tool_line = re.search(r"<details><summary>⚙ <code>python · [^<]*</code> ✓</summary><pre>(.*?)</pre></details>",
                           joined, re.S)
     assert tool_line is not None, joined
     assert "tail-marker" in tool_line.group(1) and "Out: &#x27;final-value&#x27;" in tool_line.group(1)
 
     stopped = "\n".join(shown(stopped_cell.outputs))
-    assert re.search(r"<summary>🔧 <code>bash · sleep 20</code> ⏹ stopped</summary>", stopped), stopped
+    assert re.search(r"<summary>⚙ <code>bash · sleep 20</code> ⏹ stopped</summary>", stopped), stopped
     assert "</code> …</summary>" not in stopped and "<sub>…</sub>" not in stopped
     assert "⏹ interrupted" in stopped
 

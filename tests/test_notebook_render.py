@@ -75,7 +75,7 @@ def test_items_render_as_markdown_and_plain_text() -> None:
     md = view.markdown()
     assert "<details><summary>Reasoning</summary><pre>hmm &lt;b&gt;</pre></details>" in md
     assert "**answer** &lt;img" in md and "<img" not in md
-    assert "<summary>🔧 <code>bash · ls &lt;dir&gt;</code> ✓</summary><pre>a\\x1bb</pre>" in md
+    assert "<summary>⚙ <code>bash · ls &lt;dir&gt;</code> ✓</summary><pre>a\\x1bb</pre>" in md
     assert "<code>bash · false</code> ✗</summary><pre>failed</pre>" in md
     assert re.search(r"<code>bash · sleep 9</code> ⏹ stopped</summary><pre>\(stopped: [^<]+\)</pre>", md)
     assert "<code>bash · sleep 1</code> …</summary><pre></pre>" in md
@@ -134,8 +134,8 @@ def test_a_foreground_turn_freezes_each_finished_tool_into_its_own_output(handle
     assert len(handles) == 3
     assert handles[0].markdown == "Two calls."
     second = handles[1].markdown
-    assert re.fullmatch(r"<details><summary>🔧 <code>bash · echo one</code> ✗</summary><pre>first result</pre>"
-                        r"</details>\n\n<details><summary>🔧 <code>bash · echo one</code> ✓</summary>"
+    assert re.fullmatch(r"<details><summary>⚙ <code>bash · echo one</code> ✗</summary><pre>first result</pre>"
+                        r"</details>\n\n<details><summary>⚙ <code>bash · echo one</code> ✓</summary>"
                         r"<pre>second result</pre></details>", second), second
     assert handles[2].markdown == "All done.\n\n> a hook said hi"
     shown = "".join(handle.markdown for handle in handles)

@@ -726,7 +726,7 @@ def test_static_copy_holds_the_conversation(host: FakeHost) -> None:
     assert html.startswith('<div class="dsh-static dsh-static-chat">')
     assert "Summarise &lt;b&gt;the&lt;/b&gt; data" in html and "<b>the" not in html
     assert "<strong>bash</strong>" in html and "<code>42</code>" in html
-    assert "<details><summary>🔧 <code>bash · echo 42</code> ✓</summary><pre>42\n&lt;i&gt;</pre></details>" in html
+    assert "<details><summary>⚙ <code>bash · echo 42</code> ✓</summary><pre>42\n&lt;i&gt;</pre></details>" in html
     assert "New session" in html and "idle" in html
     assert text.splitlines()[0] == "dsh chat · New session · idle"
     assert "You: Summarise <b>the</b> data" in text and "[tool bash: echo 42] ok" in text

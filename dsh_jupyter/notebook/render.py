@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..agent import events as ev
 from ..clip import one_line
-from .escape import escape_controls
+from .escape import escape_controls, html_field
 from .markdown import safe_markdown
 from .transcript import (
     EndItem,
@@ -225,6 +225,21 @@ class TurnFooter:
         }
 
 
+#: The mark before a tool line (U+2699: in the fonts every desktop ships, unlike the wrench emoji).
+TOOL_GLYPH = "\u2699"
+
+
+def tool_details_html(item: ToolItem) -> str:
+    """One tool call as a collapsed ``<details>``: its summary, its mark, how it was approved, its result."""
+    mark = TOOL_MARKS[item.status][0]
+    if item.approval_note:  # how it was allowed or refused (approvals)
+        mark += f" <sub>{html_field(item.approval_note)}</sub>"
+    shown = STOPPED_BODY if item.status == "stopped" and not item.result else item.result
+    head = html_field(f"{item.name} · {item.summary}")
+    return (f"<details><summary>{TOOL_GLYPH} <code>{head}</code> {mark}</summary>"
+            f"<pre>{html_field(shown, one_line=False)}</pre></details>")
+
+
 class TranscriptMarkdown:
     """A display object for part of a turn: Markdown for notebooks, plain text for terminals.
 
@@ -256,14 +271,7 @@ class TranscriptMarkdown:
                 state = " open" if self.show_reasoning else ""
                 parts.append(f"<details{state}><summary>Reasoning</summary><pre>{body}</pre></details>")
             elif isinstance(item, ToolItem):
-                mark = TOOL_MARKS[item.status][0]
-                note = item.approval_note
-                head = html.escape(escape_controls(f"{item.name} · {item.summary}"))
-                if note:  # how it was allowed or refused (approvals)
-                    mark += f" <sub>{html.escape(escape_controls(note))}</sub>"
-                shown = STOPPED_BODY if item.status == "stopped" and not item.result else item.result
-                body = html.escape(escape_controls(shown, one_line=False))
-                parts.append(f"<details><summary>🔧 <code>{head}</code> {mark}</summary><pre>{body}</pre></details>")
+                parts.append(tool_details_html(item))
             elif isinstance(item, NoticeItem):
                 parts.append("> " + html.escape(escape_controls(item.text, one_line=False)))
             elif isinstance(item, EndItem):

@@ -343,7 +343,7 @@ def _static_groups(items: Sequence[Item]) -> Iterator[tuple[str, list[Item]]]:
 
 def conversation_html(items: Sequence[Item], facts: PanelFacts, *, kind: str = "chat") -> str:
     """The ``text/html`` copy of a panel: header and conversation, readable without the widget."""
-    from .render import STOPPED_BODY, TOOL_MARKS, TranscriptMarkdown
+    from .render import TranscriptMarkdown, tool_details_html
 
     heading = html_field(f"dsh {kind} · {facts.heading}")
     details = html_field(" · ".join(facts.details))
@@ -365,10 +365,7 @@ def conversation_html(items: Sequence[Item], facts: PanelFacts, *, kind: str = "
             if isinstance(item, TextItem):
                 parts.append(tree_html(markdown_tree(item.text)))
             elif isinstance(item, ToolItem):
-                shown = STOPPED_BODY if item.status == "stopped" and not item.result else item.result
-                head = html_field(f"{item.name} · {item.summary}")
-                parts.append(f"<details><summary>🔧 <code>{head}</code> {TOOL_MARKS[item.status][0]}</summary>"
-                             f"<pre>{html_field(shown, one_line=False)}</pre></details>")
+                parts.append(tool_details_html(item))
             elif isinstance(item, ReasoningItem):
                 parts.append(f"<details><summary>Reasoning</summary><pre>{html_field(item.text, one_line=False)}"
                              "</pre></details>")
