@@ -25,7 +25,8 @@ ip = InteractiveShell.instance()
 t1 = time.perf_counter()
 ip.extension_manager.load_extension("dsh_jupyter")
 t2 = time.perf_counter()
-heavy = [m for m in ("openai", "anywidget", "ipywidgets", "httpx", "pandas") if m in sys.modules]
+heavy = [m for m in ("openai", "anywidget", "ipywidgets", "httpx", "pandas", "PIL", "dsh_jupyter.agent",
+                    "dsh_jupyter.tools", "dsh_jupyter.references") if m in sys.modules]
 print(json.dumps({"ipython": t1 - t0, "load_ext": t2 - t1, "heavy": heavy}))
 """
 

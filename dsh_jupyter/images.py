@@ -1,6 +1,6 @@
 """Images a tool hands back (plots, figures): bounded for the model, described for models without eyes.
 
-A tool attaches :class:`~dsh_jupyter.tools.base.ToolImage` values as they come (a matplotlib PNG of any
+A tool attaches :class:`ToolImage` values as they come (a matplotlib PNG of any
 size). :func:`prepare` turns one into a :class:`PreparedImage` of bounded size: the longest side at most
 :data:`MAX_SIDE` pixels, at most :data:`MAX_BYTES` bytes; plots as 256-colour PNG (JPEG only when that is
 much smaller), photos as JPEG. Input that could be a decompression bomb (more than :data:`MAX_PIXELS`
@@ -32,7 +32,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from PIL.Image import Image as PillowImage
 
-    from .tools.base import ToolImage
+
+@dataclass(frozen=True)
+class ToolImage:
+    """An image a tool hands back (a plot, a figure): mime type, decoded bytes, size in pixels when known.
+
+    Tools attach images as they are; the agent loop stores them as session artifacts (downscaled, never
+    inline in the log) and sends them to models that accept images, or describes them to the others.
+    """
+
+    mime: str
+    data: bytes
+    width: int | None = None
+    height: int | None = None
 
 #: Longest side, in pixels, of an image sent to a model (plots at 100 dpi fit as they are).
 MAX_SIDE = 1024

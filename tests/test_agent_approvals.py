@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,6 @@ from dsh_jupyter.agent.approvals import (
     ApprovalPolicy,
     ApprovalRequest,
     describe_call,
-    register_cell_source,
 )
 
 
@@ -111,32 +111,6 @@ def test_what_a_person_is_shown() -> None:
     assert describe_call("python", {"code": "del df"}) == ("del df", "python")
     assert describe_call("notebook_edit", {"cell": "a1"})[1] == "json"
     assert bash("'unclosed").prefix is None
-
-
-def test_notebook_calls_are_shown_as_source_diff_or_the_cell() -> None:
-    sources = {"c1": "a = 1\nb = 2\n"}
-
-    def failing(cell_id: str) -> str | None:
-        raise RuntimeError("the notebook is gone")
-
-    dispose_failing = register_cell_source(failing)  # a failing lookup never stops the question
-    dispose = register_cell_source(sources.get)
-    try:
-        diff, language = describe_call("notebook_edit", {"action": "replace", "cell_id": "c1",
-                                                         "source": "a = 1\nb = 3\n"})
-        assert language == "diff" and diff.splitlines() == [
-            "--- cell c1 (now)", "+++ cell c1 (proposed)", "@@ -1,2 +1,2 @@", " a = 1", "-b = 2", "+b = 3"]
-        same, _ = describe_call("notebook_edit", {"action": "replace", "cell_id": "c1", "source": sources["c1"]})
-        assert "no change" in same
-        assert describe_call("notebook_edit", {"action": "insert", "source": "# Notes", "cell_type": "markdown"}) == (
-            "# insert a new markdown cell at the end\n# Notes", "markdown")
-        assert describe_call("notebook_edit", {"action": "delete", "cell_id": "c1"}) == (
-            "# delete cell c1\na = 1\nb = 2\n", "python")
-        assert describe_call("notebook_run", {"cell_id": "zz"}) == ("# run cell zz", "python")
-    finally:
-        dispose()
-        dispose_failing()
-    assert describe_call("notebook_edit", {"action": "delete", "cell_id": "c1"}) == ("# delete cell c1", "python")
 
 
 # --------------------------------------------------------------------------- in the agent loop
@@ -282,3 +256,33 @@ async def test_interrupting_while_a_question_waits_ends_the_turn(tmp_path: Path)
     agent.cancel()
     result = await asyncio.wait_for(turn, 5)
     assert result.reason == "interrupted" and shell.ran == []
+
+
+class Described(Shell):
+    """A tool that tells the person what its call does (and one whose description breaks)."""
+
+    name = "described"
+
+    def describe(self, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
+        if arguments.get("command") == "boom":
+            raise RuntimeError("describing failed")
+        return f"# would run\n{arguments.get('command')}", "diff"
+
+
+async def test_the_question_shows_the_tools_own_description(tmp_path: Path) -> None:
+    asked: list[ApprovalRequest] = []
+
+    class Note:
+        async def ask(self, request: ApprovalRequest, timeout: float) -> ApprovalDecision | None:
+            asked.append(request)
+            return ApprovalDecision(True, "person")
+
+    tools = ToolRegistry()
+    tools.register(Described())
+    model = ScriptedModel(call("described", json.dumps({"command": "ls"}), "c1"),
+                          call("described", json.dumps({"command": "boom"}), "c2"), say("done"))
+    agent = Agent.create(JsonlStore(tmp_path / "s"), model, cwd=str(tmp_path), tools=tools,
+                         approvals=ApprovalPolicy("ask", Note()))
+    await agent.send("go")
+    assert (asked[0].shown, asked[0].language) == ("# would run\nls", "diff")
+    assert asked[1].language == "json" and '"command": "boom"' in asked[1].shown  # a failing one: the generic form

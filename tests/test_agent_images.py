@@ -18,12 +18,12 @@ from fake_openai import FakeOpenAIServer, text_reply, tool_call_reply
 from PIL import Image
 
 from dsh_jupyter.agent import Agent, AgentConfig
-from dsh_jupyter.images import MAX_BYTES, MAX_SIDE
+from dsh_jupyter.images import MAX_BYTES, MAX_SIDE, ToolImage
 from dsh_jupyter.models.offline import OfflineModel
 from dsh_jupyter.models.openai_compat import OpenAICompatibleProvider
 from dsh_jupyter.store import JsonlStore, SqliteStore
 from dsh_jupyter.store.base import SessionStore
-from dsh_jupyter.tools.base import Tool, ToolExecution, ToolImage, ToolOutput, ToolRegistry
+from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry
 
 
 def big_plot() -> bytes:

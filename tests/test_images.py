@@ -19,13 +19,13 @@ from dsh_jupyter.images import (
     MAX_SIDE,
     ImageProblem,
     PreparedImage,
+    ToolImage,
     content_text,
     describe_image,
     prepare,
     request_images,
     result_blocks,
 )
-from dsh_jupyter.tools.base import ToolImage
 
 
 def png(width: int, height: int, *, noise: bool = False, mode: str = "RGB") -> bytes:

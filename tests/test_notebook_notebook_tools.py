@@ -13,7 +13,8 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from notebook_documents import FakeDocument, sample_cells
 
-from dsh_jupyter.agent.approvals import describe_call, register_cell_source
+from dsh_jupyter.agent.approvals import describe_call
+from dsh_jupyter.images import ToolImage
 from dsh_jupyter.notebook.cells import KernelRecord
 from dsh_jupyter.notebook.document import Cell, CellOutput, NotebookDocument
 from dsh_jupyter.notebook.notebook_tools import (
@@ -25,7 +26,7 @@ from dsh_jupyter.notebook.notebook_tools import (
     Workspace,
     notebook_tools,
 )
-from dsh_jupyter.tools.base import ToolExecution, ToolImage, ToolOutput, ToolRegistry
+from dsh_jupyter.tools.base import ToolExecution, ToolOutput, ToolRegistry
 
 _T = TypeVar("_T")
 
@@ -323,21 +324,24 @@ def test_the_tools_register_with_their_effects(live: Any) -> None:
 
 def test_the_approval_question_shows_source_diff_or_deleted_cell(live: Any) -> None:
     _, workspace = live
-    dispose = register_cell_source(workspace.source_of)
-    try:
-        shown, language = describe_call("notebook_edit", {"action": "insert", "cell_id": "b", "source": "z = 3"})
-        assert shown == "# insert a new code cell after cell b\nz = 3" and language == "python"
-        diff, language = describe_call("notebook_edit", {"action": "replace", "cell_id": "d", "source": "y = 10\ny"})
-        assert language == "diff"
-        assert "--- cell d (now)" in diff and "-y = x + 1" in diff and "+y = 10" in diff and " y" in diff
-        deleted, _ = describe_call("notebook_edit", {"action": "delete", "cell_id": "c"})
-        assert deleted == "# delete cell c\n1/0"
-        run, language = describe_call("notebook_run", {"cell_id": "b"})
-        assert run == "# run cell b\nx = 1\nprint(x)" and language == "python"
-        unknown, language = describe_call("notebook_edit", {"action": "replace", "cell_id": "zz", "source": "q"})
-        assert unknown == "# replace the source of cell zz with\nq"
-    finally:
-        dispose()
+    edit, run_tool = NotebookEditTool(workspace), NotebookRunTool(workspace)
+    shown, language = edit.describe({"action": "insert", "cell_id": "b", "source": "z = 3"}) or ("", "")
+    assert shown == "# insert a new code cell after cell b\nz = 3" and language == "python"
+    diff, language = edit.describe({"action": "replace", "cell_id": "d", "source": "y = 10\ny"}) or ("", "")
+    assert language == "diff"
+    assert "--- cell d (now)" in diff and "-y = x + 1" in diff and "+y = 10" in diff and " y" in diff
+    same, _ = edit.describe({"action": "replace", "cell_id": "d", "source": "y = x + 1\ny"}) or ("", "")
+    assert "no change" in same
+    deleted, _ = edit.describe({"action": "delete", "cell_id": "c"}) or ("", "")
+    assert deleted == "# delete cell c\n1/0"
+    assert edit.describe({"action": "insert", "source": "# Notes", "cell_type": "markdown"}) == (
+        "# insert a new markdown cell at the end\n# Notes", "markdown")
+    run, language = run_tool.describe({"cell_id": "b"}) or ("", "")
+    assert run == "# run cell b\nx = 1\nprint(x)" and language == "python"
+    assert run_tool.describe({"cell_id": "zz"}) == ("# run cell zz", "python")
+    unknown, language = edit.describe({"action": "replace", "cell_id": "zz", "source": "q"}) or ("", "")
+    assert unknown == "# replace the source of cell zz with\nq"
+    assert edit.describe({"action": "bogus"}) is None  # the generic description (JSON) is used then
     assert describe_call("notebook_edit", {"action": "bogus"})[1] == "json"
 
 

@@ -191,7 +191,8 @@ def test_argument_helpers() -> None:
 
 
 def test_masking_a_result_keeps_its_images(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dsh_jupyter.tools.base import Tool, ToolExecution, ToolImage, ToolOutput, ToolRegistry
+    from dsh_jupyter.images import ToolImage
+    from dsh_jupyter.tools.base import Tool, ToolExecution, ToolOutput, ToolRegistry
 
     monkeypatch.setenv("IMAGES_TEST_API_KEY", "very-secret-value-123")
     image = ToolImage("image/png", b"\x89PNG very-secret-value-123", 4, 2)

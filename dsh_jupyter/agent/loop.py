@@ -698,13 +698,22 @@ class Agent:
             cancel=self._tool_cancel, background=background,
         )
 
+    def _describe(self, name: str, arguments: Mapping[str, Any]) -> tuple[str, str]:
+        """What an approval question shows: the tool's own description of the call, else the generic one."""
+        tool = self.tools.get(name)
+        try:
+            described = tool.describe(arguments) if tool is not None else None
+        except Exception:  # a question is still asked, with the generic description
+            described = None
+        return described or describe_call(name, arguments)
+
     async def _run_tool(self, turn: int, call: dict[str, Any]) -> ToolOutput:
         name, arguments = call["name"], call["arguments"]
         self._emit(ev.ToolStarted(turn, call["id"], name, arguments))
         gate = self._gate()
         parsed = parse_arguments(arguments)
         tool_input = parsed if isinstance(parsed, dict) else {}
-        shown, language = describe_call(name, tool_input if isinstance(parsed, dict) else {"arguments": arguments})
+        shown, language = self._describe(name, tool_input if isinstance(parsed, dict) else {"arguments": arguments})
         request = ApprovalRequest(name, call["id"], tool_input, shown, language)
         hook_verdict = None
         if gate is not None:

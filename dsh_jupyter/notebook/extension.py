@@ -28,7 +28,7 @@ def load(ip: Any) -> None:
     from .frontend_comm import install_current_session_comm
 
     disposers.append(install_current_session_comm(ip, lambda: magics.host))
-    from .variable_refs import install_variables_comm
+    from .frontend_comm import install_variables_comm
 
     disposers.append(install_variables_comm(ip, lambda: magics.host))
     if "dsh" not in ip.user_ns:

@@ -1,16 +1,21 @@
-"""What the browser front end may ask the kernel: its current session (to leave it out of the ``@`` popup).
+"""What the browser front end may ask the kernel for the ``@`` popup: its current session (left out of the
+list) and its variables (offered first).
 
-The JupyterLab extension opens a comm to :data:`CURRENT_SESSION_TARGET`; the kernel answers once with
-``{"sessionId": id or None}`` and closes it. Nothing here imports ipykernel: the comm manager comes from
+The JupyterLab extension opens a comm to :data:`CURRENT_SESSION_TARGET` (answered once with ``{"sessionId":
+id or None}``) or to :data:`VARIABLES_TARGET` (answered once with ``{"variables": [...]}``), and the kernel
+closes it after answering. Nothing here imports ipykernel: the comm manager comes from
 the running kernel, and outside a kernel (terminal IPython) nothing is registered.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
 CURRENT_SESSION_TARGET = "dsh.current-session"
+
+log = logging.getLogger(__name__)
 
 
 class _HasAgent(Protocol):
@@ -51,3 +56,31 @@ def install_current_session_comm(shell: Any, host: Callable[[], _HasAgent]) -> C
         return {"sessionId": agent.id if agent is not None else None}
 
     return install_answering_target(shell, CURRENT_SESSION_TARGET, answer)
+
+
+# -- the browser's question: which variables can @ offer? -------------------------------------------------
+
+#: The comm target the JupyterLab extension opens (labextension/src/variables.ts).
+VARIABLES_TARGET = "dsh.variables"
+
+
+class VariableLister(Protocol):
+    def variable_candidates(self, query: str = "", limit: int = 50) -> list[dict[str, str]]: ...
+
+
+def install_variables_comm(shell: Any, host: Callable[[], VariableLister]) -> Callable[[], None]:
+    """Register the comm target on ``shell``'s kernel: a comm opened with ``{query, limit}`` is answered once
+    with ``{"variables": [...]}`` (data frames first) and closed. Returns a function that removes it."""
+    def answer(data: dict[str, Any]) -> dict[str, Any]:
+        asked = data.get("query")
+        query = asked if isinstance(asked, str) else ""
+        limit = data.get("limit")
+        limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit <= 200 else 50
+        try:
+            rows = host().variable_candidates(query, limit)
+        except Exception:
+            log.warning("dsh: listing variables for the @ popup failed", exc_info=True)
+            rows = []
+        return {"variables": rows}
+
+    return install_answering_target(shell, VARIABLES_TARGET, answer)

@@ -273,7 +273,6 @@ class NotebookHost:
         """Start recording the cells this kernel executes (once); returns the disposer that stops it."""
         if self.shell is None:
             return lambda: None
-        from ..agent.approvals import register_cell_source
         from .cells import CellRunner, KernelRecord
 
         record = self.kernel_record
@@ -281,13 +280,7 @@ class NotebookHost:
             record = self.kernel_record = KernelRecord(self.shell)
             record.runner = CellRunner(record, self, self.kernel_lock)
         record.install()
-        dispose_source = register_cell_source(self.workspace.source_of)
-
-        def dispose() -> None:
-            dispose_source()
-            record.uninstall()
-
-        return dispose
+        return record.uninstall
 
     def execute_cell(self, source: str, cell_id: str | None, timeout: float) -> ExecutedCell:
         """Run ``source`` as the cell ``cell_id`` (see :func:`~.cells.execute_cell`), on the right thread:

@@ -24,11 +24,12 @@ the tool result's ``meta.notebookEdit`` (:mod:`.edits`), which ``%dsh undo`` rea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..clip import capped
-from ..tools.base import Tool, ToolExecution, ToolImage, ToolOutput
+from ..images import ToolImage
+from ..tools.base import Tool, ToolExecution, ToolOutput
 from .cells import DEFAULT_RUN_TIMEOUT, KernelRecord, is_dsh_cell, missing_cell
 from .document import (
     Cell,
@@ -289,6 +290,44 @@ class NotebookReadTool(Tool):
         return ToolOutput("\n".join(parts), meta=meta, images=images)
 
 
+def describe_notebook_call(tool: str, arguments: Mapping[str, Any],
+                           source_of: Callable[[str], str | None]) -> tuple[str, str] | None:
+    """What an approval question shows for a notebook_edit or notebook_run call: the new source of an insert,
+    a unified diff of a replacement, the cell a delete removes, the source a run runs (``source_of(cell_id)``:
+    the cell's current source, ``None`` when unknown); ``None`` for arguments that make no sense."""
+
+    def _cell_source(cell_id: object) -> str | None:
+        return source_of(cell_id) if isinstance(cell_id, str) else None
+
+    cell_id = arguments.get("cell_id")
+    source = arguments.get("source")
+    if tool == "notebook_run" and isinstance(cell_id, str):
+        current = _cell_source(cell_id)
+        return (f"# run cell {cell_id}\n{current}" if current is not None else f"# run cell {cell_id}"), "python"
+    if tool != "notebook_edit":
+        return None
+    action = arguments.get("action")
+    kind = arguments.get("cell_type") if isinstance(arguments.get("cell_type"), str) else "code"
+    language = "python" if kind == "code" else "markdown" if kind == "markdown" else "text"
+    if action == "insert" and isinstance(source, str):
+        where = f"{arguments.get('position') or 'after'} cell {cell_id}" if isinstance(cell_id, str) else "at the end"
+        return f"# insert a new {kind} cell {where}\n{source}", language
+    if action == "replace" and isinstance(cell_id, str) and isinstance(source, str):
+        current = _cell_source(cell_id)
+        if current is None:
+            return f"# replace the source of cell {cell_id} with\n{source}", language
+        import difflib
+
+        diff = difflib.unified_diff(current.splitlines(keepends=True), source.splitlines(keepends=True),
+                                    f"cell {cell_id} (now)", f"cell {cell_id} (proposed)")
+        text = "".join(line if line.endswith("\n") else line + "\n" for line in diff).rstrip("\n")
+        return text or f"# replace cell {cell_id} with the same source (no change)", "diff"
+    if action == "delete" and isinstance(cell_id, str):
+        current = _cell_source(cell_id)
+        return f"# delete cell {cell_id}" + (f"\n{current}" if current is not None else ""), language
+    return None
+
+
 class NotebookEditTool(Tool):
     name = "notebook_edit"
     effect = "act"
@@ -326,6 +365,9 @@ class NotebookEditTool(Tool):
         if action == "insert" and not (source or "").strip():
             raise _BadArguments("'source' is empty; an inserted cell needs its content")
         return Edit(action, cell_id, source or "", cell_type, position)  # type: ignore[arg-type]
+
+    def describe(self, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
+        return describe_notebook_call(self.name, arguments, self.workspace.source_of)
 
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         try:
@@ -408,6 +450,9 @@ class NotebookRunTool(Tool):
             },
             "required": ["cell_id"],
         }
+
+    def describe(self, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
+        return describe_notebook_call(self.name, arguments, self.workspace.source_of)
 
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         try:

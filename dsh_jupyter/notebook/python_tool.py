@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clip import capped
-from ..tools.base import Tool, ToolExecution, ToolImage, ToolOutput
+from ..images import ToolImage
+from ..tools.base import Tool, ToolExecution, ToolOutput
 from .protocols import PythonToolHost
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..images import ToolImage
 from ..secrets import mask_fields
 from ..session import SessionHeader
 from ..store.base import SessionLocation
@@ -71,20 +72,6 @@ class ToolExecution:
 
 
 @dataclass(frozen=True)
-class ToolImage:
-    """An image a tool hands back (a plot, a figure): mime type, decoded bytes, size in pixels when known.
-
-    Tools attach images as they are; the agent loop stores them as session artifacts (downscaled, never
-    inline in the log) and sends them to models that accept images, or describes them to the others.
-    """
-
-    mime: str
-    data: bytes
-    width: int | None = None
-    height: int | None = None
-
-
-@dataclass(frozen=True)
 class ToolOutput:
     """What a tool hands back to the model: text, whether it is an error, host-only metadata, images."""
 
@@ -109,6 +96,12 @@ class Tool(abc.ABC):
     @abc.abstractmethod
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         """Run one call. Must return promptly (killing any child work) once ``execution.cancel`` is set."""
+
+    def describe(self, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
+        """What a person asked to approve this call is shown, and its language for highlighting
+        (``"python"``, ``"diff"`` ...); ``None``: the generic description (the exact command or code, else
+        the arguments as JSON). Must be quick and must not fail: it runs before every acting call."""
+        return None
 
     def spec(self) -> dict[str, Any]:
         """The neutral description the model sees: ``{name, description, parameters}``."""
