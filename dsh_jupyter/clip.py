@@ -11,7 +11,7 @@ from __future__ import annotations
 def one_line(text: str, limit: int) -> str:
     """``text`` with runs of whitespace as one space, cut to ``limit`` characters with an ellipsis."""
     line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def capped(text: str, limit: int, what: str = "characters") -> str:

@@ -8,7 +8,7 @@ from dsh_jupyter.clip import capped, fitted, one_line
 def test_one_line_folds_whitespace_and_cuts_with_an_ellipsis() -> None:
     assert one_line("a\n  b\tc", 20) == "a b c"
     assert one_line("word " * 10, 12) == "word word w…"
-    assert one_line("abc  def", 5) == "abc…"  # no space left before the ellipsis
+    assert one_line("abc  def", 5) == "abc …"  # as the JupyterLab renderer cuts it (labextension/src/mime.ts)
 
 
 def test_capped_says_how_much_was_left_out() -> None:
