@@ -28,6 +28,9 @@ def load(ip: Any) -> None:
     from .frontend_comm import install_current_session_comm
 
     disposers.append(install_current_session_comm(ip, lambda: magics.host))
+    from .live_document import install_live_document, live_connections
+
+    disposers.append(install_live_document(ip, live_connections(ip, magics.host)))
     if "dsh" not in ip.user_ns:
         from .host import SessionHandle
 

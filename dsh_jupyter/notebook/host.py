@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ..tools.base import ToolRegistry
     from ..tools.env import ShellEnvRegistry
     from ..tools.hooks import HookRunner
+    from .live_document import LiveSource
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -98,6 +99,7 @@ class NotebookHost:
         self._disposers: list[Callable[[], None]] = []
         self.main_thread_calls: Any = None  # set by the magic while a foreground cell waits
         self._approver: Approver | Literal[False] | None = None  # False: nobody can be asked here
+        self.live_source: LiveSource | None = None  # the browser's live notebook (JupyterLab, Notebook 7)
 
     # -- configuration-derived services (one wiring: dsh_jupyter.services) ------------------------------
     @property
@@ -278,7 +280,12 @@ class NotebookHost:
         if self._approver is None:
             from .approval import approver_for
 
-            self._approver = approver_for(self.shell, self) or False
+            approver = approver_for(self.shell, self)
+            if approver is not None and self.live_source is not None:  # notebook edits: proposals in the notebook
+                from .live_document import ProposalApprover
+
+                approver = ProposalApprover(approver, self.live_source)
+            self._approver = approver or False
         return self._approver or None
 
     def approval_slot(self, *, background: bool) -> None:
