@@ -1,0 +1,673 @@
+"""The kernel's record of the cells it executed, and running a source as a real cell (:func:`execute_cell`).
+
+:class:`KernelRecord` is the ``"kernel"`` view of :class:`~.document.NotebookDocument`. It answers in every
+frontend (VS Code, nbclient, papermill, terminal IPython) because it only listens to the kernel itself:
+
+- IPython's ``pre_run_cell`` event gives the source and, when the frontend sends one (JupyterLab, Notebook 7
+  and nbclient do), the cell id; otherwise the id is ``exec-N`` from the execution count;
+- ``post_run_cell`` gives the execution count and the error, if any;
+- outputs come from three seams: ipykernel's display publisher hooks (``shell.display_pub.register_hook``:
+  ``display_data`` bundles), the displayhook's ``log_output`` (the ``execute_result`` bundle, also in terminal
+  IPython) and ``sys.stdout``/``sys.stderr`` writes, wrapped for the length of each cell (ipykernel's own
+  ``OutStream.register_hook`` hooks run in its IO thread, where hooks registered from the main thread are not
+  seen, so they cannot be used here). Tracebacks come from the shell's ``_showtraceback`` (the text the user
+  sees, ANSI colours removed).
+
+The record is bounded: at most ``max_cells`` cells (the oldest run is dropped first), ``max_output_chars`` of
+output text per cell and ``max_image_bytes`` of images in all (older cells' images are dropped first, and
+noted by size). A re-run of a cell id replaces its entry and moves it to the end (execution order).
+``%%dsh`` cells are recorded with their source (the agent should see what the user asked) but not their own
+output.
+
+:func:`execute_cell` runs a source as a cell would. It uses ``shell.run_cell(source, store_history=True,
+cell_id=...)``, nested inside the running ``%%dsh`` magic. Measured in ipykernel 7.4 / IPython 9.18
+(tests/test_notebook_cells.py, the kernel test): the nested call works because ``run_cell`` is re-entrant
+for synchronous code (the builtin and display traps count their nesting, ``displayhook.exec_result`` is set
+and reset around the inner run only); it applies IPython's transforms and magics, shows a final expression's
+value, counts as an execution (``In``/``Out`` and the execution count advance) and fires the cell events, so
+this record is updated under the given id by the same code as any cell. Its outputs are captured instead of
+reaching the running cell: display messages through the publisher hook (which returns ``None``), the
+``execute_result`` by suppressing the displayhook's send, stream writes by the wrapper and the error by the
+``_showtraceback`` wrapper. Two caveats, written down here so nobody re-measures them: a cell with a top-level
+``await`` cannot be run this way (the kernel's event loop is already running: the cell fails with that
+error), and the running ``%%dsh`` cell's execute_reply reports the latest execution count, so the frontend
+numbers it after the cells it ran. Alternatives considered: ``exec`` of the transformed source (as the
+``python`` tool does) would not count as an execution nor fire the events; sending an ``execute_request`` to
+the kernel's own shell channel would wait for the running ``%%dsh`` cell to end, which waits for the tool.
+
+Threads: during a foreground ``%%dsh`` cell the source runs on the kernel's main thread (through
+``host.main_thread_calls``); during a ``--bg`` turn it runs on the caller's thread under the kernel
+execution lock shared with the ``python`` tool.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import concurrent.futures
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from .document import (
+    AppliedEdit,
+    Cell,
+    CellNotFound,
+    CellOutput,
+    Edit,
+    EditsUnsupported,
+    ImageData,
+    NotebookError,
+    NotebookSnapshot,
+    RunResult,
+    View,
+)
+from .protocols import MainThreadRunner
+
+MAX_CELLS = 200
+MAX_OUTPUT_CHARS = 20_000
+MAX_IMAGE_BYTES = 8_000_000
+MAX_TRACEBACK_LINES = 40
+DEFAULT_RUN_TIMEOUT = 120.0
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+_IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+#: Where the agent can add cells when this frontend takes no direct edits (said in refusals).
+LIVE_FRONTENDS = "JupyterLab or Notebook 7 with the dsh-jupyter extension"
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal colour codes."""
+    return _ANSI.sub("", text)
+
+
+def trim_traceback(lines: list[str] | tuple[str, ...], limit: int = MAX_TRACEBACK_LINES) -> tuple[str, ...]:
+    """Traceback text lines, ANSI removed, at most ``limit`` lines (the start and the end are kept)."""
+    text = "\n".join(strip_ansi(str(line)) for line in lines)
+    flat = [line.rstrip() for line in text.splitlines()]
+    while flat and not flat[-1]:
+        flat.pop()
+    if len(flat) <= limit:
+        return tuple(flat)
+    head = limit // 4
+    tail = limit - head - 1
+    return (*flat[:head], f"… ({len(flat) - head - tail} traceback lines not shown)", *flat[-tail:])
+
+
+def is_dsh_cell(source: str) -> bool:
+    """Whether ``source`` is a ``%%dsh`` prompt cell."""
+    return source.lstrip().startswith("%%dsh")
+
+
+class KernelShell(Protocol):
+    """The parts of IPython's shell the record listens to (ipykernel's seams are looked up as present)."""
+
+    @property
+    def events(self) -> Any: ...
+
+    @property
+    def execution_count(self) -> int: ...
+
+
+def _image_outputs(bundle: Mapping[str, Any]) -> tuple[ImageData, ...]:
+    images: list[ImageData] = []
+    for mime in _IMAGE_MIMES:
+        payload = bundle.get(mime)
+        if isinstance(payload, bytes):
+            images.append(ImageData(mime, payload))
+        elif isinstance(payload, str):
+            try:
+                images.append(ImageData(mime, base64.b64decode(payload, validate=False)))
+            except (binascii.Error, ValueError):
+                continue
+    return tuple(images)
+
+
+def _plain(bundle: Mapping[str, Any]) -> str:
+    text = bundle.get("text/plain", "")
+    if isinstance(text, list):
+        text = "".join(str(part) for part in text)
+    return str(text)
+
+
+@dataclass
+class _Entry:
+    """A cell as recorded (mutable while it runs)."""
+
+    id: str
+    source: str
+    execution_count: int | None
+    dsh: bool
+    outputs: list[CellOutput] = field(default_factory=list)
+    chars: int = 0
+    truncated: int = 0
+    image_bytes: int = 0
+
+    def add(self, output: CellOutput, limit: int) -> None:
+        """Append ``output`` (a stream continues the previous one of its name) within ``limit`` characters."""
+        if output.kind == "stream" and self.outputs and self.outputs[-1].kind == "stream" \
+                and self.outputs[-1].name == output.name:
+            last = self.outputs.pop()
+            self.chars -= len(last.text)
+            output = CellOutput("stream", last.text + output.text, name=output.name)
+        room = max(limit - self.chars, 0)
+        if output.kind != "error" and len(output.text) > room:
+            self.truncated += len(output.text) - room
+            if not room and not output.images and output.kind == "stream":
+                return
+            output = CellOutput(output.kind, output.text[:room], output.name, images=output.images,
+                                execution_count=output.execution_count)
+        self.chars += len(output.text)
+        self.image_bytes += sum(len(image.data) for image in output.images)
+        self.outputs.append(output)
+
+    def cell(self) -> Cell:
+        outputs = tuple(self.outputs)
+        if self.truncated:
+            outputs += (CellOutput("stream", f"… ({self.truncated} more output characters were not kept)",
+                                   name="stdout"),)
+        return Cell(self.id, "code", self.source, self.execution_count, outputs)
+
+    def drop_images(self) -> int:
+        freed = self.image_bytes
+        if not freed:
+            return 0
+        kept: list[CellOutput] = []
+        for output in self.outputs:
+            if not output.images:
+                kept.append(output)
+                continue
+            sizes = ", ".join(f"{image.mime} {len(image.data)} bytes" for image in output.images)
+            note = f"[image not kept in the kernel's record: {sizes}]"
+            kept.append(CellOutput(output.kind, (output.text + "\n" + note).strip(), output.name,
+                                   execution_count=output.execution_count))
+        self.outputs = kept
+        self.image_bytes = 0
+        return freed
+
+
+@dataclass
+class _Capture:
+    """Outputs of one :func:`execute_cell` run, kept from the running cell (nbformat output dicts)."""
+
+    thread: int
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+
+    def here(self) -> bool:
+        return threading.get_ident() == self.thread
+
+
+@dataclass(frozen=True)
+class ExecutedCell:
+    """What :func:`execute_cell` hands back: the recorded cell, nbformat outputs, and how the run ended."""
+
+    cell: Cell
+    outputs: tuple[dict[str, Any], ...]
+    status: Literal["ok", "error", "interrupted", "timeout"]
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status in ("interrupted", "timeout")
+
+
+class KernelRecord:
+    """The cells this kernel executed (the ``"kernel"`` view), recorded from IPython's events and outputs."""
+
+    def __init__(self, shell: Any, *, max_cells: int = MAX_CELLS, max_output_chars: int = MAX_OUTPUT_CHARS,
+                 max_image_bytes: int = MAX_IMAGE_BYTES) -> None:
+        self.shell = shell
+        self.max_cells = max_cells
+        self.max_output_chars = max_output_chars
+        self.max_image_bytes = max_image_bytes
+        self._cells: OrderedDict[str, _Entry] = OrderedDict()
+        self._lock = threading.RLock()
+        self._current: list[_Entry | None] = []  # a stack: execute_cell nests a cell inside the running one
+        self._streams: list[list[tuple[Any, Callable[..., Any], Callable[..., Any]]]] = []
+        self._capture: _Capture | None = None
+        self._inserted_at: int | None = None  # the execution count whose cell already asked for a next cell
+        self._installed = False
+        self._undo: list[Callable[[], None]] = []
+        #: How :func:`execute_cell` reaches the kernel (set by the host: main-thread calls and the shared lock).
+        self.runner: CellRunner | None = None
+
+    @property
+    def view(self) -> View:
+        return "kernel"
+
+    # -- installing ---------------------------------------------------------------------------------
+    def install(self) -> None:
+        """Listen to the shell (once); :meth:`uninstall` removes every hook again."""
+        if self._installed:
+            return
+        self._installed = True
+        shell = self.shell
+        shell.events.register("pre_run_cell", self._pre_run_cell)
+        shell.events.register("post_run_cell", self._post_run_cell)
+        self._undo.append(lambda: _unregister(shell.events, "pre_run_cell", self._pre_run_cell))
+        self._undo.append(lambda: _unregister(shell.events, "post_run_cell", self._post_run_cell))
+        display_pub = getattr(shell, "display_pub", None)
+        if display_pub is not None and hasattr(display_pub, "register_hook"):
+            display_pub.register_hook(self._display_hook)
+            self._undo.append(lambda: display_pub.unregister_hook(self._display_hook))
+        displayhook = getattr(shell, "displayhook", None)
+        if displayhook is not None and hasattr(displayhook, "log_output"):
+            original_log = displayhook.log_output
+
+            def log_output(format_dict: dict[str, Any]) -> None:
+                original_log(format_dict)
+                self._result(format_dict, getattr(displayhook, "prompt_count", None))
+
+            displayhook.log_output = log_output
+            self._undo.append(lambda: _restore(displayhook, "log_output", log_output))
+            if hasattr(displayhook, "finish_displayhook"):
+                original_finish = displayhook.finish_displayhook
+
+                def finish_displayhook() -> None:
+                    capture = self._capture
+                    if capture is not None and capture.here():  # the result stays out of the running cell
+                        if hasattr(displayhook, "msg"):
+                            displayhook.msg = None
+                        return
+                    original_finish()
+
+                displayhook.finish_displayhook = finish_displayhook
+                self._undo.append(lambda: _restore(displayhook, "finish_displayhook", finish_displayhook))
+        if hasattr(shell, "_showtraceback"):
+            original_show = shell._showtraceback
+
+            def showtraceback(etype: Any, evalue: Any, stb: Any) -> Any:
+                self._traceback(etype, evalue, stb)
+                capture = self._capture
+                if capture is not None and capture.here():
+                    return None
+                return original_show(etype, evalue, stb)
+
+            shell._showtraceback = showtraceback
+            self._undo.append(lambda: _restore(shell, "_showtraceback", showtraceback))
+
+    def uninstall(self) -> None:
+        while self._undo:
+            undo = self._undo.pop()
+            with suppress(Exception):  # a hook someone else already removed
+                undo()
+        self._installed = False
+
+    # -- the events ---------------------------------------------------------------------------------
+    def _pre_run_cell(self, info: Any) -> None:
+        if not getattr(info, "store_history", True) or getattr(info, "silent", False):
+            self._current.append(None)
+            self._wrap_streams(None)
+            return
+        source = str(getattr(info, "raw_cell", "") or "")
+        count = int(self.shell.execution_count) - 1
+        cell_id = getattr(info, "cell_id", None) or f"exec-{count}"
+        entry = _Entry(str(cell_id), source, count, is_dsh_cell(source))
+        with self._lock:
+            old = self._cells.pop(entry.id, None)
+            self._cells[entry.id] = entry
+            while len(self._cells) > self.max_cells:
+                self._cells.popitem(last=False)
+            if old is not None:
+                old.outputs.clear()
+        self._current.append(entry)
+        self._wrap_streams(entry)
+
+    def _post_run_cell(self, result: Any) -> None:
+        self._unwrap_streams()
+        entry = self._current.pop() if self._current else None
+        if entry is None:
+            return
+        count = getattr(result, "execution_count", None)
+        if isinstance(count, int):
+            entry.execution_count = count
+        error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
+        with self._lock:
+            if error is not None and not any(o.kind == "error" for o in entry.outputs):
+                import traceback as tb
+
+                lines = tb.format_exception(type(error), error, error.__traceback__)
+                entry.add(self._error_output(type(error), error, lines), self.max_output_chars)
+            self._fit_images()
+
+    @staticmethod
+    def _error_output(etype: Any, evalue: Any, stb: Any) -> CellOutput:
+        name = getattr(etype, "__name__", str(etype))
+        value = str(evalue)
+        lines = trim_traceback(list(stb) if isinstance(stb, list | tuple) else [str(stb)])
+        return CellOutput("error", f"{name}: {value}", ename=name, evalue=value, traceback=lines)
+
+    def _traceback(self, etype: Any, evalue: Any, stb: Any) -> None:
+        entry = self._running()
+        capture = self._capture
+        if capture is not None and capture.here():
+            capture.outputs.append({"output_type": "error", "ename": getattr(etype, "__name__", str(etype)),
+                                    "evalue": str(evalue), "traceback": [str(line) for line in stb or []]})
+        if entry is None or entry.dsh:
+            return
+        with self._lock:
+            entry.add(self._error_output(etype, evalue, stb), self.max_output_chars)
+
+    def _result(self, format_dict: Mapping[str, Any], count: Any) -> None:
+        capture = self._capture
+        if capture is not None and capture.here():
+            capture.outputs.append({"output_type": "execute_result", "execution_count": count,
+                                    "data": dict(format_dict), "metadata": {}})
+        entry = self._running()
+        if entry is None or entry.dsh:
+            return
+        output = CellOutput("result", _plain(format_dict), images=_image_outputs(format_dict),
+                            execution_count=count if isinstance(count, int) else entry.execution_count)
+        with self._lock:
+            entry.add(output, self.max_output_chars)
+
+    def _display_hook(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            kind = msg.get("header", {}).get("msg_type") or msg.get("msg_type")
+            content = msg.get("content", {})
+            capture = self._capture
+            captured = capture is not None and capture.here()
+            if kind in ("display_data", "update_display_data") and captured and capture is not None:
+                capture.outputs.append({"output_type": "display_data", "data": dict(content.get("data", {})),
+                                        "metadata": dict(content.get("metadata", {}))})
+            entry = self._running()
+            if entry is not None and not entry.dsh and kind == "display_data":
+                bundle = content.get("data", {})
+                with self._lock:
+                    entry.add(CellOutput("display", _plain(bundle), images=_image_outputs(bundle)),
+                              self.max_output_chars)
+            if captured:
+                return None
+        except Exception:  # the user's output must never be lost to the record
+            return msg
+        return msg
+
+    def _running(self) -> _Entry | None:
+        if threading.current_thread() is not threading.main_thread():
+            capture = self._capture
+            if capture is None or not capture.here():
+                return None
+        return self._current[-1] if self._current else None
+
+    # -- streams ------------------------------------------------------------------------------------
+    def _wrap_streams(self, entry: _Entry | None) -> None:
+        import sys
+
+        wrapped: list[tuple[Any, Callable[..., Any], Callable[..., Any]]] = []
+        thread = threading.get_ident()
+        for name in ("stdout", "stderr"):
+            stream = getattr(sys, name, None)
+            original = getattr(stream, "write", None)
+            if stream is None or original is None:
+                continue
+            write = self._stream_writer(entry, name, original, thread)
+            try:
+                stream.write = write
+            except (AttributeError, TypeError):
+                continue
+            wrapped.append((stream, write, original))
+        self._streams.append(wrapped)
+
+    def _stream_writer(self, entry: _Entry | None, name: str, original: Callable[..., Any],
+                       thread: int) -> Callable[..., Any]:
+        def write(data: Any, *args: Any) -> Any:
+            if threading.get_ident() != thread or not isinstance(data, str) or not data:
+                return original(data, *args)
+            capture = self._capture
+            captured = capture is not None and capture.here()
+            if self._echoing():  # a terminal's "Out[n]:" or traceback: recorded as the result or error already
+                return len(data) if captured else original(data, *args)
+            if captured and capture is not None:
+                outputs = capture.outputs
+                if outputs and outputs[-1].get("output_type") == "stream" and outputs[-1]["name"] == name:
+                    outputs[-1]["text"] += data
+                else:
+                    outputs.append({"output_type": "stream", "name": name, "text": data})
+            if entry is not None and not entry.dsh:
+                with self._lock:
+                    entry.add(CellOutput("stream", data, name=name), self.max_output_chars)
+            return len(data) if captured else original(data, *args)
+
+        return write
+
+    def _echoing(self) -> bool:
+        shell = self.shell
+        return bool(getattr(getattr(shell, "displayhook", None), "is_active", False)
+                    or getattr(shell, "showing_traceback", False)
+                    or getattr(getattr(shell, "display_pub", None), "is_publishing", False))
+
+    def _unwrap_streams(self) -> None:
+        if not self._streams:
+            return
+        for stream, write, original in self._streams.pop():
+            if getattr(stream, "write", None) is write:
+                with suppress(AttributeError, TypeError):
+                    stream.write = original
+
+    def _fit_images(self) -> None:
+        total = sum(entry.image_bytes for entry in self._cells.values())
+        for entry in list(self._cells.values()):
+            if total <= self.max_image_bytes:
+                return
+            total -= entry.drop_images()
+
+    # -- reading ------------------------------------------------------------------------------------
+    def cells(self) -> list[Cell]:
+        with self._lock:
+            return [entry.cell() for entry in self._cells.values()]
+
+    def get(self, cell_id: str) -> Cell | None:
+        with self._lock:
+            entry = self._cells.get(cell_id)
+            return entry.cell() if entry is not None else None
+
+    def last_error(self) -> Cell | None:
+        """The most recent cell whose last run failed (source and error output), or ``None``."""
+        with self._lock:
+            for entry in reversed(self._cells.values()):
+                if entry.dsh:
+                    continue
+                if any(output.kind == "error" for output in entry.outputs):
+                    return entry.cell()
+        return None
+
+    def read(self) -> NotebookSnapshot:
+        return NotebookSnapshot("kernel", tuple(self.cells()))
+
+    # -- editing and running ------------------------------------------------------------------------
+    def apply(self, edit: Edit) -> AppliedEdit:
+        """Only ``insert``: the new cell comes through ``set_next_input`` (below the running cell, when it ends)."""
+        if edit.action != "insert":
+            raise EditsUnsupported(
+                f"this frontend only shows the kernel's record of executed cells, so the agent cannot "
+                f"{edit.action} an existing cell here; it can do that in {LIVE_FRONTENDS}, or add a new cell "
+                "(notebook_edit with action insert)")
+        if edit.cell_id is not None and self.get(edit.cell_id) is None:
+            raise CellNotFound(f"no cell with id {edit.cell_id!r} in the kernel's record of executed cells; "
+                               "read the notebook again (notebook_read) for the ids there are")
+        if edit.cell_type != "code":
+            raise EditsUnsupported(f"this frontend can only receive new code cells from the kernel, not "
+                                   f"{edit.cell_type} cells; {LIVE_FRONTENDS} can take them")
+        shell = self.shell
+        if not hasattr(shell, "set_next_input"):
+            raise EditsUnsupported(f"this kernel cannot propose new cells; {LIVE_FRONTENDS} can")
+        count = int(shell.execution_count)
+        with self._lock:
+            if self._inserted_at == count:
+                raise EditsUnsupported(
+                    "this frontend takes one new cell per %%dsh cell (through set_next_input) and this turn "
+                    "already added one; put all the code in that one cell, or add the next one in a later turn")
+            self._inserted_at = count
+        shell.set_next_input(edit.source, replace=False)
+        new_id = f"next-input-{count}"
+        after = Cell(new_id, "code", edit.source)
+        anchor = self._current[-1] if self._current else None
+        where = "below the running %%dsh cell" if anchor is not None and anchor.dsh else "as the next input"
+        note = (f"the new cell appears {where} when that cell finishes, in frontends that take IPython's "
+                "set_next_input payload (JupyterLab, Notebook, VS Code); it gets its real id when it runs, "
+                "and the position asked for is not honoured here")
+        return AppliedEdit("insert", new_id, None, after, None, note)
+
+    def run(self, cell_id: str, timeout: float) -> RunResult:
+        cell = self.get(cell_id)
+        if cell is None:
+            raise CellNotFound(f"no cell with id {cell_id!r} in the kernel's record of executed cells; read the "
+                               "notebook again (notebook_read) for the ids there are")
+        if is_dsh_cell(cell.source):
+            raise NotebookError(f"cell {cell_id!r} is a %%dsh prompt; the agent cannot run prompt cells")
+        runner = self.runner
+        if runner is None:
+            raise NotebookError("cells cannot be run from here (no kernel runner)")
+        executed = runner.execute(cell.source, cell_id, timeout)
+        return RunResult(executed.cell, "kernel")
+
+    # -- execute_cell's capture ---------------------------------------------------------------------
+    @contextmanager
+    def capturing(self) -> Iterator[_Capture]:
+        """Within: outputs made on this thread are kept from the running cell and collected."""
+        capture = _Capture(threading.get_ident())
+        hooked = False
+        display_pub = getattr(self.shell, "display_pub", None)
+        with self._lock:
+            previous = self._capture
+            self._capture = capture
+        if threading.current_thread() is not threading.main_thread() and display_pub is not None \
+                and hasattr(display_pub, "register_hook"):
+            display_pub.register_hook(self._display_hook)  # ipykernel's hooks are per thread
+            hooked = True
+        try:
+            yield capture
+        finally:
+            if hooked and display_pub is not None:
+                display_pub.unregister_hook(self._display_hook)
+            with self._lock:
+                self._capture = previous
+
+
+def _unregister(events: Any, name: str, callback: Callable[..., Any]) -> None:
+    with suppress(ValueError):
+        events.unregister(name, callback)
+
+
+def _restore(owner: Any, name: str, wrapper: Callable[..., Any]) -> None:
+    """Remove our instance-level ``wrapper`` of ``owner.name`` (the class's method shows again)."""
+    if owner.__dict__.get(name) is wrapper:
+        del owner.__dict__[name]
+
+
+# -- running a cell -----------------------------------------------------------------------------------
+def execute_cell(record: KernelRecord, source: str, *, cell_id: str | None = None,
+                 timeout: float = DEFAULT_RUN_TIMEOUT) -> ExecutedCell:
+    """Run ``source`` as a real cell of ``record``'s shell, on the current thread, capturing its outputs.
+
+    The caller chooses the thread (see :class:`CellRunner`). On the main thread a run longer than ``timeout``
+    seconds is interrupted (``status`` ``"timeout"``); an interrupt of the kernel gives ``"interrupted"``.
+    """
+    import _thread
+
+    shell = record.shell
+    cell_id = cell_id or None
+    state = {"running": True, "timed_out": False}
+    guard = threading.Lock()
+    timer: threading.Timer | None = None
+    if threading.current_thread() is threading.main_thread() and timeout > 0:
+        def expire() -> None:
+            with guard:
+                if state["running"]:
+                    state["timed_out"] = True
+                    _thread.interrupt_main()
+
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+    status: Literal["ok", "error", "interrupted", "timeout"] = "ok"
+    result: Any = None
+    with record.capturing() as capture:
+        try:
+            if timer is not None:
+                timer.start()
+            try:
+                result = shell.run_cell(source, store_history=True, cell_id=cell_id)
+            finally:
+                with guard:
+                    state["running"] = False
+                if timer is not None:
+                    timer.cancel()
+        except KeyboardInterrupt:
+            status = "interrupted"
+    error = None if result is None else (getattr(result, "error_in_exec", None)
+                                         or getattr(result, "error_before_exec", None))
+    if isinstance(error, KeyboardInterrupt):
+        status = "interrupted"
+    elif error is not None:
+        status = "error"
+    if state["timed_out"] and status == "interrupted":
+        status = "timeout"
+    count = getattr(result, "execution_count", None)
+    recorded = record.get(cell_id) if cell_id else None
+    if recorded is None and isinstance(count, int):
+        recorded = record.get(f"exec-{count}")
+    if recorded is None:  # the record is not listening (or dropped it): build the cell from the capture
+        recorded = Cell(cell_id or f"exec-{count}", "code", source, count if isinstance(count, int) else None,
+                        tuple(_to_cell_output(output) for output in capture.outputs))
+    return ExecutedCell(recorded, tuple(capture.outputs), status)
+
+
+def _to_cell_output(output: Mapping[str, Any]) -> CellOutput:
+    kind = output.get("output_type")
+    if kind == "stream":
+        return CellOutput("stream", str(output.get("text", "")), name=str(output.get("name", "stdout")))
+    if kind == "error":
+        name, value = str(output.get("ename", "")), str(output.get("evalue", ""))
+        return CellOutput("error", f"{name}: {value}", ename=name, evalue=value,
+                          traceback=trim_traceback(list(output.get("traceback", []))))
+    data = output.get("data", {})
+    return CellOutput("result" if kind == "execute_result" else "display", _plain(data), images=_image_outputs(data),
+                      execution_count=output.get("execution_count") if kind == "execute_result" else None)
+
+
+class RunnerHost(Protocol):
+    """Where :class:`CellRunner` finds the main-thread runner (set while a foreground cell waits)."""
+
+    @property
+    def main_thread_calls(self) -> MainThreadRunner | None: ...
+
+
+class CellRunner:
+    """Runs sources as cells on the right thread: the main thread while a foreground ``%%dsh`` cell waits
+    (it pumps ``host.main_thread_calls``), else the caller's thread under ``lock`` (the kernel execution lock
+    the ``python`` tool shares)."""
+
+    def __init__(self, record: KernelRecord, host: RunnerHost, lock: threading.Lock) -> None:
+        self.record = record
+        self.host = host
+        self.lock = lock
+
+    def execute(self, source: str, cell_id: str | None, timeout: float) -> ExecutedCell:
+        def run() -> ExecutedCell:
+            return execute_cell(self.record, source, cell_id=cell_id, timeout=timeout)
+
+        if threading.current_thread() is threading.main_thread():
+            return run()
+        calls = self.host.main_thread_calls
+        if calls is not None:
+            future = calls.submit(run)
+            try:
+                return future.result(timeout=timeout + 30)
+            except concurrent.futures.TimeoutError:
+                raise NotebookError(f"the cell did not finish within {timeout:g} seconds") from None
+            except KeyboardInterrupt:
+                return self._interrupted(source, cell_id)
+        if not self.lock.acquire(timeout=timeout):
+            raise NotebookError("the kernel is busy running other agent code; try again when it finishes")
+        try:
+            return run()
+        finally:
+            self.lock.release()
+
+    def _interrupted(self, source: str, cell_id: str | None) -> ExecutedCell:
+        cell = self.record.get(cell_id) if cell_id else None
+        return ExecutedCell(cell or Cell(cell_id or "", "code", source), (), "interrupted")
