@@ -38,13 +38,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .cells import strip_ansi, trim_traceback
 from .document import (
     AppliedEdit,
     Cell,
@@ -74,7 +74,6 @@ PING_WAIT = 1.5
 #: The tool whose questions become proposals in the notebook.
 EDIT_TOOL = "notebook_edit"
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 _CELL_TYPES: tuple[CellType, ...] = ("code", "markdown", "raw")
 
 
@@ -95,24 +94,21 @@ class CommLike(Protocol):
 
 
 class CellRun(Protocol):
-    """What running a cell's source gives back: its execution count and nbformat outputs."""
+    """What running a cell's source gives back (:class:`.cells.ExecutedCell`): the cell as recorded, with
+    its execution count and outputs, and the run's nbformat outputs for the browser."""
 
     @property
-    def execution_count(self) -> int | None: ...
+    def cell(self) -> Cell: ...
 
     @property
     def outputs(self) -> Sequence[Mapping[str, Any]]: ...
 
 
-#: Runs a cell's source as a real cell of the kernel (on its main thread) within ``timeout`` seconds.
+#: Runs a cell's source as a real cell of the kernel (``host.execute_cell``): source, cell id, timeout.
 CellRunner = Callable[[str, str, float], CellRun]
 
 
 # --------------------------------------------------------------------------- conversions
-
-
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
 
 
 def _text(value: Any) -> str:
@@ -135,7 +131,7 @@ def output_from_json(output: Mapping[str, Any]) -> CellOutput | None:
     if kind == "error":
         ename, evalue = str(output.get("ename", "")), strip_ansi(str(output.get("evalue", "")))
         traceback = output.get("traceback")
-        lines = tuple(strip_ansi(str(line)) for line in traceback) if isinstance(traceback, list) else ()
+        lines = trim_traceback([str(line) for line in traceback]) if isinstance(traceback, list) else ()
         return CellOutput("error", f"{ename}: {evalue}", ename=ename, evalue=evalue, traceback=lines)
     if kind not in ("execute_result", "display_data"):
         return None
@@ -350,7 +346,9 @@ class LiveConnections:
 
     def withdraw(self, tab: _Tab, request_id: int, note: str) -> None:
         with self._lock:
-            tab.pending.pop(request_id, None)
+            reply = tab.pending.pop(request_id, None)
+        if reply is not None:
+            reply.event.set()  # the thread waiting for it returns
         try:
             tab.comm.send({"type": "withdraw", "id": request_id, "note": note})
         except Exception:
@@ -416,10 +414,10 @@ class LiveDocument:
         if runner is None:
             raise NotebookError("this kernel cannot run notebook cells for the agent")
         ran = runner(cell.source, cell_id, timeout)
-        outputs = [dict(o) for o in ran.outputs]
-        self._request("outputs", {"cell_id": cell_id, "outputs": outputs, "execution_count": ran.execution_count})
-        converted = tuple(o for o in (output_from_json(o) for o in outputs) if o is not None)
-        return RunResult(Cell(cell_id, "code", cell.source, ran.execution_count, converted), "live")
+        count = ran.cell.execution_count
+        self._request("outputs", {"cell_id": cell_id, "outputs": [dict(o) for o in ran.outputs],
+                                  "execution_count": count})
+        return RunResult(Cell(cell_id, "code", cell.source, count, ran.cell.outputs), "live")
 
     async def propose(self, request: ApprovalRequest, edit: Edit, timeout: float) -> ApprovalDecision | None:
         """Show ``edit`` in the notebook with Accept / Reject; the person's decision, or a timeout refusal."""
@@ -540,6 +538,8 @@ class _Owner:
 class _Host(Protocol):
     live_source: LiveSource | None
 
+    def execute_cell(self, source: str, cell_id: str | None, timeout: float) -> CellRun: ...
+
 
 def live_connections(shell: Any, host: _Host) -> LiveConnections:
     """The kernel's connections to its notebook pages, made the host's live source."""
@@ -550,10 +550,8 @@ def live_connections(shell: Any, host: _Host) -> LiveConnections:
     return connections
 
 
-def _cell_runner(host: Any) -> CellRunner:
+def _cell_runner(host: _Host) -> CellRunner:
     def run(source: str, cell_id: str, timeout: float) -> CellRun:
-        from .cells import execute_cell
-
-        return execute_cell(host, source, cell_id=cell_id, timeout=timeout)  # type: ignore[no-any-return]
+        return host.execute_cell(source, cell_id, timeout)
 
     return run
