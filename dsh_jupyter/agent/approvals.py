@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -158,12 +158,74 @@ class ApprovalPolicy:
         return decision
 
 
+#: Where :func:`describe_call` finds a notebook cell's current source (hosts register one; see
+#: :func:`register_cell_source`), so a replacement is shown as a diff.
+_CELL_SOURCES: list[Callable[[str], str | None]] = []
+
+
+def register_cell_source(lookup: Callable[[str], str | None]) -> Callable[[], None]:
+    """Let approval questions show a cell's current source (``lookup(cell_id)``); returns the disposer."""
+    _CELL_SOURCES.append(lookup)
+
+    def dispose() -> None:
+        if lookup in _CELL_SOURCES:
+            _CELL_SOURCES.remove(lookup)
+
+    return dispose
+
+
+def _cell_source(cell_id: Any) -> str | None:
+    if not isinstance(cell_id, str):
+        return None
+    for lookup in list(_CELL_SOURCES):
+        try:
+            found = lookup(cell_id)
+        except Exception:  # a question is still asked without the diff
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def _describe_notebook_call(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
+    cell_id = arguments.get("cell_id")
+    source = arguments.get("source")
+    if tool == "notebook_run" and isinstance(cell_id, str):
+        current = _cell_source(cell_id)
+        return (f"# run cell {cell_id}\n{current}" if current is not None else f"# run cell {cell_id}"), "python"
+    if tool != "notebook_edit":
+        return None
+    action = arguments.get("action")
+    kind = arguments.get("cell_type") if isinstance(arguments.get("cell_type"), str) else "code"
+    language = "python" if kind == "code" else "markdown" if kind == "markdown" else "text"
+    if action == "insert" and isinstance(source, str):
+        where = f"{arguments.get('position') or 'after'} cell {cell_id}" if isinstance(cell_id, str) else "at the end"
+        return f"# insert a new {kind} cell {where}\n{source}", language
+    if action == "replace" and isinstance(cell_id, str) and isinstance(source, str):
+        current = _cell_source(cell_id)
+        if current is None:
+            return f"# replace the source of cell {cell_id} with\n{source}", language
+        import difflib
+
+        diff = difflib.unified_diff(current.splitlines(keepends=True), source.splitlines(keepends=True),
+                                    f"cell {cell_id} (now)", f"cell {cell_id} (proposed)")
+        text = "".join(line if line.endswith("\n") else line + "\n" for line in diff).rstrip("\n")
+        return text or f"# replace cell {cell_id} with the same source (no change)", "diff"
+    if action == "delete" and isinstance(cell_id, str):
+        current = _cell_source(cell_id)
+        return f"# delete cell {cell_id}" + (f"\n{current}" if current is not None else ""), language
+    return None
+
+
 def describe_call(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str]:
     """What a person is shown for a call (the exact command or code) and its language for highlighting."""
     if tool == "bash" and isinstance(arguments.get("command"), str):
         return arguments["command"], "bash"
     if tool == "python" and isinstance(arguments.get("code"), str):
         return arguments["code"], "python"
+    notebook = _describe_notebook_call(tool, arguments)
+    if notebook is not None:
+        return notebook
     import json
 
     return json.dumps(dict(arguments), indent=2, ensure_ascii=False), "json"

@@ -218,6 +218,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("config", "Show every setting with its value and help; change one with "
             "`%config DshMagics.NAME = VALUE`."),
     Command("models", "Show the models you can use, whether their key is set and which one is in use."),
+    Command("undo", "Revert the agent's last notebook edit in the current session (an inserted cell is deleted, a "
+            "replaced cell gets its old source back, a deleted cell returns); again: the edit before.", (
+                Argument(("--force",), "Revert even when the cell was changed since the agent's edit (those "
+                         "changes are lost).", flag=True),
+            )),
     Command("wait", "Wait for the background (`--bg`) turn to finish."),
     Command("stop", "Interrupt the running turn."),
     Command("help", "Show every command, or one command's help (the same as `%dsh COMMAND?`).", (

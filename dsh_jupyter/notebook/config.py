@@ -97,6 +97,11 @@ class DshSettings(Configurable):
         "transcripts (`$CLAUDE_CONFIG_DIR` or `~/.claude`) and Codex rollouts (`$CODEX_HOME` or `~/.codex`).",
     ).tag(config=True)
     python_tool = Bool(True, help="Let the agent run Python in this kernel's namespace.").tag(config=True)
+    notebook_tools = Bool(
+        True, help="Let the agent read this notebook's cells and outputs (`notebook_read`), insert, replace or "
+        "delete cells (`notebook_edit`, reverted with `%dsh undo`) and run cells (`notebook_run`). In JupyterLab "
+        "and Notebook 7 it sees the live notebook; elsewhere the kernel's record of the cells that ran.",
+    ).tag(config=True)
     bash_tool = Bool(True, help="Let the agent run bash commands in the notebook's folder.").tag(config=True)
     bash_timeout = Float(120.0, help="Seconds before a foreground bash command of the agent is stopped.").tag(
         config=True

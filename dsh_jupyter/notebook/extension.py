@@ -18,7 +18,7 @@ def load(ip: Any) -> None:
     ip.events.register("pre_run_cell", magics.refresh_views)
     from .commands import install_help_requests
 
-    disposers = [install_help_requests(ip)]
+    disposers = [install_help_requests(ip), magics.host.install_kernel_record()]
     try:
         from .completer import install_completer
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
     from ..tools.base import ToolRegistry
     from ..tools.env import ShellEnvRegistry
     from ..tools.hooks import HookRunner
-    from .live_document import LiveSource
+    from .cells import ExecutedCell, KernelRecord
+    from .notebook_tools import LiveSource, Workspace
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -99,7 +101,13 @@ class NotebookHost:
         self._disposers: list[Callable[[], None]] = []
         self.main_thread_calls: Any = None  # set by the magic while a foreground cell waits
         self._approver: Approver | Literal[False] | None = None  # False: nobody can be asked here
-        self.live_source: LiveSource | None = None  # the browser's live notebook (JupyterLab, Notebook 7)
+        #: One lock for agent code run in the kernel off its main thread (python tool, notebook_run in --bg).
+        self.kernel_lock = threading.Lock()
+        #: The kernel's record of executed cells (installed at %load_ext: :meth:`install_kernel_record`).
+        self.kernel_record: KernelRecord | None = None
+        #: The live notebook's source (set by the live document module when the frontend extension connects).
+        self.live_source: LiveSource | None = None
+        self._workspace: Workspace | None = None
 
     # -- configuration-derived services (one wiring: dsh_jupyter.services) ------------------------------
     @property
@@ -238,8 +246,51 @@ class NotebookHost:
         if self.settings.python_tool and self.shell is not None:
             from .python_tool import PythonTool
 
-            registry.register(PythonTool(self))
+            registry.register(PythonTool(self, lock=self.kernel_lock))
+        if self.settings.notebook_tools and self.shell is not None:
+            from .notebook_tools import notebook_tools
+
+            for tool in notebook_tools(self.workspace):
+                registry.register(tool)
         return registry
+
+    # -- the notebook as the agent's workspace --------------------------------------------------------
+    @property
+    def workspace(self) -> Workspace:
+        """The document the notebook tools use: the live notebook when connected, else the kernel record."""
+        if self._workspace is None:
+            from .notebook_tools import Workspace
+
+            self._workspace = Workspace(self)
+        return self._workspace
+
+    def install_kernel_record(self) -> Callable[[], None]:
+        """Start recording the cells this kernel executes (once); returns the disposer that stops it."""
+        if self.shell is None:
+            return lambda: None
+        from ..agent.approvals import register_cell_source
+        from .cells import CellRunner, KernelRecord
+
+        record = self.kernel_record
+        if record is None:
+            record = self.kernel_record = KernelRecord(self.shell)
+            record.runner = CellRunner(record, self, self.kernel_lock)
+        record.install()
+        dispose_source = register_cell_source(self.workspace.source_of)
+
+        def dispose() -> None:
+            dispose_source()
+            record.uninstall()
+
+        return dispose
+
+    def execute_cell(self, source: str, cell_id: str | None, timeout: float) -> ExecutedCell:
+        """Run ``source`` as the cell ``cell_id`` (see :func:`~.cells.execute_cell`), on the right thread:
+        the kernel's main thread while a foreground cell waits, else under :attr:`kernel_lock`."""
+        record = self.kernel_record
+        if record is None or record.runner is None:
+            raise HostError("cells can only be run once the extension is loaded (%load_ext dsh_jupyter)")
+        return record.runner.execute(source, cell_id, timeout)
 
     def _hooks(self) -> HookRunner | None:
         bridges: list[Any] = []
@@ -282,9 +333,9 @@ class NotebookHost:
 
             approver = approver_for(self.shell, self)
             if approver is not None and self.live_source is not None:  # notebook edits: proposals in the notebook
-                from .live_document import ProposalApprover
+                from .live_document import with_proposals
 
-                approver = ProposalApprover(approver, self.live_source)
+                approver = with_proposals(approver, self.live_source)
             self._approver = approver or False
         return self._approver or None
 

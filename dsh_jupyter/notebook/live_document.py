@@ -60,6 +60,7 @@ from .document import (
 
 if TYPE_CHECKING:
     from ..agent.approvals import ApprovalDecision, ApprovalRequest, Approver
+    from .notebook_tools import LiveSource as NotebookSource
 
 log = logging.getLogger(__name__)
 
@@ -457,14 +458,21 @@ class LiveDocument:
 # --------------------------------------------------------------------------- proposals as approvals
 
 
-class LiveSource(Protocol):
+class ProposalSource(Protocol):
+    """Where proposals are shown: :class:`LiveConnections` (a fake in the tests)."""
+
     def document(self) -> LiveDocument | None: ...
+
+
+def with_proposals(approver: Approver, live: object) -> Approver:
+    """``approver`` asking ``notebook_edit`` questions as proposals when ``live`` is the browser's notebook."""
+    return ProposalApprover(approver, live) if isinstance(live, LiveConnections) else approver
 
 
 class ProposalApprover:
     """``notebook_edit`` questions as proposals in the live notebook; every other question to ``fallback``."""
 
-    def __init__(self, fallback: Approver | None, live: LiveSource) -> None:
+    def __init__(self, fallback: Approver | None, live: ProposalSource) -> None:
         self.fallback = fallback
         self.live = live
 
@@ -536,7 +544,7 @@ class _Owner:
 
 
 class _Host(Protocol):
-    live_source: LiveSource | None
+    live_source: NotebookSource | None
 
     def execute_cell(self, source: str, cell_id: str | None, timeout: float) -> CellRun: ...
 

@@ -412,6 +412,34 @@ class DshMagics(Magics, DshSettings):
             in_use = next((i for i, row in enumerate(listings) if row.spec == spec), None)
         return commands.models_table(listings, in_use, mark=mark, unlisted=unlisted if in_use is None else None)
 
+    def _cmd_undo(self, args: argparse.Namespace) -> Any:
+        from .document import NotebookError
+        from .edits import UNDO_EVENT, describe_undo, recorded_edits, reverting_edit, undo_record
+
+        agent = self.host.agent
+        if agent is None:
+            print("nothing to undo: there is no session yet")
+            return None
+        if agent.busy:
+            raise HostError("the agent is still running a turn; wait for it (%dsh wait) or stop it (%dsh stop), "
+                            "then undo")
+        edits = recorded_edits(agent.session.events)
+        if not edits:
+            print("nothing to undo: the agent has made no notebook edit in this session (or all were undone)")
+            return None
+        edit = edits[-1]
+        try:
+            document = self.host.workspace.document()
+            applied = document.apply(reverting_edit(edit, document, force=args.force))
+        except NotebookError as exc:
+            raise HostError(f"cannot undo the agent's last edit: {exc}") from None
+        agent.session.append(UNDO_EVENT, undo_record(edit, applied, document.view, forced=args.force),
+                             source_event_seqs=[edit.seq], ignorable=True)
+        if agent.writer is not None:
+            agent.writer.flush()
+        print(describe_undo(edit, applied))
+        return None
+
     def _cmd_wait(self, args: argparse.Namespace) -> Any:
         future = self.host.background
         if future is None:

@@ -78,14 +78,14 @@ class PythonTool(Tool):
         "user has loaded or to compute results."
     )
 
-    def __init__(self, host: PythonToolHost) -> None:
+    def __init__(self, host: PythonToolHost, lock: threading.Lock | None = None) -> None:
         self.parameters = {
             "type": "object",
             "properties": {"code": {"type": "string", "description": "Python source to run in the kernel."}},
             "required": ["code"],
         }
         self.host = host
-        self._lock = threading.Lock()
+        self._lock = lock or threading.Lock()  # the host's kernel execution lock, shared with notebook_run
 
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         code = arguments.get("code")
