@@ -22,6 +22,7 @@ import type { JSONObject } from '@lumino/coreutils';
 
 import { displayText } from './escape.js';
 import {
+  codeText,
   diffSummary,
   IEdit,
   KernelRequest,
@@ -390,7 +391,9 @@ function proposalCard(
     card.appendChild(element('div', 'dsh-proposal-reason', reason));
   }
   if (edit.action === 'insert') {
-    card.appendChild(element('pre', 'dsh-proposal-source', edit.source || ' '));
+    const source = element('pre', 'dsh-proposal-source');
+    source.textContent = codeText(edit.source);
+    card.appendChild(source);
   } else if (edit.action === 'replace') {
     const lines = lineDiff(anchor?.model.sharedModel.getSource() ?? '', edit.source);
     head.appendChild(element('span', 'dsh-proposal-stat', diffSummary(lines)));
@@ -399,7 +402,7 @@ function proposalCard(
       const sign = line.kind === 'added' ? '+' : line.kind === 'removed' ? '−' : ' ';
       const row = element('span', `dsh-diff-line dsh-diff-${line.kind}`);
       row.appendChild(element('span', 'dsh-diff-sign', sign));
-      row.appendChild(document.createTextNode(displayText(line.text) + '\n'));
+      row.appendChild(document.createTextNode(codeText(line.text) + '\n'));
       diff.appendChild(row);
     }
     card.appendChild(diff);

@@ -3,6 +3,8 @@
  * arrive on a comm), the edit they carry, and the line diff a proposed replacement is shown with.
  */
 
+import { escapeControls } from './escape.js';
+
 export type CellType = 'code' | 'markdown' | 'raw';
 export type EditAction = 'insert' | 'replace' | 'delete';
 
@@ -198,4 +200,12 @@ export function diffSummary(lines: ReadonlyArray<IDiffLine>): string {
   const added = lines.filter(line => line.kind === 'added').length;
   const removed = lines.filter(line => line.kind === 'removed').length;
   return `+${added} −${removed}`;
+}
+
+/** Source text as shown in a card: control characters escaped, but line breaks and tabs kept. */
+export function codeText(text: string): string {
+  return text
+    .split(/(\n|\t)/)
+    .map(part => (part === '\n' || part === '\t' ? part : escapeControls(part)))
+    .join('');
 }

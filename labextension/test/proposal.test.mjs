@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
+  codeText,
   diffSummary,
   lineDiff,
   MAX_DIFF_PAIRS,
@@ -74,4 +75,8 @@ test('proposalTitle says what the agent proposes', () => {
   assert.equal(proposalTitle({ action: 'insert', cellType: 'markdown' }), 'The agent proposes a new markdown cell');
   assert.equal(proposalTitle({ action: 'replace', cellType: 'code' }), 'The agent proposes a change to this cell');
   assert.equal(proposalTitle({ action: 'delete', cellType: 'code' }), 'The agent proposes to delete this cell');
+});
+
+test('codeText escapes control characters but keeps lines and tabs', () => {
+  assert.equal(codeText('a\n\tb\x1b[31m'), 'a\n\tb\\x1b[31m');
 });
