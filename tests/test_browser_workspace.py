@@ -10,7 +10,8 @@ through the whole feature:
 - ``auto`` mode: ``notebook_run`` runs a cell (the browser cell shows its output and execution count) and
   ``notebook_read`` reads that output back; ``%dsh undo`` reverts the agent's last applied edit;
 - addressing: between the agent's read and its edit the user moves, adds and deletes cells; the edit lands
-  on the right cell, and an edit of the deleted one is a clear error.
+  on the right cell, and an edit of the deleted one is a clear error;
+- after a kernel restart and ``%load_ext``, the agent reads the live notebook again.
 
 Screenshots (``test-artifacts/``): the proposed insert and the replacement diff, in JupyterLab light and
 dark and in Notebook 7.
@@ -241,6 +242,7 @@ def test_the_agent_works_in_the_live_notebook(
         expect(nb.cell(1).locator(".jp-OutputArea-output")).to_have_text("x is 41")
         expect(nb.cell(1).locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\d+\]"))
         output = nb.run(index_of(nb, READ_ONE))
+        expect(output.locator("details pre").first).to_contain_text("the live notebook")
         expect(output.locator("details pre").first).to_contain_text("x is 41")
 
         # 4. %dsh undo reverts the agent's last applied edit: the inserted cell goes.
@@ -274,6 +276,16 @@ def test_the_agent_works_in_the_live_notebook(
         output = nb.run(index_of(nb, EDIT_DELETED))
         expect(output).to_contain_text("there is no cell")
         assert save(nb, server) == after
+
+        # 6. After a kernel restart the notebook connects again once the extension is loaded.
+        status, kernels = server.request("GET", "api/kernels")
+        assert status == 200 and len(kernels) == 1
+        status, _ = server.request("POST", f"api/kernels/{kernels[0]['id']}/restart", timeout=60)
+        assert status == 200
+        nb.run(0)
+        output = nb.run(index_of(nb, READ_ALL))
+        expect(output.locator("details pre").first).to_contain_text("the live notebook")
+        expect(output.locator("details pre").first).to_contain_text("x = 7")
 
         assert watch.dialogs == []
         assert watch.errors == []

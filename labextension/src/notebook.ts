@@ -409,7 +409,7 @@ function proposalCard(
   }
   const actions = element('div', 'dsh-proposal-actions');
   const accept = element('button', 'dsh-proposal-accept jp-mod-styled jp-mod-accept', 'Accept');
-  const reject = element('button', 'dsh-proposal-reject jp-mod-styled jp-mod-reject', 'Reject');
+  const reject = element('button', 'dsh-proposal-reject jp-mod-styled', 'Reject');
   const why = element('input', 'dsh-proposal-why jp-mod-styled');
   why.type = 'text';
   why.placeholder = 'Reason for the agent (optional)';
