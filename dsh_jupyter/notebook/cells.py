@@ -72,6 +72,7 @@ MAX_CELLS = 200
 MAX_OUTPUT_CHARS = 20_000
 MAX_IMAGE_BYTES = 8_000_000
 MAX_TRACEBACK_LINES = 40
+MAX_CAPTURED_STREAM_CHARS = 1_000_000  # printed text execute_cell hands on for the browser cell
 DEFAULT_RUN_TIMEOUT = 120.0
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
@@ -97,6 +98,13 @@ def trim_traceback(lines: list[str] | tuple[str, ...], limit: int = MAX_TRACEBAC
     head = limit // 4
     tail = limit - head - 1
     return (*flat[:head], f"… ({len(flat) - head - tail} traceback lines not shown)", *flat[-tail:])
+
+
+def missing_cell(cell_id: str, view: View) -> str:
+    """What the agent is told about an id that is not (or no longer) in the notebook."""
+    where = "the live notebook" if view == "live" else "the kernel's record of executed cells"
+    return (f"there is no cell with id {cell_id!r} in {where} (it was deleted, or the id is not one "
+            "notebook_read gave); nothing was changed — read the notebook again for the current ids")
 
 
 def is_dsh_cell(source: str) -> bool:
@@ -147,6 +155,7 @@ class _Entry:
     chars: int = 0
     truncated: int = 0
     image_bytes: int = 0
+    finished: bool = False
 
     def add(self, output: CellOutput, limit: int) -> None:
         """Append ``output`` (a stream continues the previous one of its name) within ``limit`` characters."""
@@ -198,8 +207,24 @@ class _Capture:
     thread: int
     outputs: list[dict[str, Any]] = field(default_factory=list)
 
+    stream_chars: int = 0
+
     def here(self) -> bool:
         return threading.get_ident() == self.thread
+
+    def stream(self, name: str, text: str) -> None:
+        """Stream text for the browser cell, at most :data:`MAX_CAPTURED_STREAM_CHARS` in all."""
+        room = MAX_CAPTURED_STREAM_CHARS - self.stream_chars
+        if room <= 0:
+            return
+        if len(text) > room:
+            text = text[:room] + "\n… (the rest of this cell's printed output was not kept)\n"
+        self.stream_chars += len(text)
+        outputs = self.outputs
+        if outputs and outputs[-1].get("output_type") == "stream" and outputs[-1]["name"] == name:
+            outputs[-1]["text"] += text
+        else:
+            outputs.append({"output_type": "stream", "name": name, "text": text})
 
 
 @dataclass(frozen=True)
@@ -226,10 +251,11 @@ class KernelRecord:
         self.max_image_bytes = max_image_bytes
         self._cells: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.RLock()
-        self._current: list[_Entry | None] = []  # a stack: execute_cell nests a cell inside the running one
-        self._streams: list[list[tuple[Any, Callable[..., Any], Callable[..., Any]]]] = []
+        # Per thread, a stack of running cells (execute_cell nests a cell in the running one) and their streams.
+        self._local = threading.local()
         self._capture: _Capture | None = None
-        self._inserted_at: int | None = None  # the execution count whose cell already asked for a next cell
+        self._inserted_for: _Entry | None = None  # the running cell that already asked for a next cell
+        self._main_stack: list[_Entry | None] = []
         self._installed = False
         self._undo: list[Callable[[], None]] = []
         #: How :func:`execute_cell` reaches the kernel (set by the host: main-thread calls and the shared lock).
@@ -269,11 +295,9 @@ class KernelRecord:
 
                 def finish_displayhook() -> None:
                     capture = self._capture
-                    if capture is not None and capture.here():  # the result stays out of the running cell
-                        if hasattr(displayhook, "msg"):
-                            displayhook.msg = None
-                        return
-                    original_finish()
+                    if capture is not None and capture.here() and hasattr(displayhook, "msg"):
+                        displayhook.msg = None  # ipykernel: the execute_result stays out of the running cell
+                    original_finish()  # (a terminal's echo is kept out by the stream wrapper)
 
                 displayhook.finish_displayhook = finish_displayhook
                 self._undo.append(lambda: _restore(displayhook, "finish_displayhook", finish_displayhook))
@@ -299,8 +323,9 @@ class KernelRecord:
 
     # -- the events ---------------------------------------------------------------------------------
     def _pre_run_cell(self, info: Any) -> None:
+        self._infos().append(info)
         if not getattr(info, "store_history", True) or getattr(info, "silent", False):
-            self._current.append(None)
+            self._stack().append(None)
             self._wrap_streams(None)
             return
         source = str(getattr(info, "raw_cell", "") or "")
@@ -314,14 +339,20 @@ class KernelRecord:
                 self._cells.popitem(last=False)
             if old is not None:
                 old.outputs.clear()
-        self._current.append(entry)
+        self._stack().append(entry)
         self._wrap_streams(entry)
 
     def _post_run_cell(self, result: Any) -> None:
+        infos = self._infos()
+        if not infos or (result is not None and getattr(result, "info", infos[-1]) is not infos[-1]):
+            return  # an empty cell: IPython fires post_run_cell without pre_run_cell
+        infos.pop()
         self._unwrap_streams()
-        entry = self._current.pop() if self._current else None
+        stack = self._stack()
+        entry = stack.pop() if stack else None
         if entry is None:
             return
+        entry.finished = True
         count = getattr(result, "execution_count", None)
         if isinstance(count, int):
             entry.execution_count = count
@@ -332,7 +363,8 @@ class KernelRecord:
 
                 lines = tb.format_exception(type(error), error, error.__traceback__)
                 entry.add(self._error_output(type(error), error, lines), self.max_output_chars)
-            self._fit_images()
+            if entry.image_bytes:  # only a cell that added images can pass the budget
+                self._fit_images()
 
     @staticmethod
     def _error_output(etype: Any, evalue: Any, stb: Any) -> CellOutput:
@@ -371,27 +403,49 @@ class KernelRecord:
             content = msg.get("content", {})
             capture = self._capture
             captured = capture is not None and capture.here()
-            if kind in ("display_data", "update_display_data") and captured and capture is not None:
-                capture.outputs.append({"output_type": "display_data", "data": dict(content.get("data", {})),
-                                        "metadata": dict(content.get("metadata", {}))})
             entry = self._running()
             if entry is not None and not entry.dsh and kind == "display_data":
                 bundle = content.get("data", {})
                 with self._lock:
                     entry.add(CellOutput("display", _plain(bundle), images=_image_outputs(bundle)),
                               self.max_output_chars)
-            if captured:
-                return None
+            if not captured or capture is None or kind == "update_display_data":
+                return msg  # an update of an earlier display still reaches it
+            if kind == "display_data":
+                capture.outputs.append({"output_type": "display_data", "data": dict(content.get("data", {})),
+                                        "metadata": dict(content.get("metadata", {}))})
+            elif kind == "clear_output":
+                capture.outputs.clear()
+            return None
         except Exception:  # the user's output must never be lost to the record
             return msg
         return msg
 
+    def _stack(self) -> list[_Entry | None]:
+        if threading.current_thread() is threading.main_thread():
+            return self._main_stack
+        stack: list[_Entry | None] | None = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def _infos(self) -> list[Any]:
+        infos: list[Any] | None = getattr(self._local, "infos", None)
+        if infos is None:
+            infos = self._local.infos = []
+        return infos
+
+    def _stream_stack(self) -> list[list[tuple[Any, Callable[..., Any], Callable[..., Any]]]]:
+        streams: list[list[tuple[Any, Callable[..., Any], Callable[..., Any]]]] | None = \
+            getattr(self._local, "streams", None)
+        if streams is None:
+            streams = self._local.streams = []
+        return streams
+
     def _running(self) -> _Entry | None:
-        if threading.current_thread() is not threading.main_thread():
-            capture = self._capture
-            if capture is None or not capture.here():
-                return None
-        return self._current[-1] if self._current else None
+        """The cell running on this thread (the innermost one), if it is recorded."""
+        stack = self._stack()
+        return stack[-1] if stack else None
 
     # -- streams ------------------------------------------------------------------------------------
     def _wrap_streams(self, entry: _Entry | None) -> None:
@@ -410,7 +464,7 @@ class KernelRecord:
             except (AttributeError, TypeError):
                 continue
             wrapped.append((stream, write, original))
-        self._streams.append(wrapped)
+        self._stream_stack().append(wrapped)
 
     def _stream_writer(self, entry: _Entry | None, name: str, original: Callable[..., Any],
                        thread: int) -> Callable[..., Any]:
@@ -422,12 +476,8 @@ class KernelRecord:
             if self._echoing():  # a terminal's "Out[n]:" or traceback: recorded as the result or error already
                 return len(data) if captured else original(data, *args)
             if captured and capture is not None:
-                outputs = capture.outputs
-                if outputs and outputs[-1].get("output_type") == "stream" and outputs[-1]["name"] == name:
-                    outputs[-1]["text"] += data
-                else:
-                    outputs.append({"output_type": "stream", "name": name, "text": data})
-            if entry is not None and not entry.dsh:
+                capture.stream(name, data)
+            if entry is not None and not entry.dsh and not entry.finished:
                 with self._lock:
                     entry.add(CellOutput("stream", data, name=name), self.max_output_chars)
             return len(data) if captured else original(data, *args)
@@ -441,9 +491,10 @@ class KernelRecord:
                     or getattr(getattr(shell, "display_pub", None), "is_publishing", False))
 
     def _unwrap_streams(self) -> None:
-        if not self._streams:
+        streams = self._stream_stack()
+        if not streams:
             return
-        for stream, write, original in self._streams.pop():
+        for stream, write, original in streams.pop():
             if getattr(stream, "write", None) is write:
                 with suppress(AttributeError, TypeError):
                     stream.write = original
@@ -487,26 +538,25 @@ class KernelRecord:
                 f"{edit.action} an existing cell here; it can do that in {LIVE_FRONTENDS}, or add a new cell "
                 "(notebook_edit with action insert)")
         if edit.cell_id is not None and self.get(edit.cell_id) is None:
-            raise CellNotFound(f"no cell with id {edit.cell_id!r} in the kernel's record of executed cells; "
-                               "read the notebook again (notebook_read) for the ids there are")
+            raise CellNotFound(missing_cell(edit.cell_id, "kernel"))
         if edit.cell_type != "code":
             raise EditsUnsupported(f"this frontend can only receive new code cells from the kernel, not "
                                    f"{edit.cell_type} cells; {LIVE_FRONTENDS} can take them")
         shell = self.shell
         if not hasattr(shell, "set_next_input"):
             raise EditsUnsupported(f"this kernel cannot propose new cells; {LIVE_FRONTENDS} can")
-        count = int(shell.execution_count)
+        running = next((entry for entry in self._main_stack if entry is not None), None)
         with self._lock:
-            if self._inserted_at == count:
+            if running is not None and self._inserted_for is running:
                 raise EditsUnsupported(
                     "this frontend takes one new cell per %%dsh cell (through set_next_input) and this turn "
                     "already added one; put all the code in that one cell, or add the next one in a later turn")
-            self._inserted_at = count
+            self._inserted_for = running
+        count = int(shell.execution_count)
         shell.set_next_input(edit.source, replace=False)
         new_id = f"next-input-{count}"
         after = Cell(new_id, "code", edit.source)
-        anchor = self._current[-1] if self._current else None
-        where = "below the running %%dsh cell" if anchor is not None and anchor.dsh else "as the next input"
+        where = "below the running %%dsh cell" if running is not None and running.dsh else "as the next input"
         note = (f"the new cell appears {where} when that cell finishes, in frontends that take IPython's "
                 "set_next_input payload (JupyterLab, Notebook, VS Code); it gets its real id when it runs, "
                 "and the position asked for is not honoured here")
@@ -515,8 +565,7 @@ class KernelRecord:
     def run(self, cell_id: str, timeout: float) -> RunResult:
         cell = self.get(cell_id)
         if cell is None:
-            raise CellNotFound(f"no cell with id {cell_id!r} in the kernel's record of executed cells; read the "
-                               "notebook again (notebook_read) for the ids there are")
+            raise CellNotFound(missing_cell(cell_id, "kernel"))
         if is_dsh_cell(cell.source):
             raise NotebookError(f"cell {cell_id!r} is a %%dsh prompt; the agent cannot run prompt cells")
         runner = self.runner

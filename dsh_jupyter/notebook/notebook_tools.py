@@ -7,7 +7,14 @@ one is connected (JupyterLab / Notebook 7 with the extension), else the **kernel
 - ``host.kernel_record``: the kernel's record (installed at ``%load_ext``);
 - ``host.live_source``: a :class:`LiveSource` or ``None``. The live document module sets it; its
   ``document()`` returns the connected live :class:`~.document.NotebookDocument`, or ``None`` while no
-  frontend is connected (then the kernel record answers).
+  frontend is connected (then the kernel record answers);
+- ``host.execute_cell(source, cell_id, timeout)``: runs a source as that cell (on the kernel's main thread
+  while a foreground cell waits, else under the kernel execution lock) and returns an
+  :class:`~.cells.ExecutedCell` with the recorded cell and its nbformat outputs; the live document's ``run``
+  uses it and puts the outputs into the browser's cell.
+
+The tools call the document's ``read``, ``apply`` and ``run`` on a worker thread (never the kernel's main
+thread, which is busy waiting for the turn in a foreground cell).
 
 Cells are addressed by id only. Every tool re-reads the document at call time, so a cell the user moved is
 still found and a deleted one is a clear error, never an edit of another cell. Applied edits are recorded in
@@ -21,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ..tools.base import Tool, ToolExecution, ToolImage, ToolOutput
-from .cells import DEFAULT_RUN_TIMEOUT, KernelRecord, is_dsh_cell
+from .cells import DEFAULT_RUN_TIMEOUT, KernelRecord, is_dsh_cell, missing_cell
 from .document import (
     Cell,
     CellNotFound,
@@ -104,12 +111,6 @@ class Workspace:
 
 def find_cell(snapshot: NotebookSnapshot, cell_id: str) -> Cell | None:
     return next((cell for cell in snapshot.cells if cell.id == cell_id), None)
-
-
-def not_found(cell_id: str, view: str) -> str:
-    where = "the live notebook" if view == "live" else "the kernel's record of executed cells"
-    return (f"there is no cell with id {cell_id!r} in {where} (it was deleted, or the id is not one "
-            "notebook_read gave); nothing was changed — read the notebook again for the current ids")
 
 
 # -- formatting ---------------------------------------------------------------------------------------
@@ -351,11 +352,11 @@ class NotebookEditTool(Tool):
             if edit.cell_id is not None:
                 before = find_cell(snapshot, edit.cell_id)
                 if before is None:
-                    return _error(self.name, not_found(edit.cell_id, document.view))
+                    return _error(self.name, missing_cell(edit.cell_id, document.view))
                 index = snapshot.cells.index(before)
             applied = document.apply(edit)
         except CellNotFound as exc:
-            return _error(self.name, str(exc) or not_found(edit.cell_id or "", "live"))
+            return _error(self.name, str(exc) or missing_cell(edit.cell_id or "", "live"))
         except NotebookError as exc:
             return _error(self.name, str(exc))
         anchor = _anchor(snapshot, index) if edit.action == "delete" and index is not None else None
@@ -430,7 +431,7 @@ class NotebookRunTool(Tool):
             document = self.workspace.document()
             result = document.run(cell_id, timeout)
         except CellNotFound as exc:
-            return _error(self.name, str(exc) or not_found(cell_id, "live"))
+            return _error(self.name, str(exc) or missing_cell(cell_id, "live"))
         except NotebookError as exc:
             return _error(self.name, str(exc))
         except KeyboardInterrupt:
