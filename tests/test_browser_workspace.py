@@ -6,7 +6,7 @@ through the whole feature:
 
 - ``ask`` mode: a proposed insert appears below its cell with Accept / Reject; accepted, it is in the notebook
   and, once saved, in the ``.ipynb`` on disk; a proposed replacement shows a line diff; rejected with a reason,
-  the cell is unchanged and the model received the reason;
+  the cell is unchanged and the model received the reason; a proposed deletion marks its cell;
 - ``auto`` mode: ``notebook_run`` runs a cell (the browser cell shows its output and execution count) and
   ``notebook_read`` reads that output back; ``%dsh undo`` reverts the agent's last applied edit;
 - addressing: between the agent's read and its edit the user moves, adds and deletes cells; the edit lands
@@ -55,6 +55,7 @@ PROPOSE_REPLACE = tool("notebook_edit", {"action": "replace", "cell_id": "cell-x
 RUN = tool("notebook_run", {"cell_id": "cell-x"})
 READ_ONE = tool("notebook_read", {"cell_ids": ["cell-x"]})
 READ_ALL = tool("notebook_read", {})
+PROPOSE_DELETE = tool("notebook_edit", {"action": "delete", "cell_id": "cell-doomed"})
 EDIT_MOVED = tool("notebook_edit", {"action": "replace", "cell_id": "cell-x", "source": "x = 7"})
 EDIT_DELETED = tool("notebook_edit", {"action": "replace", "cell_id": "cell-doomed", "source": "oops"})
 
@@ -64,6 +65,7 @@ CELLS: list[tuple[str | None, str]] = [
     ("cell-doomed", "doomed = True"),
     (None, PROPOSE_INSERT),
     (None, PROPOSE_REPLACE),
+    (None, PROPOSE_DELETE),
     (None, '%config DshMagics.approval = "auto"'),
     (None, RUN),
     (None, READ_ONE),
@@ -233,6 +235,22 @@ def test_the_agent_works_in_the_live_notebook(
         output = finished(nb, here)
         expect(output).to_contain_text("the user denied it: keep x at 41")
         assert sources(nb)[1] == "x = 41\nprint('x is', x)"
+
+        # A proposed deletion marks the cell; rejected, the cell stays.
+        here = index_of(nb, PROPOSE_DELETE)
+        start(nb, here)
+        card = proposal(nb)
+        expect(card.locator(".dsh-proposal-title")).to_have_text("The agent proposes to delete this cell")
+        doomed = nb.cell(index_of(nb, "doomed = True"))
+        expect(doomed).to_have_class(re.compile("dsh-proposal-doomed"))
+        card.scroll_into_view_if_needed()
+        nb.screenshot(request, "4-proposed-deletion")
+        card.locator("input.dsh-proposal-why").click()
+        page.keyboard.type("do not delete, dd")  # typed into the reason, never notebook shortcuts
+        page.keyboard.press("Enter")  # Enter in the reason rejects
+        expect(finished(nb, here)).to_contain_text("the user denied it: do not delete, dd")
+        expect(doomed).not_to_have_class(re.compile("dsh-proposal-doomed"))
+        assert "doomed = True" in sources(nb)
 
         # 3. Run a cell and read its output (auto mode from here on).
         nb.run(index_of(nb, "%config"))

@@ -259,8 +259,9 @@ class LiveConnections:
             log.info("ignored a notebook document message that makes no sense: %r", message)
             return
         kind = data.get("type")
-        if kind == "active":
-            tab.active_at = time.monotonic() if data.get("active", True) else 0.0
+        if kind == "active":  # the tab used last answers: only becoming active counts
+            if data.get("active", True):
+                tab.active_at = time.monotonic()
             path = data.get("path")
             if isinstance(path, str):
                 tab.path = path

@@ -315,7 +315,6 @@ export class LiveNotebook {
     } else {
       reveal();
     }
-    card.querySelector<HTMLButtonElement>('.dsh-proposal-accept')?.focus({ preventScroll: true });
   }
 
   private _settle(id: number): void {
@@ -377,8 +376,18 @@ function proposalCard(
   answer: (choice: 'accept' | 'reject', reason: string) => void
 ): HTMLElement {
   const card = element('div', `dsh-proposal dsh-proposal-${edit.action}`);
+  const why = element('input', 'dsh-proposal-why jp-mod-styled');
   card.setAttribute('role', 'group');
   card.setAttribute('aria-label', proposalTitle(edit));
+  // Keys typed in the card are the card's (Enter on a button, text in the reason), not notebook shortcuts.
+  card.setAttribute('data-lm-suppress-shortcuts', 'true');
+  card.addEventListener('keydown', event => {
+    if (event.key === 'Escape') {
+      event.preventDefault();
+      answer('reject', why.value);
+    }
+    event.stopPropagation();
+  });
   // Keep the notebook from taking clicks in the card as cell selection (it would steal the focus).
   for (const type of ['mousedown', 'pointerdown', 'dblclick']) {
     card.addEventListener(type, event => event.stopPropagation());
@@ -410,7 +419,6 @@ function proposalCard(
   const actions = element('div', 'dsh-proposal-actions');
   const accept = element('button', 'dsh-proposal-accept jp-mod-styled jp-mod-accept', 'Accept');
   const reject = element('button', 'dsh-proposal-reject jp-mod-styled', 'Reject');
-  const why = element('input', 'dsh-proposal-why jp-mod-styled');
   why.type = 'text';
   why.placeholder = 'Reason for the agent (optional)';
   why.setAttribute('aria-label', 'Reason for the agent (optional)');
