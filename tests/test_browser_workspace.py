@@ -6,7 +6,8 @@ through the whole feature:
 
 - ``ask`` mode: a proposed insert appears below its cell with Accept / Reject; accepted, it is in the notebook
   and, once saved, in the ``.ipynb`` on disk; a proposed replacement shows a line diff; rejected with a reason,
-  the cell is unchanged and the model received the reason; a proposed deletion marks its cell;
+  the cell is unchanged and the model received the reason; a proposed deletion marks its cell; a proposal
+  whose cell the user deletes goes away and the agent is told;
 - ``auto`` mode: ``notebook_run`` runs a cell (the browser cell shows its output and execution count) and
   ``notebook_read`` reads that output back; ``%dsh undo`` reverts the agent's last applied edit;
 - addressing: between the agent's read and its edit the user moves, adds and deletes cells; the edit lands
@@ -55,6 +56,7 @@ PROPOSE_REPLACE = tool("notebook_edit", {"action": "replace", "cell_id": "cell-x
 RUN = tool("notebook_run", {"cell_id": "cell-x"})
 READ_ONE = tool("notebook_read", {"cell_ids": ["cell-x"]})
 READ_ALL = tool("notebook_read", {})
+PROPOSE_ON_TEMP = tool("notebook_edit", {"action": "replace", "cell_id": "cell-temp", "source": "temp = 2"})
 PROPOSE_DELETE = tool("notebook_edit", {"action": "delete", "cell_id": "cell-doomed"})
 EDIT_MOVED = tool("notebook_edit", {"action": "replace", "cell_id": "cell-x", "source": "x = 7"})
 EDIT_DELETED = tool("notebook_edit", {"action": "replace", "cell_id": "cell-doomed", "source": "oops"})
@@ -63,9 +65,11 @@ CELLS: list[tuple[str | None, str]] = [
     (None, "%load_ext dsh_jupyter"),
     ("cell-x", "x = 41\nprint('x is', x)"),
     ("cell-doomed", "doomed = True"),
+    ("cell-temp", "temp = 1"),
     (None, PROPOSE_INSERT),
     (None, PROPOSE_REPLACE),
     (None, PROPOSE_DELETE),
+    (None, PROPOSE_ON_TEMP),
     (None, '%config DshMagics.approval = "auto"'),
     (None, RUN),
     (None, READ_ONE),
@@ -252,6 +256,17 @@ def test_the_agent_works_in_the_live_notebook(
         expect(doomed).not_to_have_class(re.compile("dsh-proposal-doomed"))
         assert "doomed = True" in sources(nb)
 
+        # The user deletes the cell a proposal is about: the proposal goes and the agent is told at once.
+        here = index_of(nb, PROPOSE_ON_TEMP)
+        start(nb, here)
+        card = proposal(nb)
+        command_mode_on(nb, index_of(nb, "temp = 1"))
+        page.keyboard.press("d")
+        page.keyboard.press("d")
+        expect(nb.page.locator(f"{nb.scope} {PROPOSAL}")).to_have_count(0)
+        expect(finished(nb, here - 1)).to_contain_text("'cell-temp' is no longer in the notebook")
+        cells = len(CELLS) - 1  # cell-temp is gone
+
         # 3. Run a cell and read its output (auto mode from here on).
         nb.run(index_of(nb, "%config"))
         here = index_of(nb, RUN)
@@ -266,7 +281,7 @@ def test_the_agent_works_in_the_live_notebook(
         # 4. %dsh undo reverts the agent's last applied edit: the inserted cell goes.
         here = index_of(nb, "%dsh undo")
         start(nb, here)
-        expect(nb.page.locator(f"{nb.scope} .jp-Cell")).to_have_count(len(CELLS))
+        expect(nb.page.locator(f"{nb.scope} .jp-Cell")).to_have_count(cells)
         output = finished(nb, here - 1)  # the cell above it went
         expect(output).to_contain_text("cell")
         assert "y = x + 1\ny" not in save(nb, server)
@@ -278,12 +293,12 @@ def test_the_agent_works_in_the_live_notebook(
         expect(nb.cell(2).locator(".cm-content")).to_have_text(re.compile(r"^x = 41"))
         command_mode_on(nb, 0)
         page.keyboard.press("b")  # a new empty cell below the first
-        expect(nb.page.locator(f"{nb.scope} .jp-Cell")).to_have_count(len(CELLS) + 1)
+        expect(nb.page.locator(f"{nb.scope} .jp-Cell")).to_have_count(cells + 1)
         doomed = index_of(nb, "doomed = True")
         command_mode_on(nb, doomed)
         page.keyboard.press("d")
         page.keyboard.press("d")
-        expect(nb.page.locator(f"{nb.scope} .jp-Cell")).to_have_count(len(CELLS))
+        expect(nb.page.locator(f"{nb.scope} .jp-Cell")).to_have_count(cells)
         before = save(nb, server)
         moved = before.index("x = 41\nprint('x is', x)")
         assert "doomed = True" not in before and before[moved - 1] == ""  # moved down, then a cell added above

@@ -356,9 +356,10 @@ def test_proposals_accept_reject_and_other_questions_go_to_the_usual_approver() 
     browser.propose_answer = {"choice": "maybe"}
     assert asyncio.run(approver.ask(edit_request({"action": "delete", "cell_id": "a"}), 5)) is None
 
-    # The addressed cell is gone: the call goes ahead and reports the missing cell itself.
+    # The addressed cell is gone (or the user deletes it while the proposal shows): refused, saying so.
     decision = asyncio.run(approver.ask(edit_request({"action": "delete", "cell_id": "gone"}), 5))
-    assert decision is not None and decision.allowed
+    assert decision is not None and not decision.allowed and decision.answered_by == "nobody"
+    assert decision.reason is not None and "'gone' is no longer in the notebook" in decision.reason
 
     # Other tools, arguments that make no sense, and no live notebook: the usual approver asks.
     asyncio.run(approver.ask(edit_request({"command": "ls"}, tool="bash"), 5))

@@ -441,8 +441,10 @@ class LiveDocument:
         except LiveUnavailable:
             return None
         except BrowserError as exc:
-            if exc.code == "not-found":  # the cell went away: the call runs and reports the missing cell
-                return ApprovalDecision(True, "person")
+            if exc.code == "not-found":  # the cell is gone (or went while the proposal was shown)
+                return ApprovalDecision(False, "nobody", reason=(
+                    f"cell {edit.cell_id!r} is no longer in the notebook (it was deleted); read the notebook "
+                    "again for the current cell ids"))
             log.info("the notebook page could not show a proposal: %s", exc)
             return None
         choice = result.get("choice")

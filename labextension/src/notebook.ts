@@ -16,7 +16,7 @@
  */
 
 import { Cell, ICodeCellModel } from '@jupyterlab/cells';
-import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import type { JSONObject } from '@lumino/coreutils';
 
@@ -153,10 +153,9 @@ export class LiveNotebook {
   /** The kernel went away (restart, change): its comm is gone, and so are its proposals. */
   private _forget(): void {
     this._comm = null;
-    for (const card of this._proposals.values()) {
-      card.remove();
+    for (const id of [...this._proposals.keys()]) {
+      this._settle(id);
     }
-    this._proposals.clear();
   }
 
   private _close(): void {
@@ -294,8 +293,9 @@ export class LiveNotebook {
       anchor = cells[cells.length - 1];
     }
     const card = proposalCard(edit, reason, anchor, (choice, why) => {
-      this._settle(id);
-      comm.send({ type: 'reply', id, ok: true, result: { choice, reason: why } });
+      if (this._settle(id)) {
+        comm.send({ type: 'reply', id, ok: true, result: { choice, reason: why } });
+      }
     });
     if (!anchor) {
       this.panel.content.node.appendChild(card);
@@ -307,8 +307,8 @@ export class LiveNotebook {
     if (edit.action === 'delete' && anchor) {
       anchor.addClass('dsh-proposal-doomed');
     }
-    this._proposals.set(id, card);
-    this._doomed.set(id, edit.action === 'delete' ? anchor ?? null : null);
+    this._proposals.set(id, { card, comm, anchor, anchorId: edit.cellId, doomed: edit.action === 'delete' });
+    this._watchCells();
     const reveal = (): void => card.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
     if (anchor) {
       void this.panel.content.scrollToCell(anchor, 'smart').then(reveal);
@@ -317,14 +317,41 @@ export class LiveNotebook {
     }
   }
 
-  private _settle(id: number): void {
-    this._proposals.get(id)?.remove();
-    this._proposals.delete(id);
-    const doomed = this._doomed.get(id);
-    if (doomed && !doomed.isDisposed) {
-      doomed.removeClass('dsh-proposal-doomed');
+  /** Remove a proposal's card (and its cell's mark); false when it was settled already. */
+  private _settle(id: number): boolean {
+    const pending = this._proposals.get(id);
+    if (!pending) {
+      return false;
     }
-    this._doomed.delete(id);
+    this._proposals.delete(id);
+    pending.card.remove();
+    if (pending.doomed && pending.anchor && !pending.anchor.isDisposed) {
+      pending.anchor.removeClass('dsh-proposal-doomed');
+    }
+    return true;
+  }
+
+  /** When the user deletes the cell a proposal is anchored to, the kernel hears at once (not at timeout). */
+  private _watchCells(): void {
+    const model = this.panel.content.model;
+    if (!model || model === this._watched) {
+      return;
+    }
+    this._watched = model;
+    model.cells.changed.connect(() => {
+      const ids = new Set(Array.from(model.cells, cell => cell.id));
+      for (const [id, pending] of [...this._proposals]) {
+        if (pending.anchorId !== null && !ids.has(pending.anchorId) && this._settle(id)) {
+          pending.comm.send({
+            type: 'reply',
+            id,
+            ok: false,
+            error: 'not-found',
+            message: 'the cell was deleted'
+          });
+        }
+      }
+    });
   }
 
   private _withdraw(id: number): void {
@@ -335,8 +362,17 @@ export class LiveNotebook {
   private _comm: Kernel.IComm | null = null;
   private _reportedActive = false;
   private _disposed = false;
-  private readonly _proposals = new Map<number, HTMLElement>();
-  private readonly _doomed = new Map<number, Cell | null>();
+  private readonly _proposals = new Map<number, IPendingProposal>();
+  private _watched: INotebookModel | null = null;
+}
+
+/** A proposal shown and not yet answered. */
+interface IPendingProposal {
+  card: HTMLElement;
+  comm: Kernel.IComm;
+  anchor: Cell | undefined;
+  anchorId: string | null;
+  doomed: boolean;
 }
 
 /** A cell as the kernel reads it (nbformat's field names). */
