@@ -181,13 +181,15 @@ def save(nb: NotebookPage, server: JupyterServer) -> list[str]:
     return ["".join(cell["source"]) for cell in saved_cells(server)]
 
 
-def dark_theme(nb: NotebookPage) -> None:
-    """Switch JupyterLab to its dark theme through the command palette."""
+def use_theme(nb: NotebookPage, name: str) -> None:
+    """Switch JupyterLab to the theme ``name`` ("JupyterLab Dark" / "JupyterLab Light") with the palette."""
     page = nb.page
     page.keyboard.press("Control+Shift+C")
-    page.locator(".lm-CommandPalette-input").fill("JupyterLab Dark")
-    page.locator(".lm-CommandPalette-item").filter(has_text="JupyterLab Dark").first.click()
-    page.wait_for_selector("body[data-jp-theme-light='false']", state="attached", timeout=30_000)
+    page.locator(".lm-CommandPalette-input").fill(name)
+    page.locator(".lm-CommandPalette-item").filter(has_text=name).first.click()
+    light = "false" if "Dark" in name else "true"
+    page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached", timeout=30_000)
+    page.wait_for_timeout(300)  # the theme's stylesheet applies
 
 
 def test_the_agent_works_in_the_live_notebook(
@@ -211,6 +213,10 @@ def test_the_agent_works_in_the_live_notebook(
         assert "y = x + 1\ny" not in save(nb, server)  # a save meanwhile does not store the proposal
         card.scroll_into_view_if_needed()
         nb.screenshot(request, "1-proposed-insert")
+        if server.app == "lab":
+            use_theme(nb, "JupyterLab Dark")
+            card.scroll_into_view_if_needed()
+            nb.screenshot(request, "1-proposed-insert-dark")
         card.locator("button.dsh-proposal-accept").click()
         output = finished(nb, here + 1)  # the new cell came before the prompt
         expect(nb.page.locator(f"{nb.scope} {PROPOSAL}")).to_have_count(0)
@@ -229,11 +235,11 @@ def test_the_agent_works_in_the_live_notebook(
         expect(card.locator(".dsh-diff-added")).to_have_text(["+x = 1000", "+print('done')"])
         expect(card.locator(".dsh-diff-same")).to_have_text(["print('x is', x)"])
         card.scroll_into_view_if_needed()
-        nb.screenshot(request, "2-proposed-replacement")
         if server.app == "lab":
-            dark_theme(nb)
+            nb.screenshot(request, "2-proposed-replacement-dark")
+            use_theme(nb, "JupyterLab Light")
             card.scroll_into_view_if_needed()
-            nb.screenshot(request, "3-proposed-replacement-dark")
+        nb.screenshot(request, "2-proposed-replacement")
         card.locator("input.dsh-proposal-why").fill("keep x at 41")
         card.locator("button.dsh-proposal-reject").click()
         output = finished(nb, here)
@@ -248,7 +254,7 @@ def test_the_agent_works_in_the_live_notebook(
         doomed = nb.cell(index_of(nb, "doomed = True"))
         expect(doomed).to_have_class(re.compile("dsh-proposal-doomed"))
         card.scroll_into_view_if_needed()
-        nb.screenshot(request, "4-proposed-deletion")
+        nb.screenshot(request, "3-proposed-deletion")
         card.locator("input.dsh-proposal-why").click()
         page.keyboard.type("do not delete, dd")  # typed into the reason, never notebook shortcuts
         page.keyboard.press("Enter")  # Enter in the reason rejects
