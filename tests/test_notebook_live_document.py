@@ -250,6 +250,14 @@ def test_a_silent_tab_times_out_is_dropped_and_the_kernel_record_is_used() -> No
         document.read()
     assert connections.connected == 0
 
+    # It was only slow: anything it sends brings it back (the late reply itself is ignored).
+    late = comm.requests("read")[-1]["id"]
+    comm.deliver({"type": "reply", "id": late, "ok": True, "result": {}})
+    assert connections.connected == 1
+    comm.handler = answering
+    document = connections.document()
+    assert document is not None and [c.id for c in document.read().cells] == ["a"]
+
 
 def test_two_tabs_only_the_most_recently_active_one_answers_and_applies() -> None:
     connections = fast()

@@ -11,7 +11,8 @@ Who opens what:
 
 Several browser tabs on one kernel each hold their own comm; the kernel asks exactly one of them, the
 one most recently active (a tab says so when its notebook becomes the current one), so an edit is
-applied once. A tab that does not answer a request within its wait is dropped and the next is asked.
+applied once. A tab that does not answer a request within its wait is set aside (until it sends anything again: a
+kernel whose replies wait for the main thread answers late) and the next is asked.
 A frontend without the extension (VS Code, nbclient, papermill) never opens a comm: :meth:`LiveConnections.document`
 is then ``None`` and the tools use the kernel's own record of cells (:mod:`.cells`).
 
@@ -221,6 +222,7 @@ class LiveConnections:
         self.ping_wait = ping_wait
         self.runner = runner
         self._tabs: dict[str, _Tab] = {}
+        self._dormant: dict[str, _Tab] = {}  # tabs that did not answer in time (a late message revives them)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -244,7 +246,7 @@ class LiveConnections:
 
     def closed(self, comm_id: str) -> None:
         with self._lock:
-            tab = self._tabs.pop(comm_id, None)
+            tab = self._tabs.pop(comm_id, None) or self._dormant.pop(comm_id, None)
         if tab is not None:
             for reply in list(tab.pending.values()):
                 reply.event.set()  # the waiting request sees no body: the tab went away
@@ -255,6 +257,8 @@ class LiveConnections:
         data = content.get("data") if isinstance(content, Mapping) else None
         with self._lock:
             tab = self._tabs.get(comm_id)
+            if tab is None and comm_id in self._dormant:  # it answers after all: ask it again
+                tab = self._tabs[comm_id] = self._dormant.pop(comm_id)
         if tab is None or not isinstance(data, Mapping):
             log.info("ignored a notebook document message that makes no sense: %r", message)
             return
@@ -291,7 +295,7 @@ class LiveConnections:
     def _drop(self, tab: _Tab) -> None:
         with self._lock:
             if self._tabs.get(tab.comm.comm_id) is tab:
-                del self._tabs[tab.comm.comm_id]
+                self._dormant[tab.comm.comm_id] = self._tabs.pop(tab.comm.comm_id)
 
     def document(self) -> LiveDocument | None:
         """The live document of the most recently active tab that answers now, or ``None`` (no such tab)."""
@@ -306,14 +310,15 @@ class LiveConnections:
 
     # -- requests ----------------------------------------------------------------------------------
     def request(self, tab: _Tab, op: str, payload: Mapping[str, Any], timeout: float | None = None,
-                *, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
+) -> dict[str, Any]:
         """Send one request and wait for its reply's ``result``; raises :class:`LiveUnavailable` when the tab
-        does not answer in time (it is dropped) and :class:`BrowserError` when it refuses."""
+        does not answer in time (it is set aside until it sends anything again) and :class:`BrowserError`
+        when it refuses."""
         reply, request_id = self._send(tab, op, payload)
         wait = self.answer_wait if timeout is None else timeout
         deadline = time.monotonic() + wait
         while not reply.event.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
-            if time.monotonic() >= deadline or (cancelled is not None and cancelled()):
+            if time.monotonic() >= deadline:
                 break
         return self._result(tab, request_id, reply, op)
 
