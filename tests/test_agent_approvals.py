@@ -16,6 +16,7 @@ from dsh_jupyter.agent.approvals import (
     ApprovalPolicy,
     ApprovalRequest,
     describe_call,
+    register_cell_source,
 )
 
 
@@ -110,6 +111,32 @@ def test_what_a_person_is_shown() -> None:
     assert describe_call("python", {"code": "del df"}) == ("del df", "python")
     assert describe_call("notebook_edit", {"cell": "a1"})[1] == "json"
     assert bash("'unclosed").prefix is None
+
+
+def test_notebook_calls_are_shown_as_source_diff_or_the_cell() -> None:
+    sources = {"c1": "a = 1\nb = 2\n"}
+
+    def failing(cell_id: str) -> str | None:
+        raise RuntimeError("the notebook is gone")
+
+    dispose_failing = register_cell_source(failing)  # a failing lookup never stops the question
+    dispose = register_cell_source(sources.get)
+    try:
+        diff, language = describe_call("notebook_edit", {"action": "replace", "cell_id": "c1",
+                                                         "source": "a = 1\nb = 3\n"})
+        assert language == "diff" and diff.splitlines() == [
+            "--- cell c1 (now)", "+++ cell c1 (proposed)", "@@ -1,2 +1,2 @@", " a = 1", "-b = 2", "+b = 3"]
+        same, _ = describe_call("notebook_edit", {"action": "replace", "cell_id": "c1", "source": sources["c1"]})
+        assert "no change" in same
+        assert describe_call("notebook_edit", {"action": "insert", "source": "# Notes", "cell_type": "markdown"}) == (
+            "# insert a new markdown cell at the end\n# Notes", "markdown")
+        assert describe_call("notebook_edit", {"action": "delete", "cell_id": "c1"}) == (
+            "# delete cell c1\na = 1\nb = 2\n", "python")
+        assert describe_call("notebook_run", {"cell_id": "zz"}) == ("# run cell zz", "python")
+    finally:
+        dispose()
+        dispose_failing()
+    assert describe_call("notebook_edit", {"action": "delete", "cell_id": "c1"}) == ("# delete cell c1", "python")
 
 
 # --------------------------------------------------------------------------- in the agent loop

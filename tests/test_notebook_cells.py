@@ -24,7 +24,11 @@ from dsh_jupyter.notebook.document import CellNotFound, Edit, EditsUnsupported, 
 
 
 class NoRunner:
-    main_thread_calls = None
+    main_thread_calls: Any = None
+    cancelled = 0
+
+    def cancel(self) -> None:
+        self.cancelled += 1
 
 
 @pytest.fixture
@@ -245,6 +249,35 @@ def test_runner_uses_the_lock_off_the_main_thread(shell: InteractiveShell, recor
         lock.release()
 
 
+def test_a_stop_during_a_run_on_the_main_thread_stops_the_turn(shell: InteractiveShell,
+                                                                record: KernelRecord) -> None:
+    import concurrent.futures
+
+    class Pump:
+        def __init__(self) -> None:
+            self.calls: list[Any] = []
+
+        def submit(self, fn: Any) -> concurrent.futures.Future[Any]:
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            self.calls.append((fn, future))
+            return future
+
+    host = NoRunner()
+    host.main_thread_calls = Pump()
+    runner = CellRunner(record, host, threading.Lock())
+    results: list[Any] = []
+    agent = threading.Thread(target=lambda: results.extend([runner.execute("raise KeyboardInterrupt", "stop", 10),
+                                                            runner.execute("'fine'", "fine", 10)]))
+    agent.start()
+    for _ in range(2):  # the waiting cell pumps the agent's calls on the main thread
+        while not host.main_thread_calls.calls:
+            agent.join(0.01)
+        fn, future = host.main_thread_calls.calls.pop()
+        future.set_result(fn())
+    agent.join(10)
+    assert [r.status for r in results] == ["interrupted", "ok"] and host.cancelled == 1
+
+
 def test_trimming_helpers() -> None:
     assert strip_ansi("\x1b[31mred\x1b[0m plain") == "red plain"
     lines = [f"line {i}" for i in range(100)]
@@ -286,6 +319,9 @@ def test_kernel_records_displays_and_execute_cell_nests_in_a_running_cell(tmp_pa
         "print(done.status, done.cell.id, done.cell.execution_count == before,\n"
         "      get_ipython().execution_count - before)\n"
         "print(sorted(o['output_type'] for o in done.outputs), Out[before])",
+        probe + "done = host.execute_cell('import asyncio\\nawait asyncio.sleep(0)', 'awaits', 30)\n"
+        "print(done.status, done.cell.error.ename, done.cell.error.evalue)",
+        "print('the kernel carries on')",
     ])
     recorded = "".join(o.get("text", "") for o in nb.cells[2].outputs)
     assert "('display', '<IPython.core.display.Markdown object>', [])" in recorded
@@ -300,6 +336,9 @@ def test_kernel_records_displays_and_execute_cell_nests_in_a_running_cell(tmp_pa
     assert "nested\n" not in [t for t in texts] and not any(o.get("output_type") == "display_data"
                                                             for o in nested_cell.outputs)
     assert not any(o.get("output_type") == "execute_result" for o in nested_cell.outputs)
+    awaits = "".join(o.get("text", "") for o in nb.cells[4].outputs)
+    assert awaits == "error RuntimeError This event loop is already running\n"  # top-level await: measured
+    assert nb.cells[5].outputs[0]["text"] == "the kernel carries on\n"
 
 
 def test_execute_cell_hands_on_bounded_printed_text(shell: InteractiveShell, record: KernelRecord) -> None:

@@ -55,6 +55,9 @@ class Host:
     live_source: Live | None = None
     main_thread_calls: Inline | None = None
 
+    def cancel(self) -> None:
+        pass
+
 
 def call(tool: Any, arguments: dict[str, Any]) -> ToolOutput:
     registry = ToolRegistry()
@@ -302,6 +305,7 @@ def test_run_in_the_kernel_view_reruns_the_recorded_source(shell: Any) -> None:
     out = call(NotebookRunTool(workspace), {"cell_id": "k1"})
     assert not out.is_error, out.text
     assert "run 2" in out.text and "] 20" in out.text and ip.user_ns["counter"] == 2
+    assert "not in the notebook's cell" in out.text
     failed = call(NotebookRunTool(workspace), {"cell_id": "k2"})
     assert "it raised ZeroDivisionError" in failed.text and "[error] ZeroDivisionError" in failed.text
     assert failed.meta["notebookRun"]["status"] == "error"
@@ -419,3 +423,46 @@ def test_kernel_background_turn_runs_a_cell_off_the_main_thread_and_cannot_inser
     assert "Ran cell exec-2." in ran and "cell v 1" in ran and "] 100" in ran
     assert text(3) == "main slept\n"  # the background run's output did not land in the cell running then
     assert "a background (--bg) turn has none" in text(5) + text(6)
+
+
+def test_run_of_a_cell_with_top_level_await_says_why_it_failed() -> None:
+    from dsh_jupyter.notebook.document import RunResult
+
+    class AwaitingDocument(FakeDocument):
+        def run(self, cell_id: str, timeout: float) -> RunResult:
+            error = CellOutput("error", "RuntimeError: This event loop is already running", ename="RuntimeError",
+                               evalue="This event loop is already running")
+            return RunResult(Cell(cell_id, "code", "await asyncio.sleep(1)", 4, (error,)), "kernel")
+
+    document = AwaitingDocument([Cell("w", "code", "await asyncio.sleep(1)")], view="kernel")
+    out = call(NotebookRunTool(Workspace(Host(live_source=Live(document)))), {"cell_id": "w"})
+    assert "uses top-level await" in out.text and "ask the user to run it" in out.text
+
+
+def test_kernel_record_addressing_survives_new_runs_reorders_and_dropped_cells() -> None:
+    import threading
+
+    from dsh_jupyter.notebook.cells import CellRunner
+
+    ip = InteractiveShell.instance()
+    record = KernelRecord(ip, max_cells=4)
+    record.install()
+    try:
+        record.runner = CellRunner(record, Host(), threading.Lock())
+        for name in ("first", "second", "third"):
+            ip.run_cell(f"print('{name} ran')", store_history=True, cell_id=name)
+        workspace = Workspace(Host(kernel_record=record))
+        read = call(NotebookReadTool(workspace), {}).text
+        assert "#0 · id first" in read
+        # Between the agent's read and its run: the user re-runs "first" (it moves last) and runs new cells.
+        ip.run_cell("print('first ran')", store_history=True, cell_id="first")
+        ip.run_cell("print('new ran')", store_history=True, cell_id="new")
+        ran = call(NotebookRunTool(workspace), {"cell_id": "second"})
+        assert "second ran" in ran.text and "first ran" not in ran.text
+        ip.run_cell("print('more')", store_history=True, cell_id="more")
+        ip.run_cell("print('again')", store_history=True, cell_id="again")  # the record keeps the last 4 runs
+        gone = call(NotebookRunTool(workspace), {"cell_id": "third"})
+        assert gone.is_error and "'third'" in gone.text
+        assert [c.id for c in record.cells()] == ["new", "second", "more", "again"]
+    finally:
+        record.uninstall()

@@ -3,8 +3,8 @@
 :class:`KernelRecord` is the ``"kernel"`` view of :class:`~.document.NotebookDocument`. It answers in every
 frontend (VS Code, nbclient, papermill, terminal IPython) because it only listens to the kernel itself:
 
-- IPython's ``pre_run_cell`` event gives the source and, when the frontend sends one (JupyterLab, Notebook 7
-  and nbclient do), the cell id; otherwise the id is ``exec-N`` from the execution count;
+- IPython's ``pre_run_cell`` event gives the source and, when the frontend sends one (JupyterLab and
+  Notebook 7 do; nbclient 0.11 does not), the cell id; otherwise the id is ``exec-N`` from the execution count;
 - ``post_run_cell`` gives the execution count and the error, if any;
 - outputs come from three seams: ipykernel's display publisher hooks (``shell.display_pub.register_hook``:
   ``display_data`` bundles), the displayhook's ``log_output`` (the ``execute_result`` bundle, also in terminal
@@ -29,15 +29,17 @@ this record is updated under the given id by the same code as any cell. Its outp
 reaching the running cell: display messages through the publisher hook (which returns ``None``), the
 ``execute_result`` by suppressing the displayhook's send, stream writes by the wrapper and the error by the
 ``_showtraceback`` wrapper. Two caveats, written down here so nobody re-measures them: a cell with a top-level
-``await`` cannot be run this way (the kernel's event loop is already running: the cell fails with that
-error), and the running ``%%dsh`` cell's execute_reply reports the latest execution count, so the frontend
-numbers it after the cells it ran. Alternatives considered: ``exec`` of the transformed source (as the
+``await`` cannot be run this way (the kernel's event loop is already running: the cell fails with
+``RuntimeError: This event loop is already running`` and the kernel carries on; the tool says why), and
+the running ``%%dsh`` cell's execute_reply reports the latest execution count, so the frontend numbers it
+after the cells it ran. Alternatives considered: ``exec`` of the transformed source (as the
 ``python`` tool does) would not count as an execution nor fire the events; sending an ``execute_request`` to
 the kernel's own shell channel would wait for the running ``%%dsh`` cell to end, which waits for the tool.
 
-Threads: during a foreground ``%%dsh`` cell the source runs on the kernel's main thread (through
-``host.main_thread_calls``); during a ``--bg`` turn it runs on the caller's thread under the kernel
-execution lock shared with the ``python`` tool.
+Threads (:class:`CellRunner`): during a foreground ``%%dsh`` cell the source runs on the kernel's main thread
+(through ``host.main_thread_calls``), where ``timeout`` interrupts it and the user's Stop interrupts it and
+ends the turn; during a ``--bg`` turn it runs on the caller's thread under the kernel execution lock shared
+with the ``python`` tool (no timeout there: a thread cannot be interrupted).
 """
 
 from __future__ import annotations
@@ -679,10 +681,13 @@ def _to_cell_output(output: Mapping[str, Any]) -> CellOutput:
 
 
 class RunnerHost(Protocol):
-    """Where :class:`CellRunner` finds the main-thread runner (set while a foreground cell waits)."""
+    """Where :class:`CellRunner` finds the main-thread runner (set while a foreground cell waits), and how it
+    stops the turn when the user interrupts the kernel during a run (Stop means stop, not "next tool")."""
 
     @property
     def main_thread_calls(self) -> MainThreadRunner | None: ...
+
+    def cancel(self) -> None: ...
 
 
 class CellRunner:
@@ -705,11 +710,14 @@ class CellRunner:
         if calls is not None:
             future = calls.submit(run)
             try:
-                return future.result(timeout=timeout + 30)
+                executed = future.result(timeout=timeout + 30)
             except concurrent.futures.TimeoutError:
                 raise NotebookError(f"the cell did not finish within {timeout:g} seconds") from None
             except KeyboardInterrupt:
-                return self._interrupted(source, cell_id)
+                executed = self._interrupted(source, cell_id)
+            if executed.status == "interrupted":  # the user pressed Stop while the cell ran: end the turn too
+                self.host.cancel()
+            return executed
         if not self.lock.acquire(timeout=timeout):
             raise NotebookError("the kernel is busy running other agent code; try again when it finishes")
         try:

@@ -443,10 +443,16 @@ class NotebookRunTool(Tool):
         status = "interrupted" if interrupted else "error" if error is not None else "ok"
         if status == "ok":
             first = f"Ran cell {cell.id}."
+        elif status == "error" and error is not None and "event loop is already running" in (error.evalue or ""):
+            first = (f"Ran cell {cell.id}; it failed because it uses top-level await, which the agent cannot run "
+                     "inside a running cell; ask the user to run it.")
         elif status == "error" and error is not None:
             first = f"Ran cell {cell.id}; it raised {error.ename}."
         else:
             first = f"The run of cell {cell.id} was interrupted (timeout or Stop)."
+        if result.view == "kernel":
+            first += (" It ran the source the kernel recorded; its new outputs are in this result, not in the "
+                      "notebook's cell (this frontend shows only the kernel's record).")
         text = first + "\n" + format_cell(cell, _position(document, cell.id))
         return ToolOutput(text, meta={"notebookRun": {"cellId": cell.id, "view": result.view, "status": status}},
                           images=cell_images([cell]))
