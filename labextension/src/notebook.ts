@@ -15,7 +15,7 @@
  * Messages that make no sense are logged to the console and ignored.
  */
 
-import { Cell, ICodeCellModel } from '@jupyterlab/cells';
+import { Cell, ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import type { JSONObject } from '@lumino/coreutils';
@@ -199,7 +199,7 @@ export class LiveNotebook {
       case 'ping':
         return { path: this.panel.context.path };
       case 'read':
-        return { path: this.panel.context.path, cells: this._cells().map(cellJson) };
+        return { path: this.panel.context.path, cells: this._models().map(cellJson) };
       case 'apply':
         return this._apply(request.edit);
       case 'outputs':
@@ -208,12 +208,18 @@ export class LiveNotebook {
   }
 
   // -- the model -------------------------------------------------------------------------------
+  /** The cells of the model, in notebook order (the source of truth; widgets may be made lazily). */
+  private _models(): ICellModel[] {
+    const model = this.panel.content.model;
+    return model ? Array.from(model.cells) : [];
+  }
+
   private _cells(): Cell[] {
     return [...this.panel.content.widgets];
   }
 
   private _index(cellId: string): number {
-    const index = this._cells().findIndex(cell => cell.model.id === cellId);
+    const index = this._models().findIndex(cell => cell.id === cellId);
     if (index < 0) {
       throw new RequestError(
         'not-found',
@@ -230,40 +236,41 @@ export class LiveNotebook {
       throw new RequestError('no-notebook', 'the notebook is not loaded');
     }
     if (edit.action === 'insert') {
-      const count = this._cells().length;
+      const count = this._models().length;
       const index =
         edit.cellId === null
           ? count
           : this._index(edit.cellId) + (edit.position === 'before' ? 0 : 1);
       const cell = shared.insertCell(index, { cell_type: edit.cellType, source: edit.source });
       this._reveal(index);
-      return { cell_id: cell.id, index, before: null, after: cellJson(this._cells()[index]) };
+      return { cell_id: cell.id, index, before: null, after: cellJson(this._models()[index]) };
     }
     const index = this._index(edit.cellId ?? '');
-    const before = cellJson(this._cells()[index]);
+    const before = cellJson(this._models()[index]);
     if (edit.action === 'delete') {
       shared.deleteCell(index);
       return { cell_id: edit.cellId, index, before, after: null };
     }
-    const current = this._cells()[index].model;
+    const current = this._models()[index];
     if (current.type === edit.cellType) {
       current.sharedModel.setSource(edit.source);
     } else {
+      const id = current.id; // the cell keeps its id when its type changes
       shared.transact(() => {
         shared.deleteCell(index);
-        shared.insertCell(index, { id: current.id, cell_type: edit.cellType, source: edit.source });
+        shared.insertCell(index, { id, cell_type: edit.cellType, source: edit.source });
       });
     }
     this._reveal(index);
-    return { cell_id: edit.cellId, index, before, after: cellJson(this._cells()[index]) };
+    return { cell_id: edit.cellId, index, before, after: cellJson(this._models()[index]) };
   }
 
   private _outputs(cellId: string, outputs: Record<string, unknown>[], executionCount: number | null): Json {
-    const cell = this._cells()[this._index(cellId)];
-    if (cell.model.type !== 'code') {
+    const cell = this._models()[this._index(cellId)];
+    if (cell.type !== 'code') {
       throw new RequestError('not-code', `cell ${JSON.stringify(cellId)} is not a code cell`);
     }
-    const model = cell.model as ICodeCellModel;
+    const model = cell as ICodeCellModel;
     model.outputs.clear();
     for (const output of outputs) {
       model.outputs.add(output as never);
@@ -376,11 +383,10 @@ interface IPendingProposal {
 }
 
 /** A cell as the kernel reads it (nbformat's field names). */
-function cellJson(cell: Cell | undefined): Json | null {
-  if (!cell) {
+function cellJson(model: ICellModel | undefined): Json | null {
+  if (!model) {
     return null;
   }
-  const model = cell.model;
   const code = model.type === 'code' ? (model as ICodeCellModel) : null;
   return {
     id: model.id,
