@@ -12,7 +12,8 @@ through the whole feature:
   ``notebook_read`` reads that output back; ``%dsh undo`` reverts the agent's last applied edit;
 - addressing: between the agent's read and its edit the user moves, adds and deletes cells; the edit lands
   on the right cell, and an edit of the deleted one is a clear error;
-- after a kernel restart and ``%load_ext``, the agent reads the live notebook again.
+- after a kernel restart and ``%load_ext``, the agent reads the live notebook again;
+- with a second browser tab on the kernel, only the tab used last shows the proposal and applies it.
 
 Screenshots (``test-artifacts/``): the proposed insert and the replacement diff, in JupyterLab light and
 dark and in Notebook 7.
@@ -77,6 +78,7 @@ CELLS: list[tuple[str | None, str]] = [
     (None, READ_ALL),
     (None, EDIT_MOVED),
     (None, EDIT_DELETED),
+    (None, TWO_TABS := tool("notebook_edit", {"action": "insert", "source": "z = 'one tab'"})),
     ("cell-end", "# the end"),
 ]
 
@@ -107,23 +109,31 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 def sources(nb: NotebookPage) -> list[str]:
-    """Every cell's source as its editor shows it (each scrolled into view: editors are made lazily)."""
-    texts = []
-    for index in range(nb.page.locator(f"{nb.scope} .jp-Cell").count()):
-        cell = nb.cell(index)
-        cell.scroll_into_view_if_needed()
-        content = cell.locator(".cm-content")
-        content.wait_for(state="attached")
-        texts.append(str(content.inner_text()))
-    return texts
+    """Every cell's source as its editor shows it (cells whose editor is not drawn yet are scrolled into view
+    first: editors are made and drawn lazily)."""
+    read = "cells => cells.map(cell => cell.querySelector('.cm-content')?.innerText ?? null)"
+    texts: list[str | None] = nb.page.locator(f"{nb.scope} .jp-Cell").evaluate_all(read)
+    for index, text in enumerate(texts):
+        if not text:  # no editor yet, or one not drawn yet (off screen); an empty cell costs one scroll
+            cell = nb.cell(index)
+            cell.scroll_into_view_if_needed()
+            content = cell.locator(".cm-content")
+            content.wait_for(state="attached")
+            texts[index] = str(content.inner_text())
+    return [str(text) for text in texts]
 
 
 def index_of(nb: NotebookPage, text: str) -> int:
     """The index of the first cell whose source starts with ``text``."""
-    for index, source in enumerate(sources(nb)):
-        if source.startswith(text):
-            return index
-    raise AssertionError(f"no cell starts with {text!r}: {sources(nb)}")
+    deadline = time.monotonic() + 15
+    while True:  # a page just opened may still be making its editors
+        seen = sources(nb)
+        for index, source in enumerate(seen):
+            if source.startswith(text):
+                return index
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no cell starts with {text!r}: {seen}")
+        time.sleep(0.5)
 
 
 def start(nb: NotebookPage, index: int) -> Any:
@@ -325,6 +335,19 @@ def test_the_agent_works_in_the_live_notebook(
         output = nb.run(index_of(nb, READ_ALL))
         expect(output.locator("details pre").first).to_contain_text("the live notebook")
         expect(output.locator("details pre").first).to_contain_text("x = 7")
+
+        # 7. A second browser tab on the same kernel: only the tab used last shows the proposal and applies it.
+        with watched_page(browser) as (other_page, other_watch):
+            other = NotebookPage(other_page, server, PATH).open()
+            here = index_of(other, TWO_TABS)
+            start(other, here)
+            card = proposal(other)
+            expect(nb.page.locator(f"{nb.scope} {PROPOSAL}")).to_have_count(0)
+            card.locator("button.dsh-proposal-accept").click()
+            expect(finished(other, here)).to_contain_text("Inserted a new code cell")
+            assert sources(other)[-1] == "z = 'one tab'"
+            assert "z = 'one tab'" not in sources(nb)
+            assert other_watch.errors == []
 
         assert watch.dialogs == []
         assert watch.errors == []
