@@ -10,18 +10,21 @@ Who opens what:
   and a page reloaded later connects on its own. Consoles register no target (they close the ping).
 
 Several browser tabs on one kernel each hold their own comm; the kernel asks exactly one of them, the
-one most recently active (a tab says so when its notebook becomes the current one), so an edit is
-applied once. A tab that does not answer a request within its wait is set aside (until it sends anything again: a
-kernel whose replies wait for the main thread answers late) and the next is asked.
-A frontend without the extension (VS Code, nbclient, papermill) never opens a comm: :meth:`LiveConnections.document`
-is then ``None`` and the tools use the kernel's own record of cells (:mod:`.cells`).
+one used last (a tab says so when its notebook becomes the current one, or its page visible again), so an
+edit is shown and applied once. A tab that does not answer a request within its wait is set aside (until it
+sends anything again: a kernel whose replies wait for the main thread hears them late) and the next is
+asked. A frontend without the extension (VS Code, nbclient, papermill) never opens a comm:
+:meth:`LiveConnections.document` is then ``None`` and the tools use the kernel's own record (:mod:`.cells`).
+A panel that opens its comm before ``%load_ext`` is refused by the kernel (ipykernel logs "No such comm
+target" in the kernel's log) and connects at the ping.
 
 Messages, all JSON objects with a ``type``:
 
-- kernel to browser: ``{"type": "request", "id": n, "op": "ping" | "read" | "apply" | "outputs" | "propose", ...}``
-  and ``{"type": "withdraw", "id": n, "note": text}`` (a proposal no longer asked: timeout, interrupt);
-- browser to kernel: ``{"type": "reply", "id": n, "ok": true, "result": {...}}`` or ``{"ok": false, "error":
-  "not-found" | "bad-request" | ..., "message": text}``, and ``{"type": "active", "active": bool}``.
+- kernel to browser: ``{"type": "request", "id": n, "op": "ping" | "read" | "apply" | "outputs" |
+  "propose", ...}`` and ``{"type": "withdraw", "id": n, "note": text}`` (a proposal no longer asked:
+  timeout, interrupt);
+- browser to kernel: ``{"type": "reply", "id": n, "ok": true, "result": {...}}`` or ``{"ok": false,
+  "error": "not-found" | "not-code" | ..., "message": text}``, and ``{"type": "active", "active": bool}``.
 
 Replies travel on the shell channel while the kernel's main thread may be blocked in the ``%%dsh`` cell:
 each comm routes its messages to the approval answer subshell (:func:`.approval.answer_subshell`), so they

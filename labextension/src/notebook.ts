@@ -115,14 +115,14 @@ export class LiveNotebook {
       return;
     }
     this._close();
+    if (this._kernel && !this._kernel.isDisposed) {
+      this._kernel.removeCommTarget(PING_TARGET, this._pinged);
+    }
     this._kernel = kernel;
     if (!kernel || !kernel.handleComms) {
       return; // another connection of this page handles the kernel's comms (a console opened first)
     }
-    kernel.registerCommTarget(PING_TARGET, comm => {
-      this._open();
-      comm.close();
-    });
+    kernel.registerCommTarget(PING_TARGET, this._pinged);
     this._open();
   }
 
@@ -364,6 +364,12 @@ export class LiveNotebook {
   private _withdraw(id: number): void {
     this._settle(id);
   }
+
+  /** The kernel loaded dsh (`%load_ext`): connect again. */
+  private readonly _pinged = (comm: Kernel.IComm): void => {
+    this._open();
+    comm.close();
+  };
 
   private _kernel: Kernel.IKernelConnection | null = null;
   private _comm: Kernel.IComm | null = null;
