@@ -280,7 +280,7 @@ def test_the_agent_works_in_the_live_notebook(
         page.keyboard.press("d")
         page.keyboard.press("d")
         expect(nb.page.locator(f"{nb.scope} {PROPOSAL}")).to_have_count(0)
-        expect(finished(nb, here - 1)).to_contain_text("'cell-temp' is no longer in the notebook")
+        expect(finished(nb, here - 1)).to_contain_text("no cell with id 'cell-temp' in the live notebook")
         cells = len(CELLS) - 1  # cell-temp is gone
 
         # 3. Run a cell and read its output (auto mode from here on).
@@ -339,6 +339,7 @@ def test_the_agent_works_in_the_live_notebook(
         # 7. A second browser tab on the same kernel: only the tab used last shows the proposal and applies it.
         with watched_page(browser) as (other_page, other_watch):
             other = NotebookPage(other_page, server, PATH).open()
+            other_page.wait_for_selector(".jp-NotebookPanel[data-dsh-live='connected']", state="attached")
             here = index_of(other, TWO_TABS)
             start(other, here)
             card = proposal(other)

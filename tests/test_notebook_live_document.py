@@ -197,7 +197,7 @@ def test_edits_address_cells_by_id_and_a_missing_id_is_an_error() -> None:
 
     del browser.cells[0]  # the user deleted b: an edit of it is refused, nothing else changes
     kept = [dict(c) for c in browser.cells]
-    with pytest.raises(CellNotFound):
+    with pytest.raises(CellNotFound, match="no cell with id 'b' in the live notebook"):
         document.apply(Edit("replace", "b", "oops"))
     with pytest.raises(CellNotFound):
         document.apply(Edit("insert", "b", "oops"))
@@ -322,6 +322,9 @@ def test_run_executes_the_cells_current_source_and_sends_its_outputs_to_the_brow
     assert browser.cells[0]["outputs"] == [stream] and browser.cells[0]["execution_count"] == 7
     with pytest.raises(NotebookError, match="markdown cell"):
         document.run("m", 5.0)
+    browser.cells.append(code("p", "%%dsh\nrun me"))
+    with pytest.raises(NotebookError, match="prompt"):
+        document.run("p", 5.0)
     with pytest.raises(CellNotFound):
         document.run("gone", 5.0)
     assert len(ran) == 1
@@ -367,7 +370,7 @@ def test_proposals_accept_reject_and_other_questions_go_to_the_usual_approver() 
     # The addressed cell is gone (or the user deletes it while the proposal shows): refused, saying so.
     decision = asyncio.run(approver.ask(edit_request({"action": "delete", "cell_id": "gone"}), 5))
     assert decision is not None and not decision.allowed and decision.answered_by == "nobody"
-    assert decision.reason is not None and "'gone' is no longer in the notebook" in decision.reason
+    assert decision.reason is not None and "no cell with id 'gone' in the live notebook" in decision.reason
 
     # Other tools, arguments that make no sense, and no live notebook: the usual approver asks.
     asyncio.run(approver.ask(edit_request({"command": "ls"}, tool="bash"), 5))

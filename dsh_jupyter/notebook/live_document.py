@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .cells import strip_ansi, trim_traceback
+from .cells import is_dsh_cell, missing_cell, strip_ansi, trim_traceback
 from .document import (
     AppliedEdit,
     Cell,
@@ -74,8 +74,8 @@ LIVE_TARGET = "dsh.live-notebook"
 PING_TARGET = "dsh.live-notebook-ping"
 #: Seconds a request other than a proposal waits for the browser before that tab is given up.
 ANSWER_WAIT = 3.0
-#: Seconds :meth:`LiveConnections.document` waits for a tab to say it is there.
-PING_WAIT = 1.5
+#: Seconds :meth:`LiveConnections.document` waits for a tab to say it is there (a page still loading is slow).
+PING_WAIT = 3.0
 #: The tool whose questions become proposals in the notebook.
 EDIT_TOOL = "notebook_edit"
 
@@ -383,12 +383,12 @@ class LiveDocument:
     def path(self) -> str | None:
         return self.tab.path
 
-    def _request(self, op: str, payload: Mapping[str, Any], timeout: float | None = None) -> dict[str, Any]:
+    def _request(self, op: str, payload: Mapping[str, Any], cell_id: str | None = None) -> dict[str, Any]:
         try:
-            return self.connections.request(self.tab, op, payload, timeout)
+            return self.connections.request(self.tab, op, payload)
         except BrowserError as exc:
             if exc.code == "not-found":
-                raise CellNotFound(str(exc)) from None
+                raise CellNotFound(missing_cell(cell_id, "live") if cell_id else str(exc)) from None
             raise
 
     def read(self) -> NotebookSnapshot:
@@ -403,12 +403,11 @@ class LiveDocument:
     def cell(self, cell_id: str) -> Cell:
         found = next((c for c in self.read().cells if c.id == cell_id), None)
         if found is None:
-            raise CellNotFound(f"there is no cell {cell_id!r} in the notebook (it may have been deleted); "
-                               "read the notebook again for the current cell ids")
+            raise CellNotFound(missing_cell(cell_id, "live"))
         return found
 
     def apply(self, edit: Edit) -> AppliedEdit:
-        result = self._request("apply", {"edit": edit_to_json(edit)})
+        result = self._request("apply", {"edit": edit_to_json(edit)}, edit.cell_id)
         cell_id = result.get("cell_id")
         index = result.get("index")
         if not isinstance(cell_id, str):
@@ -420,13 +419,15 @@ class LiveDocument:
         cell = self.cell(cell_id)
         if cell.cell_type != "code":
             raise NotebookError(f"cell {cell_id!r} is a {cell.cell_type} cell; only code cells run")
+        if is_dsh_cell(cell.source):
+            raise NotebookError(f"cell {cell_id!r} is a %%dsh prompt; the agent cannot run prompt cells")
         runner = self.connections.runner
         if runner is None:
             raise NotebookError("this kernel cannot run notebook cells for the agent")
         ran = runner(cell.source, cell_id, timeout)
         count = ran.cell.execution_count
         self._request("outputs", {"cell_id": cell_id, "outputs": [dict(o) for o in ran.outputs],
-                                  "execution_count": count})
+                                  "execution_count": count}, cell_id)
         return RunResult(Cell(cell_id, "code", cell.source, count, ran.cell.outputs), "live")
 
     async def propose(self, request: ApprovalRequest, edit: Edit, timeout: float) -> ApprovalDecision | None:
@@ -450,9 +451,7 @@ class LiveDocument:
             return None
         except BrowserError as exc:
             if exc.code == "not-found":  # the cell is gone (or went while the proposal was shown)
-                return ApprovalDecision(False, "nobody", reason=(
-                    f"cell {edit.cell_id!r} is no longer in the notebook (it was deleted); read the notebook "
-                    "again for the current cell ids"))
+                return ApprovalDecision(False, "nobody", reason=missing_cell(edit.cell_id or "", "live"))
             log.info("the notebook page could not show a proposal: %s", exc)
             return None
         choice = result.get("choice")

@@ -148,11 +148,13 @@ export class LiveNotebook {
     };
     this._reportedActive = this._active();
     comm.open({ path: this.panel.context.path, active: this._reportedActive });
+    this.panel.node.dataset.dshLive = 'connected'; // for tests and for a look in the inspector
   }
 
   /** The kernel went away (restart, change): its comm is gone, and so are its proposals. */
   private _forget(): void {
     this._comm = null;
+    delete this.panel.node.dataset.dshLive;
     for (const id of [...this._proposals.keys()]) {
       this._settle(id);
     }
