@@ -663,21 +663,39 @@ def execute_cell(record: KernelRecord, source: str, *, cell_id: str | None = Non
         recorded = record.get(f"exec-{count}")
     if recorded is None:  # the record is not listening (or dropped it): build the cell from the capture
         recorded = Cell(cell_id or f"exec-{count}", "code", source, count if isinstance(count, int) else None,
-                        tuple(_to_cell_output(output) for output in capture.outputs))
+                        tuple(o for o in map(output_from_json, capture.outputs) if o is not None))
     return ExecutedCell(recorded, tuple(capture.outputs), status)
 
 
-def _to_cell_output(output: Mapping[str, Any]) -> CellOutput:
+def _joined(value: Any) -> str:
+    """nbformat text: a string, or a list of strings to join (anything else: empty)."""
+    if isinstance(value, list):
+        return "".join(str(part) for part in value)
+    return value if isinstance(value, str) else ""
+
+
+def output_from_json(output: Mapping[str, Any]) -> CellOutput | None:
+    """One nbformat output (a run's capture, or a cell the browser sent) as the agent reads it; ``None`` for a
+    shape that is not an output. Colours are removed; images are decoded (bad base64 is left out)."""
     kind = output.get("output_type")
     if kind == "stream":
-        return CellOutput("stream", str(output.get("text", "")), name=str(output.get("name", "stdout")))
+        name = output.get("name")
+        return CellOutput("stream", strip_ansi(_joined(output.get("text"))),
+                          name=name if isinstance(name, str) else "stdout")
     if kind == "error":
-        name, value = str(output.get("ename", "")), str(output.get("evalue", ""))
-        return CellOutput("error", f"{name}: {value}", ename=name, evalue=value,
-                          traceback=trim_traceback(list(output.get("traceback", []))))
-    data = output.get("data", {})
-    return CellOutput("result" if kind == "execute_result" else "display", _plain(data), images=_image_outputs(data),
-                      execution_count=output.get("execution_count") if kind == "execute_result" else None)
+        ename, evalue = str(output.get("ename", "")), strip_ansi(str(output.get("evalue", "")))
+        traceback = output.get("traceback")
+        lines = trim_traceback([str(line) for line in traceback]) if isinstance(traceback, list) else ()
+        return CellOutput("error", f"{ename}: {evalue}", ename=ename, evalue=evalue, traceback=lines)
+    if kind not in ("execute_result", "display_data"):
+        return None
+    data = output.get("data")
+    data = {mime: _joined(value) if isinstance(value, list) else value
+            for mime, value in data.items()} if isinstance(data, Mapping) else {}
+    count = output.get("execution_count")
+    return CellOutput("result" if kind == "execute_result" else "display", strip_ansi(_plain(data)),
+                      images=_image_outputs(data),
+                      execution_count=count if kind == "execute_result" and isinstance(count, int) else None)
 
 
 class RunnerHost(Protocol):

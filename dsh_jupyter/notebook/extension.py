@@ -25,12 +25,13 @@ def load(ip: Any) -> None:
         disposers.append(install_completer(ip, lambda: magics.host))
     except ImportError:
         pass
-    from .frontend_comm import install_current_session_comm
+    from .frontend_comm import install_current_session_comm, install_variables_comm
 
     disposers.append(install_current_session_comm(ip, lambda: magics.host))
-    from .frontend_comm import install_variables_comm
-
     disposers.append(install_variables_comm(ip, lambda: magics.host))
+    from .live_document import install_live_document, live_connections
+
+    disposers.append(install_live_document(ip, live_connections(ip, magics.host)))
     if "dsh" not in ip.user_ns:
         from .host import SessionHandle
 

@@ -329,7 +329,12 @@ class NotebookHost:
         if self._approver is None:
             from .approval import approver_for
 
-            self._approver = approver_for(self.shell, self) or False
+            approver = approver_for(self.shell, self)
+            if approver is not None and self.live_source is not None:  # notebook edits: proposals in the notebook
+                from .live_document import with_proposals
+
+                approver = with_proposals(approver, self.live_source)
+            self._approver = approver or False
         return self._approver or None
 
     def approval_slot(self, *, background: bool) -> None:

@@ -5,6 +5,8 @@
  *   completer as soon as a mention is typed (no Tab needed; JupyterLab's own continuous hinting is off
  *   by default, so the plugin watches the active cell itself).
  * - `%%dsh` cells highlight as Markdown (they are prompts), other code cells as the kernel's language.
+ * - `dsh-jupyter:live-notebook` serves each open notebook to its kernel (the agent reads, edits and runs
+ *   cells; its edits in "ask" mode appear as proposals with Accept / Reject), see `./notebook`.
  * - The mime renderer of reference contexts lives in `./mime` (the package's `mimeExtension`).
  */
 
@@ -17,6 +19,7 @@ import { INotebookTracker } from '@jupyterlab/notebook';
 
 import { DshCompletionProvider } from './completion.js';
 import { DshCellHighlighter } from './highlight.js';
+import { LiveNotebooks } from './notebook.js';
 import { MentionTrigger } from './trigger.js';
 
 const mentions: JupyterFrontEndPlugin<void> = {
@@ -43,4 +46,15 @@ const mentions: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [mentions];
+const liveNotebook: JupyterFrontEndPlugin<void> = {
+  id: 'dsh-jupyter:live-notebook',
+  description:
+    'Serves the open notebook to its kernel: the agent reads, edits (as proposals) and runs cells.',
+  autoStart: true,
+  requires: [INotebookTracker],
+  activate: (_app: JupyterFrontEnd, tracker: INotebookTracker): void => {
+    new LiveNotebooks(tracker);
+  }
+};
+
+export default [mentions, liveNotebook];

@@ -1,0 +1,488 @@
+/**
+ * The open notebook served to its kernel (the kernel side is dsh_jupyter/notebook/live_document.py).
+ *
+ * Each notebook panel opens one comm to the kernel target `dsh.live-notebook` when its kernel is ready
+ * (a kernel without dsh loaded closes it again) and whenever the kernel pings the front-end target
+ * `dsh.live-notebook-ping` (it does as `%load_ext dsh_jupyter` runs, after a restart too). The kernel
+ * asks one panel at a time (the one most recently current, which this module reports) to:
+ *
+ * - `ping`: say it is there; `read`: the cells of the shared model (unsaved edits included);
+ * - `apply`: insert / replace / delete one cell by id (a missing id is refused with `not-found`);
+ * - `outputs`: put a run's outputs and execution count into a cell;
+ * - `propose`: show an edit where it would land, with Accept / Reject, and answer with the choice.
+ *   A proposal is never part of the notebook model: a save meanwhile does not store it.
+ *
+ * Messages that make no sense are logged to the console and ignored.
+ */
+
+import { Cell, ICellModel, ICodeCellModel } from '@jupyterlab/cells';
+import { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { Kernel, KernelMessage } from '@jupyterlab/services';
+import type { JSONObject } from '@lumino/coreutils';
+
+import { displayText } from './escape.js';
+import {
+  codeText,
+  diffSummary,
+  IEdit,
+  KernelRequest,
+  lineDiff,
+  parseKernelMessage,
+  proposalTitle
+} from './proposal.js';
+
+/** The kernel's comm target (live_document.LIVE_TARGET). */
+export const LIVE_TARGET = 'dsh.live-notebook';
+/** The front end's comm target the kernel opens to ask panels to connect (live_document.PING_TARGET). */
+export const PING_TARGET = 'dsh.live-notebook-ping';
+
+type Json = JSONObject;
+
+class RequestError extends Error {
+  constructor(
+    readonly code: string,
+    message: string
+  ) {
+    super(message);
+  }
+}
+
+/** Connects every notebook panel of the tracker to its kernel's live document. */
+export class LiveNotebooks {
+  constructor(private readonly _tracker: INotebookTracker) {
+    _tracker.widgetAdded.connect((_, panel) => this._add(panel));
+    _tracker.forEach(panel => this._add(panel));
+    _tracker.currentChanged.connect(() => this._reportActive());
+    window.addEventListener('focus', () => this._reportActive());
+    document.addEventListener('visibilitychange', () => this._reportActive());
+  }
+
+  private _add(panel: NotebookPanel): void {
+    const live = new LiveNotebook(panel, () => this._tracker.currentWidget === panel);
+    this._panels.add(live);
+    panel.disposed.connect(() => {
+      live.dispose();
+      this._panels.delete(live);
+    });
+  }
+
+  private _reportActive(): void {
+    for (const live of this._panels) {
+      live.reportActive();
+    }
+  }
+
+  private readonly _panels = new Set<LiveNotebook>();
+}
+
+/** One notebook panel's connection to its kernel. */
+export class LiveNotebook {
+  constructor(
+    readonly panel: NotebookPanel,
+    private readonly _isCurrent: () => boolean
+  ) {
+    const context = panel.sessionContext;
+    context.kernelChanged.connect(() => this._kernelChanged());
+    context.statusChanged.connect((_, status) => {
+      if (status === 'restarting' || status === 'autorestarting' || status === 'dead') {
+        this._forget();
+      }
+    });
+    void context.ready.then(() => this._kernelChanged());
+  }
+
+  dispose(): void {
+    this._disposed = true;
+    this._close();
+  }
+
+  /** Tell the kernel whether this panel is the one the user works in now. */
+  reportActive(): void {
+    const active = this._active();
+    if (this._comm && !this._comm.isDisposed && active !== this._reportedActive) {
+      this._reportedActive = active;
+      this._comm.send({ type: 'active', active, path: this.panel.context.path });
+    }
+  }
+
+  private _active(): boolean {
+    return this._isCurrent() && document.visibilityState === 'visible';
+  }
+
+  private _kernelChanged(): void {
+    const kernel = this.panel.sessionContext.session?.kernel ?? null;
+    if (kernel === this._kernel) {
+      return;
+    }
+    this._close();
+    if (this._kernel && !this._kernel.isDisposed) {
+      this._kernel.removeCommTarget(PING_TARGET, this._pinged);
+    }
+    this._kernel = kernel;
+    if (!kernel || !kernel.handleComms) {
+      return; // another connection of this page handles the kernel's comms (a console opened first)
+    }
+    kernel.registerCommTarget(PING_TARGET, this._pinged);
+    this._open();
+  }
+
+  private _open(): void {
+    const kernel = this._kernel;
+    if (this._disposed || !kernel || kernel.isDisposed) {
+      return;
+    }
+    this._close();
+    let comm: Kernel.IComm;
+    try {
+      comm = kernel.createComm(LIVE_TARGET);
+    } catch (error) {
+      console.warn('dsh-jupyter: could not connect the notebook to its kernel', error);
+      return;
+    }
+    this._comm = comm;
+    comm.onMsg = msg => this._received(comm, msg);
+    comm.onClose = () => {
+      if (this._comm === comm) {
+        this._forget();
+      }
+    };
+    this._reportedActive = this._active();
+    comm.open({ path: this.panel.context.path, active: this._reportedActive });
+    this.panel.node.dataset.dshLive = 'connected'; // for tests and for a look in the inspector
+  }
+
+  /** The kernel went away (restart, change): its comm is gone, and so are its proposals. */
+  private _forget(): void {
+    this._comm = null;
+    delete this.panel.node.dataset.dshLive;
+    for (const id of [...this._proposals.keys()]) {
+      this._settle(id);
+    }
+  }
+
+  private _close(): void {
+    const comm = this._comm;
+    this._forget();
+    if (comm && !comm.isDisposed) {
+      try {
+        comm.close();
+      } catch {
+        // the kernel is gone already
+      }
+    }
+  }
+
+  private _received(comm: Kernel.IComm, msg: KernelMessage.ICommMsgMsg): void {
+    const message = parseKernelMessage(msg.content.data);
+    if (!message) {
+      console.warn('dsh-jupyter: ignored a message from the kernel that makes no sense', msg.content.data);
+      return;
+    }
+    if (message.type === 'withdraw') {
+      this._withdraw(message.id);
+      return;
+    }
+    const request = message.request;
+    if (request.op === 'propose') {
+      this._propose(comm, request.id, request.edit, request.reason);
+      return;
+    }
+    try {
+      comm.send({ type: 'reply', id: request.id, ok: true, result: this._answer(request) });
+    } catch (error) {
+      const code = error instanceof RequestError ? error.code : 'error';
+      const text = error instanceof Error ? error.message : String(error);
+      comm.send({ type: 'reply', id: request.id, ok: false, error: code, message: text });
+    }
+  }
+
+  private _answer(request: Exclude<KernelRequest, { op: 'propose' }>): Json {
+    switch (request.op) {
+      case 'ping':
+        return { path: this.panel.context.path };
+      case 'read':
+        return { path: this.panel.context.path, cells: this._models().map(cellJson) };
+      case 'apply':
+        return this._apply(request.edit);
+      case 'outputs':
+        return this._outputs(request.cellId, request.outputs, request.executionCount);
+    }
+  }
+
+  // -- the model -------------------------------------------------------------------------------
+  /** The cells of the model, in notebook order (the source of truth; widgets may be made lazily). */
+  private _models(): ICellModel[] {
+    const model = this.panel.content.model;
+    return model ? Array.from(model.cells) : [];
+  }
+
+  private _cells(): Cell[] {
+    return [...this.panel.content.widgets];
+  }
+
+  private _index(cellId: string): number {
+    const index = this._models().findIndex(cell => cell.id === cellId);
+    if (index < 0) {
+      throw new RequestError(
+        'not-found',
+        `there is no cell ${JSON.stringify(cellId)} in the notebook (it may have been deleted); ` +
+          'read the notebook again for the current cell ids'
+      );
+    }
+    return index;
+  }
+
+  private _apply(edit: IEdit): Json {
+    const shared = this.panel.content.model?.sharedModel;
+    if (!shared) {
+      throw new RequestError('no-notebook', 'the notebook is not loaded');
+    }
+    if (edit.action === 'insert') {
+      const count = this._models().length;
+      const index =
+        edit.cellId === null
+          ? count
+          : this._index(edit.cellId) + (edit.position === 'before' ? 0 : 1);
+      const cell = shared.insertCell(index, { cell_type: edit.cellType, source: edit.source });
+      this._reveal(index);
+      return { cell_id: cell.id, index, before: null, after: cellJson(this._models()[index]) };
+    }
+    const index = this._index(edit.cellId ?? '');
+    const before = cellJson(this._models()[index]);
+    if (edit.action === 'delete') {
+      shared.deleteCell(index);
+      return { cell_id: edit.cellId, index, before, after: null };
+    }
+    const current = this._models()[index];
+    if (current.type === edit.cellType) {
+      current.sharedModel.setSource(edit.source);
+    } else {
+      const id = current.id; // the cell keeps its id when its type changes
+      shared.transact(() => {
+        shared.deleteCell(index);
+        shared.insertCell(index, { id, cell_type: edit.cellType, source: edit.source });
+      });
+    }
+    this._reveal(index);
+    return { cell_id: edit.cellId, index, before, after: cellJson(this._models()[index]) };
+  }
+
+  private _outputs(cellId: string, outputs: Record<string, unknown>[], executionCount: number | null): Json {
+    const cell = this._models()[this._index(cellId)];
+    if (cell.type !== 'code') {
+      throw new RequestError('not-code', `cell ${JSON.stringify(cellId)} is not a code cell`);
+    }
+    const model = cell as ICodeCellModel;
+    model.outputs.clear();
+    for (const output of outputs) {
+      model.outputs.add(output as never);
+    }
+    model.executionCount = executionCount;
+    return { cell_id: cellId };
+  }
+
+  private _reveal(index: number): void {
+    const cell = this._cells()[index];
+    if (cell) {
+      void this.panel.content.scrollToCell(cell, 'smart');
+    }
+  }
+
+  // -- proposals -------------------------------------------------------------------------------
+  private _propose(comm: Kernel.IComm, id: number, edit: IEdit, reason: string | null): void {
+    const cells = this._cells();
+    let anchor: Cell | undefined;
+    if (edit.cellId !== null) {
+      anchor = cells.find(cell => cell.model.id === edit.cellId);
+      if (!anchor) {
+        comm.send({ type: 'reply', id, ok: false, error: 'not-found', message: 'no such cell' });
+        return;
+      }
+    } else {
+      anchor = cells[cells.length - 1];
+    }
+    const card = proposalCard(edit, reason, anchor, (choice, why) => {
+      if (this._settle(id)) {
+        comm.send({ type: 'reply', id, ok: true, result: { choice, reason: why } });
+      }
+    });
+    if (!anchor) {
+      this.panel.content.node.appendChild(card);
+    } else if (edit.action === 'insert' && edit.cellId !== null && edit.position === 'before') {
+      anchor.node.insertBefore(card, anchor.node.firstChild);
+    } else {
+      anchor.node.appendChild(card);
+    }
+    if (edit.action === 'delete' && anchor) {
+      anchor.addClass('dsh-proposal-doomed');
+    }
+    this._proposals.set(id, { card, comm, anchor, anchorId: edit.cellId, doomed: edit.action === 'delete' });
+    this._watchCells();
+    const reveal = (): void => card.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
+    if (anchor) {
+      void this.panel.content.scrollToCell(anchor, 'smart').then(reveal);
+    } else {
+      reveal();
+    }
+  }
+
+  /** Remove a proposal's card (and its cell's mark); false when it was settled already. */
+  private _settle(id: number): boolean {
+    const pending = this._proposals.get(id);
+    if (!pending) {
+      return false;
+    }
+    this._proposals.delete(id);
+    pending.card.remove();
+    if (pending.doomed && pending.anchor && !pending.anchor.isDisposed) {
+      pending.anchor.removeClass('dsh-proposal-doomed');
+    }
+    return true;
+  }
+
+  /** When the user deletes the cell a proposal is anchored to, the kernel hears at once (not at timeout). */
+  private _watchCells(): void {
+    const model = this.panel.content.model;
+    if (!model || model === this._watched) {
+      return;
+    }
+    this._watched = model;
+    model.cells.changed.connect(() => {
+      const ids = new Set(Array.from(model.cells, cell => cell.id));
+      for (const [id, pending] of [...this._proposals]) {
+        if (pending.anchorId !== null && !ids.has(pending.anchorId) && this._settle(id)) {
+          pending.comm.send({
+            type: 'reply',
+            id,
+            ok: false,
+            error: 'not-found',
+            message: 'the cell was deleted'
+          });
+        }
+      }
+    });
+  }
+
+  private _withdraw(id: number): void {
+    this._settle(id);
+  }
+
+  /** The kernel loaded dsh (`%load_ext`): connect again. */
+  private readonly _pinged = (comm: Kernel.IComm): void => {
+    this._open();
+    comm.close();
+  };
+
+  private _kernel: Kernel.IKernelConnection | null = null;
+  private _comm: Kernel.IComm | null = null;
+  private _reportedActive = false;
+  private _disposed = false;
+  private readonly _proposals = new Map<number, IPendingProposal>();
+  private _watched: INotebookModel | null = null;
+}
+
+/** A proposal shown and not yet answered. */
+interface IPendingProposal {
+  card: HTMLElement;
+  comm: Kernel.IComm;
+  anchor: Cell | undefined;
+  anchorId: string | null;
+  doomed: boolean;
+}
+
+/** A cell as the kernel reads it (nbformat's field names). */
+function cellJson(model: ICellModel | undefined): Json | null {
+  if (!model) {
+    return null;
+  }
+  const code = model.type === 'code' ? (model as ICodeCellModel) : null;
+  return {
+    id: model.id,
+    cell_type: model.type,
+    source: model.sharedModel.getSource(),
+    execution_count: code ? code.executionCount : null,
+    outputs: code ? (code.outputs.toJSON() as unknown as JSONObject[]) : []
+  };
+}
+
+function element<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  node.className = className;
+  if (text !== undefined) {
+    node.textContent = displayText(text);
+  }
+  return node;
+}
+
+/** The card of one proposal: heading, the edit as it would land, Accept / Reject and a reason. */
+function proposalCard(
+  edit: IEdit,
+  reason: string | null,
+  anchor: Cell | undefined,
+  answer: (choice: 'accept' | 'reject', reason: string) => void
+): HTMLElement {
+  const card = element('div', `dsh-proposal dsh-proposal-${edit.action}`);
+  const why = element('input', 'dsh-proposal-why jp-mod-styled');
+  card.setAttribute('role', 'group');
+  card.setAttribute('aria-label', proposalTitle(edit));
+  // Keys typed in the card are the card's (Enter on a button, text in the reason), not notebook shortcuts.
+  card.setAttribute('data-lm-suppress-shortcuts', 'true');
+  card.addEventListener('keydown', event => {
+    if (event.key === 'Escape') {
+      event.preventDefault();
+      answer('reject', why.value);
+    }
+    event.stopPropagation();
+  });
+  // Keep the notebook from taking clicks in the card as cell selection (it would steal the focus).
+  for (const type of ['mousedown', 'pointerdown', 'dblclick']) {
+    card.addEventListener(type, event => event.stopPropagation());
+  }
+  const head = element('div', 'dsh-proposal-head');
+  head.appendChild(element('span', 'dsh-proposal-badge', 'dsh'));
+  head.appendChild(element('span', 'dsh-proposal-title', proposalTitle(edit)));
+  card.appendChild(head);
+  if (reason) {
+    card.appendChild(element('div', 'dsh-proposal-reason', reason));
+  }
+  if (edit.action === 'insert') {
+    const source = element('pre', 'dsh-proposal-source');
+    source.textContent = codeText(edit.source);
+    card.appendChild(source);
+  } else if (edit.action === 'replace') {
+    const lines = lineDiff(anchor?.model.sharedModel.getSource() ?? '', edit.source);
+    head.appendChild(element('span', 'dsh-proposal-stat', diffSummary(lines)));
+    const diff = element('pre', 'dsh-proposal-diff');
+    for (const line of lines) {
+      const sign = line.kind === 'added' ? '+' : line.kind === 'removed' ? '−' : ' ';
+      const row = element('span', `dsh-diff-line dsh-diff-${line.kind}`);
+      row.appendChild(element('span', 'dsh-diff-sign', sign));
+      row.appendChild(document.createTextNode(codeText(line.text) + '\n'));
+      diff.appendChild(row);
+    }
+    card.appendChild(diff);
+  }
+  const actions = element('div', 'dsh-proposal-actions');
+  const accept = element('button', 'dsh-proposal-accept jp-mod-styled jp-mod-accept', 'Accept');
+  const reject = element('button', 'dsh-proposal-reject jp-mod-styled', 'Reject');
+  why.type = 'text';
+  why.placeholder = 'Reason for the agent (optional)';
+  why.setAttribute('aria-label', 'Reason for the agent (optional)');
+  accept.type = 'button';
+  reject.type = 'button';
+  accept.addEventListener('click', () => answer('accept', ''));
+  reject.addEventListener('click', () => answer('reject', why.value));
+  why.addEventListener('keydown', event => {
+    if (event.key === 'Enter') {
+      event.preventDefault();
+      answer('reject', why.value);
+    }
+  });
+  actions.append(accept, reject, why);
+  card.appendChild(actions);
+  return card;
+}

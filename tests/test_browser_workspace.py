@@ -1,0 +1,354 @@
+"""In a real browser (JupyterLab and Notebook 7): the notebook is the agent's workspace.
+
+The offline model calls the notebook tools on request (``/tool NAME {json}``); the live document reaches the
+browser over the labextension's comm while the ``%%dsh`` cell blocks the kernel. One test per app walks
+through the whole feature:
+
+- ``ask`` mode: a proposed insert appears below its cell with Accept / Reject; accepted, it is in the notebook
+  and, once saved, in the ``.ipynb`` on disk; a proposed replacement shows a line diff; rejected with a reason,
+  the cell is unchanged and the model received the reason; a proposed deletion marks its cell; a proposal
+  whose cell the user deletes goes away and the agent is told;
+- ``auto`` mode: ``notebook_run`` runs a cell (the browser cell shows its output and execution count) and
+  ``notebook_read`` reads that output back; ``%dsh undo`` reverts the agent's last applied edit;
+- addressing: between the agent's read and its edit the user moves, adds and deletes cells; the edit lands
+  on the right cell, and an edit of the deleted one is a clear error;
+- after a kernel restart and ``%load_ext``, the agent reads the live notebook again;
+- with a second browser tab on the kernel, only the tab used last shows the proposal and applies it.
+
+Screenshots (``test-artifacts/``): the proposed insert and the replacement diff, in JupyterLab light and
+dark and in Notebook 7.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from browser_helpers import (
+    JupyterServer,
+    NotebookPage,
+    require_chromium,
+    require_notebook7,
+    running_server,
+    watched_page,
+)
+
+pytestmark = pytest.mark.browser
+
+PATH = "work/workspace.ipynb"
+PROPOSAL = ".dsh-proposal"
+#: How long a proposal may take to appear (the first one also creates the kernel's answer subshell).
+PROPOSAL_MS = 30_000
+
+
+def tool(name: str, arguments: dict[str, Any]) -> str:
+    return f"%%dsh\n/tool {name} {json.dumps(arguments)}"
+
+
+PROPOSE_INSERT = tool("notebook_edit", {"action": "insert", "cell_id": "cell-x", "source": "y = x + 1\ny"})
+PROPOSE_REPLACE = tool("notebook_edit", {"action": "replace", "cell_id": "cell-x",
+                                         "source": "x = 1000\nprint('x is', x)\nprint('done')"})
+RUN = tool("notebook_run", {"cell_id": "cell-x"})
+READ_ONE = tool("notebook_read", {"cell_ids": ["cell-x"]})
+READ_ALL = tool("notebook_read", {})
+PROPOSE_ON_TEMP = tool("notebook_edit", {"action": "replace", "cell_id": "cell-temp", "source": "temp = 2"})
+PROPOSE_DELETE = tool("notebook_edit", {"action": "delete", "cell_id": "cell-doomed"})
+EDIT_MOVED = tool("notebook_edit", {"action": "replace", "cell_id": "cell-x", "source": "x = 7"})
+EDIT_DELETED = tool("notebook_edit", {"action": "replace", "cell_id": "cell-doomed", "source": "oops"})
+
+CELLS: list[tuple[str | None, str]] = [
+    (None, "%load_ext dsh_jupyter"),
+    ("cell-x", "x = 41\nprint('x is', x)"),
+    ("cell-doomed", "doomed = True"),
+    ("cell-temp", "temp = 1"),
+    (None, PROPOSE_INSERT),
+    (None, PROPOSE_REPLACE),
+    (None, PROPOSE_DELETE),
+    (None, PROPOSE_ON_TEMP),
+    (None, '%config DshMagics.approval = "auto"'),
+    (None, RUN),
+    (None, READ_ONE),
+    (None, "%dsh undo"),
+    (None, READ_ALL),
+    (None, EDIT_MOVED),
+    (None, EDIT_DELETED),
+    (None, TWO_TABS := tool("notebook_edit", {"action": "insert", "source": "z = 'one tab'"})),
+    ("cell-end", "# the end"),
+]
+
+
+def write_workspace(path: Path) -> None:
+    cells = []
+    for index, (cell_id, source) in enumerate(CELLS):
+        cell = nbformat.v4.new_code_cell(source)
+        cell["id"] = cell_id or f"prompt-{index}"
+        cells.append(cell)
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+    })
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="module", params=["lab", "notebook"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    require_chromium()
+    if request.param == "notebook":
+        require_notebook7()
+    root = tmp_path_factory.mktemp(f"workspace-{request.param}")
+    write_workspace(root / PATH)
+    with running_server(request.param, root, tmp_path_factory.mktemp("workspace-state")) as running:
+        yield running
+
+
+def sources(nb: NotebookPage) -> list[str]:
+    """Every cell's source as its editor shows it (cells whose editor is not drawn yet are scrolled into view
+    first: editors are made and drawn lazily)."""
+    read = "cells => cells.map(cell => cell.querySelector('.cm-content')?.innerText ?? null)"
+    texts: list[str | None] = nb.page.locator(f"{nb.scope} .jp-Cell").evaluate_all(read)
+    for index, text in enumerate(texts):
+        if not text:  # no editor yet, or one not drawn yet (off screen); an empty cell costs one scroll
+            cell = nb.cell(index)
+            cell.scroll_into_view_if_needed()
+            content = cell.locator(".cm-content")
+            content.wait_for(state="attached")
+            texts[index] = str(content.inner_text())
+    return [str(text) for text in texts]
+
+
+def index_of(nb: NotebookPage, text: str) -> int:
+    """The index of the first cell whose source starts with ``text``."""
+    deadline = time.monotonic() + 15
+    while True:  # a page just opened may still be making its editors
+        seen = sources(nb)
+        for index, source in enumerate(seen):
+            if source.startswith(text):
+                return index
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no cell starts with {text!r}: {seen}")
+        time.sleep(0.5)
+
+
+def start(nb: NotebookPage, index: int) -> Any:
+    """Run cell ``index`` and return once it is queued or running (a proposal keeps it running)."""
+    from playwright.sync_api import expect
+
+    prompt = nb.cell(index).locator(".jp-InputArea-prompt")
+    for _attempt in range(3):
+        nb.editor(index).click()
+        nb.page.keyboard.press("Shift+Enter")
+        try:
+            expect(prompt).not_to_have_text(re.compile(r"^\[ \]"), timeout=5_000)
+            break
+        except AssertionError:
+            continue
+    return nb.cell(index).locator(".jp-OutputArea")
+
+
+def finished(nb: NotebookPage, index: int) -> Any:
+    from playwright.sync_api import expect
+
+    expect(nb.cell(index).locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=60_000)
+    return nb.cell(index).locator(".jp-OutputArea")
+
+
+def proposal(nb: NotebookPage) -> Any:
+    from playwright.sync_api import expect
+
+    card = nb.page.locator(f"{nb.scope} {PROPOSAL}")
+    expect(card).to_be_visible(timeout=PROPOSAL_MS)
+    return card
+
+
+def command_mode_on(nb: NotebookPage, index: int) -> None:
+    """Select cell ``index`` in command mode (click its prompt area, then Escape)."""
+    nb.cell(index).locator(".jp-InputPrompt").click()
+    nb.page.keyboard.press("Escape")
+
+
+def saved_cells(server: JupyterServer) -> list[dict[str, Any]]:
+    return list(nbformat.read(server.root / PATH, as_version=4)["cells"])
+
+
+def save(nb: NotebookPage, server: JupyterServer) -> list[str]:
+    """Save with Ctrl+S (focus in the notebook) and return the saved cells' sources, read from disk."""
+    path = server.root / PATH
+    stamp = path.stat().st_mtime_ns
+    nb.page.locator(f"{nb.scope}").first.focus()
+    nb.page.keyboard.press("Control+s")
+    deadline = time.monotonic() + 15
+    while path.stat().st_mtime_ns == stamp and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert path.stat().st_mtime_ns != stamp, "the notebook was not saved"
+    time.sleep(0.2)  # the write may still be completing
+    return ["".join(cell["source"]) for cell in saved_cells(server)]
+
+
+def use_theme(nb: NotebookPage, name: str) -> None:
+    """Switch JupyterLab to the theme ``name`` ("JupyterLab Dark" / "JupyterLab Light") with the palette."""
+    page = nb.page
+    page.keyboard.press("Control+Shift+C")
+    page.locator(".lm-CommandPalette-input").fill(name)
+    page.locator(".lm-CommandPalette-item").filter(has_text=name).first.click()
+    light = "false" if "Dark" in name else "true"
+    page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached", timeout=30_000)
+    page.wait_for_timeout(300)  # the theme's stylesheet applies
+
+
+def test_the_agent_works_in_the_live_notebook(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, PATH).open()
+        nb.run(0)
+        nb.run(1)
+
+        # 1. A proposed insert: shown below cell-x, not in the notebook until accepted.
+        here = index_of(nb, PROPOSE_INSERT)
+        start(nb, here)
+        card = proposal(nb)
+        expect(card.locator(".dsh-proposal-title")).to_have_text("The agent proposes a new code cell")
+        expect(card.locator(".dsh-proposal-source")).to_have_text("y = x + 1\ny")
+        expect(nb.cell(1).locator(PROPOSAL)).to_have_count(1)  # where it would land: below cell-x
+        assert len(sources(nb)) == len(CELLS)
+        assert "y = x + 1\ny" not in save(nb, server)  # a save meanwhile does not store the proposal
+        card.scroll_into_view_if_needed()
+        nb.screenshot(request, "1-proposed-insert")
+        if server.app == "lab":
+            use_theme(nb, "JupyterLab Dark")
+            card.scroll_into_view_if_needed()
+            nb.screenshot(request, "1-proposed-insert-dark")
+        card.locator("button.dsh-proposal-accept").click()
+        output = finished(nb, here + 1)  # the new cell came before the prompt
+        expect(nb.page.locator(f"{nb.scope} {PROPOSAL}")).to_have_count(0)
+        assert sources(nb)[2] == "y = x + 1\ny"
+        expect(output).to_contain_text("Inserted a new code cell")
+        saved = save(nb, server)
+        assert saved[:3] == ["%load_ext dsh_jupyter", "x = 41\nprint('x is', x)", "y = x + 1\ny"]
+        assert [c["id"] for c in saved_cells(server)[:2]] == ["prompt-0", "cell-x"]
+
+        # 2. A proposed replacement: a line diff; rejected with a reason, the cell stays as it was.
+        here = index_of(nb, PROPOSE_REPLACE)
+        start(nb, here)
+        card = proposal(nb)
+        expect(card.locator(".dsh-proposal-title")).to_have_text("The agent proposes a change to this cell")
+        expect(card.locator(".dsh-diff-removed")).to_have_text(["−x = 41"])
+        expect(card.locator(".dsh-diff-added")).to_have_text(["+x = 1000", "+print('done')"])
+        expect(card.locator(".dsh-diff-same")).to_have_text(["print('x is', x)"])
+        card.scroll_into_view_if_needed()
+        if server.app == "lab":
+            nb.screenshot(request, "2-proposed-replacement-dark")
+            use_theme(nb, "JupyterLab Light")
+            card.scroll_into_view_if_needed()
+        nb.screenshot(request, "2-proposed-replacement")
+        card.locator("input.dsh-proposal-why").fill("keep x at 41")
+        card.locator("button.dsh-proposal-reject").click()
+        output = finished(nb, here)
+        expect(output).to_contain_text("the user denied it: keep x at 41")
+        assert sources(nb)[1] == "x = 41\nprint('x is', x)"
+
+        # A proposed deletion marks the cell; rejected, the cell stays.
+        here = index_of(nb, PROPOSE_DELETE)
+        start(nb, here)
+        card = proposal(nb)
+        expect(card.locator(".dsh-proposal-title")).to_have_text("The agent proposes to delete this cell")
+        doomed = nb.cell(index_of(nb, "doomed = True"))
+        expect(doomed).to_have_class(re.compile("dsh-proposal-doomed"))
+        card.scroll_into_view_if_needed()
+        nb.screenshot(request, "3-proposed-deletion")
+        card.locator("input.dsh-proposal-why").click()
+        page.keyboard.type("do not delete, dd")  # typed into the reason, never notebook shortcuts
+        page.keyboard.press("Enter")  # Enter in the reason rejects
+        expect(finished(nb, here)).to_contain_text("the user denied it: do not delete, dd")
+        expect(doomed).not_to_have_class(re.compile("dsh-proposal-doomed"))
+        assert "doomed = True" in sources(nb)
+
+        # The user deletes the cell a proposal is about: the proposal goes and the agent is told at once.
+        here = index_of(nb, PROPOSE_ON_TEMP)
+        start(nb, here)
+        card = proposal(nb)
+        command_mode_on(nb, index_of(nb, "temp = 1"))
+        page.keyboard.press("d")
+        page.keyboard.press("d")
+        expect(nb.page.locator(f"{nb.scope} {PROPOSAL}")).to_have_count(0)
+        expect(finished(nb, here - 1)).to_contain_text("no cell with id 'cell-temp' in the live notebook")
+        cells = len(CELLS) - 1  # cell-temp is gone
+
+        # 3. Run a cell and read its output (auto mode from here on).
+        nb.run(index_of(nb, "%config"))
+        here = index_of(nb, RUN)
+        output = nb.run(here)
+        expect(output).to_contain_text("Ran cell cell-x")
+        expect(nb.cell(1).locator(".jp-OutputArea-output")).to_have_text("x is 41")
+        expect(nb.cell(1).locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\d+\]"))
+        output = nb.run(index_of(nb, READ_ONE))
+        expect(output.locator("details pre").first).to_contain_text("the live notebook")
+        expect(output.locator("details pre").first).to_contain_text("x is 41")
+
+        # 4. %dsh undo reverts the agent's last applied edit: the inserted cell goes.
+        here = index_of(nb, "%dsh undo")
+        start(nb, here)
+        expect(nb.page.locator(f"{nb.scope} .jp-Cell")).to_have_count(cells)
+        output = finished(nb, here - 1)  # the cell above it went
+        expect(output).to_contain_text("cell")
+        assert "y = x + 1\ny" not in save(nb, server)
+
+        # 5. The agent reads; the user moves cell-x down, adds a cell and deletes cell-doomed; then the edits.
+        nb.run(index_of(nb, READ_ALL))
+        command_mode_on(nb, 1)
+        page.keyboard.press("Control+Shift+ArrowDown")  # cell-x moves below cell-doomed
+        expect(nb.cell(2).locator(".cm-content")).to_have_text(re.compile(r"^x = 41"))
+        command_mode_on(nb, 0)
+        page.keyboard.press("b")  # a new empty cell below the first
+        expect(nb.page.locator(f"{nb.scope} .jp-Cell")).to_have_count(cells + 1)
+        doomed = index_of(nb, "doomed = True")
+        command_mode_on(nb, doomed)
+        page.keyboard.press("d")
+        page.keyboard.press("d")
+        expect(nb.page.locator(f"{nb.scope} .jp-Cell")).to_have_count(cells)
+        before = save(nb, server)
+        moved = before.index("x = 41\nprint('x is', x)")
+        assert "doomed = True" not in before and before[moved - 1] == ""  # moved down, then a cell added above
+        output = nb.run(index_of(nb, EDIT_MOVED))
+        expect(output).to_contain_text("Replaced cell cell-x")
+        after = save(nb, server)
+        assert after == [*before[:moved], "x = 7", *before[moved + 1:]]
+        output = nb.run(index_of(nb, EDIT_DELETED))
+        expect(output).to_contain_text("there is no cell")
+        assert save(nb, server) == after
+
+        # 6. After a kernel restart the notebook connects again once the extension is loaded.
+        status, kernels = server.request("GET", "api/kernels")
+        assert status == 200 and len(kernels) == 1
+        status, _ = server.request("POST", f"api/kernels/{kernels[0]['id']}/restart", timeout=60)
+        assert status == 200
+        nb.run(0)
+        output = nb.run(index_of(nb, READ_ALL))
+        expect(output.locator("details pre").first).to_contain_text("the live notebook")
+        expect(output.locator("details pre").first).to_contain_text("x = 7")
+
+        # 7. A second browser tab on the same kernel: only the tab used last shows the proposal and applies it.
+        with watched_page(browser) as (other_page, other_watch):
+            other = NotebookPage(other_page, server, PATH).open()
+            other_page.wait_for_selector(".jp-NotebookPanel[data-dsh-live='connected']", state="attached")
+            here = index_of(other, TWO_TABS)
+            start(other, here)
+            card = proposal(other)
+            expect(nb.page.locator(f"{nb.scope} {PROPOSAL}")).to_have_count(0)
+            card.locator("button.dsh-proposal-accept").click()
+            expect(finished(other, here)).to_contain_text("Inserted a new code cell")
+            assert sources(other)[-1] == "z = 'one tab'"
+            assert "z = 'one tab'" not in sources(nb)
+            assert other_watch.errors == []
+
+        assert watch.dialogs == []
+        assert watch.errors == []
