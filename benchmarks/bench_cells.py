@@ -33,8 +33,8 @@ def _per_cell(shell: object, label: str) -> float:
 def main() -> None:
     from IPython.core.interactiveshell import InteractiveShell
 
-    from dsh_jupyter.notebook.cells import KernelRecord, execute_cell
-    from dsh_jupyter.notebook.notebook_tools import NotebookReadTool, Workspace
+    from dsh_jupyter.notebook.workspace.cells import KernelRecord, execute_cell
+    from dsh_jupyter.notebook.workspace.notebook_tools import NotebookReadTool, Workspace
     from dsh_jupyter.tools.base import ToolExecution
 
     shell = InteractiveShell.instance()

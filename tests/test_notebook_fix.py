@@ -11,8 +11,8 @@ import pytest
 
 from dsh_jupyter.models.base import ModelRequest
 from dsh_jupyter.models.offline import FIX_REQUEST_MARKER, OfflineModel
-from dsh_jupyter.notebook.document import Cell, CellOutput
-from dsh_jupyter.notebook.fix import MAX_FIX_PROMPT_CHARS, build_fix_request, failing_line, used_names
+from dsh_jupyter.notebook.workspace.document import Cell, CellOutput
+from dsh_jupyter.notebook.workspace.fix import MAX_FIX_PROMPT_CHARS, build_fix_request, failing_line, used_names
 
 TRACEBACK = (
     "\x1b[0;31m---------------------------------------------------------------------------\x1b[0m",

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from dsh_jupyter.notebook.variables import (
+from dsh_jupyter.notebook.workspace.variables import (
     MAX_SUMMARY_CHARS,
     VariablesTool,
     brief_of,

@@ -29,7 +29,7 @@ def load(ip: Any) -> None:
 
     disposers.append(install_current_session_comm(ip, lambda: magics.host))
     disposers.append(install_variables_comm(ip, lambda: magics.host))
-    from .live_document import install_live_document, live_connections
+    from .workspace.live_document import install_live_document, live_connections
 
     disposers.append(install_live_document(ip, live_connections(ip, magics.host)))
     if "dsh" not in ip.user_ns:

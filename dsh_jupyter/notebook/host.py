@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from ..tools.base import ToolRegistry
     from ..tools.env import ShellEnvRegistry
     from ..tools.hooks import HookRunner
-    from .cells import ExecutedCell, KernelRecord
-    from .notebook_tools import LiveSource, Workspace
+    from .workspace.cells import ExecutedCell, KernelRecord
+    from .workspace.notebook_tools import LiveSource, Workspace
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -249,12 +249,12 @@ class NotebookHost:
 
             registry.register(PythonTool(self, lock=self.kernel_lock))
         if self.settings.notebook_tools and self.shell is not None:
-            from .notebook_tools import notebook_tools
+            from .workspace.notebook_tools import notebook_tools
 
             for tool in notebook_tools(self.workspace):
                 registry.register(tool)
         if self.settings.variables_tool and self.shell is not None:
-            from .variables import VariablesTool
+            from .workspace.variables import VariablesTool
 
             registry.register(VariablesTool(self.shell))
         return registry
@@ -264,7 +264,7 @@ class NotebookHost:
     def workspace(self) -> Workspace:
         """The document the notebook tools use: the live notebook when connected, else the kernel record."""
         if self._workspace is None:
-            from .notebook_tools import Workspace
+            from .workspace.notebook_tools import Workspace
 
             self._workspace = Workspace(self)
         return self._workspace
@@ -273,7 +273,7 @@ class NotebookHost:
         """Start recording the cells this kernel executes (once); returns the disposer that stops it."""
         if self.shell is None:
             return lambda: None
-        from .cells import CellRunner, KernelRecord
+        from .workspace.cells import CellRunner, KernelRecord
 
         record = self.kernel_record
         if record is None:
@@ -331,7 +331,7 @@ class NotebookHost:
 
             approver = approver_for(self.shell, self)
             if approver is not None and self.live_source is not None:  # notebook edits: proposals in the notebook
-                from .live_document import with_proposals
+                from .workspace.live_document import with_proposals
 
                 approver = with_proposals(approver, self.live_source)
             self._approver = approver or False
@@ -567,13 +567,13 @@ class NotebookHost:
 
     def variable_snapshots(self) -> VariableSnapshots | None:
         """Where ``@[df](dsh-variable:df)`` mentions are read from: this kernel's namespace."""
-        from .variable_refs import variable_source
+        from .workspace.variable_refs import variable_source
 
         return variable_source(self.shell)
 
     def variable_candidates(self, query: str = "", limit: int = 50) -> list[dict[str, str]]:
         """The user's variables to mention (data frames first), each ``{name, kind, type, brief, mention}``."""
-        from .variables import variable_candidates
+        from .workspace.variables import variable_candidates
 
         return variable_candidates(self.shell, query, limit) if self.shell is not None else []
 

@@ -414,8 +414,8 @@ class DshMagics(Magics, DshSettings):
         return commands.models_table(listings, in_use, mark=mark, unlisted=unlisted if in_use is None else None)
 
     def _cmd_undo(self, args: argparse.Namespace) -> Any:
-        from .document import NotebookError
-        from .edits import UNDO_EVENT, describe_undo, recorded_edits, reverting_edit, undo_record
+        from .workspace.document import NotebookError
+        from .workspace.edits import UNDO_EVENT, describe_undo, recorded_edits, reverting_edit, undo_record
 
         agent = self.host.agent
         if agent is None:
@@ -442,7 +442,7 @@ class DshMagics(Magics, DshSettings):
         return None
 
     def _cmd_fix(self, args: argparse.Namespace) -> Any:
-        from .fix import NO_ERROR, build_fix_request
+        from .workspace.fix import NO_ERROR, build_fix_request
 
         host = self.host
         record = host.kernel_record

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..clip import fitted
-from ..tools.base import Tool, ToolExecution, ToolOutput
+from ...clip import fitted
+from ...tools.base import Tool, ToolExecution, ToolOutput
 
 #: Characters of one variable's summary (the default).
 MAX_SUMMARY_CHARS = 2_000
@@ -396,7 +396,7 @@ class VariablesTool(Tool):
 def variable_candidates(shell: NamespaceShell, query: str = "", limit: int = 50) -> list[dict[str, str]]:
     """The user's variables whose name contains ``query`` (case-insensitive), data frames first, at most
     ``limit``: ``{name, kind, type, brief, mention}`` (cheap: shapes only, no summaries)."""
-    from ..references.mentions import format_variable_mention
+    from ...references.mentions import format_variable_mention
 
     needle = query.lower()
     rows = []

@@ -27,9 +27,10 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ..clip import capped
-from ..images import ToolImage
-from ..tools.base import Tool, ToolExecution, ToolOutput
+from ...clip import capped
+from ...images import ToolImage
+from ...tools.base import Tool, ToolExecution, ToolOutput
+from ..protocols import MainThreadRunner
 from .cells import DEFAULT_RUN_TIMEOUT, KernelRecord, is_dsh_cell, missing_cell
 from .document import (
     Cell,
@@ -41,7 +42,6 @@ from .document import (
     NotebookSnapshot,
 )
 from .edits import EDIT_META_KEY, edit_record
-from .protocols import MainThreadRunner
 
 MAX_READ_CHARS = 30_000
 MAX_SOURCE_CHARS = 4_000

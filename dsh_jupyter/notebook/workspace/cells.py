@@ -55,6 +55,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from ..protocols import MainThreadRunner
 from .document import (
     AppliedEdit,
     Cell,
@@ -68,7 +69,6 @@ from .document import (
     RunResult,
     View,
 )
-from .protocols import MainThreadRunner
 
 MAX_CELLS = 200
 MAX_OUTPUT_CHARS = 20_000

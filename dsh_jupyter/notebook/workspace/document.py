@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from ..images import ToolImage
+from ...images import ToolImage
 
 CellType = Literal["code", "markdown", "raw"]
 View = Literal["live", "kernel"]

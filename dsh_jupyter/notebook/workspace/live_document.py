@@ -62,7 +62,7 @@ from .document import (
 )
 
 if TYPE_CHECKING:
-    from ..agent.approvals import ApprovalDecision, ApprovalRequest, Approver
+    from ...agent.approvals import ApprovalDecision, ApprovalRequest, Approver
     from .notebook_tools import LiveSource as NotebookSource
 
 log = logging.getLogger(__name__)
@@ -391,7 +391,7 @@ class LiveDocument:
 
     async def propose(self, request: ApprovalRequest, edit: Edit, timeout: float) -> ApprovalDecision | None:
         """Show ``edit`` in the notebook with Accept / Reject; the person's decision, or a timeout refusal."""
-        from ..agent.approvals import NOBODY_TO_ASK, ApprovalDecision
+        from ...agent.approvals import NOBODY_TO_ASK, ApprovalDecision
 
         connections = self.connections
         payload = {"edit": edit_to_json(edit), "reason": request.reason}
@@ -500,7 +500,7 @@ def subshell_route(kernel: Any) -> Callable[[CommLike], None]:
     """Route a comm's incoming messages to the kernel's approval answer subshell (created once)."""
 
     def route(comm: CommLike) -> None:
-        from .approval import answer_subshell, route_to_subshell
+        from ..approval import answer_subshell, route_to_subshell
 
         route_to_subshell(_Owner(comm), answer_subshell(kernel))
 
