@@ -470,3 +470,42 @@ def test_kernel_record_addressing_survives_new_runs_reorders_and_dropped_cells()
         assert [c.id for c in record.cells()] == ["new", "second", "more", "again"]
     finally:
         record.uninstall()
+
+
+@pytest.mark.slow
+def test_kernel_a_plot_in_an_earlier_cell_reaches_the_model_as_an_artifact(tmp_path: Path) -> None:
+    """notebook_read attaches a cell's image; the loop stores it beside the session, never inline."""
+    import html
+    import json as jsonlib
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    sources = [
+        "%load_ext dsh_jupyter\n%config DshMagics.model = \"offline\"",
+        "import matplotlib\nmatplotlib.use('module://matplotlib_inline.backend_inline')\n"
+        "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('a plot')\nplt.show()",
+        "%%dsh\nWhat does my plot show?\n/tool notebook_read {}",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(cwd=str(tmp_path))
+    assert any("image/png" in o.get("data", {}) for o in nb.cells[1].outputs)
+    answer = html.unescape("\n".join(str(v) for o in nb.cells[2].outputs for v in o.get("data", {}).values()))
+    assert "[image/png image," in answer and "I received an image: PNG image" in answer
+    [log] = (tmp_path / ".dsh" / "sessions").glob("*/session.jsonl")
+    artifacts = sorted((log.parent / "artifacts").glob("*.png"))
+    assert len(artifacts) == 1 and artifacts[0].read_bytes().startswith(b"\x89PNG")
+    text = log.read_text(encoding="utf-8")
+    assert "iVBORw0KGgo" not in text  # no base64 PNG inline in the log
+    blocks = [block for line in text.splitlines() for block in _image_blocks(jsonlib.loads(line))]
+    assert blocks and blocks[0]["artifact"] == f"artifacts/{artifacts[0].name}" and blocks[0]["tool"] == "notebook_read"
+
+
+def _image_blocks(record: Any) -> list[dict[str, Any]]:
+    if isinstance(record, dict):
+        found = [record] if record.get("type") == "image" and "artifact" in record else []
+        return found + [b for value in record.values() for b in _image_blocks(value)]
+    if isinstance(record, list):
+        return [b for value in record for b in _image_blocks(value)]
+    return []
