@@ -25,7 +25,7 @@ import hashlib
 import io
 import re
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -343,14 +343,22 @@ def request_images(messages: Sequence[dict[str, Any]], *, accepts_images: bool, 
     return out[::-1]
 
 
-def _holds_image(message: Mapping[str, Any]) -> bool:
+def message_images(message: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """The image blocks of a session message, those inside its tool results included."""
     for block in message.get("content") or ():
         if is_image_block(block):
-            return True
-        if isinstance(block, Mapping) and block.get("type") == "tool-result" and \
-                any(is_image_block(item) for item in block.get("content") or ()):
-            return True
-    return False
+            yield block
+        elif isinstance(block, Mapping) and block.get("type") == "tool-result":
+            yield from image_blocks(block.get("content") or ())
+
+
+def message_artifacts(message: Mapping[str, Any]) -> list[str]:
+    """The artifact names a session message's image blocks refer to (what a copy of the session must carry)."""
+    return [name for block in message_images(message) if isinstance(name := block.get("artifact"), str)]
+
+
+def _holds_image(message: Mapping[str, Any]) -> bool:
+    return next(message_images(message), None) is not None
 
 
 def _load(block: Mapping[str, Any], load: LoadArtifact | None) -> bytes | None:

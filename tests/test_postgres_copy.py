@@ -100,3 +100,29 @@ def test_an_unreachable_database_is_one_line_without_the_password(tmp_path: Path
     err = capsys.readouterr().err
     assert code == 3 and "cannot connect to the session database postgresql://someone@127.0.0.1:1/db" in err
     assert "hunter2" not in err and "Traceback" not in err
+
+
+async def test_copy_carries_the_sessions_images_both_ways(tmp_path: Path, pg_database: str) -> None:
+    """A copied session sends its plots as the source did: the artifacts its tool results name come along."""
+    from test_agent_images import agent_for
+
+    from dsh_jupyter.images import message_artifacts
+    from dsh_jupyter.models.offline import OfflineModel
+
+    source = JsonlStore(tmp_path / "sessions")
+    agent = agent_for(source, OfflineModel())
+    await agent.send("/tool plot {}")
+    header = agent.header
+    [name] = [n for e in agent.session.events if e.message is not None for n in message_artifacts(e.message)]
+    original = source.load_artifact(header, name)
+    assert original is not None and original.startswith(b"\x89PNG")
+
+    assert cli("sessions", "copy", "--from", str(source.root), "--to", "postgres", "--dsn", pg_database)[0] == 0
+    database = PostgresStore(pg_database)
+    assert database.load_artifact(header, name) == original
+    back = tmp_path / "back"
+    back.mkdir()
+    assert cli("sessions", "copy", "--from", "postgres", "--to", str(back), "--dsn", pg_database)[0] == 0
+    assert JsonlStore(back).load_artifact(header, name) == original
+    _same(source, JsonlStore(back), header.id)
+    database.close()

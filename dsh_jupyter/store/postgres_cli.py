@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ..session import SessionHeader
+    from ..session.events import Event
     from .base import SessionStore
     from .postgres import PostgresStore
 
@@ -245,8 +249,22 @@ def copy_sessions(source: SessionStore, dest: SessionStore, session_ids: list[st
         original = source.load(session_id)
         with dest.create(original.header) as writer:
             writer.append(original.events)  # the stored events themselves: same seqs, times, ops and data
+        _copy_artifacts(source, dest, original.header, original.events)
         copied.append(session_id)
     return copied, skipped
+
+
+def _copy_artifacts(source: SessionStore, dest: SessionStore, header: SessionHeader, events: Iterable[Event]) -> None:
+    """Carry the images the session's tool results name (artifacts), so the copy sends them as the source did;
+    one that is missing at the source stays missing (the model then gets the image's description)."""
+    from ..images import message_artifacts
+
+    names = dict.fromkeys(name for event in events if (message := event.message) is not None
+                          for name in message_artifacts(message))
+    for name in names:
+        data = source.load_artifact(header, name)
+        if data is not None:
+            dest.save_artifact(header, name, data)
 
 
 def _side(value: str, args: argparse.Namespace) -> SessionStore:
