@@ -91,9 +91,11 @@ class Note:
 
 @dataclass(frozen=True)
 class References:
-    """The sessions a prompt referenced: ``(label, session id, captured through seq)`` each."""
+    """What a prompt referenced: sessions as ``(label, session id, captured through seq)``, and notebook
+    variables as ``(label, brief)`` (``df``, ``DataFrame 1,000×4``)."""
 
     sessions: tuple[tuple[str, str, int | None], ...]
+    variables: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -171,7 +173,13 @@ def _references(source: Mapping[str, Any]) -> References:
         through = entry.get("capturedThroughSeq")
         found.append((label if isinstance(label, str) else session_id, session_id,
                       through if isinstance(through, int) and not isinstance(through, bool) else None))
-    return References(tuple(found))
+    variables: list[tuple[str, str]] = []
+    for entry in source.get("variables") or ():
+        if isinstance(entry, Mapping):
+            name = entry.get("label") or entry.get("variable")
+            brief = entry.get("brief") or entry.get("type")
+            variables.append((str(name or "?"), str(brief or "")))
+    return References(tuple(found), tuple(variables))
 
 
 def transcript(log: SessionLog) -> Transcript:
@@ -269,10 +277,17 @@ def _quote(text: str) -> str:
 
 
 def _md_references(item: References) -> str:
-    names = ", ".join(f"**{md_literal(label)}** ({md_literal(sid)}"
-                      + (f", through event {through})" if through is not None else ")")
-                      for label, sid, through in item.sessions)
-    return _quote(f"*Referenced sessions:* {names or 'none'}. *Their snapshots are not included here.*")
+    lines = []
+    if item.sessions or not item.variables:
+        names = ", ".join(f"**{md_literal(label)}** ({md_literal(sid)}"
+                          + (f", through event {through})" if through is not None else ")")
+                          for label, sid, through in item.sessions)
+        lines.append(f"*Referenced sessions:* {names or 'none'}. *Their snapshots are not included here.*")
+    if item.variables:
+        named = ", ".join(f"**{md_literal(name)}**" + (f" ({md_literal(brief)})" if brief else "")
+                          for name, brief in item.variables)
+        lines.append(f"*Referenced variables:* {named}. *Their summaries are not included here.*")
+    return _quote("\n".join(lines))
 
 
 def _md_tool(run: ToolRun) -> str:
@@ -364,8 +379,14 @@ def _html_item(item: Item) -> str:
         names = ", ".join(f"<b>{html_field(label)}</b> ({html_field(sid)}"
                           + (f", through event {through})" if through is not None else ")")
                           for label, sid, through in item.sessions)
-        return ('<section class="item refs"><div class="who">Referenced sessions</div>'
-                f'<div>{names or "none"}. Their snapshots are not included here.</div></section>')
+        variables = ", ".join(f"<b>{html_field(name)}</b>" + (f" ({html_field(brief)})" if brief else "")
+                              for name, brief in item.variables)
+        parts = [] if item.variables and not item.sessions else [
+            f'<div>{names or "none"}. Their snapshots are not included here.</div>']
+        if variables:
+            parts.append(f"<div>Variables: {variables}. Their summaries are not included here.</div>")
+        who = "Referenced sessions" if item.sessions or not item.variables else "Referenced variables"
+        return f'<section class="item refs"><div class="who">{who}</div>{"".join(parts)}</section>'
     run = item
     source = run.source
     code = source if source is not None else run.arguments

@@ -293,3 +293,21 @@ def test_an_image_of_a_tool_result_is_mentioned_in_every_format() -> None:
     note = f"[image: PNG image, 556×434 pixels, 7,012 bytes (artifacts/{'d' * 64}.png)]"
     for fmt in ("md", "html", "ipynb"):
         assert note in render(log, fmt), fmt
+
+
+def test_referenced_variables_are_named_in_markdown_and_html() -> None:
+    log = SessionLog(SessionHeader("exp-vars", BASE, "/work"))
+    log.append("turn/start", {"turn": 1})
+    only_variables = {"kind": SESSION_REFERENCE_KIND, "form": "recall", "version": 1, "references": [],
+                      "variables": [{"variable": "sales", "label": "sales", "type": "DataFrame",
+                                     "brief": "DataFrame 6×3"}]}
+    log.append("user/message", user_message([text_block("<referenced-sessions>SUMMARY</referenced-sessions>")],
+                                            only_variables))
+    log.append("user/message", user_message("which columns have nulls in @sales?"))
+    log.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    md = render(log, "md")
+    assert "> *Referenced variables:* **sales** (DataFrame 6×3). *Their summaries are not included here.*" in md
+    assert "Referenced sessions" not in md and "SUMMARY" not in md
+    page = render(log, "html")
+    assert '<div class="who">Referenced variables</div><div>Variables: <b>sales</b> (DataFrame 6×3).' in page
+    assert "Referenced sessions" not in page
