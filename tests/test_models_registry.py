@@ -56,6 +56,16 @@ def test_custom_endpoint_and_overrides() -> None:
     assert _endpoint(provider) == ("deepseek", "http://127.0.0.1:9/v1", "DEEPSEEK_API_KEY", "deepseek-v4-flash", 64_000)
 
 
+def test_whether_images_are_sent_follows_the_catalog_unless_told() -> None:
+    local = "http://127.0.0.1:8000/v1"
+    assert resolve_model("my-vision-model", base_url=local).info.accepts_images is False  # an unknown name
+    assert resolve_model("my-vision-model", base_url=local, accepts_images=True).info.accepts_images is True
+    assert resolve_model("openai:gpt-4o").info.accepts_images is True
+    assert resolve_model("openai:gpt-4o", accepts_images=False).info.accepts_images is False
+    assert resolve_model("ollama:llava").info.accepts_images is True
+    assert resolve_model("offline", accepts_images=False).info.accepts_images  # the offline model reports any image
+
+
 @pytest.mark.parametrize(
     ("spec", "kwargs", "match"),
     [

@@ -149,3 +149,13 @@ def test_a_small_model_gets_a_reference_budget_fitted_to_its_window(tmp_path: Pa
             host.resolver_for(agent, -5)
     finally:
         host.close()
+
+
+def test_model_images_setting_decides_what_a_custom_endpoint_is_sent(tmp_path: Path) -> None:
+    host = make_host(tmp_path, base_url="http://127.0.0.1:9/v1")
+    provider, _ = host.model_for("my-vision-model")
+    assert provider.info.accepts_images is False  # a name the catalog does not know gets descriptions
+    host.settings.model_images = "yes"
+    host.settings_changed("model_images")
+    provider, _ = host.model_for("my-vision-model")
+    assert provider.info.accepts_images is True

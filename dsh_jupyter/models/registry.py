@@ -48,8 +48,11 @@ _OPENAI_NAME = re.compile(r"^(gpt-|o1|o3|o4|chatgpt-)")
 
 
 def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_key_env: str | None = None,
-                  context_window: int | None = None) -> ModelProvider:
-    """The provider for ``spec`` (``None``: :func:`default_model_spec`). See the module docstring."""
+                  context_window: int | None = None, accepts_images: bool | None = None) -> ModelProvider:
+    """The provider for ``spec`` (``None``: :func:`default_model_spec`). See the module docstring.
+
+    ``accepts_images`` overrides whether an OpenAI-compatible model is sent images (``None``: the catalog's
+    value for its name); the offline and local models ignore it."""
     from .openai_compat import OpenAICompatibleProvider
 
     if spec is None:
@@ -74,7 +77,8 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_k
         if family_l == "deepseek":
             family_l, name = "deepseek", DEEPSEEK_DEFAULT_MODEL
         elif base_url is not None:
-            return OpenAICompatibleProvider(base_url, spec, api_key_env=api_key_env, context_window=context_window)
+            return OpenAICompatibleProvider(base_url, spec, api_key_env=api_key_env,
+                                            context_window=context_window, accepts_images=accepts_images)
         elif spec.lower().startswith("deepseek-"):
             family_l, name = "deepseek", spec
         elif _OPENAI_NAME.match(spec.lower()):
@@ -87,15 +91,19 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_k
     if family_l == "deepseek":
         return OpenAICompatibleProvider(base_url or DEEPSEEK_BASE_URL, name,
                                         api_key_env=api_key_env or DEEPSEEK_KEY_ENV,
-                                        context_window=context_window, provider_name="deepseek")
+                                        context_window=context_window, accepts_images=accepts_images,
+                                        provider_name="deepseek")
     if family_l == "openai":
         return OpenAICompatibleProvider(base_url or OPENAI_BASE_URL, name, api_key_env=api_key_env or OPENAI_KEY_ENV,
-                                        context_window=context_window, provider_name="openai")
+                                        context_window=context_window, accepts_images=accepts_images,
+                                        provider_name="openai")
     if family_l == "ollama":
         return OpenAICompatibleProvider(base_url or OLLAMA_BASE_URL, name, api_key_env=api_key_env,
-                                        context_window=context_window, provider_name="ollama")
+                                        context_window=context_window, accepts_images=accepts_images,
+                                        provider_name="ollama")
     if base_url is not None:  # "org:model"-style names of custom servers
-        return OpenAICompatibleProvider(base_url, spec, api_key_env=api_key_env, context_window=context_window)
+        return OpenAICompatibleProvider(base_url, spec, api_key_env=api_key_env, context_window=context_window,
+                                        accepts_images=accepts_images)
     raise ModelError("config", f"unknown model family {family!r} in {spec!r}; {SPEC_HELP}")
 
 

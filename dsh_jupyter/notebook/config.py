@@ -71,6 +71,12 @@ class DshSettings(Configurable):
     context_window = Int(
         0, help="Context window of the model in tokens. 0: the known value for the model, if any."
     ).tag(config=True)
+    model_images = CaselessStrEnum(
+        ["auto", "yes", "no"], default_value="auto",
+        help="Whether the model is sent images (plots from tools) as images: `yes`, `no` (a text description "
+        "instead), or `auto`: the known value for the model (gpt-4o, vision models of local servers, ...); "
+        "other names, such as a `base_url` server's, get descriptions.",
+    ).tag(config=True)
     placement = CaselessStrEnum(
         ["separate", "prompt-prefix"], default_value="separate",
         help="Where referenced-session snapshots go: `separate` (their own message before the prompt) or "

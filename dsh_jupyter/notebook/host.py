@@ -80,7 +80,7 @@ class SessionHandle:
 
 
 #: Settings that only change how the current agent behaves (applied to it when it is idle).
-_MODEL_SETTINGS = frozenset({"model", "base_url", "api_key_env", "context_window"})
+_MODEL_SETTINGS = frozenset({"model", "base_url", "api_key_env", "context_window", "model_images"})
 #: Settings of the session's approval policy (applied at once, even to a running turn's next call).
 _APPROVAL_SETTINGS = frozenset({"approval", "approval_timeout"})
 
@@ -217,6 +217,7 @@ class NotebookHost:
             provider = resolve_model(
                 wanted, base_url=self.settings.base_url or None, api_key_env=self.settings.api_key_env or None,
                 context_window=self.settings.context_window or None,
+                accepts_images={"yes": True, "no": False}.get(self.settings.model_images.lower()),
             )
         except ModelError as exc:
             from .messages import Said, model_error_message
