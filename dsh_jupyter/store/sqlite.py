@@ -97,6 +97,19 @@ def _insert_events(conn: sqlite3.Connection, key: bytes, rows: list[Row]) -> Non
     )
 
 
+@contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction (``BEGIN IMMEDIATE``): committed when the block ends, rolled back if it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
 def _parse_op(op: str) -> Any:
     if op == "append":
         return "append"
@@ -136,8 +149,7 @@ class SqliteWriter(BufferedWriter[Row]):
             if self._conn is None:
                 self._conn = self._store._connect(create=True)
             conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(conn):
                 row = conn.execute("SELECT next_seq, types FROM dsh_sessions WHERE key = ?", (self._key,)).fetchone()
                 if not self._materialized:
                     if row is not None:
@@ -161,11 +173,6 @@ class SqliteWriter(BufferedWriter[Row]):
                 types = known | {r[1] for r in self._buffer}
                 conn.execute("UPDATE dsh_sessions SET next_seq = ?, types = ? WHERE key = ?",
                              (self._next_seq, dumps(sorted(types)), self._key))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
         except SessionError:
             raise
         except (sqlite3.Error, OSError) as exc:
@@ -272,13 +279,8 @@ class SqliteStore(SessionStore):
 
         conn = self._connect(create=True)
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(conn):
                 sqlite_save(conn, session_key(header.id), name, data)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         finally:
             conn.close()
 
@@ -458,15 +460,10 @@ class SqliteStore(SessionStore):
             conn = self._connect(create=True)
             try:
                 key = session_key(session_id)
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with _immediate(conn):
                     conn.execute("DELETE FROM dsh_events WHERE key = ?", (key,))
                     conn.execute("DELETE FROM dsh_sessions WHERE key = ?", (key,))
                     sqlite_delete(conn, key)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
             finally:
                 conn.close()
             self._lock_path(session_id).unlink(missing_ok=True)
