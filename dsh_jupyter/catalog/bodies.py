@@ -91,13 +91,13 @@ def unpack(data: bytes) -> str:
 
 def index_text(texts: Iterable[str]) -> str:
     """The text of one body row (messages joined by blank lines), with lone surrogates made harmless."""
-    joined = _SEPARATOR.join(texts)
-    return joined.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(joined) else joined
+    return without_lone_surrogates(_SEPARATOR.join(texts))
 
 
-def _has_surrogate(text: str) -> bool:
+def without_lone_surrogates(text: str) -> str:
+    """``text`` as UTF-8 can hold it: each lone surrogate becomes ``?`` (``text`` itself when it has none)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return True
-    return False
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text

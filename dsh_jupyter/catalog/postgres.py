@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .bodies import _fold, query_words, texts_match
+from .bodies import _fold, query_words, texts_match, without_lone_surrogates
 
 if TYPE_CHECKING:
     from ..query import SessionQuery
@@ -72,22 +72,15 @@ def match_fields(header: SessionHeader, title: str | None) -> tuple[str, str, st
 
 
 def _storable(text: str) -> str:
-    """PostgreSQL text holds no NUL and no lone surrogate: both become U+FFFD (matching only)."""
+    """PostgreSQL text holds no NUL and no lone surrogate: a NUL becomes U+FFFD, a lone surrogate ``?``
+    (for matching only)."""
     text = text.replace("\x00", "\ufffd")
-    return text.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(text) else text
+    return without_lone_surrogates(text)
 
 
 def _like(text: str) -> str:
     """A LIKE pattern that matches ``text`` anywhere (its own ``%``, ``_`` and ``\\`` taken literally)."""
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 @dataclass(frozen=True)
