@@ -25,6 +25,7 @@ from .services import Services, ServiceSettings
 
 if TYPE_CHECKING:
     from .catalog import Catalog, CatalogEntry
+    from .references.projection import ProjectedMessage
     from .sources import ForeignHeader, ForeignSessions
 
 EXIT_OK = 0
@@ -319,6 +320,29 @@ def _merged(entries: Sequence[CatalogEntry], headers: Sequence[ForeignHeader], k
     return merged if limit is None else merged[:limit]
 
 
+def _conversation_json(messages: Sequence[ProjectedMessage], shown: Sequence[ProjectedMessage],
+                       chars: int) -> dict[str, Any]:
+    """``show --json``'s conversation: the last messages, each cut to ``chars``, and how many were left out."""
+    return {
+        "messages": [{"role": m.role, "text": m.text[:chars], "truncated": len(m.text) > chars,
+                      "checkpoint": m.checkpoint} for m in shown],
+        "omittedMessages": len(messages) - len(shown),
+    }
+
+
+def _write_conversation(out: TextIO, messages: Sequence[ProjectedMessage], shown: Sequence[ProjectedMessage],
+                        chars: int) -> None:
+    """``show``'s conversation: the last messages, one a line, each cut to ``chars`` characters."""
+    if not shown:
+        return
+    omitted = len(messages) - len(shown)
+    note = f"last {len(shown)} of {len(messages)} messages" if omitted else f"{len(shown)} messages"
+    _write(out, f"--- conversation ({note}; each cut to {chars} characters) ---\n")
+    for message in shown:
+        text = message.text if len(message.text) <= chars else message.text[:chars] + " …"
+        _write(out, f"[{'checkpoint' if message.checkpoint else message.role}] {text}\n")
+
+
 def _show_foreign(foreign: ForeignSessions, args: argparse.Namespace, out: TextIO) -> int | None:
     """``show`` of another tool's session (its full id, or a unique prefix of one); ``None`` when it is not one."""
     from .references.projection import project_surface
@@ -337,11 +361,7 @@ def _show_foreign(foreign: ForeignSessions, args: argparse.Namespace, out: TextI
     shown = messages[-args.messages:] if args.messages else []
     if args.json:
         record = _foreign_json(header)
-        record["conversation"] = {
-            "messages": [{"role": m.role, "text": m.text[: args.chars], "truncated": len(m.text) > args.chars,
-                          "checkpoint": m.checkpoint} for m in shown],
-            "omittedMessages": len(messages) - len(shown),
-        }
+        record["conversation"] = _conversation_json(messages, shown, args.chars)
         _print_json(record, out)
         return EXIT_OK
     user = sum(1 for m in messages if m.role == "user")
@@ -352,11 +372,7 @@ def _show_foreign(foreign: ForeignSessions, args: argparse.Namespace, out: TextI
             ("messages", f"{len(messages)} in the conversation ({user} user, {len(messages) - user} assistant)")]
     for key, value in rows:
         _write(out, f"{key:<9} {value}\n")
-    if shown:
-        _write(out, f"--- conversation (last {len(shown)} of {len(messages)} messages) ---\n")
-        for message in shown:
-            text = message.text if len(message.text) <= args.chars else message.text[: args.chars] + " …"
-            _write(out, f"[{'checkpoint' if message.checkpoint else message.role}] {text}\n")
+    _write_conversation(out, messages, shown, args.chars)
     return EXIT_OK
 
 
@@ -432,11 +448,7 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         record = entry.to_json()
         record["capturedThroughSeq"] = snapshot.captured_through_seq
-        record["conversation"] = {
-            "messages": [{"role": m.role, "text": m.text[: args.chars], "truncated": len(m.text) > args.chars,
-                          "checkpoint": m.checkpoint} for m in shown],
-            "omittedMessages": len(messages) - len(shown),
-        }
+        record["conversation"] = _conversation_json(messages, shown, args.chars)
         _print_json(record, out)
         return EXIT_OK
     rows = [
@@ -457,14 +469,7 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     rows.append(("size", f"{entry.size} bytes"))
     for key, value in rows:
         _write(out, f"{key:<9} {value}\n")
-    if shown:
-        omitted = len(messages) - len(shown)
-        note = f"last {len(shown)} of {len(messages)} messages" if omitted else f"{len(shown)} messages"
-        _write(out, f"--- conversation ({note}; each cut to {args.chars} characters) ---\n")
-        for message in shown:
-            text = message.text if len(message.text) <= args.chars else message.text[: args.chars] + " …"
-            role = "checkpoint" if message.checkpoint else message.role
-            _write(out, f"[{role}] {text}\n")
+    _write_conversation(out, messages, shown, args.chars)
     return EXIT_OK
 
 
