@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..references.variables import VariableSnapshots
     from ..store.base import SessionLocation, SessionStore
     from ..tools.base import ToolRegistry
-    from ..tools.env import ShellEnvRegistry
+    from ..tools.env import ProcessEnv, ShellEnvRegistry
     from ..tools.hooks import HookRunner
     from .workspace.cells import ExecutedCell, KernelRecord
     from .workspace.notebook_tools import LiveSource, Workspace
@@ -83,6 +83,8 @@ class SessionHandle:
 _MODEL_SETTINGS = frozenset({"model", "base_url", "api_key_env", "context_window", "model_images"})
 #: Settings of the session's approval policy (applied at once, even to a running turn's next call).
 _APPROVAL_SETTINGS = frozenset({"approval", "approval_timeout"})
+#: Settings whose change changes what :meth:`NotebookHost.export_env` gives the kernel.
+_ENV_SETTINGS = frozenset({"export_env", "dsh_home"})
 
 
 class NotebookHost:
@@ -109,6 +111,7 @@ class NotebookHost:
         #: The live notebook's source (set by the live document module when the frontend extension connects).
         self.live_source: LiveSource | None = None
         self._workspace: Workspace | None = None
+        self._process_env: ProcessEnv | None = None
 
     # -- configuration-derived services (one wiring: dsh_jupyter.services) ------------------------------
     @property
@@ -180,6 +183,11 @@ class NotebookHost:
         prompt; agent options (placement, tools, hooks, limits) apply to the current session's next prompt.
         """
         changed = self.services.configure(ServiceSettings.from_config(self.settings, self.cwd))
+        if name in _ENV_SETTINGS:
+            try:
+                self.export_env()
+            except Exception as exc:  # a bad home is reported where it is used; the setting itself is kept
+                log.warning("could not export the managed variables after %s changed: %s", name, exc)
         if name in _MODEL_SETTINGS:
             self._model = None
             self._model_spec = None
@@ -487,18 +495,17 @@ class NotebookHost:
         return self.store.locate(self.agent.header) if self.agent is not None else None
 
     def export_env(self) -> None:
-        """Give the user's own ``!`` and ``%%bash`` cells this session's managed facts."""
+        """Give the user's own cells (``os.environ``, ``!`` and ``%%bash``) this session's managed facts: the
+        values a tool call of the current session gets (:meth:`env_values`), whatever the store; with
+        ``export_env`` off, what the kernel had before."""
+        if self._process_env is None:
+            from ..tools.env import ProcessEnv
+
+            self._process_env = ProcessEnv()
         if not self.settings.export_env:
+            self._process_env.withdraw()
             return
-        os.environ["DSH_HOME"] = self.dsh_home()
-        if self.agent is None:
-            return
-        os.environ["DSH_SESSION_ID"] = self.agent.id
-        location = self.locate()
-        if location is not None and location.kind == "jsonl":
-            os.environ["DSH_SESSION_JSONL"] = location.path
-        else:
-            os.environ.pop("DSH_SESSION_JSONL", None)
+        self._process_env.apply(self.env_registry, self.env_values())
 
     def env_values(self) -> dict[str, str]:
         """The managed values a tool call of the current session would get."""

@@ -4,6 +4,7 @@ Their files only grow, so a file whose identity is unchanged is not opened at al
 (same inode, larger) is read from where the last scan stopped. Anything else (smaller, replaced) is scanned
 again from the start. The index lives in one JSON file beside the session catalog
 (``$DSH_HOME/foreign-sessions.json``), written atomically; losing it costs one full scan, never correctness.
+The facts it keeps (title, first prompt, folder) are masked (:mod:`dsh_jupyter.secrets`) as they are put in.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import orjson
 
 from .._json import loads
+from ..secrets import mask_fields
 from .base import ForeignHeader, ScanState
 
 log = logging.getLogger(__name__)
@@ -74,8 +76,9 @@ class ForeignIndex:
             return self._load().get(path)
 
     def put(self, path: str, identity: Identity, state: ScanState) -> None:
+        """Keep what a scan of ``path`` found (its texts masked: listings show them and the index file keeps them)."""
         with self._lock:
-            self._load()[path] = IndexEntry(identity, state)
+            self._load()[path] = IndexEntry(identity, mask_fields(state))
             self._dirty = True
 
     def remember(self, path: str, header: ForeignHeader) -> None:
@@ -127,4 +130,4 @@ def _entry(record: Any) -> IndexEntry | None:
         return None
     state = ScanState(offset, native if type(native) is str else None, cwd if type(cwd) is str else None, created,
                       title if type(title) is str else None, rank, first if type(first) is str else None)
-    return IndexEntry((size, mtime, inode), state)
+    return IndexEntry((size, mtime, inode), mask_fields(state))  # a file an older version wrote unmasked

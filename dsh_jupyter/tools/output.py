@@ -3,10 +3,14 @@
 A command can print gigabytes; the model should see at most ``limit`` bytes. :class:`OutputCapture`
 keeps the first and last parts within that budget and, when given a spill path, streams everything
 to that file once the output outgrows the budget, so nothing is lost and memory stays bounded.
+
+Every file of tool output is written through :class:`OutputFile`, which masks secrets as the bytes stream
+past (:class:`~dsh_jupyter.secrets.MaskedStream`): a session folder is something people copy and commit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -42,6 +46,41 @@ def _skip_continuation(data: bytes | bytearray) -> int:
     while index < len(data) and (data[index] & 0xC0) == 0x80 and index < 3:
         index += 1
     return index
+
+
+class OutputFile:
+    """A file of tool output, written with every secret masked (the one way tool output reaches a file).
+
+    ``path``'s folder is created; :class:`OSError` from opening or writing is the caller's to report.
+    :meth:`flush` writes what is known to be safe and flushes it, so the file can be followed while a job
+    runs (a line is held only while a secret could still span it); :meth:`close` writes the rest.
+    """
+
+    def __init__(self, path: Path) -> None:
+        from ..secrets import MaskedStream
+
+        os.makedirs(path.parent, exist_ok=True)
+        self.path = path
+        self._file: BinaryIO | None = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self._masked = MaskedStream()
+
+    def write(self, chunk: bytes | bytearray) -> None:
+        if self._file is not None:
+            self._file.write(self._masked.feed(bytes(chunk)))
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        """Write what is still held and close; safe to call twice."""
+        handle, self._file = self._file, None
+        if handle is None:
+            return
+        try:
+            handle.write(self._masked.finish())
+        finally:
+            handle.close()
 
 
 @dataclass(frozen=True)
@@ -97,7 +136,7 @@ class OutputCapture:
         self._buffer = bytearray()  # whole output while it fits; afterwards the head
         self._tail = bytearray()
         self._overflowed = False
-        self._file: BinaryIO | None = None
+        self._file: OutputFile | None = None
         self._spill_error: str | None = None
         if always_spill:
             self._open_spill()
@@ -110,8 +149,7 @@ class OutputCapture:
         if self.spill_path is None or self._file is not None or self._spill_error is not None:
             return
         try:
-            os.makedirs(self.spill_path.parent, exist_ok=True)
-            self._file = open(self.spill_path, "wb")  # noqa: SIM115 - closed in close()
+            self._file = OutputFile(self.spill_path)
             self._file.write(self._buffer)
         except OSError as exc:
             self._spill_error = f"{type(exc).__name__}: {exc}"
@@ -124,7 +162,8 @@ class OutputCapture:
             self._file.write(chunk)
         except OSError as exc:
             self._spill_error = f"{type(exc).__name__}: {exc}"
-            self._file.close()
+            with contextlib.suppress(OSError):
+                self._file.close()
             self._file = None
 
     def feed(self, chunk: bytes) -> None:
