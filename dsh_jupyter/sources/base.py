@@ -145,8 +145,11 @@ def _opt_str(value: Any) -> str | None:
 
 
 def clip_title(text: str) -> str:
-    """A one-line title of at most :data:`MAX_TITLE_CHARS` characters."""
-    line = " ".join(text.strip().split("\n", 1)[0].split())
+    """A one-line title of at most :data:`MAX_TITLE_CHARS` characters, its secrets masked first (a key cut in
+    two by the clip would no longer be recognised)."""
+    from ..secrets import mask_text
+
+    line = " ".join(mask_text(text.strip().split("\n", 1)[0]).split())
     return line if len(line) <= MAX_TITLE_CHARS else line[: MAX_TITLE_CHARS - 1].rstrip() + "…"
 
 

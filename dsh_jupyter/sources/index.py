@@ -75,11 +75,14 @@ class ForeignIndex:
         with self._lock:
             return self._load().get(path)
 
-    def put(self, path: str, identity: Identity, state: ScanState) -> None:
-        """Keep what a scan of ``path`` found (its texts masked: listings show them and the index file keeps them)."""
+    def put(self, path: str, identity: Identity, state: ScanState) -> ScanState:
+        """Keep what a scan of ``path`` found, its texts masked (listings show them, the index file keeps them);
+        returns the state as kept."""
+        entry = IndexEntry(identity, mask_fields(state))
         with self._lock:
-            self._load()[path] = IndexEntry(identity, mask_fields(state))
+            self._load()[path] = entry
             self._dirty = True
+        return entry.state
 
     def remember(self, path: str, header: ForeignHeader) -> None:
         """Keep the listing row of an unchanged file, so the next listing does not rebuild it."""
