@@ -109,3 +109,21 @@ def test_process_env_follows_the_registry_snapshot(tmp_path: Path) -> None:
     assert environ == {"DSH_HOME": str(tmp_path), "PATH": "/bin"}  # no session: nothing of one lingers
     process.withdraw()
     assert environ == {"DSH_SESSION_ID": "stale", "DSH_SHELL": "1", "DSH_EXTRA": "old", "PATH": "/bin"}
+
+
+def test_a_broken_contributor_costs_its_values_never_the_session(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from dsh_jupyter.notebook.config import DshSettings
+    from dsh_jupyter.notebook.host import NotebookHost
+
+    host = NotebookHost(DshSettings(model="offline", model_titles=False, catalog=False), shell=None,
+                        cwd=str(tmp_path))
+    try:
+        host.env_registry.register(ShellEnvContributor("broken", {"DSH_BROKEN": "Breaks."},
+                                                       lambda e: {"DSH_BROKEN": 42}))  # type: ignore[dict-item]
+        agent, _ = host.new_session()
+        assert host.agent is agent
+        assert "could not all be given to the kernel" in capsys.readouterr().err
+        assert "DSH_SESSION_ID" not in os.environ and os.environ["DSH_HOME"] == str(host.env_registry.dsh_home)
+    finally:
+        host.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -505,7 +506,16 @@ class NotebookHost:
         if not self.settings.export_env:
             self._process_env.withdraw()
             return
-        self._process_env.apply(self.env_registry, self.env_values())
+        from ..tools.env import ShellEnvError
+
+        registry = self.env_registry
+        try:
+            values = self.env_values()
+        except ShellEnvError as exc:  # a contributor's bug: the cells lose its values, never the session itself
+            print(f"dsh: the managed variables could not all be given to the kernel ({exc}); DSH_HOME is set, "
+                  "the others are not until that contributor is fixed", file=sys.stderr)
+            values = {"DSH_HOME": str(registry.dsh_home)}
+        self._process_env.apply(registry, values)
 
     def env_values(self) -> dict[str, str]:
         """The managed values a tool call of the current session would get."""
