@@ -355,3 +355,25 @@ def test_image_artifacts_keep_pixels_only() -> None:
         assert not {"Title", "Comment", "icc_profile"} & set(reopened.info)
         reopened.load()
         assert all(API_KEY not in str(value) for value in reopened.info.values())
+
+
+def test_the_catalog_masks_what_an_older_log_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from catalog_helpers import make_session
+
+    from dsh_jupyter.catalog import Catalog
+    from dsh_jupyter.store import JsonlStore
+
+    store = JsonlStore(tmp_path / "store")
+    make_session(store, "old", prompt="connect with PLACEHOLDER please", title="key PLACEHOLDER")
+    log = store.log_path("old")
+    log.write_text(log.read_text().replace("PLACEHOLDER", API_KEY))  # as a version before masking wrote it
+    monkeypatch.setenv("DEEPSEEK_API_KEY", API_KEY)
+    home = tmp_path / "home"
+    catalog = Catalog(home / "catalog.sqlite", background=False)
+    catalog.ensure_store(store.root, budget=None)
+    catalog.close()
+    assert any(API_KEY.encode() in data for data in contents(log))  # the old log itself is left as it is
+    assert leaks(home) == []
+    with sqlite3.connect(home / "catalog.sqlite") as conn:
+        (title,) = conn.execute("SELECT title FROM sessions").fetchone()
+    assert bytes(title).decode() == f"key {MASK}"
