@@ -377,3 +377,20 @@ def test_the_catalog_masks_what_an_older_log_holds(tmp_path: Path, monkeypatch: 
     with sqlite3.connect(home / "catalog.sqlite") as conn:
         (title,) = conn.execute("SELECT title FROM sessions").fetchone()
     assert bytes(title).decode() == f"key {MASK}"
+
+
+def test_the_head_and_tail_shown_never_cut_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh_jupyter.secrets import mask_text
+    from dsh_jupyter.tools.output import OutputCapture
+
+    monkeypatch.setenv("DEEPSEEK_API_KEY", API_KEY)
+    for before in range(20, 80, 3):  # the key across the head's end, then across the tail's start
+        capture = OutputCapture(100)
+        data = ("h" * before + API_KEY + "m" * 500 + API_KEY + "t" * (before // 2)).encode()
+        for at in range(0, len(data), 13):
+            capture.feed(data[at:at + 13])
+        result = capture.finish()
+        shown = mask_text(result.preview())  # what the log and the model get
+        assert result.truncated and shown.count("h") + shown.count("t") > 0
+        for piece in (API_KEY[:8], API_KEY[-8:], API_KEY[6:14]):
+            assert piece not in shown, (before, shown)

@@ -33,6 +33,21 @@ def tool_output_path(session_dir: Path | None, call_id: str) -> Path | None:
     return Path(session_dir) / "tool-output" / safe_filename(call_id)
 
 
+#: Bytes kept past the head's end and before the tail's start, so that a secret the cut falls in can be kept
+#: whole (and so masked) instead of leaving a piece of it that no longer looks like the secret.
+SECRET_CONTEXT = 4096
+
+
+def _safe_cut(data: bytes | bytearray, at: int) -> int:
+    """``at`` (a byte offset at a character start) moved back to where no secret is cut in two."""
+    from ..secrets import default_masker
+
+    text = bytes(data).decode("utf-8", "surrogateescape")
+    chars = len(bytes(data[:at]).decode("utf-8", "surrogateescape"))
+    safe = default_masker().safe_cut(text, chars)
+    return at if safe == chars else len(text[:safe].encode("utf-8", "surrogateescape"))
+
+
 def _char_start(data: bytes | bytearray, index: int) -> int:
     """Move ``index`` back to the start of the UTF-8 character it falls in."""
     while 0 < index < len(data) and (data[index] & 0xC0) == 0x80:
@@ -178,13 +193,14 @@ class OutputCapture:
             self._overflowed = True
             self._open_spill_after_overflow()
             data = bytes(self._buffer)
-            # Keep a few bytes past the head limit so finish() can see where the last character ends.
-            del self._buffer[self.head_limit + 4:]
+            # Keep bytes past the head limit so finish() sees where the last character (or a secret) ends.
+            del self._buffer[self.head_limit + SECRET_CONTEXT:]
             self._tail = bytearray(data[self.head_limit:])
         else:
             self._tail.extend(chunk)
-        if len(self._tail) > self.tail_limit * 2:
-            del self._tail[: len(self._tail) - self.tail_limit]
+        kept = self.tail_limit + SECRET_CONTEXT
+        if len(self._tail) > kept * 2:
+            del self._tail[: len(self._tail) - kept]
 
     def _open_spill_after_overflow(self) -> None:
         if self._file is None:
@@ -206,10 +222,12 @@ class OutputCapture:
                                           and self.spill_path.exists()) else None
             return CapturedOutput(self._buffer.decode("utf-8", "replace"), "", self.total, False,
                                   len(self._buffer), 0, spilled, self._spill_error)
-        head_end = _char_start(self._buffer, min(self.head_limit, len(self._buffer)))
+        # Neither cut may fall inside a secret: the piece left would no longer be recognised and masked.
+        head_end = _safe_cut(self._buffer, _char_start(self._buffer, min(self.head_limit, len(self._buffer))))
         head = bytes(self._buffer[:head_end])
-        tail_src = bytes(self._tail[-self.tail_limit:]) if len(self._tail) > self.tail_limit else bytes(self._tail)
-        tail = tail_src[_skip_continuation(tail_src):]
+        start = max(0, len(self._tail) - self.tail_limit)
+        start += _skip_continuation(self._tail[start:])
+        tail = bytes(self._tail[_safe_cut(self._tail, start):])
         spilled = self.spill_path if (self.spill_path is not None and self._spill_error is None) else None
         return CapturedOutput(head.decode("utf-8", "replace"), tail.decode("utf-8", "replace"), self.total, True,
                               len(head), len(tail), spilled, self._spill_error)
