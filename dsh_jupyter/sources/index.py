@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from .._json import loads
-from ..secrets import mask_fields
+from ..secrets import holds_encoded, mask_data, mask_fields
 from .base import ForeignHeader, ScanState
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,10 @@ class ForeignIndex:
         entries: dict[str, IndexEntry] = {}
         if self.path is not None:
             try:
-                raw = loads(self.path.read_bytes())
+                data = self.path.read_bytes()
+                raw = loads(data)
+                if holds_encoded(data):  # a file an older version wrote unmasked: masked as it is read
+                    raw = mask_data(raw)
             except (OSError, ValueError):
                 raw = None
             if isinstance(raw, dict) and raw.get("version") == INDEX_VERSION and isinstance(raw.get("files"), dict):
@@ -133,4 +136,4 @@ def _entry(record: Any) -> IndexEntry | None:
         return None
     state = ScanState(offset, native if type(native) is str else None, cwd if type(cwd) is str else None, created,
                       title if type(title) is str else None, rank, first if type(first) is str else None)
-    return IndexEntry((size, mtime, inode), mask_fields(state))  # a file an older version wrote unmasked
+    return IndexEntry((size, mtime, inode), state)
