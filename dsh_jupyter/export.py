@@ -19,7 +19,9 @@ made). What each form holds:
   result was an error is tagged ``raises-exception``, so running the notebook top to bottom goes on past
   it. Other tools' calls become Markdown cells like the Markdown form's.
 
-Terminal control characters become ``\\xNN`` in every form (:mod:`dsh_jupyter.notebook.escape`).
+Terminal control characters become ``\\xNN`` in every form (:mod:`dsh_jupyter.notebook.escape`). Secrets are
+masked as the events are read (:func:`transcript`), so an export from a kernel's session in memory and one
+from its log are the same file.
 """
 
 from __future__ import annotations
@@ -183,11 +185,16 @@ def _references(source: Mapping[str, Any]) -> References:
 
 
 def transcript(log: SessionLog) -> Transcript:
-    """The prompts, answers, tool calls, checkpoints and reference notes of ``log``, in log order."""
+    """The prompts, answers, tool calls, checkpoints and reference notes of ``log``, in log order.
+
+    Every event is masked as it is read (:func:`~dsh_jupyter.secrets.mask_fields`): the log on disk already
+    is, but a kernel exports its session from memory, where secrets are still whole."""
+    from .secrets import mask_fields, mask_text
+
     header = log.header
-    result = Transcript(header.id, None, int(header.created_at), header.cwd)
+    result = Transcript(header.id, None, int(header.created_at), mask_text(header.cwd) if header.cwd else header.cwd)
     runs: dict[str, ToolRun] = {}
-    for event in log.events:
+    for event in map(mask_fields, log.events):
         if event.type == SESSION_TITLE:
             title = event.data.get("title") if isinstance(event.data, Mapping) else None
             result.title = title if isinstance(title, str) and title.strip() else result.title
