@@ -20,28 +20,37 @@ made). What each form holds:
   it. Other tools' calls become Markdown cells like the Markdown form's.
 
 Terminal control characters become ``\\xNN`` in every form (:mod:`dsh_jupyter.notebook.escape`).
+
+Exports are streamed: the log is read one event at a time (:meth:`SessionStore.stream_events
+<dsh_jupyter.store.SessionStore.stream_events>`), each item is written to a temporary file as soon as it is
+complete and the file replaces the target only when the whole log was read, so a 1 GB session exports in
+bounded memory and a damaged log leaves nothing half-written. A prompt or answer longer than
+:data:`MAX_TEXT` characters and tool output longer than :data:`MAX_OUTPUT` are cut, with a line saying how
+much was left out; the footer counts the prompts, answers and tool calls, and how many texts were cut.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self, TextIO
 
 from .clip import capped
 from .images import content_text
 from .notebook.escape import escape_controls, escape_text, html_field
 from .notebook.markdown import safe_markdown
 from .notebook.transcript import argument_summary
-from .session import Event, SessionLog
-from .session.events import ASSISTANT_MESSAGE, SESSION_TITLE, TOOL_CALL, TOOL_RESULT, USER_MESSAGE
+from .session import Event, SessionHeader, SessionLog
+from .session.events import ASSISTANT_MESSAGE, SESSION_TITLE, TOOL_CALL, TOOL_RESULT, TURN_END, USER_MESSAGE
 from .session.messages import (
     SESSION_REFERENCE_KIND,
     blocks_text,
@@ -50,10 +59,17 @@ from .session.messages import (
     is_direct_user_source,
 )
 
+if TYPE_CHECKING:
+    from .store import SessionStore
+
 #: The export formats, by the name ``--to`` takes.
 FORMATS: tuple[str, ...] = ("md", "html", "ipynb")
 #: Tool output kept per call (characters); the rest is counted, not shown.
 MAX_OUTPUT = 20_000
+#: Text kept of one prompt, answer, checkpoint or harness note (characters); the rest is counted, not shown.
+MAX_TEXT = 200_000
+#: Items held back while a tool call waits for its result; past this many the oldest are written as they are.
+MAX_PENDING = 1_000
 #: Tools whose calls become runnable notebook cells, with the argument holding their source.
 RUNNABLE = {"python": "code", "bash": "command"}
 
@@ -66,27 +82,33 @@ class ExportError(ValueError):
 
 
 @dataclass(frozen=True)
-class Prompt:
+class Prose:
+    """A message's text, cut to :data:`MAX_TEXT` characters (``cut``: how many more it had)."""
+
     text: str
+    cut: int = 0
+
+    @classmethod
+    def of(cls, text: str) -> Self:
+        if len(text) <= MAX_TEXT:
+            return cls(text)
+        return cls(capped(text, MAX_TEXT, "characters of this message"), len(text) - MAX_TEXT)
 
 
-@dataclass(frozen=True)
-class Answer:
-    text: str
+class Prompt(Prose):
+    """What the user typed."""
 
 
-@dataclass(frozen=True)
-class Checkpoint:
+class Answer(Prose):
+    """The assistant's text."""
+
+
+class Checkpoint(Prose):
     """A compaction checkpoint: the summary that replaced the conversation before it."""
 
-    text: str
 
-
-@dataclass(frozen=True)
-class Note:
+class Note(Prose):
     """A message injected by the harness or a hook (not typed by the user)."""
-
-    text: str
 
 
 @dataclass(frozen=True)
@@ -119,6 +141,10 @@ class ToolRun:
         value = parsed.get(key) if isinstance(parsed, dict) else None
         return value if isinstance(value, str) else None
 
+    @property
+    def output_cut(self) -> bool:
+        return self.output is not None and len(self.output) > MAX_OUTPUT
+
     def shown_output(self) -> str:
         if self.output is None:
             return "(no result was recorded)"
@@ -129,14 +155,56 @@ Item = Prompt | Answer | Checkpoint | Note | References | ToolRun
 
 
 @dataclass
+class Tally:
+    """What an export counted while it streamed: prompts, answers, tool calls, the texts it cut, and the
+    latest title it met."""
+
+    prompts: int = 0
+    answers: int = 0
+    tools: int = 0
+    cut_texts: int = 0
+    cut_outputs: int = 0
+    title: str | None = None
+
+    def add(self, item: Item) -> None:
+        if isinstance(item, Prompt):
+            self.prompts += 1
+        elif isinstance(item, Answer):
+            self.answers += 1
+        elif isinstance(item, ToolRun):
+            self.tools += 1
+            self.cut_outputs += item.output_cut
+        if isinstance(item, Prose) and item.cut:
+            self.cut_texts += 1
+
+    def summary(self) -> str:
+        """``3 prompts, 3 answers, 5 tool calls``, then what was cut, if anything."""
+        text = f"{self.prompts:,} prompts, {self.answers:,} answers, {self.tools:,} tool calls"
+        cuts = []
+        if self.cut_texts:
+            cuts.append(f"{self.cut_texts:,} {'message' if self.cut_texts == 1 else 'messages'} cut to "
+                        f"{MAX_TEXT:,} characters")
+        if self.cut_outputs:
+            cuts.append(f"{self.cut_outputs:,} tool {'output' if self.cut_outputs == 1 else 'outputs'} cut to "
+                        f"{MAX_OUTPUT:,} characters")
+        if cuts:
+            text += f" ({'; '.join(cuts)}: the session log keeps them whole)"
+        return text
+
+
+@dataclass
 class Transcript:
-    """What an export shows of one session."""
+    """What an export shows of one session: its facts, and (for :func:`transcript`) its items in memory."""
 
     session_id: str
     title: str | None
     created_at: int
     cwd: str | None
     items: list[Item] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, header: SessionHeader, title: str | None) -> Transcript:
+        return cls(header.id, title, int(header.created_at), header.cwd)
 
     @property
     def heading(self) -> str:
@@ -148,8 +216,14 @@ class Transcript:
 
     def counts(self) -> tuple[int, int, int]:
         """Prompts, answers and tool calls."""
-        return (sum(isinstance(i, Prompt) for i in self.items), sum(isinstance(i, Answer) for i in self.items),
-                sum(isinstance(i, ToolRun) for i in self.items))
+        tally = self.tally()
+        return tally.prompts, tally.answers, tally.tools
+
+    def tally(self) -> Tally:
+        tally = Tally(title=self.title)
+        for item in self.items:
+            tally.add(item)
+        return tally
 
 
 def _message(event: Event) -> Mapping[str, Any]:
@@ -182,56 +256,79 @@ def _references(source: Mapping[str, Any]) -> References:
     return References(tuple(found), tuple(variables))
 
 
-def transcript(log: SessionLog) -> Transcript:
-    """The prompts, answers, tool calls, checkpoints and reference notes of ``log``, in log order."""
-    header = log.header
-    result = Transcript(header.id, None, int(header.created_at), header.cwd)
-    runs: dict[str, ToolRun] = {}
-    for event in log.events:
+def transcript_items(events: Iterable[Event], tally: Tally | None = None) -> Iterator[Item]:
+    """The prompts, answers, tool calls, checkpoints and reference notes of ``events``, in log order, one at
+    a time: an item is yielded as soon as it is complete (a tool call once its result is read, or its turn
+    ends), so only the items after a call still waiting for its result are held (at most
+    :data:`MAX_PENDING`). ``tally`` counts what was yielded and records the latest title met."""
+    tally = tally if tally is not None else Tally()
+    pending: deque[Item] = deque()
+    waiting: dict[str, ToolRun] = {}  # calls whose result has not been read yet, by call id
+
+    def ready(force: bool) -> Iterator[Item]:
+        while pending and (force or len(pending) > MAX_PENDING or not isinstance(pending[0], ToolRun)
+                           or pending[0].call_id not in waiting):
+            item = pending.popleft()
+            if isinstance(item, ToolRun):
+                waiting.pop(item.call_id, None)
+            tally.add(item)
+            yield item
+
+    for event in events:
         if event.type == SESSION_TITLE:
             title = event.data.get("title") if isinstance(event.data, Mapping) else None
-            result.title = title if isinstance(title, str) and title.strip() else result.title
+            tally.title = title if isinstance(title, str) and title.strip() else tally.title
         elif event.type == USER_MESSAGE:
-            _user(_message(event), result.items)
+            _user(_message(event), pending)
         elif event.type == ASSISTANT_MESSAGE:
             text = blocks_text(_blocks(_message(event)))
             if text.strip():
-                result.items.append(Answer(text))
+                pending.append(Answer.of(text))
         elif event.type == TOOL_CALL and isinstance(event.data, Mapping):
             call_id = str(event.data.get("callId", ""))
             arguments = event.data.get("arguments")
             run = ToolRun(call_id, str(event.data.get("name", "tool")),
                           arguments if isinstance(arguments, str) else json.dumps(arguments))
-            runs[call_id] = run
-            result.items.append(run)
+            waiting[call_id] = run
+            pending.append(run)
         elif event.type == TOOL_RESULT:
             for block in _blocks(_message(event)):
                 if isinstance(block, Mapping) and block.get("type") == "tool-result":
-                    done = runs.get(str(block.get("toolCallId", "")))
+                    done = waiting.pop(str(block.get("toolCallId", "")), None)
                     if done is not None:
                         inner = block.get("content")
                         done.output = content_text(inner if isinstance(inner, list) else [])  # images noted
                         done.is_error = block.get("isError") is True
+        yield from ready(event.type == TURN_END)  # no result comes after its turn ended
+    yield from ready(True)
+
+
+def transcript(log: SessionLog) -> Transcript:
+    """Every item of ``log`` in memory (for small logs and tests; exports stream :func:`transcript_items`)."""
+    tally = Tally()
+    items = list(transcript_items(log.events, tally))
+    result = Transcript.of(log.header, tally.title)
+    result.items = items
     return result
 
 
-def _user(message: Mapping[str, Any], items: list[Item]) -> None:
+def _user(message: Mapping[str, Any], items: deque[Item]) -> None:
     source = message.get("source")
     if isinstance(source, Mapping) and source.get("kind") == SESSION_REFERENCE_KIND:
         items.append(_references(source))
         envelope = message.get("envelope")
         if isinstance(envelope, Mapping) and isinstance(envelope.get("displayContent"), list):
-            items.append(Prompt(blocks_text(display_content(message))))  # the prompt the snapshots were baked into
+            items.append(Prompt.of(blocks_text(display_content(message))))  # the prompt the snapshots were baked in
         return
     text = blocks_text(display_content(message))
     if not text.strip():
         return
     if is_checkpoint_source(source):
-        items.append(Checkpoint(text))
+        items.append(Checkpoint.of(text))
     elif is_direct_user_source(source):
-        items.append(Prompt(text))
+        items.append(Prompt.of(text))
     else:
-        items.append(Note(text))
+        items.append(Note.of(text))
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -315,17 +412,22 @@ def _md_item(item: Item) -> str:
 
 
 def _md_header(doc: Transcript) -> str:
-    prompts, answers, tools = doc.counts()
     lines = [f"# {md_literal(doc.heading)}", "",
              f"- Session: {md_literal(doc.session_id)}",
              f"- Created: {doc.created}",
-             f"- Folder: {md_literal(doc.cwd) if doc.cwd else '(none)'}",
-             f"- {prompts} prompts, {answers} answers, {tools} tool calls (exported by dsh-jupyter)"]
+             f"- Folder: {md_literal(doc.cwd) if doc.cwd else '(none)'}"]
     return "\n".join(lines)
 
 
-def to_markdown(doc: Transcript) -> str:
-    return "\n\n".join([_md_header(doc), *(_md_item(item) for item in doc.items)]) + "\n"
+def _md_footer(tally: Tally) -> str:
+    return f"---\n\n*{md_literal(tally.summary())} · exported by dsh-jupyter*"
+
+
+def _md_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> Iterator[str]:
+    yield _md_header(doc)
+    for item in items:
+        yield "\n\n" + _md_item(item)
+    yield "\n\n" + _md_footer(tally) + "\n"
 
 
 # --------------------------------------------------------------------------- HTML
@@ -398,61 +500,79 @@ def _html_item(item: Item) -> str:
             f"<pre><code>{_h(run.shown_output())}</code></pre></div></details>")
 
 
-def to_html(doc: Transcript) -> str:
-    prompts, answers, tools = doc.counts()
+def _html_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> Iterator[str]:
     rows = [("Session", doc.session_id), ("Created", doc.created), ("Folder", doc.cwd or "(none)")]
     meta = "".join(f"<dt>{k}</dt><dd>{html_field(v)}</dd>" for k, v in rows)
-    body = "\n".join(_html_item(item) for item in doc.items)
-    return (
+    yield (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
         f"<title>{html_field(doc.heading)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n<main>\n"
-        f"<header><h1>{html_field(doc.heading)}</h1><dl>{meta}</dl></header>\n{body}\n"
-        f"<footer>{prompts} prompts, {answers} answers, {tools} tool calls · exported by dsh-jupyter</footer>\n"
-        "</main>\n</body>\n</html>\n"
+        f"<header><h1>{html_field(doc.heading)}</h1><dl>{meta}</dl></header>\n"
     )
+    for item in items:
+        yield _html_item(item) + "\n"
+    yield (f"<footer>{html_field(tally.summary())} · exported by dsh-jupyter</footer>\n"
+           "</main>\n</body>\n</html>\n")
 
 
 # --------------------------------------------------------------------------- notebook
 
 
-def _notebook_cells(doc: Transcript) -> list[Any]:
+def _notebook_cell(item: Item) -> Any:
     from nbformat import v4
 
-    cells: list[Any] = [v4.new_markdown_cell(_md_header(doc))]
-    for item in doc.items:
-        source = item.source if isinstance(item, ToolRun) else None
-        if not isinstance(item, ToolRun) or source is None:
-            cells.append(v4.new_markdown_cell(_md_item(item)))
-            continue
-        code = escape_text(source) if item.name == "python" else f"%%bash\n{escape_text(source)}"
-        output = v4.new_output("stream", name="stderr" if item.is_error else "stdout",
-                               text=escape_text(item.shown_output()))
-        metadata: dict[str, Any] = {"dsh": {"tool": item.name, "callId": item.call_id}}
-        if item.is_error:
-            metadata["tags"] = ["raises-exception"]
-        cells.append(v4.new_code_cell(code, outputs=[output], metadata=metadata))
-    return cells
+    source = item.source if isinstance(item, ToolRun) else None
+    if not isinstance(item, ToolRun) or source is None:
+        return v4.new_markdown_cell(_md_item(item))
+    code = escape_text(source) if item.name == "python" else f"%%bash\n{escape_text(source)}"
+    output = v4.new_output("stream", name="stderr" if item.is_error else "stdout",
+                           text=escape_text(item.shown_output()))
+    metadata: dict[str, Any] = {"dsh": {"tool": item.name, "callId": item.call_id}}
+    if item.is_error:
+        metadata["tags"] = ["raises-exception"]
+    return v4.new_code_cell(code, outputs=[output], metadata=metadata)
 
 
-def to_notebook(doc: Transcript) -> str:
+_CELLS = '"cells": []'
+
+
+def _cell_json(cell: Any) -> str:
+    """One cell as ``nbformat.writes`` lays it out inside the notebook's cell list (sources and stream text
+    as lists of lines, keys sorted, one-space indents)."""
+    record = dict(cell)
+    record["source"] = record["source"].splitlines(True)
+    if "outputs" in record:
+        record["outputs"] = [{**o, "text": o["text"].splitlines(True)} if "text" in o else dict(o)
+                             for o in record["outputs"]]
+    text = json.dumps(record, sort_keys=True, indent=1, ensure_ascii=False)
+    return "\n".join("  " + line for line in text.split("\n"))
+
+
+def _notebook_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> Iterator[str]:
+    """The notebook, one cell at a time: the skeleton (metadata, format) is validated once with nbformat,
+    and every cell is built with nbformat's own constructors."""
     import nbformat
     from nbformat import v4
 
-    notebook = v4.new_notebook(cells=_notebook_cells(doc), metadata={
+    skeleton = v4.new_notebook(cells=[], metadata={
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
         "language_info": {"name": "python"},
         "dsh": {"sessionId": doc.session_id, "title": doc.title, "createdAt": doc.created_at, "cwd": doc.cwd},
     })
-    nbformat.validate(notebook)
-    text: str = nbformat.writes(notebook)
-    return text + "\n"
+    nbformat.validate(skeleton)
+    text: str = nbformat.writes(skeleton)
+    at = text.index(_CELLS)
+    yield text[:at] + '"cells": [\n' + _cell_json(v4.new_markdown_cell(_md_header(doc)))
+    for item in items:
+        yield ",\n" + _cell_json(_notebook_cell(item))
+    yield ",\n" + _cell_json(v4.new_markdown_cell(_md_footer(tally))) + "\n ]" + text[at + len(_CELLS):] + "\n"
 
 
 # --------------------------------------------------------------------------- entry points
 
-_RENDERERS = {"md": to_markdown, "html": to_html, "ipynb": to_notebook}
+_Pieces = Callable[[Transcript, Iterable[Item], Tally], Iterator[str]]
+_RENDERERS: dict[str, _Pieces] = {"md": _md_pieces, "html": _html_pieces, "ipynb": _notebook_pieces}
 
 
 def check_format(name: str) -> str:
@@ -461,9 +581,28 @@ def check_format(name: str) -> str:
     return name
 
 
+def stream_export(header: SessionHeader, title: str | None, events: Iterable[Event], fmt: str,
+                  out: TextIO) -> Tally:
+    """Write the export of a session (its ``header``, latest ``title`` and every event, in order) to ``out``,
+    one item at a time; returns what was counted. Every piece of export text is written here."""
+    tally = Tally(title=title)
+    doc = Transcript.of(header, title)
+    for piece in _RENDERERS[check_format(fmt)](doc, transcript_items(events, tally), tally):
+        out.write(piece)
+    return tally
+
+
 def render(log: SessionLog, fmt: str) -> str:
     """The export of ``log`` in format ``fmt`` (one of :data:`FORMATS`) as text."""
-    return _RENDERERS[check_format(fmt)](transcript(log))
+    out = io.StringIO()
+    stream_export(log.header, _title(log), log.events, fmt, out)
+    return out.getvalue()
+
+
+def _title(log: SessionLog) -> str | None:
+    data = log.title()
+    title = data.get("title") if data else None
+    return title if isinstance(title, str) and title.strip() else None
 
 
 def export_name(session_id: str, fmt: str) -> str:
@@ -473,29 +612,76 @@ def export_name(session_id: str, fmt: str) -> str:
     return f"{session_folder_name(session_id)}.{check_format(fmt)}"
 
 
-def write_export(log: SessionLog, fmt: str, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-    """Write the export of ``log`` to ``path`` (atomically: a reader never sees half a file).
-
-    An existing file is kept unless ``overwrite``: :class:`ExportError` says so."""
-    text = render(log, fmt)
+def export_target(session_id: str, fmt: str, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """Where an export of ``session_id`` goes, checked before anything is read: :class:`ExportError` when
+    ``path`` is a folder, exists (unless ``overwrite``) or lies in a missing or read-only folder."""
+    check_format(fmt)
     target = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
     if target.is_dir():
         raise ExportError(f"{target} is a folder; give a file name in it, such as "
-                          f"{target / export_name(log.header.id, fmt)}")
+                          f"{target / export_name(session_id, fmt)}")
     if target.exists() and not overwrite:
         raise ExportError(f"{target} already exists; pass --force to replace it, or choose another --output")
     if not target.parent.is_dir():
-        raise ExportError(f"the folder {target.parent} does not exist; create it first or choose another --output")
+        what = "is a file, not a folder" if target.parent.exists() else "does not exist"
+        raise ExportError(f"the folder {target.parent} {what}; create it first or choose another --output")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise ExportError(f"the folder {target.parent} is not writable; choose another --output")
+    return target
+
+
+def write_stream(header: SessionHeader, title: str | None, events: Iterable[Event], fmt: str,
+                 path: str | os.PathLike[str], *, overwrite: bool = False) -> tuple[Path, Tally]:
+    """Stream the export of a session to ``path`` through a temporary file in the same folder, which
+    replaces ``path`` only once every event was read and written: an error (a damaged log, a full disk)
+    leaves no file behind and an existing one as it was."""
+    target = export_target(header.id, fmt, path, overwrite=overwrite)
     fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, 0o644 & ~_umask())  # a file like any other the user writes (mkstemp makes it private)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+            tally = stream_export(header, title, events, fmt, fh)
+        if target.exists() and not overwrite:  # made by someone else while this export ran
+            raise ExportError(f"{target} already exists; pass --force to replace it, or choose another --output")
         os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    return target
+    return target, tally
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux); the usual 022 elsewhere."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def write_export(log: SessionLog, fmt: str, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """Write the export of ``log`` (in memory: a live session) to ``path`` atomically (:func:`write_stream`).
+
+    An existing file is kept unless ``overwrite``: :class:`ExportError` says so."""
+    return write_stream(log.header, _title(log), log.events, fmt, path, overwrite=overwrite)[0]
+
+
+def export_stored(store: SessionStore, session_id: str, fmt: str, path: str | os.PathLike[str], *,
+                  overwrite: bool = False, title: str | None = None) -> tuple[Path, Tally]:
+    """Export a stored session, reading its log one event at a time (:meth:`SessionStore.stream_events`).
+
+    ``title``: the latest title when the caller knows it (the catalog does); else it is read from the store."""
+    export_target(session_id, fmt, path, overwrite=overwrite)  # refuse before reading anything
+    if title is None:
+        data = store.read_title(session_id)
+        found = data.get("title") if data else None
+        title = found if isinstance(found, str) and found.strip() else None
+    with store.stream_events(session_id) as (header, events):
+        return write_stream(header, title, events, fmt, path, overwrite=overwrite)
 
 
 def export_all(logs: Iterable[SessionLog], fmt: str, folder: str | os.PathLike[str], *,
@@ -505,5 +691,6 @@ def export_all(logs: Iterable[SessionLog], fmt: str, folder: str | os.PathLike[s
     return [write_export(log, fmt, base / export_name(log.header.id, fmt), overwrite=overwrite) for log in logs]
 
 
-__all__: Sequence[str] = ["FORMATS", "ExportError", "Transcript", "export_all", "export_name", "render",
-                          "transcript", "write_export"]
+__all__: Sequence[str] = ["FORMATS", "MAX_OUTPUT", "MAX_TEXT", "ExportError", "Tally", "Transcript", "export_all",
+                          "export_name", "export_stored", "render", "stream_export", "transcript",
+                          "transcript_items", "write_export", "write_stream"]

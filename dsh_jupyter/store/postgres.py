@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +59,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _IDLE_READERS = 4
+#: Rows a streamed read (:meth:`PostgresStore.stream_events`) fetches from the server at a time.
+_STREAM_ROWS = 200
 
 
 class PostgresStoreError(SessionError, RuntimeError):
@@ -488,15 +490,29 @@ class PostgresStore(SessionStore):
             raise self._corrupt(session_id, seq, f"says it is seq {event.seq}")
         return event
 
+    def _events(self, conn: Connection, session_id: str, key: bytes, next_seq: int) -> Iterator[Event]:
+        """The session's events in order, fetched through a server-side cursor a batch at a time and decoded
+        one row at a time (inside the caller's transaction)."""
+        expected = 0
+        with conn.cursor(name="dsh_events_in_order") as cursor:
+            cursor.itersize = _STREAM_ROWS
+            cursor.execute("SELECT seq, body FROM dsh.events WHERE key = %s ORDER BY seq", (key,))
+            for seq, body in cursor:
+                if seq != expected:
+                    raise self._corrupt(session_id, expected, "is missing (seq gap)")
+                yield self._decode(session_id, seq, body)
+                expected += 1
+        if expected != next_seq:
+            raise self._corrupt(session_id, expected, f"is missing (the session records {next_seq} events)")
+
+    @contextmanager
+    def stream_events(self, session_id: str) -> Iterator[tuple[SessionHeader, Iterable[Event]]]:
+        with self._snapshot(session_id) as (conn, key, header, next_seq):
+            yield header, self._events(conn, session_id, key, next_seq)
+
     def load(self, session_id: str) -> SessionLog:
         with self._snapshot(session_id) as (conn, key, header, next_seq):
-            events: list[Event] = []
-            for seq, body in conn.execute("SELECT seq, body FROM dsh.events WHERE key = %s ORDER BY seq", (key,)):
-                if seq != len(events):
-                    raise self._corrupt(session_id, len(events), "is missing (seq gap)")
-                events.append(self._decode(session_id, seq, body))
-            if len(events) != next_seq:
-                raise self._corrupt(session_id, len(events), f"is missing (the session records {next_seq} events)")
+            events = list(self._events(conn, session_id, key, next_seq))
         try:
             return SessionLog(header, events)
         except SessionFormatError as exc:
