@@ -761,3 +761,25 @@ def test_append_that_cannot_be_undone_stops_the_writer(tmp_path: Path, monkeypat
     with writer:
         assert [e.seq for e in reopened.events] == list(range(len(reopened)))
         assert reopened.events[-1].type == "turn/end"
+
+
+# -- streamed reads (exports) ----------------------------------------------------------------------------
+def test_stream_events_yields_what_load_reads_one_event_at_a_time(store: SessionStore) -> None:
+    written = write_session(store, "s-1", turns=3)
+    with store.stream_events("s-1") as (header, events):
+        assert header == written.header
+        assert not isinstance(events, list)  # every backend streams (the default would load the log)
+        assert list(events) == written.events
+
+
+def test_an_export_of_a_damaged_session_writes_nothing(store: SessionStore, tmp_path: Path) -> None:
+    from dsh_jupyter.export import export_stored
+
+    write_session(store, "s-1", turns=3)
+    damage_event(store, "s-1", 5)
+    target = tmp_path / "out" / "s-1.md"
+    target.parent.mkdir()
+    target.write_text("kept")
+    with pytest.raises((SessionCorruptError, SessionFormatError)):
+        export_stored(store, "s-1", "md", target, overwrite=True)
+    assert target.read_text() == "kept" and sorted(p.name for p in target.parent.iterdir()) == ["s-1.md"]
