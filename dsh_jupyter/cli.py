@@ -25,7 +25,7 @@ from .services import Services, ServiceSettings
 
 if TYPE_CHECKING:
     from .catalog import Catalog, CatalogEntry
-    from .references.tail import ShownMessage
+    from .references.tail import Shown
     from .sources import ForeignHeader, ForeignSessions
 
 EXIT_OK = 0
@@ -320,36 +320,20 @@ def _merged(entries: Sequence[CatalogEntry], headers: Sequence[ForeignHeader], k
     return merged if limit is None else merged[:limit]
 
 
-def _conversation_json(total: int, shown: Sequence[ShownMessage]) -> dict[str, Any]:
-    """``show --json``'s conversation: the last messages, each cut to ``--chars``, and how many were left out."""
-    return {
-        "messages": [{"role": m.role, "text": m.text, "truncated": m.truncated, "checkpoint": m.checkpoint}
-                     for m in shown],
-        "omittedMessages": total - len(shown),
-    }
-
-
 def _messages_row(user: int, assistant: int) -> str:
     return f"{user + assistant:,} in the conversation ({user:,} user, {assistant:,} assistant)"
 
 
-def _write_conversation(out: TextIO, total: int, shown: Sequence[ShownMessage], chars: int, session_id: str,
+def _write_conversation(out: TextIO, total: int, shown: Sequence[Shown], chars: int, session_id: str,
                         log_bytes: int | None) -> None:
-    """``show``'s conversation: what was left out, then the last messages, one a line, each cut to ``chars``
-    characters with the count of what was cut."""
-    if not shown:
-        return
-    omitted = total - len(shown)
-    note = f"last {len(shown):,} of {total:,} messages" if omitted > 0 else f"{len(shown):,} messages"
-    _write(out, f"--- conversation ({note}; each cut to {chars:,} characters) ---\n")
-    if omitted > 0:
-        size = f" (the log is {_megabytes(log_bytes)})" if log_bytes else ""
-        _write(out, f"… {omitted:,} earlier {'message' if omitted == 1 else 'messages'} not shown{size}; "
-                    f"--messages N shows more, 'dsh-jupyter sessions export {escape(session_id)} FOLDER --to md' "
-                    "writes all of them\n")
-    for message in shown:
-        text = message.text + (f" … ({message.more:,} more characters)" if message.truncated else "")
-        _write(out, f"[{'checkpoint' if message.checkpoint else message.role}] {text}\n")
+    """``show``'s conversation (:func:`dsh_jupyter.references.tail.conversation_lines`)."""
+    from .references.tail import conversation_lines
+
+    size = f" (the log is {_megabytes(log_bytes)})" if log_bytes else ""
+    hint = (f"{size}; --messages N shows more, 'dsh-jupyter sessions export {escape(session_id)} FOLDER --to md' "
+            "writes all of them")
+    for line in conversation_lines(total, shown, chars, hint):
+        _write(out, line + "\n")
 
 
 def _megabytes(size: int | None) -> str:
@@ -358,7 +342,7 @@ def _megabytes(size: int | None) -> str:
 
 def _show_foreign(foreign: ForeignSessions, args: argparse.Namespace, out: TextIO) -> int | None:
     """``show`` of another tool's session (its full id, or a unique prefix of one); ``None`` when it is not one."""
-    from .references.tail import count_messages, last_messages
+    from .references.tail import conversation_json, count_messages, last_messages
 
     if not foreign.owns(args.session):
         return None
@@ -374,7 +358,7 @@ def _show_foreign(foreign: ForeignSessions, args: argparse.Namespace, out: TextI
     shown = last_messages(snapshot.events, args.messages, args.chars)
     if args.json:
         record = _foreign_json(header)
-        record["conversation"] = _conversation_json(user + assistant, shown)
+        record["conversation"] = conversation_json(user + assistant, shown)
         _print_json(record, out)
         return EXIT_OK
     rows = [("session", escape(header.session_id)), ("tool", f"{header.tool} (read-only)"),
@@ -443,7 +427,7 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     log's end, one event at a time (:func:`dsh_jupyter.references.tail.last_messages`), so a session of any
     size answers in about the time its last messages take."""
     from .references.projection import PROJECTION_SKIPS
-    from .references.tail import count_messages, last_messages
+    from .references.tail import conversation_json, count_messages, last_messages
     from .session import SessionError
     from .store import JsonlStore
     from .store.scan import STREAM_SURFACE
@@ -478,7 +462,7 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         record = entry.to_json()
         record["capturedThroughSeq"] = snapshot.captured_through_seq
-        record["conversation"] = _conversation_json(user + assistant, shown)
+        record["conversation"] = conversation_json(user + assistant, shown)
         _print_json(record, out)
         return EXIT_OK
     if not counted:

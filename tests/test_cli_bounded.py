@@ -91,7 +91,7 @@ def test_show_of_a_big_session_reads_its_end_in_bounded_memory(big: dict[str, An
     shown = [line for line in out.split("\n") if line.startswith(("[user] ", "[assistant] "))]
     assert len(shown) == 20 and shown[0].startswith(f"[user] Turn {turns - 9}: ")  # the newest, oldest first
     assert shown[-2].startswith(f"[user] Turn {turns}: ") and shown[-1].startswith("[assistant] ")
-    assert " more characters)\n" in out  # a message cut, saying by how much
+    assert " more characters of this message not shown)\n" in out  # a message cut, saying by how much
     # Held: the last 20 messages and where the surface lines are, not the 48 MB log (the old path: ~100 MB).
     assert growth < 16 << 20, f"show grew by {growth / 2**20:.1f} MB"
 

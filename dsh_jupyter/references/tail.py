@@ -3,48 +3,33 @@
 :func:`last_messages` walks a surface backwards, projecting one event at a time (:func:`.projection.project_event`)
 until it has the messages asked for; over a lazily decoded surface (a JSONL read with
 :data:`~dsh_jupyter.store.scan.STREAM_SURFACE`) only those events are decoded, so the last 20 messages of a
-1 GB session cost about what they hold. Each text is cut to a number of characters as soon as it is read.
+1 GB session cost about what they hold. Each becomes an item of the export's model
+(:func:`dsh_jupyter.conversation.projected_item`), cut by the same rule as soon as it is read.
 :func:`count_messages` is the forward pass for when no catalog has counted them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
+from ..conversation import Answer, Checkpoint, Prompt, projected_item, role_of
 from ..session.events import Event
 from .projection import USER, project_event
 
-
-@dataclass(frozen=True)
-class ShownMessage:
-    """One projected message as shown: ``text`` is its first characters, ``length`` the whole text's."""
-
-    role: str
-    checkpoint: bool
-    text: str
-    length: int
-
-    @property
-    def truncated(self) -> bool:
-        return self.length > len(self.text)
-
-    @property
-    def more(self) -> int:
-        """Characters left out."""
-        return self.length - len(self.text)
+Shown = Prompt | Answer | Checkpoint
 
 
-def last_messages(events: Sequence[Event], limit: int, chars: int) -> list[ShownMessage]:
+def last_messages(events: Sequence[Event], limit: int, chars: int) -> list[Shown]:
     """The last ``limit`` projected messages of the surface ``events``, oldest first, each cut to ``chars``
     characters; ``events`` is read from its end, one event at a time."""
-    found: list[ShownMessage] = []
+    found: list[Shown] = []
     index = len(events)
     while index > 0 and len(found) < limit:
         index -= 1
         message = project_event(events[index])
         if message is not None:
-            found.append(ShownMessage(message.role, message.checkpoint, message.text[:chars], len(message.text)))
+            found.append(projected_item(message, chars))
     found.reverse()
     return found
 
@@ -60,3 +45,26 @@ def count_messages(events: Iterable[Event]) -> tuple[int, int]:
             else:
                 assistant += 1
     return user, assistant
+
+
+def conversation_lines(total: int, shown: Sequence[Shown], chars: int, more_hint: str) -> Iterator[str]:
+    """``show``'s conversation as text (terminal escaping is the caller's): a heading, what was left out
+    (``more_hint`` says how to see it), then the shown messages, each with what was cut of it."""
+    if not shown:
+        return
+    omitted = total - len(shown)
+    note = f"last {len(shown):,} of {total:,} messages" if omitted > 0 else f"{len(shown):,} messages"
+    yield f"--- conversation ({note}; each cut to {chars:,} characters) ---"
+    if omitted > 0:
+        yield f"… {omitted:,} earlier {'message' if omitted == 1 else 'messages'} not shown{more_hint}"
+    for item in shown:
+        yield f"[{'checkpoint' if isinstance(item, Checkpoint) else role_of(item)}] {item.text}"
+
+
+def conversation_json(total: int, shown: Sequence[Shown]) -> dict[str, Any]:
+    """``show --json``'s conversation: the last messages, each cut, and how many were left out."""
+    return {
+        "messages": [{"role": role_of(m), "text": m.kept, "truncated": m.cut > 0,
+                      "checkpoint": isinstance(m, Checkpoint)} for m in shown],
+        "omittedMessages": total - len(shown),
+    }

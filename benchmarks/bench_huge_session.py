@@ -1,0 +1,102 @@
+"""Benchmark: ``dsh-jupyter sessions show`` and ``sessions export`` of a 1 GB chat-heavy session.
+
+Run: ``.venv/bin/python benchmarks/bench_huge_session.py`` (``--size-mb N`` for a smaller session).
+
+The session (long prompts, streamed answers, no tools: nearly every byte is conversation) is generated once
+by :func:`benchmarks.huge_session.huge_session` and reused. The catalog indexes it once before the timings
+(its own one-time cost, printed). Each command then runs as a whole process under ``/usr/bin/time -v``
+(wall time, peak RSS), beside baselines measured in the same run:
+
+- ``cat``: ``cat`` of the log to /dev/null (the I/O floor, page cache warm);
+- ``python lines``: a Python process reading the log line by line, decoding nothing;
+- ``python start``: the CLI's start-up alone (``dsh-jupyter --version``): peak RSS growth is a command's
+  peak minus this one.
+
+Goals: peak RSS growth <= 300 MB for every command; ``show`` answers (whole process) in <= 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from benchmarks.huge_session import DATA, huge_session  # noqa: E402
+
+GOAL_GROWTH_MB = 300
+GOAL_SHOW_SECONDS = 2.0
+_LINES = "import sys\nn = 0\nwith open(sys.argv[1], 'rb') as fh:\n    for line in fh:\n        n += 1\nprint(n)\n"
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS (bytes) and stdout of one process run under ``/usr/bin/time -v``."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        started = time.perf_counter()
+        done = subprocess.run(["/usr/bin/time", "-v", "-o", report.name, *argv], capture_output=True, text=True,
+                              env=env, check=False)
+        wall = time.perf_counter() - started
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr}")
+        found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", report.read())
+    return wall, int(found.group(1)) * 1024 if found else 0, done.stdout
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mb", type=int, default=1024, help="size of the chat-heavy session")
+    args = parser.parse_args()
+    if not os.path.exists("/usr/bin/time"):
+        print("skipped: /usr/bin/time is not installed (Debian package 'time')")
+        return 0
+    session = huge_session(args.size_mb)
+    work = DATA / "huge-session-run"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    env = {**os.environ, "DSH_HOME": str(work / "home"), "PYTHONPATH": str(HERE.parent), "DSH_FOREIGN_SESSIONS": "0"}
+    cli = [sys.executable, "-m", "dsh_jupyter.cli"]
+    store = ["--store", str(session.root)]
+    log = str(session.path)
+    print(f"CLI on a {session.bytes / 2**20:,.0f} MB chat-heavy session ({session.messages:,} messages):", flush=True)
+
+    timed(["cat", log], env)  # warm the page cache
+    cat, _, _ = timed(["cat", log], env)
+    lines, lines_rss, _ = timed([sys.executable, "-c", _LINES, log], env)
+    start, start_rss, _ = timed([*cli, "--version"], env)
+    index, index_rss, _ = timed([*cli, "sessions", "list", *store], env)
+    print(f"  {'cat':<22} {cat:7.2f} s")
+    print(f"  {'python lines':<22} {lines:7.2f} s   peak RSS {lines_rss / 2**20:7.1f} MB")
+    print(f"  {'python start':<22} {start:7.2f} s   peak RSS {start_rss / 2**20:7.1f} MB")
+    print(f"  {'catalog index (once)':<22} {index:7.2f} s   peak RSS {index_rss / 2**20:7.1f} MB")
+
+    runs = [("show", ["sessions", "show", session.session_id, *store])]
+    runs += [(f"export --to {fmt}", ["sessions", "export", session.session_id, str(work / "out"), "--to", fmt,
+                                     "--force", *store]) for fmt in ("md", "html")]
+    ok = True
+    for name, argv in runs:
+        wall, rss, _ = timed([*cli, *argv], env)
+        growth = rss - start_rss
+        goal = growth <= GOAL_GROWTH_MB * 2**20 and (name != "show" or wall <= GOAL_SHOW_SECONDS)
+        ok = ok and goal
+        written = ""
+        if name.startswith("export"):
+            path = work / "out" / f"{session.session_id}.{name.split()[-1]}"
+            written = f"   wrote {path.stat().st_size / 2**20:,.0f} MB"
+        print(f"  {name:<22} {wall:7.2f} s   peak RSS {rss / 2**20:7.1f} MB (growth {growth / 2**20:6.1f} MB)   "
+              f"{wall / cat:5.1f}x cat, {wall / lines:5.1f}x python lines{written}", flush=True)
+    shutil.rmtree(work / "out", ignore_errors=True)
+    print(f"  goals: peak RSS growth <= {GOAL_GROWTH_MB} MB, show <= {GOAL_SHOW_SECONDS:.0f} s: "
+          f"{'met' if ok else 'NOT met'} (a loaded machine inflates wall times)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
