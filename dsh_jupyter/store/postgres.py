@@ -49,7 +49,7 @@ from .errors import SessionExistsError, SessionWriteError
 from .jsonl import encode_event
 from .postgres_schema import SCHEMA_VERSION, ensure_schema, installed_version
 from .repair import resumed
-from .sqlite import Row, _parse_op, _row, session_key
+from .sqlite import Row, _parse_op, _row, events_in_order, session_key
 
 if TYPE_CHECKING:
     import psycopg
@@ -493,17 +493,11 @@ class PostgresStore(SessionStore):
     def _events(self, conn: Connection, session_id: str, key: bytes, next_seq: int) -> Iterator[Event]:
         """The session's events in order, fetched through a server-side cursor a batch at a time and decoded
         one row at a time (inside the caller's transaction)."""
-        expected = 0
         with conn.cursor(name="dsh_events_in_order") as cursor:
             cursor.itersize = _STREAM_ROWS
             cursor.execute("SELECT seq, body FROM dsh.events WHERE key = %s ORDER BY seq", (key,))
-            for seq, body in cursor:
-                if seq != expected:
-                    raise self._corrupt(session_id, expected, "is missing (seq gap)")
-                yield self._decode(session_id, seq, body)
-                expected += 1
-        if expected != next_seq:
-            raise self._corrupt(session_id, expected, f"is missing (the session records {next_seq} events)")
+            yield from events_in_order(cursor, next_seq, lambda seq, body: self._decode(session_id, seq, body),
+                                       lambda seq, why: self._corrupt(session_id, seq, why))
 
     @contextmanager
     def stream_events(self, session_id: str) -> Iterator[tuple[SessionHeader, Iterable[Event]]]:
