@@ -342,7 +342,7 @@ def _megabytes(size: int | None) -> str:
 
 def _show_foreign(foreign: ForeignSessions, args: argparse.Namespace, out: TextIO) -> int | None:
     """``show`` of another tool's session (its full id, or a unique prefix of one); ``None`` when it is not one."""
-    from .references.tail import conversation_json, count_messages, last_messages
+    from .references.tail import conversation_json, read_forward
 
     if not foreign.owns(args.session):
         return None
@@ -354,8 +354,7 @@ def _show_foreign(foreign: ForeignSessions, args: argparse.Namespace, out: TextI
                        EXIT_NOT_FOUND)
     header = (exact or matches)[0]
     snapshot = foreign.read_surface(header.session_id)
-    user, assistant = count_messages(snapshot.events)
-    shown = last_messages(snapshot.events, args.messages, args.chars)
+    user, assistant, shown = read_forward(snapshot.events, args.messages, args.chars)
     if args.json:
         record = _foreign_json(header)
         record["conversation"] = conversation_json(user + assistant, shown)
@@ -427,7 +426,7 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     log's end, one event at a time (:func:`dsh_jupyter.references.tail.last_messages`), so a session of any
     size answers in about the time its last messages take."""
     from .references.projection import PROJECTION_SKIPS
-    from .references.tail import conversation_json, count_messages, last_messages
+    from .references.tail import conversation_json, last_messages, read_forward
     from .session import SessionError
     from .store import JsonlStore
     from .store.scan import STREAM_SURFACE
@@ -454,9 +453,11 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
         _write_rows(out, rows, entry, entry.user_messages, entry.assistant_messages)
     try:
         snapshot = JsonlStore(entry.store).read_surface(entry.session_id, skip_data=PROJECTION_SKIPS | {STREAM_SURFACE})
-        user, assistant = ((entry.user_messages, entry.assistant_messages) if counted
-                           else count_messages(snapshot.events))
-        shown = last_messages(snapshot.events, args.messages, args.chars)
+        if counted:  # only the last messages are decoded, read from the end
+            user, assistant = entry.user_messages, entry.assistant_messages
+            shown = last_messages(snapshot.events, args.messages, args.chars)
+        else:
+            user, assistant, shown = read_forward(snapshot.events, args.messages, args.chars)
     except (SessionError, OSError) as exc:
         raise CliError(f"cannot read session {escape(entry.session_id)} at {entry.path}: {exc}") from exc
     if args.json:

@@ -783,3 +783,23 @@ def test_an_export_of_a_damaged_session_writes_nothing(store: SessionStore, tmp_
     with pytest.raises((SessionCorruptError, SessionFormatError)):
         export_stored(store, "s-1", "md", target, overwrite=True)
     assert target.read_text() == "kept" and sorted(p.name for p in target.parent.iterdir()) == ["s-1.md"]
+
+
+def test_a_postgres_surface_streams_in_chunks(tmp_path: Path, request: pytest.FixtureRequest,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stream_surface`` fetches the surviving bodies a few at a time and yields what ``read_surface`` reads,
+    tool-result placeholders included, across a compaction."""
+    store = open_backend_store(next(b for b in ALL_BACKENDS if str(b) == "postgres"), tmp_path, request)
+    assert isinstance(store, PostgresStore)
+    log = SessionLog(new_header("s-1"))
+    with store.create(log.header) as writer:
+        writer.attach(log)
+        for turn in (1, 2, 3):
+            append_turn(log, turn)
+        compact(log, 4, last=3)  # the first turn's nodes
+        append_turn(log, 4)
+    monkeypatch.setattr(postgres_backend, "_STREAM_ROWS", 2)
+    skip = {"tool/result"}
+    with store.stream_surface("s-1", skip_data=skip) as snapshot:
+        streamed = list(snapshot.events)
+    assert streamed == store.read_surface("s-1", skip_data=skip).events and len(streamed) > 4

@@ -5,11 +5,13 @@ until it has the messages asked for; over a lazily decoded surface (a JSONL read
 :data:`~dsh_jupyter.store.scan.STREAM_SURFACE`) only those events are decoded, so the last 20 messages of a
 1 GB session cost about what they hold. Each becomes an item of the export's model
 (:func:`dsh_jupyter.conversation.projected_item`), cut by the same rule as soon as it is read.
-:func:`count_messages` is the forward pass for when no catalog has counted them.
+:func:`read_forward` is the one forward pass for surfaces no catalog has counted, or that can only be read
+forwards (another tool's transcript, a PostgreSQL session streamed in chunks).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -34,17 +36,22 @@ def last_messages(events: Sequence[Event], limit: int, chars: int) -> list[Shown
     return found
 
 
-def count_messages(events: Iterable[Event]) -> tuple[int, int]:
-    """The projected user (checkpoints included) and assistant messages of a surface, read one event at a time."""
+def read_forward(events: Iterable[Event], limit: int, chars: int) -> tuple[int, int, list[Shown]]:
+    """One forward pass over a surface, one event at a time: its projected user (checkpoints included) and
+    assistant messages counted, and the last ``limit`` of them kept, each cut to ``chars`` characters (for
+    surfaces that are not counted elsewhere or can only be read forwards)."""
     user = assistant = 0
+    kept: deque[Shown] = deque(maxlen=limit)
     for event in events:
         message = project_event(event)
-        if message is not None:
-            if message.role == USER:
-                user += 1
-            else:
-                assistant += 1
-    return user, assistant
+        if message is None:
+            continue
+        if message.role == USER:
+            user += 1
+        else:
+            assistant += 1
+        kept.append(projected_item(message, chars))
+    return user, assistant, list(kept)
 
 
 def conversation_lines(total: int, shown: Sequence[Shown], chars: int, more_hint: str) -> Iterator[str]:

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._json import dumpb, loads
 from ..session import (
@@ -515,6 +515,12 @@ class PostgresStore(SessionStore):
     def _surface_events(self, conn: Connection, session_id: str, key: bytes,
                         skip_data: Collection[str] = ()) -> list[Event]:
         """The current surface events of a session, read on ``conn`` (inside its transaction)."""
+        return list(self._surface_stream(conn, session_id, key, skip_data, chunk=None))
+
+    def _surface_stream(self, conn: Connection, session_id: str, key: bytes, skip_data: Collection[str],
+                        chunk: int | None) -> Iterator[Event]:
+        """The current surface events in order: the fold runs on the op columns alone, then the surviving
+        bodies are fetched ``chunk`` rows at a time (all at once for ``None``) and decoded one at a time."""
         fold = SurfaceFold()
         kinds: dict[int, tuple[str, Any, Any]] = {}
         rows = conn.execute(
@@ -529,21 +535,33 @@ class PostgresStore(SessionStore):
                 raise self._corrupt(session_id, seq, f"has a surface op that cannot be applied ({exc})") from None
             if kind in skip_data:
                 kinds[seq] = (kind, parsed_op, cited_seqs)
+        del rows
         survivors = fold.seqs
-        wanted = [seq for seq in survivors if seq not in kinds]
-        bodies: dict[int, bytes] = dict(conn.execute(
-            "SELECT seq, body FROM dsh.events WHERE key = %s AND seq = ANY(%s)", (key, wanted)).fetchall())
-        events = []
+        wanted = [seq for seq in survivors if seq not in kinds]  # in surface order
+        step = chunk or max(len(wanted), 1)
+        fetched = 0  # wanted[:fetched] were fetched
+        bodies: dict[int, bytes] = {}
         for seq in survivors:
             if seq in kinds:
                 kind, parsed_op, cited_seqs = kinds[seq]
-                cited_tuple = tuple(cited_seqs) if cited_seqs is not None else None
-                events.append(Event(kind, seq, 0, None, parsed_op, cited_tuple))
-            elif seq not in bodies:
+                yield Event(kind, seq, 0, None, parsed_op, tuple(cited_seqs) if cited_seqs is not None else None)
+                continue
+            if seq not in bodies and fetched < len(wanted) and wanted[fetched] == seq:
+                part = wanted[fetched : fetched + step]
+                fetched += len(part)
+                bodies = dict(conn.execute("SELECT seq, body FROM dsh.events WHERE key = %s AND seq = ANY(%s)",
+                                           (key, part)).fetchall())
+            if seq not in bodies:
                 raise self._corrupt(session_id, seq, "is missing")
-            else:
-                events.append(self._decode(session_id, seq, bodies[seq]))
-        return events
+            yield self._decode(session_id, seq, bodies.pop(seq))
+
+    @contextmanager
+    def stream_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> Iterator[SurfaceSnapshot]:
+        """:meth:`read_surface` for a reader that looks at one event at a time: the snapshot's ``events`` is an
+        iterator over the surface, fetched :data:`_STREAM_ROWS` bodies at a time inside one transaction."""
+        with self._snapshot(session_id) as (conn, key, header, next_seq):
+            events = self._surface_stream(conn, session_id, key, skip_data, chunk=_STREAM_ROWS)
+            yield SurfaceSnapshot(header, next_seq - 1 if next_seq else None, cast("list[Event]", events))
 
     def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         with self._snapshot(session_id) as (conn, key, header, next_seq):

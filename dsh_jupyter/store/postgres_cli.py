@@ -199,14 +199,13 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
     """The header, then the last ``--messages`` messages, each cut to ``--chars`` (as ``sessions show``)."""
     from ..notebook.escape import escape_text
     from ..references.projection import PROJECTION_SKIPS
-    from ..references.tail import conversation_json, conversation_lines, count_messages, last_messages
+    from ..references.tail import conversation_json, conversation_lines, read_forward
 
     store = _store(args)
     session_id = _resolve(store, args.session)
-    snapshot = store.read_surface(session_id, skip_data=PROJECTION_SKIPS)
+    with store.stream_surface(session_id, skip_data=PROJECTION_SKIPS) as snapshot:  # a chunk of bodies at a time
+        user, assistant, shown = read_forward(snapshot.events, max(args.messages, 0), max(args.chars, 1))
     title = store.read_title(session_id)
-    user, assistant = count_messages(snapshot.events)
-    shown = last_messages(snapshot.events, max(args.messages, 0), max(args.chars, 1))
     record: dict[str, Any] = {
         "sessionId": session_id, "owner": store.owner(session_id), "sharedWith": store.shared_with(session_id),
         "title": title.get("title") if title else None, "cwd": snapshot.header.cwd,
