@@ -776,13 +776,15 @@ def test_an_export_of_a_damaged_session_writes_nothing(store: SessionStore, tmp_
     from dsh_jupyter.export import export_stored
 
     write_session(store, "s-1", turns=3)
-    damage_event(store, "s-1", 5)
     target = tmp_path / "out" / "s-1.md"
     target.parent.mkdir()
-    target.write_text("kept")
+    path, tally = export_stored(store, "s-1", "md", target)
+    exported = target.read_text()
+    assert path == target and exported.startswith("# title 1\n") and (tally.prompts, tally.tools) == (3, 3)
+    damage_event(store, "s-1", 5)
     with pytest.raises((SessionCorruptError, SessionFormatError)):
         export_stored(store, "s-1", "md", target, overwrite=True)
-    assert target.read_text() == "kept" and sorted(p.name for p in target.parent.iterdir()) == ["s-1.md"]
+    assert target.read_text() == exported and sorted(p.name for p in target.parent.iterdir()) == ["s-1.md"]
 
 
 def test_a_postgres_surface_streams_in_chunks(tmp_path: Path, request: pytest.FixtureRequest,
