@@ -12,6 +12,8 @@ by :func:`benchmarks.huge_session.huge_session` and reused. The catalog indexes 
 - ``python start``: the CLI's start-up alone (``dsh-jupyter --version``): peak RSS growth is a command's
   peak minus this one.
 
+CPU seconds (user + system) are printed beside wall times: on a shared machine they say more than the wall.
+
 Goals: peak RSS growth <= 300 MB for every command; ``show`` answers (whole process) in <= 2 s.
 """
 
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -37,8 +40,16 @@ GOAL_SHOW_SECONDS = 2.0
 _LINES = "import sys\nn = 0\nwith open(sys.argv[1], 'rb') as fh:\n    for line in fh:\n        n += 1\nprint(n)\n"
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS (bytes) and stdout of one process run under ``/usr/bin/time -v``."""
+@dataclass(frozen=True)
+class Run:
+    """One process under ``/usr/bin/time -v``: wall and CPU seconds (user + system), peak RSS in bytes."""
+
+    wall: float
+    cpu: float
+    rss: int
+
+
+def timed(argv: list[str], env: dict[str, str]) -> Run:
     with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
         started = time.perf_counter()
         done = subprocess.run(["/usr/bin/time", "-v", "-o", report.name, *argv], capture_output=True, text=True,
@@ -46,8 +57,14 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int, str]:
         wall = time.perf_counter() - started
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr}")
-        found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", report.read())
-    return wall, int(found.group(1)) * 1024 if found else 0, done.stdout
+        text = report.read()
+
+    def figure(label: str) -> float:
+        found = re.search(rf"{re.escape(label)}: ([0-9.]+)", text)
+        return float(found.group(1)) if found else 0.0
+
+    cpu = figure("User time (seconds)") + figure("System time (seconds)")
+    return Run(wall, cpu, int(figure("Maximum resident set size (kbytes)")) * 1024)
 
 
 def main() -> int:
@@ -58,7 +75,7 @@ def main() -> int:
         print("skipped: /usr/bin/time is not installed (Debian package 'time')")
         return 0
     session = huge_session(args.size_mb)
-    work = DATA / "huge-session-run"
+    work = DATA / f"huge-session-run-{args.size_mb}mb"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     env = {**os.environ, "DSH_HOME": str(work / "home"), "PYTHONPATH": str(HERE.parent), "DSH_FOREIGN_SESSIONS": "0"}
@@ -68,30 +85,30 @@ def main() -> int:
     print(f"CLI on a {session.bytes / 2**20:,.0f} MB chat-heavy session ({session.messages:,} messages):", flush=True)
 
     timed(["cat", log], env)  # warm the page cache
-    cat, _, _ = timed(["cat", log], env)
-    lines, lines_rss, _ = timed([sys.executable, "-c", _LINES, log], env)
-    start, start_rss, _ = timed([*cli, "--version"], env)
-    index, index_rss, _ = timed([*cli, "sessions", "list", *store], env)
-    print(f"  {'cat':<22} {cat:7.2f} s")
-    print(f"  {'python lines':<22} {lines:7.2f} s   peak RSS {lines_rss / 2**20:7.1f} MB")
-    print(f"  {'python start':<22} {start:7.2f} s   peak RSS {start_rss / 2**20:7.1f} MB")
-    print(f"  {'catalog index (once)':<22} {index:7.2f} s   peak RSS {index_rss / 2**20:7.1f} MB")
+    cat = timed(["cat", log], env)
+    lines = timed([sys.executable, "-c", _LINES, log], env)
+    start = timed([*cli, "--version"], env)
+    index = timed([*cli, "sessions", "list", *store], env)
+    print(f"  {'cat':<22} {cat.wall:7.2f} s (CPU {cat.cpu:6.2f} s)")
+    for name, run in (("python lines", lines), ("python start", start), ("catalog index (once)", index)):
+        print(f"  {name:<22} {run.wall:7.2f} s (CPU {run.cpu:6.2f} s)   peak RSS {run.rss / 2**20:7.1f} MB")
 
     runs = [("show", ["sessions", "show", session.session_id, *store])]
     runs += [(f"export --to {fmt}", ["sessions", "export", session.session_id, str(work / "out"), "--to", fmt,
                                      "--force", *store]) for fmt in ("md", "html")]
     ok = True
     for name, argv in runs:
-        wall, rss, _ = timed([*cli, *argv], env)
-        growth = rss - start_rss
-        goal = growth <= GOAL_GROWTH_MB * 2**20 and (name != "show" or wall <= GOAL_SHOW_SECONDS)
+        run = timed([*cli, *argv], env)
+        growth = run.rss - start.rss
+        goal = growth <= GOAL_GROWTH_MB * 2**20 and (name != "show" or run.wall <= GOAL_SHOW_SECONDS)
         ok = ok and goal
         written = ""
         if name.startswith("export"):
             path = work / "out" / f"{session.session_id}.{name.split()[-1]}"
             written = f"   wrote {path.stat().st_size / 2**20:,.0f} MB"
-        print(f"  {name:<22} {wall:7.2f} s   peak RSS {rss / 2**20:7.1f} MB (growth {growth / 2**20:6.1f} MB)   "
-              f"{wall / cat:5.1f}x cat, {wall / lines:5.1f}x python lines{written}", flush=True)
+        print(f"  {name:<22} {run.wall:7.2f} s (CPU {run.cpu:6.2f} s)   peak RSS {run.rss / 2**20:7.1f} MB "
+              f"(growth {growth / 2**20:6.1f} MB)   CPU {run.cpu / max(lines.cpu, 0.01):5.1f}x python lines"
+              f"{written}", flush=True)
     shutil.rmtree(work / "out", ignore_errors=True)
     print(f"  goals: peak RSS growth <= {GOAL_GROWTH_MB} MB, show <= {GOAL_SHOW_SECONDS:.0f} s: "
           f"{'met' if ok else 'NOT met'} (a loaded machine inflates wall times)")
