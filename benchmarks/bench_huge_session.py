@@ -47,16 +47,25 @@ class Run:
     wall: float
     cpu: float
     rss: int
+    first: float  # seconds until the first line of output
 
 
 def timed(argv: list[str], env: dict[str, str]) -> Run:
-    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report, \
+            tempfile.TemporaryFile("w+") as errors:
         started = time.perf_counter()
-        done = subprocess.run(["/usr/bin/time", "-v", "-o", report.name, *argv], capture_output=True, text=True,
-                              env=env, check=False)
+        child = subprocess.Popen(["/usr/bin/time", "-v", "-o", report.name, *argv], stdout=subprocess.PIPE,
+                                 stderr=errors, env=env)
+        assert child.stdout is not None
+        child.stdout.readline()
+        first = time.perf_counter() - started
+        for _ in child.stdout:
+            pass
+        code = child.wait()
         wall = time.perf_counter() - started
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr}")
+        if code != 0:
+            errors.seek(0)
+            raise SystemExit(f"{' '.join(argv)} failed ({code}):\n{errors.read()}")
         text = report.read()
 
     def figure(label: str) -> float:
@@ -64,7 +73,7 @@ def timed(argv: list[str], env: dict[str, str]) -> Run:
         return float(found.group(1)) if found else 0.0
 
     cpu = figure("User time (seconds)") + figure("System time (seconds)")
-    return Run(wall, cpu, int(figure("Maximum resident set size (kbytes)")) * 1024)
+    return Run(wall, cpu, int(figure("Maximum resident set size (kbytes)")) * 1024, first)
 
 
 def main() -> int:
@@ -102,7 +111,7 @@ def main() -> int:
         growth = run.rss - start.rss
         goal = growth <= GOAL_GROWTH_MB * 2**20 and (name != "show" or run.wall <= GOAL_SHOW_SECONDS)
         ok = ok and goal
-        written = ""
+        written = f"   first line after {run.first:.2f} s" if name == "show" else ""
         if name.startswith("export"):
             path = work / "out" / f"{session.session_id}.{name.split()[-1]}"
             written = f"   wrote {path.stat().st_size / 2**20:,.0f} MB"

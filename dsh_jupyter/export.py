@@ -1,6 +1,6 @@
 """Export a session for people: a Markdown or HTML transcript, or a notebook that re-runs its code.
 
-The input is a session's full log (``store.load``), not its model-visible surface: a reader wants every
+The input is every event of a session's log, not its model-visible surface: a reader wants every
 prompt and answer, including those a compaction later summarised (the checkpoint is shown where it was
 made). What each form holds:
 
