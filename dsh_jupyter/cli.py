@@ -37,6 +37,8 @@ EXIT_FAILED = 3
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", ".git", ".hg", ".venv", "venv", "site-packages", ".tox",
                         ".mypy_cache", ".pytest_cache", ".ipynb_checkpoints"})
 _MAX_SCAN_DIRS = 50_000
+#: Logs from this size on are announced on stderr before they are exported (that takes a while).
+_LARGE_LOG = 32 << 20
 # DEL and C1 controls survive ``json.dumps(ensure_ascii=False)``; inside JSON strings they become \uXXXX.
 _JSON_CONTROLS = re.compile("[\x7f-\x9f]")
 
@@ -640,6 +642,9 @@ def cmd_export(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     _export_folder(folder, args.folder)
     failed = 0
     for entry in entries:
+        if entry.size >= _LARGE_LOG:  # say what is going on before a long, quiet write
+            _say(f"exporting session {escape(entry.session_id)} ({_megabytes(entry.size)} of log) into "
+                 f"{escape(str(folder))} …")
         try:
             path, tally = export_stored(JsonlStore(entry.store), entry.session_id, args.to,
                                         folder / export_name(entry.session_id, args.to), overwrite=args.force,

@@ -104,6 +104,7 @@ def test_export_of_a_big_session_writes_every_message_in_bounded_memory(big: dic
     code, out, err, growth = _run("sessions", "export", SESSION, str(folder), "--to", fmt, "--store", str(big["root"]),
                                   cwd=tmp_path)
     assert code == EXIT_OK, err
+    assert err == f"dsh-jupyter: exporting session {SESSION} ({big['bytes'] / 2**20:,.1f} MB of log) into {folder} …"
     target = folder / f"{SESSION}.{fmt}"
     assert out == f"{target}\n" and sorted(p.name for p in folder.iterdir()) == [target.name]
     text = target.read_text(encoding="utf-8")
