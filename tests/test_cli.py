@@ -73,7 +73,8 @@ def test_show_prints_the_header_counts_and_a_bounded_conversation(project: Jsonl
     assert "[user] prompt 3" in out and "SECRETTOOL" not in out and "SECRETREASON" not in out
     code, out = run("sessions", "show", "aab-222", "--messages", "1", "--chars", "3")
     assert "--- conversation (last 1 of 9 messages; each cut to 3 characters) ---" in out
-    assert out.rstrip().endswith("[assistant] ans …")
+    assert out.rstrip().endswith("[assistant] ans\n… (5 more characters of this message not shown)")
+    assert "… 8 earlier messages not shown" in out and "--messages N shows more" in out
     assert "--- conversation" not in run("sessions", "show", "aab-222", "--messages", "0")[1]
     code, out = run("sessions", "show", "ccc-333", "--json", "--messages", "2")
     record = json.loads(out)
