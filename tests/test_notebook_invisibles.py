@@ -102,6 +102,23 @@ def test_the_ranges_are_sorted_and_disjoint() -> None:
         assert last < first
 
 
+# --------------------------------------------------------------------------- where a person reads
+
+
+def test_tool_lines_and_the_footer_title_show_marks() -> None:
+    from dsh_jupyter.notebook.render import TurnFooter, tool_details_html
+    from dsh_jupyter.notebook.transcript import ToolItem
+
+    item = ToolItem(1, "c1", "bash", ATTACK, "{}", "hello \u2066x\u2069\n", "ok")
+    line = tool_details_html(item)
+    assert "echo hello ⟨U+202E⟩; rm -rf ~ #⟨U+202C⟩" in line
+    assert "hello ⟨U+2066⟩x⟨U+2069⟩" in line
+    assert not any(ch in line for ch in "\u202e\u202c\u2066\u2069")
+    footer = TurnFooter("s-1", "Budget \u202eslx.exe", "offline", "offline", "done", 0.0, 1.0)
+    assert "Budget ⟨U+202E⟩slx.exe" in footer.plain()
+    assert "Budget ⟨U+202E⟩slx.exe" in footer.markdown()
+
+
 # --------------------------------------------------------------------------- one rule, both languages
 
 _SCRIPT = """
