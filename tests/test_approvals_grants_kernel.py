@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_approvals_kernel import execute_cells
 
 #: Commands that must ask again after a ``git`` grant, each with the words of its question.
 ASKED_AGAIN = {
@@ -75,21 +76,8 @@ class Run:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    import nbformat
-    from nbclient import NotebookClient
-
     work = tmp_path_factory.mktemp("grants-kernel")
-    home = tmp_path_factory.mktemp("grants-home")
-    named = cells()
-    nb = nbformat.v4.new_notebook(  # type: ignore[no-untyped-call]
-        cells=[nbformat.v4.new_code_cell(code) for code in named.values()])  # type: ignore[no-untyped-call]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DSH_HOME", str(home))
-        for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL"):
-            patch.delenv(name, raising=False)
-        NotebookClient(nb, timeout=120, kernel_name="python3",
-                       resources={"metadata": {"path": str(work)}}).execute(cwd=str(work))
-    yield Run({name: nb.cells[i].outputs for i, name in enumerate(named)}, work)
+    yield Run(execute_cells(cells(), work, tmp_path_factory.mktemp("grants-home")), work)
 
 
 @pytest.mark.slow

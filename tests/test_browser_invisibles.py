@@ -7,7 +7,7 @@ and has Deny focused, so Enter denies. A proposed cell edit with bidi text ("tro
 same marks and warning on its proposal card, with Reject focused. The DOM text holds the marks and never the
 raw U+202E. (The kernel's ``HOME`` is a throwaway folder, so even a wrong answer could not reach yours.)
 
-Screenshots (``test-artifacts/``): the approval card and the proposal card, light and dark.
+Screenshots (``test-artifacts/``): the approval card and the proposal card, each in light and dark.
 """
 
 from __future__ import annotations
@@ -17,9 +17,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
-from browser_helpers import JupyterServer, NotebookPage, require_chromium, running_server, watched_page
+from browser_helpers import (
+    JupyterServer,
+    NotebookPage,
+    artifact_path,
+    require_chromium,
+    running_server,
+    watched_page,
+    write_notebook_cells,
+)
 from test_browser_approvals import finished, question, start, tool_summary
 from test_browser_workspace import proposal, use_theme
 
@@ -34,24 +41,13 @@ TROJAN_SHOWN = 'if access != "user⟨U+202E⟩ ⟨U+2066⟩# admin only⟨U+2069
 
 
 def write_cells(path: Path, home: Path) -> None:
-    sources: list[tuple[str | None, str]] = [
+    write_notebook_cells(path, [
         (None, f"import os\nos.environ['HOME'] = {str(home)!r}\n%load_ext dsh_jupyter"),
         ("cell-access", 'access = "user"\nprint(access)'),
         (None, "%%dsh --no-interpolate\n/tool bash " + json.dumps({"command": ATTACK})),
         (None, "%%dsh --no-interpolate\n/tool notebook_edit "
                + json.dumps({"action": "replace", "cell_id": "cell-access", "source": TROJAN})),
-    ]
-    cells = []
-    for index, (cell_id, source) in enumerate(sources):
-        cell = nbformat.v4.new_code_cell(source)
-        cell["id"] = cell_id or f"prompt-{index}"
-        cells.append(cell)
-    nb = nbformat.v4.new_notebook(cells=cells, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-        "language_info": {"name": "python"},
-    })
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
+    ])
 
 
 @pytest.fixture(scope="module")
@@ -89,15 +85,9 @@ def test_hidden_characters_are_marked_and_named_in_the_question_and_the_proposal
         text = card.inner_text()
         assert "\u202e" not in text and "\u202c" not in text and "hidden characters" in text
         card.scroll_into_view_if_needed()
-        page.screenshot(path=str(_artifact(request, "1a-approval-light")), clip=_around(card))
         assert card.locator(".dsh-hidden-mark").first.evaluate("m => getComputedStyle(m).backgroundColor") not in (
             "rgba(0, 0, 0, 0)", "transparent"), "the marks are styled so a person notices them"
-        page.evaluate("document.activeElement && document.activeElement.blur()")  # the card keeps its keys
-        use_theme(nb, "JupyterLab Dark")
-        card.scroll_into_view_if_needed()
-        page.screenshot(path=str(_artifact(request, "1b-approval-dark")), clip=_around(card))
-        page.evaluate("document.activeElement && document.activeElement.blur()")
-        use_theme(nb, "JupyterLab Light")
+        both_themes(nb, request, card, "1-approval")
         card.locator("button.dsh-approval-deny").focus()
         page.keyboard.press("Enter")  # Deny, the focused answer
         output = finished(nb, 2)
@@ -119,13 +109,7 @@ def test_hidden_characters_are_marked_and_named_in_the_question_and_the_proposal
         expect(card.locator("button.dsh-proposal-reject")).to_be_focused()
         text = card.inner_text()
         assert "\u202e" not in text and "\u2066" not in text and "hidden characters" in text
-        page.screenshot(path=str(_artifact(request, "2-proposal-light")), clip=_around(card))
-        page.evaluate("document.activeElement && document.activeElement.blur()")  # the card keeps its keys
-        use_theme(nb, "JupyterLab Dark")
-        card.scroll_into_view_if_needed()
-        page.screenshot(path=str(_artifact(request, "3-proposal-dark")), clip=_around(card))
-        page.evaluate("document.activeElement && document.activeElement.blur()")
-        use_theme(nb, "JupyterLab Light")
+        both_themes(nb, request, card, "2-proposal")
         card.locator("input.dsh-proposal-why").fill("hidden characters")
         card.locator("button.dsh-proposal-reject").click()
         output = finished(nb, 3)
@@ -136,10 +120,17 @@ def test_hidden_characters_are_marked_and_named_in_the_question_and_the_proposal
         assert watch.errors == []
 
 
-def _artifact(request: pytest.FixtureRequest, step: str) -> Path:
-    from browser_helpers import artifact_path
-
-    return artifact_path(request, step)
+def both_themes(nb: NotebookPage, request: pytest.FixtureRequest, card: Any, step: str) -> None:
+    """Screenshots of ``card`` in the light theme, then the dark one; the light theme is back after."""
+    card.scroll_into_view_if_needed()
+    nb.page.screenshot(path=str(artifact_path(request, f"{step}-light")), clip=_around(card))
+    for theme in ("JupyterLab Dark", "JupyterLab Light"):
+        # The card keeps its keys (and takes the focus back for a moment): the palette needs the page's.
+        nb.page.evaluate("document.activeElement && document.activeElement.blur()")
+        use_theme(nb, theme)
+        if theme.endswith("Dark"):
+            card.scroll_into_view_if_needed()
+            nb.page.screenshot(path=str(artifact_path(request, f"{step}-dark")), clip=_around(card))
 
 
 def _around(element: Any, margin: int = 12) -> dict[str, float]:

@@ -57,32 +57,66 @@ export const HIDDEN_RANGES: ReadonlyArray<readonly [number, number, string]> = [
   [0xe01f0, 0xe0fff, 'invisible reserved character']
 ];
 
-const JOINERS = '\\u{200c}\\u{200d}';
+const JOINERS = '\u200c\u200d';
 // Not "letters" for the joiner rule: ASCII, C1 controls and Unicode spaces.
 const NOT_LETTER = '\\u{0}-\\u{9f}\\u{a0}\\u{1680}\\u{2000}-\\u{200a}\\u{2028}\\u{2029}\\u{202f}\\u{205f}\\u{3000}';
 
+/** A regex class body for `ranges`, adjacent ranges merged. */
 function rangeClass(ranges: ReadonlyArray<readonly [number, number, string]>): string {
+  const merged: Array<[number, number]> = [];
+  for (const [first, last] of ranges) {
+    const previous = merged[merged.length - 1];
+    if (previous && first === previous[1] + 1) {
+      previous[1] = last;
+    } else {
+      merged.push([first, last]);
+    }
+  }
   const point = (code: number): string => `\\u{${code.toString(16)}}`;
-  return ranges.map(([a, b]) => (a === b ? point(a) : `${point(a)}-${point(b)}`)).join('');
+  return merged.map(([a, b]) => (a === b ? point(a) : `${point(a)}-${point(b)}`)).join('');
 }
 
-const ALWAYS = HIDDEN_RANGES.filter(([a]) => a !== 0x200c && a !== 0x200d);
-const ALL = rangeClass(HIDDEN_RANGES);
-const HIDDEN_SOURCE =
-  `[${rangeClass(ALWAYS)}]` +
-  `|(?<![^${NOT_LETTER}${ALL}])[${JOINERS}]` +
-  `|[${JOINERS}](?![^${NOT_LETTER}${ALL}])`;
+// One character class (a single scan); whether a joiner is marked depends on its neighbours.
+const HIDDEN_SOURCE = `[${rangeClass(HIDDEN_RANGES)}]`;
+const NOT_LETTERS = new RegExp(`^[${NOT_LETTER}${rangeClass(HIDDEN_RANGES)}]`, 'u');
 
 function hiddenPattern(): RegExp {
   return new RegExp(HIDDEN_SOURCE, 'gu');
 }
 
-/** Each hidden character of `text` as `[index, character]`, in order. */
+/** The code point that ends just before UTF-16 offset `at` (a surrogate pair read as one). */
+function pointBefore(text: string, at: number): string {
+  const low = text.charCodeAt(at - 1);
+  if (at >= 2 && low >= 0xdc00 && low <= 0xdfff) {
+    const high = text.charCodeAt(at - 2);
+    if (high >= 0xd800 && high <= 0xdbff) {
+      return text.slice(at - 2, at);
+    }
+  }
+  return text.charAt(at - 1);
+}
+
+/** Whether the hidden character `char` at `at` is marked: always, except a joiner between two letters. */
+function marked(text: string, at: number, char: string): boolean {
+  if (!JOINERS.includes(char)) {
+    return true;
+  }
+  const end = at + char.length;
+  if (at === 0 || end >= text.length) {
+    return true;
+  }
+  const after = String.fromCodePoint(text.codePointAt(end) ?? 0);
+  return NOT_LETTERS.test(pointBefore(text, at)) || NOT_LETTERS.test(after);
+}
+
+/** Each marked hidden character of `text` as `[index, character]`, in order. */
 function hiddenMatches(text: string): Array<[number, string]> {
   const pattern = hiddenPattern();
   const found: Array<[number, string]> = [];
   for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
-    found.push([match.index, match[0]]);
+    if (marked(text, match.index, match[0])) {
+      found.push([match.index, match[0]]);
+    }
   }
   return found;
 }
@@ -139,7 +173,9 @@ export function hiddenWarning(text: string, what: HiddenNoun = 'command'): strin
 
 /** `text` with each hidden character replaced by its mark (controls untouched). */
 export function revealHidden(text: string): string {
-  return text.replace(hiddenPattern(), markOf);
+  return text.replace(hiddenPattern(), (char: string, at: number) =>
+    marked(text, at, char) ? markOf(char) : char
+  );
 }
 
 function hexOf(char: string): string {
