@@ -119,6 +119,14 @@ def test_tool_lines_and_the_footer_title_show_marks() -> None:
     assert "Budget ⟨U+202E⟩slx.exe" in footer.markdown()
 
 
+def test_the_mention_picker_rows_carry_the_marked_label_id_and_cwd() -> None:
+    from dsh_jupyter.notebook.widgets import _shown_row
+
+    shown = _shown_row({"sessionId": "s\u200b1", "label": "Budget \u202eslx.exe", "cwd": "/w\u2066"})
+    assert shown == {"label": "Budget ⟨U+202E⟩slx.exe", "sessionId": "s⟨U+200B⟩1", "cwd": "/w⟨U+2066⟩"}
+    assert _shown_row({"sessionId": "s-2"}) == {"label": "s-2", "sessionId": "s-2", "cwd": None}
+
+
 # --------------------------------------------------------------------------- one rule, both languages
 
 _SCRIPT = """
