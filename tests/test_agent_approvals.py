@@ -98,6 +98,15 @@ NOT_COVERED = {
     "git --exec-path=/tmp/evil status": "`git --exec-path` loads settings",
     "git -C /tmp/evil status": "`git -C` loads settings",
     "git --git-dir=/tmp/evil/.git status": "`git --git-dir` loads settings",
+    "git config alias.x '!touch X'": "`git config` changes settings that can run other commands",
+    "git config --global core.pager 'touch X'": "`git config` changes settings",
+    "git rebase --exec 'touch X' HEAD~1": "`git rebase --exec` runs other commands",
+    "git rebase -x'touch X' HEAD~1": "`git rebase -x` runs other commands",
+    "git grep -O'touch X' needle": "`git grep -O` runs other commands",
+    "git submodule foreach 'touch X'": "`git submodule foreach` runs other commands",
+    "git bisect run touch X": "`git bisect run` runs other commands",
+    "git fetch --upload-pack='touch X' origin": "`git fetch --upload-pack` runs other commands",
+    "git clone -c core.fsmonitor='touch X' repo": "`git clone -c` runs other commands",
     "git log $(touch X)": "runs another command inside `$(…)`",
     'git log "$(touch X)"': "runs another command inside `$(…)`",
     "git log `touch X`": "runs another command inside backticks",
@@ -108,6 +117,10 @@ NOT_COVERED = {
     "VAR=x git status": "sets a variable first (`VAR=x`)",
     "GIT_DIR=/tmp/evil git status": "sets a variable first",
     "git ${X:-status}": "expands a variable (`${X:-status}`)",
+    "git {-c,alias.x=!touch\\ X} x": "brace expansion",
+    "git -{c,} x": "brace expansion",
+    "git $'\\x2dc' alias.x=!touch x": "`$'…'` quoting",
+    'git $"-c" alias.x=!touch x': "`$\"…\"` quoting",
     "git status \u202e; touch X #\u202c": "contains hidden characters (U+202E, U+202C)",
     "{ git status; touch X; }": "is a shell construct",
     "if git status; then touch X; fi": "is a shell construct",
@@ -137,6 +150,9 @@ async def test_simple_git_commands_stay_covered() -> None:
     policy = ApprovalPolicy("ask", person)
     await policy.decide(bash("git status"), "act")
     for command in ("git status", "git log --oneline -3", "git diff HEAD~1 -- src/", "git log -c",
+                    "git log --format='%h {a,b}'", 'git log --format="%h {x}"', "git add src/*.py",
+                    "git cherry-pick -x abc123", "git push -u origin main", "git add -u", "git grep -o needle",
+                    "git submodule update --init", "git bisect good",
                     "git commit -m 'fix: a; b && $(not run)'", "git status 2>&1", "git log 2>/dev/null",
                     "git apply < fix.patch", "  git status  ", "git status\n", "'git' status"):
         decision = await policy.decide(bash(command), "act")

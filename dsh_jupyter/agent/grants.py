@@ -10,7 +10,8 @@ it) only when it is **one simple command** that bash runs as written:
 - nothing runs inside it: no ``$(…)``, backticks, ``<(…)`` / ``>(…)``, no shell constructs (``if``, ``for``,
   ``{ …; }``, ``( … )``, functions);
 - nothing is expanded that the person cannot read: no ``$VAR`` / ``${…}`` (a default such as
-  ``${X:-"-c …"}`` could add options), no arithmetic;
+  ``${X:-"-c …"}`` could add options), no brace expansion (``{-c,alias.x=…}`` makes two words), no
+  ``$'…'`` quoting (``$'\\x2dc'`` is ``-c``), no arithmetic;
 - no variable assignment before the program (``GIT_DIR=… git``, ``PAGER=… git``);
 - no redirection that writes (``>``, ``>>``, ``&>``, ``<>``, here-documents); reading a file with ``<``,
   joining streams (``2>&1``) and discarding into ``/dev/null`` are fine;
@@ -21,7 +22,12 @@ it) only when it is **one simple command** that bash runs as written:
 - for programs with options that load configuration able to run other commands, those options ask again:
   ``git -c``, ``--config-env``, ``--exec-path=…``, and ``-C`` / ``--git-dir`` / ``--work-tree`` (another
   repository's configuration, hooks and ``core.fsmonitor`` would run), as global options before the
-  subcommand; ``find -exec`` / ``-execdir`` / ``-ok`` / ``-okdir`` anywhere.
+  subcommand; ``find -exec`` / ``-execdir`` / ``-ok`` / ``-okdir`` anywhere;
+- so do git subcommands that change settings able to run commands later (``git config``: ``git config
+  alias.x '!…'`` then ``git x`` would otherwise be two covered commands; ``git filter-branch``) or that take a
+  command to run (``rebase --exec``, ``grep -O``, ``difftool --extcmd``, ``submodule foreach``,
+  ``bisect run``, ``--upload-pack`` / ``--receive-pack``, ``clone -c`` / ``--template``, ...:
+  :data:`RISKY_SUBCOMMANDS`).
 
 The command is parsed with ``bashlex`` (a port of bash's own grammar, so quoting, ``$(…)`` inside double
 quotes and here-documents are read the way bash reads them); a command it cannot parse is not covered.
@@ -53,6 +59,20 @@ RUNNERS = frozenset({
 RISKY_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
     "git": {"global": ("-c", "--config-env", "--exec-path", "-C", "--git-dir", "--work-tree"), "anywhere": ()},
     "find": {"global": (), "anywhere": ("-exec", "-execdir", "-ok", "-okdir")},
+}
+
+#: Subcommands that change settings able to run commands later (``git config alias.x '!…'`` then
+#: ``git x``), or that take a command to run, and the options or words of others that do.
+#: ``None``: the whole subcommand asks again.
+RISKY_SUBCOMMANDS: dict[str, dict[str, tuple[str, ...] | None]] = {
+    "git": {
+        "config": None, "filter-branch": None, "submodule": ("foreach",), "bisect": ("run",),
+        "rebase": ("-x", "--exec"), "grep": ("-O", "--open-files-in-pager"), "difftool": ("-x", "--extcmd"),
+        "clone": ("-u", "--upload-pack", "-c", "--config", "--template"), "init": ("--template",),
+        "fetch": ("--upload-pack",), "pull": ("--upload-pack",), "ls-remote": ("--upload-pack",),
+        "archive": ("--exec",), "push": ("--receive-pack", "--exec"),
+        "send-email": ("--to-cmd", "--cc-cmd", "--sendmail-cmd", "--smtp-server"),
+    },
 }
 
 #: Words a construct opens with, before the program a person reads (``if git status; then …``).
@@ -175,7 +195,7 @@ def _structure(command: str) -> str | None:
         if part.kind == "assignment":
             return f"the command sets a variable first (`{command[part.pos[0]:part.pos[1]]}`)"
         if part.kind == "redirect":
-            problem = _redirect_problem(part)
+            problem = _redirect_problem(command, part)
             if problem is not None:
                 return problem
             continue
@@ -189,6 +209,10 @@ def _structure(command: str) -> str | None:
 
 
 def _word_problem(command: str, word: Any) -> str | None:
+    if command:
+        raw = _raw_problem(command[word.pos[0]:word.pos[1]])
+        if raw is not None:
+            return raw
     for node in _walk(word):
         if node.kind == "commandsubstitution":
             raw = command[node.pos[0]:node.pos[1]]
@@ -203,7 +227,7 @@ def _word_problem(command: str, word: Any) -> str | None:
     return None
 
 
-def _redirect_problem(redirect: Any) -> str | None:
+def _redirect_problem(command: str, redirect: Any) -> str | None:
     kind = redirect.type
     if getattr(redirect, "heredoc", None) is not None or kind in ("<<", "<<-"):
         return "the command feeds a here-document"
@@ -211,10 +235,37 @@ def _redirect_problem(redirect: Any) -> str | None:
     if kind in _READING_REDIRECTS:
         if kind == ">&" and not isinstance(target, int):
             return f"the command writes to a file with `{kind}`"
-        return _word_problem("", target) if not isinstance(target, int) else None
+        return _word_problem(command, target) if not isinstance(target, int) else None
     if not isinstance(target, int) and target.word == _DISCARD and not getattr(target, "parts", None):
         return None
     return f"the command writes to a file with `{kind}`"
+
+
+def _raw_problem(raw: str) -> str | None:
+    """What bash would expand in a word as written that bashlex leaves as text: ``{a,b}``, ``$'…'``."""
+    quote = ""
+    braces: list[bool] = []  # per unquoted open brace: whether a `,` or `..` followed it
+    index = 0
+    while index < len(raw):
+        char = raw[index]
+        if char == "\\" and quote != "'":
+            index += 2
+            continue
+        if quote:
+            if char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "$" and raw[index + 1:index + 2] in ("'", '"'):
+            return f"the command uses `${raw[index + 1]}…{raw[index + 1]}` quoting, so what runs is not what it shows"
+        elif char == "{":
+            braces.append(False)
+        elif braces and (char == "," or raw.startswith("..", index)):
+            braces[-1] = True
+        elif char == "}" and braces and braces.pop():
+            return "the command uses brace expansion (`{…,…}`), so what runs is not what it shows"
+        index += 1
+    return None
 
 
 def _option_problem(words: list[str]) -> str | None:
@@ -237,6 +288,17 @@ def _option_problem(words: list[str]) -> str | None:
         for option in risky["anywhere"]:
             if _is_option(argument, option):
                 return f"`{program} {option}` runs other commands"
+    rest = arguments[len(leading):]
+    subcommands = RISKY_SUBCOMMANDS.get(program, {})
+    if not rest or rest[0] not in subcommands:
+        return None
+    subcommand, risky_words = rest[0], subcommands[rest[0]]
+    if risky_words is None:
+        return f"`{program} {subcommand}` changes settings that can run other commands"
+    for argument in rest[1:]:
+        for option in risky_words:
+            if argument == option or (option.startswith("-") and _is_option(argument, option)):
+                return f"`{program} {subcommand} {option}` runs other commands"
     return None
 
 
