@@ -23,6 +23,8 @@ ASKED_AGAIN = {
     "or": ("git nope || touch X_or", "chains a second command with `||`"),
     "newline": ("git --version\ntouch X_newline", "has a second line"),
     "alias": ("git -c alias.x='!touch X_alias' x", "`git -c` loads settings that can run other commands"),
+    "brace": ("git {-c,alias.y=!touch\\ X_brace} y", "brace expansion"),
+    "config": ("git config alias.z '!touch X_config'", "`git config` changes settings that can run other commands"),
     "substitution": ("git log $(touch X_substitution)", "runs another command inside `$(…)`"),
     "backticks": ("git log `touch X_backticks`", "runs another command inside backticks"),
     "pipe": ("git --version | tee X_pipe", "pipes into a second command with `|`"),
