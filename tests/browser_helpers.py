@@ -188,6 +188,19 @@ def write_notebook_cells(path: Path, cells: list[tuple[str | None, str]]) -> Pat
     return path
 
 
+def read_saved_notebook(path: Path) -> dict[str, Any] | None:
+    """The notebook file the server saved, or ``None`` while a save is still writing it.
+
+    jupyter-server writes a notebook in place (its "atomic" writing keeps a backup copy, not a rename),
+    so a read during a save can see an empty or half-written file: callers poll until this is not None.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
