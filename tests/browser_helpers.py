@@ -171,6 +171,24 @@ def write_notebook(path: Path, *sources: str) -> Path:
 # --------------------------------------------------------------------------- the server
 
 
+def write_notebook_cells(path: Path, cells: list[tuple[str | None, str]]) -> Path:
+    """Write a Python notebook of code cells ``(cell id or None, source)``; cells without an id get ``prompt-<n>``."""
+    import nbformat
+
+    made = []
+    for index, (cell_id, source) in enumerate(cells):
+        cell = nbformat.v4.new_code_cell(source)  # type: ignore[no-untyped-call]
+        cell["id"] = cell_id or f"prompt-{index}"
+        made.append(cell)
+    nb = nbformat.v4.new_notebook(cells=made, metadata={  # type: ignore[no-untyped-call]
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+    })
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)  # type: ignore[no-untyped-call]
+    return path
+
+
 def read_saved_notebook(path: Path) -> dict[str, Any] | None:
     """The notebook file the server saved, or ``None`` while a save is still writing it.
 

@@ -208,6 +208,17 @@ def test_escape_is_the_notebook_rule() -> None:
         assert escape(text) == escape_controls(text)
 
 
+def test_list_and_show_mark_hidden_characters_in_titles_and_text(project: JsonlStore, tmp_path: Path) -> None:
+    make_session(project, "bidi-1", cwd=str(tmp_path), title="Fix \u202etxt.exe\u202c notes",
+                 prompt="run echo hi \u202e; rm -rf ~ #\u202c and g\u200bit")
+    listed = run("sessions", "list")[1]
+    assert "Fix ⟨U+202E⟩txt.exe⟨U+202C⟩ notes" in listed
+    shown = run("sessions", "show", "bidi-1")[1]
+    assert "Fix ⟨U+202E⟩txt.exe⟨U+202C⟩ notes" in shown
+    assert "echo hi ⟨U+202E⟩; rm -rf ~ #⟨U+202C⟩ and g⟨U+200B⟩it" in shown
+    assert not any(ch in listed + shown for ch in "\u202e\u202c\u200b")
+
+
 def test_locate_json_lists_the_copies_in_other_known_stores(project: JsonlStore, tmp_path: Path) -> None:
     other = JsonlStore(tmp_path / "copy" / ".dsh" / "sessions")
     make_session(other, "ccc-333", cwd="/elsewhere")
