@@ -253,3 +253,87 @@ def test_indexing_a_hostile_root_at_start_blocks_nothing_of_jupyter(
     assert not indexing()
     listed = [c["sessionId"] for c in api.get("dsh", "api", "candidates")]
     assert [s for s in listed if s in GOOD] == GOOD
+
+
+# -- junk input: every parameter of every endpoint ----------------------------------------------------------
+ENDPOINTS = {"candidates": "dsh/api/candidates", "sessions": f"dsh/api/sessions/{payload('good-new')}",
+             "locate": f"dsh/api/locate/{payload('good-new')}"}
+#: ``(endpoints, query string or path suffix, what the message must say)``; every case is a 400.
+JUNK: list[tuple[tuple[str, ...], str, str]] = [
+    (("candidates",), "limit=" + "9" * 5000, "at most 1000, got a 5,000-digit number"),
+    (("candidates",), "limit=1001", "at most 1000"),
+    (("candidates",), "limit=-3", "positive whole number"),
+    (("candidates",), "limit=0", "positive whole number"),
+    (("candidates",), "limit=2.5", "positive whole number"),
+    (("candidates",), "limit=ten", "positive whole number"),
+    (("candidates",), "limit=%EF%BC%95", "positive whole number"),  # a full-width digit
+    (("candidates",), "limit=1e3", "positive whole number"),
+    (("candidates",), "limit=[1]", "positive whole number"),  # a JSON array where a number belongs
+    (("candidates",), "limit=5&limit=7", "limit was given more than once"),
+    (("candidates",), "query=" + "q" * 1001, "at most 1000 characters, got 1,001"),
+    (("candidates",), "query=a%00b", "control character U+0000"),
+    (("candidates",), "query=%1B%5B31m", "control character U+001B"),
+    (("candidates",), "query=%C2%85", "control character U+0085"),
+    (("candidates",), "query=%ff%fe", "not valid UTF-8"),
+    (("candidates",), "query=%zz", "broken percent escape"),
+    (("candidates",), "query=a&query=b", "query was given more than once"),
+    (("candidates",), "body=maybe", "body must be 1 or 0"),
+    (("candidates",), "body=%7B%7D", "body must be 1 or 0"),  # a JSON object where a flag belongs
+    (("candidates",), "body=1&body=0", "body was given more than once"),
+    (("candidates",), "limt=5", "does not take the parameter 'limt'"),
+    (("sessions", "locate"), "limit=5", "does not take the parameter 'limit'"),
+    (("candidates", "sessions", "locate"), "cwd=" + "a" * 40_000, "40,000 characters long"),
+    (("candidates", "sessions", "locate"), "cwd=" + "a" * 5000, "at most 4096 characters"),
+    (("candidates", "sessions", "locate"), "cwd=" + "/".join(["b" * 300] * 3), "not a folder under the server root"),
+    (("candidates", "sessions", "locate"), "cwd=nb%00x", "control character U+0000"),
+    (("candidates", "sessions", "locate"), "cwd=%01", "control character U+0001"),
+    (("candidates", "sessions", "locate"), "cwd=%0A", "control character U+000A"),
+    (("candidates", "sessions", "locate"), "cwd=%c3%28", "not valid UTF-8"),
+    (("candidates", "sessions", "locate"), "cwd=%2", "broken percent escape"),
+    (("candidates", "sessions", "locate"), "cwd=a&cwd=b", "cwd was given more than once"),
+    (("candidates", "sessions", "locate"), "cwd=/etc", "absolute path"),
+    (("candidates", "sessions", "locate"), "cwd=missing", "not a folder under the server root"),
+    (("candidates", "sessions", "locate"), "c%00wd=x", "control character U+0000"),
+]
+#: Path segments that cannot be a session reference payload.
+JUNK_PAYLOADS = [("%ff%fe", "not valid UTF-8"), ("A" * 5000, "5,000 characters long"),
+                 ("IiJ", "is not a session reference payload"), ("e30", "is not a session reference payload"),
+                 ("WzFd", "is not a session reference payload"), ("%00", "is not a session reference payload")]
+
+
+def junk_cases() -> list[Any]:
+    return [pytest.param(endpoint, query, expected, id=f"{endpoint}-{n}")
+            for n, (endpoints, query, expected) in enumerate(JUNK) for endpoint in endpoints]
+
+
+@pytest.mark.parametrize("endpoint,query,expected", junk_cases())
+def test_junk_input_is_a_400_that_says_what_was_wrong(api: Api, jp_root_dir: Path, endpoint: str, query: str,
+                                                     expected: str) -> None:
+    good_sessions(jp_root_dir)
+    reply = api.raw(f"{ENDPOINTS[endpoint]}?{query}")
+    assert reply.code == 400, (reply.code, reply.body)
+    assert reply.body["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"
+    message = reply.body["error"]["message"]
+    assert expected in message, message
+    assert len(message) < 400 and str(jp_root_dir) not in message  # quoted input is cut, never a path
+
+
+@pytest.mark.parametrize("route", ["sessions", "locate"])
+@pytest.mark.parametrize("segment,expected", JUNK_PAYLOADS)
+def test_junk_session_references_are_a_400(api: Api, jp_root_dir: Path, route: str, segment: str,
+                                           expected: str) -> None:
+    good_sessions(jp_root_dir)
+    reply = api.raw(f"dsh/api/{route}/{segment}")
+    assert reply.code == 400, (reply.code, reply.body)
+    assert reply.body["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"
+    assert expected in reply.body["error"]["message"] and len(reply.body["error"]["message"]) < 400
+
+
+def test_well_formed_requests_still_work_and_the_token_parameter_is_allowed(api: Api, jp_root_dir: Path,
+                                                                           jp_auth_header: dict[str, str]) -> None:
+    good_sessions(jp_root_dir)
+    token = jp_auth_header["Authorization"].split()[-1]
+    reply = api.raw(f"dsh/api/candidates?query=good&limit=007&body=TRUE&cwd=&token={token}")
+    assert reply.code == 200 and [c["sessionId"] for c in reply.body] == GOOD
+    assert api.raw("dsh/api/candidates?query=New+and").body[0]["sessionId"] == "good-new"  # + is a space
+    assert api.raw(f"{ENDPOINTS['sessions']}?cwd=%2E").code == 200

@@ -37,6 +37,16 @@ from ..sources import tool_of
 from ..store import JsonlStore
 from .boundary import Boundary, require_log, require_store
 from .errors import BUSY, NOT_FOUND, ApiError, bad_request, internal, not_found, outside_root, refused_entry
+from .params import (
+    DEFAULT_CANDIDATE_LIMIT,
+    MAX_CANDIDATE_LIMIT,
+    MAX_QUERY_LENGTH,
+    check_payload,
+    parse_flag,
+    parse_limit,
+    parse_query,
+    quoted,
+)
 
 if TYPE_CHECKING:
     from ..catalog import CatalogEntry, StoreInfo
@@ -45,6 +55,9 @@ if TYPE_CHECKING:
     from .postgres import ServedPostgres
 
 __all__ = [
+    "DEFAULT_CANDIDATE_LIMIT",
+    "MAX_CANDIDATE_LIMIT",
+    "MAX_QUERY_LENGTH",
     "ApiError",
     "BoundedCatalog",
     "ServerCatalog",
@@ -62,11 +75,6 @@ __all__ = [
     "session_location",
 ]
 
-#: Default and largest number of candidates one request may ask for.
-DEFAULT_CANDIDATE_LIMIT = 50
-MAX_CANDIDATE_LIMIT = 1000
-#: Longest accepted candidate query (characters).
-MAX_QUERY_LENGTH = 1000
 #: The session preview keeps the newest messages, each cut to a byte budget.
 PREVIEW_MESSAGES = 20
 PREVIEW_MESSAGE_BYTES = 4096
@@ -77,42 +85,14 @@ log = logging.getLogger(__name__)
 
 
 # -- parameters -------------------------------------------------------------------------------------------
-def parse_limit(raw: str | None) -> int:
-    """The ``limit`` query parameter: a positive integer up to :data:`MAX_CANDIDATE_LIMIT`."""
-    if raw is None:
-        return DEFAULT_CANDIDATE_LIMIT
-    if not raw.isascii() or not raw.isdigit() or int(raw) == 0:
-        raise bad_request(f"limit must be a positive integer (leave it out for {DEFAULT_CANDIDATE_LIMIT}), got {raw!r}")
-    value = int(raw)
-    if value > MAX_CANDIDATE_LIMIT:
-        raise bad_request(f"limit must be at most {MAX_CANDIDATE_LIMIT}, got {value}")
-    return value
-
-
-def parse_flag(name: str, raw: str | None) -> bool:
-    """A boolean query parameter: absent, ``0``/``false`` or ``1``/``true``."""
-    if raw is None or raw.lower() in ("", "0", "false", "no"):
-        return False
-    if raw.lower() in ("1", "true", "yes"):
-        return True
-    raise bad_request(f"{name} must be 1 or 0 (true or false), got {raw!r}")
-
-
-def parse_query(raw: str | None) -> str:
-    """The ``query`` parameter (text typed after ``@``), at most :data:`MAX_QUERY_LENGTH` characters."""
-    text = raw or ""
-    if len(text) > MAX_QUERY_LENGTH:
-        raise bad_request(f"query must be at most {MAX_QUERY_LENGTH} characters, got {len(text)}")
-    return text
-
-
 def decode_session_payload(payload: str) -> str:
     """The session id carried by a URL path segment: the payload of its ``dsh-session:`` URI."""
+    check_payload(payload)
     try:
         return decode_session_reference_uri("dsh-session:" + payload)
     except SessionReferenceError as exc:
         raise bad_request(
-            f"{payload!r} is not a session reference payload: put the part after 'dsh-session:' of the "
+            f"{quoted(payload)} is not a session reference payload: put the part after 'dsh-session:' of the "
             "session's canonical URI in the path (encode_session_reference_uri(id))"
         ) from exc
 
@@ -128,17 +108,24 @@ def resolve_folder(root_dir: str | os.PathLike[str], cwd: str | None, *, allow_h
     relative = (cwd or "").strip()
     if "\x00" in relative:
         raise bad_request("cwd must not contain NUL characters")
+    shown = quoted(cwd or "")
     if relative.startswith(("/", "\\")) or (len(relative) > 1 and relative[1] == ":"):
-        raise bad_request(f"cwd must be a folder relative to the server root, got the absolute path {cwd!r}")
-    candidate = Path(os.path.realpath(root.joinpath(*[p for p in relative.replace("\\", "/").split("/") if p])))
-    if candidate != root and root not in candidate.parents:
-        raise outside_root(f"cwd {cwd!r} leads outside the server root; pass a folder inside it")
-    if not candidate.is_dir():
-        raise bad_request(f"cwd {cwd!r} is not a folder under the server root")
+        raise bad_request(f"cwd must be a folder relative to the server root, got the absolute path {shown}")
+    try:
+        candidate = Path(os.path.realpath(root.joinpath(*[p for p in relative.replace("\\", "/").split("/") if p])))
+        inside = candidate == root or root in candidate.parents
+        is_dir = inside and candidate.is_dir()
+    except (OSError, ValueError) as exc:  # a name too long for the file system, a link loop
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "it cannot be looked up"
+        raise bad_request(f"cwd {shown} is not a folder under the server root ({reason.lower()})") from None
+    if not inside:
+        raise outside_root(f"cwd {shown} leads outside the server root; pass a folder inside it")
+    if not is_dir:
+        raise bad_request(f"cwd {shown} is not a folder under the server root")
     if not allow_hidden:
         parts = candidate.relative_to(root).parts
         if any(part.startswith(".") for part in parts):
-            raise bad_request(f"cwd {cwd!r} is a hidden folder and the server does not allow hidden files")
+            raise bad_request(f"cwd {shown} is a hidden folder and the server does not allow hidden files")
     return candidate
 
 
