@@ -163,16 +163,20 @@ def test_session_detail_and_location_of_unknown_ids_are_404(tmp_path: Path) -> N
             assert info.value.code == "SESSION_REFERENCE_READ_FAILED"
 
 
-def test_unreadable_log_is_a_generic_500(tmp_path: Path) -> None:
-    store = write_session(tmp_path / ".dsh" / "sessions", "broken", [("user", "x")])
+def test_a_damaged_log_is_shown_up_to_its_damage(tmp_path: Path) -> None:
+    store = write_session(tmp_path / ".dsh" / "sessions", "broken", [("user", "x"), ("assistant", "y")])
     path = store.log_path("broken")
-    path.write_bytes(path.read_bytes().splitlines(keepends=True)[0] + b"{not json\n"
-                     + b'{"type":"turn/end","seq":1,"time":1,"data":{"turn":1}}\n')
-    with pytest.raises(ApiError) as info:
-        sessions.session_detail(tmp_path, "broken", Boundary.of(tmp_path))
-    assert info.value.status == 500
-    assert info.value.code == "DSH_INTERNAL_ERROR"
-    assert str(tmp_path) not in info.value.message
+    head = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(head[:2]) + b"{not json\n" + b"".join(head[2:])
+                     + b'{"type":"turn/end","seq":2,"time":1,"data":{"turn":1}}\n')
+    detail = sessions.session_detail(tmp_path, "broken", Boundary.of(tmp_path))
+    assert [m["text"] for m in detail["preview"]["messages"]] == ["x"]
+    (damage,) = detail["damage"]
+    assert (damage["line"], damage["kind"]) == (3, "line")
+    assert damage["message"].startswith("line 3 cannot be parsed as JSON (")
+    assert damage["message"].endswith("so it and the rest of the log after it are not shown; restore the log from a "
+                                      "backup to see them")
+    assert str(tmp_path) not in str(detail)
 
 
 def test_session_location_reports_contents_path_inside_the_root_only(

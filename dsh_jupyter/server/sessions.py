@@ -25,17 +25,16 @@ from ..references import (
     SessionReferenceCandidate,
     SessionReferenceError,
     decode_session_reference_uri,
-    encode_session_reference_uri,
-    format_session_reference_mention,
 )
 from ..references.candidates import list_candidates as rank_candidates
-from ..references.projection import project_surface
+from ..references.projection import PROJECTION_SKIPS
 from ..references.resolver import merge_foreign
 from ..services import Services, ServiceSettings
 from ..session import SessionError, SessionNotFoundError
 from ..sources import tool_of
 from ..store import JsonlStore
 from .boundary import Boundary, require_log, require_store
+from .detail import PREVIEW_MESSAGE_BYTES, PREVIEW_MESSAGES, details, read_jsonl, reading_of
 from .errors import BUSY, NOT_FOUND, ApiError, bad_request, internal, not_found, outside_root, refused_entry
 from .params import (
     DEFAULT_CANDIDATE_LIMIT,
@@ -75,9 +74,6 @@ __all__ = [
     "session_location",
 ]
 
-#: The session preview keeps the newest messages, each cut to a byte budget.
-PREVIEW_MESSAGES = 20
-PREVIEW_MESSAGE_BYTES = 4096
 #: Extra catalog rows asked for, so that sessions dropped by the boundary (links out) do not shorten the list.
 BOUNDARY_MARGIN = 64
 
@@ -182,7 +178,9 @@ def server_catalog(store_root: str | os.PathLike[str]) -> ServerCatalog | None:
     Callers check ``store_root`` against the boundary first: the server never registers other stores.
     """
     root = os.fspath(store_root)
-    services = Services(ServiceSettings(cwd=root, sessions_dir=root), index_in_background=False)
+    # Indexed in a thread of its own: a request never waits for a huge log to be indexed (the catalog's own
+    # queries index small new logs at once and leave big ones to its background worker).
+    services = Services(ServiceSettings(cwd=root, sessions_dir=root), index_in_background=True)
     catalog: ServerCatalog | None = services.catalog
     return catalog
 
@@ -292,15 +290,6 @@ def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary,
     return rows
 
 
-def _utf8_prefix(text: str, max_bytes: int) -> tuple[str, int]:
-    """The longest prefix of ``text`` within ``max_bytes`` UTF-8 bytes, and how many bytes were cut."""
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= max_bytes:
-        return text, 0
-    kept = data[:max_bytes].decode("utf-8", "ignore")
-    return kept, len(data) - len(kept.encode("utf-8", "surrogatepass"))
-
-
 def _find(folder: Path, session_id: str, boundary: Boundary, postgres: ServedPostgres | None = None
           ) -> SessionQuery | None:
     """The query of ``folder``'s store when it holds ``session_id``; ``None`` when the PostgreSQL store
@@ -347,13 +336,16 @@ def session_detail(
     max_messages: int = PREVIEW_MESSAGES,
     max_message_bytes: int = PREVIEW_MESSAGE_BYTES,
     postgres: ServedPostgres | None = None,
+    catalog_for: Callable[[Path], ServerCatalog | None] | None = None,
 ) -> dict[str, Any]:
-    """Metadata and a bounded preview of the projected conversation of one session in ``folder``'s store
-    (or, when it is not there, in the PostgreSQL store ``postgres``: then with ``store`` and ``owner``).
+    """Metadata, the newest messages and what is damaged of one session in ``folder``'s store (or, when it
+    is not there, in the PostgreSQL store ``postgres``: then with ``store`` and ``owner``; or another tool's
+    transcript: then with ``tool``). See :mod:`.detail`: bounded in memory and time whatever the log's
+    size, and a damaged log answers with what can be read and a ``damage`` list, never an error.
 
-    The preview holds the newest ``max_messages`` projected messages (what a reference would carry),
-    each cut to ``max_message_bytes`` UTF-8 bytes; texts are returned verbatim (escaping is the viewer's job).
-    """
+    The preview holds the newest ``max_messages`` projected messages (what a reference would carry), each cut
+    to ``max_message_bytes`` UTF-8 bytes; texts are returned verbatim (escaping is the viewer's job)."""
+    limits = {"max_messages": max_messages, "max_message_bytes": max_message_bytes}
     foreign = served_foreign(boundary)
     if foreign is not None and foreign.owns(session_id):
         header = foreign.header(session_id)
@@ -365,31 +357,34 @@ def session_detail(
         except (SessionError, OSError) as exc:
             log.error("dsh-jupyter: could not read %s transcript %s: %s", header.tool, header.path, exc)
             raise refused_read(session_id, exc) from exc
-        return _detail(snapshot, header.title, max_messages, max_message_bytes) | {"tool": header.tool}
+        return details(reading_of(snapshot, header.title), **limits) | {"tool": header.tool}
     query = _find(folder, session_id, boundary, postgres)
     if query is None:
         assert postgres is not None
-        return _postgres_detail(postgres, session_id, max_messages, max_message_bytes, folder, boundary)
+        return _postgres_detail(postgres, session_id, limits, folder, boundary)
+    from ..catalog import Catalog
+
+    store = _store_of(query)
+    catalog = (catalog_for or server_catalog)(store.root)
     try:
-        snapshot = query.read_surface(session_id)
-        title = query.title(session_id)
+        reading = read_jsonl(store, session_id, catalog if isinstance(catalog, Catalog) else None)
     except SessionNotFoundError:
         raise not_found(session_id, boundary.shown(folder)) from None
     except (SessionError, OSError) as exc:
-        log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, _store_of(query).root, exc)
+        log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, store.root, exc)
         raise refused_read(session_id, exc) from exc
-    return _detail(snapshot, title, max_messages, max_message_bytes)
+    return details(reading, **limits)
 
 
-def _postgres_detail(postgres: ServedPostgres, session_id: str, max_messages: int, max_message_bytes: int,
-                     folder: Path, boundary: Boundary) -> dict[str, Any]:
+def _postgres_detail(postgres: ServedPostgres, session_id: str, limits: dict[str, int], folder: Path,
+                     boundary: Boundary) -> dict[str, Any]:
     """:func:`session_detail` of a session of the PostgreSQL store (read as the server's role)."""
     from ..store.postgres import PostgresStoreError
 
     query = postgres.query
     with postgres.answering("reading a session"):
         try:
-            snapshot = query.read_surface(session_id)
+            snapshot = query.read_surface(session_id, skip_data=PROJECTION_SKIPS)
             title = query.title(session_id)
             owner = postgres.store.owner(session_id)
         except SessionNotFoundError:  # deleted or unshared since it was looked up
@@ -399,48 +394,7 @@ def _postgres_detail(postgres: ServedPostgres, session_id: str, max_messages: in
         except (SessionError, OSError) as exc:
             log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, postgres.where, exc)
             raise refused_read(session_id, exc) from exc
-    return _detail(snapshot, title, max_messages, max_message_bytes) | {"store": postgres.kind, "owner": owner}
-
-
-def _detail(snapshot: Any, title: str | None, max_messages: int, max_message_bytes: int) -> dict[str, Any]:
-    projected = project_surface(snapshot)
-    header = snapshot.header
-    label = title if title is not None else header.id
-    messages = projected.messages
-    shown = messages[-max_messages:] if max_messages > 0 else ()
-    preview: list[dict[str, Any]] = []
-    for message in shown:
-        text, cut = _utf8_prefix(message.text, max_message_bytes)
-        preview.append(
-            {"role": message.role, "text": text, "checkpoint": message.checkpoint, "truncated": cut > 0,
-             "omittedBytes": cut}
-        )
-    user = sum(1 for m in messages if m.role == "user")
-    return {
-        "sessionId": header.id,
-        "label": label,
-        "title": title,
-        "cwd": header.cwd,
-        "createdAt": int(header.created_at),
-        "formatVersion": projected.format_version,
-        "capturedThroughSeq": snapshot.captured_through_seq,
-        "compacted": projected.compacted,
-        "messageCounts": {
-            "events": 0 if snapshot.captured_through_seq is None else snapshot.captured_through_seq + 1,
-            "surface": len(snapshot.events),
-            "projected": len(messages),
-            "user": user,
-            "assistant": len(messages) - user,
-        },
-        "preview": {
-            "messages": preview,
-            "omittedMessages": len(messages) - len(shown),
-            "maxMessages": max_messages,
-            "maxMessageBytes": max_message_bytes,
-        },
-        "uri": encode_session_reference_uri(header.id),
-        "mention": format_session_reference_mention(header.id, label),
-    }
+    return details(reading_of(snapshot, title), **limits) | {"store": postgres.kind, "owner": owner}
 
 
 def session_location(folder: Path, session_id: str, boundary: Boundary, *,
