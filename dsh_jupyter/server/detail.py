@@ -24,6 +24,7 @@ surfaces and go through the same preview.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -52,7 +53,7 @@ FULL_READ_BYTES = 64 << 20
 #: How much of a big log's end is read.
 WINDOW_BYTES = 16 << 20
 #: Seconds spent counting the messages before the preview; beyond that their number is estimated.
-COUNT_SECONDS = 1.0
+COUNT_SECONDS = 0.5
 #: Damaged lines named one by one (the count of the others is given).
 MAX_DAMAGE = 20
 
@@ -115,6 +116,7 @@ def _read_open(fh: BinaryIO, path: str, session_id: str, store: JsonlStore, cata
     if header.id != session_id:
         damage.append(Damage(1, HEADER, f"the header names the session {header.id!r}, not {session_id!r}: the log "
                                         "was copied or renamed into another session's folder"))
+        header = dataclasses.replace(header, id=session_id)
     left = catalog.folds.scan_left(fh, path, skip_data=skip) if catalog is not None else None
     if size > FULL_READ_BYTES and (left is None or left > FULL_READ_BYTES):
         window = _read_window(fh, path, header, header_bytes, size, skip)
@@ -126,6 +128,8 @@ def _read_open(fh: BinaryIO, path: str, session_id: str, store: JsonlStore, cata
     reading = _read_whole(fh, path, header, skip, catalog)
     reading.damage[:0] = damage
     reading.log_bytes = size
+    if size > FULL_READ_BYTES:  # counting every message may take longer than the answer may wait
+        reading.indexed_counts, _ = _indexed(catalog, store, session_id, fh)
     return reading
 
 
@@ -141,7 +145,7 @@ def _read_whole(fh: BinaryIO, path: str, header: SessionHeader, skip: frozenset[
     except (SessionCorruptError, SessionFormatError):
         state = fold_lines(fh, path, skip_data=skip, stop_at_damage=True)
         scan = surface_of(fh, path, state, stream=True)
-        return Reading(scan.header, _title(scan.title), scan.last_seq, scan.surface,
+        return Reading(header, _title(scan.title), scan.last_seq, scan.surface,
                        _state_damage(state, scan.torn_bytes, stopped=True))
     damage: list[Damage] = []
     if scan.tail_line is not None:
@@ -151,7 +155,7 @@ def _read_whole(fh: BinaryIO, path: str, header: SessionHeader, skip: frozenset[
     elif scan.torn_bytes:
         damage.append(Damage(None, UNFINISHED, f"the last line ({scan.torn_bytes:,} bytes) is unfinished (a write "
                                                "in progress, or a crash), so it is not shown"))
-    return Reading(scan.header, _title(scan.title), scan.last_seq, scan.surface, damage)
+    return Reading(header, _title(scan.title), scan.last_seq, scan.surface, damage)
 
 
 def _read_window(fh: BinaryIO, path: str, header: SessionHeader, header_bytes: int, size: int,
@@ -184,7 +188,7 @@ def _read_window(fh: BinaryIO, path: str, header: SessionHeader, header_bytes: i
         return None  # something reaches before the window, or is damaged: the full read says what
     scan = surface_of(fh, path, folded, stream=True)
     damage = _state_damage(folded, scan.torn_bytes, stopped=False)
-    return Reading(scan.header, _title(scan.title), scan.last_seq, scan.surface, damage, unread_bytes=start,
+    return Reading(header, _title(scan.title), scan.last_seq, scan.surface, damage, unread_bytes=start,
                    log_bytes=size)
 
 

@@ -4,7 +4,10 @@ Routes, under the server's ``base_url``:
 
 - ``dsh/api/candidates?query=&limit=&cwd=&body=``: ranked sessions a prompt in folder ``cwd`` may reference
   (with the PostgreSQL store's, when one is configured: ``c.DshServer.postgres_dsn``);
-- ``dsh/api/sessions/<payload>?cwd=``: metadata and a bounded preview of one session;
+- ``dsh/api/sessions?query=&limit=&cwd=&body=``: the same candidates as a listing, with every entry of the
+  folder's store that cannot be read named (``unreadable``) and whether the answer is complete;
+- ``dsh/api/sessions/<payload>?cwd=``: metadata, the newest messages, how many more there are and what is
+  damaged, of one session (bounded in memory and time, whatever its size);
 - ``dsh/api/locate/<payload>?cwd=``: where that session's log lives (``kind`` ``postgres``: it has none).
 
 ``<payload>`` is the part after ``dsh-session:`` of the session's canonical URI (base64url, so any id is
@@ -189,6 +192,27 @@ class CandidatesHandler(DshApiHandler):
         await self.answer(prepare)
 
 
+class SessionsHandler(DshApiHandler):
+    """``GET dsh/api/sessions``: ``{sessions, unreadable, unreadableCount, complete, notes}`` (see
+    :func:`.sessions.list_sessions`): the candidates plus every entry of the folder's store that cannot be read."""
+
+    parameters = frozenset({"cwd", "query", "limit", "body"})
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        def prepare() -> Job:
+            params = self.params()
+            query = parse_query(params.get("query"))
+            limit = parse_limit(params.get("limit"))
+            body = parse_flag("body", params.get("body"))
+            boundary, postgres = self.dsh.boundary, self.dsh.postgres
+            return self.folder_job(params, lambda folder: sessions.list_sessions(
+                folder, query, limit, boundary=boundary, body=body, postgres=postgres))
+
+        await self.answer(prepare)
+
+
 class _SessionReadHandler(DshApiHandler):
     """A ``GET …/<payload>`` route that reads one session (named by its URI payload) in the request's folder
     with the :mod:`.sessions` function named by ``reader`` (looked up per request)."""
@@ -224,6 +248,7 @@ class LocateHandler(_SessionReadHandler):
 #: malformed payloads reach the handler and get a 400 with a reason instead of a bare 404.
 ROUTES: list[tuple[str, type[DshApiHandler]]] = [
     (r"dsh/api/candidates/?", CandidatesHandler),
+    (r"dsh/api/sessions/?", SessionsHandler),
     (r"dsh/api/sessions/([^/]+)/?", SessionHandler),
     (r"dsh/api/locate/([^/]+)/?", LocateHandler),
 ]

@@ -33,6 +33,7 @@ from ..services import Services, ServiceSettings
 from ..session import SessionError, SessionNotFoundError
 from ..sources import tool_of
 from ..store import JsonlStore
+from ..store.errors import LogAccessError
 from .boundary import Boundary, require_log, require_store
 from .detail import PREVIEW_MESSAGE_BYTES, PREVIEW_MESSAGES, details, read_jsonl, reading_of
 from .errors import BUSY, NOT_FOUND, ApiError, bad_request, internal, not_found, outside_root, refused_entry
@@ -63,6 +64,7 @@ __all__ = [
     "bad_request",
     "decode_session_payload",
     "list_candidates",
+    "list_sessions",
     "not_found",
     "open_query",
     "parse_flag",
@@ -74,6 +76,9 @@ __all__ = [
     "session_location",
 ]
 
+#: Seconds a request may spend indexing a store the server has not indexed yet (the rest goes on in the
+#: catalog's background worker).
+INDEX_BUDGET = 1.0
 #: Extra catalog rows asked for, so that sessions dropped by the boundary (links out) do not shorten the list.
 BOUNDARY_MARGIN = 64
 
@@ -178,9 +183,10 @@ def server_catalog(store_root: str | os.PathLike[str]) -> ServerCatalog | None:
     Callers check ``store_root`` against the boundary first: the server never registers other stores.
     """
     root = os.fspath(store_root)
-    # Indexed in a thread of its own: a request never waits for a huge log to be indexed (the catalog's own
-    # queries index small new logs at once and leave big ones to its background worker).
-    services = Services(ServiceSettings(cwd=root, sessions_dir=root), index_in_background=True)
+    # Indexed here for at most INDEX_BUDGET seconds, and never a log too big to read within a keystroke: the
+    # catalog's background worker does the rest, so no request waits for a huge log to be indexed.
+    services = Services(ServiceSettings(cwd=root, sessions_dir=root), index_in_background=False,
+                        index_budget=INDEX_BUDGET)
     catalog: ServerCatalog | None = services.catalog
     return catalog
 
@@ -196,6 +202,18 @@ class BoundedCatalog:
     def __init__(self, catalog: ServerCatalog, boundary: Boundary) -> None:
         self.catalog = catalog
         self.boundary = boundary
+        #: The entries of the latest :meth:`select_candidates`, by session id.
+        self.kept: dict[str, CatalogEntry] = {}
+
+    def pending(self) -> list[str]:
+        """The stores inside the boundary the catalog has not finished indexing."""
+        from ..catalog import CatalogUnavailable
+
+        try:
+            return [info.root for info in self.catalog.stores()
+                    if not info.ready and not info.missing and self.boundary.allows(info.root)]
+        except CatalogUnavailable:
+            return []
 
     def store_roots(self, local: str) -> list[str]:
         """The catalog's stores that lie inside the boundary, ``local`` (the asking folder's store) first."""
@@ -214,6 +232,7 @@ class BoundedCatalog:
         entries = self.catalog.candidates(target.session_id, target.cwd, needle, limit + BOUNDARY_MARGIN, body=body,
                                           roots=self.store_roots(local), local=local, cancel=cancel)
         kept = [entry for entry in entries if self.boundary.allows(entry.path)][:limit]
+        self.kept = {entry.session_id: entry for entry in kept}
         return [SessionReferenceCandidate(session_id=e.session_id, label=e.label, cwd=e.cwd,
                                           same_workspace=e.cwd is not None and e.cwd == target.cwd,
                                           created_at=e.created_at) for e in kept]
@@ -263,10 +282,18 @@ def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary,
     ``body`` also matches message text. ``catalog_for(store root)`` gives the catalog (default
     :func:`server_catalog`); without one (``None``) only ``folder``'s own store is read.
     """
+    return _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres)[0]
+
+
+def _ranked_rows(folder: Path, query: str, limit: int, boundary: Boundary, body: bool,
+                 catalog_for: Callable[[Path], ServerCatalog | None] | None, postgres: ServedPostgres | None
+                 ) -> tuple[list[dict[str, Any]], JsonlStore, BoundedCatalog | None]:
+    """:func:`list_candidates`, with the folder's store and the catalog view that answered (``None``: none)."""
     source = allowed_store(folder, boundary)
     store = _store_of(source)
     catalog = (catalog_for or server_catalog)(store.root)
     target = synthetic_target(folder)
+    bounded: BoundedCatalog | None = None
     if catalog is None:
         if body:
             raise ApiError(503, BUSY, "body search needs the session catalog, which could not be opened; "
@@ -274,7 +301,8 @@ def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary,
         found = rank_candidates(source, target, query, limit + BOUNDARY_MARGIN)
         found = [c for c in found if boundary.allows(store.log_path(c.session_id))][:limit]
     else:
-        found = rank_candidates(source, target, query, limit, source=BoundedCatalog(catalog, boundary), body=body)
+        bounded = BoundedCatalog(catalog, boundary)
+        found = rank_candidates(source, target, query, limit, source=bounded, body=body)
     from_postgres: set[str] = set()
     if postgres is not None:
         found, from_postgres = merge_ranked(found, postgres.candidates(target, query, limit, body=body), target,
@@ -287,7 +315,60 @@ def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary,
             row["tool"] = tool
         elif postgres is not None and row["sessionId"] in from_postgres:
             row["store"] = postgres.kind
-    return rows
+    return rows, store, bounded
+
+
+#: Unreadable entries a listing names one by one (their count is always exact).
+MAX_UNREADABLE = 1000
+
+
+def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, body: bool = False,
+                  catalog_for: Callable[[Path], ServerCatalog | None] | None = None,
+                  postgres: ServedPostgres | None = None) -> dict[str, Any]:
+    """The listing of ``GET dsh/api/sessions``: the candidates of :func:`list_candidates` (each also with its
+    message counts, and ``damaged`` / ``bodyIndexTruncated`` when the catalog knows), every entry of the
+    folder's store that cannot be read as a session (``unreadable``: ``entry`` relative to the server root,
+    ``sessionId`` its folder stands for, ``problem``; ``unreadableCount`` is exact even beyond the
+    :data:`MAX_UNREADABLE` named), and whether the answer covers every session (``complete``: false while
+    a store is still being indexed, when body search may miss what is not indexed yet; ``notes`` say so)."""
+    from ..store.paths import decode_segment
+
+    rows, store, bounded = _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres)
+    known = bounded.kept if bounded is not None else {}
+    for row in rows:
+        entry = known.get(row["sessionId"])
+        if entry is None or not entry.indexed:
+            continue
+        row["messageCounts"] = {"user": entry.user_messages, "assistant": entry.assistant_messages}
+        if not entry.readable:
+            row["damaged"] = True
+        if entry.body_truncated:
+            row["bodyIndexTruncated"] = True
+    store.list_headers()
+    unreadable: list[dict[str, Any]] = []
+    for item in store.unreadable:
+        folder_name = item.path.name if item.path.name != "session.jsonl" else item.path.parent.name
+        try:
+            session_id: str | None = decode_segment(folder_name)
+        except ValueError:
+            session_id = None
+        try:
+            where = item.path.relative_to(boundary.root).as_posix()
+        except ValueError:
+            where = boundary.shown(item.path.parent)
+        unreadable.append({"entry": where, "sessionId": session_id, "problem": item.reason})
+    pending = bounded.pending() if bounded is not None else []
+    notes = []
+    if unreadable:
+        notes.append(f"{len(unreadable):,} entr{'ies' if len(unreadable) != 1 else 'y'} of this folder's session "
+                     "store cannot be read as sessions and are not listed (see unreadable)")
+    if pending:
+        notes.append(f"{len(pending)} session store(s) are still being indexed: "
+                     + ("body search does not cover their sessions yet" if body else
+                        "their newest or biggest sessions may be missing or untitled")
+                     + "; ask again in a moment")
+    return {"sessions": rows, "unreadable": unreadable[:MAX_UNREADABLE], "unreadableCount": len(unreadable),
+            "complete": not pending, "notes": notes}
 
 
 def _find(folder: Path, session_id: str, boundary: Boundary, postgres: ServedPostgres | None = None
@@ -304,9 +385,29 @@ def _find(folder: Path, session_id: str, boundary: Boundary, postgres: ServedPos
     if not present:
         if postgres is not None and postgres.exists(session_id):
             return None
+        _refuse_unsafe(store, session_id)
         raise _not_found(session_id, folder, boundary, postgres)
     require_log(store.log_path(session_id), session_id, boundary)
     return query
+
+
+def _refuse_unsafe(store: JsonlStore, session_id: str) -> None:
+    """Raise the 403 of a session whose folder holds something that is not a regular log (a pipe, a device, a
+    link, a folder): the entry is there, so "no such session" would mislead. Returns when nothing is there."""
+    from ..store.safe_open import open_log
+
+    try:
+        path = store.log_path(session_id)
+        os.lstat(path)
+    except (OSError, ValueError):
+        return
+    try:
+        with open_log(path):
+            return
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except (SessionError, OSError) as exc:
+        raise refused_read(session_id, exc) from None
 
 
 def _not_found(session_id: str, folder: Path, boundary: Boundary, postgres: ServedPostgres | None) -> ApiError:
@@ -322,6 +423,9 @@ def refused_read(session_id: str, exc: BaseException) -> ApiError:
     if isinstance(exc, PermissionError):
         return refused_entry(f"session {session_id!r} cannot be read by the server (permission denied); ask the "
                             "owner of the store for read access")
+    if isinstance(exc, LogAccessError):
+        return refused_entry(f"session {session_id!r} is not stored as a regular session log: its log {exc.reason}, "
+                             "so it is not served; replace it with the log itself")
     if isinstance(exc, SessionError) and isinstance(exc, OSError) and not isinstance(exc, SessionNotFoundError):
         return refused_entry(f"session {session_id!r} is not stored as a regular session log (it is a link, a "
                             "pipe or a device), so it is not served; replace it with the log itself")
