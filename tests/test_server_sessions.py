@@ -1,12 +1,18 @@
-"""The data side of the REST API (no server): parameters, folder resolution, detail, preview, locate."""
+"""The data side of the REST API (parameters, folder resolution, detail, preview, locate), and the same through a real
+jupyter-server (pytest-jupyter) for other tools' transcripts."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from server_helpers import SERVER_CONFIG, Api, make_api, make_session, payload
 
 from dsh_jupyter.catalog import CatalogEntry, CatalogUnavailable, StoreInfo
 from dsh_jupyter.references import encode_session_reference_uri
@@ -272,3 +278,80 @@ def test_the_bounded_catalog_asks_only_for_stores_inside_and_drops_links_out(tmp
     locked = FakeCatalog(None, entries)
     sessions.BoundedCatalog(locked, Boundary.of(root)).select_candidates(sessions.open_query(root), target, "", 5)
     assert locked.asked["roots"] == [inside]  # only the folder's own store while the list is unavailable
+
+
+# -- through a real jupyter-server ---------------------------------------------------------------------------
+PEERS = Path(__file__).parent / "fixtures" / "peers"
+CLAUDE_ID = "claude-code:7f3c2a1e-5b4d-4c8e-9a6f-2d1e0b9c8a71"
+CODEX_ID = "codex:019a8c1e-3f2b-7d4a-9c5e-6b7a8d9e0f12"
+#: Text the fixtures hold that a projection must never carry (tool output, thinking, injected instructions).
+FOREIGN_SECRETS = ("TOOL-OUTPUT-SECRET", "SECRET-THINKING", "REASONING-SECRET", "INSTRUCTIONS-SECRET")
+
+
+@pytest.fixture
+def jp_server_config() -> dict[str, Any]:
+    return {**SERVER_CONFIG, "DshServer": {"index_at_start": False}}
+
+
+@pytest.fixture
+def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
+        jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
+    return make_api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+
+
+@pytest.fixture
+def peer_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The server user's home with Claude Code's and Codex's folders where the tools keep them."""
+    home = tmp_path / "user-home"
+    shutil.copytree(PEERS / "claude", home / ".claude")
+    shutil.copytree(PEERS / "codex", home / ".codex")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR")
+    monkeypatch.delenv("CODEX_HOME")
+    return home
+
+
+def test_other_tools_transcripts_have_details_like_our_sessions(api: Api, peer_home: Path, jp_root_dir: Path) -> None:
+    make_session(jp_root_dir, "ours", created_at=5, cwd=None)
+    listed = {c["sessionId"]: c for c in api.get("dsh", "api", "candidates")}
+    assert listed[CLAUDE_ID]["tool"] == "Claude Code" and listed[CODEX_ID]["tool"] == "Codex"
+    ours = api.get("dsh", "api", "sessions", payload("ours"))
+    for session_id in (CLAUDE_ID, CODEX_ID):
+        detail = api.get("dsh", "api", "sessions", payload(session_id))
+        assert set(ours) <= set(detail), set(ours) - set(detail)  # every field our sessions have
+        assert detail["sessionId"] == session_id and detail["damage"] == []
+        texts = [m["text"] for m in detail["preview"]["messages"]]
+        assert texts and all(m["role"] in ("user", "assistant") for m in detail["preview"]["messages"])
+        assert detail["messageCounts"]["projected"] == len(texts) + detail["preview"]["omittedMessages"]
+        assert not any(secret in json.dumps(detail) for secret in FOREIGN_SECRETS)
+        where = api.get("dsh", "api", "locate", payload(session_id))
+        assert where["kind"] == session_id.split(":")[0] and where["path"].startswith(str(peer_home))
+    claude = api.get("dsh", "api", "sessions", payload(CLAUDE_ID))
+    assert claude["label"] == "Q3 regional sales" and claude["tool"] == "Claude Code"
+    assert [(m["role"], m["checkpoint"], m["text"][:27]) for m in claude["preview"]["messages"]] == [
+        ("user", True, "This session is being conti"), ("user", False, "Now plot it as a bar chart."),
+        ("assistant", False, "Here is the bar chart of gr")]
+    assert claude["compacted"] is True
+    codex = api.get("dsh", "api", "sessions", payload(CODEX_ID))
+    assert codex["label"] == "Price outliers" and codex["compacted"] is True
+    assert "Find the outliers in prices.parquet" in json.dumps(codex) or codex["preview"]["omittedMessages"] > 0
+    code, body = api.error("dsh", "api", "sessions", payload("codex:019a8c1e-0000-7d4a-9c5e-6b7a8d9e0f12"))
+    assert code == 404 and "other tools' transcripts" in body["error"]["message"]
+
+
+def test_a_damaged_transcript_of_another_tool_still_has_details(api: Api, peer_home: Path) -> None:
+    path = peer_home / ".claude" / "projects" / "-home-ana-analysis" / "7f3c2a1e-5b4d-4c8e-9a6f-2d1e0b9c8a71.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:2]) + b"{broken\n" + b"".join(lines[2:]) + b'{"type":"user"')  # torn end
+    detail = api.get("dsh", "api", "sessions", payload(CLAUDE_ID))
+    assert detail["preview"]["messages"][-1]["text"] == "Here is the bar chart of growth by region."
+
+
+def test_locating_or_detailing_a_transcript_outside_the_users_home_is_refused(api: Api, peer_home: Path,
+                                                                             tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "someone-else"))  # the tools' folders are no longer the user's
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(peer_home / ".claude"))
+    for route in ("sessions", "locate"):
+        code, body = api.error("dsh", "api", route, payload(CLAUDE_ID))
+        assert code == 404, (route, body)

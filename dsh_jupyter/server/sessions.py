@@ -507,8 +507,21 @@ def session_location(folder: Path, session_id: str, boundary: Boundary, *,
 
     ``contentsPath`` is the log's path relative to the server root (for the Contents API), or ``None``
     when the store lies in an extra root outside it. Only the one session's folder is looked at. A session
-    of the PostgreSQL store has no file: ``{"kind": "postgres", "path": None, "contentsPath": None}``.
+    of the PostgreSQL store has no file: ``{"kind": "postgres", "path": None, "contentsPath": None}``; another
+    tool's transcript is ``{"kind": "claude-code" | "codex", "path", "contentsPath", "tool"}`` (read-only).
     """
+    foreign = served_foreign(boundary)
+    if foreign is not None and foreign.owns(session_id):
+        header = foreign.header(session_id)
+        if header is None:
+            raise ApiError(404, NOT_FOUND, f"no session {session_id!r} among the other tools' transcripts on this "
+                                           "machine; it may have been deleted or archived by its tool")
+        try:
+            inside: str | None = Path(os.path.realpath(header.path)).relative_to(boundary.root).as_posix()
+        except ValueError:
+            inside = None
+        return {"kind": session_id.split(":", 1)[0], "path": header.path, "contentsPath": inside,
+                "tool": header.tool}
     query = _find(folder, session_id, boundary, postgres)
     if query is None:
         assert postgres is not None
