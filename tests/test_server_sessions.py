@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -355,3 +356,118 @@ def test_locating_or_detailing_a_transcript_outside_the_users_home_is_refused(ap
     for route in ("sessions", "locate"):
         code, body = api.error("dsh", "api", route, payload(CLAUDE_ID))
         assert code == 404, (route, body)
+
+
+# -- a session of tens of MB: bounded memory and time -----------------------------------------------------------
+def write_big_session(store: Path, session_id: str, size_mb: int) -> tuple[Path, int]:
+    """A chat log of about ``size_mb`` MiB (prompts and answers of ~10 kB, message ``n`` holding the word
+    ``wordN``); returns its path and how many messages it holds."""
+    from dsh_jupyter._json import dumpb
+    from dsh_jupyter.session import Event
+
+    path = store / session_id / "session.jsonl"
+    path.parent.mkdir(parents=True)
+    filler = "lorem ipsum dolor sit amet " * 370
+    seq = messages = 0
+    with open(path, "wb", buffering=1 << 22) as fh:
+        fh.write(dumpb(SessionHeader(session_id, 1000, None).to_json()) + b"\n")
+        while fh.tell() < size_mb << 20:
+            turn = seq // 4 + 1
+            user = user_message(f"word{messages} {filler}")
+            answer = {"turn": turn, "step": 1,
+                      "message": assistant_message([text_block(f"word{messages + 1} {filler}")], MODEL)}
+            for kind, data, op in (("turn/start", {"turn": turn}, None), ("user/message", user, "append"),
+                                   ("assistant/message", answer, "append"), ("turn/end", {"turn": turn}, None)):
+                fh.write(dumpb(Event(kind, seq, seq, data, op).to_json()) + b"\n")
+                seq += 1
+            messages += 2
+    return path, messages
+
+
+class PeakRss:
+    """The resident size of this process (the in-process server) sampled every few milliseconds."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.peak = self.base = self.now()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def now(self) -> int:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * self.page
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.002):
+            self.peak = max(self.peak, self.now())
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.base
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("size_mb", [40, 96])  # read whole (below 64 MiB) and read from its end
+def test_details_of_a_session_of_tens_of_mb_are_cut_and_bounded(api: Api, jp_root_dir: Path, size_mb: int) -> None:
+    import gc
+
+    make_session(jp_root_dir, "small", created_at=5, cwd=None)
+    api.get("dsh", "api", "sessions", payload("small"))  # the server's first read: imports, the catalog opened
+    path, messages = write_big_session(jp_root_dir / ".dsh" / "sessions", "big", size_mb)
+    size = path.stat().st_size
+    gc.collect()
+    with PeakRss() as rss:
+        started = time.monotonic()
+        detail = api.get("dsh", "api", "sessions", payload("big"))
+        seconds = time.monotonic() - started
+    preview = detail["preview"]
+    assert [m["text"].split()[0] for m in preview["messages"]] == [f"word{n}" for n in range(messages - 20, messages)]
+    assert all(m["truncated"] and m["omittedBytes"] > 5000 for m in preview["messages"])  # each cut to 4 KiB
+    omitted = preview["omittedMessages"]
+    if preview["omittedMessagesExact"]:
+        assert omitted == messages - 20
+        assert preview["more"] == f"{messages - 20:,} more messages before these are not shown"
+    else:
+        assert abs(omitted - (messages - 20)) <= messages * 0.05, (omitted, messages)
+        assert preview["more"].startswith(f"about {omitted:,} more messages before these are not shown (")
+    assert preview["read"] == ("end" if size > 64 << 20 else "whole")
+    assert rss.growth < size / 4, f"details of a {size >> 20} MB session grew the server by {rss.growth >> 20} MB"
+    assert seconds < 20
+
+
+@pytest.mark.timeout(300)
+def test_body_search_of_a_huge_session_answers_at_once_and_says_what_it_covers(api: Api, jp_root_dir: Path) -> None:
+    import gc
+
+    make_session(jp_root_dir, "small", created_at=5, cwd=None)
+    api.get("dsh", "api", "sessions", params={"query": "question", "body": "1"})  # imports, the catalog opened
+    path, messages = write_big_session(jp_root_dir / ".dsh" / "sessions", "big", 40)
+    gc.collect()
+    with PeakRss() as rss:
+        first = api.get("dsh", "api", "sessions", params={"query": "word3", "body": "1"})
+    assert rss.growth < path.stat().st_size / 4
+    assert first["complete"] is False and first["indexing"] == 1
+    assert ("1 session(s) of this folder are still being indexed: body search does not cover them yet; ask again "
+            "in a moment") in first["notes"]
+    deadline = time.monotonic() + 240
+    listing = first
+    while not listing["complete"] and time.monotonic() < deadline:  # the catalog indexes it in the background
+        time.sleep(0.5)
+        listing = api.get("dsh", "api", "sessions", params={"query": "word3", "body": "1"})
+    assert listing["complete"] is True
+    (row,) = [r for r in listing["sessions"] if r["sessionId"] != "small"]
+    assert row["sessionId"] == "big" and row["bodyIndexTruncated"] is True
+    assert row["messageCounts"] == {"user": messages // 2, "assistant": messages // 2}
+    last = api.get("dsh", "api", "sessions", params={"query": f"word{messages - 1}", "body": "1"})
+    assert last["sessions"] == []  # beyond what the body index keeps of it
+    assert any("body search covers only the first" in note for note in first["notes"] + listing["notes"])

@@ -344,7 +344,8 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
             row["damaged"] = True
         if entry.body_truncated:
             row["bodyIndexTruncated"] = True
-    store.list_headers()
+    headers = store.list_headers()
+    waiting = _not_indexed(bounded.catalog if bounded is not None else None, store, headers)
     unreadable: list[dict[str, Any]] = []
     for item in store.unreadable:
         folder_name = item.path.name if item.path.name != "session.jsonl" else item.path.parent.name
@@ -362,13 +363,39 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
     if unreadable:
         notes.append(f"{len(unreadable):,} entr{'ies' if len(unreadable) != 1 else 'y'} of this folder's session "
                      "store cannot be read as sessions and are not listed (see unreadable)")
-    if pending:
-        notes.append(f"{len(pending)} session store(s) are still being indexed: "
-                     + ("body search does not cover their sessions yet" if body else
-                        "their newest or biggest sessions may be missing or untitled")
+    cut = sum(1 for row in rows if row.get("bodyIndexTruncated"))
+    if body and cut:
+        from ..catalog.bodies import BODY_CAP
+
+        cap = getattr(bounded.catalog if bounded is not None else None, "body_cap", BODY_CAP)
+        notes.append(f"body search covers only the first {cap / 2**20:g} MiB of the text of {cut} listed "
+                     "session(s) (bodyIndexTruncated): words further on in them are not found")
+    if waiting or pending:
+        what = (f"{waiting} session(s) of this folder" if waiting else "") + (" and " if waiting and pending else "") \
+            + (f"{len(pending)} other session store(s)" if pending else "")
+        notes.append(f"{what} are still being indexed: "
+                     + ("body search does not cover them yet" if body else "they may be missing or untitled")
                      + "; ask again in a moment")
     return {"sessions": rows, "unreadable": unreadable[:MAX_UNREADABLE], "unreadableCount": len(unreadable),
-            "complete": not pending, "notes": notes}
+            "indexing": waiting, "complete": not pending and not waiting, "notes": notes}
+
+
+def _not_indexed(catalog: ServerCatalog | None, store: JsonlStore, headers: Sequence[Any]) -> int:
+    """How many of the store's sessions ``headers`` the catalog has not indexed as their logs are now (a log
+    too big to read within a request is indexed in the background)."""
+    indexed = getattr(catalog, "indexed", None)
+    if indexed is None:
+        return 0
+    waiting = 0
+    for header in headers:
+        entry = indexed(store.root, header.id)
+        try:
+            info = os.stat(store.log_path(header.id), follow_symlinks=False)
+        except OSError:
+            continue
+        if entry is None or entry.size != info.st_size or entry.mtime_ns != info.st_mtime_ns:
+            waiting += 1
+    return waiting
 
 
 def _find(folder: Path, session_id: str, boundary: Boundary, postgres: ServedPostgres | None = None
