@@ -295,8 +295,8 @@ def details(reading: Reading, *, max_messages: int = PREVIEW_MESSAGES, max_messa
                           "omittedBytes": cut})
         shown_user += message.role == USER
         compacted += message.checkpoint
-    # The messages before the preview: counted while time allows.
-    deadline = time.monotonic() + count_seconds
+    # The messages before the preview: counted while time allows (an index of this very log already knows).
+    deadline = time.monotonic() + (count_seconds if reading.indexed_counts is None else 0.0)
     before = user = 0
     counted = 0
     while counted < index and time.monotonic() < deadline:

@@ -358,7 +358,8 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
         except ValueError:
             where = boundary.shown(item.path.parent)
         unreadable.append({"entry": where, "sessionId": session_id, "problem": item.reason})
-    pending = bounded.pending() if bounded is not None else []
+    own = os.path.realpath(store.root)
+    pending = [root for root in (bounded.pending() if bounded is not None else []) if os.path.realpath(root) != own]
     notes = []
     if unreadable:
         notes.append(f"{len(unreadable):,} entr{'ies' if len(unreadable) != 1 else 'y'} of this folder's session "
