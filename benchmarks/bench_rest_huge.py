@@ -43,6 +43,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from bench_bigref import cat_seconds  # noqa: E402
 
 from dsh_jupyter.references import encode_session_reference_uri  # noqa: E402
 
@@ -181,14 +184,6 @@ def measure_old(root: Path) -> dict[str, Any]:
         return {"seconds": float("nan"), "growth": 0, "failed": done.stderr.strip().splitlines()[-1:]}
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
-
-
-def cat_seconds(path: Path) -> float:
-    with open(os.devnull, "wb") as sink:
-        subprocess.run(["cat", str(path)], stdout=sink, check=True)  # warm the page cache
-        started = time.perf_counter()
-        subprocess.run(["cat", str(path)], stdout=sink, check=True)
-    return time.perf_counter() - started
 
 
 # -- report -----------------------------------------------------------------------------------------

@@ -173,9 +173,13 @@ class DshApiHandler(APIHandler):
 
 
 class CandidatesHandler(DshApiHandler):
-    """``GET dsh/api/candidates``: ``[{sessionId, label, cwd?, sameWorkspace, createdAt, mention}, ...]``."""
+    """``GET dsh/api/candidates``: ``[{sessionId, label, cwd?, sameWorkspace, createdAt, mention}, ...]``.
+
+    Subclasses answer the same parameters with another :mod:`.sessions` function, named by ``lister`` (looked
+    up per request)."""
 
     parameters = frozenset({"cwd", "query", "limit", "body"})
+    lister = "list_candidates"
 
     @web.authenticated
     @authorized
@@ -186,31 +190,18 @@ class CandidatesHandler(DshApiHandler):
             limit = parse_limit(params.get("limit"))
             body = parse_flag("body", params.get("body"))
             boundary, postgres = self.dsh.boundary, self.dsh.postgres
-            return self.folder_job(params, lambda folder: sessions.list_candidates(
-                folder, query, limit, boundary=boundary, body=body, postgres=postgres))
+            listing: Callable[..., object] = getattr(sessions, self.lister)
+            return self.folder_job(params, lambda folder: listing(folder, query, limit, boundary=boundary, body=body,
+                                                                  postgres=postgres))
 
         await self.answer(prepare)
 
 
-class SessionsHandler(DshApiHandler):
-    """``GET dsh/api/sessions``: ``{sessions, unreadable, unreadableCount, complete, notes}`` (see
+class SessionsHandler(CandidatesHandler):
+    """``GET dsh/api/sessions``: ``{sessions, unreadable, unreadableCount, indexing, complete, notes}`` (see
     :func:`.sessions.list_sessions`): the candidates plus every entry of the folder's store that cannot be read."""
 
-    parameters = frozenset({"cwd", "query", "limit", "body"})
-
-    @web.authenticated
-    @authorized
-    async def get(self) -> None:
-        def prepare() -> Job:
-            params = self.params()
-            query = parse_query(params.get("query"))
-            limit = parse_limit(params.get("limit"))
-            body = parse_flag("body", params.get("body"))
-            boundary, postgres = self.dsh.boundary, self.dsh.postgres
-            return self.folder_job(params, lambda folder: sessions.list_sessions(
-                folder, query, limit, boundary=boundary, body=body, postgres=postgres))
-
-        await self.answer(prepare)
+    lister = "list_sessions"
 
 
 class _SessionReadHandler(DshApiHandler):

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from ..catalog import CatalogEntry, StoreInfo
     from ..references.cancellation import CancelFlag
     from ..sources import ForeignSessions
+    from ..sources.base import ForeignHeader
     from .postgres import ServedPostgres
 
 __all__ = [
@@ -419,6 +420,15 @@ def _find(folder: Path, session_id: str, boundary: Boundary, postgres: ServedPos
     return query
 
 
+def _foreign_header(foreign: ForeignSessions, session_id: str) -> ForeignHeader:
+    """The header of another tool's transcript ``session_id`` (404 when its tool no longer has it)."""
+    header = foreign.header(session_id)
+    if header is None:
+        raise ApiError(404, NOT_FOUND, f"no session {session_id!r} among the other tools' transcripts on this "
+                                       "machine; it may have been deleted or archived by its tool")
+    return header
+
+
 def _refuse_unsafe(store: JsonlStore, session_id: str) -> None:
     """Raise the 403 of a session whose folder holds something that is not a regular log (a pipe, a device, a
     link, a folder): the entry is there, so "no such session" would mislead. Returns when nothing is there."""
@@ -480,10 +490,7 @@ def session_detail(
     limits = {"max_messages": max_messages, "max_message_bytes": max_message_bytes}
     foreign = served_foreign(boundary)
     if foreign is not None and foreign.owns(session_id):
-        header = foreign.header(session_id)
-        if header is None:
-            raise ApiError(404, NOT_FOUND, f"no session {session_id!r} among the other tools' transcripts on this "
-                                           "machine; it may have been deleted or archived by its tool")
+        header = _foreign_header(foreign, session_id)
         try:
             snapshot = foreign.read_surface(session_id)
         except (SessionError, OSError) as exc:
@@ -540,10 +547,7 @@ def session_location(folder: Path, session_id: str, boundary: Boundary, *,
     """
     foreign = served_foreign(boundary)
     if foreign is not None and foreign.owns(session_id):
-        header = foreign.header(session_id)
-        if header is None:
-            raise ApiError(404, NOT_FOUND, f"no session {session_id!r} among the other tools' transcripts on this "
-                                           "machine; it may have been deleted or archived by its tool")
+        header = _foreign_header(foreign, session_id)
         try:
             inside: str | None = Path(os.path.realpath(header.path)).relative_to(boundary.root).as_posix()
         except ValueError:
