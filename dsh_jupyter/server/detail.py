@@ -149,9 +149,10 @@ def _read_whole(fh: BinaryIO, path: str, header: SessionHeader, skip: frozenset[
                        _state_damage(state, scan.torn_bytes, stopped=True))
     damage: list[Damage] = []
     if scan.tail_line is not None:
-        damage.append(Damage(scan.tail_line + 1, UNFINISHED,
-                             f"line {scan.tail_line + 1} {scan.tail_reason} and no completed turn follows it: the "
-                             "end of the log is an unfinished write (a crash), so it and what follows are not shown"))
+        line = scan.tail_line + 1
+        damage.append(Damage(line, UNFINISHED, f"line {line} {_reason(scan.tail_reason)} and no completed turn "
+                                               "follows it: the end of the log is an unfinished write (a crash), so "
+                                               "it and what follows are not shown"))
     elif scan.torn_bytes:
         damage.append(Damage(None, UNFINISHED, f"the last line ({scan.torn_bytes:,} bytes) is unfinished (a write "
                                                "in progress, or a crash), so it is not shown"))
@@ -214,12 +215,23 @@ def _without_header(fh: BinaryIO, path: str, session_id: str, skip: frozenset[st
                    log_bytes=size)
 
 
+def _reason(text: str | None) -> str:
+    """The scanner's reason for a bad line, without the JSON decoder's own position inside the line (which
+    reads like a second line number)."""
+    reason = text or "cannot be read"
+    return JSON_PROBLEM if reason.startswith(JSON_PROBLEM + " (") else reason
+
+
+#: How the store's scanner says a line is not JSON.
+JSON_PROBLEM = "cannot be parsed as JSON"
+
+
 def _state_damage(state: FoldState, torn: int, *, stopped: bool) -> list[Damage]:
     if state.bad_line is not None:
         line = state.bad_line + 1 if stopped or state.line_no == state.bad_line else None
         where = f"line {line}" if line is not None else "a line"
-        return [Damage(line, LINE, f"{where} {state.bad_reason}, so it and the rest of the log after it are not "
-                                   "shown; restore the log from a backup to see them")]
+        return [Damage(line, LINE, f"{where} {_reason(state.bad_reason)}, so it and the rest of the log after it "
+                                   "are not shown; restore the log from a backup to see them")]
     if torn:
         return [Damage(None, UNFINISHED, f"the last line ({torn:,} bytes) is unfinished (a write in progress, or a "
                                          "crash), so it is not shown")]

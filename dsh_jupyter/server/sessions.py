@@ -340,9 +340,10 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
         entry = known.get(row["sessionId"])
         if entry is None or not entry.indexed:
             continue
-        row["messageCounts"] = {"user": entry.user_messages, "assistant": entry.assistant_messages}
-        if not entry.readable:
+        if not entry.readable:  # its counts are of what the catalog could read: none to trust
             row["damaged"] = True
+        else:
+            row["messageCounts"] = {"user": entry.user_messages, "assistant": entry.assistant_messages}
         if entry.body_truncated:
             row["bodyIndexTruncated"] = True
     headers = store.list_headers()
@@ -363,8 +364,10 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
     pending = [root for root in (bounded.pending() if bounded is not None else []) if os.path.realpath(root) != own]
     notes = []
     if unreadable:
-        notes.append(f"{len(unreadable):,} entr{'ies' if len(unreadable) != 1 else 'y'} of this folder's session "
-                     "store cannot be read as sessions and are not listed (see unreadable)")
+        notes.append(f"{len(unreadable):,} entries of this folder's session store cannot be read as sessions and "
+                     "are not listed (see unreadable)" if len(unreadable) != 1 else
+                     "1 entry of this folder's session store cannot be read as a session and is not listed (see "
+                     "unreadable)")
     cut = sum(1 for row in rows if row.get("bodyIndexTruncated"))
     if body and cut:
         from ..catalog.bodies import BODY_CAP
