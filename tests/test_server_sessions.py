@@ -467,6 +467,9 @@ def test_body_search_of_a_huge_session_answers_at_once_and_says_what_it_covers(a
     (row,) = [r for r in listing["sessions"] if r["sessionId"] != "small"]
     assert row["sessionId"] == "big" and row["bodyIndexTruncated"] is True
     assert row["messageCounts"] == {"user": messages // 2, "assistant": messages // 2}
+    searched = row["bodySearch"]["messages"]
+    assert 0 < searched < messages and row["bodySearch"]["moreMessages"] == messages - searched
+    assert f"{messages - searched:,} more messages in them are not searched" in listing["notes"][-1]
     last = api.get("dsh", "api", "sessions", params={"query": f"word{messages - 1}", "body": "1"})
     assert last["sessions"] == []  # beyond what the body index keeps of it
     assert any("body search covers only the first" in note for note in first["notes"] + listing["notes"])

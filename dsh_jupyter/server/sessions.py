@@ -344,8 +344,11 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
             row["damaged"] = True
         else:
             row["messageCounts"] = {"user": entry.user_messages, "assistant": entry.assistant_messages}
-        if entry.body_truncated:
+        if entry.body_truncated:  # body search sees its first messages only: say how many it does not
             row["bodyIndexTruncated"] = True
+            total = entry.user_messages + entry.assistant_messages
+            row["bodySearch"] = {"messages": entry.body_messages,
+                                 "moreMessages": max(0, total - entry.body_messages)}
     headers = store.list_headers()
     waiting = _not_indexed(bounded.catalog if bounded is not None else None, store, headers)
     unreadable: list[dict[str, Any]] = []
@@ -373,8 +376,9 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
         from ..catalog.bodies import BODY_CAP
 
         cap = getattr(bounded.catalog if bounded is not None else None, "body_cap", BODY_CAP)
+        more = sum(row["bodySearch"]["moreMessages"] for row in rows if "bodySearch" in row)
         notes.append(f"body search covers only the first {cap / 2**20:g} MiB of the text of {cut} listed "
-                     "session(s) (bodyIndexTruncated): words further on in them are not found")
+                     f"session(s) (bodyIndexTruncated): {more:,} more messages in them are not searched")
     if waiting or pending:
         what = (f"{waiting} session(s) of this folder" if waiting else "") + (" and " if waiting and pending else "") \
             + (f"{len(pending)} other session store(s)" if pending else "")
