@@ -107,6 +107,8 @@ class DshApiHandler(APIHandler):
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError:
+            if name is not None:  # a query argument jupyter-server itself reads (its token)
+                raise web.HTTPError(400, f"the value of {name} is not valid UTF-8 text once percent-decoded") from None
             raise web.HTTPError(400, "the session reference in the path is not valid UTF-8 once "
                                      "percent-decoded; put the part after 'dsh-session:' of the session's "
                                      "canonical URI in the path") from None
