@@ -51,7 +51,7 @@ PREVIEW_MESSAGE_BYTES = 4096
 #: A log bigger than this is read from its end only, unless the catalog keeps its fold.
 FULL_READ_BYTES = 64 << 20
 #: How much of a big log's end is read.
-WINDOW_BYTES = 16 << 20
+WINDOW_BYTES = 8 << 20
 #: Seconds spent counting the messages before the preview; beyond that their number is estimated.
 COUNT_SECONDS = 0.5
 #: Damaged lines named one by one (the count of the others is given).
@@ -307,8 +307,10 @@ def details(reading: Reading, *, max_messages: int = PREVIEW_MESSAGES, max_messa
                           "omittedBytes": cut})
         shown_user += message.role == USER
         compacted += message.checkpoint
-    # The messages before the preview: counted while time allows (an index of this very log already knows).
-    deadline = time.monotonic() + (count_seconds if reading.indexed_counts is None else 0.0)
+    # The messages before the preview: counted while time allows, unless an index of this very log knows them
+    # or only the log's end was read (then they are estimated from what the preview saw).
+    counting = reading.indexed_counts is None and not reading.unread_bytes
+    deadline = time.monotonic() + (count_seconds if counting else 0.0)
     before = user = 0
     counted = 0
     while counted < index and time.monotonic() < deadline:
