@@ -39,9 +39,13 @@ def test_the_query_string_is_read_strictly() -> None:
 
     allowed = {"query", "cwd"}
     assert query_parameters("query=a+b%20c&cwd=&token=t&&", allowed, "dsh/api/x") == {"query": "a b c", "cwd": ""}
+    # What JupyterLab's ServerConnection sends: an empty value without "=", and the time as a cache buster.
+    assert query_parameters("query&cwd=project&1796155949541", allowed, "dsh/api/x") == {"query": "",
+                                                                                        "cwd": "project"}
     cases = {"query=1&query=2": "query was given more than once", "nope=1": "does not take the parameter 'nope'",
              "query=%G1": "broken percent escape", "query=%80": "not valid UTF-8", "query=%7F": "U+007F",
-             "cwd=" + "x" * 20_000: "20,000 characters long", "%00=1": "control character U+0000"}
+             "cwd=" + "x" * 20_000: "20,000 characters long", "%00=1": "control character U+0000",
+             "17=": "does not take the parameter '17'"}
     for raw, expected in cases.items():
         try:
             query_parameters(raw, allowed, "dsh/api/x")

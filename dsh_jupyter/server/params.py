@@ -5,7 +5,8 @@ keeps the last of repeated parameters, passes broken percent escapes through as 
 does not know. Here the raw query string is read instead, and each of these is refused with a message in
 the caller's terms (which parameter, what was wrong, what to send instead):
 
-- a name the endpoint does not take (``token``, jupyter-server's own, is allowed and ignored);
+- a name the endpoint does not take (``token``, jupyter-server's own, is allowed and ignored, and so is a
+  bare number without ``=``: the cache buster JupyterLab's ``ServerConnection`` appends to every GET);
 - a parameter given more than once;
 - a broken percent escape, or bytes that are not UTF-8;
 - a control character (U+0000–U+001F, U+007F–U+009F) in a name or value;
@@ -80,7 +81,9 @@ def query_parameters(raw_query: str, allowed: Collection[str], endpoint: str) ->
     for piece in raw_query.split("&"):
         if not piece:
             continue
-        raw_name, _, raw_value = piece.partition("=")
+        raw_name, equals, raw_value = piece.partition("=")
+        if not equals and raw_name.isdigit() and raw_name.isascii():
+            continue  # JupyterLab's ServerConnection adds the time as a bare name to keep GETs out of caches
         name = _decoded(raw_name, "a parameter name")
         problem = control_problem("a parameter name", name)
         if problem is not None:
