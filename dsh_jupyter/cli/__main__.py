@@ -4,4 +4,5 @@ import sys
 
 from . import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the module (pkgutil walks, documentation tools) runs nothing
+    sys.exit(main())
