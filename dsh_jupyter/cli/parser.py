@@ -48,6 +48,14 @@ def non_negative(text: str) -> int:
     return int(text)
 
 
+def _session_id(p: argparse.ArgumentParser) -> None:
+    p.add_argument("session", metavar="ID", help="a session id or a unique prefix of one")
+
+
+def _dsn(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dsn", metavar="DSN", help="connection string (default: $DSH_POSTGRES_DSN)")
+
+
 def _add_session_commands(commands: Any) -> None:
     """``sessions list|search|show|locate|scan|export|reindex`` (``commands``: the group's subparsers action)."""
 
@@ -85,7 +93,7 @@ def _add_session_commands(commands: Any) -> None:
     p = commands.add_parser("show", help="a session's header, title, counts and conversation",
                             description="Print a session's header, title, message counts and the conversation a "
                                         "reference would carry (user and assistant text), newest messages last.")
-    p.add_argument("session", metavar="ID", help="a session id or a unique prefix of one")
+    _session_id(p)
     scoped(p)
     p.add_argument("--messages", type=non_negative, default=20, metavar="N",
                    help="show the last N messages (default 20; 0 for none)")
@@ -95,7 +103,7 @@ def _add_session_commands(commands: Any) -> None:
     p = commands.add_parser("locate", help="print the path of a session's JSONL log",
                             description="Print the path of a session's JSONL log (for pandas.read_json(path, "
                                         "lines=True), an editor, or a copy).")
-    p.add_argument("session", metavar="ID", help="a session id or a unique prefix of one")
+    _session_id(p)
     scoped(p)
     p = commands.add_parser(
         "scan", help="find session stores under folders and index them",
@@ -132,7 +140,7 @@ def _add_copy_command(commands: Any) -> None:
                     "destination are left alone and reported.")
     p.add_argument("--from", dest="source", metavar="DIR|postgres", required=True, help="where to copy from")
     p.add_argument("--to", dest="dest", metavar="DIR|postgres", required=True, help="where to copy to")
-    p.add_argument("--dsn", metavar="DSN", help="connection string (default: $DSH_POSTGRES_DSN)")
+    _dsn(p)
     p.add_argument("--session", action="append", metavar="ID", help="copy only this session (repeatable)")
 
 
@@ -143,37 +151,34 @@ def _add_postgres_commands(groups: Any) -> None:
                                           "privileges of the DSN's database role.")
     commands = group.add_subparsers(dest="command", metavar="SUBCOMMAND")
 
-    def dsn(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--dsn", metavar="DSN", help="connection string (default: $DSH_POSTGRES_DSN)")
-
     p = commands.add_parser("init", help="create the session tables and their access policies (idempotent)",
                             description="Create the schema dsh, its tables and the row-level security policies "
                                         "that let each database role see only its own and shared sessions. Safe to "
                                         "run again. Run it as the role that should own the tables (not a user's).")
-    dsn(p)
+    _dsn(p)
     p.add_argument("--grant", metavar="ROLE", default="PUBLIC",
                    help="the role (or group) allowed to use the tables (default PUBLIC; the policies still apply)")
     p = commands.add_parser("list", help="the sessions this role can see, newest first")
-    dsn(p)
+    _dsn(p)
     p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N sessions")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p = commands.add_parser("search", help="sessions whose id, folder or title contain QUERY (ranked as the @ "
                                            "picker ranks them)")
     p.add_argument("query", metavar="QUERY")
-    dsn(p)
+    _dsn(p)
     p.add_argument("--body", action="store_true", help="also search your prompts and the assistant's answers")
     p.add_argument("--cwd", metavar="DIR", default=None, help="rank sessions of this folder first (default: here)")
     p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N results (default 50)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p = commands.add_parser("show", help="a session's header, owner, shares and conversation")
-    p.add_argument("session", metavar="ID", help="a session id or a unique prefix of one")
-    dsn(p)
+    _session_id(p)
+    _dsn(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument("--messages", type=int, default=20, metavar="N", help="show the last N messages (default 20)")
     p.add_argument("--chars", type=int, default=2000, metavar="N",
                    help="cut each message to N characters (default 2000)")
     for name, text in (("share", "let ROLE read a session of yours"), ("unshare", "stop sharing it with ROLE")):
         p = commands.add_parser(name, help=text)
-        p.add_argument("session", metavar="ID", help="a session id or a unique prefix of one")
+        _session_id(p)
         p.add_argument("--with", dest="role", metavar="ROLE", required=True, help="the database role (or group)")
-        dsn(p)
+        _dsn(p)
