@@ -544,7 +544,15 @@ class NotebookPage:
 
     def open(self) -> NotebookPage:
         """Load the notebook page and wait until our labextension is active and the cells are shown."""
-        self.page.goto(self.server.notebook_url(self.path))
+        from playwright.sync_api import Error as PlaywrightError
+
+        try:
+            self.page.goto(self.server.notebook_url(self.path))
+        except PlaywrightError as exc:
+            # Lab's ``?reset`` replaces the URL while the page loads; on a busy machine that can land before
+            # the load event and abort the first navigation, though the page goes on to the notebook.
+            if "ERR_ABORTED" not in str(exc):
+                raise
         self.page.wait_for_selector("body[data-dsh-jupyter='active']", state="attached", timeout=KERNEL_TIMEOUT_MS)
         self.page.wait_for_selector(f"{self.scope} .jp-Cell", timeout=KERNEL_TIMEOUT_MS)
         if self.server.app == "lab":
@@ -552,11 +560,25 @@ class NotebookPage:
         else:  # Notebook 7 has no status bar; its indicator goes initializing -> unknown -> idle
             self.page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", state="attached",
                                         timeout=KERNEL_TIMEOUT_MS)
-        dialog = self.page.locator(".jp-Dialog")
-        if dialog.count():  # a dialog the app opened on load would swallow every click: say which one
-            raise AssertionError(f"{self.server.app} opened a dialog on loading {self.path}: "
-                                 f"{' '.join(dialog.first.inner_text().split())!r}")
+        self.fail_on_dialog("on loading")
         return self
+
+    def fail_on_dialog(self, when: str) -> None:
+        """Raise naming the app's dialog if one is open (it would swallow every click the test makes)."""
+        dialog = self.page.locator(".jp-Dialog")
+        if dialog.count():
+            raise AssertionError(f"{self.server.app} opened a dialog {when} {self.path}: "
+                                 f"{' '.join(dialog.first.inner_text().split())!r}")
+
+    def click_editor(self, index: int) -> None:
+        """Click into cell ``index``'s editor; a dialog in the way is named instead of a bare timeout."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        try:
+            self.editor(index).click()
+        except PlaywrightTimeout:
+            self.fail_on_dialog(f"while clicking cell {index} of")
+            raise
 
     def cell(self, index: int) -> Any:
         return self.page.locator(f"{self.scope} .jp-Cell").nth(index)
@@ -570,7 +592,7 @@ class NotebookPage:
 
     def focus_end(self, index: int) -> None:
         """Put the caret at the end of cell ``index`` (edit mode)."""
-        self.editor(index).click()
+        self.click_editor(index)
         self.page.keyboard.press("Control+End")
 
     def run(self, index: int, *, timeout: float = KERNEL_TIMEOUT_MS) -> Any:
@@ -579,7 +601,7 @@ class NotebookPage:
 
         prompt = self.cell(index).locator(".jp-InputArea-prompt")
         for _attempt in range(3):
-            self.editor(index).click()
+            self.click_editor(index)
             self.page.keyboard.press("Shift+Enter")
             try:  # queued ([*]) or done ([n]); a key press lost while the page settles leaves [ ]
                 expect(prompt).not_to_have_text(re.compile(r"^\[ \]"), timeout=5_000)
