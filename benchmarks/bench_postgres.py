@@ -137,11 +137,12 @@ def load_postgres(dsn: str, base: Path, rows: list[dict[str, Any]]) -> float:
     import psycopg
 
     from dsh_jupyter._json import dumpb, loads
-    from dsh_jupyter.catalog.postgres import body_words, event_texts, match_fields
     from dsh_jupyter.session import SessionHeader, SessionLog, event_from_json
+    from dsh_jupyter.session.words import body_words, event_texts, match_fields
     from dsh_jupyter.store.jsonl import encode_event
     from dsh_jupyter.store.postgres_schema import ensure_schema
-    from dsh_jupyter.store.sqlite import _row, session_key
+    from dsh_jupyter.store.sql import event_row as row_of
+    from dsh_jupyter.store.sql import session_key
 
     started = time.perf_counter()
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -164,7 +165,7 @@ def load_postgres(dsn: str, base: Path, rows: list[dict[str, Any]]) -> float:
                     sessions_copy.write_row((key, dumpb(header.to_json()), header.created_at, events[-1].time,
                                              len(events), sorted({e.type for e in events}), row["title"],
                                              header.cwd, mid, mcwd, mlabel, lexemes))
-                    events_rows.extend((key, *_row(e, encode_event(e, e.seq))) for e in events)
+                    events_rows.extend((key, *row_of(e, encode_event(e, e.seq))) for e in events)
             with cur.copy("COPY dsh.events (key, seq, type, op, cited, body) FROM STDIN") as events_copy:
                 for event_row in events_rows:
                     events_copy.write_row(event_row)

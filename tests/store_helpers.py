@@ -29,7 +29,7 @@ from dsh_jupyter.session.messages import (
 from dsh_jupyter.store import JsonlStore, SqliteStore
 from dsh_jupyter.store.base import SessionStore
 from dsh_jupyter.store.postgres import PostgresStore
-from dsh_jupyter.store.sqlite import session_key
+from dsh_jupyter.store.sql import session_key
 
 HERE = Path(__file__).resolve().parent
 MODEL_SOURCE = {"kind": "model", "provider": "offline", "model": "tiny"}

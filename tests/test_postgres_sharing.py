@@ -248,7 +248,7 @@ def _old_lock_key(session_id: str) -> int:
     """The advisory-lock key the first version of the store used (any role could take it)."""
     import hashlib
 
-    from dsh_jupyter.store.sqlite import session_key
+    from dsh_jupyter.store.sql import session_key
 
     digest = hashlib.blake2b(b"dsh-jupyter session\x00" + session_key(session_id), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)

@@ -805,3 +805,20 @@ def test_a_postgres_surface_streams_in_chunks(tmp_path: Path, request: pytest.Fi
     with store.stream_surface("s-1", skip_data=skip) as snapshot:
         streamed = list(snapshot.events)
     assert streamed == store.read_surface("s-1", skip_data=skip).events and len(streamed) > 4
+
+
+def test_a_read_inside_an_open_stream_sees_the_same_store(store: SessionStore) -> None:
+    """A reader that streams one session may read others (or the same one) before it finishes: every backend
+    answers, as JSONL and PostgreSQL always did (SQLite once refused with "cannot start a transaction within
+    a transaction", its one per-thread read connection being busy with the stream)."""
+    first = write_session(store, "s-1", turns=2)
+    second = write_session(store, "s-2", turns=1)
+    with store.stream_events("s-1") as (header, events):
+        iterator = iter(events)
+        assert next(iterator) == first.events[0]
+        assert store.read_title("s-2") == {"title": "title 1", "messageSeqs": [2], "source": {"kind": "fallback"}}
+        assert store.read_surface("s-1").events == first.surface()
+        assert store.load("s-2").events == second.events
+        assert [e.seq for e in iterator] == [e.seq for e in first.events[1:]]
+    assert header == first.header
+    assert store.read_title("s-1") is not None  # the stream's transaction ended with it

@@ -4,10 +4,10 @@ The body index holds exactly the text a reference would carry (:mod:`dsh_jupyter
 direct user prompts and steers, compaction checkpoints and assistant text. Tool output, reasoning, system
 messages and injected context (plugin messages, earlier reference snapshots) never reach it.
 
-A query is split into words (letters and digits; everything else separates words, as SQLite's
-``unicode61`` tokenizer does). Every word must occur in the session; the last word also matches as a
-prefix while it is still being typed. Case and diacritics are ignored. Text in scripts written without
-spaces (Chinese, Japanese) is one word per run of characters, so only whole runs match.
+A query is split into words (:mod:`dsh_jupyter.session.words`, which holds the word rules shared with the
+stores). Every word must occur in the session; the last word also matches as a prefix while it is still
+being typed. Case and diacritics are ignored. Text in scripts written without spaces (Chinese, Japanese)
+is one word per run of characters, so only whole runs match.
 
 What is indexed is capped per session (:data:`BODY_CAP` bytes of message text, in conversation order): a
 session whose conversation is longer is indexed up to the cap and marked ``body_truncated``, so a huge log
@@ -16,12 +16,10 @@ never needs an unbounded buffer or a value SQLite refuses ("string or blob too b
 
 from __future__ import annotations
 
-import re
-import unicodedata
 import zlib
 from collections.abc import Iterable
 
-_WORD = re.compile(r"[^\W_]+")
+from ..session.words import WORD, query_words, texts_match, without_lone_surrogates
 
 #: Bytes of message text indexed per session (UTF-8, counting the blank line between messages).
 BODY_CAP = 8 * 1024 * 1024
@@ -42,14 +40,9 @@ def clip_text(text: str, room: int) -> str:
     return data.decode("utf-8", "ignore")
 
 
-def query_words(text: str) -> list[str]:
-    """The words of a body query, lowercased."""
-    return [w.lower() for w in _WORD.findall(text)]
-
-
 def fts_query(text: str) -> str | None:
     """An FTS5 query for ``text`` (every word, the last one as a prefix), or ``None`` when it has no word."""
-    words = _WORD.findall(text)
+    words = WORD.findall(text)
     if not words:
         return None
     prefix_last = not text[-1:].isspace()
@@ -57,27 +50,6 @@ def fts_query(text: str) -> str | None:
     if prefix_last:
         parts[-1] += "*"
     return " ".join(parts)
-
-
-def _fold(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text.lower())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
-def texts_match(texts: Iterable[str], text: str) -> bool:
-    """The same test in Python, for sessions that are not indexed (live, unsaved messages)."""
-    words = [_fold(w) for w in query_words(text)]
-    if not words:
-        return False
-    present: set[str] = set()
-    for chunk in texts:
-        present.update(_fold(w) for w in _WORD.findall(chunk))
-    *whole, last = words
-    if any(w not in present for w in whole):
-        return False
-    if text[-1:].isspace():
-        return last in present
-    return any(p.startswith(last) for p in present)
 
 
 def pack(text: str) -> bytes:
@@ -94,10 +66,5 @@ def index_text(texts: Iterable[str]) -> str:
     return without_lone_surrogates(_SEPARATOR.join(texts))
 
 
-def without_lone_surrogates(text: str) -> str:
-    """``text`` as UTF-8 can hold it: each lone surrogate becomes ``?`` (``text`` itself when it has none)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
-    return text
+__all__ = ["BODY_CAP", "body_cost", "clip_text", "fts_query", "index_text", "pack", "query_words", "texts_match",
+           "unpack", "without_lone_surrogates"]

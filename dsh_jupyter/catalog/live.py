@@ -33,6 +33,6 @@ def live_entry(log: Any) -> CatalogEntry:
 
 def live_texts(log: Any) -> list[str]:
     """The projected user/assistant texts of a live log (what the body index would hold)."""
-    from ..references.projection import project_surface
+    from ..session.projection import project_surface
 
     return [m.text for m in project_surface(log.snapshot()).messages]

@@ -149,8 +149,8 @@ def read_full(path: str, folder: str, stat: LogStat, *, body_cap: int = BODY_CAP
     At most ``body_cap`` bytes of message text are collected for the body index; a log bigger than that
     is never held in memory (its surface is folded one line at a time). With ``folds`` the scan goes
     through the fold cache (:mod:`.folds`): it leaves its fold result there for references to the log."""
-    from ..references.projection import PROJECTION_SKIPS, project_surface
     from ..session import SessionError, SurfaceSnapshot
+    from ..session.projection import PROJECTION_SKIPS, project_surface
     from ..store.paths import session_folder_name
     from ..store.safe_open import open_log
     from ..store.scan import read_header, scan_surface
@@ -245,8 +245,8 @@ def _stream_surface(fh: BinaryIO, start: int, stop: int, read: LogRead) -> None:
     surface was left out or cut.
     """
     from .._json import loads
-    from ..references.projection import project_event
     from ..session import SurfaceFold, events_from_record
+    from ..session.projection import project_event
 
     fold = SurfaceFold()
     roles: dict[int, str] = {}  # surface seq -> role of its projected message
@@ -308,7 +308,7 @@ def read_appended(path: str, previous: LogRecord, stat: LogStat, *, body_cap: in
     """Continue ``previous`` over the lines appended since; ``None`` when a full read is needed.
 
     Appended message text joins the body index while the session's text stays within ``body_cap`` bytes."""
-    from ..references.projection import project_event
+    from ..session.projection import project_event
 
     committed = previous.committed
     if (committed is None or not previous.readable or stat.ino != previous.stat.ino or stat.size < committed

@@ -5,9 +5,9 @@ The session rows of :class:`~dsh_jupyter.store.postgres.PostgresStore` carry wha
 writer in each flush's transaction. So a keystroke costs one indexed query, and row-level security
 decides what a role sees: its own sessions and those shared with it.
 
-Rules, the same as everywhere else (:mod:`dsh_jupyter.references.candidates`, :mod:`.bodies`): the needle
-filters case-insensitively on id, cwd and label (title, else id); ranking is
-:func:`dsh_jupyter.ranking.workspace_rank` (same cwd, then no cwd, then the rest), each newest first
+Rules, the same as everywhere else (:mod:`dsh_jupyter.references.candidates`,
+:mod:`dsh_jupyter.session.words`): the needle filters case-insensitively on id, cwd and label (title, else
+id); ranking is :func:`dsh_jupyter.ranking.workspace_rank` (same cwd, then no cwd, then the rest), each newest first
 (``createdAt`` descending, then id). Body search: every word of the query occurs among the projected
 user/assistant words (case and diacritics folded, the last word also as a prefix); tool output and
 reasoning are never indexed. Words are stored as exact lexemes (``array_to_tsvector``), so PostgreSQL's
@@ -18,44 +18,24 @@ policies itself, so that the trigram and word indexes can be used.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .bodies import _fold, query_words, texts_match, without_lone_surrogates
+from ..session.words import body_words, event_texts, fold, match_fields, query_words, storable, texts_match
 
 if TYPE_CHECKING:
     from ..query import SessionQuery
     from ..references.candidates import SessionReferenceCandidate
     from ..references.target import ReferenceTarget
-    from ..session import Event, SessionHeader, SurfaceSnapshot
+    from ..session import SessionHeader, SurfaceSnapshot
     from ..store.postgres import PostgresStore
-
-
-def body_words(texts: Iterable[str]) -> list[str]:
-    """The distinct folded words of some projected message texts (what body search matches)."""
-    words: set[str] = set()
-    for text in texts:
-        words.update(_fold(w) for w in query_words(text))
-    return sorted(w for w in words if w)
-
-
-def event_texts(events: Iterable[Event]) -> list[str]:
-    """The projected texts of surface events (user prompts, checkpoints, assistant text)."""
-    from ..references.projection import project_event
-
-    texts = []
-    for event in events:
-        projected = project_event(event)
-        if projected is not None:
-            texts.append(projected.text)
-    return texts
 
 
 def body_tsquery(text: str) -> str | None:
     """A tsquery (exact lexemes) for a body search: every word, the last one as a prefix unless the text
     ends with a space; ``None`` when the text has no word."""
-    words = [_fold(w) for w in query_words(text)]
+    words = [fold(w) for w in query_words(text)]
     words = [w for w in words if w]
     if not words:
         return None
@@ -63,19 +43,6 @@ def body_tsquery(text: str) -> str | None:
     if not text[-1:].isspace():
         quoted[-1] += ":*"
     return " & ".join(quoted)
-
-
-def match_fields(header: SessionHeader, title: str | None) -> tuple[str, str, str]:
-    """The lowercased id, cwd and label a needle is matched against (as the candidate rules lower them)."""
-    label = title if title is not None else header.id
-    return (_storable(header.id.lower()), _storable((header.cwd or "").lower()), _storable(label.lower()))
-
-
-def _storable(text: str) -> str:
-    """PostgreSQL text holds no NUL and no lone surrogate: a NUL becomes U+FFFD, a lone surrogate ``?``
-    (for matching only)."""
-    text = text.replace("\x00", "\ufffd")
-    return without_lone_surrogates(text)
 
 
 def _like(text: str) -> str:
@@ -105,11 +72,11 @@ class PostgresCatalog:
                body: bool = False) -> list[Found]:
         """Visible sessions matching ``needle`` (lowercased), best first, at most ``limit``."""
         from ..session import SessionHeader
-        from ..store.sqlite import session_key
+        from ..store.sql import session_key
 
         tsquery = body_tsquery(needle) if body else None
-        params = (session_key(target_id) if target_id is not None else b"", _storable(needle),
-                  _like(_storable(needle)), target_cwd, tsquery, limit)
+        params = (session_key(target_id) if target_id is not None else b"", storable(needle),
+                  _like(storable(needle)), target_cwd, tsquery, limit)
         with self.store._reader() as conn:  # the catalog is the store's own read side
             if conn is None:
                 return []

@@ -25,8 +25,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..session.projection import (
+    ASSISTANT,
+    USER,
+    ProjectedMessage,
+    ProjectedSession,
+    format_version,
+    project_event,
+    source_data,
+)
 from .framing import tag_safe_string_size
-from .projection import ASSISTANT, USER, ProjectedMessage, ProjectedSession, format_version, project_event, source_data
 from .utf8 import head_end, js_utf8, tag_safe_size_of_utf8
 
 if TYPE_CHECKING:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._json import dumps
 from ..session.messages import SESSION_REFERENCE_KIND, text_block, user_message
+from ..session.projection import PROJECTION_SKIPS
 from .bounded import BoundedProjection, bound_surface
 from .budget import DEFAULT_REFERENCE_CONTEXT_FRACTION, reference_budget
 from .cancellation import CancelFlag, CancelWatch, cancelled_error, thread_future
@@ -28,7 +29,6 @@ from .errors import (
 )
 from .framing import render_prompt, tag_safe_dumps
 from .inputs import SessionReferenceInput, normalise_references
-from .projection import PROJECTION_SKIPS
 from .retention import RetainedSource, retain_source
 from .spill import (
     DEFAULT_MAX_SPILL_BYTES,

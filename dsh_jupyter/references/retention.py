@@ -21,9 +21,9 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
+from ..session.projection import ProjectedSession
 from .bounded import BoundedProjection, HeldText, bound_projection
 from .framing import tag_safe_dumps, tag_safe_string_size
-from .projection import ProjectedSession
 from .utf8 import head_end, js_utf8, js_utf8_length, tail_start
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..conversation import Answer, Checkpoint, Prompt, projected_item, role_of
 from ..session.events import Event
-from .projection import USER, project_event
+from ..session.projection import USER, project_event
 
 Shown = Prompt | Answer | Checkpoint
 

@@ -24,32 +24,18 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any
 
-from .._json import dumpb, loads
-from ..session import (
-    Event,
-    SessionCorruptError,
-    SessionError,
-    SessionFormatError,
-    SessionHeader,
-    SessionLockedError,
-    SessionLog,
-    SessionNotFoundError,
-    SurfaceFold,
-    SurfaceSnapshot,
-    event_from_json,
-)
-from ..session.events import KNOWN_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, ReplaceOp
-from .base import BufferedWriter, SessionLocation, SessionStore
-from .errors import SessionExistsError, SessionWriteError
+from .._json import dumpb
+from ..session import Event, SessionError, SessionHeader, SessionLockedError, SessionLog, SessionNotFoundError
+from ..session.events import SESSION_TITLE, ReplaceOp
+from ..session.words import body_words, event_texts, match_fields
+from .errors import SessionWriteError
 from .jsonl import encode_event
 from .postgres_schema import SCHEMA_VERSION, ensure_schema, installed_version
-from .repair import resumed
-from .sqlite import Row, _parse_op, _row, events_in_order, session_key
+from .sql import Queries, Row, SqlStore, SqlWriter, event_row, exists_error, session_key
 
 if TYPE_CHECKING:
     import psycopg
@@ -95,6 +81,9 @@ _LEASE_HELD = ("EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a "
 #: Take the lease of an owned session unless a live connection holds it (one row: taken; none: held).
 _TAKE_LEASE = (f"UPDATE dsh.sessions s SET writer_pid = {_MY_PID}, writer_start = {_MY_START} "
                f"WHERE s.key = %s AND s.owner = current_user AND NOT {_LEASE_HELD} RETURNING 1")
+#: Give back the lease this connection holds.
+_GIVE_LEASE = ("UPDATE dsh.sessions SET writer_pid = NULL, writer_start = NULL "
+               f"WHERE key = %s AND writer_pid = {_MY_PID}")
 
 
 def _insert_events(cur: psycopg.Cursor[tuple[Any, ...]], key: bytes, rows: list[Row]) -> None:
@@ -111,21 +100,16 @@ def _batch_title(events: Sequence[Event]) -> str | None:
     return None
 
 
-class PostgresWriter(BufferedWriter[tuple[Row, Event]]):
+class PostgresWriter(SqlWriter[tuple[Row, Event]]):
     """The single writer of one session in a :class:`PostgresStore`; its connection holds the lease."""
 
     def __init__(self, store: PostgresStore, header: SessionHeader, *, conn: Connection | None = None,
                  materialized: bool = False, next_seq: int = 0) -> None:
-        super().__init__(header, lock=None, next_seq=next_seq)  # the connection's lease is the lock
+        # the connection's lease is the lock
+        super().__init__(header, lock=None, materialized=materialized, next_seq=next_seq)
         self._store = store
-        self._key = session_key(header.id)
         self._conn = conn
-        self._materialized = materialized
         self._log: SessionLog | None = None
-
-    @property
-    def materialized(self) -> bool:
-        return self._materialized
 
     @property
     def _events(self) -> list[Event]:
@@ -137,18 +121,28 @@ class PostgresWriter(BufferedWriter[tuple[Row, Event]]):
         super().attach(log)
 
     def _encode(self, event: Event, seq: int) -> tuple[Row, Event]:
-        return _row(event, encode_event(event, seq)), event
+        return event_row(event, encode_event(event, seq)), event
 
     def _release(self) -> None:
+        """Give the lease back, then close the connection. Its server process ends and the lease with it in
+        any case, but not at once: a writer taking the session right after this close must not find the
+        lease still held by a process that is only exiting."""
         conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()  # its server process ends, and the lease with it
+        if conn is None:
+            return
+        import psycopg
+
+        try:
+            if self._materialized and not conn.closed:
+                conn.execute(_GIVE_LEASE, (self._key,))
+        except psycopg.Error:
+            pass  # a broken connection: the lease ends with its server process
+        finally:
+            conn.close()
 
     def _batch_words(self, replaced: bool) -> tuple[list[str], list[str] | None]:
         """The body-search words this flush adds, and all of them when a compaction replaced part of the
         surface (``None``: recompute from the stored surface, when no log is attached)."""
-        from ..catalog.postgres import body_words, event_texts
-
         if not replaced:
             return body_words(event_texts(e for e in self._events if e.surface_op is not None)), None
         if self._log is not None and self._log.next_seq == self._next_seq:
@@ -157,8 +151,6 @@ class PostgresWriter(BufferedWriter[tuple[Row, Event]]):
 
     def _reindex_words(self, cur: psycopg.Cursor[tuple[Any, ...]]) -> None:
         """Recompute the body-search words from the stored surface (a compaction written without a log)."""
-        from ..catalog.postgres import body_words, event_texts
-
         surface = self._store._surface_events(cur.connection, self.header.id, self._key)
         cur.execute("UPDATE dsh.sessions SET words = array_to_tsvector(%s::text[]) WHERE key = %s",
                     (body_words(event_texts(surface)), self._key))
@@ -167,8 +159,6 @@ class PostgresWriter(BufferedWriter[tuple[Row, Event]]):
         if not self._buffer:
             return
         import psycopg
-
-        from ..catalog.postgres import match_fields
 
         store = self._store
         try:
@@ -197,11 +187,7 @@ class PostgresWriter(BufferedWriter[tuple[Row, Event]]):
                         cur.execute(f"SELECT 1 FROM dsh.sessions s WHERE s.key = %s AND {_LEASE_HELD}", (self._key,))
                         if cur.fetchone() is not None:  # its creator still writes it
                             raise store.locked(self.header.id)
-                        raise SessionExistsError(
-                            f"cannot create session {self.header.id!r}: it already exists in {store.where} "
-                            "(another writer created it first). Nothing was written. Resume it with store.open(id), "
-                            "or start a new session."
-                        )
+                        raise exists_error(self.header.id, store.where)
                 else:
                     cur.execute(
                         "UPDATE dsh.sessions SET next_seq = %s, updated_at = GREATEST(updated_at, %s), "
@@ -237,10 +223,11 @@ class PostgresWriter(BufferedWriter[tuple[Row, Event]]):
         self._materialized = True
 
 
-class PostgresStore(SessionStore):
+class PostgresStore(SqlStore["Connection", "Connection", PostgresWriter]):
     """Sessions in the PostgreSQL database at ``dsn``, seen with the privileges of the DSN's role."""
 
     kind = "postgres"
+    queries = Queries.of("dsh.sessions", "dsh.events", "%s")
 
     def __init__(self, dsn: str, *, create_schema: bool = True, statement_timeout: float | None = None) -> None:
         """``statement_timeout``: seconds a statement may run (and connecting may take) before the database
@@ -255,6 +242,10 @@ class PostgresStore(SessionStore):
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.where!r})"
+
+    @property
+    def _where(self) -> str:
+        return self.where
 
     # -- connections -------------------------------------------------------------------------------------
     def explain(self, exc: BaseException) -> str:
@@ -408,12 +399,6 @@ class PostgresStore(SessionStore):
         )
 
     # -- layout ------------------------------------------------------------------------------------------
-    def locate(self, header: SessionHeader) -> SessionLocation | None:
-        return None
-
-    def session_dir(self, header: SessionHeader) -> Path | None:
-        return None
-
     def save_artifact(self, header: SessionHeader, name: str, data: bytes) -> None:
         """Keep an artifact in ``dsh.artifacts`` (the session must have been flushed: its row holds the owner)."""
         import psycopg
@@ -439,165 +424,37 @@ class PostgresStore(SessionStore):
                 return None
 
     # -- reading -----------------------------------------------------------------------------------------
+    def _read(self) -> AbstractContextManager[Connection | None]:
+        return self._reader()
+
     @contextmanager
-    def _snapshot(self, session_id: str) -> Iterator[tuple[Connection, bytes, SessionHeader, int]]:
-        """One read-only repeatable-read transaction over a visible session: ``(conn, key, header, next_seq)``."""
+    def _read_snapshot(self) -> Iterator[Connection | None]:
+        """One read-only repeatable-read transaction on a pooled connection (each read has its own)."""
         with self._reader() as conn:
             if conn is None:
-                raise SessionNotFoundError(session_id, self.where)
-            key = session_key(session_id)
+                yield None
+                return
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                row = conn.execute("SELECT header, next_seq, types FROM dsh.sessions WHERE key = %s",
-                                   (key,)).fetchone()
-                if row is None:
-                    raise SessionNotFoundError(session_id, self.where)
-                try:
-                    header = SessionHeader.from_line(bytes(row[0]))
-                except SessionFormatError as exc:
-                    raise SessionFormatError(f"{self.where}: session {session_id!r}: {exc}") from None
-                for kind in row[2]:
-                    if kind not in KNOWN_TYPES and kind != SYSTEM_MESSAGE:
-                        for seq, body in conn.execute(
-                                "SELECT seq, body FROM dsh.events WHERE key = %s AND type = %s", (key, kind)):
-                            self._decode(session_id, seq, body)
-                yield conn, key, header, int(row[1])
+                yield conn
 
-    def _corrupt(self, session_id: str, seq: int, why: str) -> SessionCorruptError:
-        return SessionCorruptError(
-            f"corrupt session {session_id!r}: the stored event seq {seq} {why}. Restore the database from a "
-            "backup, or start a new session.",
-            path=self.where,
-        )
+    def _stored_types(self, raw: Any) -> Iterable[str]:
+        types: list[str] = raw
+        return types
 
-    def _decode(self, session_id: str, seq: int, body: bytes) -> Event:
-        try:
-            record = loads(bytes(body))
-        except ValueError as exc:
-            raise self._corrupt(session_id, seq, f"cannot be parsed ({exc})") from None
-        kind = record.get("type") if isinstance(record, dict) else None
-        unknown = isinstance(kind, str) and kind not in KNOWN_TYPES and kind != SYSTEM_MESSAGE
-        if unknown and record.get("ignorable") is not True:
-            raise SessionFormatError(
-                f"{self.where}: session {session_id!r} event seq {seq} has unknown type {kind!r} that is not "
-                "marked ignorable; read it with a dsh-jupyter version that knows this event type"
-            )
-        try:
-            event = event_from_json(record)
-        except SessionFormatError as exc:
-            raise self._corrupt(session_id, seq, f"is not a valid event ({exc})") from None
-        if event.seq != seq:
-            raise self._corrupt(session_id, seq, f"says it is seq {event.seq}")
-        return event
-
-    def _events(self, conn: Connection, session_id: str, key: bytes, next_seq: int) -> Iterator[Event]:
-        """The session's events in order, fetched through a server-side cursor a batch at a time and decoded
-        one row at a time (inside the caller's transaction)."""
+    def _ordered_rows(self, conn: Connection, key: bytes) -> Iterator[tuple[int, bytes]]:
+        """Through a server-side cursor, :data:`_STREAM_ROWS` rows at a time."""
         with conn.cursor(name="dsh_events_in_order") as cursor:
             cursor.itersize = _STREAM_ROWS
-            cursor.execute("SELECT seq, body FROM dsh.events WHERE key = %s ORDER BY seq", (key,))
-            yield from events_in_order(cursor, next_seq, lambda seq, body: self._decode(session_id, seq, body),
-                                       lambda seq, why: self._corrupt(session_id, seq, why))
+            cursor.execute(self.queries.events_in_order, (key,))
+            yield from cursor
 
-    @contextmanager
-    def stream_events(self, session_id: str) -> Iterator[tuple[SessionHeader, Iterable[Event]]]:
-        with self._snapshot(session_id) as (conn, key, header, next_seq):
-            yield header, self._events(conn, session_id, key, next_seq)
+    def _bodies(self, conn: Connection, key: bytes, seqs: Sequence[int]) -> dict[int, bytes]:
+        return dict(conn.execute("SELECT seq, body FROM dsh.events WHERE key = %s AND seq = ANY(%s)",
+                                 (key, list(seqs))).fetchall())
 
-    def load(self, session_id: str) -> SessionLog:
-        with self._snapshot(session_id) as (conn, key, header, next_seq):
-            events = list(self._events(conn, session_id, key, next_seq))
-        try:
-            return SessionLog(header, events)
-        except SessionFormatError as exc:
-            raise SessionCorruptError(f"corrupt session {session_id!r}: {exc}", path=self.where) from None
-
-    def _surface_events(self, conn: Connection, session_id: str, key: bytes,
-                        skip_data: Collection[str] = ()) -> list[Event]:
-        """The current surface events of a session, read on ``conn`` (inside its transaction)."""
-        return list(self._surface_stream(conn, session_id, key, skip_data, chunk=None))
-
-    def _surface_stream(self, conn: Connection, session_id: str, key: bytes, skip_data: Collection[str],
-                        chunk: int | None) -> Iterator[Event]:
-        """The current surface events in order: the fold runs on the op columns alone, then the surviving
-        bodies are fetched ``chunk`` rows at a time (all at once for ``None``) and decoded one at a time."""
-        fold = SurfaceFold()
-        kinds: dict[int, tuple[str, Any, Any]] = {}
-        rows = conn.execute(
-            "SELECT seq, op, cited, type FROM dsh.events WHERE key = %s AND op IS NOT NULL ORDER BY seq", (key,)
-        ).fetchall()
-        for seq, op, cited, kind in rows:
-            try:
-                parsed_op = _parse_op(op)
-                cited_seqs = loads(cited) if cited else None
-                fold.apply(seq, parsed_op, cited_seqs)
-            except (ValueError, KeyError, TypeError) as exc:
-                raise self._corrupt(session_id, seq, f"has a surface op that cannot be applied ({exc})") from None
-            if kind in skip_data:
-                kinds[seq] = (kind, parsed_op, cited_seqs)
-        del rows
-        survivors = fold.seqs
-        wanted = [seq for seq in survivors if seq not in kinds]  # in surface order
-        step = chunk or max(len(wanted), 1)
-        fetched = 0  # wanted[:fetched] were fetched
-        bodies: dict[int, bytes] = {}
-        for seq in survivors:
-            if seq in kinds:
-                kind, parsed_op, cited_seqs = kinds[seq]
-                yield Event(kind, seq, 0, None, parsed_op, tuple(cited_seqs) if cited_seqs is not None else None)
-                continue
-            if seq not in bodies and fetched < len(wanted) and wanted[fetched] == seq:
-                part = wanted[fetched : fetched + step]
-                fetched += len(part)
-                bodies = dict(conn.execute("SELECT seq, body FROM dsh.events WHERE key = %s AND seq = ANY(%s)",
-                                           (key, part)).fetchall())
-            if seq not in bodies:
-                raise self._corrupt(session_id, seq, "is missing")
-            yield self._decode(session_id, seq, bodies.pop(seq))
-
-    @contextmanager
-    def stream_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> Iterator[SurfaceSnapshot]:
-        """:meth:`read_surface` for a reader that looks at one event at a time: the snapshot's ``events`` is an
-        iterator over the surface, fetched :data:`_STREAM_ROWS` bodies at a time inside one transaction."""
-        with self._snapshot(session_id) as (conn, key, header, next_seq):
-            events = self._surface_stream(conn, session_id, key, skip_data, chunk=_STREAM_ROWS)
-            yield SurfaceSnapshot(header, next_seq - 1 if next_seq else None, cast("list[Event]", events))
-
-    def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
-        with self._snapshot(session_id) as (conn, key, header, next_seq):
-            events = self._surface_events(conn, session_id, key, skip_data)
-        return SurfaceSnapshot(header, next_seq - 1 if next_seq else None, events)
-
-    def read_title(self, session_id: str) -> dict[str, Any] | None:
-        with self._snapshot(session_id) as (conn, key, _header, _next):
-            row = conn.execute(
-                "SELECT seq, body FROM dsh.events WHERE key = %s AND type = %s ORDER BY seq DESC LIMIT 1",
-                (key, SESSION_TITLE),
-            ).fetchone()
-            if row is None:
-                return None
-            event = self._decode(session_id, row[0], row[1])
-        return event.data if isinstance(event.data, dict) else None
-
-    def list_headers(self) -> list[SessionHeader]:
-        with self._reader() as conn:
-            if conn is None:
-                return []
-            raws = conn.execute("SELECT header FROM dsh.sessions").fetchall()
-        headers: list[SessionHeader] = []
-        for (raw,) in raws:
-            try:
-                headers.append(SessionHeader.from_line(bytes(raw)))
-            except SessionFormatError as exc:
-                log.warning("skipping an unreadable session header in %s: %s", self.where, exc)
-        return headers
-
-    def exists(self, session_id: str) -> bool:
-        with self._reader() as conn:
-            if conn is None:
-                return False
-            row = conn.execute("SELECT 1 FROM dsh.sessions WHERE key = %s", (session_key(session_id),)).fetchone()
-        return row is not None
+    def _stream_rows(self) -> int:
+        return _STREAM_ROWS
 
     def owner(self, session_id: str) -> str:
         """The database role that owns a visible session."""
@@ -609,14 +466,17 @@ class PostgresStore(SessionStore):
         return str(row[0])
 
     # -- writing -----------------------------------------------------------------------------------------
-    def create(self, header: SessionHeader) -> PostgresWriter:
-        header.validate()
-        if self.exists(header.id):
-            raise SessionExistsError(
-                f"session {header.id!r} already exists in {self.where}; resume it with store.open(id) or start a "
-                "new session"
-            )
+    def _new_writer(self, header: SessionHeader) -> PostgresWriter:
         return PostgresWriter(self, header)
+
+    def _hold(self, session_id: str) -> Connection:
+        return self._lock(session_id)
+
+    def _let_go(self, held: Connection) -> None:
+        held.close()
+
+    def _resumed_writer(self, session: SessionLog, held: Connection) -> PostgresWriter:
+        return PostgresWriter(self, session.header, conn=held, materialized=True, next_seq=session.next_seq)
 
     def _own(self, conn: Connection, session_id: str, doing: str) -> bytes:
         """The key of a session this role owns, or a clear error (missing, or someone else's)."""
@@ -630,18 +490,6 @@ class PostgresStore(SessionStore):
                 "Reference it with @ instead, or ask its owner."
             )
         return key
-
-    def open(self, session_id: str) -> tuple[SessionLog, PostgresWriter]:
-        if not self.exists(session_id):
-            raise SessionNotFoundError(session_id, self.where)
-        conn = self._lock(session_id)
-        try:
-            session = self.load(session_id)
-            writer = PostgresWriter(self, session.header, conn=conn, materialized=True, next_seq=session.next_seq)
-        except BaseException:
-            conn.close()
-            raise
-        return resumed(session, writer)
 
     def delete(self, session_id: str) -> None:
         if not self.exists(session_id):

@@ -14,31 +14,18 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .._json import dumpb, dumps, js_string, loads
-from ..session import (
-    Event,
-    SessionCorruptError,
-    SessionError,
-    SessionFormatError,
-    SessionHeader,
-    SessionLog,
-    SessionNotFoundError,
-    SurfaceFold,
-    SurfaceSnapshot,
-    event_from_json,
-)
-from ..session.events import KNOWN_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, ReplaceOp
-from .base import BufferedWriter, SessionLocation, SessionStore
-from .errors import SessionExistsError, SessionWriteError, StoreReadOnlyError
+from .._json import dumpb, dumps, loads
+from ..session import Event, SessionError, SessionFormatError, SessionHeader, SessionLog, SessionNotFoundError
+from .errors import SessionWriteError, StoreReadOnlyError
 from .jsonl import encode_event
 from .locking import WriterLock
 from .paths import session_folder_name
-from .repair import resumed
+from .sql import Queries, Row, SqlStore, SqlWriter, event_row, exists_error, session_key
 
 log = logging.getLogger(__name__)
 
@@ -66,28 +53,8 @@ CREATE INDEX IF NOT EXISTS dsh_events_surface ON dsh_events (key, seq, op, cited
 CREATE INDEX IF NOT EXISTS dsh_events_titles ON dsh_events (key, seq) WHERE type = 'session/title';
 """
 
+#: Seqs one ``IN (...)`` list names at most.
 _IN_CHUNK = 500
-
-Row = tuple[int, str, "str | None", "str | None", bytes]
-
-
-def session_key(session_id: str) -> bytes:
-    """The primary key of a session: its UTF-16 code units as (surrogate-passing) UTF-8 bytes.
-
-    Bytes, not TEXT, so ids with NUL or lone surrogates are stored exactly."""
-    return js_string(session_id).encode("utf-8", "surrogatepass")
-
-
-def _row(event: Event, line: bytes) -> Row:
-    op: str | None = None
-    cited: str | None = None
-    if event.surface_op is not None:
-        if isinstance(event.surface_op, ReplaceOp):
-            op = dumps(event.surface_op.to_json())
-            cited = dumps(list(event.source_event_seqs or ()))
-        else:
-            op = "append"
-    return (event.seq, event.type, op, cited, line[:-1])
 
 
 def _insert_events(conn: sqlite3.Connection, key: bytes, rows: list[Row]) -> None:
@@ -110,44 +77,17 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
 
 
-def events_in_order(rows: Iterable[tuple[int, bytes]], next_seq: int, decode: Callable[[int, bytes], Event],
-                    corrupt: Callable[[int, str], Exception]) -> Iterator[Event]:
-    """Stored ``(seq, body)`` rows in seq order, decoded one at a time: a gap, or fewer rows than the
-    session's ``next_seq``, is ``corrupt(seq, why)`` (SQLite and PostgreSQL)."""
-    expected = 0
-    for seq, body in rows:
-        if seq != expected:
-            raise corrupt(expected, "is missing (seq gap)")
-        yield decode(seq, body)
-        expected += 1
-    if expected != next_seq:
-        raise corrupt(expected, f"is missing (the session records {next_seq} events)")
-
-
-def _parse_op(op: str) -> Any:
-    if op == "append":
-        return "append"
-    record = loads(op)
-    return ReplaceOp(int(record["start"]), int(record["end"]))
-
-
-class SqliteWriter(BufferedWriter[Row]):
+class SqliteWriter(SqlWriter[Row]):
     """The single writer of one session in a :class:`SqliteStore`."""
 
     def __init__(self, store: SqliteStore, header: SessionHeader, *, lock: WriterLock | None = None,
                  materialized: bool = False, next_seq: int = 0) -> None:
-        super().__init__(header, lock=lock, next_seq=next_seq)
+        super().__init__(header, lock=lock, materialized=materialized, next_seq=next_seq)
         self._store = store
-        self._key = session_key(header.id)
-        self._materialized = materialized
         self._conn: sqlite3.Connection | None = None
 
-    @property
-    def materialized(self) -> bool:
-        return self._materialized
-
     def _encode(self, event: Event, seq: int) -> Row:
-        return _row(event, encode_event(event, seq))
+        return event_row(event, encode_event(event, seq))
 
     def _release(self) -> None:
         if self._conn is not None:
@@ -167,11 +107,7 @@ class SqliteWriter(BufferedWriter[Row]):
                 row = conn.execute("SELECT next_seq, types FROM dsh_sessions WHERE key = ?", (self._key,)).fetchone()
                 if not self._materialized:
                     if row is not None:
-                        raise SessionExistsError(
-                            f"cannot create session {self.header.id!r}: it already exists in {self._store.path} "
-                            "(another writer created it first). Nothing was written. Resume it with store.open(id), "
-                            "or start a new session."
-                        )
+                        raise exists_error(self.header.id, str(self._store.path))
                     conn.execute(
                         "INSERT INTO dsh_sessions (key, header, created_at, next_seq) VALUES (?, ?, ?, 0)",
                         (self._key, dumpb(self.header.to_json()), int(self.header.created_at)),
@@ -199,10 +135,11 @@ class SqliteWriter(BufferedWriter[Row]):
         self._materialized = True
 
 
-class SqliteStore(SessionStore):
+class SqliteStore(SqlStore[sqlite3.Connection, WriterLock, SqliteWriter]):
     """Sessions in one SQLite database file at ``path`` (made absolute once, here)."""
 
     kind = "sqlite"
+    queries = Queries.of("dsh_sessions", "dsh_events", "?")
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
@@ -212,6 +149,10 @@ class SqliteStore(SessionStore):
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
+
+    @property
+    def _where(self) -> str:
+        return str(self.path)
 
     # -- connections -------------------------------------------------------------------------------------
     def _connect(self, *, create: bool) -> sqlite3.Connection:
@@ -282,12 +223,6 @@ class SqliteStore(SessionStore):
                 )
 
     # -- layout ------------------------------------------------------------------------------------------
-    def locate(self, header: SessionHeader) -> SessionLocation | None:
-        return None
-
-    def session_dir(self, header: SessionHeader) -> Path | None:
-        return None
-
     def save_artifact(self, header: SessionHeader, name: str, data: bytes) -> None:
         from .artifacts import sqlite_save
 
@@ -306,174 +241,66 @@ class SqliteStore(SessionStore):
 
     # -- reading -----------------------------------------------------------------------------------------
     @contextmanager
-    def _snapshot(self, session_id: str) -> Iterator[tuple[sqlite3.Connection, bytes, SessionHeader, int]]:
-        """One read transaction over a session: ``(connection, key, header, next_seq)``."""
-        conn = self._reader()
-        if conn is None:
-            raise SessionNotFoundError(session_id, str(self.path))
-        key = session_key(session_id)
-        conn.execute("BEGIN")
-        try:
-            row = conn.execute("SELECT header, next_seq, types FROM dsh_sessions WHERE key = ?", (key,)).fetchone()
-            if row is None:
-                raise SessionNotFoundError(session_id, str(self.path))
-            try:
-                header = SessionHeader.from_line(bytes(row[0]))
-            except SessionFormatError as exc:
-                raise SessionFormatError(f"{self.path}: session {session_id!r}: {exc}") from None
-            self._check_types(conn, key, session_id, row[2])
-            yield conn, key, header, int(row[1])
-        finally:
-            conn.execute("COMMIT")
-
-    def _check_types(self, conn: sqlite3.Connection, key: bytes, session_id: str, types: str) -> None:
-        """Refuse a session holding an unknown, non-ignorable event type, without reading every row: the
-        session row lists the event types its writer stored."""
-        unknown = [t for t in loads(types) if t not in KNOWN_TYPES and t != SYSTEM_MESSAGE]
-        for kind in unknown:
-            for seq, body in conn.execute("SELECT seq, body FROM dsh_events WHERE key = ? AND type = ?", (key, kind)):
-                self._decode(session_id, seq, body)
-
-    def _corrupt(self, session_id: str, seq: int, why: str) -> SessionCorruptError:
-        return SessionCorruptError(
-            f"corrupt session {session_id!r}: the stored event seq {seq} {why}. Restore the database from a "
-            "backup, or start a new session.",
-            path=str(self.path),
-        )
-
-    def _decode(self, session_id: str, seq: int, body: bytes) -> Event:
-        try:
-            record = loads(bytes(body))
-        except ValueError as exc:
-            raise self._corrupt(session_id, seq, f"cannot be parsed ({exc})") from None
-        kind = record.get("type") if isinstance(record, dict) else None
-        if (isinstance(kind, str) and kind not in KNOWN_TYPES and kind != SYSTEM_MESSAGE
-                and record.get("ignorable") is not True):
-            raise SessionFormatError(
-                f"{self.path}: session {session_id!r} event seq {seq} has unknown type {kind!r} that is not marked "
-                "ignorable; read it with a dsh-jupyter version that knows this event type"
-            )
-        try:
-            event = event_from_json(record)
-        except SessionFormatError as exc:
-            raise self._corrupt(session_id, seq, f"is not a valid event ({exc})") from None
-        if event.seq != seq:
-            raise self._corrupt(session_id, seq, f"says it is seq {event.seq}")
-        return event
-
-    def _events(self, conn: sqlite3.Connection, session_id: str, key: bytes, next_seq: int) -> Iterator[Event]:
-        """The session's events in order, decoded one row at a time (inside the caller's transaction)."""
-        rows = conn.execute("SELECT seq, body FROM dsh_events WHERE key = ? ORDER BY seq", (key,))
-        return events_in_order(rows, next_seq, lambda seq, body: self._decode(session_id, seq, body),
-                               lambda seq, why: self._corrupt(session_id, seq, why))
+    def _read(self) -> Iterator[sqlite3.Connection | None]:
+        yield self._reader()
 
     @contextmanager
-    def stream_events(self, session_id: str) -> Iterator[tuple[SessionHeader, Iterable[Event]]]:
-        with self._snapshot(session_id) as (conn, key, header, next_seq):
-            yield header, self._events(conn, session_id, key, next_seq)
-
-    def _load(self, session_id: str) -> SessionLog:
-        with self._snapshot(session_id) as (conn, key, header, next_seq):
-            events = list(self._events(conn, session_id, key, next_seq))
-            try:
-                return SessionLog(header, events)
-            except SessionFormatError as exc:
-                raise SessionCorruptError(f"corrupt session {session_id!r}: {exc}", path=str(self.path)) from None
-
-    def load(self, session_id: str) -> SessionLog:
-        return self._load(session_id)
-
-    def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
-        with self._snapshot(session_id) as (conn, key, header, next_seq):
-            fold = SurfaceFold()
-            rows = conn.execute(
-                "SELECT seq, op, cited, type FROM dsh_events WHERE key = ? AND op IS NOT NULL ORDER BY seq", (key,)
-            )
-            kinds: dict[int, tuple[str, Any, Any]] = {}
-            for seq, op, cited, kind in rows:
-                try:
-                    parsed_op = _parse_op(op)
-                    cited_seqs = loads(cited) if cited else None
-                    fold.apply(seq, parsed_op, cited_seqs)
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise self._corrupt(session_id, seq, f"has a surface op that cannot be applied ({exc})") from None
-                if kind in skip_data:
-                    kinds[seq] = (kind, parsed_op, cited_seqs)
-            survivors = fold.seqs
-            wanted = [seq for seq in survivors if seq not in kinds]
-            bodies: dict[int, bytes] = {}
-            for i in range(0, len(wanted), _IN_CHUNK):
-                chunk = wanted[i : i + _IN_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                query = f"SELECT seq, body FROM dsh_events WHERE key = ? AND seq IN ({marks})"
-                bodies.update(conn.execute(query, (key, *chunk)))
-            events = []
-            for seq in survivors:
-                if seq in kinds:
-                    kind, parsed_op, cited_seqs = kinds[seq]
-                    events.append(Event(kind, seq, 0, None, parsed_op,
-                                        tuple(cited_seqs) if cited_seqs is not None else None))
-                else:
-                    events.append(self._decode(session_id, seq, bodies[seq]))
-            return SurfaceSnapshot(header, next_seq - 1 if next_seq else None, events)
-
-    def read_title(self, session_id: str) -> dict[str, Any] | None:
-        with self._snapshot(session_id) as (conn, key, _header, _next):
-            row = conn.execute(
-                "SELECT seq, body FROM dsh_events WHERE key = ? AND type = ? ORDER BY seq DESC LIMIT 1",
-                (key, SESSION_TITLE),
-            ).fetchone()
-            if row is None:
-                return None
-            event = self._decode(session_id, row[0], row[1])
-            return event.data if isinstance(event.data, dict) else None
-
-    def list_headers(self) -> list[SessionHeader]:
+    def _read_snapshot(self) -> Iterator[sqlite3.Connection | None]:
+        """A read transaction on this thread's read connection, or on a connection of its own when that one
+        is inside another snapshot still (a stream being consumed): SQLite has one transaction per
+        connection."""
         conn = self._reader()
         if conn is None:
-            return []
-        headers: list[SessionHeader] = []
-        for (raw,) in conn.execute("SELECT header FROM dsh_sessions"):
+            yield None
+            return
+        own = conn.in_transaction
+        if own:
+            conn = self._connect(create=False)
+        try:
+            conn.execute("BEGIN")
             try:
-                headers.append(SessionHeader.from_line(bytes(raw)))
-            except SessionFormatError as exc:
-                log.warning("skipping an unreadable session header in %s: %s", self.path, exc)
-        return headers
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+        finally:
+            if own:
+                conn.close()
 
-    def exists(self, session_id: str) -> bool:
-        conn = self._reader()
-        if conn is None:
-            return False
-        row = conn.execute("SELECT 1 FROM dsh_sessions WHERE key = ?", (session_key(session_id),)).fetchone()
-        return row is not None
+    def _stored_types(self, raw: Any) -> Iterable[str]:
+        types: list[str] = loads(raw)
+        return types
+
+    def _ordered_rows(self, conn: sqlite3.Connection, key: bytes) -> Iterable[tuple[int, bytes]]:
+        rows: Iterable[tuple[int, bytes]] = conn.execute(self.queries.events_in_order, (key,))
+        return rows
+
+    def _bodies(self, conn: sqlite3.Connection, key: bytes, seqs: Sequence[int]) -> dict[int, bytes]:
+        bodies: dict[int, bytes] = {}
+        for i in range(0, len(seqs), _IN_CHUNK):
+            chunk = seqs[i : i + _IN_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            bodies.update(conn.execute(f"SELECT seq, body FROM dsh_events WHERE key = ? AND seq IN ({marks})",
+                                       (key, *chunk)))
+        return bodies
 
     # -- writing -----------------------------------------------------------------------------------------
-    def create(self, header: SessionHeader) -> SqliteWriter:
-        header.validate()
-        if self.exists(header.id):
-            raise SessionExistsError(
-                f"session {header.id!r} already exists in {self.path}; resume it with store.open(id) or start a new "
-                "session"
-            )
+    def _new_writer(self, header: SessionHeader) -> SqliteWriter:
         return SqliteWriter(self, header)
 
-    def open(self, session_id: str) -> tuple[SessionLog, SqliteWriter]:
-        if not self.exists(session_id):
-            raise SessionNotFoundError(session_id, str(self.path))
-        lock = self._acquire(session_id)
-        try:
-            session = self._load(session_id)
-            writer = SqliteWriter(self, session.header, lock=lock, materialized=True, next_seq=session.next_seq)
-        except BaseException:
-            lock.release()
-            raise
-        return resumed(session, writer)
+    def _hold(self, session_id: str) -> WriterLock:
+        return self._acquire(session_id)
+
+    def _let_go(self, held: WriterLock) -> None:
+        held.release()
+
+    def _resumed_writer(self, session: SessionLog, held: WriterLock) -> SqliteWriter:
+        return SqliteWriter(self, session.header, lock=held, materialized=True, next_seq=session.next_seq)
 
     def delete(self, session_id: str) -> None:
         from .artifacts import sqlite_delete
 
         if not self.exists(session_id):
-            raise SessionNotFoundError(session_id, str(self.path))
+            raise SessionNotFoundError(session_id, self._where)
         lock = self._acquire(session_id)
         try:
             conn = self._connect(create=True)
