@@ -4,7 +4,6 @@ it (``python -m dsh_jupyter.cli`` and the ``dsh-jupyter`` console script) still 
 
 from __future__ import annotations
 
-import ast
 import importlib
 import os
 import shutil
@@ -14,37 +13,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from import_helpers import PACKAGE, ROOT
+from import_helpers import module_imports as _imports
 
-import dsh_jupyter
-
-PACKAGE = Path(dsh_jupyter.__file__).parent
-ROOT = PACKAGE.parent
 LOWER = ("store", "catalog", "references")
 SIZE_LIMIT = 400  # lines per module of the CLI package
-
-
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _imports(path: Path, here: str | None = None) -> set[str]:
-    """Every module ``path`` (the module ``here``) imports, at the top or inside a function, as absolute names."""
-    here = _module_name(path) if here is None else here
-    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[:len(anchor) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)  # ``from .. import cli``
-    return found
 
 
 def _imports_cli(names: set[str]) -> list[str]:

@@ -1,4 +1,5 @@
-"""What a session is: header, events, message shapes and the surface fold. No storage here."""
+"""What a session is: header, events, message shapes, the surface fold, what a reference projects from it
+(:mod:`.projection`) and the words search matches in it (:mod:`.words`). No storage here."""
 
 from __future__ import annotations
 

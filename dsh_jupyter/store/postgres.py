@@ -16,7 +16,10 @@ Who sees what is the database's business: the tables carry row-level security (s
 :mod:`.postgres_schema`), so every read returns only the connecting role's own sessions and those shared
 with it. ``locate`` and ``session_dir`` return ``None``: there is no honest per-session file.
 
-The DSN is never shown with its password: every message uses :func:`mask_dsn`.
+The DSN is never shown with its password: every message uses :func:`mask_dsn`. The read side and the row
+encoding are the shared SQL store's (:mod:`.sql`); this module holds PostgreSQL's connections, schema,
+leases, SQL text and its writer (which keeps the catalog's columns current with the rules of
+:mod:`dsh_jupyter.session.words`).
 """
 
 from __future__ import annotations
@@ -398,7 +401,7 @@ class PostgresStore(SqlStore["Connection", "Connection", PostgresWriter]):
             "notebook that has it open, or call close() on its writer), or start a new session instead."
         )
 
-    # -- layout ------------------------------------------------------------------------------------------
+    # -- artifacts ---------------------------------------------------------------------------------------
     def save_artifact(self, header: SessionHeader, name: str, data: bytes) -> None:
         """Keep an artifact in ``dsh.artifacts`` (the session must have been flushed: its row holds the owner)."""
         import psycopg

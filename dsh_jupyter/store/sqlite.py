@@ -6,6 +6,9 @@ on ``<db>.locks/<encoded id>.lock``, taken at the first flush or by ``open``), a
 (WAL readers see the last committed state). ``locate`` and ``session_dir`` return ``None``: there is no
 honest per-session file. Session artifacts (plots) live in the table ``dsh_artifacts`` of the same file
 (:mod:`.artifacts`).
+
+The read side and the row encoding are the shared SQL store's (:mod:`.sql`); this module holds SQLite's
+connections, schema, SQL text, file locks and its writer.
 """
 
 from __future__ import annotations
@@ -222,7 +225,7 @@ class SqliteStore(SqlStore[sqlite3.Connection, WriterLock, SqliteWriter]):
                     "%config DshMagics.sqlite_path to a file you can write to, or ask the owner for write access."
                 )
 
-    # -- layout ------------------------------------------------------------------------------------------
+    # -- artifacts ---------------------------------------------------------------------------------------
     def save_artifact(self, header: SessionHeader, name: str, data: bytes) -> None:
         from .artifacts import sqlite_save
 
