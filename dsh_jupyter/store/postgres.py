@@ -24,7 +24,6 @@ leases, SQL text and its writer (which keeps the catalog's columns current with 
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -44,8 +43,6 @@ if TYPE_CHECKING:
     import psycopg
 
     Connection = psycopg.Connection[tuple[Any, ...]]
-
-log = logging.getLogger(__name__)
 
 _IDLE_READERS = 4
 #: Rows a streamed read (:meth:`PostgresStore.stream_events`) fetches from the server at a time.

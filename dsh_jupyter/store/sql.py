@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from .._json import dumps, js_string, loads
 from ..session import (
@@ -46,16 +46,6 @@ log = logging.getLogger(__name__)
 Row = tuple[int, str, "str | None", "str | None", bytes]
 
 T = TypeVar("T")
-
-
-class Cursor(Protocol):
-    """What both drivers' cursors give the shared code."""
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-    def __iter__(self) -> Iterator[Any]: ...
 
 
 class Connection(Protocol):
@@ -336,7 +326,7 @@ class SqlStore(SessionStore, Generic[C, H, W]):
         iterator over the surface, fetched a chunk of bodies at a time inside one transaction."""
         with self._snapshot(session_id) as (conn, key, header, next_seq):
             events = self._surface_stream(conn, session_id, key, skip_data, chunk=self._stream_rows())
-            yield SurfaceSnapshot(header, next_seq - 1 if next_seq else None, events)  # type: ignore[arg-type]
+            yield SurfaceSnapshot(header, next_seq - 1 if next_seq else None, cast("list[Event]", events))
 
     def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         with self._snapshot(session_id) as (conn, key, header, next_seq):

@@ -13,7 +13,6 @@ connections, schema, SQL text, file locks and its writer.
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 import threading
@@ -29,8 +28,6 @@ from .jsonl import encode_event
 from .locking import WriterLock
 from .paths import session_folder_name
 from .sql import Queries, Row, SqlStore, SqlWriter, event_row, exists_error, session_key
-
-log = logging.getLogger(__name__)
 
 #: Schema generation stored in ``PRAGMA user_version``.
 SCHEMA_VERSION = 1
