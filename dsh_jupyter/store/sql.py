@@ -282,15 +282,10 @@ class SqlStore(SessionStore, Generic[C, H, W]):
         except SessionFormatError as exc:
             raise SessionCorruptError(f"corrupt session {session_id!r}: {exc}", path=self._where) from None
 
-    def _surface_events(self, conn: C, session_id: str, key: bytes, skip_data: Collection[str] = ()) -> list[Event]:
-        """The current surface events of a session, read on ``conn`` (inside its transaction)."""
-        return list(self._surface_stream(conn, session_id, key, skip_data, chunk=None))
-
-    def _surface_stream(self, conn: C, session_id: str, key: bytes, skip_data: Collection[str],
-                        chunk: int | None) -> Iterator[Event]:
-        """The current surface events in order: the fold runs on the op columns alone, then the surviving
-        bodies are fetched ``chunk`` rows at a time (all at once for ``None``) and decoded one at a time.
-        Types in ``skip_data`` come back as placeholders (``data=None``) without their bodies."""
+    def _surface_ops(self, conn: C, session_id: str, key: bytes,
+                     skip_data: Collection[str]) -> tuple[list[int], dict[int, Event]]:
+        """The fold over the op columns alone: the surviving seqs in surface order, and placeholders
+        (``data=None``) for those whose type is in ``skip_data`` (their bodies are never read)."""
         fold = SurfaceFold()
         kinds: dict[int, tuple[str, SurfaceOp, Any]] = {}
         for seq, op, cited, kind in conn.execute(self.queries.surface_ops, (key,)).fetchall():
@@ -303,22 +298,43 @@ class SqlStore(SessionStore, Generic[C, H, W]):
             if kind in skip_data:
                 kinds[seq] = (kind, parsed_op, cited_seqs)
         survivors = fold.seqs
-        wanted = [seq for seq in survivors if seq not in kinds]  # in surface order
-        step = chunk or max(len(wanted), 1)
+        placeholders: dict[int, Event] = {}
+        for seq in survivors:
+            if seq in kinds:
+                kind, op, cited = kinds[seq]
+                placeholders[seq] = Event(kind, seq, 0, None, op, tuple(cited) if cited is not None else None)
+        return survivors, placeholders
+
+    def _surface_events(self, conn: C, session_id: str, key: bytes, skip_data: Collection[str] = ()) -> list[Event]:
+        """The current surface events of a session, read on ``conn`` (inside its transaction): every surviving
+        body fetched at once."""
+        survivors, placeholders = self._surface_ops(conn, session_id, key, skip_data)
+        bodies = self._bodies(conn, key, [seq for seq in survivors if seq not in placeholders])
+        return [placeholders[seq] if seq in placeholders else self._body_event(session_id, seq, bodies)
+                for seq in survivors]
+
+    def _body_event(self, session_id: str, seq: int, bodies: dict[int, bytes]) -> Event:
+        body = bodies.pop(seq, None)
+        if body is None:
+            raise self._corrupt(session_id, seq, "is missing")
+        return self._decode(session_id, seq, body)
+
+    def _surface_stream(self, conn: C, session_id: str, key: bytes, skip_data: Collection[str],
+                        chunk: int) -> Iterator[Event]:
+        """The current surface events in order, the surviving bodies fetched ``chunk`` rows at a time and
+        decoded one at a time."""
+        survivors, placeholders = self._surface_ops(conn, session_id, key, skip_data)
+        wanted = [seq for seq in survivors if seq not in placeholders]  # in surface order
         fetched = 0  # wanted[:fetched] were fetched
         bodies: dict[int, bytes] = {}
         for seq in survivors:
-            if seq in kinds:
-                kind, parsed_op, cited_seqs = kinds[seq]
-                yield Event(kind, seq, 0, None, parsed_op, tuple(cited_seqs) if cited_seqs is not None else None)
+            if seq in placeholders:
+                yield placeholders[seq]
                 continue
             if seq not in bodies and fetched < len(wanted) and wanted[fetched] == seq:
-                part = wanted[fetched : fetched + step]
-                fetched += len(part)
-                bodies = self._bodies(conn, key, part)
-            if seq not in bodies:
-                raise self._corrupt(session_id, seq, "is missing")
-            yield self._decode(session_id, seq, bodies.pop(seq))
+                bodies = self._bodies(conn, key, wanted[fetched : fetched + chunk])
+                fetched += chunk
+            yield self._body_event(session_id, seq, bodies)
 
     @contextmanager
     def stream_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> Iterator[SurfaceSnapshot]:
