@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import pytest
+from notebook_helpers import block_markup
 
 from dsh_jupyter.agent.events import (
     AgentEvent,
@@ -36,15 +37,25 @@ class FakeHandle:
         return unwrap(str(self.versions[-1].html()))
 
 
-_BLOCK = re.compile(r'<div class="dsh-(?:markdown|html) tex2jax_ignore mathjax_ignore" style="white-space:normal">'
-                    r"(.*?)</div>")
+_INNER_BLOCK = re.compile(r'<div class="dsh-markdown tex2jax_ignore mathjax_ignore" style="white-space:normal">')
 
 
 def unwrap(html: str) -> str:
-    """The markup of each inert block of a turn's HTML (entities of the one-block rule decoded)."""
+    """The markup of each top-level inert block of a turn's HTML, joined by blank lines (the one-block
+    entities decoded; a notice's inner Markdown block shown as ``<md>``)."""
     assert html == "" or (html.startswith('<div class="dsh-turn">') and html.endswith("</div>")), html
-    blocks = _BLOCK.findall(html)
-    return "\n\n".join(b.replace("&#10;", "\n").replace("&#36;", "$").replace("&#92;", "\\") for b in blocks)
+    inner = html[len('<div class="dsh-turn">'):-len("</div>")] if html else ""
+    blocks, depth, start = [], 0, 0
+    for tag in re.finditer(r"<div\b[^>]*>|</div>", inner):
+        if tag.group().startswith("</"):
+            depth -= 1
+            if depth == 0:
+                blocks.append(block_markup(inner[start:tag.end()]))
+        else:
+            if depth == 0:
+                start = tag.start()
+            depth += 1
+    return "\n\n".join(_INNER_BLOCK.sub("<md>", b).replace("</div>", "</md>") for b in blocks)
 
 
 @pytest.fixture
@@ -149,7 +160,7 @@ def test_a_foreground_turn_freezes_each_finished_tool_into_its_own_output(handle
     assert re.fullmatch(r"<details><summary>⚙ <code>bash · echo one</code> ✗</summary><pre>first result</pre>"
                         r"</details>\n\n<details><summary>⚙ <code>bash · echo one</code> ✓</summary>"
                         r"<pre>second result</pre></details>", second), second
-    assert handles[2].markdown == "<p>All done.</p>\n\n<blockquote><p>a hook said hi</p></blockquote>"
+    assert handles[2].markdown == "<p>All done.</p>\n\n<blockquote><md><p>a hook said hi</p></md></blockquote>"
     shown = "".join(handle.markdown for handle in handles)
     assert shown.count("first result") == 1 and shown.count("second result") == 1
     assert view.finished and view.reason == "completed"
@@ -194,7 +205,7 @@ def test_notes_and_reasoning(handles: list[FakeHandle]) -> None:
     view.start()
     view.note("retrying", "warning")
     feed(view, [ReasoningDelta(turn=1, text="think"), TurnEnded(turn=1, reason="completed")])
-    assert handles[-1].markdown == ("<blockquote><p>retrying</p></blockquote>\n\n"
+    assert handles[-1].markdown == ("<blockquote><md><p>retrying</p></md></blockquote>\n\n"
                                     '<details open=""><summary>Reasoning</summary><pre>think</pre></details>')
 
 

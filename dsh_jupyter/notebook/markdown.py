@@ -119,15 +119,27 @@ def _one_block(fragment: str, css_class: str) -> str:
 # --------------------------------------------------------------------------- Markdown to HTML
 
 
+#: A control character in a link target, raw or percent-encoded (the parser encodes what it decoded).
+_BROKEN_TARGET = re.compile("[\x00-\x1f\x7f-\x9f]|%(?:[01][0-9a-f]|7f)", re.IGNORECASE)
+
+
 @functools.cache
 def _parser() -> Callable[[str], str]:
     import mistune
 
     class Renderer(mistune.HTMLRenderer):
-        """Raw HTML shown as text (a bare ``<br>`` kept); every URL left to nh3, the one URL rule."""
+        """Raw HTML shown as text (a bare ``<br>`` kept); schemes are left to nh3, the one URL rule, but a
+        target with a control character inside (``java&#9;script:``, which a browser reads without it) is no
+        link at all: its text, or an image's alt text, stays."""
 
         def inline_html(self, html: str) -> str:
             return "<br>" if re.fullmatch(r"<br\s*/?>", html, re.IGNORECASE) else super().inline_html(html)
+
+        def link(self, text: str, url: str, title: str | None = None) -> str:
+            return text if _BROKEN_TARGET.search(url) else super().link(text, url, title)
+
+        def image(self, text: str, url: str, title: str | None = None) -> str:
+            return text if _BROKEN_TARGET.search(url) else super().image(text, url, title)
 
     renderer = Renderer(escape=True, allow_harmful_protocols=True)
     return cast(Callable[[str], str], mistune.create_markdown(renderer=renderer,

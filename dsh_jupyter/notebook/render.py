@@ -276,9 +276,8 @@ class TranscriptMarkdown:
                 parts.append(f"<details{state}><summary>Reasoning</summary><pre>{body}</pre></details>")
             elif isinstance(item, ToolItem):
                 parts.append(tool_details_html(item))
-            elif isinstance(item, NoticeItem):
-                notice = html.escape(escape_controls(item.text, one_line=False)).replace("\n", "<br>")
-                parts.append(f"<blockquote><p>{notice}</p></blockquote>")
+            elif isinstance(item, NoticeItem):  # ours, with `code` spans around what the user typed
+                parts.append(f"<blockquote>{markdown_html(item.text)}</blockquote>")
             elif isinstance(item, EndItem):
                 line, quiet = _end_line(item)
                 text = html.escape(escape_controls(line, one_line=False))
