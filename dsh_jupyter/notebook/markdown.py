@@ -308,6 +308,12 @@ def _tree_chunk(chunk: str) -> tuple[DocChild, ...]:
     return tuple(_tree(_render_chunk(chunk)))
 
 
+@functools.lru_cache(maxsize=64)
+def _tree_whole(text: str) -> tuple[DocChild, ...]:
+    """A finished answer's tree (the chat view is sent every item's tree with each update)."""
+    return tuple(_tree(_render_whole(text)))
+
+
 def markdown_tree(text: str, *, partial: bool = False) -> list[DocChild]:
     """Markdown as a tree of allowed elements, for the chat view (which builds it with ``createElement``).
 
@@ -320,7 +326,7 @@ def markdown_tree(text: str, *, partial: bool = False) -> list[DocChild]:
     escaped = escape_text(text)
     if _chunked(escaped, partial):
         return [node for chunk in _chunks(escaped) for node in _tree_chunk(chunk)]
-    return _tree(_render_whole(escaped))
+    return list(_tree_whole(escaped))
 
 
 __all__ = ["DocChild", "DocNode", "markdown_html", "markdown_tree", "safe_html"]
