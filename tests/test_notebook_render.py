@@ -463,3 +463,12 @@ def test_kernel_nbconvert_html_shows_the_footer_and_the_reference_view(executed:
     assert "✓ done</span> · <span class=\"dsh-turn-session\">Footer check</span>" in body
     assert "Referenced: Footer check · " in body and "What the agent received (" in body
     assert "object at 0x" not in body
+
+
+def test_a_notice_renders_its_code_spans_and_nothing_live() -> None:
+    from dsh_jupyter.notebook.transcript import NoticeItem
+
+    shown = unwrap(TranscriptMarkdown([NoticeItem(1, "`{t}` was kept as written <img src=x onerror=alert(1)>")],
+                                      False, waiting=False).html())
+    assert shown == "<blockquote><md><p><code>{t}</code> was kept as written &lt;img src=x onerror=alert(1)&gt;</p>" \
+                    "</md></blockquote>"
