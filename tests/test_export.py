@@ -270,7 +270,7 @@ def test_kernel_dsh_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     md_files = list(tmp_path.glob("*.md"))
     assert len(md_files) == 1 and stream(2, "stdout").startswith("exported session ")
     md = md_files[0].read_text()
-    assert "please compute &lt;img src=x onerror=alert(1)>" in md
+    assert "please compute &lt;img src=x onerror=alert(1)&gt;" in md
     assert re.search(r"(?<![\\])<img", md) is None  # only escaped: \<img in the title, &lt;img in the prompt
     assert "<summary>python: print(6 * 7)" in md
     exported = nbformat.read(tmp_path / "run.ipynb", as_version=4)

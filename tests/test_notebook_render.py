@@ -20,6 +20,7 @@ from dsh_jupyter.agent.events import (
     TurnEnded,
     TurnStarted,
 )
+from dsh_jupyter.notebook.display import REFERENCE_CONTEXT_MIME
 from dsh_jupyter.notebook.render import TranscriptMarkdown, TurnView
 from dsh_jupyter.notebook.transcript import EndItem, Item, ReasoningItem, TextItem, ToolItem
 
@@ -427,12 +428,15 @@ def test_kernel_foreground_footer_names_the_session_and_stays_in_the_saved_noteb
     assert (facts["status"], facts["provider"], facts["model"]) == ("completed", "offline", "offline")
     assert facts["durationSeconds"] >= 0 and facts["usage"]["inputTokens"] > 0
     assert list((work / ".dsh" / "sessions").glob("*/session.jsonl")), "the session log exists"
-    # The first-use notice: Markdown, once per kernel (not again for the later turns).
+    # The first-use notice: rendered Markdown in a quote, once per kernel (not again for the later turns).
     notices = [o for cell in nb.cells for o in cell.outputs
                if "offline model" in o.get("data", {}).get("text/html", "").lower()
-               and "text/plain" in o["data"] and TURN_MIME_KEY not in o.get("metadata", {})]
-    assert len(notices) == 1 and notices[0]["data"]["text/html"].startswith("> Using the offline model")
-    assert "`%dsh models`" in notices[0]["data"]["text/html"]
+               and "text/plain" in o["data"] and TURN_MIME_KEY not in o.get("metadata", {})
+               and REFERENCE_CONTEXT_MIME not in o["data"]]
+    assert len(notices) == 1
+    quoted = block_markup(notices[0]["data"]["text/html"])
+    assert quoted.startswith('<blockquote class="dsh-notice">') and "Using the offline model" in quoted
+    assert "<code>%dsh models</code>" in quoted
 
 
 @pytest.mark.slow
