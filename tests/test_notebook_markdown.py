@@ -214,3 +214,13 @@ def test_the_turn_output_is_html_only() -> None:
     assert set(bundle) == {"text/html", "text/plain"}
     assert "<img" not in bundle["text/html"] and "&lt;img src=x onerror=alert(1)&gt;" in bundle["text/html"]
     assert bundle["text/plain"] == "title: <img src=x onerror=alert(1)>"
+
+
+def test_loading_the_extension_imports_neither_parser_nor_sanitiser() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, IPython; from dsh_jupyter.notebook import extension, display, render, markdown; "
+            "print(sorted(m for m in ('mistune', 'nh3') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
