@@ -25,7 +25,7 @@ from .services import Services, ServiceSettings
 
 if TYPE_CHECKING:
     from .catalog import Catalog, CatalogEntry
-    from .references.projection import ProjectedMessage
+    from .references.tail import Shown
     from .sources import ForeignHeader, ForeignSessions
 
 EXIT_OK = 0
@@ -37,6 +37,8 @@ EXIT_FAILED = 3
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", ".git", ".hg", ".venv", "venv", "site-packages", ".tox",
                         ".mypy_cache", ".pytest_cache", ".ipynb_checkpoints"})
 _MAX_SCAN_DIRS = 50_000
+#: Logs from this size on are announced on stderr before they are exported (that takes a while).
+_LARGE_LOG = 32 << 20
 # DEL and C1 controls survive ``json.dumps(ensure_ascii=False)``; inside JSON strings they become \uXXXX.
 _JSON_CONTROLS = re.compile("[\x7f-\x9f]")
 
@@ -320,32 +322,29 @@ def _merged(entries: Sequence[CatalogEntry], headers: Sequence[ForeignHeader], k
     return merged if limit is None else merged[:limit]
 
 
-def _conversation_json(messages: Sequence[ProjectedMessage], shown: Sequence[ProjectedMessage],
-                       chars: int) -> dict[str, Any]:
-    """``show --json``'s conversation: the last messages, each cut to ``chars``, and how many were left out."""
-    return {
-        "messages": [{"role": m.role, "text": m.text[:chars], "truncated": len(m.text) > chars,
-                      "checkpoint": m.checkpoint} for m in shown],
-        "omittedMessages": len(messages) - len(shown),
-    }
+def _messages_row(user: int, assistant: int) -> str:
+    return f"{user + assistant:,} in the conversation ({user:,} user, {assistant:,} assistant)"
 
 
-def _write_conversation(out: TextIO, messages: Sequence[ProjectedMessage], shown: Sequence[ProjectedMessage],
-                        chars: int) -> None:
-    """``show``'s conversation: the last messages, one a line, each cut to ``chars`` characters."""
-    if not shown:
-        return
-    omitted = len(messages) - len(shown)
-    note = f"last {len(shown)} of {len(messages)} messages" if omitted else f"{len(shown)} messages"
-    _write(out, f"--- conversation ({note}; each cut to {chars} characters) ---\n")
-    for message in shown:
-        text = message.text if len(message.text) <= chars else message.text[:chars] + " …"
-        _write(out, f"[{'checkpoint' if message.checkpoint else message.role}] {text}\n")
+def _write_conversation(out: TextIO, total: int, shown: Sequence[Shown], chars: int, session_id: str,
+                        log_bytes: int | None) -> None:
+    """``show``'s conversation (:func:`dsh_jupyter.references.tail.conversation_lines`)."""
+    from .references.tail import conversation_lines
+
+    size = f" (the log is {_megabytes(log_bytes)})" if log_bytes else ""
+    hint = (f"{size}; --messages N shows more, 'dsh-jupyter sessions export {escape(session_id)} FOLDER --to md' "
+            "writes all of them")
+    for line in conversation_lines(total, shown, chars, hint):
+        _write(out, line + "\n")
+
+
+def _megabytes(size: int | None) -> str:
+    return f"{(size or 0) / 2**20:,.1f} MB"
 
 
 def _show_foreign(foreign: ForeignSessions, args: argparse.Namespace, out: TextIO) -> int | None:
     """``show`` of another tool's session (its full id, or a unique prefix of one); ``None`` when it is not one."""
-    from .references.projection import project_surface
+    from .references.tail import conversation_json, read_forward
 
     if not foreign.owns(args.session):
         return None
@@ -357,22 +356,20 @@ def _show_foreign(foreign: ForeignSessions, args: argparse.Namespace, out: TextI
                        EXIT_NOT_FOUND)
     header = (exact or matches)[0]
     snapshot = foreign.read_surface(header.session_id)
-    messages = list(project_surface(snapshot).messages)
-    shown = messages[-args.messages:] if args.messages else []
+    user, assistant, shown = read_forward(snapshot.events, args.messages, args.chars)
     if args.json:
         record = _foreign_json(header)
-        record["conversation"] = _conversation_json(messages, shown, args.chars)
+        record["conversation"] = conversation_json(user + assistant, shown)
         _print_json(record, out)
         return EXIT_OK
-    user = sum(1 for m in messages if m.role == "user")
     rows = [("session", escape(header.session_id)), ("tool", f"{header.tool} (read-only)"),
             ("title", escape(header.title) if header.title is not None else "(none)"), ("log", escape(header.path)),
             ("cwd", escape(header.cwd) if header.cwd is not None else "(none)"),
             ("created", f"{_when(header.created_at)} ({header.created_at})"),
-            ("messages", f"{len(messages)} in the conversation ({user} user, {len(messages) - user} assistant)")]
+            ("messages", _messages_row(user, assistant))]
     for key, value in rows:
         _write(out, f"{key:<9} {value}\n")
-    _write_conversation(out, messages, shown, args.chars)
+    _write_conversation(out, user + assistant, shown, args.chars, header.session_id, None)
     return EXIT_OK
 
 
@@ -427,9 +424,14 @@ def cmd_search(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
-    from .references.projection import PROJECTION_SKIPS, project_surface
+    """The header comes from the catalog (printed before the log is read); the conversation is read from the
+    log's end, one event at a time (:func:`dsh_jupyter.references.tail.last_messages`), so a session of any
+    size answers in about the time its last messages take."""
+    from .references.projection import PROJECTION_SKIPS
+    from .references.tail import conversation_json, last_messages, read_forward
     from .session import SessionError
     from .store import JsonlStore
+    from .store.scan import STREAM_SURFACE
 
     foreign = _foreign(args)
     if foreign is not None:
@@ -438,19 +440,7 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
             return done
     roots = _scope(catalog, args)
     entry = _resolve(catalog, args.session, roots)
-    try:
-        snapshot = JsonlStore(entry.store).read_surface(entry.session_id, skip_data=PROJECTION_SKIPS)
-    except (SessionError, OSError) as exc:
-        raise CliError(f"cannot read session {escape(entry.session_id)} at {entry.path}: {exc}") from exc
-    projected = project_surface(snapshot)
-    messages = list(projected.messages)
-    shown = messages[-args.messages:] if args.messages else []
-    if args.json:
-        record = entry.to_json()
-        record["capturedThroughSeq"] = snapshot.captured_through_seq
-        record["conversation"] = _conversation_json(messages, shown, args.chars)
-        _print_json(record, out)
-        return EXIT_OK
+    counted = entry.indexed and entry.readable  # the catalog has just indexed the log: its counts are current
     rows = [
         ("session", escape(entry.session_id)),
         ("title", escape(entry.title) if entry.title is not None else "(none)"),
@@ -461,16 +451,41 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     ]
     if entry.notebook:
         rows.append(("notebook", escape(entry.notebook)))
-    user = sum(1 for m in messages if m.role == "user")
-    rows.append(("messages", f"{len(messages)} in the conversation ({user} user, {len(messages) - user} assistant); "
-                             f"{len(snapshot.events)} on the surface; "
-                             f"{0 if snapshot.captured_through_seq is None else snapshot.captured_through_seq + 1} "
-                             "events in the log"))
-    rows.append(("size", f"{entry.size} bytes"))
+    if counted and not args.json:
+        _write_rows(out, rows, entry, entry.user_messages, entry.assistant_messages)
+    try:
+        snapshot = JsonlStore(entry.store).read_surface(entry.session_id, skip_data=PROJECTION_SKIPS | {STREAM_SURFACE})
+        if counted:  # only the last messages are decoded, read from the end
+            user, assistant = entry.user_messages, entry.assistant_messages
+            shown = last_messages(snapshot.events, args.messages, args.chars)
+        else:
+            user, assistant, shown = read_forward(snapshot.events, args.messages, args.chars)
+    except (SessionError, OSError) as exc:
+        raise CliError(f"cannot read session {escape(entry.session_id)} at {entry.path}: {exc}") from exc
+    if args.json:
+        record = entry.to_json()
+        record["capturedThroughSeq"] = snapshot.captured_through_seq
+        record["conversation"] = conversation_json(user + assistant, shown)
+        _print_json(record, out)
+        return EXIT_OK
+    if not counted:
+        _write_rows(out, rows, entry, user, assistant, surface=len(snapshot.events),
+                    events=0 if snapshot.captured_through_seq is None else snapshot.captured_through_seq + 1)
+    _write_conversation(out, user + assistant, shown, args.chars, entry.session_id, entry.size)
+    return EXIT_OK
+
+
+def _write_rows(out: TextIO, rows: list[tuple[str, str]], entry: CatalogEntry, user: int, assistant: int, *,
+                surface: int | None = None, events: int | None = None) -> None:
+    """``show``'s header lines, flushed at once (the conversation may take a moment longer)."""
+    surface = entry.surface if surface is None else surface
+    events = entry.events if events is None else events
+    rows = [*rows, ("messages", f"{_messages_row(user, assistant)}; {surface:,} on the surface; {events:,} events "
+                                "in the log"),
+            ("size", f"{entry.size:,} bytes ({_megabytes(entry.size)})")]
     for key, value in rows:
         _write(out, f"{key:<9} {value}\n")
-    _write_conversation(out, messages, shown, args.chars)
-    return EXIT_OK
+    out.flush()
 
 
 def _direct(root: str, session_id: str) -> str | None:
@@ -610,7 +625,8 @@ def cmd_reindex(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_export(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
-    from .export import ExportError, export_name, write_export
+    """Each session is streamed to its file one event at a time (:func:`dsh_jupyter.export.export_stored`)."""
+    from .export import ExportError, export_name, export_stored
     from .session import SessionError
     from .store import JsonlStore
 
@@ -623,21 +639,39 @@ def cmd_export(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     if not entries:
         _write(out, "no sessions to export\n")
         return EXIT_OK
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CliError(f"cannot create the folder {escape(str(folder))}: {exc.strerror or exc}") from None
+    _export_folder(folder, args.folder)
     failed = 0
     for entry in entries:
+        if entry.size >= _LARGE_LOG:  # say what is going on before a long, quiet write
+            _say(f"exporting session {escape(entry.session_id)} ({_megabytes(entry.size)} of log) into "
+                 f"{escape(str(folder))} …")
         try:
-            log = JsonlStore(entry.store).load(entry.session_id)
-            path = write_export(log, args.to, folder / export_name(entry.session_id, args.to), overwrite=args.force)
+            path, tally = export_stored(JsonlStore(entry.store), entry.session_id, args.to,
+                                        folder / export_name(entry.session_id, args.to), overwrite=args.force,
+                                        title=entry.title)
         except (ExportError, SessionError, OSError) as exc:
             _say(f"cannot export session {escape(entry.session_id)}: {escape(str(exc))}")
             failed += 1
             continue
+        if tally.cut_texts or tally.cut_outputs:
+            _say(f"{escape(str(path))}: {tally.summary()}")
         _write(out, f"{escape(str(path))}\n")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _export_folder(folder: Path, typed: str) -> None:
+    """Make the export folder (when missing) and check that files can be written into it."""
+    if folder.exists() and not folder.is_dir():
+        raise CliError(f"{escape(typed)} is a file, not a folder; give the folder the exports should go into",
+                       EXIT_USAGE)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot create the folder {escape(str(folder))}: {exc.strerror or exc}; choose another "
+                       "FOLDER") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CliError(f"cannot write into the folder {escape(str(folder))} (permission denied); choose another "
+                       "FOLDER")
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:

@@ -19,7 +19,12 @@ def capped(text: str, limit: int, what: str = "characters") -> str:
     (``what`` names the unit, e.g. ``"characters of output"``)."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}\n… ({len(text) - limit} more {what} not shown)"
+    return text[:limit] + left_out(len(text) - limit, what)
+
+
+def left_out(count: int, what: str = "characters") -> str:
+    """The line :func:`capped` adds after a cut text: ``\\n… (N more characters not shown)``."""
+    return f"\n… ({count} more {what} not shown)"
 
 
 def fitted(text: str, limit: int) -> str:

@@ -1,6 +1,6 @@
 """Export a session for people: a Markdown or HTML transcript, or a notebook that re-runs its code.
 
-The input is a session's full log (``store.load``), not its model-visible surface: a reader wants every
+The input is every event of a session's log, not its model-visible surface: a reader wants every
 prompt and answer, including those a compaction later summarised (the checkpoint is shown where it was
 made). What each form holds:
 
@@ -20,219 +20,59 @@ made). What each form holds:
   result was an error is tagged ``raises-exception``, so running the notebook top to bottom goes on past
   it. Other tools' calls become Markdown cells like the Markdown form's.
 
-Terminal control characters become ``\\xNN`` in every form (:mod:`dsh_jupyter.notebook.escape`).
+Terminal control characters become ``\\xNN`` in every form (:mod:`dsh_jupyter.notebook.escape`). Secrets are
+masked as the events are read (:func:`stream_export`), so an export from a kernel's session in memory and one
+from its log are the same file.
+
+Exports are streamed: the log is read one event at a time (:meth:`SessionStore.stream_events
+<dsh_jupyter.store.SessionStore.stream_events>`), each item is written to a temporary file as soon as it is
+complete and the file replaces the target only when the whole log was read, so a 1 GB session exports in
+bounded memory and a damaged log leaves nothing half-written. A prompt or answer longer than
+:data:`MAX_TEXT` characters and tool output longer than :data:`MAX_OUTPUT` are cut, with a line saying how
+much was left out; the footer counts the prompts, answers and tool calls, and how many texts were cut.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
-from .clip import capped
-from .images import content_text
+from .conversation import (
+    MAX_OUTPUT,
+    MAX_TEXT,
+    Answer,
+    Checkpoint,
+    Item,
+    Note,
+    Prompt,
+    References,
+    Tally,
+    ToolRun,
+    Transcript,
+    transcript,
+    transcript_items,
+)
 from .notebook.escape import escape_controls, escape_text, html_field
 from .notebook.markdown import markdown_html
 from .notebook.transcript import argument_summary
-from .session import Event, SessionLog
-from .session.events import ASSISTANT_MESSAGE, SESSION_TITLE, TOOL_CALL, TOOL_RESULT, USER_MESSAGE
-from .session.messages import (
-    SESSION_REFERENCE_KIND,
-    blocks_text,
-    display_content,
-    is_checkpoint_source,
-    is_direct_user_source,
-)
+from .session import Event, SessionHeader, SessionLog
+
+if TYPE_CHECKING:
+    from .store import SessionStore
 
 #: The export formats, by the name ``--to`` takes.
 FORMATS: tuple[str, ...] = ("md", "html", "ipynb")
-#: Tool output kept per call (characters); the rest is counted, not shown.
-MAX_OUTPUT = 20_000
-#: Tools whose calls become runnable notebook cells, with the argument holding their source.
-RUNNABLE = {"python": "code", "bash": "command"}
 
 
 class ExportError(ValueError):
     """An export cannot be made as asked; the message says what to do instead."""
-
-
-# --------------------------------------------------------------------------- the transcript
-
-
-@dataclass(frozen=True)
-class Prompt:
-    text: str
-
-
-@dataclass(frozen=True)
-class Answer:
-    text: str
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """A compaction checkpoint: the summary that replaced the conversation before it."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Note:
-    """A message injected by the harness or a hook (not typed by the user)."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class References:
-    """What a prompt referenced: sessions as ``(label, session id, captured through seq)``, and notebook
-    variables as ``(label, brief)`` (``df``, ``DataFrame 1,000×4``)."""
-
-    sessions: tuple[tuple[str, str, int | None], ...]
-    variables: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass
-class ToolRun:
-    call_id: str
-    name: str
-    arguments: str
-    output: str | None = None
-    is_error: bool = False
-
-    @property
-    def source(self) -> str | None:
-        """The code or command of a ``python`` or ``bash`` call (``None`` for other tools or odd arguments)."""
-        key = RUNNABLE.get(self.name)
-        if key is None:
-            return None
-        try:
-            parsed = json.loads(self.arguments or "{}")
-        except ValueError:
-            return None
-        value = parsed.get(key) if isinstance(parsed, dict) else None
-        return value if isinstance(value, str) else None
-
-    def shown_output(self) -> str:
-        if self.output is None:
-            return "(no result was recorded)"
-        return capped(self.output, MAX_OUTPUT)
-
-
-Item = Prompt | Answer | Checkpoint | Note | References | ToolRun
-
-
-@dataclass
-class Transcript:
-    """What an export shows of one session."""
-
-    session_id: str
-    title: str | None
-    created_at: int
-    cwd: str | None
-    items: list[Item] = field(default_factory=list)
-
-    @property
-    def heading(self) -> str:
-        return self.title or f"Session {self.session_id}"
-
-    @property
-    def created(self) -> str:
-        return datetime.fromtimestamp(self.created_at / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-    def counts(self) -> tuple[int, int, int]:
-        """Prompts, answers and tool calls."""
-        return (sum(isinstance(i, Prompt) for i in self.items), sum(isinstance(i, Answer) for i in self.items),
-                sum(isinstance(i, ToolRun) for i in self.items))
-
-
-def _message(event: Event) -> Mapping[str, Any]:
-    data = event.data if isinstance(event.data, Mapping) else {}
-    message = data.get("message", data) if event.type != USER_MESSAGE else data
-    return message if isinstance(message, Mapping) else {}
-
-
-def _blocks(message: Mapping[str, Any]) -> list[Any]:
-    content = message.get("content")
-    return list(content) if isinstance(content, list) else []
-
-
-def _references(source: Mapping[str, Any]) -> References:
-    found: list[tuple[str, str, int | None]] = []
-    for entry in source.get("references") or ():
-        if not isinstance(entry, Mapping):
-            continue
-        session_id = str(entry.get("sessionId", "?"))
-        label = entry.get("label")
-        through = entry.get("capturedThroughSeq")
-        found.append((label if isinstance(label, str) else session_id, session_id,
-                      through if isinstance(through, int) and not isinstance(through, bool) else None))
-    variables: list[tuple[str, str]] = []
-    for entry in source.get("variables") or ():
-        if isinstance(entry, Mapping):
-            name = entry.get("label") or entry.get("variable")
-            brief = entry.get("brief") or entry.get("type")
-            variables.append((str(name or "?"), str(brief or "")))
-    return References(tuple(found), tuple(variables))
-
-
-def transcript(log: SessionLog) -> Transcript:
-    """The prompts, answers, tool calls, checkpoints and reference notes of ``log``, in log order."""
-    header = log.header
-    result = Transcript(header.id, None, int(header.created_at), header.cwd)
-    runs: dict[str, ToolRun] = {}
-    for event in log.events:
-        if event.type == SESSION_TITLE:
-            title = event.data.get("title") if isinstance(event.data, Mapping) else None
-            result.title = title if isinstance(title, str) and title.strip() else result.title
-        elif event.type == USER_MESSAGE:
-            _user(_message(event), result.items)
-        elif event.type == ASSISTANT_MESSAGE:
-            text = blocks_text(_blocks(_message(event)))
-            if text.strip():
-                result.items.append(Answer(text))
-        elif event.type == TOOL_CALL and isinstance(event.data, Mapping):
-            call_id = str(event.data.get("callId", ""))
-            arguments = event.data.get("arguments")
-            run = ToolRun(call_id, str(event.data.get("name", "tool")),
-                          arguments if isinstance(arguments, str) else json.dumps(arguments))
-            runs[call_id] = run
-            result.items.append(run)
-        elif event.type == TOOL_RESULT:
-            for block in _blocks(_message(event)):
-                if isinstance(block, Mapping) and block.get("type") == "tool-result":
-                    done = runs.get(str(block.get("toolCallId", "")))
-                    if done is not None:
-                        inner = block.get("content")
-                        done.output = content_text(inner if isinstance(inner, list) else [])  # images noted
-                        done.is_error = block.get("isError") is True
-    return result
-
-
-def _user(message: Mapping[str, Any], items: list[Item]) -> None:
-    source = message.get("source")
-    if isinstance(source, Mapping) and source.get("kind") == SESSION_REFERENCE_KIND:
-        items.append(_references(source))
-        envelope = message.get("envelope")
-        if isinstance(envelope, Mapping) and isinstance(envelope.get("displayContent"), list):
-            items.append(Prompt(blocks_text(display_content(message))))  # the prompt the snapshots were baked into
-        return
-    text = blocks_text(display_content(message))
-    if not text.strip():
-        return
-    if is_checkpoint_source(source):
-        items.append(Checkpoint(text))
-    elif is_direct_user_source(source):
-        items.append(Prompt(text))
-    else:
-        items.append(Note(text))
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -305,17 +145,22 @@ def _md_item(item: Item) -> str:
 
 
 def _md_header(doc: Transcript) -> str:
-    prompts, answers, tools = doc.counts()
     lines = [f"# {md_literal(doc.heading)}", "",
              f"- Session: {md_literal(doc.session_id)}",
              f"- Created: {doc.created}",
-             f"- Folder: {md_literal(doc.cwd) if doc.cwd else '(none)'}",
-             f"- {prompts} prompts, {answers} answers, {tools} tool calls (exported by dsh-jupyter)"]
+             f"- Folder: {md_literal(doc.cwd) if doc.cwd else '(none)'}"]
     return "\n".join(lines)
 
 
-def to_markdown(doc: Transcript) -> str:
-    return "\n\n".join([_md_header(doc), *(_md_item(item) for item in doc.items)]) + "\n"
+def _md_footer(tally: Tally) -> str:
+    return f"---\n\n*{md_literal(tally.summary())} · exported by dsh-jupyter*"
+
+
+def _md_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> Iterator[str]:
+    yield _md_header(doc)
+    for item in items:
+        yield "\n\n" + _md_item(item)
+    yield "\n\n" + _md_footer(tally) + "\n"
 
 
 # --------------------------------------------------------------------------- HTML
@@ -388,61 +233,79 @@ def _html_item(item: Item) -> str:
             f"<pre><code>{_h(run.shown_output())}</code></pre></div></details>")
 
 
-def to_html(doc: Transcript) -> str:
-    prompts, answers, tools = doc.counts()
+def _html_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> Iterator[str]:
     rows = [("Session", doc.session_id), ("Created", doc.created), ("Folder", doc.cwd or "(none)")]
     meta = "".join(f"<dt>{k}</dt><dd>{html_field(v)}</dd>" for k, v in rows)
-    body = "\n".join(_html_item(item) for item in doc.items)
-    return (
+    yield (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
         f"<title>{html_field(doc.heading)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n<main>\n"
-        f"<header><h1>{html_field(doc.heading)}</h1><dl>{meta}</dl></header>\n{body}\n"
-        f"<footer>{prompts} prompts, {answers} answers, {tools} tool calls · exported by dsh-jupyter</footer>\n"
-        "</main>\n</body>\n</html>\n"
+        f"<header><h1>{html_field(doc.heading)}</h1><dl>{meta}</dl></header>\n"
     )
+    for item in items:
+        yield _html_item(item) + "\n"
+    yield (f"<footer>{html_field(tally.summary())} · exported by dsh-jupyter</footer>\n"
+           "</main>\n</body>\n</html>\n")
 
 
 # --------------------------------------------------------------------------- notebook
 
 
-def _notebook_cells(doc: Transcript) -> list[Any]:
+def _notebook_cell(item: Item) -> Any:
     from nbformat import v4
 
-    cells: list[Any] = [v4.new_markdown_cell(_md_header(doc))]
-    for item in doc.items:
-        source = item.source if isinstance(item, ToolRun) else None
-        if not isinstance(item, ToolRun) or source is None:
-            cells.append(v4.new_markdown_cell(_md_item(item)))
-            continue
-        code = escape_text(source) if item.name == "python" else f"%%bash\n{escape_text(source)}"
-        output = v4.new_output("stream", name="stderr" if item.is_error else "stdout",
-                               text=escape_text(item.shown_output()))
-        metadata: dict[str, Any] = {"dsh": {"tool": item.name, "callId": item.call_id}}
-        if item.is_error:
-            metadata["tags"] = ["raises-exception"]
-        cells.append(v4.new_code_cell(code, outputs=[output], metadata=metadata))
-    return cells
+    source = item.source if isinstance(item, ToolRun) else None
+    if not isinstance(item, ToolRun) or source is None:
+        return v4.new_markdown_cell(_md_item(item))
+    code = escape_text(source) if item.name == "python" else f"%%bash\n{escape_text(source)}"
+    output = v4.new_output("stream", name="stderr" if item.is_error else "stdout",
+                           text=escape_text(item.shown_output()))
+    metadata: dict[str, Any] = {"dsh": {"tool": item.name, "callId": item.call_id}}
+    if item.is_error:
+        metadata["tags"] = ["raises-exception"]
+    return v4.new_code_cell(code, outputs=[output], metadata=metadata)
 
 
-def to_notebook(doc: Transcript) -> str:
+_CELLS = '"cells": []'
+
+
+def _cell_json(cell: Any) -> str:
+    """One cell as ``nbformat.writes`` lays it out inside the notebook's cell list (sources and stream text
+    as lists of lines, keys sorted, one-space indents)."""
+    record = dict(cell)
+    record["source"] = record["source"].splitlines(True)
+    if "outputs" in record:
+        record["outputs"] = [{**o, "text": o["text"].splitlines(True)} if "text" in o else dict(o)
+                             for o in record["outputs"]]
+    text = json.dumps(record, sort_keys=True, indent=1, ensure_ascii=False)
+    return "\n".join("  " + line for line in text.split("\n"))
+
+
+def _notebook_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> Iterator[str]:
+    """The notebook, one cell at a time: the skeleton (metadata, format) is validated once with nbformat,
+    and every cell is built with nbformat's own constructors."""
     import nbformat
     from nbformat import v4
 
-    notebook = v4.new_notebook(cells=_notebook_cells(doc), metadata={
+    skeleton = v4.new_notebook(cells=[], metadata={
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
         "language_info": {"name": "python"},
         "dsh": {"sessionId": doc.session_id, "title": doc.title, "createdAt": doc.created_at, "cwd": doc.cwd},
     })
-    nbformat.validate(notebook)
-    text: str = nbformat.writes(notebook)
-    return text + "\n"
+    nbformat.validate(skeleton)
+    text: str = nbformat.writes(skeleton)
+    at = text.index(_CELLS)
+    yield text[:at] + '"cells": [\n' + _cell_json(v4.new_markdown_cell(_md_header(doc)))
+    for item in items:
+        yield ",\n" + _cell_json(_notebook_cell(item))
+    yield ",\n" + _cell_json(v4.new_markdown_cell(_md_footer(tally))) + "\n ]" + text[at + len(_CELLS):] + "\n"
 
 
 # --------------------------------------------------------------------------- entry points
 
-_RENDERERS = {"md": to_markdown, "html": to_html, "ipynb": to_notebook}
+_Pieces = Callable[[Transcript, Iterable[Item], Tally], Iterator[str]]
+_RENDERERS: dict[str, _Pieces] = {"md": _md_pieces, "html": _html_pieces, "ipynb": _notebook_pieces}
 
 
 def check_format(name: str) -> str:
@@ -451,9 +314,35 @@ def check_format(name: str) -> str:
     return name
 
 
+def stream_export(header: SessionHeader, title: str | None, events: Iterable[Event], fmt: str,
+                  out: TextIO) -> Tally:
+    """Write the export of a session (its ``header``, latest ``title`` and every event, in order) to ``out``,
+    one item at a time; returns what was counted. Every piece of export text is written here.
+
+    Secrets are masked as the events are read (:func:`~dsh_jupyter.secrets.mask_fields`): a stored log already
+    is, but a kernel exports its session from memory, where they are still whole, and both must give one file."""
+    from .secrets import mask_fields, mask_text
+
+    title = mask_text(title) if title else title
+    tally = Tally(title=title)
+    doc = Transcript.of(header, title)
+    doc.cwd = mask_text(doc.cwd) if doc.cwd else doc.cwd
+    for piece in _RENDERERS[check_format(fmt)](doc, transcript_items(map(mask_fields, events), tally), tally):
+        out.write(piece)
+    return tally
+
+
 def render(log: SessionLog, fmt: str) -> str:
     """The export of ``log`` in format ``fmt`` (one of :data:`FORMATS`) as text."""
-    return _RENDERERS[check_format(fmt)](transcript(log))
+    out = io.StringIO()
+    stream_export(log.header, _title(log), log.events, fmt, out)
+    return out.getvalue()
+
+
+def _title(log: SessionLog) -> str | None:
+    data = log.title()
+    title = data.get("title") if data else None
+    return title if isinstance(title, str) and title.strip() else None
 
 
 def export_name(session_id: str, fmt: str) -> str:
@@ -463,29 +352,76 @@ def export_name(session_id: str, fmt: str) -> str:
     return f"{session_folder_name(session_id)}.{check_format(fmt)}"
 
 
-def write_export(log: SessionLog, fmt: str, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-    """Write the export of ``log`` to ``path`` (atomically: a reader never sees half a file).
-
-    An existing file is kept unless ``overwrite``: :class:`ExportError` says so."""
-    text = render(log, fmt)
+def export_target(session_id: str, fmt: str, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """Where an export of ``session_id`` goes, checked before anything is read: :class:`ExportError` when
+    ``path`` is a folder, exists (unless ``overwrite``) or lies in a missing or read-only folder."""
+    check_format(fmt)
     target = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
     if target.is_dir():
         raise ExportError(f"{target} is a folder; give a file name in it, such as "
-                          f"{target / export_name(log.header.id, fmt)}")
+                          f"{target / export_name(session_id, fmt)}")
     if target.exists() and not overwrite:
         raise ExportError(f"{target} already exists; pass --force to replace it, or choose another --output")
     if not target.parent.is_dir():
-        raise ExportError(f"the folder {target.parent} does not exist; create it first or choose another --output")
+        what = "is a file, not a folder" if target.parent.exists() else "does not exist"
+        raise ExportError(f"the folder {target.parent} {what}; create it first or choose another --output")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise ExportError(f"the folder {target.parent} is not writable; choose another --output")
+    return target
+
+
+def write_stream(header: SessionHeader, title: str | None, events: Iterable[Event], fmt: str,
+                 path: str | os.PathLike[str], *, overwrite: bool = False) -> tuple[Path, Tally]:
+    """Stream the export of a session to ``path`` through a temporary file in the same folder, which
+    replaces ``path`` only once every event was read and written: an error (a damaged log, a full disk)
+    leaves no file behind and an existing one as it was."""
+    target = export_target(header.id, fmt, path, overwrite=overwrite)
     fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, 0o644 & ~_umask())  # a file like any other the user writes (mkstemp makes it private)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+            tally = stream_export(header, title, events, fmt, fh)
+        if target.exists() and not overwrite:  # made by someone else while this export ran
+            raise ExportError(f"{target} already exists; pass --force to replace it, or choose another --output")
         os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    return target
+    return target, tally
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux); the usual 022 elsewhere."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def write_export(log: SessionLog, fmt: str, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """Write the export of ``log`` (in memory: a live session) to ``path`` atomically (:func:`write_stream`).
+
+    An existing file is kept unless ``overwrite``: :class:`ExportError` says so."""
+    return write_stream(log.header, _title(log), log.events, fmt, path, overwrite=overwrite)[0]
+
+
+def export_stored(store: SessionStore, session_id: str, fmt: str, path: str | os.PathLike[str], *,
+                  overwrite: bool = False, title: str | None = None) -> tuple[Path, Tally]:
+    """Export a stored session, reading its log one event at a time (:meth:`SessionStore.stream_events`).
+
+    ``title``: the latest title when the caller knows it (the catalog does); else it is read from the store."""
+    export_target(session_id, fmt, path, overwrite=overwrite)  # refuse before reading anything
+    if title is None:
+        data = store.read_title(session_id)
+        found = data.get("title") if data else None
+        title = found if isinstance(found, str) and found.strip() else None
+    with store.stream_events(session_id) as (header, events):
+        return write_stream(header, title, events, fmt, path, overwrite=overwrite)
 
 
 def export_all(logs: Iterable[SessionLog], fmt: str, folder: str | os.PathLike[str], *,
@@ -495,5 +431,6 @@ def export_all(logs: Iterable[SessionLog], fmt: str, folder: str | os.PathLike[s
     return [write_export(log, fmt, base / export_name(log.header.id, fmt), overwrite=overwrite) for log in logs]
 
 
-__all__: Sequence[str] = ["FORMATS", "ExportError", "Transcript", "export_all", "export_name", "render",
-                          "transcript", "write_export"]
+__all__: Sequence[str] = ["FORMATS", "MAX_OUTPUT", "MAX_TEXT", "ExportError", "Tally", "Transcript", "export_all",
+                          "export_name", "export_stored", "render", "stream_export", "transcript",
+                          "transcript_items", "write_export", "write_stream"]

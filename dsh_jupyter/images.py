@@ -3,9 +3,10 @@
 A tool attaches :class:`ToolImage` values as they come (a matplotlib PNG of any
 size). :func:`prepare` turns one into a :class:`PreparedImage` of bounded size: the longest side at most
 :data:`MAX_SIDE` pixels, at most :data:`MAX_BYTES` bytes; plots as 256-colour PNG (JPEG only when that is
-much smaller), photos as JPEG. Input that could be a decompression bomb (more than :data:`MAX_PIXELS`
-pixels or :data:`MAX_INPUT_BYTES` bytes) or that does not decode becomes an :class:`ImageProblem`, a note for the
-model, never an exception.
+much smaller), photos as JPEG, with no metadata (text chunks, EXIF, colour profile: any of them could hold a
+secret, and the artifact is a file in the session folder). Input that could be a decompression bomb (more
+than :data:`MAX_PIXELS` pixels or :data:`MAX_INPUT_BYTES` bytes) or that does not decode becomes an
+:class:`ImageProblem`, a note for the model, never an exception.
 
 The session log never holds image bytes. It holds an **image block** referring to a session artifact
 (:mod:`dsh_jupyter.store.artifacts`)::
@@ -157,6 +158,7 @@ def _prepare(mime: str, data: bytes, max_side: int, max_bytes: int) -> PreparedI
                 opened.draft("RGB", (max_side, max_side))  # decode a JPEG at a reduced scale directly
             opened.seek(0)  # the first frame of an animation
             image = opened.convert("RGBA" if _has_alpha(opened) else "RGB")
+    image.info.clear()  # only pixels become an artifact: text chunks, EXIF or an ICC profile may hold anything
     if image.mode == "RGBA" and image.getchannel("A").getextrema() == (255, 255):
         image = image.convert("RGB")  # matplotlib's figures: an alpha channel that is opaque everywhere
     side = max_side

@@ -51,6 +51,9 @@ _WORD_RULES = re.compile(
     r".*(?:PASS|PASSWD|PASSPHRASE|PWD)"  # MYSQL_PWD, PGPASS, SMTP_PASS, GPG_PASSPHRASE
     r"|AUTH(?!OR).*|AUTHORI[ZS].*|.*AUTH"  # AUTH, AUTH_HEADER, AUTHORIZATION, OAUTH; never GIT_AUTHOR_NAME
 )
+#: Longest scheme read back from a ``://``, and the longest ``user:password@`` after it (see the patterns below).
+_SCHEME_SPAN = 32
+_URL_SPAN = 256 + 1 + 512 + 1
 #: What follows ``scheme://`` in a URL with a password: group 1 is ``user:``, group 2 the password. Lengths
 #: are bounded and every search starts at a ``://``, so a long line cannot make masking slow.
 _AFTER_SCHEME = re.compile(r"([^\s:/?#@]{0,256}:)([^\s/?#]{1,512})(?=@)")
@@ -76,11 +79,12 @@ def is_credential_name(name: str) -> bool:
 
 
 def _url_matches(text: AnyStr, separator: AnyStr, scheme: re.Pattern[AnyStr], letter: re.Pattern[AnyStr],
-                 after: re.Pattern[AnyStr]) -> Iterator[re.Match[AnyStr]]:
-    """Each ``scheme://user:password@`` in ``text``, found from its ``://`` (no backtracking search)."""
-    position = text.find(separator)
-    while position != -1:
-        run = scheme.match(text[max(0, position - 32):position][::-1])
+                 after: re.Pattern[AnyStr], start: int = 0, end: int | None = None) -> Iterator[re.Match[AnyStr]]:
+    """Each ``scheme://user:password@`` in ``text`` whose ``://`` starts in ``[start, end)``, found from its
+    ``://`` (no backtracking search)."""
+    position = text.find(separator, start)
+    while position != -1 and (end is None or position < end):
+        run = scheme.match(text[max(0, position - _SCHEME_SPAN):position][::-1])
         if run is not None and letter.search(run.group(0)) is not None:
             match = after.match(text, position + 3)
             if match is not None:
@@ -299,13 +303,51 @@ class SecretMasker:
         other method compares it on each call, and every turn starts with one of them).
         """
         encoded = encode(value)
+        return encode(self.mask_data(value)) if self.holds_encoded(encoded) else encoded
+
+    def holds_encoded(self, encoded: bytes) -> bool:
+        """Whether JSON text (UTF-8 bytes, as a JSON encoder wrote them) holds a secret or a URL password: a
+        byte search, far cheaper than masking a large value to find out (the environment is compared at most
+        every :data:`ENCODED_RECHECK_SECONDS`)."""
         self._refresh(ENCODED_RECHECK_SECONDS)
-        for secret in self._encoded:
-            if secret in encoded:
-                return encode(self.mask_data(value))
-        if _holds_url_password(encoded):
-            return encode(self.mask_data(value))
-        return encoded
+        return any(secret in encoded for secret in self._encoded) or _holds_url_password(encoded)
+
+    def mask_bytes(self, data: bytes) -> bytes:
+        """``data`` (any bytes, UTF-8 or not) with every secret masked as :meth:`mask_text` masks text; bytes that
+        are not UTF-8 pass through unchanged."""
+        text = data.decode("utf-8", "surrogateescape")
+        masked = self.mask_text(text)
+        return data if masked == text else masked.encode("utf-8", "surrogateescape")
+
+    def safe_cut(self, text: str, cut: int) -> int:
+        """The largest position ``<= cut`` at which ``text`` can be split without cutting a secret in two.
+
+        A position is unsafe when a secret's spelling starts before it and ends after it, or when it falls
+        inside a ``scheme://user:password@`` that :meth:`mask_text` would mask (the scheme included). Only
+        what ``text`` holds is considered, so ``text`` must reach at least :meth:`lookahead` characters past
+        ``cut`` for the answer to hold whatever comes next."""
+        ordered = self._refresh()
+        while cut > 0:
+            earliest = cut
+            for value in ordered:
+                found = text.find(value, max(0, cut - len(value) + 1), cut + len(value) - 1)
+                if found != -1 and found < earliest:
+                    earliest = found
+            for match in _url_matches(text, "://", _SCHEME_REVERSED, _LETTER, _AFTER_SCHEME,
+                                      max(0, cut - _URL_SPAN - 3), cut + _SCHEME_SPAN):
+                start = max(0, match.start(1) - 3 - _SCHEME_SPAN)
+                if start < cut <= match.end(2):  # the ``@`` after the password must travel with it
+                    earliest = min(earliest, start)
+            if earliest == cut:
+                return cut
+            cut = earliest
+        return 0
+
+    def lookahead(self) -> int:
+        """How many characters past a cut :meth:`safe_cut` must see: the longest secret spelling or the
+        longest URL password shape, whichever is longer."""
+        ordered = self._refresh()
+        return max(len(ordered[0]) if ordered else 0, _URL_SPAN + _SCHEME_SPAN + 3)
 
     def mask_fields(self, record: T) -> T:
         """A dataclass instance (a tool result, an agent event) with every field masked like
@@ -320,6 +362,51 @@ class SecretMasker:
             if masked != value:
                 changes[item.name] = masked
         return replace(record, **changes) if changes else record
+
+
+#: How many ``long_line`` lengths :class:`MaskedStream` holds at most when no safe cut can be found.
+_MAX_HELD = 16
+
+
+class MaskedStream:
+    """A byte stream (a command's output) masked on its way to a file: :meth:`feed` it each piece as it comes
+    and write what it gives back, then write what :meth:`finish` gives back.
+
+    Complete lines are given back at once (a secret's spelling never holds a line break, except a multi-line
+    value, each of whose lines is a spelling of its own), unless a secret seen whole spans the line break.
+    A line that grows past ``long_line`` bytes is given back in parts, each ending where no secret can be cut
+    in two (:meth:`SecretMasker.safe_cut`); what a secret could still span stays held until more arrives. So
+    the file never holds a secret's spelling, however the output is cut into pieces, and memory stays
+    bounded by ``long_line`` plus what a secret can span (a line that is one unbroken run of overlapping
+    secrets is cut after 16 ``long_line`` lengths). Bytes that are not UTF-8 pass through unchanged.
+    """
+
+    def __init__(self, masker: SecretMasker | None = None, *, long_line: int = 64 * 1024) -> None:
+        self._masker = masker if masker is not None else _DEFAULT
+        self._long_line = long_line
+        self._pending = bytearray()
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The masked bytes that can be written now (possibly none) after ``chunk``."""
+        self._pending += chunk
+        if b"\n" not in chunk and len(self._pending) <= self._long_line:
+            return b""
+        text = self._pending.decode("utf-8", "surrogateescape")
+        cut = text.rfind("\n") + 1
+        if len(text) > self._long_line:
+            cut = max(cut, len(text) - self._masker.lookahead())
+        cut = self._masker.safe_cut(text, cut)
+        if cut <= 0:
+            if len(self._pending) <= _MAX_HELD * self._long_line:
+                return b""
+            cut = len(text)  # a run of overlapping secrets this long: masked as it stands, memory stays bounded
+        del self._pending[:len(text[:cut].encode("utf-8", "surrogateescape"))]
+        return self._masker.mask_text(text[:cut]).encode("utf-8", "surrogateescape")
+
+    def finish(self) -> bytes:
+        """Everything still held, masked (the stream ended)."""
+        rest, self._pending = bytes(self._pending), bytearray()
+        return self._masker.mask_bytes(rest) if rest else b""
 
 
 _DEFAULT = SecretMasker()
@@ -345,6 +432,16 @@ def mask_encoded(value: T, encode: Callable[[T], bytes]) -> bytes:
     return _DEFAULT.mask_encoded(value, encode)
 
 
+def mask_bytes(data: bytes) -> bytes:
+    """:meth:`SecretMasker.mask_bytes` of the process-wide masker."""
+    return _DEFAULT.mask_bytes(data)
+
+
+def holds_encoded(encoded: bytes) -> bool:
+    """:meth:`SecretMasker.holds_encoded` of the process-wide masker."""
+    return _DEFAULT.holds_encoded(encoded)
+
+
 def mask_fields(record: T) -> T:
     """:meth:`SecretMasker.mask_fields` of the process-wide masker."""
     return _DEFAULT.mask_fields(record)
@@ -364,10 +461,13 @@ __all__ = [
     "MASK",
     "MIN_SECRET_LENGTH",
     "NOT_SECRET_NAMES",
+    "MaskedStream",
     "SecretMasker",
     "default_masker",
+    "holds_encoded",
     "is_credential_name",
     "is_location",
+    "mask_bytes",
     "mask_data",
     "mask_encoded",
     "mask_fields",

@@ -2,7 +2,9 @@
 # Fresh machine -> full test suite. Creates .venv, installs the package with its test dependencies (the
 # JupyterLab extension is built from source on the way), installs Debian chromium (browser tests) and
 # postgresql (PostgreSQL store tests) when they are missing and this user may install packages, checks
-# lint (ruff) and strict types (mypy), then runs pytest. Extra arguments go to pytest.
+# lint (ruff) and strict types (mypy), then runs pytest in three worker processes (pytest-xdist: most
+# tests wait on kernels, servers and browsers, so three keep two cores busy; DSH_TEST_WORKERS=0 runs
+# them in one process). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/venv.sh test,local,postgres
@@ -29,4 +31,5 @@ echo "ruff check ..."
 .venv/bin/ruff check .
 echo "mypy (strict) ..."
 .venv/bin/mypy
-exec .venv/bin/python -m pytest "$@"
+# --dist loadscope keeps a module on one worker, so a module's server or database starts once.
+exec .venv/bin/python -m pytest -n "${DSH_TEST_WORKERS:-3}" --dist loadscope "$@"

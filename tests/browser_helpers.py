@@ -7,8 +7,9 @@
   with every Jupyter directory (config, data, runtime, settings, workspaces, IPython) in a temporary
   state folder. News and update checks are switched off through the temporary settings folder. The
   server is stopped by its PID at the end (kernels first, through the REST API).
-- :func:`launched_browser`: Playwright's sync API driving ``/usr/bin/chromium`` headless with the flags
-  of the toolchain notes (never a downloaded browser).
+- :func:`chromium_process` / :func:`connected_browser` and the ``browser`` fixture: one headless
+  ``/usr/bin/chromium`` per test module (the toolchain notes' flags; never a downloaded browser), reached
+  by each test through Playwright over CDP, with fresh browser contexts per test.
 - :class:`NotebookPage`: a notebook opened in Lab or Notebook 7, with the cell helpers the tests share.
 - :func:`write_session` / :func:`write_notebook`: earlier sessions (real JSONL store, ``session/title``
   events) and notebooks made with nbformat.
@@ -168,6 +169,37 @@ def write_notebook(path: Path, *sources: str) -> Path:
 
 
 # --------------------------------------------------------------------------- the server
+
+
+def write_notebook_cells(path: Path, cells: list[tuple[str | None, str]]) -> Path:
+    """Write a Python notebook of code cells ``(cell id or None, source)``; cells without an id get ``prompt-<n>``."""
+    import nbformat
+
+    made = []
+    for index, (cell_id, source) in enumerate(cells):
+        cell = nbformat.v4.new_code_cell(source)  # type: ignore[no-untyped-call]
+        cell["id"] = cell_id or f"prompt-{index}"
+        made.append(cell)
+    nb = nbformat.v4.new_notebook(cells=made, metadata={  # type: ignore[no-untyped-call]
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+    })
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)  # type: ignore[no-untyped-call]
+    return path
+
+
+def read_saved_notebook(path: Path) -> dict[str, Any] | None:
+    """The notebook file the server saved, or ``None`` while a save is still writing it.
+
+    jupyter-server writes a notebook in place (its "atomic" writing keeps a backup copy, not a rename),
+    so a read during a save can see an empty or half-written file: callers poll until this is not None.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def free_port() -> int:
@@ -358,24 +390,99 @@ def running_server(app: str, root: Path, state: Path) -> Iterator[JupyterServer]
 # --------------------------------------------------------------------------- the browser
 
 
-@contextlib.contextmanager
-def launched_browser() -> Iterator[Any]:
-    """Headless Debian chromium through Playwright's sync API (closed on exit).
+#: Seconds a chromium may take to start and say where its DevTools endpoint listens.
+CHROMIUM_START_SECONDS = 60.0
 
-    Use it from a function-scoped fixture: between calls the sync API marks its own asyncio loop as
-    the thread's running loop, and pytest-jupyter's autouse per-test loop fixture would otherwise pick
-    that loop up and fail to close it.
-    """
+
+@dataclass
+class ChromiumProcess:
+    """A headless Debian chromium of our own, shared by the tests of one module (see :func:`chromium_process`)."""
+
+    process: subprocess.Popen[bytes]
+    endpoint: str  # http://127.0.0.1:<port>, for Playwright's connect_over_cdp
+    log: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+def _start_chromium(profile: Path) -> ChromiumProcess:
+    """Start chromium with a DevTools endpoint on 127.0.0.1 and wait for the port it chose."""
     require_chromium()
+    profile.mkdir(parents=True, exist_ok=True)
+    active_port = profile / "DevToolsActivePort"
+    active_port.unlink(missing_ok=True)
+    log = profile.parent / f"{profile.name}.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [CHROMIUM, "--headless", *CHROMIUM_ARGS, "--hide-scrollbars", "--mute-audio", "--no-default-browser-check",
+             f"--user-data-dir={profile}", "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+             "about:blank"],
+            stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, start_new_session=True)
+    deadline = time.monotonic() + CHROMIUM_START_SECONDS
+    while time.monotonic() < deadline and process.poll() is None:
+        lines = active_port.read_text(encoding="utf-8").split("\n") if active_port.is_file() else []
+        if lines and lines[0].strip().isdigit():
+            return ChromiumProcess(process, f"http://127.0.0.1:{lines[0].strip()}", log)
+        time.sleep(0.05)
+    _stop_chromium(process)
+    tail = log.read_text(encoding="utf-8", errors="replace")[-2000:]
+    raise RuntimeError(f"chromium did not open its DevTools endpoint within {CHROMIUM_START_SECONDS:.0f} s; "
+                       f"its log ({log}) ends with:\n{tail}")
+
+
+def _stop_chromium(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def chromium_process(profile: Path) -> Iterator[ChromiumProcess]:
+    """One headless chromium (the toolchain notes' flags, a fresh profile) for many tests; stopped on exit.
+
+    Tests connect to it with :func:`connected_browser` and each opens its own browser context, so they share
+    the process, never cookies, storage or pages.
+    """
+    started = _start_chromium(profile)
+    try:
+        yield started
+    finally:
+        _stop_chromium(started.process)
+
+
+@contextlib.contextmanager
+def connected_browser(chromium: ChromiumProcess) -> Iterator[Any]:
+    """Playwright's sync API connected to a running chromium; the contexts a test made are closed on exit.
+
+    Connect from a function-scoped fixture: between calls the sync API marks its own asyncio loop as the
+    thread's running loop, and pytest-jupyter's autouse per-test loop fixture would otherwise pick that loop
+    up and fail to close it. That is why the Playwright connection is per test, and the chromium per module.
+    """
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = playwright.chromium.connect_over_cdp(chromium.endpoint)
         try:
             yield browser
         finally:
-            browser.close()
+            browser.close()  # closes the contexts this connection made and disconnects; chromium keeps running
+
+
+@contextlib.contextmanager
+def launched_browser() -> Iterator[Any]:
+    """A chromium of its own for one use (tests outside a module's shared browser)."""
+    import tempfile
+
+    with (tempfile.TemporaryDirectory(prefix="dsh-chromium-") as folder,
+          chromium_process(Path(folder) / "profile") as chromium, connected_browser(chromium) as browser):
+        yield browser
 
 
 #: Uncaught errors the apps themselves raise on load, whatever extensions are enabled: Notebook 7.6's
@@ -445,6 +552,10 @@ class NotebookPage:
         else:  # Notebook 7 has no status bar; its indicator goes initializing -> unknown -> idle
             self.page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", state="attached",
                                         timeout=KERNEL_TIMEOUT_MS)
+        dialog = self.page.locator(".jp-Dialog")
+        if dialog.count():  # a dialog the app opened on load would swallow every click: say which one
+            raise AssertionError(f"{self.server.app} opened a dialog on loading {self.path}: "
+                                 f"{' '.join(dialog.first.inner_text().split())!r}")
         return self
 
     def cell(self, index: int) -> Any:
@@ -484,8 +595,21 @@ class NotebookPage:
         return path
 
 
+@pytest.fixture(scope="module")
+def module_chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ChromiumProcess]]:
+    """The chromium the tests of one module share (started on first use, restarted if it died)."""
+    started: list[ChromiumProcess] = []
+    try:
+        yield started
+    finally:
+        for chromium in started:
+            _stop_chromium(chromium.process)
+
+
 @pytest.fixture
-def browser() -> Iterator[Any]:
-    """A fresh headless chromium per test (see :func:`launched_browser` for why not per module)."""
-    with launched_browser() as launched:
-        yield launched
+def browser(module_chromium: list[ChromiumProcess], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Playwright browser for one test, connected to its module's chromium: each test opens fresh contexts."""
+    if not module_chromium or not module_chromium[-1].alive():
+        module_chromium.append(_start_chromium(tmp_path_factory.mktemp("chromium") / "profile"))
+    with connected_browser(module_chromium[-1]) as connected:
+        yield connected

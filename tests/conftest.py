@@ -16,7 +16,8 @@ if os.environ.get("CI") == "true":
 
 pytest_plugins = ["fake_openai", "pytest_jupyter.jupyter_server", "browser_helpers", "pg_helpers"]
 
-SPEC_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "spec" / "fixtures"
+#: The reference harness's own logs with their expected reads, kept in the repository (see its README).
+SPEC_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "reference"
 
 
 @pytest.fixture(autouse=True)
@@ -37,6 +38,4 @@ def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
 @pytest.fixture
 def spec_fixtures() -> Path:
     """The reference's own logs with their expected reads (read-only)."""
-    if not SPEC_FIXTURES.is_dir():
-        pytest.skip(f"spec fixtures not found at {SPEC_FIXTURES}")
     return SPEC_FIXTURES

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsh_jupyter.agent.approvals import (
     NOBODY_TO_ASK,
@@ -78,6 +80,136 @@ async def test_allow_for_the_session_covers_the_tool_or_the_command_word() -> No
     await policy.decide(bash("rm -r build"), "act")  # asked: granted for the whole tool now
     assert (await policy.decide(bash("make"), "act")).allowed
     assert len(person.asked) == 2
+
+
+# --------------------------------------------------------------------------- what a grant covers
+
+#: Each command a "commands starting with git" grant must not cover, with the words its question gives.
+NOT_COVERED = {
+    "git --version; touch X": "chains a second command with `;`",
+    "git --version && touch X": "chains a second command with `&&`",
+    "git --version || touch X": "chains a second command with `||`",
+    "git --version\ntouch X": "has a second line",
+    "git log | sh": "pipes into a second command with `|`",
+    "git gc &": "runs a command in the background with `&`",
+    "git -c alias.x='!touch X' x": "`git -c` loads settings that can run other commands",
+    "git -calias.x=!touch\\ X x": "`git -c` loads settings",
+    "git --config-env=alias.x=EVIL x": "`git --config-env` loads settings",
+    "git --exec-path=/tmp/evil status": "`git --exec-path` loads settings",
+    "git -C /tmp/evil status": "`git -C` loads settings",
+    "git --git-dir=/tmp/evil/.git status": "`git --git-dir` loads settings",
+    "git config alias.x '!touch X'": "`git config` changes settings that can run other commands",
+    "git config --global core.pager 'touch X'": "`git config` changes settings",
+    "git rebase --exec 'touch X' HEAD~1": "`git rebase --exec` runs other commands",
+    "git rebase -x'touch X' HEAD~1": "`git rebase -x` runs other commands",
+    "git grep -O'touch X' needle": "`git grep -O` runs other commands",
+    "git submodule foreach 'touch X'": "`git submodule foreach` runs other commands",
+    "git bisect run touch X": "`git bisect run` runs other commands",
+    "git fetch --upload-pack='touch X' origin": "`git fetch --upload-pack` runs other commands",
+    "git clone -c core.fsmonitor='touch X' repo": "`git clone -c` runs other commands",
+    "git log $(touch X)": "runs another command inside `$(…)`",
+    'git log "$(touch X)"': "runs another command inside `$(…)`",
+    "git log `touch X`": "runs another command inside backticks",
+    "git diff <(touch X) f": "runs another command inside `<(…)`",
+    "git log > X": "writes to a file with `>`",
+    "git log >> X": "writes to a file with `>>`",
+    "git log &> X": "writes to a file with `&>`",
+    "VAR=x git status": "sets a variable first (`VAR=x`)",
+    "GIT_DIR=/tmp/evil git status": "sets a variable first",
+    "git ${X:-status}": "expands a variable (`${X:-status}`)",
+    "git {-c,alias.x=!touch\\ X} x": "brace expansion",
+    "git -{c,} x": "brace expansion",
+    "git $'\\x2dc' alias.x=!touch x": "`$'…'` quoting",
+    'git $"-c" alias.x=!touch x': "`$\"…\"` quoting",
+    "git status \u202e; touch X #\u202c": "contains hidden characters (U+202E, U+202C)",
+    "{ git status; touch X; }": "is a shell construct",
+    "if git status; then touch X; fi": "is a shell construct",
+    "(git status; touch X)": "is a shell construct",
+    "git log <<EOF\n$(touch X)\nEOF": "here-document",
+}
+
+
+@pytest.mark.parametrize("command", sorted(NOT_COVERED))
+async def test_a_prefix_grant_asks_again_for_anything_but_one_simple_command(command: str) -> None:
+    person = Person(ApprovalDecision(True, "person", scope="prefix", prefix="git"),
+                    ApprovalDecision(False, "person"))
+    policy = ApprovalPolicy("ask", person)
+    await policy.decide(bash("git status"), "act")
+    assert ("bash", "git") in policy.granted_prefixes
+    decision = await policy.decide(bash(command), "act")
+    assert not decision.allowed and len(person.asked) == 2, "asked again"
+    why = person.asked[1].reason or ""
+    assert why.startswith("not covered by your grant for `git`: the command ") or why.startswith(
+        "not covered by your grant for `git`: `git"), why
+    assert NOT_COVERED[command] in why
+    assert person.asked[1].prefix is None  # and no grant is offered for it
+
+
+async def test_simple_git_commands_stay_covered() -> None:
+    person = Person(ApprovalDecision(True, "person", scope="prefix", prefix="git"))
+    policy = ApprovalPolicy("ask", person)
+    await policy.decide(bash("git status"), "act")
+    for command in ("git status", "git log --oneline -3", "git diff HEAD~1 -- src/", "git log -c",
+                    "git log --format='%h {a,b}'", 'git log --format="%h {x}"', "git add src/*.py",
+                    "git cherry-pick -x abc123", "git push -u origin main", "git add -u", "git grep -o needle",
+                    "git submodule update --init", "git bisect good",
+                    "git commit -m 'fix: a; b && $(not run)'", "git status 2>&1", "git log 2>/dev/null",
+                    "git apply < fix.patch", "  git status  ", "git status\n", "'git' status"):
+        decision = await policy.decide(bash(command), "act")
+        assert decision.allowed and decision.answered_by == "setting", command
+    assert len(person.asked) == 1
+
+
+async def test_the_program_word_is_matched_exactly() -> None:
+    person = Person(ApprovalDecision(True, "person", scope="prefix", prefix="git"),
+                    *[ApprovalDecision(False, "person")] * 3)
+    policy = ApprovalPolicy("ask", person)
+    await policy.decide(bash("git status"), "act")
+    for command in ("git-foo status", "/tmp/git status", "g\u200bit status"):
+        assert not (await policy.decide(bash(command), "act")).allowed
+    assert len(person.asked) == 4
+    assert all(asked.reason is None for asked in person.asked[1:])  # no grant of theirs: an ordinary question
+    assert person.asked[3].warning == ("This command contains 1 hidden character (zero width space U+200B), shown "
+                                       "as ⟨U+…⟩ marks: what runs is not what it looks like.")
+
+
+def test_a_grant_is_offered_only_for_one_simple_command_of_a_plain_program() -> None:
+    assert bash("git status").prefix == "git"
+    assert bash("git log --oneline -3").prefix == "git"
+    for command in (*NOT_COVERED, "/tmp/git status", "bash -c 'touch X'", "sudo git status", "env git status",
+                    "eval git status", "xargs rm", "python -c 'import os'", "echo $((1 + 2))", "git 'unclosed"):
+        assert bash(command).prefix is None, command
+
+
+_WORD = st.text(alphabet=st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-_./="), min_size=1, max_size=8)
+_OPERATOR = st.sampled_from([";", "&&", "||", "|", "&", "\n", "|&", " ; ", " && "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=st.lists(_WORD, min_size=0, max_size=3), operator=_OPERATOR,
+       after=st.lists(_WORD, min_size=1, max_size=3))
+def test_a_command_with_an_unquoted_operator_is_never_covered(before: list[str], operator: str,
+                                                               after: list[str]) -> None:
+    from dsh_jupyter.agent.grants import covered_by
+
+    command = " ".join(["git", *before]) + operator + " ".join(after)
+    assert covered_by(command, "git") is not None
+    assert bash(command).prefix is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=st.lists(_WORD.filter(lambda w: not w.startswith("-")), min_size=0, max_size=4),
+       hidden=st.sampled_from(["\u202e", "\u2066", "\u200b", "\u2060", "\ufeff", "\U000e0041", "\u00ad"]),
+       where=st.integers(min_value=0, max_value=40))
+def test_a_hidden_character_anywhere_is_never_covered(words: list[str], hidden: str, where: int) -> None:
+    from dsh_jupyter.agent.grants import covered_by
+
+    plain = " ".join(["git", "status", *words])
+    assert covered_by(plain, "git") is None
+    at = min(where, len(plain))
+    command = plain[:at] + hidden + plain[at:]
+    problem = covered_by(command, "git")
+    assert problem is not None
 
 
 async def test_hook_verdicts() -> None:

@@ -71,14 +71,11 @@ class Run:
         return [data for _, data in sorted(found, key=lambda pair: pair[0])]
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+def execute_cells(named: dict[str, str], work: Path, home: Path) -> dict[str, list[dict[str, Any]]]:
+    """Run the named cells, in order, headless on a fresh kernel in ``work``; each cell's outputs by name."""
     import nbformat
     from nbclient import NotebookClient
 
-    work = tmp_path_factory.mktemp("approvals-kernel")
-    home = tmp_path_factory.mktemp("approvals-home")
-    named = cells(work)
     nb = nbformat.v4.new_notebook(  # type: ignore[no-untyped-call]
         cells=[nbformat.v4.new_code_cell(code) for code in named.values()])  # type: ignore[no-untyped-call]
     with pytest.MonkeyPatch.context() as patch:
@@ -87,7 +84,14 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             patch.delenv(name, raising=False)
         NotebookClient(nb, timeout=120, kernel_name="python3",
                        resources={"metadata": {"path": str(work)}}).execute(cwd=str(work))
-    yield Run({name: nb.cells[i].outputs for i, name in enumerate(named)}, work)
+    return {name: nb.cells[i].outputs for i, name in enumerate(named)}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    work = tmp_path_factory.mktemp("approvals-kernel")
+    home = tmp_path_factory.mktemp("approvals-home")
+    yield Run(execute_cells(cells(work), work, home), work)
 
 
 def approvals(run: Run) -> list[dict[str, Any]]:

@@ -126,6 +126,29 @@ def test_stdin_asks_with_the_same_choices() -> None:
     assert ask_on_stdin(request(), read, written.append) is None
 
 
+def test_stdin_names_hidden_characters_shows_marks_and_denies_on_enter() -> None:
+    attack = request(command="echo hello \u202e; rm -rf ~ #\u202c")
+    read, written = scripted("", "")
+    assert ask_on_stdin(attack, read, written.append) == ApprovalDecision(False, "person")
+    text = "\n".join(written)
+    assert "echo hello ⟨U+202E⟩; rm -rf ~ #⟨U+202C⟩" in written
+    assert ("Warning: This command contains 2 hidden characters (right-to-left override U+202E, pop directional "
+            "formatting U+202C), shown as ⟨U+…⟩ marks: what runs is not what it looks like.") in written
+    assert "[n] Deny (Enter), [y] Allow once, [s] Allow bash for this session:" in text  # no grant offered
+    assert "\u202e" not in text and "\u202c" not in text
+    read, written = scripted("y")  # a person can still allow it, on purpose
+    assert ask_on_stdin(attack, read, written.append) == ApprovalDecision(True, "person")
+
+
+def test_stdin_says_why_a_grant_does_not_cover_the_command() -> None:
+    asked = ApprovalRequest("bash", "c", {"command": "git log; touch X"}, "git log; touch X", "bash",
+                            reason="not covered by your grant for `git`: the command chains a second command with `;`")
+    read, written = scripted("n", "")
+    assert ask_on_stdin(asked, read, written.append) == ApprovalDecision(False, "person")
+    assert written[0] == ("\nThe agent wants to run bash (not covered by your grant for `git`: the command chains a "
+                          "second command with `;`):")
+
+
 async def test_the_stdin_approver_asks_on_the_waiting_cells_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     from dsh_jupyter.notebook.python_tool import MainThreadCalls
 
@@ -199,6 +222,22 @@ async def test_the_widget_asks_and_becomes_a_record(monkeypatch: pytest.MonkeyPa
     assert [c for c, _ in widget.question["choices"]] == ["once", "session", "prefix", "deny"]
     assert widget.records == [{"text": "bash `git push origin main`: refused by you: use a branch", "allowed": False}]
     assert repr(widget) == "bash `git push origin main`: refused by you: use a branch"
+
+
+async def test_the_widget_question_warns_marks_and_focuses_deny(monkeypatch: pytest.MonkeyPatch) -> None:
+    frontend = Frontend(monkeypatch, {"choice": "deny", "reason": ""})
+    attack = request(command="echo hello \u202e; rm -rf ~ #\u202c")
+    assert await WidgetApprover(None).ask(attack, 5) == ApprovalDecision(False, "person")
+    [widget] = frontend.shown
+    question = widget.question
+    assert question["warning"].startswith("This command contains 2 hidden characters (right-to-left override U+202E")
+    assert question["parts"] == [["text", "echo hello "], ["mark", "⟨U+202E⟩"], ["text", "; rm -rf ~ #"],
+                                 ["mark", "⟨U+202C⟩"]]
+    assert question["focus"] == "deny" and [c for c, _ in question["choices"]] == ["once", "session", "deny"]
+    assert widget.records[0]["text"] == "bash `echo hello ⟨U+202E⟩; rm -rf ~ #⟨U+202C⟩`: refused by you"
+    plain = Frontend(monkeypatch, {"choice": "once"})
+    await WidgetApprover(None).ask(request(), 5)
+    assert plain.shown[0].question["focus"] == "once" and plain.shown[0].question["warning"] == ""
 
 
 async def test_nobody_drawing_the_widget_refuses_promptly(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,7 +4,8 @@ The corpus (``tests/fixtures/hostile_markdown.json``) is queued as the offline m
 ``%%dsh`` turn each, in real JupyterLab and Notebook 7; it is also the conversation of an earlier session
 that a prompt @-mentions (the scripted answer quotes the snapshot it received back, as a real model
 would), shown by our renderer and by the ``text/html`` form of the reference view; it is answered in the
-chat panel (``%dsh chat``); and it is exported as an HTML file that chromium opens.
+chat panel (``%dsh chat``); and it is exported as an HTML file that chromium opens. One chromium serves the
+module (the ``browser`` fixture of ``browser_helpers``); each test has a fresh context.
 
 On each surface: no dialog opens (``page.on("dialog")``), and inside the outputs there is no ``<script>``,
 no element with an ``on*`` attribute, no link or resource whose URL (as the browser resolved it) is
@@ -29,7 +30,6 @@ from browser_helpers import (
     NotebookPage,
     PageWatch,
     artifact_path,
-    launched_browser,
     require_chromium,
     require_notebook7,
     running_server,
@@ -180,26 +180,6 @@ def write_source(folder: Path) -> None:
         writer.close()
 
 
-@pytest.fixture(autouse=True)
-def jp_asyncio_loop() -> Iterator[None]:
-    """Not here: the module's one chromium keeps Playwright's loop running in this thread between tests, and
-    pytest-jupyter's per-test loop (this fixture's name) would pick it up and fail to close it."""
-    yield None
-
-
-@pytest.fixture(autouse=True)
-def jp_server_cleanup() -> Iterator[None]:
-    """Not here either (it runs on pytest-jupyter's loop; no test here uses its in-process server)."""
-    yield None
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    """One chromium for the module; each test opens its own context (:func:`watched_page`)."""
-    with launched_browser() as browser:
-        yield browser
-
-
 @pytest.fixture(scope="module", params=["lab", "notebook"])
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     require_chromium()
@@ -240,11 +220,11 @@ def assert_benign_look(scope: Any) -> None:
 
 
 def test_hostile_answers_snapshots_and_chat_stay_inert(
-    chromium: Any, server: JupyterServer, request: pytest.FixtureRequest
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
 ) -> None:
     from playwright.sync_api import expect
 
-    with watched_page(chromium) as (page, watch):
+    with watched_page(browser) as (page, watch):
         nb = NotebookPage(page, server, NOTEBOOK).open()
         nb.run(0)
         control = nb.run(1)
@@ -312,7 +292,7 @@ def test_hostile_answers_snapshots_and_chat_stay_inert(
         assert watch.errors == []
 
 
-def test_an_exported_html_file_stays_inert(chromium: Any, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_an_exported_html_file_stays_inert(browser: Any, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     from playwright.sync_api import expect
 
     from dsh_jupyter.export import write_export
@@ -327,7 +307,7 @@ def test_an_exported_html_file_stays_inert(chromium: Any, tmp_path: Path, reques
         [text_block(BENIGN)], MODEL_SOURCE)})
     path = write_export(log, "html", tmp_path / "hostile.html")
 
-    with watched_page(chromium) as (page, watch):
+    with watched_page(browser) as (page, watch):
         page.goto(path.as_uri())
         main = page.locator("main")
         expect(main.locator("section.answer")).to_have_count(len(CORPUS) + 1)

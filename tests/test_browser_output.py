@@ -9,7 +9,6 @@ ends, then "done" with the duration. The offline model runs ``/bash`` lines as t
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
+    read_saved_notebook,
     require_chromium,
     require_notebook7,
     running_server,
@@ -62,8 +62,10 @@ def notebook7(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServe
 def saved_footer(server: JupyterServer, page: Any) -> dict[str, Any]:
     """The background cell's output with a finished footer, once the notebook file on disk holds it."""
     path = server.root / NOTEBOOK
+    outputs: list[Any] = []
     for _attempt in range(50):
-        outputs = json.loads(path.read_text(encoding="utf-8"))["cells"][1]["outputs"]
+        saved = read_saved_notebook(path)
+        outputs = saved["cells"][1]["outputs"] if saved is not None else []
         for output in outputs:
             data = {mime: "".join(value) if isinstance(value, list) else value  # nbformat splits lines
                     for mime, value in output.get("data", {}).items()}

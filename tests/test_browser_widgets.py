@@ -13,7 +13,6 @@ Each test runs in both apps, one server per app (module scope), in the order wri
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from browser_helpers import (
     KERNEL_TIMEOUT_MS,
     JupyterServer,
     NotebookPage,
+    read_saved_notebook,
     require_chromium,
     require_notebook7,
     running_server,
@@ -176,8 +176,8 @@ def _save(nb: NotebookPage, expected: dict[int, str], *, live: bool) -> dict[str
         nb.page.keyboard.press("Control+s")
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            saved = json.loads(path.read_text(encoding="utf-8"))
-            if all(_copy_in(saved, index, words, live) for index, words in expected.items()):
+            saved = read_saved_notebook(path) or {}
+            if saved and all(_copy_in(saved, index, words, live) for index, words in expected.items()):
                 return saved
             time.sleep(0.25)
     raise AssertionError(f"the saved notebook lacks the expected copies {expected}: {saved.get('cells')}")

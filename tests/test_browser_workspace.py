@@ -37,6 +37,7 @@ from browser_helpers import (
     require_notebook7,
     running_server,
     watched_page,
+    write_notebook_cells,
 )
 
 pytestmark = pytest.mark.browser
@@ -84,17 +85,7 @@ CELLS: list[tuple[str | None, str]] = [
 
 
 def write_workspace(path: Path) -> None:
-    cells = []
-    for index, (cell_id, source) in enumerate(CELLS):
-        cell = nbformat.v4.new_code_cell(source)
-        cell["id"] = cell_id or f"prompt-{index}"
-        cells.append(cell)
-    nb = nbformat.v4.new_notebook(cells=cells, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-        "language_info": {"name": "python"},
-    })
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
+    write_notebook_cells(path, CELLS)
 
 
 @pytest.fixture(scope="module", params=["lab", "notebook"])

@@ -73,7 +73,8 @@ def test_show_prints_the_header_counts_and_a_bounded_conversation(project: Jsonl
     assert "[user] prompt 3" in out and "SECRETTOOL" not in out and "SECRETREASON" not in out
     code, out = run("sessions", "show", "aab-222", "--messages", "1", "--chars", "3")
     assert "--- conversation (last 1 of 9 messages; each cut to 3 characters) ---" in out
-    assert out.rstrip().endswith("[assistant] ans …")
+    assert out.rstrip().endswith("[assistant] ans\n… (5 more characters of this message not shown)")
+    assert "… 8 earlier messages not shown" in out and "--messages N shows more" in out
     assert "--- conversation" not in run("sessions", "show", "aab-222", "--messages", "0")[1]
     code, out = run("sessions", "show", "ccc-333", "--json", "--messages", "2")
     record = json.loads(out)
@@ -205,6 +206,17 @@ def test_escape_is_the_notebook_rule() -> None:
 
     for text in ("a\nb\x1b]8;;x\x07\x9b\u0085", "plain", "tab\there"):
         assert escape(text) == escape_controls(text)
+
+
+def test_list_and_show_mark_hidden_characters_in_titles_and_text(project: JsonlStore, tmp_path: Path) -> None:
+    make_session(project, "bidi-1", cwd=str(tmp_path), title="Fix \u202etxt.exe\u202c notes",
+                 prompt="run echo hi \u202e; rm -rf ~ #\u202c and g\u200bit")
+    listed = run("sessions", "list")[1]
+    assert "Fix ⟨U+202E⟩txt.exe⟨U+202C⟩ notes" in listed
+    shown = run("sessions", "show", "bidi-1")[1]
+    assert "Fix ⟨U+202E⟩txt.exe⟨U+202C⟩ notes" in shown
+    assert "echo hi ⟨U+202E⟩; rm -rf ~ #⟨U+202C⟩ and g⟨U+200B⟩it" in shown
+    assert not any(ch in listed + shown for ch in "\u202e\u202c\u200b")
 
 
 def test_locate_json_lists_the_copies_in_other_known_stores(project: JsonlStore, tmp_path: Path) -> None:

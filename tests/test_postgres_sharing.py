@@ -125,6 +125,9 @@ def test_the_cli_shows_only_what_the_role_may_see(world: World) -> None:
     assert cli("postgres", "share", "alice-notes", "--with", BOB, "--dsn", world.dsn(ALICE))[0] == 0
     code, text = cli("postgres", "show", "alice-notes", "--dsn", world.dsn(BOB), "--json")
     assert code == 0 and f'"owner": "{ALICE}"' in text and "prompt 1" in text
+    code, text = cli("postgres", "show", "alice-notes", "--dsn", world.dsn(BOB), "--messages", "1", "--chars", "3")
+    assert code == 0 and "(last 1 of " in text and " earlier message" in text
+    assert " more characters of this message not shown)" in text
 
 
 def test_bob_cannot_reference_it_until_alice_shares_it(world: World) -> None:

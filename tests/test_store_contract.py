@@ -761,3 +761,47 @@ def test_append_that_cannot_be_undone_stops_the_writer(tmp_path: Path, monkeypat
     with writer:
         assert [e.seq for e in reopened.events] == list(range(len(reopened)))
         assert reopened.events[-1].type == "turn/end"
+
+
+# -- streamed reads (exports) ----------------------------------------------------------------------------
+def test_stream_events_yields_what_load_reads_one_event_at_a_time(store: SessionStore) -> None:
+    written = write_session(store, "s-1", turns=3)
+    with store.stream_events("s-1") as (header, events):
+        assert header == written.header
+        assert not isinstance(events, list)  # every backend streams (the default would load the log)
+        assert list(events) == written.events
+
+
+def test_an_export_of_a_damaged_session_writes_nothing(store: SessionStore, tmp_path: Path) -> None:
+    from dsh_jupyter.export import export_stored
+
+    write_session(store, "s-1", turns=3)
+    target = tmp_path / "out" / "s-1.md"
+    target.parent.mkdir()
+    path, tally = export_stored(store, "s-1", "md", target)
+    exported = target.read_text()
+    assert path == target and exported.startswith("# title 1\n") and (tally.prompts, tally.tools) == (3, 3)
+    damage_event(store, "s-1", 5)
+    with pytest.raises((SessionCorruptError, SessionFormatError)):
+        export_stored(store, "s-1", "md", target, overwrite=True)
+    assert target.read_text() == exported and sorted(p.name for p in target.parent.iterdir()) == ["s-1.md"]
+
+
+def test_a_postgres_surface_streams_in_chunks(tmp_path: Path, request: pytest.FixtureRequest,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stream_surface`` fetches the surviving bodies a few at a time and yields what ``read_surface`` reads,
+    tool-result placeholders included, across a compaction."""
+    store = open_backend_store(next(b for b in ALL_BACKENDS if str(b) == "postgres"), tmp_path, request)
+    assert isinstance(store, PostgresStore)
+    log = SessionLog(new_header("s-1"))
+    with store.create(log.header) as writer:
+        writer.attach(log)
+        for turn in (1, 2, 3):
+            append_turn(log, turn)
+        compact(log, 4, last=3)  # the first turn's nodes
+        append_turn(log, 4)
+    monkeypatch.setattr(postgres_backend, "_STREAM_ROWS", 2)
+    skip = {"tool/result"}
+    with store.stream_surface("s-1", skip_data=skip) as snapshot:
+        streamed = list(snapshot.events)
+    assert streamed == store.read_surface("s-1", skip_data=skip).events and len(streamed) > 4

@@ -1,5 +1,5 @@
 """Logs written by the reference implementation read back through our store and query exactly as the
-reference's own reader read them (``../shared/spec/fixtures``)."""
+reference's own reader read them (``tests/fixtures/reference``)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -60,9 +61,28 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     return request.param
 
 
+_CHILDREN: list[subprocess.Popen[bytes]] = []
+
+
 def _child(script: str, *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", script.format(helpers=str(HERE)), *args],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = subprocess.Popen([sys.executable, "-c", script.format(helpers=str(HERE)), *args],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _CHILDREN.append(child)
+    return child
+
+
+@pytest.fixture(autouse=True)
+def _reaped_children() -> Iterator[None]:
+    """Every child a test started is ended and its pipes closed (no process or descriptor outlives the test)."""
+    yield
+    while _CHILDREN:
+        child = _CHILDREN.pop()
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=30)
+        for pipe in (child.stdin, child.stdout, child.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def _store_args(backend: Backend, tmp_path: Path) -> tuple[SessionStore, str]:

@@ -12,8 +12,10 @@ decides what happens to acting calls:
 
 A ``PreToolUse`` hook answers first: ``"deny"`` refuses, ``"allow"`` skips the question, ``"ask"`` asks
 (even in ``auto`` mode). Grants "for this session" last as long as the policy (the host makes one per
-session). Every decision is a :class:`ApprovalDecision`; the loop records it with the tool result, so a
-reopened log says what was allowed and by whom.
+session). A bash grant "for commands starting with ``git``" covers only one simple ``git`` command (see
+:mod:`.grants`); anything else asks again, and the question says why it is not covered. Every decision
+is a :class:`ApprovalDecision`; the loop records it with the tool result, so a reopened log says what was
+allowed and by whom.
 
 The core never knows how the question is shown: hosts implement :class:`Approver`.
 """
@@ -21,9 +23,8 @@ The core never knows how the question is shown: hosts implement :class:`Approver
 from __future__ import annotations
 
 import asyncio
-import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 ApprovalMode = Literal["ask", "auto", "read-only"]
@@ -56,14 +57,23 @@ class ApprovalRequest:
 
     @property
     def prefix(self) -> str | None:
-        """The command word a bash grant "for commands starting with" would cover (``None`` for other tools)."""
+        """The program a bash grant "for commands starting with" may name for this command.
+
+        ``None`` for other tools, and for a command that is not one simple command (see :mod:`.grants`):
+        then no such grant is offered.
+        """
         if self.tool != "bash":
             return None
-        try:
-            words = shlex.split(self.shown)
-        except ValueError:
-            return None
-        return words[0] if words else None
+        from .grants import command_shape
+
+        return command_shape(self.shown).grantable
+
+    @property
+    def warning(self) -> str | None:
+        """What the question must say about hidden characters in the command or code (``None``: none)."""
+        from ..notebook.escape import hidden_warning
+
+        return hidden_warning(self.shown, "command" if self.tool == "bash" else "code")
 
 
 @dataclass(frozen=True)
@@ -114,11 +124,20 @@ class ApprovalPolicy:
         if self.mode not in APPROVAL_MODES:
             raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)}, got {self.mode!r}")
 
-    def _granted(self, request: ApprovalRequest) -> bool:
+    def _granted(self, request: ApprovalRequest) -> bool | str:
+        """``True`` when a grant covers ``request``; a reason when a grant for its program does not cover it."""
         if request.tool in self.granted_tools:
             return True
-        prefix = request.prefix
-        return prefix is not None and (request.tool, prefix) in self.granted_prefixes
+        if request.tool != "bash" or not self.granted_prefixes:
+            return False
+        from .grants import command_shape
+
+        shape = command_shape(request.shown)
+        if shape.program is None or (request.tool, shape.program) not in self.granted_prefixes:
+            return False
+        if shape.problem is None:
+            return True
+        return f"not covered by your grant for `{shape.program}`: {shape.problem}"
 
     def remember(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
         if not decision.allowed:
@@ -139,10 +158,13 @@ class ApprovalPolicy:
             return ApprovalDecision(True, "hook", reason="allowed by a PreToolUse hook")
         if effect == "read" and hook is None:
             return ApprovalDecision(True, "setting", reason="reads only")
-        if hook is None and (self.mode == "auto" or self._granted(request)):
+        granted = self._granted(request) if hook is None and self.mode != "auto" else False
+        if hook is None and (self.mode == "auto" or granted is True):
             scope: Scope = "session" if self.mode != "auto" else "once"
             return ApprovalDecision(True, "setting", scope=scope,
                                     reason="approval is auto" if self.mode == "auto" else "allowed for this session")
+        if isinstance(granted, str):  # the question says why the grant the person made does not apply
+            request = replace(request, reason=f"{request.reason}; {granted}" if request.reason else granted)
         return await self._ask(request)
 
     async def _ask(self, request: ApprovalRequest) -> ApprovalDecision:

@@ -106,9 +106,14 @@ def _inserted_id(cursor: sqlite3.Cursor) -> int:
 
 
 def apply_read(conn: sqlite3.Connection, store_id: int, folder: str, read: LogRead) -> int:
-    """Write what a read of the log in ``folder`` found; returns the row id."""
+    """Write what a read of the log in ``folder`` found; returns the row id.
+
+    The title and body text are masked (:mod:`dsh_jupyter.secrets`): a log written before masking existed, or
+    where other keys were set, must not be copied whole into the catalog in ``DSH_HOME``."""
+    from ..secrets import mask_text
+
     facts = read.record
-    title = facts.title
+    title = mask_text(facts.title) if facts.title is not None else None
     values = (
         enc(facts.session_id), enc(facts.cwd) if facts.cwd is not None else None, facts.created_at,
         enc(title) if title is not None else None, enc(facts.session_id.lower()),
@@ -142,7 +147,7 @@ def apply_read(conn: sqlite3.Connection, store_id: int, folder: str, read: LogRe
         _drop_bodies(conn, rowid, chunks)
         chunks = 0
     if read.bodies:
-        text = index_text(read.bodies)
+        text = mask_text(index_text(read.bodies))
         body_id = (rowid << BODY_SHIFT) | chunks
         conn.execute("INSERT INTO bodies(id, text_z) VALUES(?, ?)", (body_id, pack(text)))
         conn.execute("INSERT INTO body_index(rowid, text) VALUES(?, ?)", (body_id, text))

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..agent.approvals import NOBODY_TO_ASK, ApprovalDecision, ApprovalRequest, Approver, Scope
 from ..clip import capped
+from .escape import escape_controls, escape_text
 from .transcript import approval_note
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def decision_from_answer(request: ApprovalRequest, answer: Mapping[str, Any]) ->
 
 def record_line(request: ApprovalRequest, decision: ApprovalDecision | None, outcome: str | None = None) -> str:
     """The one line a question turns into once it is answered (also its plain-text form)."""
-    command = capped(" ".join(request.shown.split()), 80)
+    command = escape_controls(capped(" ".join(request.shown.split()), 80))
     if outcome is None and decision is not None:
         outcome = approval_note(decision.to_json(request, "ask")) or ("allowed" if decision.allowed else "refused")
     return f"{request.tool} `{command}`: {outcome or 'asking'}"
@@ -106,6 +107,20 @@ def choices_for(request: ApprovalRequest) -> list[tuple[str, str]]:
     return offered
 
 
+def default_choice(request: ApprovalRequest) -> str:
+    """The answer focused first (Enter on stdin): Deny when the command holds hidden characters."""
+    return "deny" if request.warning else "once"
+
+
+def question_heading(request: ApprovalRequest) -> list[str]:
+    """The question's first lines, as a person reads them: what is asked, why, and the hidden-character warning."""
+    lines = [f"The agent wants to run {request.tool}" + (f" ({escape_controls(request.reason)})"
+                                                         if request.reason else "") + ":"]
+    if request.warning:
+        lines.append(f"Warning: {request.warning}")
+    return lines
+
+
 # --------------------------------------------------------------------------- terminal
 
 
@@ -115,14 +130,21 @@ def ask_on_stdin(request: ApprovalRequest, read: Callable[[str], str] | None = N
     read = read or input
     offered = choices_for(request)
     keys = {"once": "y", "session": "s", "prefix": "p", "deny": "n"}
-    write(f"\nThe agent wants to run {request.tool}" + (f" ({request.reason})" if request.reason else "") + ":")
-    write(capped(request.shown, MAX_SHOWN))
-    menu = ", ".join(f"[{keys[choice]}] {label}" for choice, label in offered)
+    heading = question_heading(request)
+    write("\n" + heading[0])
+    for line in heading[1:]:
+        write(line)
+    write(escape_text(capped(request.shown, MAX_SHOWN)))
+    default = default_choice(request) if request.warning else None
+    if default is not None:  # the safe answer first, and Enter alone takes it
+        offered = sorted(offered, key=lambda pair: pair[0] != default)
+    menu = ", ".join(f"[{keys[choice]}] {label}" + (" (Enter)" if choice == default else "")
+                     for choice, label in offered)
     by_key = {keys[choice]: choice for choice, _ in offered}
     try:
         while True:
             typed = read(f"{menu}: ").strip().lower()
-            choice = by_key.get(typed[:1]) if typed else None
+            choice = by_key.get(typed[:1]) if typed else default
             if choice is None:
                 write(f"please type one of {', '.join(by_key)}")
                 continue

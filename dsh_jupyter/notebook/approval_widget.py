@@ -20,7 +20,8 @@ import traitlets
 
 from ..agent.approvals import ApprovalRequest
 from ..clip import capped
-from .approval import MAX_SHOWN, STATIC, choices_for
+from .approval import MAX_SHOWN, STATIC, choices_for, default_choice
+from .escape import display_parts, escape_controls
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +87,13 @@ class ApprovalWidget(anywidget.AnyWidget):
             on_rendered()
 
     def ask(self, request: ApprovalRequest) -> None:
+        shown = capped(request.shown, MAX_SHOWN)
         self.question = {
-            "tool": request.tool, "shown": capped(request.shown, MAX_SHOWN), "language": request.language,
-            "reason": request.reason or "", "choices": [list(choice) for choice in choices_for(request)],
-            "callId": request.call_id,
+            "tool": escape_controls(request.tool), "shown": shown, "language": request.language,
+            "parts": [list(part) for part in display_parts(shown)],
+            "reason": escape_controls(request.reason or ""), "warning": request.warning or "",
+            "choices": [[choice, escape_controls(label)] for choice, label in choices_for(request)],
+            "focus": default_choice(request), "callId": request.call_id,
         }
         self.state = "asking"
 
@@ -122,5 +126,8 @@ class ApprovalWidget(anywidget.AnyWidget):
     def __repr__(self) -> str:  # the text/plain form: frontends without widgets and saved notebooks
         lines = [record.get("text", "") for record in self.records if isinstance(record, dict)]
         if self.asking:
-            lines.append(f"The agent asks to run {self.question.get('tool')}: {self.question.get('shown', '')}")
+            shown = "".join(str(part[1]) for part in self.question.get("parts", []))
+            lines.append(f"The agent asks to run {self.question.get('tool')}: {shown}")
+            if self.question.get("warning"):
+                lines.append(f"Warning: {self.question['warning']}")
         return "\n".join(lines) or "(approval questions of this turn appear here)"

@@ -144,7 +144,8 @@ class DshSettings(Configurable):
         "", help="Path to a Codex `hooks.json` whose command hooks run for this notebook's sessions."
     ).tag(config=True)
     export_env = Bool(
-        True, help="Export `DSH_SESSION_ID`, `DSH_SESSION_JSONL` and `DSH_HOME` to the kernel for `!` and `%%bash` "
-        "cells."
+        True, help="Give the kernel (`os.environ`, `!` and `%%bash` cells) the current session's `DSH_SESSION_ID` "
+        "and `DSH_HOME` on every store, and `DSH_SESSION_JSONL` when the session has a file; inherited values of "
+        "those names are removed. Off: the kernel's own values are put back."
     ).tag(config=True)
     system_prompt = Unicode("", help="System prompt for the agent. Empty: the built-in one.").tag(config=True)

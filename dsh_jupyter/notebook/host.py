@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from ..references.variables import VariableSnapshots
     from ..store.base import SessionLocation, SessionStore
     from ..tools.base import ToolRegistry
-    from ..tools.env import ShellEnvRegistry
+    from ..tools.env import ProcessEnv, ShellEnvRegistry
     from ..tools.hooks import HookRunner
     from .workspace.cells import ExecutedCell, KernelRecord
     from .workspace.notebook_tools import LiveSource, Workspace
@@ -83,6 +84,8 @@ class SessionHandle:
 _MODEL_SETTINGS = frozenset({"model", "base_url", "api_key_env", "context_window", "model_images"})
 #: Settings of the session's approval policy (applied at once, even to a running turn's next call).
 _APPROVAL_SETTINGS = frozenset({"approval", "approval_timeout"})
+#: Settings whose change changes what :meth:`NotebookHost.export_env` gives the kernel.
+_ENV_SETTINGS = frozenset({"export_env", "dsh_home"})
 
 
 class NotebookHost:
@@ -109,6 +112,7 @@ class NotebookHost:
         #: The live notebook's source (set by the live document module when the frontend extension connects).
         self.live_source: LiveSource | None = None
         self._workspace: Workspace | None = None
+        self._process_env: ProcessEnv | None = None
 
     # -- configuration-derived services (one wiring: dsh_jupyter.services) ------------------------------
     @property
@@ -180,6 +184,11 @@ class NotebookHost:
         prompt; agent options (placement, tools, hooks, limits) apply to the current session's next prompt.
         """
         changed = self.services.configure(ServiceSettings.from_config(self.settings, self.cwd))
+        if name in _ENV_SETTINGS:
+            try:
+                self.export_env()
+            except Exception as exc:  # a bad home is reported where it is used; the setting itself is kept
+                log.warning("could not export the managed variables after %s changed: %s", name, exc)
         if name in _MODEL_SETTINGS:
             self._model = None
             self._model_spec = None
@@ -487,18 +496,26 @@ class NotebookHost:
         return self.store.locate(self.agent.header) if self.agent is not None else None
 
     def export_env(self) -> None:
-        """Give the user's own ``!`` and ``%%bash`` cells this session's managed facts."""
+        """Give the user's own cells (``os.environ``, ``!`` and ``%%bash``) this session's managed facts: the
+        values a tool call of the current session gets (:meth:`env_values`), whatever the store; with
+        ``export_env`` off, what the kernel had before."""
+        if self._process_env is None:
+            from ..tools.env import ProcessEnv
+
+            self._process_env = ProcessEnv()
         if not self.settings.export_env:
+            self._process_env.withdraw()
             return
-        os.environ["DSH_HOME"] = self.dsh_home()
-        if self.agent is None:
-            return
-        os.environ["DSH_SESSION_ID"] = self.agent.id
-        location = self.locate()
-        if location is not None and location.kind == "jsonl":
-            os.environ["DSH_SESSION_JSONL"] = location.path
-        else:
-            os.environ.pop("DSH_SESSION_JSONL", None)
+        from ..tools.env import ShellEnvError
+
+        registry = self.env_registry
+        try:
+            values = self.env_values()
+        except ShellEnvError as exc:  # a contributor's bug: the cells lose its values, never the session itself
+            print(f"dsh: the managed variables could not all be given to the kernel ({exc}); DSH_HOME is set, "
+                  "the others are not until that contributor is fixed", file=sys.stderr)
+            values = {"DSH_HOME": str(registry.dsh_home)}
+        self._process_env.apply(registry, values)
 
     def env_values(self) -> dict[str, str]:
         """The managed values a tool call of the current session would get."""

@@ -357,7 +357,8 @@ class DshMagics(Magics, DshSettings):
     def _cmd_export(self, args: argparse.Namespace) -> Any:
         import os
 
-        from ..export import ExportError, export_name, write_export
+        from ..export import ExportError, export_name, export_stored, write_export
+        from ..session import SessionError
 
         host = self.host
         fmt = args.to or "md"
@@ -369,11 +370,13 @@ class DshMagics(Magics, DshSettings):
         else:
             raise HostError("there is no current session yet; name the one to export: %dsh export SESSION --to "
                             f"{fmt} (%dsh sessions lists them)")
-        log = agent.session if agent is not None and agent.id == session_id else host.store.load(session_id)
         path = args.output or os.path.join(host.cwd, export_name(session_id, fmt))
         try:
-            written = write_export(log, fmt, path, overwrite=args.force)
-        except ExportError as exc:
+            if agent is not None and agent.id == session_id:  # the live session, in memory
+                written = write_export(agent.session, fmt, path, overwrite=args.force)
+            else:  # a stored one, read one event at a time
+                written, _ = export_stored(host.store, session_id, fmt, path, overwrite=args.force)
+        except (ExportError, SessionError) as exc:
             raise HostError(str(exc)) from None
         except OSError as exc:
             raise HostError(f"could not write {path}: {exc.strerror or exc}; choose another --output") from None

@@ -395,6 +395,14 @@ class PromptBox(anywidget.AnyWidget):
         return {"mode": submission.mode}, []
 
 
+def _shown_row(candidate: dict[str, Any]) -> dict[str, str | None]:
+    """A candidate's label, id and cwd as the picker shows them (controls escaped, hidden characters marked)."""
+    session_id, label, cwd = candidate.get("sessionId"), candidate.get("label"), candidate.get("cwd")
+    return {"label": escape_controls(label if isinstance(label, str) else str(session_id)),
+            "sessionId": escape_controls(str(session_id)),
+            "cwd": escape_controls(cwd) if isinstance(cwd, str) else None}
+
+
 class MentionPicker(anywidget.AnyWidget):
     """Search sessions as you type (filtered in Python) and insert their mentions into a prompt.
 
@@ -458,7 +466,7 @@ class MentionPicker(anywidget.AnyWidget):
         rows = []
         for candidate in candidates or ():
             try:
-                rows.append({**candidate, "mention": host_mention(candidate)})
+                rows.append({**candidate, "mention": host_mention(candidate), "shown": _shown_row(candidate)})
             except (ValueError, TypeError):
                 log.warning("dsh: skipping a malformed session candidate %r", candidate, exc_info=True)
         return rows

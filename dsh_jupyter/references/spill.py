@@ -9,7 +9,9 @@ harmless: the preview is still published.
 
 Transcript layout: a heading and warning, the capture metadata as indented JSON, then every message
 as ``### Message <n>: <role>`` followed by its text as JSON string fragments of at most 64 code points,
-one per line, so any text (newlines and control characters included) stays line-oriented and exact.
+one per line, so any text (newlines and control characters included) stays line-oriented and exact. Secrets
+are masked (:mod:`dsh_jupyter.secrets`) in every text and in the capture metadata before the file is written:
+a referenced session of another tool, or one logged where other keys were set, may hold one.
 
 A transcript is capped (:data:`DEFAULT_MAX_SPILL_BYTES`, 8 MiB, by default): a source bigger than that
 gets its first messages whole, as many fragment lines of the next one as fit, and a closing line
@@ -33,6 +35,7 @@ from typing import Any
 import orjson
 
 from .._json import dumps, js_string
+from ..secrets import mask_data, mask_text
 from ..store.safe_open import write_all
 from .bounded import BoundedProjection
 from .framing import REFERENCE_WARNING
@@ -93,8 +96,8 @@ class SpillResult:
 
 
 def _pretty_json(value: Any) -> str:
-    """``JSON.stringify(value, null, 2)``."""
-    text = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
+    """``JSON.stringify(value, null, 2)`` of ``value`` with its secrets masked."""
+    text = json.dumps(mask_data(value), indent=2, ensure_ascii=False, allow_nan=False)
     text = js_string(text)
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
@@ -110,7 +113,9 @@ def _fragment_block(text: str, size: int = FRAGMENT_CODE_POINTS) -> str:
 
 
 def _chunks(text: str, size: int = FRAGMENT_CODE_POINTS) -> list[str]:
-    text = js_string(text)
+    """``text`` with its secrets masked (before it is cut: a secret split over two lines would stay readable),
+    in pieces of ``size`` code points."""
+    text = js_string(mask_text(text))
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 

@@ -145,8 +145,11 @@ def _opt_str(value: Any) -> str | None:
 
 
 def clip_title(text: str) -> str:
-    """A one-line title of at most :data:`MAX_TITLE_CHARS` characters."""
-    line = " ".join(text.strip().split("\n", 1)[0].split())
+    """A one-line title of at most :data:`MAX_TITLE_CHARS` characters, its secrets masked first (a key cut in
+    two by the clip would no longer be recognised)."""
+    from ..secrets import mask_text
+
+    line = " ".join(mask_text(text.strip().split("\n", 1)[0]).split())
     return line if len(line) <= MAX_TITLE_CHARS else line[: MAX_TITLE_CHARS - 1].rstrip() + "…"
 
 
@@ -181,15 +184,21 @@ def records(fh: BinaryIO, offset: int = 0) -> Iterator[tuple[dict[str, Any], int
 
 
 def snapshot(header: SessionHeader, items: list[ProjectedItem], lines: int) -> SurfaceSnapshot:
-    """Our surface shape of a projected foreign transcript (one appended event a message)."""
+    """Our surface shape of a projected foreign transcript (one appended event a message).
+
+    Every text is masked here (:func:`~dsh_jupyter.secrets.mask_text`), as it enters this process: the other
+    tool never masked it, and from here it can reach a log, a cell, a saved full snapshot."""
+    from ..secrets import mask_text
+
     events: list[Event] = []
     for seq, item in enumerate(items):
+        text = mask_text(item.text)
         if item.role == "assistant":
-            message = assistant_message([text_block(item.text)], {"kind": FOREIGN_ASSISTANT_KIND})
+            message = assistant_message([text_block(text)], {"kind": FOREIGN_ASSISTANT_KIND})
             events.append(Event(ASSISTANT_MESSAGE, seq, item.time, {"message": message}, "append"))
         else:
             source = compaction_source(f"{header.id}#{seq}") if item.checkpoint else USER_SOURCE
-            events.append(Event(USER_MESSAGE, seq, item.time, user_message(item.text, source), "append"))
+            events.append(Event(USER_MESSAGE, seq, item.time, user_message(text, source), "append"))
     return SurfaceSnapshot(header, lines - 1 if lines > 0 else None, events)
 
 

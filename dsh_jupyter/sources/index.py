@@ -4,6 +4,7 @@ Their files only grow, so a file whose identity is unchanged is not opened at al
 (same inode, larger) is read from where the last scan stopped. Anything else (smaller, replaced) is scanned
 again from the start. The index lives in one JSON file beside the session catalog
 (``$DSH_HOME/foreign-sessions.json``), written atomically; losing it costs one full scan, never correctness.
+The facts it keeps (title, first prompt, folder) are masked (:mod:`dsh_jupyter.secrets`) as they are put in.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import orjson
 
 from .._json import loads
+from ..secrets import holds_encoded, mask_data, mask_fields
 from .base import ForeignHeader, ScanState
 
 log = logging.getLogger(__name__)
@@ -53,7 +55,10 @@ class ForeignIndex:
         entries: dict[str, IndexEntry] = {}
         if self.path is not None:
             try:
-                raw = loads(self.path.read_bytes())
+                data = self.path.read_bytes()
+                raw = loads(data)
+                if holds_encoded(data):  # a file an older version wrote unmasked: masked as it is read
+                    raw = mask_data(raw)
             except (OSError, ValueError):
                 raw = None
             if isinstance(raw, dict) and raw.get("version") == INDEX_VERSION and isinstance(raw.get("files"), dict):
@@ -73,10 +78,14 @@ class ForeignIndex:
         with self._lock:
             return self._load().get(path)
 
-    def put(self, path: str, identity: Identity, state: ScanState) -> None:
+    def put(self, path: str, identity: Identity, state: ScanState) -> ScanState:
+        """Keep what a scan of ``path`` found, its texts masked (listings show them, the index file keeps them);
+        returns the state as kept."""
+        entry = IndexEntry(identity, mask_fields(state))
         with self._lock:
-            self._load()[path] = IndexEntry(identity, state)
+            self._load()[path] = entry
             self._dirty = True
+        return entry.state
 
     def remember(self, path: str, header: ForeignHeader) -> None:
         """Keep the listing row of an unchanged file, so the next listing does not rebuild it."""

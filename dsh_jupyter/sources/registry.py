@@ -95,7 +95,7 @@ class ForeignSessions:
             except OSError as exc:
                 log.debug("skipping %s: %s", path, exc)
                 return None
-            self.index.put(name, identity, state)
+            state = self.index.put(name, identity, state)
         native = source.native_id(path, state)
         if native is None:
             return None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -176,6 +177,14 @@ class SessionStore(abc.ABC):
     @abc.abstractmethod
     def load(self, session_id: str) -> SessionLog:
         """Read the whole log (every raw event)."""
+
+    @contextmanager
+    def stream_events(self, session_id: str) -> Iterator[tuple[SessionHeader, Iterable[Event]]]:
+        """Every raw event in order, like :meth:`load`, for a reader that looks at one event at a time
+        (exports): ``with store.stream_events(id) as (header, events): ...``. Backends override it to hold
+        one event at a time; this default loads the log. A damaged log may raise during the iteration."""
+        log = self.load(session_id)
+        yield log.header, log.events
 
     @abc.abstractmethod
     def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:

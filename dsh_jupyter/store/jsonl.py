@@ -22,7 +22,7 @@ import os
 import shutil
 import stat
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -42,7 +42,7 @@ from .locking import WriterLock
 from .paths import LOCK_NAME, LOG_NAME, list_session_folders, session_folder_name
 from .repair import resumed
 from .safe_open import nearest_existing, open_fd, open_log, write_all, write_problem
-from .scan import MAX_LINE_BYTES, read_header, scan_events, scan_surface
+from .scan import MAX_LINE_BYTES, EventStream, read_header, scan_events, scan_surface
 
 log = logging.getLogger(__name__)
 
@@ -359,6 +359,15 @@ class JsonlStore(SessionStore):
             scan = scan_events(fh, str(path))
         self._check_id(scan.header, session_id, path)
         return SessionLog(scan.header, scan.events)
+
+    @contextlib.contextmanager
+    def stream_events(self, session_id: str) -> Iterator[tuple[SessionHeader, Iterable[Event]]]:
+        """The log's events decoded one line at a time (:class:`~dsh_jupyter.store.scan.EventStream`)."""
+        fh, path = self._open_log(session_id)
+        with fh:
+            stream = EventStream(fh, str(path))
+            self._check_id(stream.header, session_id, path)
+            yield stream.header, stream
 
     def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         fh, path = self._open_log(session_id)

@@ -24,10 +24,10 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._json import dumpb, loads
 from ..session import (
@@ -49,7 +49,7 @@ from .errors import SessionExistsError, SessionWriteError
 from .jsonl import encode_event
 from .postgres_schema import SCHEMA_VERSION, ensure_schema, installed_version
 from .repair import resumed
-from .sqlite import Row, _parse_op, _row, session_key
+from .sqlite import Row, _parse_op, _row, events_in_order, session_key
 
 if TYPE_CHECKING:
     import psycopg
@@ -59,6 +59,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _IDLE_READERS = 4
+#: Rows a streamed read (:meth:`PostgresStore.stream_events`) fetches from the server at a time.
+_STREAM_ROWS = 200
 
 
 class PostgresStoreError(SessionError, RuntimeError):
@@ -488,15 +490,23 @@ class PostgresStore(SessionStore):
             raise self._corrupt(session_id, seq, f"says it is seq {event.seq}")
         return event
 
+    def _events(self, conn: Connection, session_id: str, key: bytes, next_seq: int) -> Iterator[Event]:
+        """The session's events in order, fetched through a server-side cursor a batch at a time and decoded
+        one row at a time (inside the caller's transaction)."""
+        with conn.cursor(name="dsh_events_in_order") as cursor:
+            cursor.itersize = _STREAM_ROWS
+            cursor.execute("SELECT seq, body FROM dsh.events WHERE key = %s ORDER BY seq", (key,))
+            yield from events_in_order(cursor, next_seq, lambda seq, body: self._decode(session_id, seq, body),
+                                       lambda seq, why: self._corrupt(session_id, seq, why))
+
+    @contextmanager
+    def stream_events(self, session_id: str) -> Iterator[tuple[SessionHeader, Iterable[Event]]]:
+        with self._snapshot(session_id) as (conn, key, header, next_seq):
+            yield header, self._events(conn, session_id, key, next_seq)
+
     def load(self, session_id: str) -> SessionLog:
         with self._snapshot(session_id) as (conn, key, header, next_seq):
-            events: list[Event] = []
-            for seq, body in conn.execute("SELECT seq, body FROM dsh.events WHERE key = %s ORDER BY seq", (key,)):
-                if seq != len(events):
-                    raise self._corrupt(session_id, len(events), "is missing (seq gap)")
-                events.append(self._decode(session_id, seq, body))
-            if len(events) != next_seq:
-                raise self._corrupt(session_id, len(events), f"is missing (the session records {next_seq} events)")
+            events = list(self._events(conn, session_id, key, next_seq))
         try:
             return SessionLog(header, events)
         except SessionFormatError as exc:
@@ -505,6 +515,12 @@ class PostgresStore(SessionStore):
     def _surface_events(self, conn: Connection, session_id: str, key: bytes,
                         skip_data: Collection[str] = ()) -> list[Event]:
         """The current surface events of a session, read on ``conn`` (inside its transaction)."""
+        return list(self._surface_stream(conn, session_id, key, skip_data, chunk=None))
+
+    def _surface_stream(self, conn: Connection, session_id: str, key: bytes, skip_data: Collection[str],
+                        chunk: int | None) -> Iterator[Event]:
+        """The current surface events in order: the fold runs on the op columns alone, then the surviving
+        bodies are fetched ``chunk`` rows at a time (all at once for ``None``) and decoded one at a time."""
         fold = SurfaceFold()
         kinds: dict[int, tuple[str, Any, Any]] = {}
         rows = conn.execute(
@@ -519,21 +535,33 @@ class PostgresStore(SessionStore):
                 raise self._corrupt(session_id, seq, f"has a surface op that cannot be applied ({exc})") from None
             if kind in skip_data:
                 kinds[seq] = (kind, parsed_op, cited_seqs)
+        del rows
         survivors = fold.seqs
-        wanted = [seq for seq in survivors if seq not in kinds]
-        bodies: dict[int, bytes] = dict(conn.execute(
-            "SELECT seq, body FROM dsh.events WHERE key = %s AND seq = ANY(%s)", (key, wanted)).fetchall())
-        events = []
+        wanted = [seq for seq in survivors if seq not in kinds]  # in surface order
+        step = chunk or max(len(wanted), 1)
+        fetched = 0  # wanted[:fetched] were fetched
+        bodies: dict[int, bytes] = {}
         for seq in survivors:
             if seq in kinds:
                 kind, parsed_op, cited_seqs = kinds[seq]
-                cited_tuple = tuple(cited_seqs) if cited_seqs is not None else None
-                events.append(Event(kind, seq, 0, None, parsed_op, cited_tuple))
-            elif seq not in bodies:
+                yield Event(kind, seq, 0, None, parsed_op, tuple(cited_seqs) if cited_seqs is not None else None)
+                continue
+            if seq not in bodies and fetched < len(wanted) and wanted[fetched] == seq:
+                part = wanted[fetched : fetched + step]
+                fetched += len(part)
+                bodies = dict(conn.execute("SELECT seq, body FROM dsh.events WHERE key = %s AND seq = ANY(%s)",
+                                           (key, part)).fetchall())
+            if seq not in bodies:
                 raise self._corrupt(session_id, seq, "is missing")
-            else:
-                events.append(self._decode(session_id, seq, bodies[seq]))
-        return events
+            yield self._decode(session_id, seq, bodies.pop(seq))
+
+    @contextmanager
+    def stream_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> Iterator[SurfaceSnapshot]:
+        """:meth:`read_surface` for a reader that looks at one event at a time: the snapshot's ``events`` is an
+        iterator over the surface, fetched :data:`_STREAM_ROWS` bodies at a time inside one transaction."""
+        with self._snapshot(session_id) as (conn, key, header, next_seq):
+            events = self._surface_stream(conn, session_id, key, skip_data, chunk=_STREAM_ROWS)
+            yield SurfaceSnapshot(header, next_seq - 1 if next_seq else None, cast("list[Event]", events))
 
     def read_surface(self, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         with self._snapshot(session_id) as (conn, key, header, next_seq):

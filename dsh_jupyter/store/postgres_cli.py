@@ -60,6 +60,9 @@ def add_postgres_commands(groups: Any) -> None:
     p.add_argument("session", metavar="ID", help="a session id or a unique prefix of one")
     dsn(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--messages", type=int, default=20, metavar="N", help="show the last N messages (default 20)")
+    p.add_argument("--chars", type=int, default=2000, metavar="N",
+                   help="cut each message to N characters (default 2000)")
     for name, text in (("share", "let ROLE read a session of yours"), ("unshare", "stop sharing it with ROLE")):
         p = commands.add_parser(name, help=text)
         p.add_argument("session", metavar="ID", help="a session id or a unique prefix of one")
@@ -193,27 +196,33 @@ def _search(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _show(args: argparse.Namespace, out: TextIO) -> int:
-    from ..references.projection import PROJECTION_SKIPS, project_surface
+    """The header, then the last ``--messages`` messages, each cut to ``--chars`` (as ``sessions show``)."""
+    from ..notebook.escape import escape_text
+    from ..references.projection import PROJECTION_SKIPS
+    from ..references.tail import conversation_json, conversation_lines, read_forward
 
     store = _store(args)
     session_id = _resolve(store, args.session)
-    snapshot = store.read_surface(session_id, skip_data=PROJECTION_SKIPS)
+    with store.stream_surface(session_id, skip_data=PROJECTION_SKIPS) as snapshot:  # a chunk of bodies at a time
+        user, assistant, shown = read_forward(snapshot.events, max(args.messages, 0), max(args.chars, 1))
     title = store.read_title(session_id)
     record: dict[str, Any] = {
         "sessionId": session_id, "owner": store.owner(session_id), "sharedWith": store.shared_with(session_id),
         "title": title.get("title") if title else None, "cwd": snapshot.header.cwd,
         "createdAt": snapshot.header.created_at, "capturedThroughSeq": snapshot.captured_through_seq,
-        "messages": [{"role": m.role, "text": m.text} for m in project_surface(snapshot).messages],
+        "conversation": conversation_json(user + assistant, shown),
     }
     if args.json:
         out.write(json.dumps(record, ensure_ascii=False, indent=1) + "\n")
         return 0
     for key in ("sessionId", "owner", "sharedWith", "title", "cwd", "createdAt"):
         value = record[key]
-        shown = ", ".join(value) if isinstance(value, list) else ("(none)" if value is None else str(value))
-        out.write(f"{key:<11} {_escape(shown)}\n")
-    for message in record["messages"]:
-        out.write(f"[{message['role']}] {message['text']}\n")
+        shown_value = ", ".join(value) if isinstance(value, list) else ("(none)" if value is None else str(value))
+        out.write(f"{key:<11} {_escape(shown_value)}\n")
+    out.write(f"{'messages':<11} {user + assistant:,} ({user:,} user, {assistant:,} assistant)\n")
+    hint = "; --messages N shows more, 'dsh-jupyter sessions copy --from postgres' copies the whole session"
+    for line in conversation_lines(user + assistant, shown, max(args.chars, 1), hint):
+        out.write(escape_text(line) + "\n")
     return 0
 
 

@@ -357,35 +357,54 @@ class _Scanner:
                           self.bad_line, self.bad_reason, **extra)
 
 
+class EventStream:
+    """Every event of a log in order, decoded and validated one line at a time (``load`` and
+    :meth:`~dsh_jupyter.store.JsonlStore.stream_events`): iterating holds one line's events at a time.
+
+    The header is read when the stream is made. The crash-tail rules are those of :func:`scan_events`: a bad
+    line ends the events; a ``turn/end`` after it raises :class:`SessionCorruptError` during iteration (so a
+    reader that writes as it goes must not publish before the iteration ends). :meth:`result` is valid once
+    the iteration is done."""
+
+    def __init__(self, fh: BinaryIO, path: str) -> None:
+        self.header, header_bytes = read_header(fh, path)
+        self._fh = fh
+        self._scanner = _Scanner(path, self.header, header_bytes)
+
+    def __iter__(self) -> Iterator[Event]:
+        scanner = self._scanner
+        line_no = 0
+        for buf, start, end, offset in _Lines(self._fh, scanner.header_bytes):
+            line_no += 1
+            if buf is OVERLONG:
+                if scanner.bad_line is None:
+                    scanner.mark_bad(line_no, _overlong(end), b"")
+                continue
+            line = buf[start:end]
+            if scanner.bad_line is not None:
+                scanner.check_tail(line_no, line)
+                continue
+            try:
+                decoded = _decode_line(line)
+                scanner.admit(decoded)
+            except _BadLine as exc:
+                scanner.mark_bad(line_no, str(exc), line)
+                continue
+            except SessionFormatError as exc:
+                scanner.refuse(line_no, exc)
+            scanner.next_seq += len(decoded)
+            scanner.committed = offset + (end - start) + 1
+            yield from decoded
+
+    def result(self, **extra: Any) -> ScanResult:
+        return self._scanner.result(self._fh.seek(0, os.SEEK_END), **extra)
+
+
 def scan_events(fh: BinaryIO, path: str) -> ScanResult:
     """Decode and validate every line (``load`` and ``open``)."""
-    header, header_bytes = read_header(fh, path)
-    scanner = _Scanner(path, header, header_bytes)
-    events: list[Event] = []
-    lines = _Lines(fh, header_bytes)
-    line_no = 0
-    for buf, start, end, offset in lines:
-        line_no += 1
-        if buf is OVERLONG:
-            if scanner.bad_line is None:
-                scanner.mark_bad(line_no, _overlong(end), b"")
-            continue
-        line = buf[start:end]
-        if scanner.bad_line is not None:
-            scanner.check_tail(line_no, line)
-            continue
-        try:
-            decoded = _decode_line(line)
-            scanner.admit(decoded)
-        except _BadLine as exc:
-            scanner.mark_bad(line_no, str(exc), line)
-            continue
-        except SessionFormatError as exc:
-            scanner.refuse(line_no, exc)
-        events.extend(decoded)
-        scanner.next_seq += len(decoded)
-        scanner.committed = offset + (end - start) + 1
-    return scanner.result(fh.seek(0, os.SEEK_END), events=events)
+    stream = EventStream(fh, path)
+    events = list(stream)
+    return stream.result(events=events)
 
 
 @dataclass

@@ -14,7 +14,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -108,6 +108,20 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def events_in_order(rows: Iterable[tuple[int, bytes]], next_seq: int, decode: Callable[[int, bytes], Event],
+                    corrupt: Callable[[int, str], Exception]) -> Iterator[Event]:
+    """Stored ``(seq, body)`` rows in seq order, decoded one at a time: a gap, or fewer rows than the
+    session's ``next_seq``, is ``corrupt(seq, why)`` (SQLite and PostgreSQL)."""
+    expected = 0
+    for seq, body in rows:
+        if seq != expected:
+            raise corrupt(expected, "is missing (seq gap)")
+        yield decode(seq, body)
+        expected += 1
+    if expected != next_seq:
+        raise corrupt(expected, f"is missing (the session records {next_seq} events)")
 
 
 def _parse_op(op: str) -> Any:
@@ -347,15 +361,20 @@ class SqliteStore(SessionStore):
             raise self._corrupt(session_id, seq, f"says it is seq {event.seq}")
         return event
 
+    def _events(self, conn: sqlite3.Connection, session_id: str, key: bytes, next_seq: int) -> Iterator[Event]:
+        """The session's events in order, decoded one row at a time (inside the caller's transaction)."""
+        rows = conn.execute("SELECT seq, body FROM dsh_events WHERE key = ? ORDER BY seq", (key,))
+        return events_in_order(rows, next_seq, lambda seq, body: self._decode(session_id, seq, body),
+                               lambda seq, why: self._corrupt(session_id, seq, why))
+
+    @contextmanager
+    def stream_events(self, session_id: str) -> Iterator[tuple[SessionHeader, Iterable[Event]]]:
+        with self._snapshot(session_id) as (conn, key, header, next_seq):
+            yield header, self._events(conn, session_id, key, next_seq)
+
     def _load(self, session_id: str) -> SessionLog:
         with self._snapshot(session_id) as (conn, key, header, next_seq):
-            events: list[Event] = []
-            for seq, body in conn.execute("SELECT seq, body FROM dsh_events WHERE key = ? ORDER BY seq", (key,)):
-                if seq != len(events):
-                    raise self._corrupt(session_id, len(events), "is missing (seq gap)")
-                events.append(self._decode(session_id, seq, body))
-            if len(events) != next_seq:
-                raise self._corrupt(session_id, len(events), f"is missing (the session records {next_seq} events)")
+            events = list(self._events(conn, session_id, key, next_seq))
             try:
                 return SessionLog(header, events)
             except SessionFormatError as exc:

@@ -3,7 +3,9 @@
 Each shell call gets a fresh, immutable snapshot of harness facts (``DSH_HOME``, ``DSH_SHELL``,
 ``DSH_SESSION_ID`` and whatever registered contributors add). Children never inherit ambient ``DSH_*``
 values or credential-like variables from the process that runs the harness, and the managed values
-are applied last so nothing else can displace them. ``os.environ`` is never modified.
+are applied last so nothing else can displace them. ``os.environ`` is modified only by
+:class:`ProcessEnv`, which a notebook kernel uses to give the user's own ``!`` and ``%%bash`` cells the
+same values (``export_env``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -228,6 +230,41 @@ def _jsonl_location(execution: ToolExecution) -> Mapping[str, str]:
     if location is not None and location.kind == "jsonl":
         return {DSH_SESSION_JSONL: location.path}
     return {}
+
+
+# -- this process's own environment ----------------------------------------------------------------
+class ProcessEnv:
+    """The managed values in this process's own environment (a kernel: its ``!`` and ``%%bash`` cells and
+    ``os.environ`` read them), kept equal to a snapshot of :meth:`ShellEnvRegistry.collect`.
+
+    :meth:`apply` sets every key of the snapshot except ``DSH_SHELL`` (this process is no shell the
+    harness started for a model) and removes every other key the registry declares, so a value that no
+    longer applies (``DSH_SESSION_JSONL`` of a JSONL session after a database session became current, a
+    ``DSH_SESSION_ID`` inherited from the process that started this one) never lingers. :meth:`withdraw`
+    puts back what each key held before the first :meth:`apply`.
+    """
+
+    def __init__(self, environ: MutableMapping[str, str] = os.environ) -> None:
+        self._environ = environ
+        self._before: dict[str, str | None] = {}
+
+    def apply(self, registry: ShellEnvRegistry, snapshot: Mapping[str, str]) -> None:
+        wanted = {key: value for key, value in snapshot.items() if key != DSH_SHELL}
+        for key in sorted({entry.key for entry in registry.list()} | set(snapshot)):
+            if key not in self._before:
+                self._before[key] = self._environ.get(key)
+            if key in wanted:
+                self._environ[key] = wanted[key]
+            else:
+                self._environ.pop(key, None)
+
+    def withdraw(self) -> None:
+        for key, value in self._before.items():
+            if value is None:
+                self._environ.pop(key, None)
+            else:
+                self._environ[key] = value
+        self._before.clear()
 
 
 # -- child environments ----------------------------------------------------------------------------

@@ -5,13 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
-from .output import CapturedOutput, OutputCapture
+from .output import CapturedOutput, OutputCapture, OutputFile
 from .process import CHUNK_SIZE, Child, drain_after_exit, kill_group
 
 
@@ -31,7 +29,7 @@ class BackgroundJob:
     stopped: bool = False
     output_error: str | None = None
     _pending: OutputCapture = field(init=False)
-    _file: BinaryIO | None = field(init=False, default=None)
+    _file: OutputFile | None = field(init=False, default=None)
     _task: asyncio.Task[None] | None = field(init=False, default=None)
     _done: asyncio.Event = field(init=False, default_factory=asyncio.Event)
 
@@ -39,8 +37,7 @@ class BackgroundJob:
         self._pending = OutputCapture(self.limit)
         if self.output_path is not None:
             try:
-                os.makedirs(self.output_path.parent, exist_ok=True)
-                self._file = open(self.output_path, "wb")  # noqa: SIM115 - closed when the job ends
+                self._file = OutputFile(self.output_path)  # closed when the job ends
             except OSError as exc:
                 self.output_error = f"{type(exc).__name__}: {exc}"
                 self.output_path = None
@@ -62,7 +59,8 @@ class BackgroundJob:
                     self._file.flush()
                 except OSError as exc:
                     self.output_error = f"{type(exc).__name__}: {exc}"
-                    self._file.close()
+                    with contextlib.suppress(OSError):
+                        self._file.close()
                     self._file = None
 
     async def _follow(self) -> None:

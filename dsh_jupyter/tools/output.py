@@ -3,10 +3,14 @@
 A command can print gigabytes; the model should see at most ``limit`` bytes. :class:`OutputCapture`
 keeps the first and last parts within that budget and, when given a spill path, streams everything
 to that file once the output outgrows the budget, so nothing is lost and memory stays bounded.
+
+Every file of tool output is written through :class:`OutputFile`, which masks secrets as the bytes stream
+past (:class:`~dsh_jupyter.secrets.MaskedStream`): a session folder is something people copy and commit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -29,6 +33,21 @@ def tool_output_path(session_dir: Path | None, call_id: str) -> Path | None:
     return Path(session_dir) / "tool-output" / safe_filename(call_id)
 
 
+#: Bytes kept past the head's end and before the tail's start, so that a secret the cut falls in can be kept
+#: whole (and so masked) instead of leaving a piece of it that no longer looks like the secret.
+SECRET_CONTEXT = 4096
+
+
+def _safe_cut(data: bytes | bytearray, at: int) -> int:
+    """``at`` (a byte offset at a character start) moved back to where no secret is cut in two."""
+    from ..secrets import default_masker
+
+    text = bytes(data).decode("utf-8", "surrogateescape")
+    chars = len(bytes(data[:at]).decode("utf-8", "surrogateescape"))
+    safe = default_masker().safe_cut(text, chars)
+    return at if safe == chars else len(text[:safe].encode("utf-8", "surrogateescape"))
+
+
 def _char_start(data: bytes | bytearray, index: int) -> int:
     """Move ``index`` back to the start of the UTF-8 character it falls in."""
     while 0 < index < len(data) and (data[index] & 0xC0) == 0x80:
@@ -42,6 +61,41 @@ def _skip_continuation(data: bytes | bytearray) -> int:
     while index < len(data) and (data[index] & 0xC0) == 0x80 and index < 3:
         index += 1
     return index
+
+
+class OutputFile:
+    """A file of tool output, written with every secret masked (the one way tool output reaches a file).
+
+    ``path``'s folder is created; :class:`OSError` from opening or writing is the caller's to report.
+    :meth:`flush` writes what is known to be safe and flushes it, so the file can be followed while a job
+    runs (a line is held only while a secret could still span it); :meth:`close` writes the rest.
+    """
+
+    def __init__(self, path: Path) -> None:
+        from ..secrets import MaskedStream
+
+        os.makedirs(path.parent, exist_ok=True)
+        self.path = path
+        self._file: BinaryIO | None = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self._masked = MaskedStream()
+
+    def write(self, chunk: bytes | bytearray) -> None:
+        if self._file is not None:
+            self._file.write(self._masked.feed(bytes(chunk)))
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        """Write what is still held and close; safe to call twice."""
+        handle, self._file = self._file, None
+        if handle is None:
+            return
+        try:
+            handle.write(self._masked.finish())
+        finally:
+            handle.close()
 
 
 @dataclass(frozen=True)
@@ -97,7 +151,7 @@ class OutputCapture:
         self._buffer = bytearray()  # whole output while it fits; afterwards the head
         self._tail = bytearray()
         self._overflowed = False
-        self._file: BinaryIO | None = None
+        self._file: OutputFile | None = None
         self._spill_error: str | None = None
         if always_spill:
             self._open_spill()
@@ -110,8 +164,7 @@ class OutputCapture:
         if self.spill_path is None or self._file is not None or self._spill_error is not None:
             return
         try:
-            os.makedirs(self.spill_path.parent, exist_ok=True)
-            self._file = open(self.spill_path, "wb")  # noqa: SIM115 - closed in close()
+            self._file = OutputFile(self.spill_path)
             self._file.write(self._buffer)
         except OSError as exc:
             self._spill_error = f"{type(exc).__name__}: {exc}"
@@ -124,7 +177,8 @@ class OutputCapture:
             self._file.write(chunk)
         except OSError as exc:
             self._spill_error = f"{type(exc).__name__}: {exc}"
-            self._file.close()
+            with contextlib.suppress(OSError):
+                self._file.close()
             self._file = None
 
     def feed(self, chunk: bytes) -> None:
@@ -139,13 +193,14 @@ class OutputCapture:
             self._overflowed = True
             self._open_spill_after_overflow()
             data = bytes(self._buffer)
-            # Keep a few bytes past the head limit so finish() can see where the last character ends.
-            del self._buffer[self.head_limit + 4:]
+            # Keep bytes past the head limit so finish() sees where the last character (or a secret) ends.
+            del self._buffer[self.head_limit + SECRET_CONTEXT:]
             self._tail = bytearray(data[self.head_limit:])
         else:
             self._tail.extend(chunk)
-        if len(self._tail) > self.tail_limit * 2:
-            del self._tail[: len(self._tail) - self.tail_limit]
+        kept = self.tail_limit + SECRET_CONTEXT
+        if len(self._tail) > kept * 2:
+            del self._tail[: len(self._tail) - kept]
 
     def _open_spill_after_overflow(self) -> None:
         if self._file is None:
@@ -167,10 +222,12 @@ class OutputCapture:
                                           and self.spill_path.exists()) else None
             return CapturedOutput(self._buffer.decode("utf-8", "replace"), "", self.total, False,
                                   len(self._buffer), 0, spilled, self._spill_error)
-        head_end = _char_start(self._buffer, min(self.head_limit, len(self._buffer)))
+        # Neither cut may fall inside a secret: the piece left would no longer be recognised and masked.
+        head_end = _safe_cut(self._buffer, _char_start(self._buffer, min(self.head_limit, len(self._buffer))))
         head = bytes(self._buffer[:head_end])
-        tail_src = bytes(self._tail[-self.tail_limit:]) if len(self._tail) > self.tail_limit else bytes(self._tail)
-        tail = tail_src[_skip_continuation(tail_src):]
+        start = max(0, len(self._tail) - self.tail_limit)
+        start += _skip_continuation(self._tail[start:])
+        tail = bytes(self._tail[_safe_cut(self._tail, start):])
         spilled = self.spill_path if (self.spill_path is not None and self._spill_error is None) else None
         return CapturedOutput(head.decode("utf-8", "replace"), tail.decode("utf-8", "replace"), self.total, True,
                               len(head), len(tail), spilled, self._spill_error)

@@ -20,15 +20,15 @@ import { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/not
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import type { JSONObject } from '@lumino/coreutils';
 
-import { displayText } from './escape.js';
+import { displayParts, displayText } from './escape.js';
 import {
-  codeText,
   diffSummary,
   IEdit,
   KernelRequest,
   lineDiff,
   parseKernelMessage,
-  proposalTitle
+  proposalTitle,
+  proposalWarning
 } from './proposal.js';
 
 /** The kernel's comm target (live_document.LIVE_TARGET). */
@@ -318,7 +318,12 @@ export class LiveNotebook {
     }
     this._proposals.set(id, { card, comm, anchor, anchorId: edit.cellId, doomed: edit.action === 'delete' });
     this._watchCells();
-    const reveal = (): void => card.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
+    const reveal = (): void => {
+      card.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
+      if (card.dataset.hidden === 'true' && !card.contains(document.activeElement)) {
+        card.querySelector<HTMLButtonElement>('.dsh-proposal-reject')?.focus({ preventScroll: true });
+      }
+    };
     if (anchor) {
       void this.panel.content.scrollToCell(anchor, 'smart').then(reveal);
     } else {
@@ -418,6 +423,19 @@ function element<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
+/** Source text in a card: controls escaped, each hidden character as a visible, styled mark. */
+function codeNodes(text: string): Node[] {
+  return displayParts(text).map(part => {
+    if (part.kind === 'text') {
+      return document.createTextNode(part.text);
+    }
+    const mark = element('span', 'dsh-hidden-mark');
+    mark.textContent = part.text;
+    mark.title = `hidden character ${part.text.slice(1, -1)}`;
+    return mark;
+  });
+}
+
 /** The card of one proposal: heading, the edit as it would land, Accept / Reject and a reason. */
 function proposalCard(
   edit: IEdit,
@@ -449,26 +467,44 @@ function proposalCard(
   if (reason) {
     card.appendChild(element('div', 'dsh-proposal-reason', reason));
   }
+  const warning = proposalWarning(edit);
+  if (warning) {
+    const alert = element('div', 'dsh-proposal-warning', warning);
+    alert.setAttribute('role', 'alert');
+    card.appendChild(alert);
+    card.dataset.hidden = 'true';
+  }
   if (edit.action === 'insert') {
     const source = element('pre', 'dsh-proposal-source');
-    source.textContent = codeText(edit.source);
+    source.dir = 'ltr';
+    source.append(...codeNodes(edit.source));
     card.appendChild(source);
   } else if (edit.action === 'replace') {
     const lines = lineDiff(anchor?.model.sharedModel.getSource() ?? '', edit.source);
     head.appendChild(element('span', 'dsh-proposal-stat', diffSummary(lines)));
     const diff = element('pre', 'dsh-proposal-diff');
+    diff.dir = 'ltr';
     for (const line of lines) {
       const sign = line.kind === 'added' ? '+' : line.kind === 'removed' ? '−' : ' ';
       const row = element('span', `dsh-diff-line dsh-diff-${line.kind}`);
       row.appendChild(element('span', 'dsh-diff-sign', sign));
-      row.appendChild(document.createTextNode(codeText(line.text) + '\n'));
+      row.append(...codeNodes(line.text), '\n');
       diff.appendChild(row);
     }
     card.appendChild(diff);
   }
   const actions = element('div', 'dsh-proposal-actions');
-  const accept = element('button', 'dsh-proposal-accept jp-mod-styled jp-mod-accept', 'Accept');
-  const reject = element('button', 'dsh-proposal-reject jp-mod-styled', 'Reject');
+  // With hidden characters, Reject is the answer that stands out (and takes the focus when shown).
+  const accept = element(
+    'button',
+    `dsh-proposal-accept jp-mod-styled ${warning ? '' : 'jp-mod-accept'}`,
+    'Accept'
+  );
+  const reject = element(
+    'button',
+    `dsh-proposal-reject jp-mod-styled ${warning ? 'jp-mod-warn' : ''}`,
+    'Reject'
+  );
   why.type = 'text';
   why.placeholder = 'Reason for the agent (optional)';
   why.setAttribute('aria-label', 'Reason for the agent (optional)');

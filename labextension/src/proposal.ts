@@ -3,7 +3,7 @@
  * arrive on a comm), the edit they carry, and the line diff a proposed replacement is shown with.
  */
 
-import { escapeControls } from './escape.js';
+import { escapeText, hiddenWarning } from './escape.js';
 
 export type CellType = 'code' | 'markdown' | 'raw';
 export type EditAction = 'insert' | 'replace' | 'delete';
@@ -202,10 +202,15 @@ export function diffSummary(lines: ReadonlyArray<IDiffLine>): string {
   return `+${added} −${removed}`;
 }
 
-/** Source text as shown in a card: control characters escaped, but line breaks and tabs kept. */
+/** Source text as shown in a card: control characters escaped, hidden ones marked, line breaks and tabs kept. */
 export function codeText(text: string): string {
-  return text
-    .split(/(\n|\t)/)
-    .map(part => (part === '\n' || part === '\t' ? part : escapeControls(part)))
-    .join('');
+  return escapeText(text);
+}
+
+/**
+ * The card's warning when the edit's new source holds hidden characters (`null`: it holds none), e.g.
+ * "This edit contains 2 hidden characters (…), shown as ⟨U+…⟩ marks: the cell would not be what it looks like."
+ */
+export function proposalWarning(edit: IEdit): string | null {
+  return edit.action === 'delete' ? null : hiddenWarning(edit.source, 'edit');
 }

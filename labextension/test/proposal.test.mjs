@@ -10,7 +10,8 @@ import {
   MAX_DIFF_PAIRS,
   parseEdit,
   parseKernelMessage,
-  proposalTitle
+  proposalTitle,
+  proposalWarning
 } from '../lib/proposal.js';
 
 const kinds = lines => lines.map(line => `${line.kind[0]} ${line.text}`);
@@ -79,4 +80,16 @@ test('proposalTitle says what the agent proposes', () => {
 
 test('codeText escapes control characters but keeps lines and tabs', () => {
   assert.equal(codeText('a\n\tb\x1b[31m'), 'a\n\tb\\x1b[31m');
+});
+
+test('a proposal with hidden characters is marked and warns in words', () => {
+  const edit = parseEdit({ action: 'replace', cell_id: 'c1', source: 'print("ok")\u202e # \u2066x\u2069\n' });
+  assert.equal(codeText(edit.source), 'print("ok")⟨U+202E⟩ # ⟨U+2066⟩x⟨U+2069⟩\n');
+  assert.equal(
+    proposalWarning(edit),
+    'This edit contains 3 hidden characters (right-to-left override U+202E, left-to-right isolate U+2066, ' +
+      'pop directional isolate U+2069), shown as ⟨U+…⟩ marks: the cell would not be what it looks like.'
+  );
+  assert.equal(proposalWarning(parseEdit({ action: 'replace', cell_id: 'c1', source: 'x = 1' })), null);
+  assert.equal(proposalWarning(parseEdit({ action: 'delete', cell_id: 'c1' })), null);
 });

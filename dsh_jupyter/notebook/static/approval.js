@@ -2,14 +2,11 @@
 // with Allow once / Allow for this session (/ commands starting with a word) / Deny and an optional
 // reason the agent receives. Answered questions stay as one-line records. The view tells the kernel it
 // was drawn ("rendered"), so a kernel without a frontend refuses at once instead of waiting.
-// Keyboard: focus lands on Allow once; Enter activates the focused button; Escape denies (with the
-// reason typed so far). Text is set with textContent only.
-
-const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
-
-function escapeText(text) {
-  return String(text).replace(CONTROLS, (c) => "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0"));
-}
+// Keyboard: focus lands on the question's default answer (Allow once; Deny when the command holds hidden
+// characters); Enter activates the focused button; Escape denies (with the reason typed so far).
+// Every text arrives escaped by the kernel (dsh_jupyter/notebook/escape.py: terminal controls as \xNN,
+// hidden characters as separate "mark" parts such as ⟨U+202E⟩), so this view holds no escaping rule of
+// its own; it is set with textContent only.
 
 function node(tag, className, text) {
   const element = document.createElement(tag);
@@ -29,11 +26,26 @@ const KEYWORDS = {
 // One pass over the text: comments, strings, numbers, keywords and operators get a class each.
 const TOKENS = /(#[^\n]*)|("(?:[^"\\\n]|\\.)*"?|'(?:[^'\\\n]|\\.)*'?)|(\b\d[\d_.]*\b)|([A-Za-z_][\w-]*)|([|&;<>]+|\$\{?\w+\}?)/g;
 
+// The command as the kernel split it: text parts highlighted, hidden characters as visible marks.
+export function drawParts(parts, language) {
+  const out = document.createDocumentFragment();
+  for (const [kind, text] of parts) {
+    if (kind === "mark") {
+      const mark = node("span", "dsh-hidden-mark", String(text));
+      mark.title = "hidden character " + String(text).slice(1, -1);
+      out.append(mark);
+    } else {
+      out.append(highlight(String(text), language));
+    }
+  }
+  return out;
+}
+
 export function highlight(code, language) {
   const out = document.createDocumentFragment();
   const words = KEYWORDS[language];
   if (!words) {
-    out.append(escapeText(code));
+    out.append(code);
     return out;
   }
   let last = 0;
@@ -46,11 +58,11 @@ export function highlight(code, language) {
     else if (word !== undefined && words.has(word)) kind = "keyword";
     else if (operator !== undefined) kind = language === "bash" ? "operator" : null;
     if (kind === null) continue;
-    if (match.index > last) out.append(escapeText(code.slice(last, match.index)));
-    out.append(node("span", `dsh-approval-tok-${kind}`, escapeText(text)));
+    if (match.index > last) out.append(code.slice(last, match.index));
+    out.append(node("span", `dsh-approval-tok-${kind}`, text));
     last = match.index + text.length;
   }
-  if (last < code.length) out.append(escapeText(code.slice(last)));
+  if (last < code.length) out.append(code.slice(last));
   return out;
 }
 
@@ -87,7 +99,7 @@ function render({ model, el }) {
       const line = node("div", "dsh-approval-record");
       line.dataset.allowed = record.allowed ? "true" : "false";
       line.append(node("span", "dsh-approval-record-mark", record.allowed ? "✓" : "✗"));
-      line.append(node("span", "dsh-approval-record-text", escapeText(record.text)));
+      line.append(node("span", "dsh-approval-record-text", String(record.text)));
       records.append(line);
     }
   }
@@ -113,13 +125,22 @@ function render({ model, el }) {
     const title = `The agent wants to run ${question.tool}`;
     card.setAttribute("aria-label", title);
     const head = node("div", "dsh-approval-head");
-    head.append(node("span", "dsh-approval-icon", "⚠"), node("span", "dsh-approval-title", escapeText(title)));
-    head.append(node("span", "dsh-approval-lang", escapeText(question.language || "text")));
+    head.append(node("span", "dsh-approval-icon", "⚠"), node("span", "dsh-approval-title", title));
+    head.append(node("span", "dsh-approval-lang", String(question.language || "text")));
     card.append(head);
-    if (question.reason) card.append(node("div", "dsh-approval-reason", escapeText(question.reason)));
+    if (question.reason) card.append(node("div", "dsh-approval-reason", String(question.reason)));
+    if (question.warning) {
+      const warning = node("div", "dsh-approval-warning", String(question.warning));
+      warning.setAttribute("role", "alert");
+      card.append(warning);
+      card.dataset.hidden = "true";
+    } else {
+      delete card.dataset.hidden;
+    }
     const pre = node("pre", "dsh-approval-code");
+    pre.dir = "ltr";
     const code = node("code");
-    code.append(highlight(String(question.shown || ""), question.language));
+    code.append(drawParts(question.parts || [["text", String(question.shown || "")]], question.language));
     pre.append(code);
     card.append(pre);
 
@@ -130,12 +151,12 @@ function render({ model, el }) {
     reason.setAttribute("aria-label", "Reason for denying (optional)");
     let first = null;
     for (const [choice, label] of question.choices || []) {
-      const button = node("button", `dsh-approval-btn dsh-approval-${choice}`, escapeText(label));
+      const button = node("button", `dsh-approval-btn dsh-approval-${choice}`, String(label));
       button.type = "button";
       button.dataset.choice = choice;
       button.addEventListener("click", () => answer(choice, choice === "deny" ? reason.value : ""));
       bar.append(button);
-      if (first === null) first = button;
+      if (first === null || choice === question.focus) first = button;
     }
     card.append(bar, reason);
     card.addEventListener("keydown", (event) => {

@@ -6,7 +6,9 @@
 const ONE_LINE_CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g;
 const TIMEOUT_MS = 10000;
 
-/** Terminal controls to literal \xNN (line feed included: labels, ids and cwds are one line). */
+/** Terminal controls to literal \xNN (line feed included: labels, ids and cwds are one line). The kernel
+ * sends each row's fields already as shown (row.shown: dsh_jupyter/notebook/escape.py, hidden characters
+ * marked); this guards the raw fallbacks and error texts. */
 function escapeControls(text) {
   return String(text).replace(ONE_LINE_CONTROLS, (c) => "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0"));
 }
@@ -81,9 +83,11 @@ function render({ model, el, experimental }) {
     rows.forEach((row, index) => {
       const item = node("li", "dsh-picker-row");
       item.setAttribute("role", "option");
+      // The kernel sends each field as shown (row.shown: controls escaped, hidden characters marked).
+      const shown = row.shown || {};
       const label = typeof row.label === "string" ? row.label : row.sessionId;
       const head = node("div", "dsh-picker-head");
-      head.append(node("span", "dsh-picker-label", escapeControls(label)));
+      head.append(node("span", "dsh-picker-label", escapeControls(shown.label ?? label)));
       if (row.sameWorkspace === true) {
         const mark = node("span", "dsh-picker-same", "✓ same workspace");
         mark.title = "Started in the same folder as this notebook's session";
@@ -91,8 +95,9 @@ function render({ model, el, experimental }) {
       }
       const detail = node("div", "dsh-picker-detail");
       const parts = [];
-      if (label !== row.sessionId) parts.push(escapeControls(row.sessionId));
-      parts.push(typeof row.cwd === "string" ? escapeControls(row.cwd) : "(no cwd)");
+      if (label !== row.sessionId) parts.push(escapeControls(shown.sessionId ?? row.sessionId));
+      const cwd = shown.cwd ?? row.cwd;
+      parts.push(typeof cwd === "string" ? escapeControls(cwd) : "(no cwd)");
       const created = formatCreated(row.createdAt);
       if (created) parts.push(created);
       detail.textContent = parts.join(" · ");
@@ -145,7 +150,10 @@ function render({ model, el, experimental }) {
       const [response] = await experimental.invoke("choose_command", { sessionId: row.sessionId, index });
       if (disposed) return;
       if (response && response.error) setStatus(escapeControls(response.error), "error");
-      else setStatus("Inserted " + escapeControls(typeof row.label === "string" ? row.label : row.sessionId));
+      else {
+        const label = (row.shown && row.shown.label) ?? (typeof row.label === "string" ? row.label : row.sessionId);
+        setStatus("Inserted " + escapeControls(label));
+      }
     } catch (error) {
       if (!disposed) setStatus("The kernel did not answer; the mention was not inserted.", "error");
     }
