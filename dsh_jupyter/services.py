@@ -89,13 +89,16 @@ class Services:
     """The session parts one host uses, built lazily from :class:`ServiceSettings` (thread-safe)."""
 
     def __init__(self, settings: ServiceSettings, *, index_in_background: bool = True, auto_index: bool = True,
-                 shared_catalog: bool = True) -> None:
+                 shared_catalog: bool = True, index_budget: float | None = None) -> None:
         """``index_in_background``: index in a thread (kernels) or in the caller (server, CLI);
         ``auto_index``: index this host's own store when the catalog is first used (the CLI indexes what
         its command names instead); ``shared_catalog``: use the process-wide catalog with its background
-        worker (kernels, server), or a private one without threads that :meth:`close` closes (the CLI)."""
+        worker (kernels, server), or a private one without threads that :meth:`close` closes (the CLI);
+        ``index_budget``: seconds indexing in the caller may take (``None``: all of it), the rest, and every
+        log too big to read at once, left to the catalog's background worker (the server's requests)."""
         self._settings = settings
         self._index_in_background = index_in_background
+        self._index_budget = index_budget
         self._auto_index = auto_index
         self._shared_catalog = shared_catalog
         self._lock = threading.RLock()
@@ -286,7 +289,7 @@ class Services:
             threading.Thread(target=_ensure_store, args=(catalog, folder, done), name="dsh-catalog",
                              daemon=True).start()
         else:
-            _ensure_store(catalog, folder, done)
+            _ensure_store(catalog, folder, done, self._index_budget)
 
     def start_indexing(self) -> None:
         """Open the catalog and index this host's store off the calling thread (stores copied in are found);
@@ -382,9 +385,9 @@ _INDEXED_LOCK = threading.Lock()
 INDEX_WAIT_SECONDS = 2.0
 
 
-def _ensure_store(catalog: Catalog, root: Path, done: threading.Event) -> None:
+def _ensure_store(catalog: Catalog, root: Path, done: threading.Event, budget: float | None = None) -> None:
     try:
-        catalog.ensure_store(root, budget=None)
+        catalog.ensure_store(root, budget=budget)
     except Exception as exc:
         log.warning("could not index the session store %s: %s", root, exc)
     finally:

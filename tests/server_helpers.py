@@ -98,6 +98,22 @@ class Api:
             self.run(self._client.fetch(self._base_url + path, **kwargs))
         return info.value.code
 
+    def raw(self, path_and_query: str) -> Reply:
+        """``GET`` of ``path_and_query`` exactly as written (no encoding added), with the token header: for
+        requests a well-behaved client would never send (broken percent escapes, repeated parameters)."""
+
+        async def go() -> Reply:
+            started = time.monotonic()
+            response: HTTPResponse = await self._client.fetch(self._base_url + path_and_query, headers=self._auth,
+                                                              raise_error=False, request_timeout=60)
+            try:
+                body = json.loads(response.body) if response.body else None
+            except ValueError:
+                body = None
+            return Reply(response.code, body, time.monotonic() - started)
+
+        return self.run(go())
+
     def url(self, path: str, params: dict[str, str] | None = None) -> str:
         query = "?" + urlencode(params) if params else ""
         return f"http://127.0.0.1:{self._port}{self._base_url}{path}{query}"

@@ -1,6 +1,13 @@
-"""The error bodies of the REST API: stable codes, one JSON shape, no server details in a 500."""
+"""The error bodies of the REST API: stable codes, one JSON shape, no server details in a 500; strict parameters."""
 
 from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_helpers import SERVER_CONFIG, Api, make_api
 
 from dsh_jupyter.server import errors
 
@@ -24,3 +31,49 @@ def test_messages_say_what_to_do() -> None:
     assert "2.5 s" in errors.too_slow(2.5).message and "try again" in errors.too_slow(2.5).message
     assert errors.internal().message == errors.INTERNAL_MESSAGE
     assert "server log" in errors.INTERNAL_MESSAGE
+
+
+# -- strict parameters (dsh_jupyter.server.params) and errors through a real server ---------------------------
+def test_the_query_string_is_read_strictly() -> None:
+    from dsh_jupyter.server.params import query_parameters
+
+    allowed = {"query", "cwd"}
+    assert query_parameters("query=a+b%20c&cwd=&token=t&&", allowed, "dsh/api/x") == {"query": "a b c", "cwd": ""}
+    # What JupyterLab's ServerConnection sends: an empty value without "=", and the time as a cache buster.
+    assert query_parameters("query&cwd=project&1796155949541", allowed, "dsh/api/x") == {"query": "",
+                                                                                        "cwd": "project"}
+    cases = {"query=1&query=2": "query was given more than once", "nope=1": "does not take the parameter 'nope'",
+             "query=%G1": "broken percent escape", "query=%80": "not valid UTF-8", "query=%7F": "U+007F",
+             "cwd=" + "x" * 20_000: "20,000 characters long", "%00=1": "control character U+0000",
+             "17=": "does not take the parameter '17'"}
+    for raw, expected in cases.items():
+        try:
+            query_parameters(raw, allowed, "dsh/api/x")
+        except errors.ApiError as exc:
+            assert exc.status == 400 and expected in exc.message, (raw, exc.message)
+            assert len(exc.message) < 300
+        else:
+            raise AssertionError(f"{raw[:40]!r} was accepted")
+
+
+@pytest.fixture
+def jp_server_config() -> dict[str, Any]:
+    return SERVER_CONFIG
+
+
+@pytest.fixture
+def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
+        jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
+    return make_api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+
+
+def test_errors_raised_before_a_handler_runs_have_the_same_shape(api: Api, jp_root_dir: Path) -> None:
+    reply = api.raw("dsh/api/sessions/%C3%28")  # a path segment that is not UTF-8
+    assert reply.code == 400 and reply.body["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"
+    message = reply.body["error"]["message"]
+    assert "not valid UTF-8" in message and reply.body["message"] == message
+    code, body = api.error("dsh", "api", "candidates", method="POST", body=b"{}")
+    assert code == 405 and body["error"]["code"] == "HTTP_405"
+    for path in ("dsh/api/candidates?limit=" + "9" * 5000, "dsh/api/sessions?cwd=" + "a" * 40_000):
+        reply = api.raw(path)
+        assert reply.code == 400 and set(reply.body) == {"error", "message"}

@@ -383,17 +383,16 @@ def test_a_session_log_linked_out_of_the_root_is_refused(api: Api, jp_root_dir: 
 
 
 # -- error bodies ------------------------------------------------------------------------------------------
-def test_a_damaged_log_is_a_generic_500_with_the_detail_in_the_log(
-    api: Api, jp_root_dir: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_damaged_log_answers_with_what_can_be_read_and_where_it_is_damaged(api: Api, jp_root_dir: Path) -> None:
     path = make_session(jp_root_dir, "broken", created_at=1, cwd=None, turns=2)
     lines = path.read_bytes().splitlines(keepends=True)
-    path.write_bytes(lines[0] + b"{not json\n" + b"".join(lines[1:]))
-    code, body = api.error("dsh", "api", "sessions", payload("broken"))
-    assert code == 500
-    assert body["error"]["code"] == "DSH_INTERNAL_ERROR"
-    assert body["error"]["message"] == "internal error in the dsh server extension; the server log has the details"
-    assert "broken" in caplog.text and str(path.parent.parent) in caplog.text
+    path.write_bytes(b"".join(lines[:5]) + b"{not json\n" + b"".join(lines[5:]))  # after turn 1, before turn 2
+    body = api.get("dsh", "api", "sessions", payload("broken"))
+    assert [m["text"] for m in body["preview"]["messages"]] == ["question 1 of broken", "answer 1"]
+    (damage,) = body["damage"]
+    assert damage["line"] == 6 and damage["kind"] == "line"
+    assert "line 6 cannot be parsed as JSON" in damage["message"] and "not shown" in damage["message"]
+    assert str(jp_root_dir) not in json.dumps(body)
 
 
 def test_unexpected_failures_are_generic_500s(api: Api, workspace: Path, monkeypatch: pytest.MonkeyPatch,

@@ -17,7 +17,10 @@ import asyncio
 import contextlib
 import errno
 import importlib.util
+import json
 import os
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -157,7 +160,7 @@ def test_thirty_requests_at_a_fifo_store_never_starve_jupyter(api: Api, jp_root_
     with released(fifo, state):
         replies, polls = api.many(requests, poll="api/kernelspecs")
         assert_jupyter_kept_answering(polls)
-        assert_all_ended_cleanly(replies, {200, 404, 503, 504})
+        assert_all_ended_cleanly(replies, {200, 403, 404, 503, 504})
         assert state.pool.in_flight <= state.pool.capacity
     if SAFE_READS:  # the store layer refuses the FIFO: nothing blocks (beyond the pool's capacity: 503)
         assert 504 not in [r.code for r in replies]
@@ -253,3 +256,180 @@ def test_indexing_a_hostile_root_at_start_blocks_nothing_of_jupyter(
     assert not indexing()
     listed = [c["sessionId"] for c in api.get("dsh", "api", "candidates")]
     assert [s for s in listed if s in GOOD] == GOOD
+
+
+# -- junk input: every parameter of every endpoint ----------------------------------------------------------
+ENDPOINTS = {"candidates": "dsh/api/candidates", "sessions": f"dsh/api/sessions/{payload('good-new')}",
+             "locate": f"dsh/api/locate/{payload('good-new')}"}
+#: ``(endpoints, query string or path suffix, what the message must say)``; every case is a 400.
+JUNK: list[tuple[tuple[str, ...], str, str]] = [
+    (("candidates",), "limit=" + "9" * 5000, "at most 1000, got a 5,000-digit number"),
+    (("candidates",), "limit=1001", "at most 1000"),
+    (("candidates",), "limit=-3", "positive whole number"),
+    (("candidates",), "limit=0", "positive whole number"),
+    (("candidates",), "limit=2.5", "positive whole number"),
+    (("candidates",), "limit=ten", "positive whole number"),
+    (("candidates",), "limit=%EF%BC%95", "positive whole number"),  # a full-width digit
+    (("candidates",), "limit=1e3", "positive whole number"),
+    (("candidates",), "limit=[1]", "positive whole number"),  # a JSON array where a number belongs
+    (("candidates",), "limit=5&limit=7", "limit was given more than once"),
+    (("candidates",), "query=" + "q" * 1001, "at most 1000 characters, got 1,001"),
+    (("candidates",), "query=a%00b", "control character U+0000"),
+    (("candidates",), "query=%1B%5B31m", "control character U+001B"),
+    (("candidates",), "query=%C2%85", "control character U+0085"),
+    (("candidates",), "query=%ff%fe", "not valid UTF-8"),
+    (("candidates",), "query=%zz", "broken percent escape"),
+    (("candidates",), "query=a&query=b", "query was given more than once"),
+    (("candidates",), "body=maybe", "body must be 1 or 0"),
+    (("candidates",), "body=%7B%7D", "body must be 1 or 0"),  # a JSON object where a flag belongs
+    (("candidates",), "body=1&body=0", "body was given more than once"),
+    (("candidates",), "limt=5", "does not take the parameter 'limt'"),
+    (("sessions", "locate"), "limit=5", "does not take the parameter 'limit'"),
+    (("candidates", "sessions", "locate"), "cwd=" + "a" * 40_000, "40,000 characters long"),
+    (("candidates", "sessions", "locate"), "cwd=" + "a" * 5000, "at most 4096 characters"),
+    (("candidates", "sessions", "locate"), "cwd=" + "/".join(["b" * 300] * 3), "not a folder under the server root"),
+    (("candidates", "sessions", "locate"), "cwd=nb%00x", "control character U+0000"),
+    (("candidates", "sessions", "locate"), "cwd=%01", "control character U+0001"),
+    (("candidates", "sessions", "locate"), "cwd=%0A", "control character U+000A"),
+    (("candidates", "sessions", "locate"), "cwd=%c3%28", "not valid UTF-8"),
+    (("candidates", "sessions", "locate"), "cwd=%2", "broken percent escape"),
+    (("candidates", "sessions", "locate"), "cwd=a&cwd=b", "cwd was given more than once"),
+    (("candidates", "sessions", "locate"), "cwd=/etc", "absolute path"),
+    (("candidates", "sessions", "locate"), "cwd=missing", "not a folder under the server root"),
+    (("candidates", "sessions", "locate"), "c%00wd=x", "control character U+0000"),
+]
+#: Path segments that cannot be a session reference payload.
+JUNK_PAYLOADS = [("%ff%fe", "not valid UTF-8"), ("A" * 5000, "5,000 characters long"),
+                 ("IiJ", "is not a session reference payload"), ("e30", "is not a session reference payload"),
+                 ("WzFd", "is not a session reference payload"), ("%00", "is not a session reference payload")]
+
+
+def junk_cases() -> list[Any]:
+    return [pytest.param(endpoint, query, expected, id=f"{endpoint}-{n}")
+            for n, (endpoints, query, expected) in enumerate(JUNK) for endpoint in endpoints]
+
+
+@pytest.mark.parametrize("endpoint,query,expected", junk_cases())
+def test_junk_input_is_a_400_that_says_what_was_wrong(api: Api, jp_root_dir: Path, endpoint: str, query: str,
+                                                     expected: str) -> None:
+    good_sessions(jp_root_dir)
+    reply = api.raw(f"{ENDPOINTS[endpoint]}?{query}")
+    assert reply.code == 400, (reply.code, reply.body)
+    assert reply.body["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"
+    message = reply.body["error"]["message"]
+    assert expected in message, message
+    assert len(message) < 400 and str(jp_root_dir) not in message  # quoted input is cut, never a path
+
+
+@pytest.mark.parametrize("route", ["sessions", "locate"])
+@pytest.mark.parametrize("segment,expected", JUNK_PAYLOADS)
+def test_junk_session_references_are_a_400(api: Api, jp_root_dir: Path, route: str, segment: str,
+                                           expected: str) -> None:
+    good_sessions(jp_root_dir)
+    reply = api.raw(f"dsh/api/{route}/{segment}")
+    assert reply.code == 400, (reply.code, reply.body)
+    assert reply.body["error"]["code"] == "SESSION_REFERENCE_INVALID_REFERENCE"
+    assert expected in reply.body["error"]["message"] and len(reply.body["error"]["message"]) < 400
+
+
+def test_well_formed_requests_still_work_and_the_token_parameter_is_allowed(api: Api, jp_root_dir: Path,
+                                                                           jp_auth_header: dict[str, str]) -> None:
+    good_sessions(jp_root_dir)
+    token = jp_auth_header["Authorization"].split()[-1]
+    reply = api.raw(f"dsh/api/candidates?query=good&limit=007&body=TRUE&cwd=&token={token}")
+    assert reply.code == 200 and [c["sessionId"] for c in reply.body] == GOOD
+    assert api.raw("dsh/api/candidates?query=New+and").body[0]["sessionId"] == "good-new"  # + is a space
+    assert api.raw(f"{ENDPOINTS['sessions']}?cwd=%2E").code == 200
+
+
+# -- damaged and unreadable entries: named in the listing, explained in the details --------------------------
+def write_log(store: Path, session_id: str, lines: list[bytes]) -> Path:
+    path = hostile_folder(store, session_id)
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return path
+
+
+def body_lines(session_id: str) -> list[bytes]:
+    """The event lines of a good one-turn session (its header left out)."""
+    scratch = Path(tempfile.mkdtemp())
+    try:
+        return make_session(scratch, session_id, created_at=3, cwd=None).read_bytes().splitlines()[1:]
+    finally:
+        shutil.rmtree(scratch)
+
+
+def header_line(session_id: str) -> bytes:
+    return b'{"type":"session","version":0,"id":"%s","createdAt":7,"delegationDepth":0}' % session_id.encode()
+
+
+@pytest.fixture
+def damaged_store(jp_root_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Seven entries that cannot be listed as sessions (id -> words their problem must hold), beside the good
+    sessions and one session damaged after its first turn (``damaged-lines``)."""
+    store = good_sessions(jp_root_dir)
+    write_log(store, "torn-header", [header_line("torn-header")[:30]])
+    (store / "torn-header" / "session.jsonl").write_bytes(header_line("torn-header")[:30])  # no newline at all
+    write_log(store, "not-a-header", [b'{"hello": "world"}', *body_lines("not-a-header")])
+    os.mkfifo(hostile_folder(store, "fifo"))
+    hostile_folder(store, "log-link").symlink_to(store / "good-old" / "session.jsonl")
+    (store / session_folder_name("folder-link")).symlink_to(store / "good-new", target_is_directory=True)
+    unreadable = write_log(store, "unreadable", [header_line("unreadable"), *body_lines("unreadable")])
+    write_log(store, "wrong-folder", [header_line("someone-else"), *body_lines("someone-else")])
+    lines = [header_line("damaged-lines"), *body_lines("damaged-lines")]
+    write_log(store, "damaged-lines", [*lines[:4], b"{not json", *lines[4:], *lines[1:2]])
+    if os.geteuid() != 0:
+        unreadable.chmod(0)
+    else:  # root reads everything: the file system's refusal is played by os.open for this one file
+        real_open = os.open
+
+        def refusing_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+            folder = os.readlink(f"/proc/self/fd/{dir_fd}") if dir_fd is not None else os.path.dirname(str(path))
+            if os.path.basename(str(path)) == "session.jsonl" and folder == str(unreadable.parent):
+                raise PermissionError(errno.EACCES, "Permission denied", str(path))
+            return real_open(path, flags, mode, dir_fd=dir_fd)
+
+        monkeypatch.setattr(os, "open", refusing_open)
+    return {"torn-header": "header-less", "not-a-header": "header", "fifo": "named pipe (FIFO)",
+            "log-link": "symbolic link", "folder-link": "the session folder is a symbolic link",
+            "unreadable": "permission denied", "wrong-folder": "holds session 'someone-else'"}
+
+
+def test_the_listing_names_every_unreadable_entry(api: Api, damaged_store: dict[str, str],
+                                                  jp_root_dir: Path) -> None:
+    listing = api.get("dsh", "api", "sessions")
+    assert listing["unreadableCount"] == 7 == len(listing["unreadable"])
+    named = {item["sessionId"]: item for item in listing["unreadable"]}
+    assert set(named) == set(damaged_store)
+    for session_id, words in damaged_store.items():
+        assert words in named[session_id]["problem"], named[session_id]
+        assert named[session_id]["entry"].startswith(".dsh/sessions/")
+    assert str(jp_root_dir) not in json.dumps(listing)
+    assert "7 entries of this folder's session store cannot be read" in listing["notes"][0]
+    listed = {row["sessionId"]: row for row in listing["sessions"]}
+    assert set(GOOD) | {"damaged-lines"} <= set(listed)
+    assert listed["damaged-lines"].get("damaged") is True and "damaged" not in listed["good-new"]
+    assert listed["good-new"]["messageCounts"] == {"user": 1, "assistant": 1}
+    assert [c["sessionId"] for c in api.get("dsh", "api", "candidates") if c["sessionId"] in GOOD] == GOOD
+
+
+def test_details_say_what_is_damaged_and_show_what_can_be_read(api: Api, damaged_store: dict[str, str]) -> None:
+    lines = api.get("dsh", "api", "sessions", payload("damaged-lines"))
+    assert [m["text"] for m in lines["preview"]["messages"]] == ["question 1 of damaged-lines", "answer 1"]
+    assert [(d["line"], d["kind"]) for d in lines["damage"]] == [(5, "line")]
+    assert "line 5 cannot be parsed as JSON" in lines["damage"][0]["message"]
+    header = api.get("dsh", "api", "sessions", payload("not-a-header"))
+    assert header["damage"][0]["line"] == 1 and header["damage"][0]["kind"] == "header"
+    assert header["createdAt"] is None and header["sessionId"] == "not-a-header"
+    assert [m["text"] for m in header["preview"]["messages"]] == ["question 1 of not-a-header", "answer 1"]
+    torn = api.get("dsh", "api", "sessions", payload("torn-header"))
+    assert torn["preview"]["messages"] == [] and "nothing in this log can be read" in torn["damage"][0]["message"]
+    wrong = api.get("dsh", "api", "sessions", payload("wrong-folder"))
+    assert wrong["sessionId"] == "wrong-folder" and "names the session 'someone-else'" in wrong["damage"][0]["message"]
+    for session_id, words in (("fifo", "named pipe"), ("log-link", "symbolic link"), ("unreadable", "permission"),
+                              ("folder-link", "symbolic link")):
+        code, body = api.error("dsh", "api", "sessions", payload(session_id))
+        assert code == 403 and body["error"]["code"] == "DSH_REFUSED_ENTRY", (session_id, body)
+        assert words in body["error"]["message"] and "/" not in body["error"]["message"], body
+    for session_id in damaged_store:  # locate never fails with a 500 either
+        reply = api.raw(f"dsh/api/locate/{payload(session_id)}")
+        assert reply.code in (200, 403), (session_id, reply)

@@ -1,12 +1,19 @@
-"""The data side of the REST API (no server): parameters, folder resolution, detail, preview, locate."""
+"""The data side of the REST API (parameters, folder resolution, detail, preview, locate), and the same through a real
+jupyter-server (pytest-jupyter) for other tools' transcripts."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import shutil
+import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from server_helpers import SERVER_CONFIG, Api, make_api, make_session, payload
 
 from dsh_jupyter.catalog import CatalogEntry, CatalogUnavailable, StoreInfo
 from dsh_jupyter.references import encode_session_reference_uri
@@ -163,16 +170,19 @@ def test_session_detail_and_location_of_unknown_ids_are_404(tmp_path: Path) -> N
             assert info.value.code == "SESSION_REFERENCE_READ_FAILED"
 
 
-def test_unreadable_log_is_a_generic_500(tmp_path: Path) -> None:
-    store = write_session(tmp_path / ".dsh" / "sessions", "broken", [("user", "x")])
+def test_a_damaged_log_is_shown_up_to_its_damage(tmp_path: Path) -> None:
+    store = write_session(tmp_path / ".dsh" / "sessions", "broken", [("user", "x"), ("assistant", "y")])
     path = store.log_path("broken")
-    path.write_bytes(path.read_bytes().splitlines(keepends=True)[0] + b"{not json\n"
-                     + b'{"type":"turn/end","seq":1,"time":1,"data":{"turn":1}}\n')
-    with pytest.raises(ApiError) as info:
-        sessions.session_detail(tmp_path, "broken", Boundary.of(tmp_path))
-    assert info.value.status == 500
-    assert info.value.code == "DSH_INTERNAL_ERROR"
-    assert str(tmp_path) not in info.value.message
+    head = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(head[:2]) + b"{not json\n" + b"".join(head[2:])
+                     + b'{"type":"turn/end","seq":2,"time":1,"data":{"turn":1}}\n')
+    detail = sessions.session_detail(tmp_path, "broken", Boundary.of(tmp_path))
+    assert [m["text"] for m in detail["preview"]["messages"]] == ["x"]
+    (damage,) = detail["damage"]
+    assert (damage["line"], damage["kind"]) == (3, "line")
+    assert damage["message"] == ("line 3 cannot be parsed as JSON, so it and the rest of the log after it are not "
+                                 "shown; restore the log from a backup to see them")
+    assert str(tmp_path) not in str(detail)
 
 
 def test_session_location_reports_contents_path_inside_the_root_only(
@@ -268,3 +278,198 @@ def test_the_bounded_catalog_asks_only_for_stores_inside_and_drops_links_out(tmp
     locked = FakeCatalog(None, entries)
     sessions.BoundedCatalog(locked, Boundary.of(root)).select_candidates(sessions.open_query(root), target, "", 5)
     assert locked.asked["roots"] == [inside]  # only the folder's own store while the list is unavailable
+
+
+# -- through a real jupyter-server ---------------------------------------------------------------------------
+PEERS = Path(__file__).parent / "fixtures" / "peers"
+CLAUDE_ID = "claude-code:7f3c2a1e-5b4d-4c8e-9a6f-2d1e0b9c8a71"
+CODEX_ID = "codex:019a8c1e-3f2b-7d4a-9c5e-6b7a8d9e0f12"
+#: Text the fixtures hold that a projection must never carry (tool output, thinking, injected instructions).
+FOREIGN_SECRETS = ("TOOL-OUTPUT-SECRET", "SECRET-THINKING", "REASONING-SECRET", "INSTRUCTIONS-SECRET")
+
+
+@pytest.fixture
+def jp_server_config() -> dict[str, Any]:
+    return {**SERVER_CONFIG, "DshServer": {"index_at_start": False}}
+
+
+@pytest.fixture
+def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
+        jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
+    return make_api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+
+
+@pytest.fixture
+def peer_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The server user's home with Claude Code's and Codex's folders where the tools keep them."""
+    home = tmp_path / "user-home"
+    shutil.copytree(PEERS / "claude", home / ".claude")
+    shutil.copytree(PEERS / "codex", home / ".codex")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR")
+    monkeypatch.delenv("CODEX_HOME")
+    return home
+
+
+def test_other_tools_transcripts_have_details_like_our_sessions(api: Api, peer_home: Path, jp_root_dir: Path) -> None:
+    make_session(jp_root_dir, "ours", created_at=5, cwd=None)
+    listed = {c["sessionId"]: c for c in api.get("dsh", "api", "candidates")}
+    assert listed[CLAUDE_ID]["tool"] == "Claude Code" and listed[CODEX_ID]["tool"] == "Codex"
+    ours = api.get("dsh", "api", "sessions", payload("ours"))
+    for session_id in (CLAUDE_ID, CODEX_ID):
+        detail = api.get("dsh", "api", "sessions", payload(session_id))
+        assert set(ours) <= set(detail), set(ours) - set(detail)  # every field our sessions have
+        assert detail["sessionId"] == session_id and detail["damage"] == []
+        texts = [m["text"] for m in detail["preview"]["messages"]]
+        assert texts and all(m["role"] in ("user", "assistant") for m in detail["preview"]["messages"])
+        assert detail["messageCounts"]["projected"] == len(texts) + detail["preview"]["omittedMessages"]
+        assert not any(secret in json.dumps(detail) for secret in FOREIGN_SECRETS)
+        where = api.get("dsh", "api", "locate", payload(session_id))
+        assert where["kind"] == session_id.split(":")[0] and where["path"].startswith(str(peer_home))
+    claude = api.get("dsh", "api", "sessions", payload(CLAUDE_ID))
+    assert claude["label"] == "Q3 regional sales" and claude["tool"] == "Claude Code"
+    assert [(m["role"], m["checkpoint"], m["text"][:27]) for m in claude["preview"]["messages"]] == [
+        ("user", True, "This session is being conti"), ("user", False, "Now plot it as a bar chart."),
+        ("assistant", False, "Here is the bar chart of gr")]
+    assert claude["compacted"] is True
+    codex = api.get("dsh", "api", "sessions", payload(CODEX_ID))
+    assert codex["label"] == "Price outliers" and codex["compacted"] is True
+    assert "Find the outliers in prices.parquet" in json.dumps(codex) or codex["preview"]["omittedMessages"] > 0
+    code, body = api.error("dsh", "api", "sessions", payload("codex:019a8c1e-0000-7d4a-9c5e-6b7a8d9e0f12"))
+    assert code == 404 and "other tools' transcripts" in body["error"]["message"]
+
+
+def test_a_damaged_transcript_of_another_tool_still_has_details(api: Api, peer_home: Path) -> None:
+    path = peer_home / ".claude" / "projects" / "-home-ana-analysis" / "7f3c2a1e-5b4d-4c8e-9a6f-2d1e0b9c8a71.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:2]) + b"{broken\n" + b"".join(lines[2:]) + b'{"type":"user"')  # torn end
+    detail = api.get("dsh", "api", "sessions", payload(CLAUDE_ID))
+    assert detail["preview"]["messages"][-1]["text"] == "Here is the bar chart of growth by region."
+
+
+def test_locating_or_detailing_a_transcript_outside_the_users_home_is_refused(api: Api, peer_home: Path,
+                                                                             tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "someone-else"))  # the tools' folders are no longer the user's
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(peer_home / ".claude"))
+    for route in ("sessions", "locate"):
+        code, body = api.error("dsh", "api", route, payload(CLAUDE_ID))
+        assert code == 404, (route, body)
+
+
+# -- a session of tens of MB: bounded memory and time -----------------------------------------------------------
+def write_big_session(store: Path, session_id: str, size_mb: int) -> tuple[Path, int]:
+    """A chat log of about ``size_mb`` MiB (prompts and answers of ~10 kB, message ``n`` holding the word
+    ``wordN``); returns its path and how many messages it holds."""
+    from dsh_jupyter._json import dumpb
+    from dsh_jupyter.session import Event
+
+    path = store / session_id / "session.jsonl"
+    path.parent.mkdir(parents=True)
+    filler = "lorem ipsum dolor sit amet " * 370
+    seq = messages = 0
+    with open(path, "wb", buffering=1 << 22) as fh:
+        fh.write(dumpb(SessionHeader(session_id, 1000, None).to_json()) + b"\n")
+        while fh.tell() < size_mb << 20:
+            turn = seq // 4 + 1
+            user = user_message(f"word{messages} {filler}")
+            answer = {"turn": turn, "step": 1,
+                      "message": assistant_message([text_block(f"word{messages + 1} {filler}")], MODEL)}
+            for kind, data, op in (("turn/start", {"turn": turn}, None), ("user/message", user, "append"),
+                                   ("assistant/message", answer, "append"), ("turn/end", {"turn": turn}, None)):
+                fh.write(dumpb(Event(kind, seq, seq, data, op).to_json()) + b"\n")
+                seq += 1
+            messages += 2
+    return path, messages
+
+
+class PeakRss:
+    """The resident size of this process (the in-process server) sampled every few milliseconds."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.peak = self.base = self.now()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def now(self) -> int:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * self.page
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.002):
+            self.peak = max(self.peak, self.now())
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.base
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("size_mb", [40, 96])  # read whole (below 64 MiB) and read from its end
+def test_details_of_a_session_of_tens_of_mb_are_cut_and_bounded(api: Api, jp_root_dir: Path, size_mb: int) -> None:
+    import gc
+
+    make_session(jp_root_dir, "small", created_at=5, cwd=None)
+    api.get("dsh", "api", "sessions", payload("small"))  # the server's first read: imports, the catalog opened
+    path, messages = write_big_session(jp_root_dir / ".dsh" / "sessions", "big", size_mb)
+    size = path.stat().st_size
+    gc.collect()
+    with PeakRss() as rss:
+        started = time.monotonic()
+        detail = api.get("dsh", "api", "sessions", payload("big"))
+        seconds = time.monotonic() - started
+    preview = detail["preview"]
+    assert [m["text"].split()[0] for m in preview["messages"]] == [f"word{n}" for n in range(messages - 20, messages)]
+    assert all(m["truncated"] and m["omittedBytes"] > 5000 for m in preview["messages"])  # each cut to 4 KiB
+    omitted = preview["omittedMessages"]
+    if preview["omittedMessagesExact"]:
+        assert omitted == messages - 20
+        assert preview["more"] == f"{messages - 20:,} more messages before these are not shown"
+    else:
+        assert abs(omitted - (messages - 20)) <= messages * 0.05, (omitted, messages)
+        assert preview["more"].startswith(f"about {omitted:,} more messages before these are not shown (")
+    assert preview["read"] == ("end" if size > 64 << 20 else "whole")
+    assert rss.growth < size / 4, f"details of a {size >> 20} MB session grew the server by {rss.growth >> 20} MB"
+    assert seconds < 20
+
+
+@pytest.mark.timeout(300)
+def test_body_search_of_a_huge_session_answers_at_once_and_says_what_it_covers(api: Api, jp_root_dir: Path) -> None:
+    import gc
+
+    make_session(jp_root_dir, "small", created_at=5, cwd=None)
+    api.get("dsh", "api", "sessions", params={"query": "question", "body": "1"})  # imports, the catalog opened
+    path, messages = write_big_session(jp_root_dir / ".dsh" / "sessions", "big", 40)
+    gc.collect()
+    with PeakRss() as rss:
+        first = api.get("dsh", "api", "sessions", params={"query": "word3", "body": "1"})
+    assert rss.growth < path.stat().st_size / 4
+    assert first["complete"] is False and first["indexing"] == 1
+    assert ("1 session(s) of this folder are still being indexed: body search does not cover them yet; ask again "
+            "in a moment") in first["notes"]
+    deadline = time.monotonic() + 240
+    listing = first
+    while not listing["complete"] and time.monotonic() < deadline:  # the catalog indexes it in the background
+        time.sleep(0.5)
+        listing = api.get("dsh", "api", "sessions", params={"query": "word3", "body": "1"})
+    assert listing["complete"] is True
+    (row,) = [r for r in listing["sessions"] if r["sessionId"] != "small"]
+    assert row["sessionId"] == "big" and row["bodyIndexTruncated"] is True
+    assert row["messageCounts"] == {"user": messages // 2, "assistant": messages // 2}
+    searched = row["bodySearch"]["messages"]
+    assert 0 < searched < messages and row["bodySearch"]["moreMessages"] == messages - searched
+    assert f"{messages - searched:,} more messages in them are not searched" in listing["notes"][-1]
+    last = api.get("dsh", "api", "sessions", params={"query": f"word{messages - 1}", "body": "1"})
+    assert last["sessions"] == []  # beyond what the body index keeps of it
+    assert any("body search covers only the first" in note for note in first["notes"] + listing["notes"])

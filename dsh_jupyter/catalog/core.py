@@ -475,6 +475,23 @@ class Catalog:
                     continue
             raise
 
+    def indexed(self, root: str | os.PathLike[str], session_id: str) -> CatalogEntry | None:
+        """``session_id`` of the store ``root`` as it was last indexed, or ``None`` (not indexed, or the catalog
+        cannot answer). Nothing is read or refreshed: compare the entry's ``size`` and ``mtime_ns`` with the log
+        to know whether its counts are still those of the log."""
+        from ..store.paths import session_folder_name
+
+        name = store_root(root)
+        try:
+            with self._db() as conn:
+                sid = store_id(conn, name)
+                found = None if sid is None else conn.execute(
+                    f"SELECT {ROW_COLUMNS} FROM sessions WHERE store_id = ? AND folder = ?",
+                    (sid, os.fsencode(session_folder_name(session_id)))).fetchone()
+        except (CatalogUnavailable, sqlite3.Error):
+            return None
+        return None if found is None else Row.from_sql(found).entry(name)
+
     def lookup(self, session_id: str) -> list[CatalogEntry]:
         """Every indexed copy of ``session_id`` (the primary copy first), checked against its log."""
         with self._db() as conn:

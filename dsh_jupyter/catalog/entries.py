@@ -23,7 +23,7 @@ class CatalogEntry:
     messages (what a reference would carry). ``indexed`` is ``False`` for a session found by the scanning
     fallback that the catalog has not indexed yet (its counts are then unknown and 0). ``body_truncated``
     is ``True`` when the session's conversation is longer than the body index keeps per session: body search
-    sees only its first part (ids, cwds and titles are always searched in full).
+    sees only its first part, ``body_messages`` messages (ids, cwds and titles are always searched in full).
     """
 
     session_id: str
@@ -43,6 +43,7 @@ class CatalogEntry:
     indexed: bool = True
     live: bool = False
     body_truncated: bool = False
+    body_messages: int = 0
 
     @property
     def label(self) -> str:

@@ -86,11 +86,16 @@ def _headers(source: ScanSource, deadline: float | None, cancel: object) -> Iter
 
 
 def _title(entry: CatalogEntry) -> str | None:
+    """The latest title of a log; ``None`` for a log too big to scan within a keystroke (its title reaches
+    the answers once the catalog has indexed it in the background)."""
     from ..store.scan import scan_surface
+    from .indexer import FOREGROUND_READ_BYTES
 
     path = entry.path
     try:
         with _open_log(path) as fh:
+            if os.fstat(fh.fileno()).st_size > FOREGROUND_READ_BYTES:
+                return None
             scan = scan_surface(fh, path, want_surface=False)
     except Exception:  # an unreadable title, whatever it raises, only costs the label
         return None

@@ -140,6 +140,19 @@ class FoldCache:
         with self._lock:
             self._entries.clear()
 
+    def scan_left(self, fh: BinaryIO, path: str, *, skip_data: Collection[str] = ()) -> int | None:
+        """Bytes a :meth:`scan` of ``fh`` would scan now (the appended part of a kept fold), or ``None`` when
+        its fold is not kept and the whole log would be scanned. Reads nothing but ``fstat``."""
+        from ..store.scan import STREAM_SURFACE
+
+        key = (os.path.abspath(path), frozenset(skip_data) - {STREAM_SURFACE})
+        identity = FileIdentity.of(os.fstat(fh.fileno()))
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None or not identity.same_file(entry.identity) or identity.size < entry.state.committed:
+            return None
+        return identity.size - entry.state.committed
+
     def read_surface(self, store: JsonlStore, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         """``store.read_surface(session_id, skip_data=...)``, served from the cache where the log allows it."""
         from ..session import SurfaceSnapshot

@@ -77,8 +77,8 @@ class LogRecord:
     be read, exactly when ``SessionQuery.title`` would give ``None`` or fail). Counts are of the current
     surface; ``user_messages`` and ``assistant_messages`` are the projected messages. ``committed`` is
     ``None`` when the log could not be read past its header; such a log is always read in full again.
-    ``body_bytes`` is how much message text the body index holds for it, ``body_truncated`` whether text
-    was left out because of the cap (:data:`~.bodies.BODY_CAP`).
+    ``body_bytes`` is how much message text the body index holds for it (of ``body_messages`` messages),
+    ``body_truncated`` whether text was left out because of the cap (:data:`~.bodies.BODY_CAP`).
     """
 
     session_id: str
@@ -96,6 +96,8 @@ class LogRecord:
     next_seq: int = 0
     body_bytes: int = 0
     body_truncated: bool = False
+    #: Messages whose text (or, for the last one, its start) the body index holds: body search sees these.
+    body_messages: int = 0
 
 
 @dataclass
@@ -123,6 +125,7 @@ class LogRead:
             cost = body_cost(text)
         self.bodies.append(text)
         record.body_bytes += cost
+        record.body_messages += 1
 
 
 def _title_of(data: Any) -> str | None:
@@ -292,6 +295,7 @@ def _stream_surface(fh: BinaryIO, start: int, stop: int, read: LogRead) -> None:
         text = kept.get(seq)
         if text is not None:
             read.bodies.append(text)
+            record.body_messages += 1
     record.body_bytes = used
     record.body_truncated = any(seq in cut for seq in roles)
 

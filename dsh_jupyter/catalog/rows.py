@@ -24,7 +24,8 @@ T = TypeVar("T")
 
 #: Columns of ``sessions`` read into a :class:`Row` (with ``store_id``'s root resolved separately).
 ROW_COLUMNS = ("id, store_id, folder, session_id, cwd, created_at, title, readable, events, surface, user_messages, "
-               "assistant_messages, size, mtime_ns, ino, committed, tail, next_seq, body_bytes, body_truncated, chunks")
+               "assistant_messages, size, mtime_ns, ino, committed, tail, next_seq, body_bytes, body_truncated, "
+               "chunks, body_messages")
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Row:
     @classmethod
     def from_sql(cls, r: tuple[Any, ...]) -> Row:
         record = LogRecord(dec(r[3]) or "", dec(r[4]), int(r[5]), dec(r[6]), bool(r[7]), r[8], r[9], r[10], r[11],
-                           LogStat(r[12], r[13], r[14]), r[15], bytes(r[16]), r[17], r[18], bool(r[19]))
+                           LogStat(r[12], r[13], r[14]), r[15], bytes(r[16]), r[17], r[18], bool(r[19]), int(r[21]))
         return cls(r[0], r[1], os.fsdecode(bytes(r[2])), r[20], record)
 
     @property
@@ -56,7 +57,7 @@ class Row:
         return CatalogEntry(record.session_id, root, self.folder, record.cwd, record.created_at, record.title,
                             record.events, record.surface, record.user_messages, record.assistant_messages,
                             record.stat.size, record.stat.mtime_ns, record.readable, notebook,
-                            body_truncated=record.body_truncated)
+                            body_truncated=record.body_truncated, body_messages=record.body_messages)
 
     def with_read(self, read: LogRead) -> Row:
         """This row as it reads after ``read`` (used when the refreshed row could not be written)."""
@@ -121,6 +122,7 @@ def apply_read(conn: sqlite3.Connection, store_id: int, folder: str, read: LogRe
         enc(title.lower()) if title is not None else None, int(facts.readable), facts.events, facts.surface,
         facts.user_messages, facts.assistant_messages, facts.stat.size, facts.stat.mtime_ns, facts.stat.ino,
         facts.committed, facts.tail, facts.next_seq, facts.body_bytes, int(facts.body_truncated), now_ms(),
+        facts.body_messages,
     )
     key = os.fsencode(folder)
     found = conn.execute("SELECT id, chunks, session_id, id_lc, cwd_lc, title_lc FROM sessions "
@@ -129,7 +131,7 @@ def apply_read(conn: sqlite3.Connection, store_id: int, folder: str, read: LogRe
         cursor = conn.execute(
             "INSERT INTO sessions(session_id, cwd, created_at, title, id_lc, cwd_lc, title_lc, readable, events, "
             "surface, user_messages, assistant_messages, size, mtime_ns, ino, committed, tail, next_seq, body_bytes, "
-            f"body_truncated, indexed_ms, store_id, folder, chunks) VALUES({'?,' * 23}0)",
+            f"body_truncated, indexed_ms, body_messages, store_id, folder, chunks) VALUES({'?,' * 24}0)",
             (*values, store_id, key),
         )
         rowid, chunks, previous_id = _inserted_id(cursor), 0, None
@@ -139,7 +141,7 @@ def apply_read(conn: sqlite3.Connection, store_id: int, folder: str, read: LogRe
         conn.execute(
             "UPDATE sessions SET session_id=?, cwd=?, created_at=?, title=?, id_lc=?, cwd_lc=?, title_lc=?, "
             "readable=?, events=?, surface=?, user_messages=?, assistant_messages=?, size=?, mtime_ns=?, ino=?, "
-            "committed=?, tail=?, next_seq=?, body_bytes=?, body_truncated=?, indexed_ms=? WHERE id=?",
+            "committed=?, tail=?, next_seq=?, body_bytes=?, body_truncated=?, indexed_ms=?, body_messages=? WHERE id=?",
             (*values, rowid),
         )
     conn.execute(_META_INSERT, (rowid, meta_text(values[4]), meta_text(values[5]), meta_text(values[6])))

@@ -25,7 +25,7 @@ import sqlite3
 from pathlib import Path
 
 #: Bumped whenever a table changes; a catalog of another version is rebuilt from the logs.
-SCHEMA_VERSION = 4  # 3: NUL indexed as U+0001 in meta_index; 4: capped body index, failed_logs
+SCHEMA_VERSION = 5  # 3: NUL indexed as U+0001 in meta_index; 4: capped body index, failed_logs; 5: body_messages
 
 #: File name of the catalog inside ``DSH_HOME``.
 CATALOG_NAME = "catalog.sqlite"
@@ -72,6 +72,7 @@ CREATE TABLE IF NOT EXISTS sessions(
     next_seq INTEGER NOT NULL,
     body_bytes INTEGER NOT NULL DEFAULT 0,   -- bytes of message text in the body index
     body_truncated INTEGER NOT NULL DEFAULT 0,  -- 1 when text was left out of the body index (the cap)
+    body_messages INTEGER NOT NULL DEFAULT 0,  -- messages whose text (or start of it) the body index holds
     chunks INTEGER NOT NULL DEFAULT 0,
     is_primary INTEGER NOT NULL DEFAULT 1,
     indexed_ms INTEGER NOT NULL,

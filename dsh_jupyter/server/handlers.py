@@ -4,7 +4,10 @@ Routes, under the server's ``base_url``:
 
 - ``dsh/api/candidates?query=&limit=&cwd=&body=``: ranked sessions a prompt in folder ``cwd`` may reference
   (with the PostgreSQL store's, when one is configured: ``c.DshServer.postgres_dsn``);
-- ``dsh/api/sessions/<payload>?cwd=``: metadata and a bounded preview of one session;
+- ``dsh/api/sessions?query=&limit=&cwd=&body=``: the same candidates as a listing, with every entry of the
+  folder's store that cannot be read named (``unreadable``) and whether the answer is complete;
+- ``dsh/api/sessions/<payload>?cwd=``: metadata, the newest messages, how many more there are and what is
+  damaged, of one session (bounded in memory and time, whatever its size);
 - ``dsh/api/locate/<payload>?cwd=``: where that session's log lives (``kind`` ``postgres``: it has none).
 
 ``<payload>`` is the part after ``dsh-session:`` of the session's canonical URI (base64url, so any id is
@@ -34,7 +37,8 @@ from .._json import dumps
 from ..references import SessionReferenceError
 from . import sessions
 from .boundary import Boundary
-from .errors import INTERNAL, INTERNAL_MESSAGE, ApiError, busy, error_body, internal, too_slow
+from .errors import BAD_REQUEST, INTERNAL, INTERNAL_MESSAGE, ApiError, busy, error_body, internal, too_slow
+from .params import parse_cwd, parse_flag, parse_limit, parse_query, query_parameters
 from .pool import PoolBusy, PoolTimeout
 from .postgres import ServedPostgres
 from .state import SETTINGS_KEY, ServerState
@@ -85,10 +89,34 @@ class DshApiHandler(APIHandler):
         self.set_status(error.status)
         self.reply(error.to_json())
 
-    def folder_job(self, read: Callable[[Path], object]) -> Job:
+    #: The query parameters this endpoint takes (anything else is a 400; see :mod:`.params`).
+    parameters: frozenset[str] = frozenset({"cwd"})
+
+    def params(self) -> dict[str, str]:
+        """The request's query parameters, read strictly (an :class:`ApiError` for anything unusable)."""
+        return query_parameters(self.request.query, self.parameters, self.endpoint)
+
+    @property
+    def endpoint(self) -> str:
+        """How messages name this endpoint (``dsh/api/<name>``)."""
+        return "dsh/api/" + self.request.path.split("/dsh/api/", 1)[-1].split("/", 1)[0]
+
+    def decode_argument(self, value: bytes, name: str | None = None) -> str:
+        """A path segment as text; one that is not UTF-8 is a 400 saying so (tornado's own message names
+        the raw bytes)."""
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            if name is not None:  # a query argument jupyter-server itself reads (its token)
+                raise web.HTTPError(400, f"the value of {name} is not valid UTF-8 text once percent-decoded") from None
+            raise web.HTTPError(400, "the session reference in the path is not valid UTF-8 once "
+                                     "percent-decoded; put the part after 'dsh-session:' of the session's "
+                                     "canonical URI in the path") from None
+
+    def folder_job(self, params: dict[str, str], read: Callable[[Path], object]) -> Job:
         """A job that resolves the ``cwd`` parameter to a folder inside the root, then calls ``read`` on it."""
         root = self.dsh.boundary.root
-        cwd = self.get_query_argument("cwd", "")
+        cwd = parse_cwd(params.get("cwd"))
         allow_hidden = bool(getattr(self.contents_manager, "allow_hidden", True))
         return lambda: read(sessions.resolve_folder(root, cwd, allow_hidden=allow_hidden))
 
@@ -141,26 +169,41 @@ class DshApiHandler(APIHandler):
                 message = error.log_message % error.args if error.args else error.log_message
             except (TypeError, ValueError):
                 message = error.log_message
-        code = INTERNAL if status_code == 500 else f"HTTP_{status_code}"
+        code = INTERNAL if status_code == 500 else BAD_REQUEST if status_code == 400 else f"HTTP_{status_code}"
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.finish(dumps(error_body(code, message)))
 
 
 class CandidatesHandler(DshApiHandler):
-    """``GET dsh/api/candidates``: ``[{sessionId, label, cwd?, sameWorkspace, createdAt, mention}, ...]``."""
+    """``GET dsh/api/candidates``: ``[{sessionId, label, cwd?, sameWorkspace, createdAt, mention}, ...]``.
+
+    Subclasses answer the same parameters with another :mod:`.sessions` function, named by ``lister`` (looked
+    up per request)."""
+
+    parameters = frozenset({"cwd", "query", "limit", "body"})
+    lister = "list_candidates"
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
         def prepare() -> Job:
-            query = sessions.parse_query(self.get_query_argument("query", "", strip=False))
-            limit = sessions.parse_limit(self.get_query_argument("limit", None, strip=False))
-            body = sessions.parse_flag("body", self.get_query_argument("body", None, strip=False))
+            params = self.params()
+            query = parse_query(params.get("query"))
+            limit = parse_limit(params.get("limit"))
+            body = parse_flag("body", params.get("body"))
             boundary, postgres = self.dsh.boundary, self.dsh.postgres
-            return self.folder_job(lambda folder: sessions.list_candidates(folder, query, limit, boundary=boundary,
-                                                                           body=body, postgres=postgres))
+            listing: Callable[..., object] = getattr(sessions, self.lister)
+            return self.folder_job(params, lambda folder: listing(folder, query, limit, boundary=boundary, body=body,
+                                                                  postgres=postgres))
 
         await self.answer(prepare)
+
+
+class SessionsHandler(CandidatesHandler):
+    """``GET dsh/api/sessions``: ``{sessions, unreadable, unreadableCount, indexing, complete, notes}`` (see
+    :func:`.sessions.list_sessions`): the candidates plus every entry of the folder's store that cannot be read."""
+
+    lister = "list_sessions"
 
 
 class _SessionReadHandler(DshApiHandler):
@@ -173,10 +216,11 @@ class _SessionReadHandler(DshApiHandler):
     @authorized
     async def get(self, payload: str) -> None:
         def prepare() -> Job:
+            params = self.params()
             session_id = sessions.decode_session_payload(payload)
             boundary, postgres = self.dsh.boundary, self.dsh.postgres
             read: SessionReader = getattr(sessions, self.reader)
-            return self.folder_job(lambda folder: read(folder, session_id, boundary, postgres=postgres))
+            return self.folder_job(params, lambda folder: read(folder, session_id, boundary, postgres=postgres))
 
         await self.answer(prepare)
 
@@ -197,6 +241,7 @@ class LocateHandler(_SessionReadHandler):
 #: malformed payloads reach the handler and get a 400 with a reason instead of a bare 404.
 ROUTES: list[tuple[str, type[DshApiHandler]]] = [
     (r"dsh/api/candidates/?", CandidatesHandler),
+    (r"dsh/api/sessions/?", SessionsHandler),
     (r"dsh/api/sessions/([^/]+)/?", SessionHandler),
     (r"dsh/api/locate/([^/]+)/?", LocateHandler),
 ]

@@ -25,32 +25,47 @@ from ..references import (
     SessionReferenceCandidate,
     SessionReferenceError,
     decode_session_reference_uri,
-    encode_session_reference_uri,
-    format_session_reference_mention,
 )
 from ..references.candidates import list_candidates as rank_candidates
-from ..references.projection import project_surface
+from ..references.projection import PROJECTION_SKIPS
 from ..references.resolver import merge_foreign
 from ..services import Services, ServiceSettings
 from ..session import SessionError, SessionNotFoundError
 from ..sources import tool_of
 from ..store import JsonlStore
+from ..store.errors import LogAccessError
 from .boundary import Boundary, require_log, require_store
+from .detail import PREVIEW_MESSAGE_BYTES, PREVIEW_MESSAGES, details, read_jsonl, reading_of
 from .errors import BUSY, NOT_FOUND, ApiError, bad_request, internal, not_found, outside_root, refused_entry
+from .params import (
+    DEFAULT_CANDIDATE_LIMIT,
+    MAX_CANDIDATE_LIMIT,
+    MAX_QUERY_LENGTH,
+    check_payload,
+    parse_flag,
+    parse_limit,
+    parse_query,
+    quoted,
+)
 
 if TYPE_CHECKING:
     from ..catalog import CatalogEntry, StoreInfo
     from ..references.cancellation import CancelFlag
     from ..sources import ForeignSessions
+    from ..sources.base import ForeignHeader
     from .postgres import ServedPostgres
 
 __all__ = [
+    "DEFAULT_CANDIDATE_LIMIT",
+    "MAX_CANDIDATE_LIMIT",
+    "MAX_QUERY_LENGTH",
     "ApiError",
     "BoundedCatalog",
     "ServerCatalog",
     "bad_request",
     "decode_session_payload",
     "list_candidates",
+    "list_sessions",
     "not_found",
     "open_query",
     "parse_flag",
@@ -62,14 +77,9 @@ __all__ = [
     "session_location",
 ]
 
-#: Default and largest number of candidates one request may ask for.
-DEFAULT_CANDIDATE_LIMIT = 50
-MAX_CANDIDATE_LIMIT = 1000
-#: Longest accepted candidate query (characters).
-MAX_QUERY_LENGTH = 1000
-#: The session preview keeps the newest messages, each cut to a byte budget.
-PREVIEW_MESSAGES = 20
-PREVIEW_MESSAGE_BYTES = 4096
+#: Seconds a request may spend indexing a store the server has not indexed yet (the rest goes on in the
+#: catalog's background worker).
+INDEX_BUDGET = 1.0
 #: Extra catalog rows asked for, so that sessions dropped by the boundary (links out) do not shorten the list.
 BOUNDARY_MARGIN = 64
 
@@ -77,42 +87,14 @@ log = logging.getLogger(__name__)
 
 
 # -- parameters -------------------------------------------------------------------------------------------
-def parse_limit(raw: str | None) -> int:
-    """The ``limit`` query parameter: a positive integer up to :data:`MAX_CANDIDATE_LIMIT`."""
-    if raw is None:
-        return DEFAULT_CANDIDATE_LIMIT
-    if not raw.isascii() or not raw.isdigit() or int(raw) == 0:
-        raise bad_request(f"limit must be a positive integer (leave it out for {DEFAULT_CANDIDATE_LIMIT}), got {raw!r}")
-    value = int(raw)
-    if value > MAX_CANDIDATE_LIMIT:
-        raise bad_request(f"limit must be at most {MAX_CANDIDATE_LIMIT}, got {value}")
-    return value
-
-
-def parse_flag(name: str, raw: str | None) -> bool:
-    """A boolean query parameter: absent, ``0``/``false`` or ``1``/``true``."""
-    if raw is None or raw.lower() in ("", "0", "false", "no"):
-        return False
-    if raw.lower() in ("1", "true", "yes"):
-        return True
-    raise bad_request(f"{name} must be 1 or 0 (true or false), got {raw!r}")
-
-
-def parse_query(raw: str | None) -> str:
-    """The ``query`` parameter (text typed after ``@``), at most :data:`MAX_QUERY_LENGTH` characters."""
-    text = raw or ""
-    if len(text) > MAX_QUERY_LENGTH:
-        raise bad_request(f"query must be at most {MAX_QUERY_LENGTH} characters, got {len(text)}")
-    return text
-
-
 def decode_session_payload(payload: str) -> str:
     """The session id carried by a URL path segment: the payload of its ``dsh-session:`` URI."""
+    check_payload(payload)
     try:
         return decode_session_reference_uri("dsh-session:" + payload)
     except SessionReferenceError as exc:
         raise bad_request(
-            f"{payload!r} is not a session reference payload: put the part after 'dsh-session:' of the "
+            f"{quoted(payload)} is not a session reference payload: put the part after 'dsh-session:' of the "
             "session's canonical URI in the path (encode_session_reference_uri(id))"
         ) from exc
 
@@ -128,17 +110,24 @@ def resolve_folder(root_dir: str | os.PathLike[str], cwd: str | None, *, allow_h
     relative = (cwd or "").strip()
     if "\x00" in relative:
         raise bad_request("cwd must not contain NUL characters")
+    shown = quoted(cwd or "")
     if relative.startswith(("/", "\\")) or (len(relative) > 1 and relative[1] == ":"):
-        raise bad_request(f"cwd must be a folder relative to the server root, got the absolute path {cwd!r}")
-    candidate = Path(os.path.realpath(root.joinpath(*[p for p in relative.replace("\\", "/").split("/") if p])))
-    if candidate != root and root not in candidate.parents:
-        raise outside_root(f"cwd {cwd!r} leads outside the server root; pass a folder inside it")
-    if not candidate.is_dir():
-        raise bad_request(f"cwd {cwd!r} is not a folder under the server root")
+        raise bad_request(f"cwd must be a folder relative to the server root, got the absolute path {shown}")
+    try:
+        candidate = Path(os.path.realpath(root.joinpath(*[p for p in relative.replace("\\", "/").split("/") if p])))
+        inside = candidate == root or root in candidate.parents
+        is_dir = inside and candidate.is_dir()
+    except (OSError, ValueError) as exc:  # a name too long for the file system, a link loop
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "it cannot be looked up"
+        raise bad_request(f"cwd {shown} is not a folder under the server root ({reason.lower()})") from None
+    if not inside:
+        raise outside_root(f"cwd {shown} leads outside the server root; pass a folder inside it")
+    if not is_dir:
+        raise bad_request(f"cwd {shown} is not a folder under the server root")
     if not allow_hidden:
         parts = candidate.relative_to(root).parts
         if any(part.startswith(".") for part in parts):
-            raise bad_request(f"cwd {cwd!r} is a hidden folder and the server does not allow hidden files")
+            raise bad_request(f"cwd {shown} is a hidden folder and the server does not allow hidden files")
     return candidate
 
 
@@ -195,7 +184,10 @@ def server_catalog(store_root: str | os.PathLike[str]) -> ServerCatalog | None:
     Callers check ``store_root`` against the boundary first: the server never registers other stores.
     """
     root = os.fspath(store_root)
-    services = Services(ServiceSettings(cwd=root, sessions_dir=root), index_in_background=False)
+    # Indexed here for at most INDEX_BUDGET seconds, and never a log too big to read within a keystroke: the
+    # catalog's background worker does the rest, so no request waits for a huge log to be indexed.
+    services = Services(ServiceSettings(cwd=root, sessions_dir=root), index_in_background=False,
+                        index_budget=INDEX_BUDGET)
     catalog: ServerCatalog | None = services.catalog
     return catalog
 
@@ -211,6 +203,18 @@ class BoundedCatalog:
     def __init__(self, catalog: ServerCatalog, boundary: Boundary) -> None:
         self.catalog = catalog
         self.boundary = boundary
+        #: The entries of the latest :meth:`select_candidates`, by session id.
+        self.kept: dict[str, CatalogEntry] = {}
+
+    def pending(self) -> list[str]:
+        """The stores inside the boundary the catalog has not finished indexing."""
+        from ..catalog import CatalogUnavailable
+
+        try:
+            return [info.root for info in self.catalog.stores()
+                    if not info.ready and not info.missing and self.boundary.allows(info.root)]
+        except CatalogUnavailable:
+            return []
 
     def store_roots(self, local: str) -> list[str]:
         """The catalog's stores that lie inside the boundary, ``local`` (the asking folder's store) first."""
@@ -229,6 +233,7 @@ class BoundedCatalog:
         entries = self.catalog.candidates(target.session_id, target.cwd, needle, limit + BOUNDARY_MARGIN, body=body,
                                           roots=self.store_roots(local), local=local, cancel=cancel)
         kept = [entry for entry in entries if self.boundary.allows(entry.path)][:limit]
+        self.kept = {entry.session_id: entry for entry in kept}
         return [SessionReferenceCandidate(session_id=e.session_id, label=e.label, cwd=e.cwd,
                                           same_workspace=e.cwd is not None and e.cwd == target.cwd,
                                           created_at=e.created_at) for e in kept]
@@ -278,10 +283,18 @@ def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary,
     ``body`` also matches message text. ``catalog_for(store root)`` gives the catalog (default
     :func:`server_catalog`); without one (``None``) only ``folder``'s own store is read.
     """
+    return _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres)[0]
+
+
+def _ranked_rows(folder: Path, query: str, limit: int, boundary: Boundary, body: bool,
+                 catalog_for: Callable[[Path], ServerCatalog | None] | None, postgres: ServedPostgres | None
+                 ) -> tuple[list[dict[str, Any]], JsonlStore, BoundedCatalog | None]:
+    """:func:`list_candidates`, with the folder's store and the catalog view that answered (``None``: none)."""
     source = allowed_store(folder, boundary)
     store = _store_of(source)
     catalog = (catalog_for or server_catalog)(store.root)
     target = synthetic_target(folder)
+    bounded: BoundedCatalog | None = None
     if catalog is None:
         if body:
             raise ApiError(503, BUSY, "body search needs the session catalog, which could not be opened; "
@@ -289,7 +302,8 @@ def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary,
         found = rank_candidates(source, target, query, limit + BOUNDARY_MARGIN)
         found = [c for c in found if boundary.allows(store.log_path(c.session_id))][:limit]
     else:
-        found = rank_candidates(source, target, query, limit, source=BoundedCatalog(catalog, boundary), body=body)
+        bounded = BoundedCatalog(catalog, boundary)
+        found = rank_candidates(source, target, query, limit, source=bounded, body=body)
     from_postgres: set[str] = set()
     if postgres is not None:
         found, from_postgres = merge_ranked(found, postgres.candidates(target, query, limit, body=body), target,
@@ -302,16 +316,95 @@ def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary,
             row["tool"] = tool
         elif postgres is not None and row["sessionId"] in from_postgres:
             row["store"] = postgres.kind
-    return rows
+    return rows, store, bounded
 
 
-def _utf8_prefix(text: str, max_bytes: int) -> tuple[str, int]:
-    """The longest prefix of ``text`` within ``max_bytes`` UTF-8 bytes, and how many bytes were cut."""
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= max_bytes:
-        return text, 0
-    kept = data[:max_bytes].decode("utf-8", "ignore")
-    return kept, len(data) - len(kept.encode("utf-8", "surrogatepass"))
+#: Unreadable entries a listing names one by one (their count is always exact).
+MAX_UNREADABLE = 1000
+
+
+def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, body: bool = False,
+                  catalog_for: Callable[[Path], ServerCatalog | None] | None = None,
+                  postgres: ServedPostgres | None = None) -> dict[str, Any]:
+    """The listing of ``GET dsh/api/sessions``: the candidates of :func:`list_candidates` (each also with its
+    message counts, and ``damaged`` / ``bodyIndexTruncated`` when the catalog knows), every entry of the
+    folder's store that cannot be read as a session (``unreadable``: ``entry`` relative to the server root,
+    ``sessionId`` its folder stands for, ``problem``; ``unreadableCount`` is exact even beyond the
+    :data:`MAX_UNREADABLE` named), and whether the answer covers every session (``complete``: false while
+    a store is still being indexed, when body search may miss what is not indexed yet; ``notes`` say so)."""
+    from ..store.paths import decode_segment
+
+    rows, store, bounded = _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres)
+    known = bounded.kept if bounded is not None else {}
+    for row in rows:
+        entry = known.get(row["sessionId"])
+        if entry is None or not entry.indexed:
+            continue
+        if not entry.readable:  # its counts are of what the catalog could read: none to trust
+            row["damaged"] = True
+        else:
+            row["messageCounts"] = {"user": entry.user_messages, "assistant": entry.assistant_messages}
+        if entry.body_truncated:  # body search sees its first messages only: say how many it does not
+            row["bodyIndexTruncated"] = True
+            total = entry.user_messages + entry.assistant_messages
+            row["bodySearch"] = {"messages": entry.body_messages,
+                                 "moreMessages": max(0, total - entry.body_messages)}
+    headers = store.list_headers()
+    waiting = _not_indexed(bounded.catalog if bounded is not None else None, store, headers)
+    unreadable: list[dict[str, Any]] = []
+    for item in store.unreadable:
+        folder_name = item.path.name if item.path.name != "session.jsonl" else item.path.parent.name
+        try:
+            session_id: str | None = decode_segment(folder_name)
+        except ValueError:
+            session_id = None
+        try:
+            where = item.path.relative_to(boundary.root).as_posix()
+        except ValueError:
+            where = boundary.shown(item.path.parent)
+        unreadable.append({"entry": where, "sessionId": session_id, "problem": item.reason})
+    own = os.path.realpath(store.root)
+    pending = [root for root in (bounded.pending() if bounded is not None else []) if os.path.realpath(root) != own]
+    notes = []
+    if unreadable:
+        notes.append(f"{len(unreadable):,} entries of this folder's session store cannot be read as sessions and "
+                     "are not listed (see unreadable)" if len(unreadable) != 1 else
+                     "1 entry of this folder's session store cannot be read as a session and is not listed (see "
+                     "unreadable)")
+    cut = sum(1 for row in rows if row.get("bodyIndexTruncated"))
+    if body and cut:
+        from ..catalog.bodies import BODY_CAP
+
+        cap = getattr(bounded.catalog if bounded is not None else None, "body_cap", BODY_CAP)
+        more = sum(row["bodySearch"]["moreMessages"] for row in rows if "bodySearch" in row)
+        notes.append(f"body search covers only the first {cap / 2**20:g} MiB of the text of {cut} listed "
+                     f"session(s) (bodyIndexTruncated): {more:,} more messages in them are not searched")
+    if waiting or pending:
+        what = (f"{waiting} session(s) of this folder" if waiting else "") + (" and " if waiting and pending else "") \
+            + (f"{len(pending)} other session store(s)" if pending else "")
+        notes.append(f"{what} are still being indexed: "
+                     + ("body search does not cover them yet" if body else "they may be missing or untitled")
+                     + "; ask again in a moment")
+    return {"sessions": rows, "unreadable": unreadable[:MAX_UNREADABLE], "unreadableCount": len(unreadable),
+            "indexing": waiting, "complete": not pending and not waiting, "notes": notes}
+
+
+def _not_indexed(catalog: ServerCatalog | None, store: JsonlStore, headers: Sequence[Any]) -> int:
+    """How many of the store's sessions ``headers`` the catalog has not indexed as their logs are now (a log
+    too big to read within a request is indexed in the background)."""
+    indexed = getattr(catalog, "indexed", None)
+    if indexed is None:
+        return 0
+    waiting = 0
+    for header in headers:
+        entry = indexed(store.root, header.id)
+        try:
+            info = os.stat(store.log_path(header.id), follow_symlinks=False)
+        except OSError:
+            continue
+        if entry is None or entry.size != info.st_size or entry.mtime_ns != info.st_mtime_ns:
+            waiting += 1
+    return waiting
 
 
 def _find(folder: Path, session_id: str, boundary: Boundary, postgres: ServedPostgres | None = None
@@ -328,9 +421,38 @@ def _find(folder: Path, session_id: str, boundary: Boundary, postgres: ServedPos
     if not present:
         if postgres is not None and postgres.exists(session_id):
             return None
+        _refuse_unsafe(store, session_id)
         raise _not_found(session_id, folder, boundary, postgres)
     require_log(store.log_path(session_id), session_id, boundary)
     return query
+
+
+def _foreign_header(foreign: ForeignSessions, session_id: str) -> ForeignHeader:
+    """The header of another tool's transcript ``session_id`` (404 when its tool no longer has it)."""
+    header = foreign.header(session_id)
+    if header is None:
+        raise ApiError(404, NOT_FOUND, f"no session {session_id!r} among the other tools' transcripts on this "
+                                       "machine; it may have been deleted or archived by its tool")
+    return header
+
+
+def _refuse_unsafe(store: JsonlStore, session_id: str) -> None:
+    """Raise the 403 of a session whose folder holds something that is not a regular log (a pipe, a device, a
+    link, a folder): the entry is there, so "no such session" would mislead. Returns when nothing is there."""
+    from ..store.safe_open import open_log
+
+    try:
+        path = store.log_path(session_id)
+        os.lstat(path)
+    except (OSError, ValueError):
+        return
+    try:
+        with open_log(path):
+            return
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except (SessionError, OSError) as exc:
+        raise refused_read(session_id, exc) from None
 
 
 def _not_found(session_id: str, folder: Path, boundary: Boundary, postgres: ServedPostgres | None) -> ApiError:
@@ -346,6 +468,9 @@ def refused_read(session_id: str, exc: BaseException) -> ApiError:
     if isinstance(exc, PermissionError):
         return refused_entry(f"session {session_id!r} cannot be read by the server (permission denied); ask the "
                             "owner of the store for read access")
+    if isinstance(exc, LogAccessError):
+        return refused_entry(f"session {session_id!r} is not stored as a regular session log: its log {exc.reason}, "
+                             "so it is not served; replace it with the log itself")
     if isinstance(exc, SessionError) and isinstance(exc, OSError) and not isinstance(exc, SessionNotFoundError):
         return refused_entry(f"session {session_id!r} is not stored as a regular session log (it is a link, a "
                             "pipe or a device), so it is not served; replace it with the log itself")
@@ -360,49 +485,52 @@ def session_detail(
     max_messages: int = PREVIEW_MESSAGES,
     max_message_bytes: int = PREVIEW_MESSAGE_BYTES,
     postgres: ServedPostgres | None = None,
+    catalog_for: Callable[[Path], ServerCatalog | None] | None = None,
 ) -> dict[str, Any]:
-    """Metadata and a bounded preview of the projected conversation of one session in ``folder``'s store
-    (or, when it is not there, in the PostgreSQL store ``postgres``: then with ``store`` and ``owner``).
+    """Metadata, the newest messages and what is damaged of one session in ``folder``'s store (or, when it
+    is not there, in the PostgreSQL store ``postgres``: then with ``store`` and ``owner``; or another tool's
+    transcript: then with ``tool``). See :mod:`.detail`: bounded in memory and time whatever the log's
+    size, and a damaged log answers with what can be read and a ``damage`` list, never an error.
 
-    The preview holds the newest ``max_messages`` projected messages (what a reference would carry),
-    each cut to ``max_message_bytes`` UTF-8 bytes; texts are returned verbatim (escaping is the viewer's job).
-    """
+    The preview holds the newest ``max_messages`` projected messages (what a reference would carry), each cut
+    to ``max_message_bytes`` UTF-8 bytes; texts are returned verbatim (escaping is the viewer's job)."""
+    limits = {"max_messages": max_messages, "max_message_bytes": max_message_bytes}
     foreign = served_foreign(boundary)
     if foreign is not None and foreign.owns(session_id):
-        header = foreign.header(session_id)
-        if header is None:
-            raise ApiError(404, NOT_FOUND, f"no session {session_id!r} among the other tools' transcripts on this "
-                                           "machine; it may have been deleted or archived by its tool")
+        header = _foreign_header(foreign, session_id)
         try:
             snapshot = foreign.read_surface(session_id)
         except (SessionError, OSError) as exc:
             log.error("dsh-jupyter: could not read %s transcript %s: %s", header.tool, header.path, exc)
             raise refused_read(session_id, exc) from exc
-        return _detail(snapshot, header.title, max_messages, max_message_bytes) | {"tool": header.tool}
+        return details(reading_of(snapshot, header.title), **limits) | {"tool": header.tool}
     query = _find(folder, session_id, boundary, postgres)
     if query is None:
         assert postgres is not None
-        return _postgres_detail(postgres, session_id, max_messages, max_message_bytes, folder, boundary)
+        return _postgres_detail(postgres, session_id, limits, folder, boundary)
+    from ..catalog import Catalog
+
+    store = _store_of(query)
+    catalog = (catalog_for or server_catalog)(store.root)
     try:
-        snapshot = query.read_surface(session_id)
-        title = query.title(session_id)
+        reading = read_jsonl(store, session_id, catalog if isinstance(catalog, Catalog) else None)
     except SessionNotFoundError:
         raise not_found(session_id, boundary.shown(folder)) from None
     except (SessionError, OSError) as exc:
-        log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, _store_of(query).root, exc)
+        log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, store.root, exc)
         raise refused_read(session_id, exc) from exc
-    return _detail(snapshot, title, max_messages, max_message_bytes)
+    return details(reading, **limits)
 
 
-def _postgres_detail(postgres: ServedPostgres, session_id: str, max_messages: int, max_message_bytes: int,
-                     folder: Path, boundary: Boundary) -> dict[str, Any]:
+def _postgres_detail(postgres: ServedPostgres, session_id: str, limits: dict[str, int], folder: Path,
+                     boundary: Boundary) -> dict[str, Any]:
     """:func:`session_detail` of a session of the PostgreSQL store (read as the server's role)."""
     from ..store.postgres import PostgresStoreError
 
     query = postgres.query
     with postgres.answering("reading a session"):
         try:
-            snapshot = query.read_surface(session_id)
+            snapshot = query.read_surface(session_id, skip_data=PROJECTION_SKIPS)
             title = query.title(session_id)
             owner = postgres.store.owner(session_id)
         except SessionNotFoundError:  # deleted or unshared since it was looked up
@@ -412,48 +540,7 @@ def _postgres_detail(postgres: ServedPostgres, session_id: str, max_messages: in
         except (SessionError, OSError) as exc:
             log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, postgres.where, exc)
             raise refused_read(session_id, exc) from exc
-    return _detail(snapshot, title, max_messages, max_message_bytes) | {"store": postgres.kind, "owner": owner}
-
-
-def _detail(snapshot: Any, title: str | None, max_messages: int, max_message_bytes: int) -> dict[str, Any]:
-    projected = project_surface(snapshot)
-    header = snapshot.header
-    label = title if title is not None else header.id
-    messages = projected.messages
-    shown = messages[-max_messages:] if max_messages > 0 else ()
-    preview: list[dict[str, Any]] = []
-    for message in shown:
-        text, cut = _utf8_prefix(message.text, max_message_bytes)
-        preview.append(
-            {"role": message.role, "text": text, "checkpoint": message.checkpoint, "truncated": cut > 0,
-             "omittedBytes": cut}
-        )
-    user = sum(1 for m in messages if m.role == "user")
-    return {
-        "sessionId": header.id,
-        "label": label,
-        "title": title,
-        "cwd": header.cwd,
-        "createdAt": int(header.created_at),
-        "formatVersion": projected.format_version,
-        "capturedThroughSeq": snapshot.captured_through_seq,
-        "compacted": projected.compacted,
-        "messageCounts": {
-            "events": 0 if snapshot.captured_through_seq is None else snapshot.captured_through_seq + 1,
-            "surface": len(snapshot.events),
-            "projected": len(messages),
-            "user": user,
-            "assistant": len(messages) - user,
-        },
-        "preview": {
-            "messages": preview,
-            "omittedMessages": len(messages) - len(shown),
-            "maxMessages": max_messages,
-            "maxMessageBytes": max_message_bytes,
-        },
-        "uri": encode_session_reference_uri(header.id),
-        "mention": format_session_reference_mention(header.id, label),
-    }
+    return details(reading_of(snapshot, title), **limits) | {"store": postgres.kind, "owner": owner}
 
 
 def session_location(folder: Path, session_id: str, boundary: Boundary, *,
@@ -462,8 +549,18 @@ def session_location(folder: Path, session_id: str, boundary: Boundary, *,
 
     ``contentsPath`` is the log's path relative to the server root (for the Contents API), or ``None``
     when the store lies in an extra root outside it. Only the one session's folder is looked at. A session
-    of the PostgreSQL store has no file: ``{"kind": "postgres", "path": None, "contentsPath": None}``.
+    of the PostgreSQL store has no file: ``{"kind": "postgres", "path": None, "contentsPath": None}``; another
+    tool's transcript is ``{"kind": "claude-code" | "codex", "path", "contentsPath", "tool"}`` (read-only).
     """
+    foreign = served_foreign(boundary)
+    if foreign is not None and foreign.owns(session_id):
+        header = _foreign_header(foreign, session_id)
+        try:
+            inside: str | None = Path(os.path.realpath(header.path)).relative_to(boundary.root).as_posix()
+        except ValueError:
+            inside = None
+        return {"kind": session_id.split(":", 1)[0], "path": header.path, "contentsPath": inside,
+                "tool": header.tool}
     query = _find(folder, session_id, boundary, postgres)
     if query is None:
         assert postgres is not None

@@ -39,7 +39,7 @@ from ..session.events import KNOWN_TYPES, SYSTEM_MESSAGE
 from .base import BufferedWriter, SessionLocation, SessionStore
 from .errors import LogAccessError, SessionExistsError, SessionWriteError, StoreReadOnlyError
 from .locking import WriterLock
-from .paths import LOCK_NAME, LOG_NAME, list_session_folders, session_folder_name
+from .paths import LOCK_NAME, LOG_NAME, UnreadableEntry, list_session_folders, session_folder_name
 from .repair import resumed
 from .safe_open import nearest_existing, open_fd, open_log, write_all, write_problem
 from .scan import MAX_LINE_BYTES, EventStream, read_header, scan_events, scan_surface
@@ -247,7 +247,7 @@ class JsonlStore(SessionStore):
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(os.path.abspath(os.path.expanduser(os.fspath(root))))
-        self._skipped: list[str] = []
+        self._skipped: list[UnreadableEntry] = []
         self._warned: set[str] = set()
 
     def __repr__(self) -> str:
@@ -389,7 +389,7 @@ class JsonlStore(SessionStore):
     def list_headers(self) -> list[SessionHeader]:
         """Every readable session's header. An entry that cannot be read (not a regular file, a link, a
         damaged or foreign header, no permission) is skipped with a warning naming it, never hiding the
-        rest; :attr:`skipped` holds the warnings of the latest listing."""
+        rest; :attr:`skipped` holds the warnings of the latest listing, :attr:`unreadable` the entries."""
         folders, skipped = list_session_folders(self.root)
         headers: list[SessionHeader] = []
         for name, path in folders:
@@ -399,17 +399,19 @@ class JsonlStore(SessionStore):
             except (FileNotFoundError, NotADirectoryError):
                 continue  # a folder without a log (e.g. a writer that never flushed)
             except LogAccessError as exc:
-                skipped.append(exc.as_skipped())
+                skipped.append(UnreadableEntry(path, f"it {exc.reason}" + (f"; {exc.hint}" if exc.hint else "")))
                 continue
             except ValueError as exc:  # a damaged or foreign header: the message starts with the path
-                skipped.append(f"skipped {exc}")
+                text = str(exc)
+                reason = text[len(f"{path}: "):] if text.startswith(f"{path}: ") else text
+                skipped.append(UnreadableEntry(path, reason))
                 continue
             except OSError as exc:
-                skipped.append(f"skipped {path}: it cannot be read ({exc.strerror or exc})")
+                skipped.append(UnreadableEntry(path, f"it cannot be read ({exc.strerror or exc})"))
                 continue
             if session_folder_name(header.id) != name:
-                skipped.append(f"skipped {path}: it holds session {header.id!r}, whose folder would be "
-                               f"{session_folder_name(header.id)!r}")
+                skipped.append(UnreadableEntry(path, f"it holds session {header.id!r}, whose folder would be "
+                                                     f"{session_folder_name(header.id)!r}"))
                 continue
             headers.append(header)
         self._report(skipped)
@@ -418,11 +420,17 @@ class JsonlStore(SessionStore):
     @property
     def skipped(self) -> list[str]:
         """Warnings for the entries the latest :meth:`list_headers` skipped (each names its entry)."""
+        return [entry.message for entry in self._skipped]
+
+    @property
+    def unreadable(self) -> list[UnreadableEntry]:
+        """The entries the latest :meth:`list_headers` skipped, each with its reason."""
         return list(self._skipped)
 
-    def _report(self, skipped: list[str]) -> None:
+    def _report(self, skipped: list[UnreadableEntry]) -> None:
         self._skipped = skipped
-        for message in skipped:
+        for entry in skipped:
+            message = entry.message
             if message not in self._warned:  # once per store object, not on every keystroke's listing
                 self._warned.add(message)
                 log.warning("%s", message)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from .._json import js_string
@@ -147,12 +148,25 @@ def default_sessions_dir(cwd: str | os.PathLike[str] | None = None) -> Path:
     return Path(base, ".dsh", "sessions")
 
 
-def list_session_folders(root: str | os.PathLike[str]) -> tuple[list[tuple[str, Path]], list[str]]:
+@dataclass(frozen=True)
+class UnreadableEntry:
+    """A store entry a listing left out: its ``path`` and, in plain words without the path, ``reason``."""
+
+    path: Path
+    reason: str
+
+    @property
+    def message(self) -> str:
+        """The warning a listing logs for it (naming the entry)."""
+        return f"skipped {self.path}: {self.reason}"
+
+
+def list_session_folders(root: str | os.PathLike[str]) -> tuple[list[tuple[str, Path]], list[UnreadableEntry]]:
     """The session folders directly under a store root, without following links.
 
     Returns ``(folders, skipped)``: ``(folder name, log path)`` for every real folder (its log may be
-    missing or unsafe: opening it is the reader's job), and a plain-words warning for every entry that is
-    a symbolic link (a link is never followed, so a store cannot lead a reader out of itself). Plain
+    missing or unsafe: opening it is the reader's job), and an :class:`UnreadableEntry` for every entry that
+    is a symbolic link (a link is never followed, so a store cannot lead a reader out of itself). Plain
     files and other entries beside the folders are not sessions and are ignored. A missing root is an
     empty store; a root this user cannot list raises
     :class:`~dsh_jupyter.store.errors.LogPermissionError`.
@@ -171,14 +185,14 @@ def list_session_folders(root: str | os.PathLike[str]) -> tuple[list[tuple[str, 
     except OSError as exc:
         raise LogAccessError(text, f"(the session store) cannot be listed ({exc.strerror or exc})") from None
     folders: list[tuple[str, Path]] = []
-    skipped: list[str] = []
+    skipped: list[UnreadableEntry] = []
     for entry in sorted(entries, key=lambda e: e.name):
         try:
             if entry.is_symlink():
-                skipped.append(f"skipped {entry.path}: the session folder is a symbolic link, and links in a store are "
-                               "never followed; replace it with the folder itself")
+                skipped.append(UnreadableEntry(Path(entry.path), "the session folder is a symbolic link, and links in "
+                                               "a store are never followed; replace it with the folder itself"))
             elif entry.is_dir(follow_symlinks=False):
                 folders.append((entry.name, Path(entry.path, LOG_NAME)))
         except OSError as exc:  # pragma: no cover - d_type is known on local file systems
-            skipped.append(f"skipped {entry.path}: it cannot be examined ({exc.strerror or exc})")
+            skipped.append(UnreadableEntry(Path(entry.path), f"it cannot be examined ({exc.strerror or exc})"))
     return folders, skipped

@@ -325,9 +325,9 @@ class _Scanner:
         except SessionFormatError as exc:
             raise _BadLine(f"has a surface op the fold refuses ({exc})") from None
 
-    def mark_bad(self, line_no: int, reason: str, line: bytes) -> None:
+    def mark_bad(self, line_no: int, reason: str, line: bytes, *, tolerate: bool = False) -> None:
         self.bad_line, self.bad_reason = line_no, reason
-        if _line_is_turn_end(line):
+        if not tolerate and _line_is_turn_end(line):
             self.corrupt(line_no)
 
     def check_tail(self, line_no: int, line: bytes) -> None:
@@ -436,13 +436,18 @@ class FoldState:
 
 
 def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset(),
-               resume: FoldState | None = None) -> FoldState:
+               resume: FoldState | None = None, stop_at_damage: bool = False) -> FoldState:
     """The scan of :func:`scan_surface` without materialising anything: it folds on seqs and records where
     the surviving surface lines and the latest title are.
 
     With ``resume`` (a state without a crash tail, over a file that only grew since), the scan continues at
     its committed offset; ``resume`` itself is left untouched. The caller vouches that the bytes before
-    ``resume.committed`` did not change."""
+    ``resume.committed`` did not change.
+
+    ``stop_at_damage``: the first bad line ends the scan, whatever follows it (no
+    :class:`SessionCorruptError`, and an unknown event type is a bad line too): the state then describes
+    the readable prefix, with ``bad_line`` and ``bad_reason`` saying what stopped it. For a viewer that shows
+    what can be read of a damaged log; never for a writer resuming it."""
     skip_data = frozenset(skip_data) - {STREAM_SURFACE}
     skip_b = frozenset(t.encode() for t in skip_data)
     if resume is None:
@@ -474,10 +479,12 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
     fold_apply = scanner.apply
     parse_max = PARSE_MAX
     for buf, start, end, offset in lines:
+        if stop_at_damage and scanner.bad_line is not None:
+            break
         line_no += 1
         if buf is OVERLONG:
             if scanner.bad_line is None:
-                scanner.mark_bad(line_no, _overlong(end), b"")
+                scanner.mark_bad(line_no, _overlong(end), b"", tolerate=stop_at_damage)
             continue
         if scanner.bad_line is not None:
             scanner.check_tail(line_no, buf[start:end])
@@ -514,7 +521,7 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
                                 shadowed = fold_apply(next_seq, ReplaceOp(int(tail.group(1)), int(tail.group(2))),
                                                       cited)
                             except _BadLine as exc:
-                                scanner.mark_bad(line_no, str(exc), buf[start:end])
+                                scanner.mark_bad(line_no, str(exc), buf[start:end], tolerate=stop_at_damage)
                                 continue
                             for seq in shadowed:
                                 locations.pop(seq, None)
@@ -541,9 +548,12 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
             decoded = _decode_line(line)
             shadowed = scanner.admit(decoded)
         except _BadLine as exc:
-            scanner.mark_bad(line_no, str(exc), line)
+            scanner.mark_bad(line_no, str(exc), line, tolerate=stop_at_damage)
             continue
         except SessionFormatError as exc:
+            if stop_at_damage:
+                scanner.mark_bad(line_no, f"holds an {exc}", line, tolerate=True)
+                continue
             scanner.refuse(line_no, exc)
         for seq in shadowed:
             locations.pop(seq, None)

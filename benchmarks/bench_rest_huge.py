@@ -1,0 +1,266 @@
+"""Benchmark: the REST API on a 1 GB session: session details and body search, time and server memory.
+
+Run: ``.venv/bin/python benchmarks/bench_rest_huge.py`` (``--size-mb N`` for a smaller log, ``--no-old`` to
+skip the old details path, which needs several GB of memory).
+
+A real jupyter-server runs on 127.0.0.1 in a child process, serving a folder whose store holds one ~1 GB
+chat-heavy session (long prompts and streamed answers: nearly every byte is conversation), with its own
+empty ``DSH_HOME`` (a cold catalog) and no indexing at start. Each request's figure is its wall time and the
+server process's peak RSS growth during it (the kernel's peak counter is reset before each request when
+allowed, else RSS is sampled every 2 ms):
+
+1. ``details cold``: ``GET dsh/api/sessions/<id>`` on the cold server (the log is cut: its end is read);
+2. ``body search cold``: ``GET dsh/api/sessions?query=…&body=1`` (answers at once; says the session is still
+   being indexed) and ``GET dsh/api/candidates?…&body=1``;
+3. after the catalog has indexed the log in the background: ``details warm`` (exact counts) and
+   ``body search warm`` (found, marked as searched only in part).
+
+Baselines measured in the same run: ``cat`` of the log (the I/O floor, page cache warm), the title-only
+listing (``GET dsh/api/candidates``) on the same server, and the ``old details path`` (what the endpoint
+did before: read the whole surface and project it, in a child process). Goals: every details and body
+search answer within 2 s with peak RSS growth <= 300 MB.
+
+Data is generated once under ``benchmarks/.data/`` (git-ignored) and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from bench_bigref import cat_seconds  # noqa: E402
+
+from dsh_jupyter.references import encode_session_reference_uri  # noqa: E402
+
+DATA = HERE / ".data"
+SESSION_ID = "rest-huge"
+CWD = "/home/bench/rest"
+TOKEN = "bench-rest-huge"
+GOAL_SECONDS = 2.0
+GOAL_GROWTH_MB = 300
+
+
+# -- data -------------------------------------------------------------------------------------------
+def generate(size_mb: int) -> Path:
+    """The served folder (its store holds the huge session), generated once."""
+    from benchmarks._logs import write_chat_log
+
+    version = hashlib.sha256((HERE / "_logs.py").read_bytes()).hexdigest()[:16]
+    root = DATA / f"rest-huge-{size_mb}mb"
+    log = root / ".dsh" / "sessions" / SESSION_ID / "session.jsonl"
+    marker = root / "generated-by"
+    if not (log.exists() and marker.exists() and marker.read_text() == version):
+        log.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        facts = write_chat_log(log, size_mb=size_mb, session_id=SESSION_ID, cwd=CWD)
+        marker.write_text(version)
+        print(f"  (generated {facts['bytes'] / 2**20:.0f} MB, {facts['messages']} messages, "
+              f"in {time.monotonic() - started:.0f} s)", flush=True)
+    return root
+
+
+# -- the server -------------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """A jupyter-server child process with the dsh extension, on 127.0.0.1."""
+
+    def __init__(self, root: Path, home: Path) -> None:
+        self.port = _free_port()
+        env = dict(os.environ, HOME=str(home), DSH_HOME=str(home / "dsh"),
+                   PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
+        for name in ("DSH_SESSIONS_DIR", "DSH_POSTGRES_DSN", "CLAUDE_CONFIG_DIR", "CODEX_HOME"):
+            env.pop(name, None)
+        self.log = open(home / "server.log", "w")  # noqa: SIM115 - closed in stop()
+        command = [sys.executable, "-m", "jupyter_server", f"--ServerApp.root_dir={root}",
+                   f"--ServerApp.port={self.port}", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={TOKEN}",
+                   "--ServerApp.open_browser=False", "--DshServer.index_at_start=False"]
+        if os.geteuid() == 0:
+            command.append("--allow-root")
+        self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=self.log)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                self.request("api/status")
+                return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise SystemExit(f"the server did not start; see {home / 'server.log'}")
+
+    def request(self, path: str, **params: str) -> tuple[int, Any]:
+        url = f"http://127.0.0.1:{self.port}/{path}?" + urllib.parse.urlencode({**params, "token": TOKEN})
+        try:
+            with urllib.request.urlopen(url, timeout=120) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+    def _status(self, field: str) -> int:
+        with open(f"/proc/{self.process.pid}/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def measure(self, path: str, **params: str) -> dict[str, Any]:
+        """One request: its status, body, wall time and the server's peak RSS growth during it."""
+        try:
+            with open(f"/proc/{self.process.pid}/clear_refs", "w") as fh:
+                fh.write("5")
+            exact = True
+        except OSError:
+            exact = False
+        before = self._status("VmRSS")
+        peak = [before]
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(0.002):
+                peak[0] = max(peak[0], self._status("VmRSS"))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        started = time.perf_counter()
+        code, body = self.request(path, **params)
+        seconds = time.perf_counter() - started
+        stop.set()
+        sampler.join()
+        top = max(peak[0], self._status("VmHWM") if exact else 0)
+        return {"code": code, "body": body, "seconds": seconds, "growth": top - before}
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+
+# -- the old details path (baseline, in a child) ------------------------------------------------------
+def old_details(store_root: str) -> None:
+    from dsh_jupyter.references.projection import project_surface
+    from dsh_jupyter.store import JsonlStore
+
+    def peak() -> int:
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
+
+    before = peak()
+    started = time.perf_counter()
+    snapshot = JsonlStore(store_root).read_surface(SESSION_ID)
+    projected = project_surface(snapshot)
+    assert projected.messages
+    print(json.dumps({"seconds": time.perf_counter() - started, "growth": peak() - before}))
+
+
+def measure_old(root: Path) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, __file__, "--old-child", str(root / ".dsh" / "sessions")],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {"seconds": float("nan"), "growth": 0, "failed": done.stderr.strip().splitlines()[-1:]}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- report -----------------------------------------------------------------------------------------
+def _line(name: str, result: dict[str, Any], note: str = "") -> str:
+    return (f"  {name:<26} {result.get('code', '-')!s:>4} {result['seconds']:7.2f} s   "
+            f"peak RSS growth {result['growth'] / 2**20:8.1f} MB   {note}")
+
+
+def _met(result: dict[str, Any]) -> bool:
+    return bool(result["code"] == 200 and result["seconds"] <= GOAL_SECONDS
+                and result["growth"] <= GOAL_GROWTH_MB * 2**20)
+
+
+def bench(size_mb: int, old: bool) -> bool:
+    root = generate(size_mb)
+    log = root / ".dsh" / "sessions" / SESSION_ID / "session.jsonl"
+    payload = encode_session_reference_uri(SESSION_ID).split(":", 1)[1]
+    log_mb = log.stat().st_size / 2**20
+    cat = cat_seconds(log)
+    print(f"REST details and body search of a {log_mb:.0f} MB chat-heavy session (a real jupyter-server):")
+    goals: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-rest-") as scratch:
+        server = Server(root, Path(scratch))
+        try:
+            listing = server.measure("dsh/api/candidates")
+            print(_line("title listing (baseline)", listing, f"{len(listing['body'])} session(s)"))
+            cold = server.measure(f"dsh/api/sessions/{payload}")
+            preview = cold["body"].get("preview", {}) if cold["code"] == 200 else {}
+            shown = len(preview.get("messages", []))
+            print(_line("details cold", cold, f"{shown} shown; {preview.get('more', cold['body'])}"))
+            search = server.measure("dsh/api/sessions", query="Turn 5", body="1")
+            print(_line("body search cold (listing)", search, "; ".join(search["body"].get("notes", []))
+                        if search["code"] == 200 else str(search["body"])))
+            candidates = server.measure("dsh/api/candidates", query="Turn 5", body="1")
+            print(_line("body search cold (picker)", candidates, f"{candidates['body']!s:.80}"))
+            goals += [cold, search, candidates]
+            started = time.monotonic()
+            while time.monotonic() - started < 600:  # the catalog indexes the log in the background
+                code, body = server.request("dsh/api/sessions")
+                if code == 200 and body.get("complete"):
+                    break
+                time.sleep(2)
+            print(f"  (the catalog indexed it in the background within {time.monotonic() - started:.0f} s)")
+            warm = server.measure(f"dsh/api/sessions/{payload}")
+            preview = warm["body"].get("preview", {}) if warm["code"] == 200 else {}
+            print(_line("details warm", warm, f"{preview.get('more', warm['body'])}"))
+            found = server.measure("dsh/api/sessions", query="Turn 5", body="1")
+            rows = found["body"].get("sessions", []) if found["code"] == 200 else []
+            notes = "; ".join(found["body"].get("notes", [])) if found["code"] == 200 else str(found["body"])
+            print(_line("body search warm (listing)", found, f"{len(rows)} found; {notes}"))
+            goals += [warm, found]
+        finally:
+            server.stop()
+    if old:
+        before = measure_old(root)
+        print(_line("old details path", {"code": "-", **before}, "read the whole surface and project it"))
+        if cold["seconds"] > 0 and before.get("growth"):
+            print(f"  old/new details: time {before['seconds'] / cold['seconds']:.0f}x, memory "
+                  f"{before['growth'] / max(cold['growth'], 1):.0f}x")
+    print(f"  cat of the log             {cat:7.2f} s   (a loaded machine inflates wall times)")
+    ok = all(_met(result) for result in goals)
+    print(f"  goals: every answer <= {GOAL_SECONDS:g} s with peak RSS growth <= {GOAL_GROWTH_MB} MB: "
+          f"{'met' if ok else 'NOT met'}")
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mb", type=int, default=1024, help="size of the chat-heavy log")
+    parser.add_argument("--no-old", action="store_true", help="skip the old details path (needs GBs of RAM)")
+    parser.add_argument("--old-child", metavar="STORE", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.old_child:
+        old_details(args.old_child)
+        return 0
+    return 0 if bench(args.size_mb, not args.no_old) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
