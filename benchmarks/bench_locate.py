@@ -100,29 +100,31 @@ def main() -> None:
 
     home = tempfile.mkdtemp(prefix="dsh-bench-locate-")
     os.environ["DSH_HOME"] = home
-    from dsh_jupyter import cli
     from dsh_jupyter.catalog import Catalog
+    from dsh_jupyter.cli import main as cli_main
+    from dsh_jupyter.cli.scope import resolve, scope
+    from dsh_jupyter.cli.sessions import cmd_locate
 
     # The old command: every locate first synced the catalog with the store (one listing, a stat per log),
     # then resolved the id there. The catalog is indexed once beforehand, as it is after the first command.
     catalog = Catalog(background=False)
     args = argparse.Namespace(store=str(root), all=False, json=False)
     started = time.perf_counter()
-    cli._scope(catalog, args)
+    scope(catalog, args)
     first_index = time.perf_counter() - started
 
     def direct(run: int) -> None:
         out = io.StringIO()
         args.session = wanted[run]
-        assert cli.cmd_locate(catalog, args, out) == 0
+        assert cmd_locate(catalog, args, out) == 0
         assert out.getvalue() == f"{store.log_path(wanted[run])}\n"
 
     def whole_command(run: int) -> None:
         out = io.StringIO()
-        assert cli.main(["sessions", "locate", wanted[run], "--store", str(root)], out=out) == 0
+        assert cli_main(["sessions", "locate", wanted[run], "--store", str(root)], out=out) == 0
 
     def old_catalog(run: int) -> None:
-        entry = cli._resolve(catalog, wanted[run], cli._scope(catalog, args))
+        entry = resolve(catalog, wanted[run], scope(catalog, args))
         assert entry.session_id == wanted[run]
 
     def every_header(run: int) -> None:

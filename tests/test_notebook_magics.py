@@ -90,6 +90,28 @@ def test_python_tool_runs_in_the_kernel_namespace(ip: InteractiveShell) -> None:
     assert "Out: 42" in json.dumps(result["data"])
 
 
+def test_a_foreground_turn_starts_only_once_its_cell_serves_main_thread_calls(
+        ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offline model calls its tool at once: the cell must already be waiting, or the code would run
+    off the main thread, invisibly (a race that lost a demo's plot under load)."""
+    ip.run_line_magic("config", 'DshMagics.approval = "auto"')
+    kernel = host(ip)
+    served: list[bool] = []
+    submit = kernel.thread.submit
+
+    def watched(work: Any) -> Any:
+        served.append(kernel.main_thread_calls is not None)
+        return submit(work)
+
+    monkeypatch.setattr(kernel.thread, "submit", watched)
+    run(ip, "", "where am I?\n/python\n```python\nimport threading\n"
+                "on_main = threading.current_thread() is threading.main_thread()\n```")
+    assert ip.user_ns["on_main"] is True
+    assert served and all(served), served
+    ip.run_line_magic("dsh", "compact")
+    assert all(served), served
+
+
 def test_python_tool_can_be_switched_off(ip: InteractiveShell) -> None:
     ip.run_line_magic("config", "DshMagics.python_tool = False")
     run(ip, "--new", "compute\n/python 1 + 1")

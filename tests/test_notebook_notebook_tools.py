@@ -256,6 +256,12 @@ def test_kernel_view_insert_goes_through_set_next_input_once_per_cell(shell: Any
         background = NotebookEditTool(Workspace(Host(kernel_record=record)))
         bg = call(background, {"action": "insert", "source": "x = 1"})
         assert bg.is_error and "--bg" in bg.text
+        # A background turn's insert is refused even while another cell (%dsh wait) serves main-thread calls:
+        registry = ToolRegistry()
+        registry.register(tool)
+        waiting = asyncio.run(registry.execute(tool.name, json.dumps({"action": "insert", "source": "y = 2"}),
+                                               ToolExecution.create("c2", ".", background=True)))
+        assert waiting.is_error and "--bg" in waiting.text
         assert payloads == [("print('new')", False)]
     finally:
         del ip.set_next_input

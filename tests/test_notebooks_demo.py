@@ -113,5 +113,6 @@ def test_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     artifacts = list((session.parent / "artifacts").glob("*.png"))
     assert len(artifacts) == 1 and artifacts[0].read_bytes().startswith(b"\x89PNG")
     assert "base64" not in session.read_text(encoding="utf-8")
-    assert any(o.get("output_type") == "display_data" and "image/png" in o.get("data", {})
-               for o in outputs(nb, "Plot revenue by region."))
+    plotted = outputs(nb, "Plot revenue by region.")
+    assert any(o.get("output_type") == "display_data" and "image/png" in o.get("data", {}) for o in plotted), [
+        {k: (v if k != "data" else {m: str(d)[:300] for m, d in v.items()}) for k, v in o.items()} for o in plotted]

@@ -8,7 +8,7 @@ import re
 import string
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -183,7 +183,7 @@ class DshMagics(Magics, DshSettings):
             return
         try:
             preparing = prepare_prompt(agent, prompt, resolver, variables=host.variable_snapshots())
-            prepared = self._wait(host.thread.submit(preparing), agent, cancel_turn=False)
+            prepared = self._wait(lambda: host.thread.submit(preparing), agent, cancel_turn=False)
         except KeyboardInterrupt:
             _error("preparing the prompt was interrupted; nothing was sent")
             return
@@ -213,14 +213,16 @@ class DshMagics(Magics, DshSettings):
         view.start()
         host.approval_slot(background=args.bg)  # where this turn's approval questions appear
         dispose = agent.subscribe(view)
-        future = host.thread.submit(turn)
-        future.add_done_callback(lambda _: dispose())
         if args.bg:
+            future = host.thread.submit(turn)
+            future.add_done_callback(lambda _: dispose())
             host.track_background(future)
             self._views.append(view)
             return
         try:
-            result = self._wait(future, agent, cancel_turn=True)
+            # The cell serves the turn's main-thread calls from before the turn starts: a tool that runs at
+            # once (the offline model answers instantly) must find this cell waiting, not a cell-less kernel.
+            result = self._wait(lambda: self._started(host.thread.submit(turn), dispose), agent, cancel_turn=True)
         except Exception as exc:
             view.finish("error", self._describe(exc, said))
             _error(self._describe(exc, said))
@@ -228,12 +230,23 @@ class DshMagics(Magics, DshSettings):
         if result is not None and result.reason == "blocked":
             _error(blocked_message(result.error))
 
-    def _wait(self, future: Any, agent: Any, *, cancel_turn: bool) -> Any:
-        """Wait for ``future`` while running the agent's main-thread calls; Stop cancels the turn."""
+    @staticmethod
+    def _started(future: Any, dispose: Callable[[], None]) -> Any:
+        future.add_done_callback(lambda _: dispose())
+        return future
+
+    def _wait(self, work: Any, agent: Any, *, cancel_turn: bool) -> Any:
+        """Wait for ``work`` (a future, or a callable that starts one) while running the agent's main-thread
+        calls; Stop cancels the turn. A callable is started only once this cell serves those calls."""
         from .python_tool import MainThreadCalls
 
         calls = MainThreadCalls()
         self.host.main_thread_calls = calls
+        try:
+            future = work() if callable(work) else work
+        except BaseException:
+            self.host.main_thread_calls = None
+            raise
         future.add_done_callback(lambda _: calls.wake())
         interrupted_at: float | None = None
         try:
@@ -339,7 +352,7 @@ class DshMagics(Magics, DshSettings):
 
     def _cmd_compact(self, args: argparse.Namespace) -> Any:
         agent, _ = self.host.current()
-        done = self._wait(self.host.thread.submit(agent.compact()), agent, cancel_turn=False)
+        done = self._wait(lambda: self.host.thread.submit(agent.compact()), agent, cancel_turn=False)
         print("compacted the earlier conversation into a checkpoint" if done else "nothing to compact yet")
         return None
 

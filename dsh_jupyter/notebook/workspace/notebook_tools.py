@@ -374,12 +374,15 @@ class NotebookEditTool(Tool):
             edit = self.parse(arguments)
         except _BadArguments as exc:
             return _error(self.name, str(exc))
-        return await asyncio.to_thread(self.apply, edit)
+        return await asyncio.to_thread(self.apply, edit, background=execution.background)
 
-    def apply(self, edit: Edit) -> ToolOutput:
+    def apply(self, edit: Edit, *, background: bool = False) -> ToolOutput:
+        """Apply ``edit``; a ``background`` (``--bg``) turn never inserts through ``set_next_input``, even while
+        another cell (``%dsh wait``) happens to be running: the new cell would land under that cell."""
         try:
             document = self.workspace.document()
-            if document.view == "kernel" and edit.action == "insert" and not self.workspace.foreground:
+            if (document.view == "kernel" and edit.action == "insert"
+                    and (background or not self.workspace.foreground)):
                 return _error(self.name, "this frontend only takes new cells through IPython's set_next_input, "
                               "which needs a %%dsh cell that is running; a background (--bg) turn has none. "
                               "Show the code in your answer instead, or ask in a %%dsh cell without --bg")

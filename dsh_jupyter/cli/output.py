@@ -1,0 +1,68 @@
+"""What the command prints: terminal-safe text on stdout, messages on stderr, JSON, times and sizes.
+
+Every field that comes from a log (ids, titles, folders) goes through :func:`escape`; everything written on
+stdout goes through :func:`write`, and every message on stderr through :func:`say`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+import sys
+from typing import Any, TextIO
+
+# DEL and C1 controls survive ``json.dumps(ensure_ascii=False)``; inside JSON strings they become \uXXXX.
+_JSON_CONTROLS = re.compile("[\x7f-\x9f]")
+
+
+def escape(text: str) -> str:
+    """Terminal control characters (line feed included) as literal ``\\xNN``: one field, one line.
+
+    The notebook's rule (:func:`dsh_jupyter.notebook.escape.escape_controls`), so a terminal and a cell
+    show the same text."""
+    from ..notebook.escape import escape_controls
+
+    return escape_controls(text)
+
+
+def text(value: str) -> str:
+    """A multi-line text for the terminal: line feeds and tabs kept, every other control as ``\\xNN``."""
+    from ..notebook.escape import escape_text
+
+    return escape_text(value)
+
+
+def write(out: TextIO, value: str) -> None:
+    """Everything a command prints on stdout goes through here (terminal controls escaped)."""
+    out.write(text(value))
+
+
+def say(message: str) -> None:
+    """A message on stderr (``dsh-jupyter: ...``), terminal controls escaped."""
+    print(f"dsh-jupyter: {text(message)}", file=sys.stderr)
+
+
+def warn_errors(errors: list[str]) -> None:
+    """The catalog's per-log problems, one warning line each."""
+    for error in errors:
+        say(f"warning: {error}")
+
+
+def when(ms: int) -> str:
+    """A time in milliseconds since the epoch as local ``YYYY-MM-DD HH:MM`` (the number itself when it is
+    out of range)."""
+    try:
+        return _dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+
+
+def megabytes(size: int | None) -> str:
+    return f"{(size or 0) / 2**20:,.1f} MB"
+
+
+def print_json(value: Any, out: TextIO, *, indent: int | None = 1) -> None:
+    """``value`` as JSON on one line (``indent=None``) or indented; non-ASCII kept, controls as ``\\uXXXX``."""
+    encoded = json.dumps(value, ensure_ascii=False, indent=indent)
+    out.write(_JSON_CONTROLS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", encoded) + "\n")
