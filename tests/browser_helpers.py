@@ -555,13 +555,17 @@ class NotebookPage:
                 raise
         self.page.wait_for_selector("body[data-dsh-jupyter='active']", state="attached", timeout=KERNEL_TIMEOUT_MS)
         self.page.wait_for_selector(f"{self.scope} .jp-Cell", timeout=KERNEL_TIMEOUT_MS)
+        self.wait_idle()
+        self.fail_on_dialog("on loading")
+        return self
+
+    def wait_idle(self) -> None:
+        """Wait until the page shows the kernel idle (a cell's count can show while the kernel still works)."""
         if self.server.app == "lab":
             self.page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=KERNEL_TIMEOUT_MS)
         else:  # Notebook 7 has no status bar; its indicator goes initializing -> unknown -> idle
             self.page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", state="attached",
                                         timeout=KERNEL_TIMEOUT_MS)
-        self.fail_on_dialog("on loading")
-        return self
 
     def fail_on_dialog(self, when: str) -> None:
         """Raise naming the app's dialog if one is open (it would swallow every click the test makes).
