@@ -7,12 +7,13 @@ made). What each form holds:
 * **Markdown** (``md``): title, session id, created time and folder; each prompt and answer; tool calls
   collapsed as ``<details>`` with the command or code and its output (cut to :data:`MAX_OUTPUT`
   characters); reference snapshots noted by label and id, never inlined. Session text cannot inject HTML
-  or break the structure: prose keeps its Markdown formatting but every ``<`` outside code is an entity
-  (:func:`~dsh_jupyter.notebook.markdown.safe_markdown`) and a fence it leaves open is closed; code and
-  output sit in fences longer than any backtick run inside them; one-line fields are backslash-escaped.
-* **HTML** (``html``): one standalone, styled page; every piece of session text is entity-escaped (no
-  Markdown rendering, so nothing from the session becomes markup) and a Content-Security-Policy forbids
-  scripts; tool calls are ``<details>``.
+  or break the structure: each prompt and answer is its Markdown rendered by the one sanitiser
+  (:func:`~dsh_jupyter.notebook.markdown.markdown_html`: one inert HTML block that every Markdown
+  renderer leaves alone); code and output sit in fences longer than any backtick run inside them;
+  one-line fields are backslash-escaped.
+* **HTML** (``html``): one standalone, styled page; each prompt and answer is its Markdown rendered by
+  the same sanitiser (tables, lists, code; raw HTML shown as text), every other piece of session text is
+  entity-escaped, and a Content-Security-Policy forbids scripts; tool calls are ``<details>``.
 * **Notebook** (``ipynb``, nbformat 4): prompts and answers as Markdown cells; the agent's ``python``
   calls as code cells and its ``bash`` calls as ``%%bash`` code cells (runnable: re-running the analysis
   is the point of a notebook), each with the tool's recorded output as a stream output; a call whose
@@ -59,7 +60,7 @@ from .conversation import (
     transcript_items,
 )
 from .notebook.escape import escape_controls, escape_text, html_field
-from .notebook.markdown import safe_markdown
+from .notebook.markdown import markdown_html
 from .notebook.transcript import argument_summary
 from .session import Event, SessionHeader, SessionLog
 
@@ -77,7 +78,6 @@ class ExportError(ValueError):
 # --------------------------------------------------------------------------- Markdown
 
 _MD_PUNCTUATION = re.compile(r"([\\`*_\[\]<>!|~&#$])")
-_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
 def md_literal(text: str) -> str:
@@ -97,19 +97,9 @@ def fence(text: str, info: str = "") -> str:
 
 
 def md_prose(text: str) -> str:
-    """A prompt or answer as Markdown: formatting kept, raw HTML disarmed, a fence it leaves open closed."""
-    safe = safe_markdown(text)
-    open_fence: str | None = None
-    for line in safe.split("\n"):
-        if open_fence is None:
-            match = _FENCE_OPEN.match(line)
-            if match is not None:
-                open_fence = match.group(1)
-        else:
-            stripped = line.strip()
-            if len(stripped) >= len(open_fence) and set(stripped) == {open_fence[0]}:
-                open_fence = None
-    return safe if open_fence is None else f"{safe}\n{open_fence}"
+    """A prompt or answer for a Markdown document: its Markdown rendered by the one sanitiser, as one HTML
+    block on one line (no Markdown renderer parses inside it, and quoting it line by line keeps it whole)."""
+    return markdown_html(text)
 
 
 def _quote(text: str) -> str:
@@ -213,13 +203,13 @@ def _section(kind: str, who: str, body: str) -> str:
 
 def _html_item(item: Item) -> str:
     if isinstance(item, Prompt):
-        return _section("prompt", "Prompt", _h(item.text))
+        return _section("prompt", "Prompt", markdown_html(item.text))
     if isinstance(item, Answer):
-        return _section("answer", "Assistant", _h(item.text))
+        return _section("answer", "Assistant", markdown_html(item.text))
     if isinstance(item, Checkpoint):
-        return _section("checkpoint", "Earlier conversation compacted", _h(item.text))
+        return _section("checkpoint", "Earlier conversation compacted", markdown_html(item.text))
     if isinstance(item, Note):
-        return _section("note", "Added by the harness", _h(item.text))
+        return _section("note", "Added by the harness", markdown_html(item.text))
     if isinstance(item, References):
         names = ", ".join(f"<b>{html_field(label)}</b> ({html_field(sid)}"
                           + (f", through event {through})" if through is not None else ")")

@@ -91,7 +91,7 @@ def test_the_transcript_keeps_the_decision_on_its_tool_line() -> None:
     [item] = transcript.snapshot()
     assert isinstance(item, ToolItem) and item.approval_note == "refused: needs approval"
     shown = TranscriptMarkdown([item], False)
-    assert "<sub>refused: needs approval</sub>" in shown.markdown()
+    assert "<sub>refused: needs approval</sub>" in shown.html()
     assert shown.plain() == "[tool bash: touch X] error (refused: needs approval)"
 
 

@@ -89,7 +89,9 @@ def test_markdown_is_readable_and_escaped() -> None:
     md = render(sample_log(), "md")
     assert md.startswith("# Sales \\<b\\>cleanup\\</b\\> \\`x\\`\n")
     assert "- Folder: /work/\\[proj\\]" in md and "2 prompts, 2 answers, 4 tool calls" in md
-    assert "### Prompt\n\nclean the data &lt;img src=x onerror=alert(1)> &lt;/details>" in md
+    assert ('### Prompt\n\n<div class="dsh-markdown tex2jax_ignore mathjax_ignore" style="white-space:normal"><p>'
+            "clean the data &lt;img src=x onerror=alert(1)&gt; &lt;/details&gt; &lt;script&gt;alert(2)&lt;/script&gt;"
+            "</p></div>") in md
     assert "<img" not in md and "<script" not in md and "<b>" not in md
     # Only our own <details> blocks: one per tool call, each closed once (the tool output's "</details>" sits
     # inside a code fence, where it is text).
@@ -99,11 +101,13 @@ def test_markdown_is_readable_and_escaped() -> None:
     assert "```python\ntotal = 6 * 7\nprint('total is', total)\n```" in md
     assert "<summary>python: raise ValueError(&#x27;boom&#x27;) (error)</summary>" in md
     assert "`````text\n```` four backticks ``` and </details>\n`````" in md  # a fence longer than any run inside
-    # The answer's open fence is closed, so the rest of the document is not swallowed into it.
-    assert "```python\nunclosed = True\n```\n\n> *Referenced sessions:* **Other \\<i\\>work\\</i\\>** (other-9, " \
-           "through event 12)" in md
+    # The answer's open fence ends with its message (one HTML block on one line), so the rest of the document
+    # is not swallowed into it.
+    assert ('<pre><code class="language-python">unclosed = True&#10;</code></pre></div>\n\n'
+            "> *Referenced sessions:* **Other \\<i\\>work\\</i\\>** (other-9, through event 12)") in md
     assert "SNAPSHOT BODY" not in md
-    assert "> **Earlier conversation compacted.** Summary:\n>\n> summary of the work so far" in md
+    assert ("> **Earlier conversation compacted.** Summary:\n>\n> <div class=\"dsh-markdown tex2jax_ignore "
+            'mathjax_ignore" style="white-space:normal"><p>summary of the work so far</p></div>') in md
 
 
 def test_fences_and_literals() -> None:
@@ -137,7 +141,7 @@ def test_html_is_standalone_styled_and_shows_no_raw_html() -> None:
     # Every tag in the page is one of ours.
     tags = set(re.findall(r"</?([a-zA-Z][a-zA-Z0-9]*)", page))
     assert tags <= {"html", "head", "meta", "title", "style", "body", "main", "header", "h1", "dl", "dt", "dd",
-                    "section", "div", "details", "summary", "pre", "code", "b", "footer"}
+                    "section", "div", "details", "summary", "pre", "code", "b", "footer", "p"}
 
 
 # --------------------------------------------------------------------------- notebook
@@ -266,7 +270,7 @@ def test_kernel_dsh_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     md_files = list(tmp_path.glob("*.md"))
     assert len(md_files) == 1 and stream(2, "stdout").startswith("exported session ")
     md = md_files[0].read_text()
-    assert "please compute &lt;img src=x onerror=alert(1)>" in md
+    assert "please compute &lt;img src=x onerror=alert(1)&gt;" in md
     assert re.search(r"(?<![\\])<img", md) is None  # only escaped: \<img in the title, &lt;img in the prompt
     assert "<summary>python: print(6 * 7)" in md
     exported = nbformat.read(tmp_path / "run.ipynb", as_version=4)

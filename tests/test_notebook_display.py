@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from IPython.core.formatters import DisplayFormatter
-from notebook_helpers import HOSTILE_LABELS, candidate
+from notebook_helpers import HOSTILE_LABELS, block_markup, candidate
 
 from dsh_jupyter.notebook.display import (
     REFERENCE_CONTEXT_MIME,
@@ -121,7 +121,7 @@ def test_html_and_plain_text_say_the_same_words() -> None:
     display = shown(two_sources(), spills={1: "/p/s.txt"}, received="## Background\n<referenced-sessions>\n[]")
     bundle = display._repr_mimebundle_()
     view = bundle[REFERENCE_CONTEXT_MIME]["view"]
-    html, plain = bundle["text/html"], bundle["text/plain"]
+    html, plain = block_markup(bundle["text/html"]), bundle["text/plain"]
     assert html.startswith('<details class="dsh-reference-context"') and html.rstrip().endswith("</details>")
     assert f'<summary style="cursor:pointer">{view["line"]}</summary>' in html
     assert plain.splitlines()[0] == view["line"]
@@ -149,7 +149,7 @@ def test_the_preview_of_what_the_agent_received_is_bounded_and_escaped() -> None
         f"What the agent received (the first {MAX_PREVIEW_CHARS:,} of {len(text):,} characters)")
     assert (preview["totalChars"], preview["shownChars"]) == (len(text), MAX_PREVIEW_CHARS)
     assert "\x1b" not in preview["text"] and "\\x1b[31m" in preview["text"]
-    assert "&lt;referenced-sessions&gt;\\x1b[31m" in bundle["text/html"]
+    assert "&lt;referenced-sessions&gt;\\x1b[31m" in block_markup(bundle["text/html"])
     assert "<referenced-sessions>" not in bundle["text/html"]
     assert "     <referenced-sessions>\\x1b[31m" in bundle["text/plain"]
     short = shown(two_sources(), received="abc").view()["preview"]
@@ -169,7 +169,7 @@ def test_from_context_takes_the_source_and_the_text_of_a_context_message() -> No
 def test_hostile_values_are_text_in_every_form(label: str) -> None:
     hostile = source(reference(label, label, 0, truncated=True, omittedBytes=5))
     bundle = shown(hostile, target_session_id=label, spills={0: label}, received=label)._repr_mimebundle_()
-    html, plain, data = bundle["text/html"], bundle["text/plain"], bundle[REFERENCE_CONTEXT_MIME]
+    html, plain, data = block_markup(bundle["text/html"]), bundle["text/plain"], bundle[REFERENCE_CONTEXT_MIME]
     assert "<img" not in html and "</referenced-sessions>" not in html
     for text in (html, plain, json.dumps(data["view"])):
         assert "\x1b" not in text and "\x00" not in text and "\\u001b" not in text and "\\u0000" not in text
@@ -300,14 +300,16 @@ NOTICE = ("Using the offline model (no API key needed). To use DeepSeek, set DEE
           "or pick another model with --model (`%dsh models` lists them).")
 
 
-def test_a_notice_is_markdown_with_its_code_spans() -> None:
+def test_a_notice_is_rendered_markdown_with_its_code_spans() -> None:
     from dsh_jupyter.notebook.display import NoticeDisplay
 
     bundle = NoticeDisplay(NOTICE)._repr_mimebundle_()
-    assert bundle["text/markdown"] == "> " + NOTICE
+    assert "text/markdown" not in bundle
+    quoted = block_markup(bundle["text/html"])
+    assert quoted.startswith('<blockquote class="dsh-notice">') and "<code>%dsh models</code>" in quoted
     assert bundle["text/plain"] == NOTICE
     hostile = NoticeDisplay("a <img src=x onerror=alert(1)>\x1b\nsecond line")._repr_mimebundle_()
-    assert hostile["text/markdown"] == "> a &lt;img src=x onerror=alert(1)>\\x1b\n> second line"
+    assert "<p>a &lt;img src=x onerror=alert(1)&gt;\\x1b\nsecond line</p>" in block_markup(hostile["text/html"])
     with pytest.raises(ValueError, match="a notice must be a str"):
         NoticeDisplay(None)  # type: ignore[arg-type]
 

@@ -116,7 +116,7 @@ def test_tool_lines_and_the_footer_title_show_marks() -> None:
     assert not any(ch in line for ch in "\u202e\u202c\u2066\u2069")
     footer = TurnFooter("s-1", "Budget \u202eslx.exe", "offline", "offline", "done", 0.0, 1.0)
     assert "Budget ⟨U+202E⟩slx.exe" in footer.plain()
-    assert "Budget ⟨U+202E⟩slx.exe" in footer.markdown()
+    assert "Budget ⟨U+202E⟩slx.exe" in footer.html()
 
 
 def test_the_mention_picker_rows_carry_the_marked_label_id_and_cwd() -> None:

@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import pytest
+from notebook_helpers import block_markup
 
 from dsh_jupyter.agent.events import (
     AgentEvent,
@@ -19,6 +20,7 @@ from dsh_jupyter.agent.events import (
     TurnEnded,
     TurnStarted,
 )
+from dsh_jupyter.notebook.display import REFERENCE_CONTEXT_MIME
 from dsh_jupyter.notebook.render import TranscriptMarkdown, TurnView
 from dsh_jupyter.notebook.transcript import EndItem, Item, ReasoningItem, TextItem, ToolItem
 
@@ -32,7 +34,29 @@ class FakeHandle:
 
     @property
     def markdown(self) -> str:
-        return str(self.versions[-1].markdown())
+        """What the output shows, its inert blocks unwrapped and joined by blank lines."""
+        return unwrap(str(self.versions[-1].html()))
+
+
+_INNER_BLOCK = re.compile(r'<div class="dsh-markdown tex2jax_ignore mathjax_ignore" style="white-space:normal">')
+
+
+def unwrap(html: str) -> str:
+    """The markup of each top-level inert block of a turn's HTML, joined by blank lines (the one-block
+    entities decoded; a notice's inner Markdown block shown as ``<md>``)."""
+    assert html == "" or (html.startswith('<div class="dsh-turn">') and html.endswith("</div>")), html
+    inner = html[len('<div class="dsh-turn">'):-len("</div>")] if html else ""
+    blocks, depth, start = [], 0, 0
+    for tag in re.finditer(r"<div\b[^>]*>|</div>", inner):
+        if tag.group().startswith("</"):
+            depth -= 1
+            if depth == 0:
+                blocks.append(block_markup(inner[start:tag.end()]))
+        else:
+            if depth == 0:
+                start = tag.start()
+            depth += 1
+    return "\n\n".join(_INNER_BLOCK.sub("<md>", b).replace("</div>", "</md>") for b in blocks)
 
 
 @pytest.fixture
@@ -72,14 +96,14 @@ def test_items_render_as_markdown_and_plain_text() -> None:
         EndItem(7, "interrupted"),
     ]
     view = TranscriptMarkdown(items, show_reasoning=False)
-    md = view.markdown()
+    md = unwrap(view.html())
     assert "<details><summary>Reasoning</summary><pre>hmm &lt;b&gt;</pre></details>" in md
-    assert "**answer** &lt;img" in md and "<img" not in md
+    assert "<p><strong>answer</strong> &lt;img src=x onerror=alert(1)&gt;</p>" in md and "<img" not in md
     assert "<summary>⚙ <code>bash · ls &lt;dir&gt;</code> ✓</summary><pre>a\\x1bb</pre>" in md
     assert "<code>bash · false</code> ✗</summary><pre>failed</pre>" in md
     assert re.search(r"<code>bash · sleep 9</code> ⏹ stopped</summary><pre>\(stopped: [^<]+\)</pre>", md)
     assert "<code>bash · sleep 1</code> …</summary><pre></pre>" in md
-    assert "<sub>⏹ interrupted: the turn was stopped; the log is closed cleanly.</sub>" in md
+    assert "<p><sub>⏹ interrupted: the turn was stopped; the log is closed cleanly.</sub></p>" in md
     plain = view.plain()
     assert plain.splitlines() == [
         "**answer** <img src=x onerror=alert(1)>",
@@ -89,27 +113,27 @@ def test_items_render_as_markdown_and_plain_text() -> None:
         "[tool bash: sleep 1] running",
         "⏹ interrupted: the turn was stopped; the log is closed cleanly.",
     ]
-    assert "<details open>" in TranscriptMarkdown(items[:1], show_reasoning=True).markdown()
+    assert '<details open="">' in TranscriptMarkdown(items[:1], show_reasoning=True).html()
     assert TranscriptMarkdown(items[:1], show_reasoning=True).plain() == "[reasoning] hmm <b>"
 
 
 @pytest.mark.parametrize(
     ("reason", "error", "expected"),
     [
-        ("error", "model failed", "> The turn ended with an error: model failed"),
-        ("max-steps", "stopped after 3 steps", "> stopped after 3 steps"),
-        ("max-steps", None, "> stopped at the step limit"),
-        ("blocked", "no", "<sub>⛔ blocked by a hook; nothing was recorded</sub>"),
+        ("error", "model failed", "<blockquote><p>The turn ended with an error: model failed</p></blockquote>"),
+        ("max-steps", "stopped after 3 steps", "<blockquote><p>stopped after 3 steps</p></blockquote>"),
+        ("max-steps", None, "<blockquote><p>stopped at the step limit</p></blockquote>"),
+        ("blocked", "no", "<p><sub>⛔ blocked by a hook; nothing was recorded</sub></p>"),
     ],
 )
 def test_end_reasons(reason: str, error: str | None, expected: str) -> None:
-    assert TranscriptMarkdown([EndItem(1, reason, error)], False).markdown() == expected
+    assert unwrap(TranscriptMarkdown([EndItem(1, reason, error)], False).html()) == expected
 
 
 def test_nothing_yet_shows_a_waiting_mark_only_while_the_turn_runs() -> None:
-    assert TranscriptMarkdown([], False).markdown() == "<sub>…</sub>"
+    assert unwrap(TranscriptMarkdown([], False).html()) == "<p><sub>…</sub></p>"
     assert TranscriptMarkdown([], False).plain() == "…"
-    assert TranscriptMarkdown([], False, waiting=False).markdown() == ""
+    assert TranscriptMarkdown([], False, waiting=False).html() == ""
 
 
 # --------------------------------------------------------------------------- the turn view
@@ -132,12 +156,12 @@ def test_a_foreground_turn_freezes_each_finished_tool_into_its_own_output(handle
     # "b" finished while "a" still ran: the first output keeps what came before "a"; both calls
     # move to the second output, which is finished when "a" is; the rest goes to a third.
     assert len(handles) == 3
-    assert handles[0].markdown == "Two calls."
+    assert handles[0].markdown == "<p>Two calls.</p>"
     second = handles[1].markdown
     assert re.fullmatch(r"<details><summary>⚙ <code>bash · echo one</code> ✗</summary><pre>first result</pre>"
                         r"</details>\n\n<details><summary>⚙ <code>bash · echo one</code> ✓</summary>"
                         r"<pre>second result</pre></details>", second), second
-    assert handles[2].markdown == "All done.\n\n> a hook said hi"
+    assert handles[2].markdown == "<p>All done.</p>\n\n<blockquote><md><p>a hook said hi</p></md></blockquote>"
     shown = "".join(handle.markdown for handle in handles)
     assert shown.count("first result") == 1 and shown.count("second result") == 1
     assert view.finished and view.reason == "completed"
@@ -150,7 +174,7 @@ def test_an_interrupted_tool_shows_a_stopped_mark_never_a_waiting_one(handles: l
                 TurnEnded(turn=1, reason="interrupted")])
     md = handles[-1].markdown
     assert "<code>bash · sleep 20</code> ⏹ stopped" in md and "…" not in md
-    assert md.endswith("<sub>⏹ interrupted: the turn was stopped; the log is closed cleanly.</sub>")
+    assert md.endswith("<p><sub>⏹ interrupted: the turn was stopped; the log is closed cleanly.</sub></p>")
 
 
 def test_finish_ends_a_turn_that_could_not_report_its_end(handles: list[FakeHandle]) -> None:
@@ -174,7 +198,7 @@ def test_a_background_view_keeps_one_output_and_refreshes_it(handles: list[FakeH
     sent = len(handles[0].versions)
     view.refresh()
     assert len(handles[0].versions) == sent + 1
-    assert handles[0].markdown.endswith("Listed.") and "✓" in handles[0].markdown
+    assert handles[0].markdown.endswith("<p>Listed.</p>") and "✓" in handles[0].markdown
 
 
 def test_notes_and_reasoning(handles: list[FakeHandle]) -> None:
@@ -182,7 +206,8 @@ def test_notes_and_reasoning(handles: list[FakeHandle]) -> None:
     view.start()
     view.note("retrying", "warning")
     feed(view, [ReasoningDelta(turn=1, text="think"), TurnEnded(turn=1, reason="completed")])
-    assert handles[-1].markdown == "> retrying\n\n<details open><summary>Reasoning</summary><pre>think</pre></details>"
+    assert handles[-1].markdown == ("<blockquote><md><p>retrying</p></md></blockquote>\n\n"
+                                    '<details open=""><summary>Reasoning</summary><pre>think</pre></details>')
 
 
 def test_streaming_updates_are_coalesced(handles: list[FakeHandle]) -> None:
@@ -199,7 +224,7 @@ def test_streaming_updates_are_coalesced(handles: list[FakeHandle]) -> None:
     agent.start()
     agent.join()
     assert view.updates < 200 and len(handles[0].versions) - 1 == view.updates
-    assert handles[0].markdown == "".join(f"w{n} " for n in range(3000))
+    assert handles[0].markdown == "<p>" + "".join(f"w{n} " for n in range(3000)).strip() + "</p>"
 
 
 def test_a_zero_rate_updates_on_every_event(handles: list[FakeHandle]) -> None:
@@ -248,7 +273,7 @@ def test_the_footer_says_running_then_done_with_duration_and_tokens(handles: lis
     view = TurnView(rate=1000.0, session=FakeSession(), clock=clock)
     view.start()
     data, metadata = bundle(handles[0])
-    assert "● running" in data["text/markdown"] and "Regional sales" in data["text/markdown"]
+    assert "● running" in data["text/html"] and "Regional sales" in data["text/html"]
     assert data["text/plain"].startswith("● running · Regional sales (3f2a9c1b) · offline · since ")
     assert metadata[TURN_MIME]["status"] == "running" and metadata[TURN_MIME]["sessionId"] == FakeSession().id
     feed(view, [TurnStarted(turn=1), TextDelta(turn=1, text="Hi."),
@@ -262,15 +287,15 @@ def test_the_footer_says_running_then_done_with_duration_and_tokens(handles: lis
     # Only the last output carries the footer; the frozen one lost it with its last update.
     assert len(handles) == 2
     first, first_meta = bundle(handles[0])
-    assert "dsh-turn-footer" not in first["text/markdown"] and first_meta == {}
+    assert "dsh-turn-footer" not in first["text/html"] and first_meta == {}
     data, metadata = bundle(handles[1])
     assert data["text/plain"].splitlines()[-1] == (
         "✓ done · Regional sales (3f2a9c1b) · offline · 2.5 s · tokens 2,500 in, 35 out, 1,000 cached")
-    md = data["text/markdown"]
+    md = unwrap(data["text/html"])
     assert md.endswith(
-        '<sub class="dsh-turn-footer"><span class="dsh-turn-status dsh-turn-completed">✓ done</span> · '
+        '<p><sub class="dsh-turn-footer"><span class="dsh-turn-status dsh-turn-completed">✓ done</span> · '
         '<span class="dsh-turn-session">Regional sales</span> (<code>3f2a9c1b</code>) · offline · 2.5 s · '
-        "tokens 2,500 in, 35 out, 1,000 cached</sub>")
+        "tokens 2,500 in, 35 out, 1,000 cached</sub></p>")
     facts = metadata[TURN_MIME]
     assert (facts["status"], facts["durationSeconds"], facts["title"]) == ("completed", 2.5, "Regional sales")
     assert facts["usage"] == {"inputTokens": 2500, "outputTokens": 35, "cacheReadTokens": 1000}
@@ -308,7 +333,7 @@ def test_the_footer_escapes_the_title_and_names_the_provider(handles: list[FakeH
     view = TurnView(session=session)
     view.start()
     data, _ = bundle(handles[0])
-    assert "<img" not in data["text/markdown"] and "&lt;img" in data["text/markdown"]
+    assert "<img" not in data["text/html"] and "&lt;img" in data["text/html"]
     assert "\x1b" not in data["text/plain"] and "\\x1b" in data["text/plain"]
     assert "deepseek:deepseek-chat" in data["text/plain"] and "…" in data["text/plain"]
     untitled = TurnView(session=FakeSession(None))
@@ -320,7 +345,7 @@ def test_a_view_without_a_session_has_no_footer(handles: list[FakeHandle]) -> No
     view = TurnView()
     view.start()
     data, metadata = bundle(handles[0])
-    assert data["text/markdown"] == "<sub>…</sub>" and metadata == {}
+    assert unwrap(data["text/html"]) == "<p><sub>…</sub></p>" and metadata == {}
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(0.04, "under 0.1 s"), (0.06, "0.1 s"), (12.46, "12.5 s"),
@@ -387,7 +412,7 @@ def footers(outputs: list[dict[str, Any]]) -> list[tuple[re.Match[str], dict[str
         last = output["data"]["text/plain"].splitlines()[-1]
         match = FOOTER.match(last)
         assert match is not None, last
-        assert 'class="dsh-turn-footer"' in output["data"]["text/markdown"]
+        assert 'class="dsh-turn-footer"' in output["data"]["text/html"]
         found.append((match, facts))
     return found
 
@@ -403,12 +428,15 @@ def test_kernel_foreground_footer_names_the_session_and_stays_in_the_saved_noteb
     assert (facts["status"], facts["provider"], facts["model"]) == ("completed", "offline", "offline")
     assert facts["durationSeconds"] >= 0 and facts["usage"]["inputTokens"] > 0
     assert list((work / ".dsh" / "sessions").glob("*/session.jsonl")), "the session log exists"
-    # The first-use notice: Markdown, once per kernel (not again for the later turns).
+    # The first-use notice: rendered Markdown in a quote, once per kernel (not again for the later turns).
     notices = [o for cell in nb.cells for o in cell.outputs
-               if "offline model" in o.get("data", {}).get("text/markdown", "").lower()
-               and "text/plain" in o["data"] and TURN_MIME_KEY not in o.get("metadata", {})]
-    assert len(notices) == 1 and notices[0]["data"]["text/markdown"].startswith("> Using the offline model")
-    assert "`%dsh models`" in notices[0]["data"]["text/markdown"]
+               if "offline model" in o.get("data", {}).get("text/html", "").lower()
+               and "text/plain" in o["data"] and TURN_MIME_KEY not in o.get("metadata", {})
+               and REFERENCE_CONTEXT_MIME not in o["data"]]
+    assert len(notices) == 1
+    quoted = block_markup(notices[0]["data"]["text/html"])
+    assert quoted.startswith('<blockquote class="dsh-notice">') and "Using the offline model" in quoted
+    assert "<code>%dsh models</code>" in quoted
 
 
 @pytest.mark.slow
@@ -439,3 +467,12 @@ def test_kernel_nbconvert_html_shows_the_footer_and_the_reference_view(executed:
     assert "✓ done</span> · <span class=\"dsh-turn-session\">Footer check</span>" in body
     assert "Referenced: Footer check · " in body and "What the agent received (" in body
     assert "object at 0x" not in body
+
+
+def test_a_notice_renders_its_code_spans_and_nothing_live() -> None:
+    from dsh_jupyter.notebook.transcript import NoticeItem
+
+    shown = unwrap(TranscriptMarkdown([NoticeItem(1, "`{t}` was kept as written <img src=x onerror=alert(1)>")],
+                                      False, waiting=False).html())
+    assert shown == "<blockquote><md><p><code>{t}</code> was kept as written &lt;img src=x onerror=alert(1)&gt;</p>" \
+                    "</md></blockquote>"

@@ -669,31 +669,45 @@ console.log("ok");
 
 
 def test_markdown_tree_keeps_formatting_and_disarms_html() -> None:
-    from dsh_jupyter.notebook.widgets import markdown_tree, tree_html
+    from dsh_jupyter.notebook.markdown import markdown_tree
 
     tree = markdown_tree("# Total\n\nUse **bold**, `x < y` and\n\n- one\n- two\n\n```py\nprint('<b>')\n```")
-    assert [node["tag"] for node in tree if isinstance(node, dict)] == ["h1", "p", "ul", "pre"]
-    assert tree_html(tree) == (
-        "<h1>Total</h1><p>Use <strong>bold</strong>, <code>x &lt; y</code> and</p>"
-        "<ul><li><div>one</div></li><li><div>two</div></li></ul>"
-        '<pre><code data-lang="py">print(\'&lt;b&gt;\')</code></pre>')
-    hostile = tree_html(markdown_tree(
+    assert tree == [
+        {"tag": "h1", "attrs": {}, "children": ["Total"]},
+        {"tag": "p", "attrs": {}, "children": [
+            "Use ", {"tag": "strong", "attrs": {}, "children": ["bold"]}, ", ",
+            {"tag": "code", "attrs": {}, "children": ["x < y"]}, " and"]},
+        {"tag": "ul", "attrs": {}, "children": [{"tag": "li", "attrs": {}, "children": ["one"]},
+                                                {"tag": "li", "attrs": {}, "children": ["two"]}]},
+        {"tag": "pre", "attrs": {}, "children": [
+            {"tag": "code", "attrs": {"class": "language-py"}, "children": ["print('<b>')\n"]}]},
+    ]
+    hostile = markdown_tree(
         "<img src=x onerror=alert(1)> <script>alert(2)</script> [go](javascript:alert(3)) "
-        "[ok](https://example.org) ![pic](https://example.org/a.png) \x1b[31mred"))
-    assert "<img" not in hostile and "<script" not in hostile and "javascript:" not in hostile.replace(
-        "#blocked-javascript:", "")
-    assert "&lt;img src=x onerror=alert(1)&gt;" in hostile
-    assert '<a href="https://example.org">ok</a>' in hostile
-    assert "[pic]" in hostile  # images are never fetched
-    assert "\\x1b[31mred" in hostile  # terminal controls as in every other surface
+        "[ok](https://example.org) ![pic](https://example.org/a.png) ![bad](data:image/png;base64,AA) \x1b[31mred")
+    paragraph = hostile[0]
+    assert isinstance(paragraph, dict) and paragraph["tag"] == "p"
+    texts = "".join(c for c in paragraph["children"] if isinstance(c, str))
+    assert "<img src=x onerror=alert(1)> <script>alert(2)</script>" in texts  # shown as text
+    assert "\\x1b[31mred" in texts  # terminal controls as in every other surface
+    elements = [c for c in paragraph["children"] if isinstance(c, dict)]
+    assert [(e["tag"], e["attrs"]) for e in elements] == [
+        ("a", {}), ("a", {"href": "https://example.org"}), ("img", {"src": "https://example.org/a.png", "alt": "pic"}),
+        ("img", {"alt": "bad"})]
 
 
 def test_markdown_tree_tables_and_breaks() -> None:
-    from dsh_jupyter.notebook.widgets import markdown_tree, tree_html
+    from dsh_jupyter.notebook.markdown import markdown_tree
 
-    html = tree_html(markdown_tree("| a | b |\n|:-|-:|\n| 1 | 2 |\n\nline one  \nline two\nthree"))
-    assert '<th align="left">a</th>' in html and '<td align="right">2</td>' in html
-    assert "line one<br>line two\nthree" in html
+    table, paragraph = markdown_tree("| a | b |\n|:-|-:|\n| 1 | 2 |\n\nline one  \nline two\nthree")
+    assert isinstance(table, dict) and table["tag"] == "table"
+    head, body = table["children"]
+    assert head == {"tag": "thead", "attrs": {}, "children": [{"tag": "tr", "attrs": {}, "children": [
+        {"tag": "th", "attrs": {"align": "left"}, "children": ["a"]},
+        {"tag": "th", "attrs": {"align": "right"}, "children": ["b"]}]}]}
+    assert isinstance(body, dict) and body["tag"] == "tbody"
+    assert paragraph == {"tag": "p", "attrs": {}, "children": [
+        "line one", {"tag": "br", "attrs": {}, "children": []}, "\nline two\nthree"]}
     with pytest.raises(TypeError, match="needs a str"):
         markdown_tree(3)  # type: ignore[arg-type]
 
@@ -723,7 +737,8 @@ def test_static_copy_holds_the_conversation(host: FakeHost) -> None:
     panel = _answered_panel(host)
     copy = panel.static_copy()
     html, text = copy["text/html"], copy["text/plain"]
-    assert html.startswith('<div class="dsh-static dsh-static-chat">')
+    assert html.startswith('<div class="dsh-static dsh-static-chat"><div class="dsh-html tex2jax_ignore')
+    html = html.replace("&#10;", "\n")
     assert "Summarise &lt;b&gt;the&lt;/b&gt; data" in html and "<b>the" not in html
     assert "<strong>bash</strong>" in html and "<code>42</code>" in html
     assert "<details><summary>⚙ <code>bash · echo 42</code> ✓</summary><pre>42\n&lt;i&gt;</pre></details>" in html
@@ -913,7 +928,7 @@ model.set("items", [{{ id: "i1", kind: "assistant", text: "raw", streaming: fals
 assert.equal(el.byClass("dsh-chat-empty")[0].hidden, true);
 const [first, second] = el.byClass("dsh-chat-markdown");
 const tags = first.all((n) => n.tagName !== "#TEXT").map((n) => n.tagName);
-assert.deepEqual(tags, ["P", "STRONG", "A", "UL", "LI", "DIV"]);
+assert.deepEqual(tags, ["P", "STRONG", "A", "UL", "LI"]);
 const link = first.all((n) => n.tagName === "A")[0];
 assert.equal(link.getAttribute("href"), "https://example.org");
 assert.equal(link.getAttribute("rel"), "noopener noreferrer");

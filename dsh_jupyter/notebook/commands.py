@@ -503,8 +503,9 @@ class CommandTable:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         from .display import _filter
+        from .markdown import safe_html
 
-        return _filter({"text/html": self._html(), "text/plain": self._plain()}, include, exclude)
+        return _filter({"text/html": safe_html(self._html()), "text/plain": self._plain()}, include, exclude)
 
     def __repr__(self) -> str:
         return self._plain()

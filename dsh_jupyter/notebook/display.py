@@ -8,10 +8,12 @@ Each object returns a MIME bundle from ``_repr_mimebundle_``:
 - :class:`SessionTable`: the table of ``%dsh sessions``;
 - :class:`LocationDisplay`: where a session's log lives (usable as a path);
 - :class:`NoticeDisplay` and :func:`show_notice`: a notice such as the first-use "offline model" hint,
-  as Markdown, shown once per kernel.
+  rendered from Markdown, shown once per kernel.
 
 The HTML is static: no scripts, no external CSS, a few inline styles. Every label, id, cwd and path
-is escaped: terminal controls become ``\\xNN`` in every text form, and HTML is entity-escaped.
+is escaped: terminal controls become ``\\xNN`` in every text form, and HTML is entity-escaped; each
+``text/html`` form then goes through the one sanitiser (:func:`~.markdown.safe_html`), which also
+makes it one block that no Markdown renderer or MathJax re-reads.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from .escape import escape_controls, escape_html, html_field
+from .markdown import safe_html
 
 #: MIME type of the reference-context bundle (rendered by our JupyterLab mime extension).
 REFERENCE_CONTEXT_MIME = "application/vnd.dsh.reference-context+json"
@@ -356,7 +359,7 @@ class ReferenceContextDisplay:
             parts.append('<pre style="white-space:pre-wrap;overflow-wrap:anywhere;max-height:24em;overflow:auto">'
                          f"{escape_html(preview['text'])}</pre></details>")
         parts.append("</details>")
-        return "\n".join(parts)
+        return safe_html("".join(parts), "dsh-reference-html")
 
     @staticmethod
     def _plain(view: Mapping[str, Any]) -> str:
@@ -430,7 +433,7 @@ class SessionTable:
 
     def _html(self) -> str:
         if not self.rows:
-            return "<p>No sessions.</p>"
+            return safe_html("<p>No sessions.</p>")
         head = "".join(f"<th {_TH}>{name}</th>" for name in self.columns)
         body = []
         for position, row in enumerate(self.rows):
@@ -443,10 +446,8 @@ class SessionTable:
                 "✓" if same else "",
             ], html_field)
             body.append("<tr>" + "".join(f"<td {_TD}>{cell}</td>" for cell in cells) + "</tr>")
-        return (
-            '<table class="dsh-sessions" style="border-collapse:collapse">'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-        )
+        return safe_html('<table class="dsh-sessions" style="border-collapse:collapse">'
+                         f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
     def _plain(self) -> str:
         if not self.rows:
@@ -515,7 +516,7 @@ class LocationDisplay:
         if self.session_id is not None:
             head += f" of session <code>{html_field(self.session_id)}</code>"
         bundle = {
-            "text/html": f'<div class="dsh-location">{head}: <code>{html_field(self.path)}</code></div>',
+            "text/html": safe_html(f'<div class="dsh-location">{head}: <code>{html_field(self.path)}</code></div>'),
             "text/plain": self._plain(),
         }
         return _filter(bundle, include, exclude)
@@ -528,10 +529,10 @@ class LocationDisplay:
 
 
 class NoticeDisplay:
-    """A notice for the reader (the first-use "offline model" hint): Markdown, with the text as plain text.
+    """A notice for the reader (the first-use "offline model" hint): rendered Markdown in a quote, and plain text.
 
-    The text is ours, but it is still made safe (raw HTML disarmed, controls escaped); its `code` spans
-    render as code.
+    The text is ours, but it still goes through the one sanitiser (:func:`~.markdown.markdown_html`:
+    raw HTML shown as text, controls escaped); its `code` spans render as code.
     """
 
     def __init__(self, text: str) -> None:
@@ -539,13 +540,13 @@ class NoticeDisplay:
             raise ValueError(f"a notice must be a str, got {type(text).__name__}")
         self.text = text
 
-    def _markdown(self) -> str:
-        from .markdown import safe_markdown
+    def _html(self) -> str:
+        from .markdown import markdown_html
 
-        return "\n".join("> " + line if line else ">" for line in safe_markdown(self.text.strip()).split("\n"))
+        return safe_html(f'<blockquote class="dsh-notice">{markdown_html(self.text.strip())}</blockquote>')
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return _filter({"text/markdown": self._markdown(), "text/plain": self._plain()}, include, exclude)
+        return _filter({"text/html": self._html(), "text/plain": self._plain()}, include, exclude)
 
     def _plain(self) -> str:
         return escape_controls(self.text.strip(), one_line=False)

@@ -1,7 +1,9 @@
-"""Streaming a turn into cell output: Markdown that updates in place, coalesced to a few updates a second.
+"""Streaming a turn into cell output: rendered Markdown that updates in place, a few updates a second.
 
 The events are folded by :class:`~.transcript.Transcript`; this module only turns its items into
-Markdown (and plain text for terminals) and decides where the updates go.
+HTML (answers through :func:`~.markdown.markdown_html`, our own markup through
+:func:`~.markdown.safe_html`: ``text/html``, no ``text/markdown``, see :mod:`.markdown` for why) and
+plain text for terminals, and decides where the updates go.
 
 Every turn's last output ends with a footer (:class:`TurnFooter`): the session's title and short id,
 the model, the status (running, then done, interrupted, error, blocked), the duration and the tokens
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..agent import events as ev
 from ..clip import one_line
 from .escape import escape_controls, html_field
-from .markdown import safe_markdown
+from .markdown import markdown_html, safe_html
 from .transcript import (
     EndItem,
     Item,
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
 
     from ..models.base import ModelInfo
 
-#: The mark after a tool line in Markdown, and the word in plain text, for each status.
+#: The mark after a tool line in HTML, and the word in plain text, for each status.
 TOOL_MARKS: dict[ToolStatus, tuple[str, str]] = {
     "running": ("…", "running"),
     "ok": ("✓", "ok"),
@@ -201,8 +203,8 @@ class TurnFooter:
         session = f"{self._title()} ({escape_controls(self.short_id)})"
         return " · ".join([escape_controls(self._status()), session, *self._facts()])
 
-    def markdown(self) -> str:
-        """One small line of inline HTML (the sanitiser keeps ``sub``, ``span``, ``code`` and classes)."""
+    def html(self) -> str:
+        """One small line of inline HTML (:func:`~.markdown.safe_html` keeps ``sub``, ``span``, ``code``, classes)."""
         state = html.escape(self.status)
         status = f'<span class="dsh-turn-status dsh-turn-{state}">{html.escape(self._status())}</span>'
         session = (f'<span class="dsh-turn-session">{html.escape(self._title())}</span> '
@@ -241,7 +243,8 @@ def tool_details_html(item: ToolItem) -> str:
 
 
 class TranscriptMarkdown:
-    """A display object for part of a turn: Markdown for notebooks, plain text for terminals.
+    """A display object for part of a turn: its Markdown rendered to safe HTML for notebooks, plain text
+    for terminals.
 
     User prompts and reference contexts are not shown: a cell shows its own prompt, and the magic
     displays the reference context before the turn starts.
@@ -259,30 +262,37 @@ class TranscriptMarkdown:
     def _repr_mimebundle_(self, include: object = None, exclude: object = None
                           ) -> tuple[dict[str, str], dict[str, object]]:
         metadata: dict[str, object] = {TURN_MIME: self.footer.to_json()} if self.footer is not None else {}
-        return {"text/markdown": self.markdown(), "text/plain": self.plain()}, metadata
+        return {"text/html": self.html(), "text/plain": self.plain()}, metadata
 
-    def markdown(self) -> str:
-        parts: list[str] = []
+    def _parts(self) -> list[TextItem | str]:
+        """Each part: an answer (its Markdown), or our own markup around escaped text."""
+        parts: list[TextItem | str] = []
         for item in self.items:
             if isinstance(item, TextItem):
-                parts.append(safe_markdown(item.text))
+                parts.append(item)
             elif isinstance(item, ReasoningItem):
                 body = html.escape(escape_controls(item.text, one_line=False))
                 state = " open" if self.show_reasoning else ""
                 parts.append(f"<details{state}><summary>Reasoning</summary><pre>{body}</pre></details>")
             elif isinstance(item, ToolItem):
                 parts.append(tool_details_html(item))
-            elif isinstance(item, NoticeItem):
-                parts.append("> " + html.escape(escape_controls(item.text, one_line=False)))
+            elif isinstance(item, NoticeItem):  # ours, with `code` spans around what the user typed
+                parts.append(f"<blockquote>{markdown_html(item.text)}</blockquote>")
             elif isinstance(item, EndItem):
                 line, quiet = _end_line(item)
                 text = html.escape(escape_controls(line, one_line=False))
-                parts.append(f"<sub>{text}</sub>" if quiet else f"> {text}")
+                parts.append(f"<p><sub>{text}</sub></p>" if quiet else f"<blockquote><p>{text}</p></blockquote>")
         if not parts and self.waiting and self.footer is None:  # a footer says "running" itself
-            parts.append(f"<sub>{WAITING}</sub>")
+            parts.append(f"<p><sub>{WAITING}</sub></p>")
         if self.footer is not None:
-            parts.append(self.footer.markdown())
-        return "\n\n".join(p for p in parts if p)
+            parts.append(f"<p>{self.footer.html()}</p>")
+        return parts
+
+    def html(self) -> str:
+        """The parts as one ``<div class="dsh-turn">`` of inert blocks (``""`` when there is nothing)."""
+        blocks = [markdown_html(part.text, partial=part.streaming) if isinstance(part, TextItem) else safe_html(part)
+                  for part in self._parts()]
+        return f'<div class="dsh-turn">{"".join(blocks)}</div>' if blocks else ""
 
     def plain(self) -> str:
         lines: list[str] = []

@@ -11,10 +11,9 @@ The widgets depend on the host protocols of :mod:`.protocols`: the picker on
 :class:`~.protocols.PromptHost` (``submit_async`` sends or steers; its listener receives
 :mod:`dsh_jupyter.agent.events` from the agent thread) and the panels on :class:`~.protocols.ChatHost`.
 The transcript is folded by :class:`~.transcript.Transcript`; this module only converts its items to
-the form ``chat.js`` reads. Answers are Markdown: :func:`markdown_tree` applies the cell output's rule
-(:func:`~.markdown.safe_markdown`) and parses the result (mistune, installed with jupyter-server) into
-a tree of allowed elements that the view builds without parsing HTML; :func:`tree_html` writes the same
-tree as HTML for the static copy.
+the form ``chat.js`` reads. Answers are Markdown: :func:`~.markdown.markdown_tree` gives the tree of
+allowed elements parsed from the one sanitiser's HTML (:mod:`.markdown`), which the view builds without
+parsing HTML; the static copy holds that sanitised HTML itself (:func:`~.markdown.markdown_html`).
 
 :class:`ChatPanel` (``%dsh chat``; ``kind="pick"`` for ``%dsh pick``) is one output whose bundle also
 carries ``text/html`` and ``text/plain`` copies of the conversation (:func:`conversation_html`,
@@ -29,17 +28,14 @@ returns ``(response, buffers)`` and never raises; failures come back as ``{"erro
 from __future__ import annotations
 
 import concurrent.futures
-import functools
-import html
 import logging
-import re
 import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal, cast
 
 import anywidget
 import ipywidgets
@@ -49,7 +45,7 @@ from anywidget.experimental import command
 from dsh_jupyter.agent.events import AgentEvent, MessageRecorded
 
 from .escape import escape_controls, host_mention, html_field
-from .markdown import safe_markdown
+from .markdown import DocNode, markdown_html, markdown_tree, safe_html
 from .protocols import BodySearch, ChatHost, Listener, PromptHost, SessionCandidates
 from .transcript import (
     STEERED_NOTE,
@@ -136,129 +132,6 @@ def submit_to_host(host: PromptHost, text: str, listener: Listener, *, steered: 
     return submission
 
 
-# --------------------------------------------------------------------------- Markdown as a document tree
-
-
-class DocNode(TypedDict):
-    """One element of a rendered answer: an allowed tag, its attributes and its children (text or nodes)."""
-
-    tag: str
-    attrs: dict[str, str]
-    children: list[DocNode | str]
-
-
-DocChild = DocNode | str
-
-#: Link targets a rendered answer may keep (anything else becomes plain text).
-_SAFE_LINK = re.compile(r"(?i)^(https?:|mailto:|#|/|\./|\.\./|[^:/?#]+([/?#]|$))")
-
-_BLOCKS: dict[str, str] = {"paragraph": "p", "block_text": "div", "block_quote": "blockquote",
-                           "strong": "strong", "emphasis": "em", "strikethrough": "del", "table": "table",
-                           "table_head": "thead", "table_body": "tbody", "table_row": "tr", "list_item": "li"}
-
-
-@functools.cache
-def _markdown_parser() -> Callable[[str], Any]:
-    import mistune  # installed with jupyter-server (through nbconvert); only the widgets need it
-
-    return cast(Callable[[str], Any], mistune.create_markdown(renderer=None, plugins=["strikethrough", "table"]))
-
-
-def markdown_tree(text: str) -> list[DocChild]:
-    """Model-written Markdown as a tree of allowed elements, for the chat view and the static copy.
-
-    The text first goes through :func:`~.markdown.safe_markdown`, the rule cell output follows (raw
-    HTML and script-capable links disarmed, terminal controls as ``\\xNN``); the tree then holds only
-    the elements Markdown itself makes, so a view builds it with ``createElement`` and
-    ``textContent`` and never parses HTML.
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"markdown_tree needs a str, got {type(text).__name__}")
-    tokens = _markdown_parser()(safe_markdown(text))
-    return _tree_children(tokens if isinstance(tokens, list) else [])
-
-
-def _node(tag: str, children: list[DocChild], **attrs: str) -> DocNode:
-    return {"tag": tag, "attrs": attrs, "children": children}
-
-
-def _tree_children(tokens: list[Any]) -> list[DocChild]:
-    out: list[DocChild] = []
-    for token in tokens:
-        if isinstance(token, Mapping):
-            converted = _tree_token(token)
-            if converted is not None:
-                out.append(converted)
-    return out
-
-
-def _tree_token(token: Mapping[str, Any]) -> DocChild | None:
-    kind = str(token.get("type", ""))
-    found, nested = token.get("attrs"), token.get("children")
-    attrs: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    raw = str(token.get("raw", ""))
-    children = _tree_children(nested) if isinstance(nested, list) else []
-    if kind == "text":
-        return html.unescape(raw)  # safe_markdown wrote "<" as "&lt;"; the reader sees "<"
-    if kind in ("inline_html", "block_html"):
-        return html.unescape(raw)  # cannot happen after safe_markdown; shown as text if it did
-    if kind == "softbreak":
-        return "\n"
-    if kind == "linebreak":
-        return _node("br", [])
-    if kind == "codespan":
-        return _node("code", [raw])
-    if kind == "block_code":
-        info = str(attrs.get("info") or "").split(" ")[0]
-        code = _node("code", [raw.removesuffix("\n")], **({"data-lang": info} if info else {}))
-        return _node("pre", [code])
-    if kind == "heading":
-        level = attrs.get("level")
-        return _node(f"h{level if isinstance(level, int) and 1 <= level <= 6 else 6}", children)
-    if kind == "thematic_break":
-        return _node("hr", [])
-    if kind == "list":
-        return _node("ol" if attrs.get("ordered") else "ul", children)
-    if kind == "table_cell":
-        align = attrs.get("align")
-        extra = {"align": align} if align in ("left", "center", "right") else {}
-        return _node("th" if attrs.get("head") else "td", children, **extra)
-    if kind == "link":
-        url = str(attrs.get("url") or "")
-        if not _SAFE_LINK.match(url):
-            return _node("span", children)
-        title = attrs.get("title")
-        return _node("a", children, href=url, **({"title": str(title)} if title else {}))
-    if kind == "image":  # never fetched: a notebook output must not call out; shown as its text
-        alt = "".join(c for c in children if isinstance(c, str)) or "image"
-        return _node("span", [f"[{alt}]"])
-    if kind == "blank_line":
-        return None
-    tag = _BLOCKS.get(kind)
-    if tag is None:
-        return _node("span", children) if children else (raw or None)
-    return _node(tag, children)
-
-
-_VOID = frozenset({"br", "hr"})
-
-
-def tree_html(children: list[DocChild]) -> str:
-    """A document tree as HTML (every text and attribute value escaped)."""
-    parts: list[str] = []
-    for child in children:
-        if isinstance(child, str):
-            parts.append(html.escape(child, quote=False))
-            continue
-        tag = child["tag"]
-        attributes = "".join(f' {name}="{html.escape(value)}"' for name, value in child["attrs"].items())
-        if tag in _VOID:
-            parts.append(f"<{tag}{attributes}>")
-        else:
-            parts.append(f"<{tag}{attributes}>{tree_html(child['children'])}</{tag}>")
-    return "".join(parts)
-
-
 # --------------------------------------------------------------------------- the chat view's item form
 
 
@@ -268,7 +141,8 @@ def view_item(item: Item) -> dict[str, Any]:
     if isinstance(item, UserItem):
         view.update(kind="user", text=item.text, steered=item.steered)
     elif isinstance(item, TextItem):
-        view.update(kind="assistant", text=item.text, streaming=item.streaming, doc=markdown_tree(item.text))
+        view.update(kind="assistant", text=item.text, streaming=item.streaming,
+                    doc=markdown_tree(item.text, partial=item.streaming))
     elif isinstance(item, ReasoningItem):
         view.update(kind="reasoning", text=item.text, streaming=item.streaming)
     elif isinstance(item, ToolItem):
@@ -342,38 +216,49 @@ def _static_groups(items: Sequence[Item]) -> Iterator[tuple[str, list[Item]]]:
 
 
 def conversation_html(items: Sequence[Item], facts: PanelFacts, *, kind: str = "chat") -> str:
-    """The ``text/html`` copy of a panel: header and conversation, readable without the widget."""
+    """The ``text/html`` copy of a panel: header and conversation, readable without the widget.
+
+    Answers are :func:`~.markdown.markdown_html` blocks; the rest is our markup around escaped text,
+    through :func:`~.markdown.safe_html`.
+    """
     from .render import TranscriptMarkdown, tool_details_html
 
     heading = html_field(f"dsh {kind} · {facts.heading}")
     details = html_field(" · ".join(facts.details))
-    parts = [f'<div class="dsh-static dsh-static-{kind}">',
-             f"<p><strong>{heading}</strong>" + (f" <small>{details}</small>" if details else "") + "</p>"]
+    blocks: list[str] = []
+    own = [f"<p><strong>{heading}</strong>" + (f" <small>{details}</small>" if details else "") + "</p>"]
+
+    def flush() -> None:
+        if own:
+            blocks.append(safe_html("".join(own)))
+            own.clear()
+
     if not items:
-        parts.append("<p><em>No messages yet.</em></p>")
+        own.append("<p><em>No messages yet.</em></p>")
     for _group, run in _static_groups(items):
         first = run[0]
         if isinstance(first, UserItem):
             text = html_field(first.text, one_line=False).replace("\n", "<br>")
             note = " <small>(steered into the running turn)</small>" if first.steered else ""
-            parts.append(f"<blockquote><p><strong>You</strong>{note}<br>{text}</p></blockquote>")
+            own.append(f"<blockquote><p><strong>You</strong>{note}<br>{text}</p></blockquote>")
             continue
         if isinstance(first, ContextItem):
-            parts.append(f"<p><small>{html_field(first.summary)}</small></p>")
+            own.append(f"<p><small>{html_field(first.summary)}</small></p>")
             continue
         for item in run:
             if isinstance(item, TextItem):
-                parts.append(tree_html(markdown_tree(item.text)))
+                flush()
+                blocks.append(markdown_html(item.text))
             elif isinstance(item, ToolItem):
-                parts.append(tool_details_html(item))
+                own.append(tool_details_html(item))
             elif isinstance(item, ReasoningItem):
-                parts.append(f"<details><summary>Reasoning</summary><pre>{html_field(item.text, one_line=False)}"
-                             "</pre></details>")
+                own.append(f"<details><summary>Reasoning</summary><pre>{html_field(item.text, one_line=False)}"
+                           "</pre></details>")
             else:
                 line = TranscriptMarkdown([item], show_reasoning=False, waiting=False).plain()
-                parts.append(f"<p><em>{html_field(line, one_line=False)}</em></p>")
-    parts.append("</div>")
-    return "\n".join(parts)
+                own.append(f"<p><em>{html_field(line, one_line=False)}</em></p>")
+    flush()
+    return f'<div class="dsh-static dsh-static-{kind}">{"".join(blocks)}</div>'
 
 
 def conversation_text(items: Sequence[Item], facts: PanelFacts, *, kind: str = "chat") -> str:
@@ -1043,6 +928,5 @@ __all__ = [
     "readable_prompt",
     "session_facts",
     "submit_to_host",
-    "tree_html",
     "view_item",
 ]

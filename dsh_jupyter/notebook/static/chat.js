@@ -1,9 +1,9 @@
 // Chat transcript (anywidget view): a header (session title, short id, model, status badge and a
 // Stop button while a turn runs) over the synced `items` list, rendered incrementally and keyed by
 // item id, so open/closed sections and the scroll position survive the ~20 updates per second of a
-// streaming turn. Answers arrive as a document tree that Python parsed from Markdown with the cell
-// output's rule (`doc`: allowed tags only); they are built with createElement and textContent, never
-// parsed as HTML. Reasoning is collapsed by default; tool calls show name and one-line arguments,
+// streaming turn. Answers arrive as a document tree that Python parsed from the one sanitiser's HTML
+// (`doc`: Markdown's elements only, links and images with allowed targets); they are built with
+// createElement and textContent, never parsed as HTML. Reasoning is collapsed by default; tool calls show name and one-line arguments,
 // with the result behind a disclosure. Terminal controls are shown as literal \xNN.
 
 const BODY_CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
@@ -34,13 +34,15 @@ function setText(element, text) {
   if (element.textContent !== text) element.textContent = text;
 }
 
-/** The elements an answer's document tree may hold, and the attributes each keeps. */
+/** The elements an answer's document tree may hold, and the attributes each keeps (markdown.py's TREE_ATTRIBUTES). */
 const DOC_TAGS = {
-  p: [], div: [], blockquote: [], strong: [], em: [], del: [], code: ["data-lang"], pre: [], br: [], hr: [],
-  h1: [], h2: [], h3: [], h4: [], h5: [], h6: [], ul: [], ol: [], li: [], span: [],
+  p: [], blockquote: [], strong: [], em: [], del: [], code: ["class"], pre: [], br: [], hr: [],
+  h1: [], h2: [], h3: [], h4: [], h5: [], h6: [], ul: [], ol: ["start"], li: [], span: [],
   table: [], thead: [], tbody: [], tr: [], th: ["align"], td: ["align"], a: ["href", "title"],
+  img: ["src", "alt", "title"],
 };
-const SAFE_HREF = /^(https?:|mailto:|#|\/|\.\.?\/|[^:/?#]+([/?#]|$))/i;
+/** A last guard for targets Python already allowed: http, https, mailto or relative (no scheme). */
+const SAFE_URL = /^(https?:|mailto:|[^:/?#]*([/?#]|$))/i;
 
 /** Build a document tree (from Python's markdown_tree) into `parent`; unknown tags become plain spans. */
 export function buildDoc(parent, children) {
@@ -55,7 +57,7 @@ export function buildDoc(parent, children) {
     for (const name of allowed || []) {
       const value = child.attrs && child.attrs[name];
       if (typeof value !== "string") continue;
-      if (name === "href" && !SAFE_HREF.test(value)) continue;
+      if ((name === "href" || name === "src") && !SAFE_URL.test(value.replace(/[\u0000-\u0020]/g, ""))) continue;
       element.setAttribute(name, value);
     }
     if (child.tag === "a") {
