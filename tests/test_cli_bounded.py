@@ -96,6 +96,31 @@ def test_show_of_a_big_session_reads_its_end_in_bounded_memory(big: dict[str, An
     assert growth < 16 << 20, f"show grew by {growth / 2**20:.1f} MB"
 
 
+def test_show_of_a_big_counted_log_folds_only_its_end(big: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the full-read limit, with counts from the catalog, only the log's last megabytes are folded, and
+    what is shown is exactly what a read of the whole log shows."""
+    from dsh_jupyter.store import window
+
+    store = str(big["root"])
+    assert main(["sessions", "list", "--store", store], out=io.StringIO()) == EXIT_OK  # the catalog counts it
+    whole = io.StringIO()
+    assert main(["sessions", "show", SESSION, "--store", store], out=whole) == EXIT_OK
+    folded: list[int] = []
+    fold = window.fold_window
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        result = fold(*args, **kwargs)
+        folded.append(-1 if result is None else args[4] - result[2])  # bytes folded
+        return result
+
+    monkeypatch.setattr(window, "FULL_READ_BYTES", 1 << 20)
+    monkeypatch.setattr(window, "fold_window", spied)
+    end = io.StringIO()
+    assert main(["sessions", "show", SESSION, "--store", store], out=end) == EXIT_OK
+    assert folded and 0 < folded[0] <= window.WINDOW_BYTES, folded
+    assert end.getvalue() == whole.getvalue()
+
+
 @pytest.mark.parametrize("fmt", ["md", "html", "ipynb"])
 def test_export_of_a_big_session_writes_every_message_in_bounded_memory(big: dict[str, Any], tmp_path: Path,
                                                                        fmt: str) -> None:
