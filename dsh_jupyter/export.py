@@ -20,7 +20,7 @@ made). What each form holds:
   result was an error is tagged ``raises-exception``, so running the notebook top to bottom goes on past
   it. Other tools' calls become Markdown cells like the Markdown form's.
 
-Terminal control characters become ``\\xNN`` in every form (:mod:`dsh_jupyter.notebook.escape`). Secrets are
+Terminal control characters become ``\\xNN`` in every form (:mod:`dsh_jupyter.escape`). Secrets are
 masked as the events are read (:func:`stream_export`), so an export from a kernel's session in memory and one
 from its log are the same file.
 
@@ -59,7 +59,7 @@ from .conversation import (
     transcript,
     transcript_items,
 )
-from .notebook.escape import escape_controls, escape_text, html_field
+from .escape import escape_controls, escape_text, html_field
 from .notebook.markdown import markdown_html
 from .notebook.transcript import argument_summary
 from .session import Event, SessionHeader, SessionLog

@@ -1,6 +1,6 @@
 """Hidden characters (bidi controls, zero-width and other invisible ones) are shown as visible marks.
 
-The rule lives in ``dsh_jupyter/notebook/escape.py`` and its one TypeScript twin in
+The rule lives in ``dsh_jupyter/escape.py`` and its one TypeScript twin in
 ``labextension/src/escape.ts``; the last tests here run the compiled twin under node on every code point,
 so the two cannot drift.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_jupyter.notebook.escape import (
+from dsh_jupyter.escape import (
     HIDDEN_RANGES,
     display_parts,
     escape_controls,

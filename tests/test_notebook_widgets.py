@@ -96,7 +96,7 @@ def test_command_names_are_registered() -> None:
 
 def test_other_notebook_modules_do_not_import_anywidget() -> None:
     code = (
-        "import sys, dsh_jupyter.notebook.completer, dsh_jupyter.notebook.display, dsh_jupyter.notebook.escape;"
+        "import sys, dsh_jupyter.notebook.completer, dsh_jupyter.notebook.display, dsh_jupyter.escape;"
         "print('anywidget' in sys.modules, 'dsh_jupyter.notebook.widgets' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..agent.approvals import NOBODY_TO_ASK, ApprovalDecision, ApprovalRequest, Approver, Scope
 from ..clip import capped
-from .escape import escape_controls, escape_text
+from ..escape import escape_controls, escape_text
 from .transcript import approval_note
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ import traitlets
 
 from ..agent.approvals import ApprovalRequest
 from ..clip import capped
+from ..escape import display_parts, escape_controls
 from .approval import MAX_SHOWN, STATIC, choices_for, default_choice
-from .escape import display_parts, escape_controls
 
 log = logging.getLogger(__name__)
 

@@ -450,8 +450,8 @@ class CommandTable:
         self.notes = list(notes)
 
     def _plain(self) -> str:
+        from ..escape import escape_controls
         from .display import _MISSING, _pad, display_width
-        from .escape import escape_controls
 
         if not self.rows:
             return "\n".join([self.empty, *map(escape_controls, self.notes)])
@@ -473,16 +473,16 @@ class CommandTable:
         return "\n".join(lines)
 
     def _html_cell(self, col: int, cell: str | None) -> str:
+        from ..escape import html_field
         from .display import _MISSING
-        from .escape import html_field
 
         if cell is None:
             return _MISSING
         return f"<code>{html_field(cell)}</code>" if col in self.code else html_field(cell)
 
     def _html(self) -> str:
+        from ..escape import html_field
         from .display import _TD, _TH
-        from .escape import html_field
 
         notes = "".join(f"<p>{html_field(note)}</p>" for note in self.notes)
         if not self.rows:

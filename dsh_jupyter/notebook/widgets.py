@@ -44,7 +44,7 @@ from anywidget.experimental import command
 
 from dsh_jupyter.agent.events import AgentEvent, MessageRecorded
 
-from .escape import escape_controls, host_mention, html_field
+from ..escape import escape_controls, host_mention, html_field
 from .markdown import DocNode, markdown_html, markdown_tree, safe_html
 from .protocols import BodySearch, ChatHost, Listener, PromptHost, SessionCandidates
 from .transcript import (
