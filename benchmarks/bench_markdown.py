@@ -1,4 +1,4 @@
-"""The one sanitiser on a long answer: Markdown to safe HTML (dsh_jupyter.notebook.markdown).
+"""The one sanitiser on a long answer: Markdown to safe HTML (dsh_jupyter.ui.markdown).
 
 Run from the repository root::
 
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from dsh_jupyter.notebook.markdown import markdown_html, markdown_tree  # noqa: E402
+from dsh_jupyter.ui.markdown import markdown_html, markdown_tree  # noqa: E402
 
 #: Per figure: the goal in milliseconds.
 GOALS_MS = {"whole render": 1000.0, "streaming update": 30.0, "streaming update (chat tree)": 30.0}

@@ -295,7 +295,7 @@ def test_hostile_answers_snapshots_and_chat_stay_inert(
 def test_an_exported_html_file_stays_inert(browser: Any, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     from playwright.sync_api import expect
 
-    from dsh_jupyter.export import write_export
+    from dsh_jupyter.ui.export import write_export
 
     log = SessionLog(SessionHeader("export-hostile", 1_787_000_000_000, str(tmp_path)))
     log.append("session/title", {"title": SOURCE_TITLE, "messageSeqs": [], "source": {"kind": "user"}})

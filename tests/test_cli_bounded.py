@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from dsh_jupyter.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
-from dsh_jupyter.export import MAX_TEXT, render
 from dsh_jupyter.session import SessionHeader, SessionLog
 from dsh_jupyter.session.messages import assistant_message, text_block, user_message
 from dsh_jupyter.store import JsonlStore
+from dsh_jupyter.ui.export import MAX_TEXT, render
 
 SIZE_MB = 48
 SESSION = "big-chat"
@@ -31,7 +31,7 @@ SESSION = "big-chat"
 #: Runs the command line in this process and prints its peak memory growth (bytes) on stderr's last line.
 CHILD = r"""
 import json, os, resource, sys
-import dsh_jupyter.cli, dsh_jupyter.export, dsh_jupyter.references.tail, nbformat
+import dsh_jupyter.cli, dsh_jupyter.ui.export, dsh_jupyter.references.tail, nbformat
 def rss():
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

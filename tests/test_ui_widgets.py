@@ -25,9 +25,9 @@ from dsh_jupyter.agent.events import (
     TurnEnded,
     TurnStarted,
 )
-from dsh_jupyter.notebook.transcript import Transcript
-from dsh_jupyter.notebook.widgets import (
-    STATIC,
+from dsh_jupyter.ui.assets import STATIC
+from dsh_jupyter.ui.transcript import Transcript
+from dsh_jupyter.ui.widgets import (
     ChatPanel,
     ChatTranscript,
     MentionPicker,
@@ -61,7 +61,7 @@ def test_views_are_package_files_loaded_by_path() -> None:
     for cls, name in ((MentionPicker, "picker.js"), (PromptBox, "prompt.js"), (ChatTranscript, "chat.js")):
         assert Path(str(getattr(cls._esm, "_path", ""))) == STATIC / name
         assert Path(str(getattr(cls._css, "_path", ""))) == STATIC / "widgets.css"
-    assert STATIC.parent == Path(__file__).resolve().parents[1] / "dsh_jupyter" / "notebook"
+    assert STATIC.parent == Path(__file__).resolve().parents[1] / "dsh_jupyter" / "ui"
 
 
 @pytest.mark.parametrize("name", ["picker.js", "prompt.js", "chat.js"])
@@ -96,8 +96,8 @@ def test_command_names_are_registered() -> None:
 
 def test_other_notebook_modules_do_not_import_anywidget() -> None:
     code = (
-        "import sys, dsh_jupyter.notebook.completer, dsh_jupyter.notebook.display, dsh_jupyter.notebook.escape;"
-        "print('anywidget' in sys.modules, 'dsh_jupyter.notebook.widgets' in sys.modules)"
+        "import sys, dsh_jupyter.notebook.completer, dsh_jupyter.ui.display, dsh_jupyter.escape;"
+        "print('anywidget' in sys.modules, 'dsh_jupyter.ui.widgets' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
@@ -669,7 +669,7 @@ console.log("ok");
 
 
 def test_markdown_tree_keeps_formatting_and_disarms_html() -> None:
-    from dsh_jupyter.notebook.markdown import markdown_tree
+    from dsh_jupyter.ui.markdown import markdown_tree
 
     tree = markdown_tree("# Total\n\nUse **bold**, `x < y` and\n\n- one\n- two\n\n```py\nprint('<b>')\n```")
     assert tree == [
@@ -697,7 +697,7 @@ def test_markdown_tree_keeps_formatting_and_disarms_html() -> None:
 
 
 def test_markdown_tree_tables_and_breaks() -> None:
-    from dsh_jupyter.notebook.markdown import markdown_tree
+    from dsh_jupyter.ui.markdown import markdown_tree
 
     table, paragraph = markdown_tree("| a | b |\n|:-|-:|\n| 1 | 2 |\n\nline one  \nline two\nthree")
     assert isinstance(table, dict) and table["tag"] == "table"
@@ -902,7 +902,7 @@ console.log("ok");
 def test_chat_view_builds_answers_from_the_tree_and_shows_the_header(tmp_path: Path) -> None:
     import json
 
-    from dsh_jupyter.notebook.widgets import markdown_tree
+    from dsh_jupyter.ui.widgets import markdown_tree
 
     doc = markdown_tree("Use **bold** and [a link](https://example.org) <img src=x onerror=alert(1)>\n\n- item")
     hostile = [{"tag": "script", "attrs": {}, "children": ["alert(1)"]},

@@ -11,7 +11,7 @@ import pytest
 from IPython.core.formatters import DisplayFormatter
 from notebook_helpers import HOSTILE_LABELS, block_markup, candidate
 
-from dsh_jupyter.notebook.display import (
+from dsh_jupyter.ui.display import (
     REFERENCE_CONTEXT_MIME,
     LocationDisplay,
     ReferenceContextDisplay,
@@ -140,7 +140,7 @@ def test_html_and_plain_text_say_the_same_words() -> None:
 
 
 def test_the_preview_of_what_the_agent_received_is_bounded_and_escaped() -> None:
-    from dsh_jupyter.notebook.display import MAX_PREVIEW_CHARS
+    from dsh_jupyter.ui.display import MAX_PREVIEW_CHARS
 
     text = "## Background\n<referenced-sessions>\x1b[31m" + "x" * (MAX_PREVIEW_CHARS + 500)
     bundle = shown(two_sources(), received=text)._repr_mimebundle_()
@@ -301,7 +301,7 @@ NOTICE = ("Using the offline model (no API key needed). To use DeepSeek, set DEE
 
 
 def test_a_notice_is_rendered_markdown_with_its_code_spans() -> None:
-    from dsh_jupyter.notebook.display import NoticeDisplay
+    from dsh_jupyter.ui.display import NoticeDisplay
 
     bundle = NoticeDisplay(NOTICE)._repr_mimebundle_()
     assert "text/markdown" not in bundle
@@ -317,7 +317,7 @@ def test_a_notice_is_rendered_markdown_with_its_code_spans() -> None:
 def test_a_notice_is_shown_once_per_owner(monkeypatch: pytest.MonkeyPatch) -> None:
     import IPython.display
 
-    from dsh_jupyter.notebook.display import show_notice
+    from dsh_jupyter.ui.display import show_notice
 
     displayed: list[Any] = []
     monkeypatch.setattr(IPython.display, "display", displayed.append)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from .escape import escape_controls, escape_html, html_field
+from ..escape import escape_controls, escape_html, html_field
 from .markdown import safe_html
 
 #: MIME type of the reference-context bundle (rendered by our JupyterLab mime extension).
@@ -233,7 +233,7 @@ def _preview(received: str | None) -> dict[str, Any] | None:
     """The bounded, control-escaped preview of what the agent received, and the note that says how much it shows."""
     if received is None:
         return None
-    from .escape import escape_text
+    from ..escape import escape_text
 
     total = len(received)
     shown = escape_text(received[:MAX_PREVIEW_CHARS])

@@ -8,7 +8,7 @@ made). What each form holds:
   collapsed as ``<details>`` with the command or code and its output (cut to :data:`MAX_OUTPUT`
   characters); reference snapshots noted by label and id, never inlined. Session text cannot inject HTML
   or break the structure: each prompt and answer is its Markdown rendered by the one sanitiser
-  (:func:`~dsh_jupyter.notebook.markdown.markdown_html`: one inert HTML block that every Markdown
+  (:func:`~dsh_jupyter.ui.markdown.markdown_html`: one inert HTML block that every Markdown
   renderer leaves alone); code and output sit in fences longer than any backtick run inside them;
   one-line fields are backslash-escaped.
 * **HTML** (``html``): one standalone, styled page; each prompt and answer is its Markdown rendered by
@@ -20,7 +20,7 @@ made). What each form holds:
   result was an error is tagged ``raises-exception``, so running the notebook top to bottom goes on past
   it. Other tools' calls become Markdown cells like the Markdown form's.
 
-Terminal control characters become ``\\xNN`` in every form (:mod:`dsh_jupyter.notebook.escape`). Secrets are
+Terminal control characters become ``\\xNN`` in every form (:mod:`dsh_jupyter.escape`). Secrets are
 masked as the events are read (:func:`stream_export`), so an export from a kernel's session in memory and one
 from its log are the same file.
 
@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .conversation import (
+from ..conversation import (
     MAX_OUTPUT,
     MAX_TEXT,
     Answer,
@@ -59,13 +59,13 @@ from .conversation import (
     transcript,
     transcript_items,
 )
-from .notebook.escape import escape_controls, escape_text, html_field
-from .notebook.markdown import markdown_html
-from .notebook.transcript import argument_summary
-from .session import Event, SessionHeader, SessionLog
+from ..escape import escape_controls, escape_text, html_field
+from ..session import Event, SessionHeader, SessionLog
+from .markdown import markdown_html
+from .transcript import argument_summary
 
 if TYPE_CHECKING:
-    from .store import SessionStore
+    from ..store import SessionStore
 
 #: The export formats, by the name ``--to`` takes.
 FORMATS: tuple[str, ...] = ("md", "html", "ipynb")
@@ -321,7 +321,7 @@ def stream_export(header: SessionHeader, title: str | None, events: Iterable[Eve
 
     Secrets are masked as the events are read (:func:`~dsh_jupyter.secrets.mask_fields`): a stored log already
     is, but a kernel exports its session from memory, where they are still whole, and both must give one file."""
-    from .secrets import mask_fields, mask_text
+    from ..secrets import mask_fields, mask_text
 
     title = mask_text(title) if title else title
     tally = Tally(title=title)
@@ -347,7 +347,7 @@ def _title(log: SessionLog) -> str | None:
 
 def export_name(session_id: str, fmt: str) -> str:
     """The file name an export gets by default: the session's folder name (safe on every file system)."""
-    from .store.paths import session_folder_name
+    from ..store.paths import session_folder_name
 
     return f"{session_folder_name(session_id)}.{check_format(fmt)}"
 

@@ -24,8 +24,8 @@ from dsh_jupyter.agent.events import (
     TurnEnded,
     TurnStarted,
 )
-from dsh_jupyter.notebook import transcript as transcript_module
-from dsh_jupyter.notebook.transcript import (
+from dsh_jupyter.ui import transcript as transcript_module
+from dsh_jupyter.ui.transcript import (
     ContextItem,
     EndItem,
     NoticeItem,
@@ -60,7 +60,7 @@ def test_the_module_imports_no_widget_or_ipython() -> None:
                 for alias in node.names}
     imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not imported & {"IPython", "ipywidgets", "anywidget", "traitlets", "ipykernel"}
-    code = ("import sys, dsh_jupyter.notebook.transcript; "
+    code = ("import sys, dsh_jupyter.ui.transcript; "
             "print(sorted(m for m in ('IPython', 'ipywidgets', 'anywidget') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

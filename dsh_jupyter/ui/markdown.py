@@ -12,7 +12,7 @@ nh3 (Ammonia) with an allowlist of tags and attributes: links and images keep on
 ``https``, ``mailto`` or relative targets, decided by nh3 after entity decoding, so
 ``java&#115;cript:``, tabs inside a scheme and reference definitions are all judged on what the browser
 would follow. Links get ``rel="noopener noreferrer"``. Terminal controls become ``\\xNN`` first
-(:func:`~.escape.escape_text`, the one control rule).
+(:func:`~dsh_jupyter.escape.escape_text`, the one control rule).
 
 **What we emit, and why.** Every frontend (JupyterLab, Notebook 7, VS Code, nbconvert, GitHub) re-parses
 a ``text/markdown`` output with its own Markdown renderer, and no escaping of Markdown can be right for
@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, TypedDict, cast
 
-from .escape import escape_text
+from ..escape import escape_text
 
 if TYPE_CHECKING:
     import nh3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dsh_jupyter.notebook.escape import escape_controls, escape_html, escape_text, host_mention, html_field
+from dsh_jupyter.escape import escape_controls, escape_html, escape_text, host_mention, html_field
 from dsh_jupyter.references.mentions import parse_session_reference_text
 from dsh_jupyter.references.uri import encode_session_reference_uri
 

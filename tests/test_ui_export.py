@@ -1,4 +1,4 @@
-"""Exporting sessions (dsh_jupyter/export.py): Markdown, HTML and notebook content, escaping of hostile session
+"""Exporting sessions (dsh_jupyter/ui/export.py): Markdown, HTML and notebook content, escaping of hostile session
 text, the exported notebook running on a real kernel, ``%dsh export`` on a real kernel, and the CLI export."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from dsh_jupyter.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
-from dsh_jupyter.export import ExportError, export_name, fence, md_literal, render, transcript, write_export
 from dsh_jupyter.session import SessionHeader, SessionLog
 from dsh_jupyter.session.messages import (
     SESSION_REFERENCE_KIND,
@@ -23,6 +22,7 @@ from dsh_jupyter.session.messages import (
     user_message,
 )
 from dsh_jupyter.store import JsonlStore
+from dsh_jupyter.ui.export import ExportError, export_name, fence, md_literal, render, transcript, write_export
 
 MODEL = {"kind": "model", "provider": "offline", "model": "tiny"}
 HOSTILE = "<img src=x onerror=alert(1)> </details> <script>alert(2)</script>"

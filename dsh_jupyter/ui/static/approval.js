@@ -4,7 +4,7 @@
 // was drawn ("rendered"), so a kernel without a frontend refuses at once instead of waiting.
 // Keyboard: focus lands on the question's default answer (Allow once; Deny when the command holds hidden
 // characters); Enter activates the focused button; Escape denies (with the reason typed so far).
-// Every text arrives escaped by the kernel (dsh_jupyter/notebook/escape.py: terminal controls as \xNN,
+// Every text arrives escaped by the kernel (dsh_jupyter/escape.py: terminal controls as \xNN,
 // hidden characters as separate "mark" parts such as ⟨U+202E⟩), so this view holds no escaping rule of
 // its own; it is set with textContent only.
 

@@ -7,7 +7,7 @@ const ONE_LINE_CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g;
 const TIMEOUT_MS = 10000;
 
 /** Terminal controls to literal \xNN (line feed included: labels, ids and cwds are one line). The kernel
- * sends each row's fields already as shown (row.shown: dsh_jupyter/notebook/escape.py, hidden characters
+ * sends each row's fields already as shown (row.shown: dsh_jupyter/escape.py, hidden characters
  * marked); this guards the raw fallbacks and error texts. */
 function escapeControls(text) {
   return String(text).replace(ONE_LINE_CONTROLS, (c) => "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0"));

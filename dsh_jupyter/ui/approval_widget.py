@@ -1,9 +1,10 @@
 """The approval question as an anywidget (view: ``static/approval.js`` and ``static/approval.css``).
 
-Kept apart from :mod:`.approval` so that choosing an approver never imports anywidget; this module is
-imported only when a question is shown. The view sends two kinds of messages: ``{"kind": "rendered"}``
-once it is drawn, and ``{"kind": "answer", "choice": once|session|prefix|deny, "reason": text}``. They are
-handled on the kernel's answer subshell thread (see :mod:`.approval`), so everything here is thread-safe.
+Kept apart from the approvers (:mod:`dsh_jupyter.notebook.approval`, which ask through it) so that
+choosing an approver never imports anywidget; this module is imported only when a question is shown.
+The view sends two kinds of messages: ``{"kind": "rendered"}`` once it is drawn, and ``{"kind": "answer",
+"choice": once|session|prefix|deny, "reason": text}``. They are handled on the kernel's answer subshell thread (see
+:mod:`dsh_jupyter.notebook.approval`), so everything here is thread-safe.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import traitlets
 
 from ..agent.approvals import ApprovalRequest
 from ..clip import capped
-from .approval import MAX_SHOWN, STATIC, choices_for, default_choice
-from .escape import display_parts, escape_controls
+from ..escape import display_parts, escape_controls
+from .approval_choices import MAX_SHOWN, choices_for, default_choice
+from .assets import STATIC
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..agent import events as ev
 from ..clip import one_line
-from .escape import escape_controls, html_field
+from ..escape import escape_controls, html_field
 from .markdown import markdown_html, safe_html
 from .transcript import (
     EndItem,

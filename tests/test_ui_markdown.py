@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from notebook_helpers import block_markup
 
-from dsh_jupyter.notebook.markdown import MARKDOWN_TAGS, markdown_html, markdown_tree, safe_html
-from dsh_jupyter.notebook.render import TranscriptMarkdown
-from dsh_jupyter.notebook.transcript import TextItem
+from dsh_jupyter.ui.markdown import MARKDOWN_TAGS, markdown_html, markdown_tree, safe_html
+from dsh_jupyter.ui.render import TranscriptMarkdown
+from dsh_jupyter.ui.transcript import TextItem
 
 CORPUS: list[dict[str, str]] = json.loads(
     (Path(__file__).parent / "fixtures" / "hostile_markdown.json").read_text(encoding="utf-8"))
@@ -220,7 +220,8 @@ def test_loading_the_extension_imports_neither_parser_nor_sanitiser() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, IPython; from dsh_jupyter.notebook import extension, display, render, markdown; "
+    code = ("import sys, IPython; from dsh_jupyter.notebook import extension; "
+            "from dsh_jupyter.ui import display, render, markdown; "
             "print(sorted(m for m in ('mistune', 'nh3') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from dsh_jupyter.models.base import ERROR_KINDS, ModelError
-from dsh_jupyter.notebook.messages import (
+from dsh_jupyter.references import errors as codes
+from dsh_jupyter.references import format_session_reference_mention
+from dsh_jupyter.references.errors import SessionReferenceError
+from dsh_jupyter.session import SessionCorruptError, SessionLockedError, SessionNotFoundError
+from dsh_jupyter.store.errors import SessionExistsError, SessionWriteError
+from dsh_jupyter.ui.messages import (
     NO_VARIABLE,
     KeptField,
     Said,
@@ -16,11 +21,6 @@ from dsh_jupyter.notebook.messages import (
     session_name,
     usage_message,
 )
-from dsh_jupyter.references import errors as codes
-from dsh_jupyter.references import format_session_reference_mention
-from dsh_jupyter.references.errors import SessionReferenceError
-from dsh_jupyter.session import SessionCorruptError, SessionLockedError, SessionNotFoundError
-from dsh_jupyter.store.errors import SessionExistsError, SessionWriteError
 
 #: Words that must never reach the user: internal classes, functions and settings they did not type.
 INTERNAL = ("HostError", "SessionReferenceError", "ModelError", "max_reference_", "encode_session_reference_uri",

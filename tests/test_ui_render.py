@@ -20,9 +20,9 @@ from dsh_jupyter.agent.events import (
     TurnEnded,
     TurnStarted,
 )
-from dsh_jupyter.notebook.display import REFERENCE_CONTEXT_MIME
-from dsh_jupyter.notebook.render import TranscriptMarkdown, TurnView
-from dsh_jupyter.notebook.transcript import EndItem, Item, ReasoningItem, TextItem, ToolItem
+from dsh_jupyter.ui.display import REFERENCE_CONTEXT_MIME
+from dsh_jupyter.ui.render import TranscriptMarkdown, TurnView
+from dsh_jupyter.ui.transcript import EndItem, Item, ReasoningItem, TextItem, ToolItem
 
 
 class FakeHandle:
@@ -267,7 +267,7 @@ def bundle(handle: FakeHandle) -> tuple[dict[str, str], dict[str, Any]]:
 
 
 def test_the_footer_says_running_then_done_with_duration_and_tokens(handles: list[FakeHandle]) -> None:
-    from dsh_jupyter.notebook.render import TURN_MIME
+    from dsh_jupyter.ui.render import TURN_MIME
 
     clock = Clock()
     view = TurnView(rate=1000.0, session=FakeSession(), clock=clock)
@@ -302,7 +302,7 @@ def test_the_footer_says_running_then_done_with_duration_and_tokens(handles: lis
 
 
 def test_the_footer_adds_the_cost_a_provider_reported(handles: list[FakeHandle]) -> None:
-    from dsh_jupyter.notebook.render import TURN_MIME
+    from dsh_jupyter.ui.render import TURN_MIME
 
     view = TurnView(rate=1000.0, session=FakeSession(), clock=Clock())
     view.start()
@@ -351,7 +351,7 @@ def test_a_view_without_a_session_has_no_footer(handles: list[FakeHandle]) -> No
 @pytest.mark.parametrize(("seconds", "text"), [(0.04, "under 0.1 s"), (0.06, "0.1 s"), (12.46, "12.5 s"),
                                                (125, "2 min 5 s"), (3780, "1 h 3 min"), (-1, "under 0.1 s")])
 def test_durations(seconds: float, text: str) -> None:
-    from dsh_jupyter.notebook.render import format_duration
+    from dsh_jupyter.ui.render import format_duration
 
     assert format_duration(seconds) == text
 
@@ -402,7 +402,7 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[int, l
 
 def footers(outputs: list[dict[str, Any]]) -> list[tuple[re.Match[str], dict[str, Any]]]:
     """Each output's footer line (plain text) matched against :data:`FOOTER`, with the output's turn facts."""
-    from dsh_jupyter.notebook.render import TURN_MIME
+    from dsh_jupyter.ui.render import TURN_MIME
 
     found = []
     for output in outputs:
@@ -470,7 +470,7 @@ def test_kernel_nbconvert_html_shows_the_footer_and_the_reference_view(executed:
 
 
 def test_a_notice_renders_its_code_spans_and_nothing_live() -> None:
-    from dsh_jupyter.notebook.transcript import NoticeItem
+    from dsh_jupyter.ui.transcript import NoticeItem
 
     shown = unwrap(TranscriptMarkdown([NoticeItem(1, "`{t}` was kept as written <img src=x onerror=alert(1)>")],
                                       False, waiting=False).html())
