@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_approvals.py
 
 A real ipykernel runs a cell that blocks (as a foreground ``%%dsh`` cell does while a question waits) on an
-:class:`~dsh_jupyter.notebook.approval_widget.ApprovalWidget` routed to the kernel's answer subshell. A
+:class:`~dsh_jupyter.ui.approval_widget.ApprovalWidget` routed to the kernel's answer subshell. A
 second client plays the frontend and sends the view's ``answer`` comm message; the cell records when the
 widget's handler saw it (both sides read the same monotonic clock). Also reported: the one-time cost of
 creating the subshell. Goal: an answer is handled within 50 ms (median) while the cell blocks.
@@ -21,7 +21,7 @@ ANSWERS = 20
 CELL = r"""
 import json, threading, time
 from dsh_jupyter.notebook.approval import answer_subshell, route_to_subshell
-from dsh_jupyter.notebook.approval_widget import ApprovalWidget
+from dsh_jupyter.ui.approval_widget import ApprovalWidget
 
 started = time.monotonic()
 subshell = answer_subshell(get_ipython().kernel)

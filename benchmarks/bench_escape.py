@@ -4,7 +4,7 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/bench_escape.py
 
-Every text a person reads goes through :func:`~dsh_jupyter.notebook.escape.escape_text` (transcripts,
+Every text a person reads goes through :func:`~dsh_jupyter.escape.escape_text` (transcripts,
 ``dsh-jupyter sessions show``, tool lines), so marking hidden characters must stay cheap. Goals: at most
 1.5x the old controls-only rule (measured here in the same run) on ASCII text (it takes a fast path); at
 least 25 MB/s on prose in other scripts (one scan with a character class that includes astral code
@@ -26,7 +26,7 @@ if str(REPO) not in sys.path:
 
 from benchmarks._timing import best, row  # noqa: E402
 from dsh_jupyter.agent.grants import command_shape  # noqa: E402
-from dsh_jupyter.notebook.escape import escape_text  # noqa: E402
+from dsh_jupyter.escape import escape_text  # noqa: E402
 
 RATIO_GOAL = 1.5
 PROSE_GOAL_MBS = 25.0

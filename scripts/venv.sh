@@ -14,8 +14,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/constraints
   echo "installing dsh-jupyter[$extras] into .venv (first run: a few minutes) ..."
   log=$(mktemp)
   # llama.cpp (the optional local model) must be built for a generic CPU: a native build can die with
-  # SIGILL on virtual machines whose advertised instruction sets are not all usable.
-  if ! CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" PATH="$PWD/.venv/bin:$PATH" \
+  # SIGILL on virtual machines whose advertised instruction sets are not all usable. Its multimodal
+  # library (llava/mtmd) is not built: the local model is text-only, and leaving it out saves minutes.
+  if ! CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" PATH="$PWD/.venv/bin:$PATH" \
       .venv/bin/python -m pip install --disable-pip-version-check -c scripts/constraints.txt -e ".[$extras]" >"$log" 2>&1; then
     grep -v "is ignored: it is neither a file nor a directory" "$log" | tail -60
     echo "pip install failed (full log: $log)" >&2

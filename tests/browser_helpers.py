@@ -555,30 +555,43 @@ class NotebookPage:
                 raise
         self.page.wait_for_selector("body[data-dsh-jupyter='active']", state="attached", timeout=KERNEL_TIMEOUT_MS)
         self.page.wait_for_selector(f"{self.scope} .jp-Cell", timeout=KERNEL_TIMEOUT_MS)
+        self.wait_idle()
+        self.fail_on_dialog("on loading")
+        return self
+
+    def wait_idle(self) -> None:
+        """Wait until the page shows the kernel idle (a cell's count can show while the kernel still works)."""
         if self.server.app == "lab":
             self.page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=KERNEL_TIMEOUT_MS)
         else:  # Notebook 7 has no status bar; its indicator goes initializing -> unknown -> idle
             self.page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", state="attached",
                                         timeout=KERNEL_TIMEOUT_MS)
-        self.fail_on_dialog("on loading")
-        return self
 
     def fail_on_dialog(self, when: str) -> None:
-        """Raise naming the app's dialog if one is open (it would swallow every click the test makes)."""
+        """Raise naming the app's dialog if one is open (it would swallow every click the test makes).
+
+        The one dialog answered here is "Select Kernel": on a busy machine the app can ask for the kernel the
+        notebook already names (its start outlived the app's wait); accepting keeps that kernel.
+        """
         dialog = self.page.locator(".jp-Dialog")
-        if dialog.count():
-            raise AssertionError(f"{self.server.app} opened a dialog {when} {self.path}: "
-                                 f"{' '.join(dialog.first.inner_text().split())!r}")
+        if not dialog.count():
+            return
+        text = " ".join(dialog.first.inner_text().split())
+        if "Select Kernel" in text:
+            dialog.first.locator(".jp-mod-accept").click()
+            dialog.first.wait_for(state="detached", timeout=PAGE_TIMEOUT_MS)
+            return
+        raise AssertionError(f"{self.server.app} opened a dialog {when} {self.path}: {text!r}")
 
     def click_editor(self, index: int) -> None:
-        """Click into cell ``index``'s editor; a dialog in the way is named instead of a bare timeout."""
+        """Click into cell ``index``'s editor; a dialog in the way is answered (kernel choice) or named."""
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         try:
-            self.editor(index).click()
+            self.editor(index).click(timeout=PAGE_TIMEOUT_MS / 2)
         except PlaywrightTimeout:
             self.fail_on_dialog(f"while clicking cell {index} of")
-            raise
+            self.editor(index).click()
 
     def cell(self, index: int) -> Any:
         return self.page.locator(f"{self.scope} .jp-Cell").nth(index)

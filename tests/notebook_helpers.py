@@ -9,6 +9,7 @@ first, then no cwd, then others; newest first within a group).
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -239,3 +240,15 @@ def run_view_scenario(tmp_path: Any, view_file: Any, scenario: str) -> str:
                             cwd=tmp_path, check=False)
     assert result.returncode == 0, f"node scenario failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
+
+
+_INERT_BLOCK = re.compile(r'<div class="dsh-[a-z-]+ tex2jax_ignore mathjax_ignore" style="white-space:normal">')
+
+
+def block_markup(html: str) -> str:
+    """The markup inside one block of the one sanitiser (``markdown_html`` / ``safe_html``), with its
+    one-block entities (line feed, ``$``, backslash) decoded, for assertions on what a reader sees."""
+    opening = _INERT_BLOCK.match(html)
+    assert opening is not None and html.endswith("</div>"), f"not one inert block: {html[:200]!r}"
+    inner = html[opening.end():-len("</div>")]
+    return inner.replace("&#10;", "\n").replace("&#13;", "\r").replace("&#36;", "$").replace("&#92;", "\\")

@@ -7,6 +7,7 @@ the agent read, and a Claude Code style PreToolUse hook that answers "ask" is re
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import sys
@@ -54,10 +55,10 @@ class Run:
             if out.get("output_type") == "stream":
                 parts.append(out["text"])
             data = out.get("data", {})
-            for mime in ("text/markdown", "text/plain"):
-                if mime in data:
-                    parts.append(data[mime])
-                    break
+            if "text/html" in data:  # the rendered output, its entities decoded (tags kept)
+                parts.append(html.unescape(data["text/html"]))
+            elif "text/plain" in data:
+                parts.append(data["text/plain"])
         return "\n".join(parts)
 
     def results(self) -> list[dict[str, Any]]:
@@ -108,7 +109,7 @@ def test_default_mode_refuses_headless_within_seconds(run: Run) -> None:
     assert elapsed < 15, elapsed
     cell = run.text("ask")
     assert "refused: needs approval" in cell and 'DshMagics.approval = \\"auto\\"' not in cell
-    assert "needs the user&#x27;s approval" in cell
+    assert "needs the user's approval" in cell
     assert "bash `touch X_ask`: refused: nobody could answer here" in cell  # the question's saved record line
     first = run.results()[0]
     assert first["meta"]["approval"]["answeredBy"] == "nobody" and first["meta"]["approval"]["mode"] == "ask"

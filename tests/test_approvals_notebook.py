@@ -23,8 +23,8 @@ from dsh_jupyter.notebook.approval import (
     decision_from_answer,
     record_line,
 )
-from dsh_jupyter.notebook.render import TranscriptMarkdown
-from dsh_jupyter.notebook.transcript import ToolItem, Transcript, approval_note
+from dsh_jupyter.ui.render import TranscriptMarkdown
+from dsh_jupyter.ui.transcript import ToolItem, Transcript, approval_note
 
 
 def request(tool: str = "bash", command: str = "git push origin main") -> ApprovalRequest:
@@ -91,7 +91,7 @@ def test_the_transcript_keeps_the_decision_on_its_tool_line() -> None:
     [item] = transcript.snapshot()
     assert isinstance(item, ToolItem) and item.approval_note == "refused: needs approval"
     shown = TranscriptMarkdown([item], False)
-    assert "<sub>refused: needs approval</sub>" in shown.markdown()
+    assert "<sub>refused: needs approval</sub>" in shown.html()
     assert shown.plain() == "[tool bash: touch X] error (refused: needs approval)"
 
 
@@ -192,7 +192,7 @@ class Frontend:
     """Plays the view: draws each shown widget (``rendered``) and answers with ``answer``."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, answer: dict[str, Any] | None, *, draw: bool = True) -> None:
-        from dsh_jupyter.notebook.approval_widget import ApprovalWidget
+        from dsh_jupyter.ui.approval_widget import ApprovalWidget
 
         self.shown: list[ApprovalWidget] = []
         original = ApprovalWidget.show

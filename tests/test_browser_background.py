@@ -139,7 +139,7 @@ def test_background_turn_streams_into_its_cell_while_others_run(
         finished(nb, 3)
         nb.run(4)  # %dsh wait
         # (b) The final answer, in the background cell, answers the steered prompt.
-        answer = background.locator(".jp-RenderedMarkdown", has=page.locator("sub.dsh-turn-footer"))
+        answer = background.locator(".jp-RenderedHTMLCommon", has=page.locator("sub.dsh-turn-footer"))
         expect(answer).to_have_count(1)  # one handle, updated in place
         expect(answer).to_contain_text(f"You asked: “{STEER_PROMPT}”")
         expect(footer).to_have_count(1)
@@ -185,7 +185,7 @@ def test_background_turn_that_ends_while_the_kernel_is_idle(
         print(f"\n[idle] background cell after {IDLE_WAIT_MS} ms with no cell running: {idle_text!r}")
 
         expect(nb.run(2).locator(".jp-OutputArea-output")).to_have_text("2")
-        answer = background.locator(".jp-RenderedMarkdown", has=page.locator("sub.dsh-turn-footer"))
+        answer = background.locator(".jp-RenderedHTMLCommon", has=page.locator("sub.dsh-turn-footer"))
         expect(answer).to_have_count(1)
         expect(answer.locator("sub.dsh-turn-footer .dsh-turn-status")).to_have_text("✓ done")
         call = tool(background, "sleep 2; echo idle-finish")

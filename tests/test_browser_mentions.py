@@ -97,12 +97,12 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         expect(answer).to_contain_text("Offline model (no API key needed)")
         expect(answer).to_contain_text("Hello! What can you do in this notebook?")
         # The answer is one Markdown output: the turn view streams into it in place, and ends with the footer.
-        streamed = answer.locator(".jp-RenderedMarkdown", has_text="Hello! What can you do")
+        streamed = answer.locator(".jp-RenderedHTMLCommon", has_text="Hello! What can you do")
         expect(streamed).to_have_count(1)
         expect(streamed.locator("sub.dsh-turn-footer")).to_have_text(
             re.compile(r"^✓ done · .+ \([0-9a-f]{8}\) · offline · (under )?\d+\.\d s · tokens [\d,]+ in, [\d,]+ out$"))
         # The first-use notice above it is Markdown: a quote with `%dsh models` as code, not backticks.
-        notice = answer.locator(".jp-RenderedMarkdown blockquote", has_text="Using the offline model")
+        notice = answer.locator(".jp-RenderedHTMLCommon blockquote", has_text="Using the offline model")
         expect(notice).to_have_count(1)
         expect(notice.locator("code")).to_have_text("%dsh models")
         nb.screenshot(request, "1-offline-answer")
@@ -178,7 +178,7 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         # Our renderer, not the text/html fallback of the same bundle, drew it.
         expect(output.locator("details.dsh-reference-context")).to_have_count(0)
         # The offline model received the snapshot: its answer reports the referenced session.
-        answer = output.locator(".jp-RenderedMarkdown")
+        answer = output.locator(".jp-RenderedHTMLCommon")
         expect(answer.filter(has_text="You referenced 1 session")).to_contain_text(
             f"session {TARGET_ID}, cwd {os.path.realpath(root.path / FOLDER)}, captured through seq {root.target_seq}")
         rendered.scroll_into_view_if_needed()

@@ -26,7 +26,7 @@ from browser_helpers import (
     write_notebook,
 )
 
-from dsh_jupyter.notebook.render import TURN_MIME
+from dsh_jupyter.ui.render import TURN_MIME
 
 pytestmark = pytest.mark.browser
 

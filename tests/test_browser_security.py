@@ -161,7 +161,7 @@ def test_hostile_titles_render_as_text_everywhere(
         # Running the prompt shows our mime renderer and the offline model's streamed Markdown answer,
         # which quotes the referenced titles: both must show them as text.
         output = nb.run(3)
-        answer = output.locator(".jp-RenderedMarkdown").filter(has_text="You referenced 3 sessions")
+        answer = output.locator(".jp-RenderedHTMLCommon").filter(has_text="You referenced 3 sessions")
         expect(answer).to_be_visible()
         inert.check("Markdown answer of the turn", answer, literal=(IMG, TAG, ANSI_SHOWN))
 

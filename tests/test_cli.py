@@ -202,7 +202,7 @@ def test_show_escapes_the_conversation_and_every_field(project: JsonlStore, tmp_
 
 
 def test_escape_is_the_notebook_rule() -> None:
-    from dsh_jupyter.notebook.escape import escape_controls
+    from dsh_jupyter.escape import escape_controls
 
     for text in ("a\nb\x1b]8;;x\x07\x9b\u0085", "plain", "tab\there"):
         assert escape(text) == escape_controls(text)

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from dsh_jupyter.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
-from dsh_jupyter.export import MAX_TEXT, render
 from dsh_jupyter.session import SessionHeader, SessionLog
 from dsh_jupyter.session.messages import assistant_message, text_block, user_message
 from dsh_jupyter.store import JsonlStore
+from dsh_jupyter.ui.export import MAX_TEXT, render
 
 SIZE_MB = 48
 SESSION = "big-chat"
@@ -31,7 +31,7 @@ SESSION = "big-chat"
 #: Runs the command line in this process and prints its peak memory growth (bytes) on stderr's last line.
 CHILD = r"""
 import json, os, resource, sys
-import dsh_jupyter.cli, dsh_jupyter.export, dsh_jupyter.references.tail, nbformat
+import dsh_jupyter.cli, dsh_jupyter.ui.export, dsh_jupyter.references.tail, nbformat
 def rss():
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -94,6 +94,31 @@ def test_show_of_a_big_session_reads_its_end_in_bounded_memory(big: dict[str, An
     assert " more characters of this message not shown)\n" in out  # a message cut, saying by how much
     # Held: the last 20 messages and where the surface lines are, not the 48 MB log (the old path: ~100 MB).
     assert growth < 16 << 20, f"show grew by {growth / 2**20:.1f} MB"
+
+
+def test_show_of_a_big_counted_log_folds_only_its_end(big: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the full-read limit, with counts from the catalog, only the log's last megabytes are folded, and
+    what is shown is exactly what a read of the whole log shows."""
+    from dsh_jupyter.store import window
+
+    store = str(big["root"])
+    assert main(["sessions", "list", "--store", store], out=io.StringIO()) == EXIT_OK  # the catalog counts it
+    whole = io.StringIO()
+    assert main(["sessions", "show", SESSION, "--store", store], out=whole) == EXIT_OK
+    folded: list[int] = []
+    fold = window.fold_window
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        result = fold(*args, **kwargs)
+        folded.append(-1 if result is None else args[4] - result[2])  # bytes folded
+        return result
+
+    monkeypatch.setattr(window, "FULL_READ_BYTES", 1 << 20)
+    monkeypatch.setattr(window, "fold_window", spied)
+    end = io.StringIO()
+    assert main(["sessions", "show", SESSION, "--store", store], out=end) == EXIT_OK
+    assert folded and 0 < folded[0] <= window.WINDOW_BYTES, folded
+    assert end.getvalue() == whole.getvalue()
 
 
 @pytest.mark.parametrize("fmt", ["md", "html", "ipynb"])

@@ -11,9 +11,9 @@ from IPython.core.completer import provisionalcompleter
 from IPython.core.interactiveshell import InteractiveShell
 from notebook_helpers import FakeHost, candidate
 
+from dsh_jupyter.escape import host_mention
 from dsh_jupyter.notebook import completer as completer_module
 from dsh_jupyter.notebook.completer import MATCHER_ID, dsh_matcher, install_completer
-from dsh_jupyter.notebook.escape import host_mention
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Hidden characters (bidi controls, zero-width and other invisible ones) are shown as visible marks.
 
-The rule lives in ``dsh_jupyter/notebook/escape.py`` and its one TypeScript twin in
+The rule lives in ``dsh_jupyter/escape.py`` and its one TypeScript twin in
 ``labextension/src/escape.ts``; the last tests here run the compiled twin under node on every code point,
 so the two cannot drift.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_jupyter.notebook.escape import (
+from dsh_jupyter.escape import (
     HIDDEN_RANGES,
     display_parts,
     escape_controls,
@@ -106,8 +106,8 @@ def test_the_ranges_are_sorted_and_disjoint() -> None:
 
 
 def test_tool_lines_and_the_footer_title_show_marks() -> None:
-    from dsh_jupyter.notebook.render import TurnFooter, tool_details_html
-    from dsh_jupyter.notebook.transcript import ToolItem
+    from dsh_jupyter.ui.render import TurnFooter, tool_details_html
+    from dsh_jupyter.ui.transcript import ToolItem
 
     item = ToolItem(1, "c1", "bash", ATTACK, "{}", "hello \u2066x\u2069\n", "ok")
     line = tool_details_html(item)
@@ -116,11 +116,11 @@ def test_tool_lines_and_the_footer_title_show_marks() -> None:
     assert not any(ch in line for ch in "\u202e\u202c\u2066\u2069")
     footer = TurnFooter("s-1", "Budget \u202eslx.exe", "offline", "offline", "done", 0.0, 1.0)
     assert "Budget ⟨U+202E⟩slx.exe" in footer.plain()
-    assert "Budget ⟨U+202E⟩slx.exe" in footer.markdown()
+    assert "Budget ⟨U+202E⟩slx.exe" in footer.html()
 
 
 def test_the_mention_picker_rows_carry_the_marked_label_id_and_cwd() -> None:
-    from dsh_jupyter.notebook.widgets import _shown_row
+    from dsh_jupyter.ui.widgets.picker import _shown_row
 
     shown = _shown_row({"sessionId": "s\u200b1", "label": "Budget \u202eslx.exe", "cwd": "/w\u2066"})
     assert shown == {"label": "Budget ⟨U+202E⟩slx.exe", "sessionId": "s⟨U+200B⟩1", "cwd": "/w⟨U+2066⟩"}

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from notebook_helpers import FakeHost
 
-from dsh_jupyter.notebook import completer, python_tool, widgets
+from dsh_jupyter.notebook import completer, python_tool
 from dsh_jupyter.notebook.config import DshSettings
 from dsh_jupyter.notebook.host import NotebookHost
 from dsh_jupyter.notebook.protocols import ChatHost, CompletionHost, PromptHost, PythonToolHost, SessionCandidates
+from dsh_jupyter.ui.widgets import panel, picker, prompt, submission
 
 
 def as_chat_host(host: ChatHost) -> ChatHost:
@@ -51,7 +52,7 @@ def test_the_test_double_offers_the_widget_protocols() -> None:
     assert {id(prompt), id(chat), id(mentions), id(completion)} == {id(fake)}
 
 
-@pytest.mark.parametrize("module", [widgets, completer, python_tool])
+@pytest.mark.parametrize("module", [panel, picker, prompt, submission, completer, python_tool])
 def test_surfaces_take_typed_hosts(module: object) -> None:
     source = Path(str(getattr(module, "__file__", ""))).read_text(encoding="utf-8")
     assert not re.search(r"\bhost\w*\s*:\s*Any\b", source)

@@ -90,7 +90,7 @@ def execute(tmp_path: Path, cells: list[str]) -> Any:
 
 
 def shown(outputs: list[Any]) -> list[str]:
-    """What a notebook front end shows for each output: stream text, else Markdown, else plain text."""
+    """What a notebook front end shows for each output: stream text, else its rich form (HTML), else plain text."""
     texts = []
     for out in outputs:
         if out.get("output_type") == "stream":
@@ -124,7 +124,7 @@ def test_kernel_python_output_appears_once_inside_its_tool_line_and_a_stopped_to
     tool_line = re.search(r"<details><summary>⚙ <code>python · [^<]*</code> ✓</summary><pre>(.*?)</pre></details>",
                           joined, re.S)
     assert tool_line is not None, joined
-    assert "tail-marker" in tool_line.group(1) and "Out: &#x27;final-value&#x27;" in tool_line.group(1)
+    assert "tail-marker" in tool_line.group(1) and "Out: 'final-value'" in tool_line.group(1)
 
     stopped = "\n".join(shown(stopped_cell.outputs))
     assert re.search(r"<summary>⚙ <code>bash · sleep 20</code> ⏹ stopped</summary>", stopped), stopped

@@ -249,7 +249,7 @@ def test_kernel_a_deleted_variable_is_a_clear_error_and_nothing_is_written(kerne
 
 
 def test_the_reference_view_lists_frozen_variables() -> None:
-    from dsh_jupyter.notebook.display import ReferenceContextDisplay
+    from dsh_jupyter.ui.display import ReferenceContextDisplay
 
     metadata = {"kind": "session-reference", "form": "recall", "version": 1, "references": [],
                 "variables": [{"variable": "df", "label": "df", "type": "DataFrame", "brief": "DataFrame 1,000×4",

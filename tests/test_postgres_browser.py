@@ -114,7 +114,7 @@ def test_lab_popup_lists_a_shared_postgres_session_and_the_kernel_resolves_it(
         expect(rendered).to_have_count(1)
         expect(rendered.locator("details.jp-DshReferenceContext-list > summary")).to_contain_text(
             f"Referenced: {SHARED_TITLE}")
-        answer = output.locator(".jp-RenderedMarkdown")
+        answer = output.locator(".jp-RenderedHTMLCommon")
         expect(answer.filter(has_text="You referenced 1 session")).to_contain_text(
             f"session {SHARED_ID}, cwd /home/alice/analysis, captured through seq {shared_seq}")
         rendered.scroll_into_view_if_needed()

@@ -208,7 +208,7 @@ def test_one_listing_answers_the_keystrokes_of_one_query(peers: Path, tmp_path: 
 
 
 def test_session_table_marks_the_tool_only_when_there_is_one() -> None:
-    from dsh_jupyter.notebook.display import SessionTable
+    from dsh_jupyter.ui.display import SessionTable
 
     ours = {"sessionId": "6a9e04f1-0000-4000-8000-000000000000", "label": "Ours", "createdAt": 0}
     plain = SessionTable([ours])._plain()

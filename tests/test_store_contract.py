@@ -773,7 +773,7 @@ def test_stream_events_yields_what_load_reads_one_event_at_a_time(store: Session
 
 
 def test_an_export_of_a_damaged_session_writes_nothing(store: SessionStore, tmp_path: Path) -> None:
-    from dsh_jupyter.export import export_stored
+    from dsh_jupyter.ui.export import export_stored
 
     write_session(store, "s-1", turns=3)
     target = tmp_path / "out" / "s-1.md"

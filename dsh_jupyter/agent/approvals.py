@@ -71,7 +71,7 @@ class ApprovalRequest:
     @property
     def warning(self) -> str | None:
         """What the question must say about hidden characters in the command or code (``None``: none)."""
-        from ..notebook.escape import hidden_warning
+        from ..escape import hidden_warning
 
         return hidden_warning(self.shown, "command" if self.tool == "bash" else "code")
 

@@ -15,7 +15,7 @@ it) only when it is **one simple command** that bash runs as written:
 - no variable assignment before the program (``GIT_DIR=… git``, ``PAGER=… git``);
 - no redirection that writes (``>``, ``>>``, ``&>``, ``<>``, here-documents); reading a file with ``<``,
   joining streams (``2>&1``) and discarding into ``/dev/null`` are fine;
-- no hidden characters (bidi controls, zero-width characters: see :mod:`dsh_jupyter.notebook.escape`);
+- no hidden characters (bidi controls, zero-width characters: see :mod:`dsh_jupyter.escape`);
 - the program is not one that runs other commands by design (shells, ``eval``, ``exec``, ``env``,
   ``sudo``, ``xargs``, interpreters such as ``python`` or ``node``): a grant for those would cover
   everything, so none is offered;
@@ -143,7 +143,7 @@ def covered_by(command: str, granted: str) -> str | None:
 
 
 def _problem(command: str, program: str | None) -> str | None:
-    from ..notebook.escape import hidden_characters
+    from ..escape import hidden_characters
 
     hidden = hidden_characters(command)
     if hidden:

@@ -1,5 +1,5 @@
 """``sessions export``: one session, or every session of a store, written into a folder as Markdown, HTML
-or a re-runnable notebook (streamed one event at a time, :func:`dsh_jupyter.export.export_stored`)."""
+or a re-runnable notebook (streamed one event at a time, :func:`dsh_jupyter.ui.export.export_stored`)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ LARGE_LOG = 32 << 20
 
 
 def cmd_export(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
-    """Each session is streamed to its file one event at a time (:func:`dsh_jupyter.export.export_stored`)."""
-    from ..export import ExportError, export_name, export_stored
+    """Each session is streamed to its file one event at a time (:func:`dsh_jupyter.ui.export.export_stored`)."""
     from ..session import SessionError
     from ..store import JsonlStore
+    from ..ui.export import ExportError, export_name, export_stored
 
     if args.every_session == (args.session is not None):
         raise CliError("give either a session ID or --all (every session of the store)" if args.every_session

@@ -19,16 +19,16 @@ _JSON_CONTROLS = re.compile("[\x7f-\x9f]")
 def escape(text: str) -> str:
     """Terminal control characters (line feed included) as literal ``\\xNN``: one field, one line.
 
-    The notebook's rule (:func:`dsh_jupyter.notebook.escape.escape_controls`), so a terminal and a cell
+    The notebook's rule (:func:`dsh_jupyter.escape.escape_controls`), so a terminal and a cell
     show the same text."""
-    from ..notebook.escape import escape_controls
+    from ..escape import escape_controls
 
     return escape_controls(text)
 
 
 def text(value: str) -> str:
     """A multi-line text for the terminal: line feeds and tabs kept, every other control as ``\\xNN``."""
-    from ..notebook.escape import escape_text
+    from ..escape import escape_text
 
     return escape_text(value)
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..catalog import Catalog, CatalogEntry
     from ..references.tail import Shown
     from ..sources import ForeignSessions
+    from ..store import JsonlStore
 
 
 def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
@@ -48,26 +49,61 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
         rows.append(("notebook", escape(entry.notebook)))
     if counted and not args.json:
         _write_rows(out, rows, entry, entry.user_messages, entry.assistant_messages)
+    store = JsonlStore(entry.store)
+    skip = frozenset(PROJECTION_SKIPS | {STREAM_SURFACE})
     try:
-        snapshot = JsonlStore(entry.store).read_surface(entry.session_id, skip_data=PROJECTION_SKIPS | {STREAM_SURFACE})
-        if counted:  # only the last messages are decoded, read from the end
+        windowed = _last_of_big_log(store, entry, skip, args) if counted else None
+        if windowed is not None:  # a big log whose counts the catalog knows: only its end is folded
+            captured, shown = windowed
             user, assistant = entry.user_messages, entry.assistant_messages
-            shown = last_messages(snapshot.events, args.messages, args.chars)
         else:
-            user, assistant, shown = read_forward(snapshot.events, args.messages, args.chars)
+            snapshot = store.read_surface(entry.session_id, skip_data=skip)
+            captured = snapshot.captured_through_seq
+            if counted:  # only the last messages are decoded, read from the end
+                user, assistant = entry.user_messages, entry.assistant_messages
+                shown = last_messages(snapshot.events, args.messages, args.chars)
+            else:
+                user, assistant, shown = read_forward(snapshot.events, args.messages, args.chars)
+                surface = len(snapshot.events)
     except (SessionError, OSError) as exc:
         raise CliError(f"cannot read session {escape(entry.session_id)} at {entry.path}: {exc}") from exc
     if args.json:
         record = entry.to_json()
-        record["capturedThroughSeq"] = snapshot.captured_through_seq
+        record["capturedThroughSeq"] = captured
         record["conversation"] = conversation_json(user + assistant, shown)
         print_json(record, out)
         return EXIT_OK
     if not counted:
-        _write_rows(out, rows, entry, user, assistant, surface=len(snapshot.events),
-                    events=0 if snapshot.captured_through_seq is None else snapshot.captured_through_seq + 1)
+        _write_rows(out, rows, entry, user, assistant, surface=surface, events=0 if captured is None else captured + 1)
     _write_conversation(out, user + assistant, shown, args.chars, entry.session_id, entry.size)
     return EXIT_OK
+
+
+def _last_of_big_log(store: JsonlStore, entry: CatalogEntry, skip: frozenset[str],
+                     args: argparse.Namespace) -> tuple[int | None, list[Shown]] | None:
+    """``(captured through seq, the last messages)`` of a log over :data:`~dsh_jupyter.store.window.FULL_READ_BYTES`
+    from its last megabytes alone (:func:`~dsh_jupyter.store.window.fold_window`); ``None`` for a smaller log,
+    or one whose end does not stand alone (then the whole log is read)."""
+    import os
+
+    from ..references.tail import last_messages
+    from ..store.scan import read_header
+    from ..store.window import FULL_READ_BYTES, fold_window
+
+    fh, path = store._open_log(entry.session_id)
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= FULL_READ_BYTES:
+            return None
+        header, header_bytes = read_header(fh, str(path))
+        window = fold_window(fh, str(path), header, header_bytes, size, skip)
+        if window is None:
+            return None
+        scan = window[0]
+        shown = last_messages(scan.surface, args.messages, args.chars)
+        if len(shown) < args.messages and entry.user_messages + entry.assistant_messages > len(shown):
+            return None  # the window holds fewer messages than asked for: read them all
+        return scan.last_seq, shown
 
 
 def _write_rows(out: TextIO, rows: list[tuple[str, str]], entry: CatalogEntry, user: int, assistant: int, *,

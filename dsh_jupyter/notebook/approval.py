@@ -3,7 +3,7 @@
 :func:`approver_for` picks the host's :class:`~dsh_jupyter.agent.approvals.Approver`:
 
 - in a kernel (JupyterLab, Notebook 7, VS Code): :class:`WidgetApprover` shows an :class:`ApprovalWidget`
-  (``static/approval.js``) with the exact command or code, **Allow once**, **Allow for this session**
+  (``dsh_jupyter/ui/static/approval.js``) with the exact command or code, **Allow once**, **Allow for this session**
   (for bash also "commands starting with ``git``") and **Deny** with an optional reason;
 - in terminal IPython: :class:`StdinApprover` asks with ``input()``;
 - anywhere else: nobody can be asked, and the policy refuses at once.
@@ -37,24 +37,21 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..agent.approvals import NOBODY_TO_ASK, ApprovalDecision, ApprovalRequest, Approver, Scope
 from ..clip import capped
-from .escape import escape_controls, escape_text
-from .transcript import approval_note
+from ..escape import escape_controls, escape_text
+from ..ui.approval_choices import MAX_SHOWN, choices_for, default_choice
+from ..ui.transcript import approval_note
 
 if TYPE_CHECKING:
-    from .approval_widget import ApprovalWidget
+    from ..ui.approval_widget import ApprovalWidget
 
 log = logging.getLogger(__name__)
 
-STATIC = Path(__file__).with_name("static")
 #: Seconds a shown question waits for its view to say it was drawn before "nobody is looking".
 RENDER_WAIT = 3.0
-#: Most characters of a command or code shown in a question.
-MAX_SHOWN = 20_000
 
 
 class MainThreadRunner(Protocol):
@@ -96,20 +93,6 @@ def record_line(request: ApprovalRequest, decision: ApprovalDecision | None, out
     if outcome is None and decision is not None:
         outcome = approval_note(decision.to_json(request, "ask")) or ("allowed" if decision.allowed else "refused")
     return f"{request.tool} `{command}`: {outcome or 'asking'}"
-
-
-def choices_for(request: ApprovalRequest) -> list[tuple[str, str]]:
-    """The answers offered, as ``(choice, label)``: once, for the session, the command word, deny."""
-    offered = [("once", "Allow once"), ("session", f"Allow {request.tool} for this session")]
-    if request.prefix is not None:
-        offered.append(("prefix", f"Allow commands starting with {request.prefix}"))
-    offered.append(("deny", "Deny"))
-    return offered
-
-
-def default_choice(request: ApprovalRequest) -> str:
-    """The answer focused first (Enter on stdin): Deny when the command holds hidden characters."""
-    return "deny" if request.warning else "once"
 
 
 def question_heading(request: ApprovalRequest) -> list[str]:
@@ -248,7 +231,7 @@ class WidgetApprover:
         self._lock = threading.Lock()
 
     def _widget(self) -> ApprovalWidget:
-        from .approval_widget import ApprovalWidget
+        from ..ui.approval_widget import ApprovalWidget
 
         widget = ApprovalWidget()
         route_to_subshell(widget, answer_subshell(self.kernel))

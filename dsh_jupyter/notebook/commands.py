@@ -450,8 +450,8 @@ class CommandTable:
         self.notes = list(notes)
 
     def _plain(self) -> str:
-        from .display import _MISSING, _pad, display_width
-        from .escape import escape_controls
+        from ..escape import escape_controls
+        from ..ui.display import _MISSING, _pad, display_width
 
         if not self.rows:
             return "\n".join([self.empty, *map(escape_controls, self.notes)])
@@ -473,16 +473,16 @@ class CommandTable:
         return "\n".join(lines)
 
     def _html_cell(self, col: int, cell: str | None) -> str:
-        from .display import _MISSING
-        from .escape import html_field
+        from ..escape import html_field
+        from ..ui.display import _MISSING
 
         if cell is None:
             return _MISSING
         return f"<code>{html_field(cell)}</code>" if col in self.code else html_field(cell)
 
     def _html(self) -> str:
-        from .display import _TD, _TH
-        from .escape import html_field
+        from ..escape import html_field
+        from ..ui.display import _TD, _TH
 
         notes = "".join(f"<p>{html_field(note)}</p>" for note in self.notes)
         if not self.rows:
@@ -502,9 +502,10 @@ class CommandTable:
                 f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{notes}")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from .display import _filter
+        from ..ui.display import _filter
+        from ..ui.markdown import safe_html
 
-        return _filter({"text/html": self._html(), "text/plain": self._plain()}, include, exclude)
+        return _filter({"text/html": safe_html(self._html()), "text/plain": self._plain()}, include, exclude)
 
     def __repr__(self) -> str:
         return self._plain()

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from IPython.core.completer import CompletionContext, SimpleCompletion, SimpleMatcherResult, context_matcher
 
-from .escape import host_mention
+from ..escape import host_mention
 from .protocols import CompletionHost, FileCandidates, SessionCandidates
 
 if TYPE_CHECKING:

@@ -6,30 +6,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from traitlets import Bool, CaselessStrEnum, Float, Int, Unicode
 from traitlets.config import Configurable
 
-
-class _MaskedDsn(str):
-    """A connection string whose repr (what ``%config DshMagics`` shows) hides the password."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        if not self:
-            return "''"
-        from ..store.postgres import mask_dsn
-
-        return repr(mask_dsn(str(self)))
-
-
-class DsnUnicode(Unicode):  # type: ignore[type-arg]
-    """A string option holding a database DSN: stored as given, never shown with its password."""
-
-    def validate(self, obj: Any, value: Any) -> Any:
-        return _MaskedDsn(super().validate(obj, value))
+from ..traits import DsnUnicode
 
 
 class DshSettings(Configurable):

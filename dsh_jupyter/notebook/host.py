@@ -172,7 +172,7 @@ class NotebookHost:
             return build()
         except ServiceError as exc:
             from ..references import SessionReferenceError
-            from .messages import describe
+            from ..ui.messages import describe
 
             cause = exc.__context__  # a reference setting the service refused: say which, as it is typed
             raise HostError(describe(cause) if isinstance(cause, SessionReferenceError) else str(exc)) from None
@@ -229,7 +229,7 @@ class NotebookHost:
                 accepts_images={"yes": True, "no": False}.get(self.settings.model_images.lower()),
             )
         except ModelError as exc:
-            from .messages import Said, model_error_message
+            from ..ui.messages import Said, model_error_message
 
             raise HostError(model_error_message(exc, Said(options={"--model": spec} if spec else {}))) from None
         key_present = getattr(provider, "key_present", None)
@@ -449,7 +449,7 @@ class NotebookHost:
                 f"no session {session_id!r} in {self.services.describe_store()}; list them with %dsh sessions"
             ) from None
         except SessionError as exc:
-            from .messages import Said, session_error_message
+            from ..ui.messages import Said, session_error_message
 
             raise HostError(session_error_message(exc, Said(title_of=self.query.title), session_id)) from None
         try:
@@ -486,7 +486,7 @@ class NotebookHost:
         if len(titled) == 1:
             return titled[0]
         if len(prefixed) > 1 or len(titled) > 1:
-            from .messages import session_name
+            from ..ui.messages import session_name
 
             names = ", ".join(session_name(i, query.title(i)) for i in (prefixed if len(prefixed) > 1 else titled)[:4])
             raise HostError(f"{text!r} matches several sessions ({names}); use more of the id (see %dsh sessions)")

@@ -14,11 +14,11 @@ from typing import Any
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 
+from ..ui.display import show_notice
+from ..ui.messages import NO_VARIABLE, KeptField, Said, blocked_message, describe, interpolation_notice, usage_message
 from . import commands
 from .config import DshSettings
-from .display import show_notice
 from .host import HostError, NotebookHost
-from .messages import NO_VARIABLE, KeptField, Said, blocked_message, describe, interpolation_notice, usage_message
 
 INTERRUPT_GRACE_SECONDS = 5.0
 
@@ -172,7 +172,7 @@ class DshMagics(Magics, DshSettings):
 
     def _run_prompt(self, agent: Any, prompt: str, args: Any, said: Said | None = None) -> None:
         from ..agent.submit import prepare_prompt
-        from .render import TurnView
+        from ..ui.render import TurnView
 
         host = self.host
         said = dataclasses.replace(said or Said(prompt, title_of=self._title_of), session_id=agent.id)
@@ -193,7 +193,7 @@ class DshMagics(Magics, DshSettings):
         if prepared.context is not None:
             from IPython.display import display
 
-            from .display import ReferenceContextDisplay
+            from ..ui.display import ReferenceContextDisplay
 
             spills = {index: getattr(spill, "path", spill) for index, spill in prepared.spills.items()}
             display(ReferenceContextDisplay.from_context(prepared.context, target_session_id=agent.id, spills=spills))
@@ -291,7 +291,7 @@ class DshMagics(Magics, DshSettings):
         return None
 
     def _cmd_sessions(self, args: argparse.Namespace) -> Any:
-        from .display import SessionTable
+        from ..ui.display import SessionTable
 
         if args.body and self.host.services.candidate_source is None:
             raise HostError("--body searches the text of messages through the session catalog, which is off or "
@@ -370,8 +370,8 @@ class DshMagics(Magics, DshSettings):
     def _cmd_export(self, args: argparse.Namespace) -> Any:
         import os
 
-        from ..export import ExportError, export_name, export_stored, write_export
         from ..session import SessionError
+        from ..ui.export import ExportError, export_name, export_stored, write_export
 
         host = self.host
         fmt = args.to or "md"
@@ -398,7 +398,7 @@ class DshMagics(Magics, DshSettings):
 
     def _cmd_pick(self, args: argparse.Namespace) -> Any:
         """A prompt box with the session picker, answers under it: one output (IPython shows it unless assigned)."""
-        from .widgets import ChatPanel
+        from ..ui.widgets import ChatPanel
 
         panel = ChatPanel(self.host, kind="pick")
         if args.query:
@@ -406,7 +406,7 @@ class DshMagics(Magics, DshSettings):
         return panel
 
     def _cmd_chat(self, args: argparse.Namespace) -> Any:
-        from .widgets import ChatPanel
+        from ..ui.widgets import ChatPanel
 
         return ChatPanel(self.host)
 

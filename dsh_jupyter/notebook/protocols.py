@@ -1,40 +1,20 @@
 """What the notebook surfaces need from the notebook host, as :class:`typing.Protocol` seams.
 
-The widgets, the ``@`` completer and the ``python`` tool depend on these small protocols, never on
-:class:`~.host.NotebookHost` itself, so they can be driven by a test double and none of them imports
-the host module (which imports the ``python`` tool). The host offers every method here under the same
-name.
+The ``@`` completer and the ``python`` tool depend on these small protocols (the widgets on those of
+:mod:`dsh_jupyter.ui.protocols`, re-exported here), never on :class:`~.host.NotebookHost` itself, so
+they can be driven by a test double and none of them imports the host module (which imports the
+``python`` tool). The host offers every method here under the same name.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeVar
 
-if TYPE_CHECKING:  # the agent package is heavy: the completer imports this module while the extension loads
-    from ..agent.events import AgentEvent
+from ..ui.protocols import BodySearch, ChatHost, Listener, PromptHost, SessionCandidates
 
 _T = TypeVar("_T")
-
-#: Receives agent events on the agent thread.
-Listener: TypeAlias = "Callable[[AgentEvent], None]"
-
-
-class SessionCandidates(Protocol):
-    """Lists sessions to mention, in rank order, in the remote candidate form.
-
-    Each candidate is a dict with ``sessionId``, ``label``, ``cwd`` (when known), ``sameWorkspace``,
-    ``createdAt`` and ``mention``.
-    """
-
-    def candidates(self, query: str, limit: int | None = None) -> list[dict[str, Any]]: ...
-
-
-class BodySearch(Protocol):
-    """A host that can also match message bodies (it searches through the session catalog)."""
-
-    def candidates(self, query: str, limit: int | None = None, *, body: bool = False) -> list[dict[str, Any]]: ...
 
 
 class FileCandidates(Protocol):
@@ -45,23 +25,6 @@ class FileCandidates(Protocol):
 
 class CompletionHost(SessionCandidates, FileCandidates, Protocol):
     """What ``@`` completion in ``%%dsh`` cells needs: sessions, then files."""
-
-
-class PromptHost(Protocol):
-    """Takes prompts: sends one (idle) or steers it into the running turn (busy)."""
-
-    @property
-    def busy(self) -> bool: ...
-
-    def submit_async(self, text: str, listener: Listener) -> concurrent.futures.Future[Any]:
-        """Prepare and send ``text``; ``listener`` receives the turn's events on the agent thread."""
-        ...
-
-
-class ChatHost(PromptHost, SessionCandidates, Protocol):
-    """What a chat panel needs: prompts, mentions and a way to stop the running turn."""
-
-    def cancel(self) -> None: ...
 
 
 class MainThreadRunner(Protocol):

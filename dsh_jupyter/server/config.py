@@ -11,8 +11,8 @@ import os
 from traitlets import Bool, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
-from ..notebook.config import DsnUnicode
 from ..services import POSTGRES_DSN_ENV
+from ..traits import DsnUnicode
 from .boundary import Boundary
 from .pool import DEFAULT_QUEUED, DEFAULT_WORKERS, ReadPool
 from .postgres import ServedPostgres, served_postgres

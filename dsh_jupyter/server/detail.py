@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..references import encode_session_reference_uri, format_session_reference_mention
 from ..references.projection import PROJECTION_SKIPS, USER, format_version, project_event
-from ..session import SessionCorruptError, SessionError, SessionFormatError, SessionHeader
+from ..session import SessionCorruptError, SessionFormatError, SessionHeader
+from ..store import window as _window
 
 if TYPE_CHECKING:
     from ..catalog import Catalog
@@ -48,10 +49,9 @@ log = logging.getLogger(__name__)
 #: The preview keeps the newest messages, each cut to a byte budget.
 PREVIEW_MESSAGES = 20
 PREVIEW_MESSAGE_BYTES = 4096
-#: A log bigger than this is read from its end only, unless the catalog keeps its fold.
-FULL_READ_BYTES = 64 << 20
-#: How much of a big log's end is read.
-WINDOW_BYTES = 8 << 20
+#: A log bigger than this is read from its end only, unless the catalog keeps its fold; how much of its end.
+FULL_READ_BYTES = _window.FULL_READ_BYTES
+WINDOW_BYTES = _window.WINDOW_BYTES
 #: Seconds spent counting the messages before the preview; beyond that their number is estimated.
 COUNT_SECONDS = 0.5
 #: Damaged lines named one by one (the count of the others is given).
@@ -161,33 +161,14 @@ def _read_whole(fh: BinaryIO, path: str, header: SessionHeader, skip: frozenset[
 
 def _read_window(fh: BinaryIO, path: str, header: SessionHeader, header_bytes: int, size: int,
                  skip: frozenset[str]) -> Reading | None:
-    """The surface of the log's last :data:`WINDOW_BYTES`, folded on its own; ``None`` when it cannot be
-    (then the log is read in full)."""
-    from .._json import loads
-    from ..session import events_from_record
-    from ..store.scan import OVERLONG, STREAM_SURFACE, FoldState, _Lines, fold_lines, surface_of
+    """The surface of the log's last :data:`WINDOW_BYTES`, folded on its own
+    (:func:`dsh_jupyter.store.window.fold_window`); ``None`` when it cannot be (then the log is read in full)."""
+    from ..store.window import fold_window
 
-    fh.seek(max(header_bytes, size - WINDOW_BYTES) - 1)
-    probe = fh.read(min(size, 1 << 20))
-    newline = probe.find(b"\n")
-    if newline < 0:
+    window = fold_window(fh, path, header, header_bytes, size, skip, WINDOW_BYTES)
+    if window is None:
         return None
-    start = max(header_bytes, size - WINDOW_BYTES) + newline
-    first = next(iter(_Lines(fh, start)), None)
-    if first is None or first[0] is OVERLONG:
-        return None
-    buf, begin, end, _ = first
-    try:
-        events = events_from_record(loads(buf[begin:end]))
-    except (ValueError, SessionError, RecursionError):
-        return None
-    if not events:
-        return None
-    state = FoldState(header, header_bytes, start, size, events[0].seq, 0, [], {}, {}, None, skip - {STREAM_SURFACE})
-    folded = fold_lines(fh, path, skip_data=skip, resume=state, stop_at_damage=True)
-    if folded.bad_line is not None:
-        return None  # something reaches before the window, or is damaged: the full read says what
-    scan = surface_of(fh, path, folded, stream=True)
+    scan, folded, start = window
     damage = _state_damage(folded, scan.torn_bytes, stopped=False)
     return Reading(header, _title(scan.title), scan.last_seq, scan.surface, damage, unread_bytes=start,
                    log_bytes=size)

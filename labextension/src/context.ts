@@ -1,7 +1,7 @@
 /**
  * The reference-context bundle the notebook host emits, and the words shown for it.
  *
- * The words are made once, in Python (`dsh_jupyter/notebook/display.py`), and carried in the bundle's
+ * The words are made once, in Python (`dsh_jupyter/ui/display.py`), and carried in the bundle's
  * `view`: the one line, each source's title, state and `[term, words]` rows, and the preview of what
  * the agent received. The `text/html` and `text/plain` forms of the same bundle say the same words.
  * A bundle saved before the `view` existed gets a line built from its labels alone.

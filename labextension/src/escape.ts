@@ -7,7 +7,7 @@
  * DEL and each C1 control (U+007F–U+009F) becomes the four characters `\xNN` (lowercase hex).
  *
  * Hidden characters (bidi controls, zero-width and other invisible characters) become visible marks
- * such as `⟨U+202E⟩`. This is the one twin of the Python rule in `dsh_jupyter/notebook/escape.py` (see its
+ * such as `⟨U+202E⟩`. This is the one twin of the Python rule in `dsh_jupyter/escape.py` (see its
  * docstring for the list and why); `tests/test_notebook_invisibles.py` feeds every code point through both.
  */
 

@@ -1,0 +1,135 @@
+"""The prompt box widget (view: ``static/prompt.js``): a textarea with Send, steering into a running turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anywidget
+import traitlets
+from anywidget.experimental import command
+
+from ...agent.events import AgentEvent
+from ..assets import STATIC
+from ..protocols import Listener, PromptHost
+from ..transcript import STEERED_NOTE
+from .submission import PromptSubmission, one_line_error, submit_to_host
+
+
+def _ignore(event: AgentEvent) -> None:
+    """The listener of a prompt box without a chat panel: events go nowhere."""
+
+
+
+class PromptBox(anywidget.AnyWidget):
+    """A prompt textarea (synced ``value`` and caret ``cursor``) with a Send button.
+
+    Send calls ``host.submit_async`` (or the ``submit`` callable a :class:`ChatPanel` passes); the
+    host decides whether the prompt starts a turn or is steered into the running one. A prompt
+    that fails before reaching the log is put back in the box with the error as ``status``.
+    """
+
+    _esm = STATIC / "prompt.js"
+    _css = STATIC / "widgets.css"
+
+    value = traitlets.Unicode("").tag(sync=True)
+    #: Caret position in ``value`` (``-1``: at the end); mentions are inserted there.
+    cursor = traitlets.Int(-1).tag(sync=True)
+    placeholder = traitlets.Unicode(
+        "Ask the agent… (mention sessions with the picker; Ctrl+Enter sends)"
+    ).tag(sync=True)
+    #: The agent is working: the button reads "Steer".
+    busy = traitlets.Bool(False).tag(sync=True)
+    disabled = traitlets.Bool(False).tag(sync=True)
+    status = traitlets.Unicode("").tag(sync=True)
+    status_level = traitlets.Unicode("info").tag(sync=True)
+
+    def __init__(
+        self,
+        host: PromptHost | None = None,
+        *,
+        listener: Listener | None = None,
+        submit: Callable[[str], PromptSubmission] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.host = host
+        self._listener = listener
+        self._submit = submit
+        self.last_submission: PromptSubmission | None = None
+
+    def insert(self, text: str) -> None:
+        """Insert ``text`` at the caret, with a space on each side where a word would otherwise touch it."""
+        if not isinstance(text, str):
+            raise TypeError(f"PromptBox.insert needs a str, got {type(text).__name__}")
+        value = self.value
+        at = len(value) if self.cursor < 0 or self.cursor > len(value) else self.cursor
+        before, after = value[:at], value[at:]
+        if before and not before[-1].isspace():
+            text = " " + text
+        if not after or not after[0].isspace():
+            text = text + " "
+        with self.hold_sync():
+            self.value = before + text + after
+            self.cursor = -1 if not after else len(before) + len(text)
+
+    def submit(self) -> PromptSubmission:
+        """Hand the prompt to the host and clear the box; raises (keeping the text) when that fails."""
+        text = self.value
+        if not text.strip():
+            raise ValueError("nothing to send: the prompt box is empty; type a prompt first")
+        try:
+            if self._submit is not None:
+                submission = self._submit(text)
+            elif self.host is None:
+                raise RuntimeError("this prompt box has no host: create it with PromptBox(host) or use ChatPanel(host)")
+            else:
+                submission = submit_to_host(self.host, text, self._listener or _ignore)
+        except Exception as error:
+            self._set_status(f"Not sent: {one_line_error(error, text)}", "error")
+            raise
+        self.last_submission = submission
+        with self.hold_sync():
+            self.value = ""
+            self.cursor = -1
+            self._set_status(f"Prompt {STEERED_NOTE}." if submission.steered else "Sent.", "info")
+        submission.future.add_done_callback(lambda future: self._finished(submission))
+        return submission
+
+    def _set_status(self, text: str, level: str) -> None:
+        with self.hold_sync():
+            self.status = text
+            self.status_level = level
+
+    def _finished(self, submission: PromptSubmission) -> None:
+        future = submission.future
+        if future.cancelled():
+            self._set_status("Cancelled.", "info")
+            return
+        error = future.exception()
+        if error is None:
+            if self.status in ("Sent.", f"Prompt {STEERED_NOTE}."):
+                self._set_status("", "info")
+            return
+        if not submission.recorded.is_set() and not self.value.strip():
+            with self.hold_sync():
+                self.value = submission.text
+                self.cursor = -1
+                why = one_line_error(error, submission.text)
+                self._set_status(f"Not sent: {why} (your prompt is back in the box)", "error")
+        else:
+            self._set_status(f"Turn failed: {one_line_error(error)}", "error")
+
+    @command
+    def send_command(self, msg: Any, buffers: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
+        """View → kernel: ``{"value": text}``; answers ``{"mode": "sent"|"steered"}`` or ``{"error"}``."""
+        try:
+            if isinstance(msg, Mapping) and "value" in msg:
+                if not isinstance(msg["value"], str):
+                    return {"error": "the prompt must be text"}, []
+                self.value = msg["value"]
+            submission = self.submit()
+        except Exception as error:
+            return {"error": one_line_error(error)}, []
+        return {"mode": submission.mode}, []

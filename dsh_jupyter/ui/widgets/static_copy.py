@@ -1,0 +1,141 @@
+"""The static copies of a panel's conversation (``text/html`` and ``text/plain``): what a saved notebook,
+nbclient or a frontend without widgets shows where the widget cannot be drawn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from ...escape import escape_controls, html_field
+from ..markdown import markdown_html, safe_html
+from ..transcript import (
+    ContextItem,
+    Item,
+    ReasoningItem,
+    TextItem,
+    ToolItem,
+    Transcript,
+    UserItem,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PanelFacts:
+    """What a panel's header says: the session's title, short id and model, and the status word."""
+
+    title: str = ""
+    session_id: str = ""
+    model: str = ""
+    #: ``idle``, ``running`` or ``error``.
+    status: str = "idle"
+
+    @property
+    def heading(self) -> str:
+        return self.title or ("Untitled session" if self.session_id else "New session")
+
+    @property
+    def labels(self) -> list[str]:
+        """The short session id and the model (what is known of them)."""
+        return [part for part in (self.session_id[:8], self.model) if part]
+
+    @property
+    def details(self) -> list[str]:
+        return [*self.labels, self.status]
+
+
+def session_facts(host: object, transcript: Transcript, status: str) -> PanelFacts:
+    """The header facts of ``host``'s current session (its ``agent``, when it has one), read defensively."""
+    agent = getattr(host, "agent", None)
+    title, session_id, model = transcript.title, "", ""
+    if agent is not None:
+        try:
+            title = title or str(agent.title() or "")
+            session_id = str(getattr(agent, "id", "") or "")
+            info = agent.model.info
+            model = str(info.model) if str(info.provider) in str(info.model) else f"{info.provider} · {info.model}"
+        except Exception:
+            log.debug("dsh: could not read the session's header facts", exc_info=True)
+    return PanelFacts(escape_controls(title), escape_controls(session_id), escape_controls(model), status)
+
+
+def _static_groups(items: Sequence[Item]) -> Iterator[tuple[str, list[Item]]]:
+    """Items in runs: ``user`` and ``context`` items alone, the rest as the cell renderer shows them."""
+    run: list[Item] = []
+    for item in items:
+        if isinstance(item, (UserItem, ContextItem)):
+            if run:
+                yield "turn", run
+                run = []
+            yield item.kind, [item]
+        else:
+            run.append(item)
+    if run:
+        yield "turn", run
+
+
+def conversation_html(items: Sequence[Item], facts: PanelFacts, *, kind: str = "chat") -> str:
+    """The ``text/html`` copy of a panel: header and conversation, readable without the widget.
+
+    Answers are :func:`~dsh_jupyter.ui.markdown.markdown_html` blocks; the rest is our markup around escaped text,
+    through :func:`~dsh_jupyter.ui.markdown.safe_html`.
+    """
+    from ..render import TranscriptMarkdown, tool_details_html
+
+    heading = html_field(f"dsh {kind} · {facts.heading}")
+    details = html_field(" · ".join(facts.details))
+    blocks: list[str] = []
+    own = [f"<p><strong>{heading}</strong>" + (f" <small>{details}</small>" if details else "") + "</p>"]
+
+    def flush() -> None:
+        if own:
+            blocks.append(safe_html("".join(own)))
+            own.clear()
+
+    if not items:
+        own.append("<p><em>No messages yet.</em></p>")
+    for _group, run in _static_groups(items):
+        first = run[0]
+        if isinstance(first, UserItem):
+            text = html_field(first.text, one_line=False).replace("\n", "<br>")
+            note = " <small>(steered into the running turn)</small>" if first.steered else ""
+            own.append(f"<blockquote><p><strong>You</strong>{note}<br>{text}</p></blockquote>")
+            continue
+        if isinstance(first, ContextItem):
+            own.append(f"<p><small>{html_field(first.summary)}</small></p>")
+            continue
+        for item in run:
+            if isinstance(item, TextItem):
+                flush()
+                blocks.append(markdown_html(item.text))
+            elif isinstance(item, ToolItem):
+                own.append(tool_details_html(item))
+            elif isinstance(item, ReasoningItem):
+                own.append(f"<details><summary>Reasoning</summary><pre>{html_field(item.text, one_line=False)}"
+                           "</pre></details>")
+            else:
+                line = TranscriptMarkdown([item], show_reasoning=False, waiting=False).plain()
+                own.append(f"<p><em>{html_field(line, one_line=False)}</em></p>")
+    flush()
+    return f'<div class="dsh-static dsh-static-{kind}">{"".join(blocks)}</div>'
+
+
+def conversation_text(items: Sequence[Item], facts: PanelFacts, *, kind: str = "chat") -> str:
+    """The ``text/plain`` copy of a panel (terminals, and frontends without HTML)."""
+    from ..render import TranscriptMarkdown
+
+    lines = [escape_controls(" · ".join([f"dsh {kind}", facts.heading, *facts.details]))]
+    if not items:
+        lines.append("(no messages yet)")
+    for _group, run in _static_groups(items):
+        first = run[0]
+        if isinstance(first, UserItem):
+            lines.append("You: " + escape_controls(first.text, one_line=False))
+        elif isinstance(first, ContextItem):
+            lines.append(escape_controls(first.summary))
+        else:
+            lines.append(TranscriptMarkdown(run, show_reasoning=False, waiting=False).plain())
+    return "\n\n".join(line for line in lines if line)
