@@ -58,12 +58,10 @@ def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     # Other tools' transcripts (read-only sources): none unless a test puts some there.
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / "claude"))
     monkeypatch.setenv("CODEX_HOME", str(home / "codex"))
-    monkeypatch.delenv("DSH_FOREIGN_SESSIONS", raising=False)
-    monkeypatch.delenv("DSH_SESSIONS_DIR", raising=False)
-    monkeypatch.delenv("DSH_POSTGRES_DSN", raising=False)  # the server extension and kernels read it
-    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-    monkeypatch.delenv("DSH_SESSION_ID", raising=False)
-    monkeypatch.delenv("DSH_SESSION_JSONL", raising=False)
+    from kernel_helpers import SCRUBBED  # after pytest_plugins loads it (so its asserts are rewritten)
+
+    for name in SCRUBBED:  # model keys, and what names another session or store (the server and kernels read them)
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
