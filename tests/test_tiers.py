@@ -81,3 +81,11 @@ def test_the_kernel_environment_drops_keys_and_foreign_sessions(monkeypatch: pyt
     assert "DEEPSEEK_API_KEY" not in env and env["DSH_SESSION_ID"] == "given" and env["DSH_HOME"] == "/h"
     assert "KEEP_ME" not in env and not set(SCRUBBED) - {"DSH_SESSION_ID"} & set(env)
     assert os.environ["DSH_SESSION_ID"] == "someone-else"  # the test process keeps its own
+
+
+def test_only_the_kernel_runner_builds_a_notebook_client() -> None:
+    """A test that ran its own nbclient would run on a kernel outside the ``kernel`` tier and its environment rule."""
+    elsewhere = [path.name for path in sorted(TESTS.glob("*.py"))
+                 if path.name not in ("kernel_helpers.py", "test_tiers.py")
+                 and "NotebookClient" in path.read_text(encoding="utf-8")]
+    assert elsewhere == [], f"use the kernel_runner fixture (tests/kernel_helpers.py) in {elsewhere}"
