@@ -4,6 +4,7 @@ outputs the way the tests rely on."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,14 +16,18 @@ TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "kernel", "postgres", "browser")
 
 
-def collected(processes: dict[str, subprocess.Popen[str]]) -> dict[str, set[str]]:
-    """The test ids each ``pytest --collect-only -q`` printed, by its label."""
-    found = {}
+def collected(processes: dict[str, subprocess.Popen[str]]) -> tuple[dict[str, set[str]], set[int]]:
+    """The test ids each ``pytest --collect-only -q -m X`` printed, by its label; and the suite's size each saw
+    (``selected/total tests collected``)."""
+    found, totals = {}, set()
     for label, process in processes.items():
         out, err = process.communicate(timeout=240)
         assert process.returncode == 0, f"-m {label}: {out[-2000:]}\n{err[-2000:]}"
         found[label] = {line for line in out.splitlines() if "::" in line and not line.startswith(" ")}
-    return found
+        summary = re.search(r"^(\d+)/(\d+) tests collected", out, re.M)
+        assert summary is not None and int(summary.group(1)) == len(found[label]), out[-500:]
+        totals.add(int(summary.group(2)))
+    return found, totals
 
 
 @pytest.mark.slow
@@ -32,12 +37,12 @@ def test_the_four_tiers_partition_the_suite() -> None:
         return subprocess.Popen(command, cwd=TESTS.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=os.environ.copy())
 
-    processes = {"all": collect(), **{tier: collect("-m", tier) for tier in TIERS}}
-    ids = collected(processes)
-    everything = ids.pop("all")
-    assert len(everything) > 2000, len(everything)
-    assert sum(len(tier) for tier in ids.values()) == len(everything), {k: len(v) for k, v in ids.items()}
-    assert set().union(*ids.values()) == everything
+    # Four collections, not five: each one's summary line gives the size of the whole suite.
+    ids, totals = collected({tier: collect("-m", tier) for tier in TIERS})
+    (everything,) = totals
+    assert everything > 2000, everything
+    assert sum(len(tier) for tier in ids.values()) == everything, {k: len(v) for k, v in ids.items()}
+    assert len(set().union(*ids.values())) == everything  # no test in two tiers
     # Each tier holds what its name says (examples that must not drift into another tier).
     assert "tests/test_tiers.py::test_the_four_tiers_partition_the_suite" in ids["unit"]
     assert any(i.startswith("tests/test_notebooks_demo.py::") for i in ids["kernel"])  # the product's demo runner
