@@ -14,10 +14,41 @@ hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI") == "true":
     hypothesis_settings.load_profile("ci")
 
-pytest_plugins = ["fake_openai", "pytest_jupyter.jupyter_server", "browser_helpers", "pg_helpers"]
+pytest_plugins = [
+    "fake_openai", "pytest_jupyter.jupyter_server", "browser_helpers", "pg_helpers", "kernel_helpers",
+]
 
 #: The reference harness's own logs with their expected reads, kept in the repository (see its README).
 SPEC_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "reference"
+
+
+#: The test tiers, heaviest first: a test is in the first tier whose machinery it uses, else in ``unit``
+#: (``pytest -m unit`` runs without a kernel, server database or browser). Each is declared in pyproject.toml.
+BROWSER_MODULES = ("test_browser_", "test_postgres_browser")
+POSTGRES_FIXTURES = frozenset({"pg_server", "pg_database"})
+KERNEL_FIXTURES = frozenset({"kernel_runner"})
+
+
+def tier(item: pytest.Item) -> str:
+    """``browser`` for the browser modules, ``postgres`` for a test that uses the PostgreSQL server, ``kernel``
+    for one that runs notebook cells on a real kernel (``kernel_runner``), ``unit`` for the rest."""
+    if item.path.name.startswith(BROWSER_MODULES):
+        return "browser"
+    uses = set(getattr(item, "fixturenames", ()))
+    callspec = getattr(item, "callspec", None)
+    for value in callspec.params.values() if callspec is not None else ():
+        uses.update(getattr(value, "fixtures", ()))  # a parameter that requests fixtures as the test runs
+    if uses & POSTGRES_FIXTURES:
+        return "postgres"
+    if uses & KERNEL_FIXTURES:
+        return "kernel"
+    return "unit"
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(tier(item))
 
 
 @pytest.fixture(autouse=True)
@@ -27,12 +58,10 @@ def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     # Other tools' transcripts (read-only sources): none unless a test puts some there.
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / "claude"))
     monkeypatch.setenv("CODEX_HOME", str(home / "codex"))
-    monkeypatch.delenv("DSH_FOREIGN_SESSIONS", raising=False)
-    monkeypatch.delenv("DSH_SESSIONS_DIR", raising=False)
-    monkeypatch.delenv("DSH_POSTGRES_DSN", raising=False)  # the server extension and kernels read it
-    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-    monkeypatch.delenv("DSH_SESSION_ID", raising=False)
-    monkeypatch.delenv("DSH_SESSION_JSONL", raising=False)
+    from kernel_helpers import SCRUBBED  # after pytest_plugins loads it (so its asserts are rewritten)
+
+    for name in SCRUBBED:  # model keys, and what names another session or store (the server and kernels read them)
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

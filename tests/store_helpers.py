@@ -132,6 +132,8 @@ class Backend:
     kind: str
     make: Callable[[Path], SessionStore]
     notes: dict[str, Any] = field(default_factory=dict)
+    #: Fixtures its store is built from as the test runs (the tiers in conftest.py read them too).
+    fixtures: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return self.kind
@@ -151,14 +153,15 @@ def _postgres(tmp: Path) -> SessionStore:
 
 BACKENDS = [Backend("jsonl", _jsonl), Backend("sqlite", _sqlite)]
 #: The file backends plus PostgreSQL (on the test suite's own server, a fresh database per test).
-ALL_BACKENDS = [*BACKENDS, Backend("postgres", _postgres)]
+ALL_BACKENDS = [*BACKENDS, Backend("postgres", _postgres, fixtures=("pg_database",))]
 
 
 def open_backend_store(backend: Backend, tmp: Path, request: Any) -> SessionStore:
     """``backend``'s store for one test (``request`` is the pytest request, for the PostgreSQL fixture)."""
     if backend.kind != "postgres":
         return backend.make(tmp)
-    store = PostgresStore(request.getfixturevalue("pg_database"))
+    (dsn,) = (request.getfixturevalue(name) for name in backend.fixtures)
+    store = PostgresStore(dsn)
     request.addfinalizer(store.close)
     return store
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_approvals_kernel import execute_cells
+from kernel_helpers import KernelRunner, named_outputs
 
 #: Commands that must ask again after a ``git`` grant, each with the words of its question.
 ASKED_AGAIN = {
@@ -77,9 +77,11 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+def run(kernel_runner: KernelRunner, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     work = tmp_path_factory.mktemp("grants-kernel")
-    yield Run(execute_cells(cells(), work, tmp_path_factory.mktemp("grants-home")), work)
+    named = cells()
+    nb = kernel_runner.run(list(named.values()), work, env={"DSH_HOME": str(tmp_path_factory.mktemp("grants-home"))})
+    yield Run(named_outputs(list(named), nb), work)
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kernel_helpers import KernelRunner, named_outputs, output_text
 
 SCRIPTS = Path(__file__).parent / "hook_scripts"
 
@@ -50,16 +51,8 @@ class Run:
     work: Path
 
     def text(self, name: str) -> str:
-        parts: list[str] = []
-        for out in self.outputs[name]:
-            if out.get("output_type") == "stream":
-                parts.append(out["text"])
-            data = out.get("data", {})
-            if "text/html" in data:  # the rendered output, its entities decoded (tags kept)
-                parts.append(html.unescape(data["text/html"]))
-            elif "text/plain" in data:
-                parts.append(data["text/plain"])
-        return "\n".join(parts)
+        """The cell as rendered (HTML where there is some), its entities decoded (tags kept)."""
+        return html.unescape(output_text(self.outputs[name], "text/html", "text/plain", first=True))
 
     def results(self) -> list[dict[str, Any]]:
         """Every tool result of every session, oldest session first."""
@@ -71,27 +64,13 @@ class Run:
         return [data for _, data in sorted(found, key=lambda pair: pair[0])]
 
 
-def execute_cells(named: dict[str, str], work: Path, home: Path) -> dict[str, list[dict[str, Any]]]:
-    """Run the named cells, in order, headless on a fresh kernel in ``work``; each cell's outputs by name."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    nb = nbformat.v4.new_notebook(  # type: ignore[no-untyped-call]
-        cells=[nbformat.v4.new_code_cell(code) for code in named.values()])  # type: ignore[no-untyped-call]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DSH_HOME", str(home))
-        for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL"):
-            patch.delenv(name, raising=False)
-        NotebookClient(nb, timeout=120, kernel_name="python3",
-                       resources={"metadata": {"path": str(work)}}).execute(cwd=str(work))
-    return {name: nb.cells[i].outputs for i, name in enumerate(named)}
-
-
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+def run(kernel_runner: KernelRunner, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     work = tmp_path_factory.mktemp("approvals-kernel")
     home = tmp_path_factory.mktemp("approvals-home")
-    yield Run(execute_cells(cells(work), work, home), work)
+    named = cells(work)
+    nb = kernel_runner.run(list(named.values()), work, env={"DSH_HOME": str(home)})
+    yield Run(named_outputs(list(named), nb), work)
 
 
 def approvals(run: Run) -> list[dict[str, Any]]:

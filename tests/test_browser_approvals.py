@@ -29,8 +29,6 @@ from browser_helpers import (
     write_notebook,
 )
 
-pytestmark = pytest.mark.browser
-
 FOLDER = "work"
 FOREGROUND = f"{FOLDER}/ask.ipynb"
 BACKGROUND = f"{FOLDER}/ask-bg.ipynb"

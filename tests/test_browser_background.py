@@ -27,8 +27,6 @@ from browser_helpers import (
     write_notebook,
 )
 
-pytestmark = pytest.mark.browser
-
 FOLDER = "work"
 STEER_NOTEBOOK = f"{FOLDER}/background.ipynb"
 IDLE_NOTEBOOK = f"{FOLDER}/idle.ipynb"

@@ -10,8 +10,6 @@ from pathlib import Path
 import browser_helpers as bh
 import pytest
 
-pytestmark = pytest.mark.browser
-
 
 def test_missing_chromium_skips_locally_with_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bh, "CHROMIUM", "/nonexistent/chromium")

@@ -42,8 +42,6 @@ from dsh_jupyter.session import SessionHeader, SessionLog
 from dsh_jupyter.session.messages import assistant_message, text_block, user_message
 from dsh_jupyter.store import JsonlStore
 
-pytestmark = pytest.mark.browser
-
 FIXTURE = Path(__file__).parent / "fixtures" / "hostile_markdown.json"
 CORPUS: list[dict[str, str]] = json.loads(FIXTURE.read_text(encoding="utf-8"))
 NOTEBOOK = "work/hostile.ipynb"

@@ -30,8 +30,6 @@ from browser_helpers import (
 from test_browser_approvals import finished, question, start, tool_summary
 from test_browser_workspace import proposal, use_theme
 
-pytestmark = pytest.mark.browser
-
 PATH = "work/invisibles.ipynb"
 ATTACK = "echo hello \u202e; rm -rf ~ #\u202c"
 SHOWN = "echo hello ⟨U+202E⟩; rm -rf ~ #⟨U+202C⟩"

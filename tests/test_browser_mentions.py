@@ -28,8 +28,6 @@ from browser_helpers import (
 
 from dsh_jupyter.references.mentions import format_session_reference_mention
 
-pytestmark = pytest.mark.browser
-
 FOLDER = "project"
 NOTEBOOK = f"{FOLDER}/mentions.ipynb"
 TARGET_ID = "analysis-1"

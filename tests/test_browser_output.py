@@ -28,8 +28,6 @@ from browser_helpers import (
 
 from dsh_jupyter.ui.render import TURN_MIME
 
-pytestmark = pytest.mark.browser
-
 NOTEBOOK = "work/footer.ipynb"
 CELLS = (
     "%load_ext dsh_jupyter\n%config DshMagics.approval = \"auto\"  # the background job runs without asking",

@@ -21,8 +21,6 @@ from browser_helpers import (
 
 from dsh_jupyter.references.mentions import format_session_reference_mention
 
-pytestmark = pytest.mark.browser
-
 NOTEBOOK = "work/picker.ipynb"
 SESSIONS = [  # (id, title, created_at); the first two live in the notebook's folder
     ("analysis-1", "Quarterly revenue analysis", 1_787_000_000_000),

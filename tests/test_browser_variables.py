@@ -24,8 +24,6 @@ from fake_openai import FakeOpenAIServer, text_reply
 
 from dsh_jupyter.references.mentions import format_variable_mention
 
-pytestmark = pytest.mark.browser
-
 NOTEBOOK = "work/variables.ipynb"
 
 

@@ -32,8 +32,6 @@ from browser_helpers import (
     write_session,
 )
 
-pytestmark = pytest.mark.browser
-
 NOTEBOOK = "work/widgets.ipynb"
 CELLS = (
     "%load_ext dsh_jupyter",

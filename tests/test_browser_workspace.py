@@ -40,8 +40,6 @@ from browser_helpers import (
     write_notebook_cells,
 )
 
-pytestmark = pytest.mark.browser
-
 PATH = "work/workspace.ipynb"
 PROPOSAL = ".dsh-proposal"
 #: How long a proposal may take to appear (the first one also creates the kernel's answer subshell).

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import nbformat
 import pytest
+from kernel_helpers import KernelRunner, stream_text
 from pg_helpers import PgServer
 
 from dsh_jupyter.tools.env import ProcessEnv, ShellEnvContributor, ShellEnvRegistry
@@ -29,22 +29,12 @@ CELLS = [
 ]
 
 
-def _stream(cell: nbformat.NotebookNode) -> str:
-    return "".join(str(o.get("text", "")) for o in cell.outputs if o.get("output_type") == "stream")
-
-
-def run_kernel(work: Path, config: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    from nbclient import NotebookClient
-
+def run_kernel(runner: KernelRunner, work: Path, config: str, env: dict[str, str] | None = None) -> list[str]:
     # What a kernel started from an agent's shell would inherit: none of it names this kernel's session.
-    monkeypatch.setenv("DSH_SESSION_ID", "inherited-session")
-    monkeypatch.setenv("DSH_SESSION_JSONL", "/nowhere/session.jsonl")
-    monkeypatch.setenv("DSH_SHELL", "1")
+    inherited = {"DSH_SESSION_ID": "inherited-session", "DSH_SESSION_JSONL": "/nowhere/session.jsonl", "DSH_SHELL": "1"}
     cells = [code.replace("{config}", config) for code in CELLS]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in cells])
-    NotebookClient(nb, timeout=180, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(work)}}).execute(cwd=str(work))
-    return [_stream(cell) for cell in nb.cells]
+    nb = runner.run(cells, work, env={**inherited, **(env or {})}, allow_errors=True)
+    return [stream_text(cell.outputs) for cell in nb.cells]
 
 
 def check(out: list[str], home: str, jsonl: bool) -> None:
@@ -67,13 +57,13 @@ def check(out: list[str], home: str, jsonl: bool) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("store", ["jsonl", "sqlite"])
-def test_every_file_store_exports_the_session(store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    out = run_kernel(tmp_path, f'%config DshMagics.store = "{store}"', monkeypatch)
+def test_every_file_store_exports_the_session(store: str, tmp_path: Path, kernel_runner: KernelRunner) -> None:
+    out = run_kernel(kernel_runner, tmp_path, f'%config DshMagics.store = "{store}"')
     check(out, os.environ["DSH_HOME"], jsonl=store == "jsonl")
 
 
 @pytest.mark.slow
-def test_postgres_exports_the_session(pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_postgres_exports_the_session(pg_server: PgServer, tmp_path: Path, kernel_runner: KernelRunner) -> None:
     import psycopg
 
     from dsh_jupyter.store.postgres_schema import ensure_schema
@@ -83,8 +73,8 @@ def test_postgres_exports_the_session(pg_server: PgServer, tmp_path: Path, monke
         with psycopg.connect(pg_server.dsn(name), autocommit=True) as conn:
             ensure_schema(conn)
         pg_server.create_role("env_user", "env-user-pw")
-        monkeypatch.setenv("DSH_POSTGRES_DSN", pg_server.dsn(name, "env_user", "env-user-pw"))
-        out = run_kernel(tmp_path, '%config DshMagics.store = "postgres"', monkeypatch)
+        out = run_kernel(kernel_runner, tmp_path, '%config DshMagics.store = "postgres"',
+                         {"DSH_POSTGRES_DSN": pg_server.dsn(name, "env_user", "env-user-pw")})
     finally:
         pg_server.drop_database(name)
     check(out, os.environ["DSH_HOME"], jsonl=False)

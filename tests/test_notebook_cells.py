@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from kernel_helpers import KernelRunner, stream_text
 
 from dsh_jupyter.notebook.workspace.cells import (
     CellRunner,
@@ -287,18 +287,9 @@ def test_trimming_helpers() -> None:
 
 
 # --------------------------------------------------------------------------- a real kernel
-def _execute(tmp_path: Path, cells: list[str]) -> Any:
-    from nbclient import NotebookClient
-
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(tmp_path)}})
-    client.execute(cwd=str(tmp_path))
-    return nb
-
-
 @pytest.mark.slow
-def test_kernel_records_displays_and_execute_cell_nests_in_a_running_cell(tmp_path: Path) -> None:
+def test_kernel_records_displays_and_execute_cell_nests_in_a_running_cell(tmp_path: Path,
+                                                                          kernel_runner: KernelRunner) -> None:
     probe = (
         "host = get_ipython().find_magic('dsh', 'cell').__self__.host\n"
         "rec = host.kernel_record\n"
@@ -306,7 +297,7 @@ def test_kernel_records_displays_and_execute_cell_nests_in_a_running_cell(tmp_pa
         "    c = rec.get(cid)\n"
         "    return [(o.kind, o.text.strip(), [len(i.data) for i in o.images]) for o in c.outputs]\n"
     )
-    nb = _execute(tmp_path, [
+    nb = kernel_runner.run([
         "%load_ext dsh_jupyter",
         "from IPython.display import display, Image, Markdown\n"
         "display(Markdown('**shown**'))\n"
@@ -322,8 +313,8 @@ def test_kernel_records_displays_and_execute_cell_nests_in_a_running_cell(tmp_pa
         probe + "done = host.execute_cell('import asyncio\\nawait asyncio.sleep(0)', 'awaits', 30)\n"
         "print(done.status, done.cell.error.ename, done.cell.error.evalue)",
         "print('the kernel carries on')",
-    ])
-    recorded = "".join(o.get("text", "") for o in nb.cells[2].outputs)
+    ], tmp_path, allow_errors=True)
+    recorded = stream_text(nb.cells[2].outputs)
     assert "('display', '<IPython.core.display.Markdown object>', [])" in recorded
     assert "('display', '<IPython.core.display.Image object>', [72])" in recorded
     assert "('stream', 'streamed', [])" in recorded and "('result', \"'result'\", [])" in recorded
@@ -336,7 +327,7 @@ def test_kernel_records_displays_and_execute_cell_nests_in_a_running_cell(tmp_pa
     assert "nested\n" not in [t for t in texts] and not any(o.get("output_type") == "display_data"
                                                             for o in nested_cell.outputs)
     assert not any(o.get("output_type") == "execute_result" for o in nested_cell.outputs)
-    awaits = "".join(o.get("text", "") for o in nb.cells[4].outputs)
+    awaits = stream_text(nb.cells[4].outputs)
     assert awaits == "error RuntimeError This event loop is already running\n"  # top-level await: measured
     assert nb.cells[5].outputs[0]["text"] == "the kernel carries on\n"
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kernel_helpers import KernelRunner, named_outputs, stream_text
 
 TESTS = Path(__file__).resolve().parent
 
@@ -55,10 +56,7 @@ CELLS: dict[str, str] = {
 
 
 @pytest.fixture(scope="module")
-def cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[dict[str, Any]]]]:
-    import nbformat
-    from nbclient import NotebookClient
-
+def cells(kernel_runner: KernelRunner, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[Any]]]:
     work = tmp_path_factory.mktemp("errors-notebook")
     home = tmp_path_factory.mktemp("errors-home")
     settings = work / "hooks.json"
@@ -66,25 +64,14 @@ def cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[d
     settings.write_text(json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command",
                                                                               "command": command}]}]}}))
     sources = [code.replace("{hooks!r}", repr(str(settings))) for code in CELLS.values()]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in sources])
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DSH_HOME", str(home))
-        for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL"):
-            patch.delenv(name, raising=False)
-        client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                                resources={"metadata": {"path": str(work)}})
-        client.execute(cwd=str(work))
-    yield {name: nb.cells[i].outputs for i, name in enumerate(CELLS)}
-
-
-def stream(outputs: list[dict[str, Any]], name: str) -> str:
-    return "".join(out["text"] for out in outputs if out.get("output_type") == "stream" and out.get("name") == name)
+    nb = kernel_runner.run(sources, work, env={"DSH_HOME": str(home)}, allow_errors=True)
+    yield named_outputs(list(CELLS), nb)
 
 
 def error_line(cells: dict[str, list[dict[str, Any]]], name: str) -> str:
     outputs = cells[name]
     assert not [o for o in outputs if o.get("output_type") == "error"], f"{name}: the cell raised"
-    lines = [line for line in stream(outputs, "stderr").splitlines() if line.strip()]
+    lines = [line for line in stream_text(outputs, "stderr").splitlines() if line.strip()]
     assert len(lines) == 1, f"{name}: expected one error line, got {lines}"
     line = lines[0]
     assert line.startswith("dsh: ")
@@ -119,11 +106,11 @@ def test_each_error_names_what_was_typed(cells: dict[str, list[dict[str, Any]]],
 
 @pytest.mark.slow
 def test_a_kept_name_gets_a_one_line_notice(cells: dict[str, list[dict[str, Any]]]) -> None:
-    out = stream(cells["kept"], "stdout")
+    out = stream_text(cells["kept"], "stdout")
     notice = next(line for line in out.splitlines() if "kept as written" in line)
     assert notice == ("`{undefined_var}`, `{sales_total}` were kept as written: no variable of those names "
                       "(use --no-interpolate to keep braces)")
-    assert not stream(cells["kept"], "stderr").strip()
+    assert not stream_text(cells["kept"], "stderr").strip()
 
 
 @pytest.mark.slow

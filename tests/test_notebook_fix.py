@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kernel_helpers import KernelRunner, named_outputs, output_text
 
 from dsh_jupyter.models.base import ModelRequest
 from dsh_jupyter.models.offline import FIX_REQUEST_MARKER, OfflineModel
@@ -96,26 +97,15 @@ KERNEL_CELLS = {
 
 
 @pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[Any]]]:
-    import nbformat
-    from nbclient import NotebookClient
-
+def kernel(kernel_runner: KernelRunner, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[Any]]]:
     work = tmp_path_factory.mktemp("fix-notebook")
     home = tmp_path_factory.mktemp("fix-home")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in KERNEL_CELLS.values()])
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DSH_HOME", str(home))
-        for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL"):
-            patch.delenv(name, raising=False)
-        NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                       resources={"metadata": {"path": str(work)}}).execute(cwd=str(work))
-    yield {name: nb.cells[i].outputs for i, name in enumerate(KERNEL_CELLS)}
+    nb = kernel_runner.run(list(KERNEL_CELLS.values()), work, env={"DSH_HOME": str(home)}, allow_errors=True)
+    yield named_outputs(list(KERNEL_CELLS), nb)
 
 
 def text_of(outputs: list[Any]) -> str:
-    return "\n".join(out["text"] if out.get("output_type") == "stream"
-                     else out.get("data", {}).get("text/markdown") or out.get("data", {}).get("text/plain", "")
-                     for out in outputs)
+    return output_text(outputs, "text/markdown", "text/plain", first=True)
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from kernel_helpers import KernelRunner, output_text, stream_text
 
 from dsh_jupyter.references import encode_session_reference_uri, format_session_reference_mention
 
@@ -451,24 +452,18 @@ class KernelCell:
     payload: str = ""
 
     def text(self, mime: str = "text/plain") -> str:
-        parts = [out["text"] for out in self.outputs if out.get("output_type") == "stream" and mime == "text/plain"]
-        parts += [out["data"][mime] for out in self.outputs if mime in out.get("data", {})]
-        return "".join(parts)
+        return output_text(self.outputs, mime)
 
     def stream(self, name: str) -> str:
-        return "".join(out["text"] for out in self.outputs if out.get("output_type") == "stream"
-                       and out.get("name") == name)
+        return stream_text(self.outputs, name)
 
 
 @pytest.fixture(scope="module")
-def kernel_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, KernelCell], Path]]:
+def kernel_run(kernel_runner: KernelRunner,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, KernelCell], Path]]:
     """Run every cell of :data:`KERNEL_CELLS` in one real ipykernel (nbclient), keeping outputs and pager text."""
-    import nbformat
-    from nbclient import NotebookClient
-
     work = tmp_path_factory.mktemp("kernel-notebook")
     home = tmp_path_factory.mktemp("kernel-home")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in KERNEL_CELLS.values()])
     pages: dict[int, str] = {}
 
     def keep_page(cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
@@ -476,13 +471,8 @@ def kernel_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[
             if payload.get("source") == "page":
                 pages[cell_index] = payload["data"]["text/plain"]
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DSH_HOME", str(home))
-        for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL"):
-            patch.delenv(name, raising=False)
-        client = NotebookClient(nb, timeout=120, kernel_name="python3", on_cell_executed=keep_page,
-                                resources={"metadata": {"path": str(work)}})
-        client.execute(cwd=str(work))
+    nb = kernel_runner.run(list(KERNEL_CELLS.values()), work, env={"DSH_HOME": str(home)},
+                           on_cell_executed=keep_page)
     cells = {name: KernelCell(nb.cells[i].outputs, pages.get(i, "")) for i, name in enumerate(KERNEL_CELLS)}
     yield cells, home
 

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from kernel_helpers import EVERY_MIME, KernelRunner, output_text
 from notebook_documents import FakeDocument, sample_cells
 
 from dsh_jupyter.agent.approvals import describe_call
@@ -353,10 +354,8 @@ def test_the_approval_question_shows_source_diff_or_deleted_cell(live: Any) -> N
 
 # --------------------------------------------------------------------------- a real kernel (nbclient)
 @pytest.mark.slow
-def test_kernel_tools_read_run_insert_and_undo_through_the_offline_model(tmp_path: Path) -> None:
-    import nbformat
-    from nbclient import NotebookClient
-
+def test_kernel_tools_read_run_insert_and_undo_through_the_offline_model(tmp_path: Path,
+                                                                         kernel_runner: KernelRunner) -> None:
     sources = [
         "%load_ext dsh_jupyter\n%config DshMagics.approval = \"auto\"\n%config DshMagics.model = \"offline\"",
         "%dsh undo",
@@ -368,22 +367,15 @@ def test_kernel_tools_read_run_insert_and_undo_through_the_offline_model(tmp_pat
         "%%dsh\n/tool notebook_edit {\"action\": \"replace\", \"cell_id\": \"no-such-cell\", \"source\": \"x\"}",
         "print(total, Out)",
     ]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(tmp_path)}})
     payloads: dict[int, Any] = {}
 
     def on_cell_executed(cell: Any, cell_index: int, execute_reply: Any) -> None:
         payloads[cell_index] = execute_reply["content"].get("payload")
 
-    client.on_cell_executed = on_cell_executed
-    client.execute(cwd=str(tmp_path))
+    nb = kernel_runner.run(sources, tmp_path, allow_errors=True, on_cell_executed=on_cell_executed)
 
     def text(index: int) -> str:
-        out = []
-        for o in nb.cells[index].outputs:
-            out.append(o.get("text", "") + "".join(str(v) for v in o.get("data", {}).values()))
-        return "\n".join(out)
+        return output_text(nb.cells[index].outputs, EVERY_MIME)
 
     import html
 
@@ -406,11 +398,9 @@ def test_kernel_tools_read_run_insert_and_undo_through_the_offline_model(tmp_pat
 
 
 @pytest.mark.slow
-def test_kernel_background_turn_runs_a_cell_off_the_main_thread_and_cannot_insert(tmp_path: Path) -> None:
+def test_kernel_background_turn_runs_a_cell_off_the_main_thread_and_cannot_insert(
+        tmp_path: Path, kernel_runner: KernelRunner) -> None:
     import html
-
-    import nbformat
-    from nbclient import NotebookClient
 
     sources = [
         "%load_ext dsh_jupyter\n%config DshMagics.approval = \"auto\"\n%config DshMagics.model = \"offline\"",
@@ -421,13 +411,10 @@ def test_kernel_background_turn_runs_a_cell_off_the_main_thread_and_cannot_inser
         "%%dsh --bg\n/tool notebook_edit {\"action\": \"insert\", \"source\": \"x = 1\"}",
         "%dsh wait",
     ]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
-    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute(cwd=str(tmp_path))
+    nb = kernel_runner.run(sources, tmp_path, allow_errors=True)
 
     def text(index: int) -> str:
-        return html.unescape("\n".join(o.get("text", "") + "".join(str(v) for v in o.get("data", {}).values())
-                                       for o in nb.cells[index].outputs))
+        return html.unescape(output_text(nb.cells[index].outputs, EVERY_MIME))
 
     ran = text(2) + text(4)  # the turn's view is in its own cell (or re-sent under %dsh wait)
     assert "Ran cell exec-2." in ran and "cell v 1" in ran and "] 100" in ran
@@ -479,13 +466,11 @@ def test_kernel_record_addressing_survives_new_runs_reorders_and_dropped_cells()
 
 
 @pytest.mark.slow
-def test_kernel_a_plot_in_an_earlier_cell_reaches_the_model_as_an_artifact(tmp_path: Path) -> None:
+def test_kernel_a_plot_in_an_earlier_cell_reaches_the_model_as_an_artifact(tmp_path: Path,
+                                                                            kernel_runner: KernelRunner) -> None:
     """notebook_read attaches a cell's image; the loop stores it beside the session, never inline."""
     import html
     import json as jsonlib
-
-    import nbformat
-    from nbclient import NotebookClient
 
     sources = [
         "%load_ext dsh_jupyter\n%config DshMagics.model = \"offline\"",
@@ -493,11 +478,9 @@ def test_kernel_a_plot_in_an_earlier_cell_reaches_the_model_as_an_artifact(tmp_p
         "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('a plot')\nplt.show()",
         "%%dsh\nWhat does my plot show?\n/tool notebook_read {}",
     ]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute(cwd=str(tmp_path))
+    nb = kernel_runner.run(sources, tmp_path)
     assert any("image/png" in o.get("data", {}) for o in nb.cells[1].outputs)
-    answer = html.unescape("\n".join(str(v) for o in nb.cells[2].outputs for v in o.get("data", {}).values()))
+    answer = html.unescape(output_text(nb.cells[2].outputs, EVERY_MIME))
     assert "[image/png image," in answer and "I received an image: PNG image" in answer
     [log] = (tmp_path / ".dsh" / "sessions").glob("*/session.jsonl")
     artifacts = sorted((log.parent / "artifacts").glob("*.png"))

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import nbformat
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from kernel_helpers import KernelRunner, output_texts
 
 from dsh_jupyter.notebook import python_tool as python_tool_module
 from dsh_jupyter.notebook.python_tool import MainThreadCalls, PythonTool
@@ -80,41 +80,23 @@ def test_errors_and_bad_code_come_back_to_the_model() -> None:
 # --------------------------------------------------------------------------- a real kernel
 
 
-def execute(tmp_path: Path, cells: list[str]) -> Any:
-    from nbclient import NotebookClient
-
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
-    client.execute(cwd=str(tmp_path))
-    return nb
-
-
 def shown(outputs: list[Any]) -> list[str]:
     """What a notebook front end shows for each output: stream text, else its rich form (HTML), else plain text."""
-    texts = []
-    for out in outputs:
-        if out.get("output_type") == "stream":
-            texts.append(out["text"])
-            continue
-        data = out.get("data", {})
-        for mime in ("text/markdown", "text/html", "text/plain"):
-            if mime in data:
-                texts.append(data[mime])
-                break
-    return texts
+    return output_texts(outputs, "text/markdown", "text/html", "text/plain", first=True)
 
 
 @pytest.mark.slow
-def test_kernel_python_output_appears_once_inside_its_tool_line_and_a_stopped_tool_is_marked(tmp_path: Path) -> None:
+def test_kernel_python_output_appears_once_inside_its_tool_line_and_a_stopped_tool_is_marked(
+        tmp_path: Path, kernel_runner: KernelRunner) -> None:
     # Eleven lines first: the offline model's answer quotes the first ten lines of a result, so the
     # last line and the value reach the cell only through the tool line.
     code = "for i in range(11):\n    print('line', i)\nprint('tail-' + 'marker')\n'final-' + 'value'"
-    nb = execute(tmp_path, [
+    nb = kernel_runner.run([
         "%load_ext dsh_jupyter\n%config DshMagics.approval = \"auto\"",
         f"%%dsh\nrun it\n/python\n```python\n{code}\n```",
         "import _thread, threading\nthreading.Timer(1.5, _thread.interrupt_main).start()\n"
         "get_ipython().run_cell_magic('dsh', '', 'wait\\n/bash sleep 20')",
-    ])
+    ], tmp_path)
     python_cell, stopped_cell = nb.cells[1], nb.cells[2]
     texts = shown(python_cell.outputs)
     joined = "\n".join(texts)
@@ -168,18 +150,19 @@ def test_only_the_first_images_are_attached() -> None:
 
 
 @pytest.mark.slow
-def test_kernel_plot_becomes_a_session_artifact_and_the_model_hears_of_it(tmp_path: Path) -> None:
+def test_kernel_plot_becomes_a_session_artifact_and_the_model_hears_of_it(tmp_path: Path,
+                                                                          kernel_runner: KernelRunner) -> None:
     import json
 
     code = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('dsh plot')"
     call = json.dumps({"code": code})
-    nb = execute(tmp_path, [
+    nb = kernel_runner.run([
         "%load_ext dsh_jupyter\n%config DshMagics.approval = \"auto\"\n%matplotlib inline",
         f"%%dsh\nplot it\n/tool python {call}",
         f"%%dsh --bg\nplot it again, in the background\n/tool python {call.replace('dsh plot', 'bg plot')}",
         "%dsh wait",
         "loc = %dsh locate\nprint(loc.path)",
-    ])
+    ], tmp_path)
     plot_cell = nb.cells[1]
     pngs = [out for out in plot_cell.outputs if "image/png" in out.get("data", {})]
     assert len(pngs) == 1  # the figure still shows to the user, below the tool line, once

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from kernel_helpers import KernelRunner, named_outputs, output_text
 
 from dsh_jupyter.notebook.workspace.variables import (
     MAX_SUMMARY_CHARS,
@@ -171,31 +172,15 @@ KERNEL_CELLS = {
 
 
 @pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[Any]]]:
-    import nbformat
-    from nbclient import NotebookClient
-
+def kernel(kernel_runner: KernelRunner, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[Any]]]:
     work = tmp_path_factory.mktemp("variables-notebook")
     home = tmp_path_factory.mktemp("variables-home")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in KERNEL_CELLS.values()])
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DSH_HOME", str(home))
-        for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL"):
-            patch.delenv(name, raising=False)
-        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(work)}}).execute(
-            cwd=str(work))
-    yield {name: nb.cells[i].outputs for i, name in enumerate(KERNEL_CELLS)}
+    nb = kernel_runner.run(list(KERNEL_CELLS.values()), work, env={"DSH_HOME": str(home)})
+    yield named_outputs(list(KERNEL_CELLS), nb)
 
 
 def text_of(outputs: list[Any]) -> str:
-    parts = []
-    for out in outputs:
-        if out.get("output_type") == "stream":
-            parts.append(out["text"])
-        else:
-            data = out.get("data", {})
-            parts.append(data.get("text/plain", ""))
-    return "\n".join(parts)
+    return output_text(outputs)
 
 
 def log_of(cells: dict[str, list[Any]]) -> list[dict[str, Any]]:

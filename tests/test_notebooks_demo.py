@@ -9,16 +9,16 @@ from typing import Any
 
 import nbformat
 import pytest
+from kernel_helpers import KernelRunner
 
-from dsh_jupyter.demo import default_notebooks_dir, run_notebook
+from dsh_jupyter.demo import default_notebooks_dir
 
 pytestmark = pytest.mark.slow
 
 
-def execute(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> nbformat.NotebookNode:
-    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-    out = run_notebook(default_notebooks_dir() / f"{name}.ipynb", tmp_path / name)
-    return nbformat.read(out, as_version=4)
+def execute(name: str, tmp_path: Path, runner: KernelRunner) -> nbformat.NotebookNode:
+    """The demo run by the main job's own runner, keyless."""
+    return runner.run_demo(default_notebooks_dir() / f"{name}.ipynb", tmp_path / name)
 
 
 def outputs(nb: nbformat.NotebookNode, marker: str) -> list[dict[str, Any]]:
@@ -41,8 +41,8 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_quickstart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    nb = execute("quickstart", tmp_path, monkeypatch)
+def test_quickstart(tmp_path: Path, kernel_runner: KernelRunner) -> None:
+    nb = execute("quickstart", tmp_path, kernel_runner)
     assert "offline model" in text_of(outputs(nb, "Hello! What can you do")).lower()
     assert "13.175" in text_of(outputs(nb, "mean of my prices"))
     printed = text_of(outputs(nb, "loc = %dsh locate"))
@@ -56,8 +56,8 @@ def test_quickstart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert log[0]["id"] in text_of(outputs(nb, "%dsh sessions"))
 
 
-def test_referencing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    nb = execute("referencing", tmp_path, monkeypatch)
+def test_referencing(tmp_path: Path, kernel_runner: KernelRunner) -> None:
+    nb = execute("referencing", tmp_path, kernel_runner)
     chosen = text_of(outputs(nb, "picker = %dsh pick churn"))
     assert "@[Churn after the August price change](dsh-session:" in chosen
     completed = text_of(outputs(nb, "provisionalcompleter"))
@@ -73,8 +73,8 @@ def test_referencing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "('Churn after the August price change', True" in text_of(outputs(nb, "contexts = [m for m"))
 
 
-def test_teaching(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    nb = execute("teaching", tmp_path, monkeypatch)
+def test_teaching(tmp_path: Path, kernel_runner: KernelRunner) -> None:
+    nb = execute("teaching", tmp_path, kernel_runner)
     assert "steered into the running turn" in text_of(outputs(nb, "While that runs"))
     background = text_of(outputs(nb, "%%dsh --bg"))
     assert "slow job finished" in background and "how many files" in background
@@ -95,8 +95,8 @@ def test_teaching(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert text_of(outputs(nb, 'os.path.exists("hooks.json")')).strip() == "True"
 
 
-def test_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    nb = execute("workspace", tmp_path, monkeypatch)
+def test_workspace(tmp_path: Path, kernel_runner: KernelRunner) -> None:
+    nb = execute("workspace", tmp_path, kernel_runner)
     read = text_of(outputs(nb, "What is in my notebook so far?"))
     assert "the kernel's record of executed cells" in read and "sales = pd.DataFrame(" in read
     variables = text_of(outputs(nb, "Which of my variables"))

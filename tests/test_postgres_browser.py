@@ -29,8 +29,6 @@ from dsh_jupyter.session import SessionHeader, SessionLog
 from dsh_jupyter.session.messages import assistant_message, text_block, user_message
 from dsh_jupyter.store.postgres import PostgresStore
 
-pytestmark = pytest.mark.browser
-
 ALICE, BOB = "lab_alice", "lab_bob"
 PASSWORDS = {ALICE: "alice-lab-pw", BOB: "bob-lab-pw"}
 NOTEBOOK = "work/hub.ipynb"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kernel_helpers import KernelRunner, named_outputs, output_text
 from pg_helpers import PgServer
 
 from dsh_jupyter.store.postgres_schema import ensure_schema
@@ -47,23 +48,9 @@ def _settings(event: str, command: str) -> dict[str, Any]:
     return {"hooks": {event: [{"hooks": [{"type": "command", "command": command}]}]}}
 
 
-def _text(outputs: list[dict[str, Any]]) -> str:
-    parts = []
-    for out in outputs:
-        if out.get("output_type") == "stream":
-            parts.append(out["text"])
-        elif out.get("output_type") == "error":
-            parts.append("\n".join(out.get("traceback", [])))
-        else:
-            parts.append(out.get("data", {}).get("text/plain", ""))
-    return "".join(parts)
-
-
 @pytest.fixture(scope="module")
-def ran(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
-    import nbformat
+def ran(pg_server: PgServer, kernel_runner: KernelRunner, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
     import psycopg
-    from nbclient import NotebookClient
 
     name = pg_server.create_database("nb")
     with psycopg.connect(pg_server.dsn(name), autocommit=True) as conn:
@@ -79,19 +66,10 @@ def ran(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         path.write_text(json.dumps(_settings("UserPromptSubmit", command)))
     bad = pg_server.dsn(name, "nb_alice", "not-the-password")
     sources = {key: code.format(claude=str(claude), codex=str(codex), dsn=dsn, bad=bad) for key, code in CELLS.items()}
-    code_cells = [nbformat.v4.new_code_cell(code) for code in sources.values()]  # type: ignore[no-untyped-call]
-    nb = nbformat.v4.new_notebook(cells=code_cells)  # type: ignore[no-untyped-call]
     try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("DSH_HOME", str(home))
-            patch.setenv("DSH_POSTGRES_DSN", dsn)
-            for var in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DSH_SESSIONS_DIR", "DSH_SESSION_ID",
-                        "DSH_SESSION_JSONL"):
-                patch.delenv(var, raising=False)
-            client = NotebookClient(nb, timeout=180, kernel_name="python3", allow_errors=True,
-                                    resources={"metadata": {"path": str(work)}})
-            client.execute(cwd=str(work))
-        cells = {key: _text(nb.cells[i].outputs) for i, key in enumerate(sources)}
+        nb = kernel_runner.run(list(sources.values()), work, env={"DSH_HOME": str(home), "DSH_POSTGRES_DSN": dsn},
+                               allow_errors=True)
+        cells = {key: output_text(outputs) for key, outputs in named_outputs(list(sources), nb).items()}
         yield Ran(cells, dsn, pg_server.dsn(name), records)
     finally:
         pg_server.drop_database(name)

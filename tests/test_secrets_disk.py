@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-import nbformat
 import pytest
+from kernel_helpers import KernelRunner, output_text
 
 from dsh_jupyter.references.mentions import format_session_reference_mention
 from dsh_jupyter.secrets import MASK, MaskedStream, SecretMasker
@@ -117,23 +117,8 @@ class Ran:
     cells: list[str]
 
 
-def _text(outputs: list[dict[str, object]]) -> str:
-    parts = []
-    for out in outputs:
-        if out.get("output_type") == "stream":
-            parts.append(str(out["text"]))
-        elif out.get("output_type") == "error":
-            parts.append("\n".join(out.get("traceback", [])))  # type: ignore[arg-type]
-        else:
-            data = out.get("data", {})
-            parts.append(str(data.get("text/plain", "")) if isinstance(data, dict) else "")
-    return "".join(parts)
-
-
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
-    from nbclient import NotebookClient
-
+def ran(kernel_runner: KernelRunner, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
     from dsh_jupyter.cli import main
 
     root = tmp_path_factory.mktemp("secrets-disk")
@@ -160,16 +145,13 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
         "print('env', os.environ.get('DSH_SESSION_ID'))",
         f"%%dsh -n -b 4096\nWhat do the warehouse notes say? {mention}",
     ]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DSH_HOME", str(home))
-        patch.setenv("CLAUDE_CONFIG_DIR", str(keys / "claude"))
-        patch.setenv("DEEPSEEK_API_KEY", API_KEY)
-        patch.setenv("GITHUB_TOKEN", GITHUB_TOKEN)
-        patch.setenv("DATABASE_URL", DSN)
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in cells])
-        NotebookClient(nb, timeout=240, kernel_name="python3", allow_errors=True,
-                       resources={"metadata": {"path": str(work)}}).execute(cwd=str(work))
-        texts = [_text(cell.outputs) for cell in nb.cells]
+    env = {"DSH_HOME": str(home), "CLAUDE_CONFIG_DIR": str(keys / "claude"), "DEEPSEEK_API_KEY": API_KEY,
+           "GITHUB_TOKEN": GITHUB_TOKEN, "DATABASE_URL": DSN}
+    with pytest.MonkeyPatch.context() as patch:  # the command line below reads the same environment
+        for name, value in env.items():
+            patch.setenv(name, value)
+        nb = kernel_runner.run(cells, work, env=env, allow_errors=True)
+        texts = [output_text(cell.outputs) for cell in nb.cells]
         logs = sorted((work / ".dsh" / "sessions").glob("*/session.jsonl"), key=lambda p: p.stat().st_mtime)
         first = texts[-2].split("env ", 1)[1].split()[0]
         others = [p.parent.name for p in logs if p.parent.name != first]

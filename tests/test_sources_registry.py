@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
+from kernel_helpers import KernelRunner
 
 from dsh_jupyter.references import ReferenceTarget
 from dsh_jupyter.references.mentions import format_session_reference_mention
@@ -85,17 +85,14 @@ def test_a_missing_transcript_is_a_read_failure(peers: Path, tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_a_notebook_lists_and_references_claude_code_and_codex_sessions(peers: Path, tmp_path: Path) -> None:
-    from nbclient import NotebookClient
-
+def test_a_notebook_lists_and_references_claude_code_and_codex_sessions(peers: Path, tmp_path: Path,
+                                                                        kernel_runner: KernelRunner) -> None:
     work = tmp_path / "work"
     work.mkdir()
     claude = format_session_reference_mention(CLAUDE_ID, "Q3 regional sales")
     codex = format_session_reference_mention(CODEX_ID, "Price outliers")
     cells = ["%load_ext dsh_jupyter", "%dsh sessions", f"%%dsh\nCompare {claude} with {codex}."]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
-    NotebookClient(nb, timeout=180, kernel_name="python3",
-                   resources={"metadata": {"path": str(work)}}).execute(cwd=str(work))
+    nb = kernel_runner.run(cells, work)
     listing = nb.cells[1].outputs[0]["data"]["text/plain"]
     for expected in ("tool", "Claude Code", "Codex", "Q3 regional sales", "Price outliers", CLAUDE_ID, CODEX_ID):
         assert expected in listing

@@ -787,6 +787,7 @@ def test_an_export_of_a_damaged_session_writes_nothing(store: SessionStore, tmp_
     assert target.read_text() == exported and sorted(p.name for p in target.parent.iterdir()) == ["s-1.md"]
 
 
+@pytest.mark.usefixtures("pg_database")
 def test_a_postgres_surface_streams_in_chunks(tmp_path: Path, request: pytest.FixtureRequest,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """``stream_surface`` fetches the surviving bodies a few at a time and yields what ``read_surface`` reads,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import pytest
+from kernel_helpers import EVERY_MIME, KernelRunner, output_text, stream_text
 from store_helpers import GOOD_IDS, HOSTILE_CASES, append_turn, digest_tree, hostile_store, write_session
 
 import dsh_jupyter
@@ -238,42 +239,24 @@ def test_locate_by_id_reads_only_that_header(short_tmp: Path, monkeypatch: pytes
 
 
 # ---------------------------------------------------------------------------------------------- a real kernel
-def notebook(cells: list[str]) -> Any:
-    """A notebook of code cells, for nbclient."""
-    import nbformat
-
-    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])  # type: ignore[no-untyped-call]
-
-
-def test_dsh_sessions_and_resume_on_a_real_kernel(short_tmp: Path) -> None:
-    from nbclient import NotebookClient
-
+def test_dsh_sessions_and_resume_on_a_real_kernel(short_tmp: Path, kernel_runner: KernelRunner) -> None:
     names = tuple(n for n in HOSTILE_CASES if n != "char-device" or os.geteuid() == 0)
     store, cases = hostile_store(short_tmp, names)
     refused = next(c for c in cases if c.name == "fifo")
     cells = ["%load_ext dsh_jupyter", f"%config DshMagics.sessions_dir = {str(store.root)!r}",
              "%config DshMagics.catalog = False", "%dsh sessions", "%dsh sessions --limit 100",
              f"%dsh resume {refused.session_id}", "%dsh resume good-1", "%dsh locate"]
-    nb = notebook(cells)
-    client = NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(short_tmp)}})
-    client.execute(cwd=str(short_tmp))
+    nb = kernel_runner.run(cells, short_tmp, allow_errors=True)
 
-    def text(index: int, *, streams: bool = True, data: bool = True) -> str:
-        parts = []
-        for out in nb.cells[index].outputs:
-            if streams:
-                parts.append(out.get("text", "") + out.get("evalue", ""))
-            if data:
-                parts.extend(str(v) for v in out.get("data", {}).values())
-        return "\n".join(parts)
+    def text(index: int) -> str:
+        return output_text(nb.cells[index].outputs, EVERY_MIME)
 
     for index in (3, 4):
-        table = text(index, streams=False)
+        table = output_text([o for o in nb.cells[index].outputs if o.get("output_type") != "stream"], EVERY_MIME)
         assert all(sid in table for sid in GOOD_IDS), table
         assert all(c.session_id in table for c in cases if c.listed), table
         assert not any(c.session_id in table for c in cases if not c.listed), table
-    warnings = text(3, data=False)  # each skipped entry is named once per kernel, on the first listing
+    warnings = stream_text(nb.cells[3].outputs)  # each skipped entry is named once per kernel, on the first listing
     assert all(str(c.entry) in warnings for c in cases if not c.listed), warnings
     refusal = text(5)
     # The host looks ids up in the listing, which skipped the FIFO: a plain "no such session", at once.
@@ -281,14 +264,10 @@ def test_dsh_sessions_and_resume_on_a_real_kernel(short_tmp: Path) -> None:
     assert str(store.log_path("good-1")) in text(7)
 
 
-def test_dsh_sessions_with_the_catalog_on_a_real_kernel(short_tmp: Path) -> None:
-    from nbclient import NotebookClient
-
+def test_dsh_sessions_with_the_catalog_on_a_real_kernel(short_tmp: Path, kernel_runner: KernelRunner) -> None:
     store, _ = hostile_store(short_tmp, ("fifo", "dev-zero", "nested", "headerless-50mb"))
     cells = ["%load_ext dsh_jupyter", f"%config DshMagics.sessions_dir = {str(store.root)!r}", "%dsh sessions"]
-    nb = notebook(cells)
-    NotebookClient(nb, timeout=30, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(short_tmp)}}).execute(cwd=str(short_tmp))
+    nb = kernel_runner.run(cells, short_tmp, allow_errors=True)
     shown = json.dumps(nb.cells[2].outputs)
     assert all(sid in shown for sid in (*GOOD_IDS, "hostile-nested")), shown
 
@@ -388,9 +367,8 @@ def test_a_read_only_file_system_lists_but_refuses_to_write_before_a_turn(short_
         assert digest_tree(store.root) == before
 
 
-def test_a_read_only_store_on_a_real_kernel_lists_and_refuses_the_turn_clearly(short_tmp: Path) -> None:
-    from nbclient import NotebookClient
-
+def test_a_read_only_store_on_a_real_kernel_lists_and_refuses_the_turn_clearly(short_tmp: Path,
+                                                                              kernel_runner: KernelRunner) -> None:
     with small_tmpfs(short_tmp / "disk", "4m") as disk:
         store = JsonlStore(disk / "s")
         for sid in GOOD_IDS:
@@ -400,9 +378,7 @@ def test_a_read_only_store_on_a_real_kernel_lists_and_refuses_the_turn_clearly(s
         try:
             cells = ["%load_ext dsh_jupyter", f"%config DshMagics.sessions_dir = {str(store.root)!r}",
                      "%config DshMagics.catalog = False", "%dsh sessions", "%%dsh\nhello"]
-            nb = notebook(cells)
-            NotebookClient(nb, timeout=30, kernel_name="python3", allow_errors=True,
-                           resources={"metadata": {"path": str(short_tmp)}}).execute(cwd=str(short_tmp))
+            nb = kernel_runner.run(cells, short_tmp, allow_errors=True)
         finally:
             subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=False)
         listed = json.dumps(nb.cells[3].outputs)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kernel_helpers import KernelRunner, stream_text
 
 from dsh_jupyter.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from dsh_jupyter.session import SessionHeader, SessionLog
@@ -147,9 +148,8 @@ def test_html_is_standalone_styled_and_shows_no_raw_html() -> None:
 # --------------------------------------------------------------------------- notebook
 
 
-def test_notebook_cells_and_it_executes(tmp_path: Path) -> None:
+def test_notebook_cells_and_it_executes(tmp_path: Path, kernel_runner: KernelRunner) -> None:
     import nbformat
-    from nbclient import NotebookClient
 
     nb = nbformat.reads(render(sample_log(), "ipynb"), as_version=4)
     nbformat.validate(nb)
@@ -162,7 +162,7 @@ def test_notebook_cells_and_it_executes(tmp_path: Path) -> None:
     assert nb.cells[2].outputs[0]["text"] == "total is 42\n"
     assert "<img" not in "".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert nb.metadata["dsh"]["sessionId"] == "exp-1"
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    kernel_runner.run_notebook(nb, tmp_path)
     assert nb.cells[2].outputs[0]["text"] == "total is 42\n"
     assert nb.cells[3].outputs[0]["text"] == "hello from bash\n"
     assert nb.cells[4].outputs[0]["ename"] == "ValueError"
@@ -253,19 +253,13 @@ KERNEL_CELLS = [
 
 
 @pytest.mark.slow
-def test_kernel_dsh_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kernel_dsh_export(tmp_path: Path, kernel_runner: KernelRunner) -> None:
     import nbformat
-    from nbclient import NotebookClient
 
-    for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DSH_SESSIONS_DIR"):
-        monkeypatch.delenv(name, raising=False)
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in KERNEL_CELLS])
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute(
-        cwd=str(tmp_path))
+    nb = kernel_runner.run(KERNEL_CELLS, tmp_path)
 
     def stream(index: int, name: str) -> str:
-        return "".join(o["text"] for o in nb.cells[index].outputs if o.get("output_type") == "stream"
-                       and o.get("name") == name)
+        return stream_text(nb.cells[index].outputs, name)
 
     md_files = list(tmp_path.glob("*.md"))
     assert len(md_files) == 1 and stream(2, "stdout").startswith("exported session ")

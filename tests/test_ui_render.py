@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import pytest
+from kernel_helpers import KernelRunner
 from notebook_helpers import block_markup
 
 from dsh_jupyter.agent.events import (
@@ -376,25 +377,21 @@ FOOTER = re.compile(r"^(?P<status>[●✓⏹✗⛔⏸] [a-z ]+) · (?P<title>.+)
 
 
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[int, list[dict[str, Any]]], Any]:
+def executed(kernel_runner: KernelRunner,
+             tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[int, list[dict[str, Any]]], Any]:
     """The notebook run in one real kernel, saved and read back; and each cell's outputs as it finished."""
     import copy
 
     import nbformat
-    from nbclient import NotebookClient
 
     work = tmp_path_factory.mktemp("footer-notebook")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in KERNEL_CELLS])
     at_finish: dict[int, list[dict[str, Any]]] = {}
 
     def keep(cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
         at_finish[cell_index] = copy.deepcopy(cell.outputs)
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DSH_HOME", str(tmp_path_factory.mktemp("footer-home")))
-        client = NotebookClient(nb, timeout=120, kernel_name="python3", on_cell_executed=keep,
-                                resources={"metadata": {"path": str(work)}})
-        client.execute(cwd=str(work))
+    nb = kernel_runner.run(KERNEL_CELLS, work, env={"DSH_HOME": str(tmp_path_factory.mktemp("footer-home"))},
+                           on_cell_executed=keep)
     path = work / "footer.ipynb"
     nbformat.write(nb, path)
     return nbformat.read(path, as_version=4), at_finish, work

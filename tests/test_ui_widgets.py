@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from kernel_helpers import KernelRunner
 from notebook_helpers import HOSTILE_LABELS, FakeHost, candidate, invoke, run_view_scenario
 
 from dsh_jupyter.agent.events import (
@@ -817,25 +818,17 @@ NBCONVERT_CELLS = [
 ]
 
 
-def test_nbconvert_html_shows_each_conversation(tmp_path: Path) -> None:
+def test_nbconvert_html_shows_each_conversation(tmp_path: Path, kernel_runner: KernelRunner) -> None:
     """An executed notebook with a chat and a pick panel, converted to HTML, reads as the conversations."""
     import json
-    import os
 
-    notebook = tmp_path / "widgets.ipynb"
-    cells: list[dict[str, Any]] = [
-        {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [], "source": source}
-        for i, source in enumerate(NBCONVERT_CELLS)]
-    kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.write_text(json.dumps({"cells": cells, "metadata": {"kernelspec": kernelspec}, "nbformat": 4,
-                                    "nbformat_minor": 5}), encoding="utf-8")
-    env = {**os.environ, "DSH_HOME": str(tmp_path / "home"), "PYTHONPATH": os.pathsep.join(sys.path)}
-    for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DSH_SESSION_ID", "DSH_SESSIONS_DIR"):
-        env.pop(name, None)
-    jupyter = [sys.executable, "-m", "jupyter", "nbconvert"]
-    subprocess.run([*jupyter, "--to", "notebook", "--execute", "--inplace", str(notebook)], check=True, cwd=tmp_path,
-                   env=env, timeout=300, capture_output=True)
-    executed = json.loads(notebook.read_text(encoding="utf-8"))
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = kernel_runner.run(NBCONVERT_CELLS, tmp_path, env={"DSH_HOME": str(tmp_path / "home")})
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "widgets.ipynb")
+    executed = json.loads((tmp_path / "widgets.ipynb").read_text(encoding="utf-8"))
     for index, words in ((1, "hello from the chat panel"), (3, "a question from the picker")):
         (output,) = executed["cells"][index]["outputs"]
         data = output["data"]
@@ -848,9 +841,7 @@ def test_nbconvert_html_shows_each_conversation(tmp_path: Path) -> None:
     lab_saved = dict(executed, metadata={k: v for k, v in executed["metadata"].items() if k != "widgets"})
     (tmp_path / "lab-saved.ipynb").write_text(json.dumps(lab_saved), encoding="utf-8")
     for name in ("widgets", "lab-saved"):
-        subprocess.run([*jupyter, "--to", "html", f"{name}.ipynb"], check=True, cwd=tmp_path, env=env, timeout=300,
-                       capture_output=True)
-        page = (tmp_path / f"{name}.html").read_text(encoding="utf-8")
+        page, _ = HTMLExporter().from_filename(str(tmp_path / f"{name}.ipynb"))  # `jupyter nbconvert --to html`
         assert "hello from the chat panel" in page and "a question from the picker" in page
         assert "object at 0x" not in page and "Error displaying widget" not in page
     assert page.count('<div class="dsh-static dsh-static-chat">') == 1

@@ -1,0 +1,96 @@
+"""The test tiers (unit, kernel, postgres, browser) partition the suite, and the kernel runner's helpers read
+outputs the way the tests rely on."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kernel_helpers import EVERY_MIME, SCRUBBED, kernel_environment, output_text, output_texts, stream_text
+
+TESTS = Path(__file__).resolve().parent
+TIERS = ("unit", "kernel", "postgres", "browser")
+
+
+def collected(processes: dict[str, subprocess.Popen[str]]) -> tuple[dict[str, set[str]], set[int]]:
+    """The test ids each ``pytest --collect-only -q -m X`` printed, by its label; and the suite's size each saw
+    (``selected/total tests collected``)."""
+    found, totals = {}, set()
+    for label, process in processes.items():
+        out, err = process.communicate(timeout=240)
+        assert process.returncode == 0, f"-m {label}: {out[-2000:]}\n{err[-2000:]}"
+        found[label] = {line for line in out.splitlines() if "::" in line and not line.startswith(" ")}
+        summary = re.search(r"^(\d+)/(\d+) tests collected", out, re.M)
+        assert summary is not None and int(summary.group(1)) == len(found[label]), out[-500:]
+        totals.add(int(summary.group(2)))
+    return found, totals
+
+
+@pytest.mark.slow
+def test_the_four_tiers_partition_the_suite() -> None:
+    def collect(*marks: str) -> subprocess.Popen[str]:
+        command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *marks]
+        return subprocess.Popen(command, cwd=TESTS.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=os.environ.copy())
+
+    # Four collections, not five: each one's summary line gives the size of the whole suite.
+    ids, totals = collected({tier: collect("-m", tier) for tier in TIERS})
+    (everything,) = totals
+    assert everything > 2000, everything
+    assert sum(len(tier) for tier in ids.values()) == everything, {k: len(v) for k, v in ids.items()}
+    assert len(set().union(*ids.values())) == everything  # no test in two tiers
+    # Each tier holds what its name says (examples that must not drift into another tier).
+    assert "tests/test_tiers.py::test_the_four_tiers_partition_the_suite" in ids["unit"]
+    assert any(i.startswith("tests/test_notebooks_demo.py::") for i in ids["kernel"])  # the product's demo runner
+    assert "tests/test_notebook_errors.py::test_each_error_names_what_was_typed[blocked]" in ids["kernel"]
+    assert "tests/test_store_contract.py::test_round_trip[postgres]" in ids["postgres"]  # a store parameter
+    assert "tests/test_store_contract.py::test_round_trip[jsonl]" in ids["unit"]
+    assert "tests/test_kernel_env.py::test_postgres_exports_the_session" in ids["postgres"]  # the heavier one wins
+    assert all(i.startswith(("tests/test_browser_", "tests/test_postgres_browser.py")) for i in ids["browser"])
+    assert not any(i.startswith("tests/test_browser_") for i in ids["unit"] | ids["kernel"] | ids["postgres"])
+
+
+# --------------------------------------------------------------------------- reading outputs
+
+
+def stream(name: str, text: str) -> dict[str, str]:
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+def test_a_stream_split_over_outputs_reads_as_printed() -> None:
+    outputs = [stream("stdout", "line one\nli"), stream("stdout", "ne two\n"), stream("stderr", "warn\n"),
+               {"output_type": "display_data", "data": {"text/plain": "<table>", "text/html": "<b>t</b>"}}]
+    assert stream_text(outputs) == "line one\nline two\nwarn\n"
+    assert stream_text(outputs, "stderr") == "warn\n"
+    assert output_text(outputs) == "line one\nline two\n\nwarn\n\n<table>"
+    assert output_text(outputs, "text/html").endswith("\n<b>t</b>")
+    assert output_text(outputs, EVERY_MIME).endswith("\n<table>\n<b>t</b>")
+    assert output_texts(outputs, "text/markdown", "text/html", "text/plain", first=True)[-1] == "<b>t</b>"
+
+
+def test_an_error_output_reads_with_its_name_value_and_traceback() -> None:
+    error = {"output_type": "error", "ename": "KeyError", "evalue": "'x'", "traceback": ["Traceback", "KeyError"]}
+    assert output_texts([error]) == ["KeyError: 'x'\nTraceback\nKeyError"]
+    assert output_texts([{"output_type": "display_data", "data": {"image/png": "..."}}]) == [""]
+
+
+def test_the_kernel_environment_drops_keys_and_foreign_sessions(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
+    monkeypatch.setenv("DSH_SESSION_ID", "someone-else")
+    monkeypatch.setenv("KEEP_ME", "1")
+    env = kernel_environment({"DSH_SESSION_ID": "given", "KEEP_ME": None, "DSH_HOME": "/h"})
+    assert "DEEPSEEK_API_KEY" not in env and env["DSH_SESSION_ID"] == "given" and env["DSH_HOME"] == "/h"
+    assert "KEEP_ME" not in env and not set(SCRUBBED) - {"DSH_SESSION_ID"} & set(env)
+    assert os.environ["DSH_SESSION_ID"] == "someone-else"  # the test process keeps its own
+
+
+def test_only_the_kernel_runner_builds_a_notebook_client() -> None:
+    """A test that ran its own nbclient would run on a kernel outside the ``kernel`` tier and its environment rule."""
+    elsewhere = [path.name for path in sorted(TESTS.glob("*.py"))
+                 if path.name not in ("kernel_helpers.py", "test_tiers.py")
+                 and "NotebookClient" in path.read_text(encoding="utf-8")]
+    assert elsewhere == [], f"use the kernel_runner fixture (tests/kernel_helpers.py) in {elsewhere}"
