@@ -33,9 +33,6 @@ DOCS = ROOT / "docs"
 #: The page that holds the generated reference tables.
 GUIDE_PATH = DOCS / "user-guide.md"
 README_MAX_LINES = 150
-#: Pages another part of the project writes: a link to one is checked once it exists (until then it is the
-#: only link allowed to lead to a missing file). CONTRIBUTING.md comes with the contributor guide.
-WRITTEN_ELSEWHERE = frozenset({"CONTRIBUTING.md"})
 
 #: The heading each generated table sits under, in the user guide.
 SECTIONS = {
@@ -128,8 +125,6 @@ def broken_links(document: Path, root: Path = ROOT) -> list[BrokenLink]:
             continue
         destination = (document.parent / path).resolve() if path else document
         if not destination.exists():
-            if destination.name in WRITTEN_ELSEWHERE and destination.parent == root:
-                continue
             problems.append(BrokenLink(shown, target, "leads to no file"))
             continue
         if fragment and destination.suffix == ".md" and fragment not in anchors(
