@@ -31,5 +31,7 @@ echo "ruff check ..."
 .venv/bin/ruff check .
 echo "mypy (strict) ..."
 .venv/bin/mypy
-# --dist loadscope keeps a module on one worker, so a module's server or database starts once.
-exec .venv/bin/python -m pytest -n "${DSH_TEST_WORKERS:-3}" --dist loadscope "$@"
+# --dist loadscope keeps a module on one worker, so a module's server or database starts once. A failed test
+# is run again up to twice: kernels, servers and browsers on two shared cores can miss a deadline by chance.
+# A rerun is reported ("R" and "N rerun" in the summary): a test that needs one is a test to look at.
+exec .venv/bin/python -m pytest -n "${DSH_TEST_WORKERS:-3}" --dist loadscope --reruns 2 --reruns-delay 2 "$@"
