@@ -4,7 +4,7 @@ Items: :class:`Prompt`, :class:`Answer`, :class:`Checkpoint` and :class:`Note` (
 :meth:`Prose.of`), :class:`References` (what a prompt referenced) and :class:`ToolRun` (a tool call with its
 result). :func:`transcript_items` folds a log's events into items one event at a time (exports: every
 message of the log); :func:`projected_item` turns one projected message (the surface a reference carries,
-:mod:`dsh_jupyter.references.projection`) into its item (``sessions show``). :class:`Tally` counts what a
+:mod:`dsh_jupyter.session.projection`) into its item (``sessions show``). :class:`Tally` counts what a
 stream yielded and what it cut.
 """
 
@@ -30,7 +30,7 @@ from .session.messages import (
 )
 
 if TYPE_CHECKING:
-    from .references.projection import ProjectedMessage
+    from .session.projection import ProjectedMessage
 
 #: Tool output kept per call (characters); the rest is counted, not shown.
 MAX_OUTPUT = 20_000
