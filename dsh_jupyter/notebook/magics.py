@@ -213,16 +213,20 @@ class DshMagics(Magics, DshSettings):
         view.start()
         host.approval_slot(background=args.bg)  # where this turn's approval questions appear
         dispose = agent.subscribe(view)
-        if args.bg:
+
+        def start() -> Any:
             future = host.thread.submit(turn)
             future.add_done_callback(lambda _: dispose())
-            host.track_background(future)
+            return future
+
+        if args.bg:
+            host.track_background(start())
             self._views.append(view)
             return
         try:
             # The cell serves the turn's main-thread calls from before the turn starts: a tool that runs at
             # once (the offline model answers instantly) must find this cell waiting, not a cell-less kernel.
-            result = self._wait(lambda: self._started(host.thread.submit(turn), dispose), agent, cancel_turn=True)
+            result = self._wait(start, agent, cancel_turn=True)
         except Exception as exc:
             view.finish("error", self._describe(exc, said))
             _error(self._describe(exc, said))
@@ -230,26 +234,17 @@ class DshMagics(Magics, DshSettings):
         if result is not None and result.reason == "blocked":
             _error(blocked_message(result.error))
 
-    @staticmethod
-    def _started(future: Any, dispose: Callable[[], None]) -> Any:
-        future.add_done_callback(lambda _: dispose())
-        return future
-
-    def _wait(self, work: Any, agent: Any, *, cancel_turn: bool) -> Any:
-        """Wait for ``work`` (a future, or a callable that starts one) while running the agent's main-thread
-        calls; Stop cancels the turn. A callable is started only once this cell serves those calls."""
+    def _wait(self, start: Callable[[], Any], agent: Any, *, cancel_turn: bool) -> Any:
+        """Start the work (``start`` returns its future) once this cell serves the agent's main-thread calls,
+        and wait for it while running them; Stop cancels the turn."""
         from .python_tool import MainThreadCalls
 
         calls = MainThreadCalls()
         self.host.main_thread_calls = calls
-        try:
-            future = work() if callable(work) else work
-        except BaseException:
-            self.host.main_thread_calls = None
-            raise
-        future.add_done_callback(lambda _: calls.wake())
         interrupted_at: float | None = None
         try:
+            future = start()
+            future.add_done_callback(lambda _: calls.wake())
             while not future.done():
                 try:
                     calls.pump(0.05)
@@ -483,7 +478,7 @@ class DshMagics(Magics, DshSettings):
             print("no background turn")
             return None
         agent = self.host.agent
-        self._wait(future, agent, cancel_turn=True)
+        self._wait(lambda: future, agent, cancel_turn=True)
         self.refresh_views()
         return None
 
