@@ -7,7 +7,7 @@
   with every Jupyter directory (config, data, runtime, settings, workspaces, IPython) in a temporary
   state folder. News and update checks are switched off through the temporary settings folder. The
   server is stopped by its PID at the end (kernels first, through the REST API).
-- :func:`chromium_process` / :func:`connected_browser` and the ``browser`` fixture: one headless
+- :func:`connected_browser` and the ``browser`` fixture: one headless
   ``/usr/bin/chromium`` per test module (the toolchain notes' flags; never a downloaded browser), reached
   by each test through Playwright over CDP, with fresh browser contexts per test.
 - :class:`NotebookPage`: a notebook opened in Lab or Notebook 7, with the cell helpers the tests share.
@@ -396,7 +396,7 @@ CHROMIUM_START_SECONDS = 60.0
 
 @dataclass
 class ChromiumProcess:
-    """A headless Debian chromium of our own, shared by the tests of one module (see :func:`chromium_process`)."""
+    """A headless Debian chromium of our own, shared by the tests of one module (the ``module_chromium`` fixture)."""
 
     process: subprocess.Popen[bytes]
     endpoint: str  # http://127.0.0.1:<port>, for Playwright's connect_over_cdp
@@ -443,20 +443,6 @@ def _stop_chromium(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def chromium_process(profile: Path) -> Iterator[ChromiumProcess]:
-    """One headless chromium (the toolchain notes' flags, a fresh profile) for many tests; stopped on exit.
-
-    Tests connect to it with :func:`connected_browser` and each opens its own browser context, so they share
-    the process, never cookies, storage or pages.
-    """
-    started = _start_chromium(profile)
-    try:
-        yield started
-    finally:
-        _stop_chromium(started.process)
-
-
-@contextlib.contextmanager
 def connected_browser(chromium: ChromiumProcess) -> Iterator[Any]:
     """Playwright's sync API connected to a running chromium; the contexts a test made are closed on exit.
 
@@ -473,16 +459,6 @@ def connected_browser(chromium: ChromiumProcess) -> Iterator[Any]:
             yield browser
         finally:
             browser.close()  # closes the contexts this connection made and disconnects; chromium keeps running
-
-
-@contextlib.contextmanager
-def launched_browser() -> Iterator[Any]:
-    """A chromium of its own for one use (tests outside a module's shared browser)."""
-    import tempfile
-
-    with (tempfile.TemporaryDirectory(prefix="dsh-chromium-") as folder,
-          chromium_process(Path(folder) / "profile") as chromium, connected_browser(chromium) as browser):
-        yield browser
 
 
 #: Uncaught errors the apps themselves raise on load, whatever extensions are enabled: Notebook 7.6's
