@@ -22,6 +22,7 @@ says so) a copy of the block with ``data`` (base64) loaded from the artifact, an
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import re
@@ -314,8 +315,6 @@ def request_images(messages: Sequence[dict[str, Any]], *, accepts_images: bool, 
     blocks carry ``data`` (base64 of the artifact); every other image block becomes its
     :func:`describe_image` text. Messages without images are passed through as they are (never copied or
     changed: they are the log's own dicts)."""
-    import base64
-
     budget = limit if accepts_images and load is not None else 0
     out: list[dict[str, Any]] = []
     for message in reversed(messages):

@@ -45,6 +45,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from ..escape import hidden_characters
+
 #: Programs whose whole purpose is to run other commands or code: never granted by their name.
 RUNNERS = frozenset({
     "bash", "sh", "dash", "zsh", "ksh", "fish", "csh", "tcsh", "busybox", "eval", "exec", "source", ".",
@@ -143,8 +145,6 @@ def covered_by(command: str, granted: str) -> str | None:
 
 
 def _problem(command: str, program: str | None) -> str | None:
-    from ..escape import hidden_characters
-
     hidden = hidden_characters(command)
     if hidden:
         codes = ", ".join(dict.fromkeys(char.code for char in hidden))

@@ -30,7 +30,7 @@ from ..models.base import (
     ToolSpec,
 )
 from ..secrets import mask_fields, watch_model
-from ..session import Event, SessionLog
+from ..session import Event, SessionHeader, SessionLog
 from ..session.events import (
     ASSISTANT_MESSAGE,
     COMPACTION_END,
@@ -56,6 +56,7 @@ from ..session.messages import (
 )
 from ..store.base import SessionStore, SessionWriter
 from ..tools.base import ToolExecution, ToolOutput, ToolRegistry, parse_arguments
+from ..tools.hooks import HookContext
 from . import events as ev
 from .approvals import ApprovalDecision, ApprovalPolicy, ApprovalRequest, describe_call
 from .compaction import (
@@ -173,8 +174,6 @@ class Agent:
     @classmethod
     def create(cls, store: SessionStore, model: ModelProvider, *, cwd: str | None = None,
                **kwargs: Any) -> Agent:
-        from ..session import SessionHeader
-
         header = SessionHeader.new(cwd)
         return cls(SessionLog(header), store.create(header), store, model, **kwargs)
 
@@ -504,8 +503,6 @@ class Agent:
         return HookGate(self.hooks, self._hook_context, self._emit)
 
     def _hook_context(self, turn: int | None) -> Any:
-        from ..tools.hooks import HookContext
-
         return HookContext(header=self.header, locate=self.locate, cwd=self.cwd or ".",
                            model=self.model.info.model, turn_id=str(turn) if turn is not None else None)
 

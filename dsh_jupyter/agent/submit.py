@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..references import ReferenceTarget, SessionReferenceResolver, parse_session_reference_text
+from ..references import ReferenceTarget, SessionReferenceError, SessionReferenceResolver, parse_session_reference_text
 from ..references.variables import VariableSnapshots
 from ..session.messages import text_block
 from .inbox import Placement
@@ -63,8 +63,6 @@ async def prepare_prompt(agent: Agent, text: str, resolver: SessionReferenceReso
     if not parsed.references and not parsed.variables:
         return Submission(content, None)
     if resolver is None:
-        from ..references import SessionReferenceError
-
         raise SessionReferenceError("SESSION_REFERENCE_INVALID_CONFIG",
                                     "this host has no session-reference service configured; remove the mentions")
     prepared = await resolver.prepare(reference_target(agent), content, parsed.references, cancel,

@@ -51,6 +51,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from ..images import describe_image, image_summary, is_image_block
 from ..session.messages import blocks_text
 from .base import (
     Finish,
@@ -193,8 +194,6 @@ def chat_messages(request: ModelRequest, *, reasoning_replay: bool = False,
 
 def _tool_text(result: Mapping[str, Any], images: list[dict[str, Any]]) -> str:
     """The text of a tool message; its images (blocks with ``data``) are added to ``images`` as parts."""
-    from ..images import describe_image, image_summary, is_image_block
-
     parts: list[str] = []
     call_id = result.get("toolCallId")
     for block in content_blocks(result.get("content")):

@@ -10,6 +10,7 @@ exported for the user's own ``!`` and ``%%bash`` cells. Widgets and the complete
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import sys
@@ -20,8 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..services import ServiceError, Services, ServiceSettings
+from ..ui.messages import session_name
 from .config import DshSettings
 from .runtime import AgentThread
+from .workspace.cells import CellRunner, KernelRecord
+from .workspace.live_document import with_proposals
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -38,7 +42,7 @@ if TYPE_CHECKING:
     from ..tools.base import ToolRegistry
     from ..tools.env import ProcessEnv, ShellEnvRegistry
     from ..tools.hooks import HookRunner
-    from .workspace.cells import ExecutedCell, KernelRecord
+    from .workspace.cells import ExecutedCell
     from .workspace.notebook_tools import LiveSource, Workspace
 
 log = logging.getLogger(__name__)
@@ -283,8 +287,6 @@ class NotebookHost:
         """Start recording the cells this kernel executes (once); returns the disposer that stops it."""
         if self.shell is None:
             return lambda: None
-        from .workspace.cells import CellRunner, KernelRecord
-
         record = self.kernel_record
         if record is None:
             record = self.kernel_record = KernelRecord(self.shell)
@@ -341,8 +343,6 @@ class NotebookHost:
 
             approver = approver_for(self.shell, self)
             if approver is not None and self.live_source is not None:  # notebook edits: proposals in the notebook
-                from .workspace.live_document import with_proposals
-
                 approver = with_proposals(approver, self.live_source)
             self._approver = approver or False
         return self._approver or None
@@ -486,8 +486,6 @@ class NotebookHost:
         if len(titled) == 1:
             return titled[0]
         if len(prefixed) > 1 or len(titled) > 1:
-            from ..ui.messages import session_name
-
             names = ", ".join(session_name(i, query.title(i)) for i in (prefixed if len(prefixed) > 1 else titled)[:4])
             raise HostError(f"{text!r} matches several sessions ({names}); use more of the id (see %dsh sessions)")
         raise HostError(f"no session matches {text!r}; list them with %dsh sessions")
@@ -599,8 +597,6 @@ class NotebookHost:
                      model: str | None = None) -> concurrent.futures.Future[Submission]:
         """Prepare ``text`` and send it (idle) or steer it into the running turn (busy), through the agent
         layer's one submit path; a turn it starts becomes the background turn ``%dsh wait`` waits for."""
-        import concurrent.futures
-
         from ..agent.submit import submit
 
         agent, _ = self.current(model)

@@ -23,6 +23,7 @@ import binascii
 import concurrent.futures
 import contextlib
 import queue
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -207,8 +208,6 @@ def _this_thread_displays(shell: Any) -> Iterator[list[RichOutput]]:
 
 def _flush_inline_figures() -> None:
     """Display the figures the code drew, as a cell's end would (only with matplotlib's inline backend)."""
-    import sys
-
     if "matplotlib.pyplot" not in sys.modules or "matplotlib_inline.backend_inline" not in sys.modules:
         return
     import matplotlib

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .indexing import index_in_background
+from .state import SETTINGS_KEY, ServerState
+
 #: The module jupyter-server loads.
 EXTENSION_MODULE = "dsh_jupyter.server"
 
@@ -30,9 +33,6 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
 
     from .config import DshServer
     from .handlers import ROUTES
-    from .indexing import index_in_background
-    from .state import SETTINGS_KEY, ServerState
-
     settings = DshServer(parent=serverapp)
     boundary = settings.boundary(serverapp.root_dir)
     postgres = settings.make_postgres()

@@ -20,13 +20,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from ..references.candidates import list_candidates
 from ..services import Services, ServiceSettings
+from ..store.postgres import PostgresStore, PostgresStoreError
 from .errors import ApiError, busy, too_slow
 
 if TYPE_CHECKING:
     from ..query import SessionQuery
     from ..references import ReferenceTarget, SessionReferenceCandidate
-    from ..store.postgres import PostgresStore
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,6 @@ class ServedPostgres:
 
     @property
     def store(self) -> PostgresStore:
-        from ..store.postgres import PostgresStore
-
         store = self.services.store
         assert isinstance(store, PostgresStore)
         return store
@@ -78,8 +77,6 @@ class ServedPostgres:
         ran out of time); the details go to the server log only."""
         import psycopg
 
-        from ..store.postgres import PostgresStoreError
-
         try:
             yield
         except ApiError:
@@ -96,8 +93,6 @@ class ServedPostgres:
     def candidates(self, target: ReferenceTarget, text: str, limit: int, *,
                    body: bool = False) -> list[SessionReferenceCandidate]:
         """The visible sessions matching ``text`` for ``target``, ranked, at most ``limit``."""
-        from ..references.candidates import list_candidates
-
         with self.answering("listing candidates"):
             return list_candidates(self.query, target, text, limit, source=self.services.candidate_source,
                                    body=body)

@@ -19,7 +19,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..catalog import Catalog, CatalogUnavailable
+from ..catalog.bodies import BODY_CAP
 from ..query import SessionQuery
+from ..ranking import workspace_rank
 from ..references import (
     ReferenceTarget,
     SessionReferenceCandidate,
@@ -31,9 +34,12 @@ from ..references.projection import PROJECTION_SKIPS
 from ..references.resolver import merge_foreign
 from ..services import Services, ServiceSettings
 from ..session import SessionError, SessionNotFoundError
-from ..sources import tool_of
+from ..sources import enabled_by_env, foreign_sessions, tool_of
 from ..store import JsonlStore
 from ..store.errors import LogAccessError
+from ..store.paths import decode_segment
+from ..store.postgres import PostgresStoreError
+from ..store.safe_open import open_log
 from .boundary import Boundary, require_log, require_store
 from .detail import PREVIEW_MESSAGE_BYTES, PREVIEW_MESSAGES, details, read_jsonl, reading_of
 from .errors import BUSY, NOT_FOUND, ApiError, bad_request, internal, not_found, outside_root, refused_entry
@@ -208,8 +214,6 @@ class BoundedCatalog:
 
     def pending(self) -> list[str]:
         """The stores inside the boundary the catalog has not finished indexing."""
-        from ..catalog import CatalogUnavailable
-
         try:
             return [info.root for info in self.catalog.stores()
                     if not info.ready and not info.missing and self.boundary.allows(info.root)]
@@ -218,8 +222,6 @@ class BoundedCatalog:
 
     def store_roots(self, local: str) -> list[str]:
         """The catalog's stores that lie inside the boundary, ``local`` (the asking folder's store) first."""
-        from ..catalog import CatalogUnavailable
-
         try:
             known = [info.root for info in self.catalog.stores()]
         except CatalogUnavailable as exc:
@@ -244,8 +246,6 @@ def served_foreign(boundary: Boundary) -> ForeignSessions | None:
     those of the tools whose folder (``~/.claude``, ``~/.codex``, or where ``$CLAUDE_CONFIG_DIR`` /
     ``$CODEX_HOME`` point) lies in the home folder of the user running the server, or inside the boundary.
     They are the server user's own sessions, outside the server root; nothing else outside it is served."""
-    from ..sources import enabled_by_env, foreign_sessions
-
     if not enabled_by_env():
         return None
     shared = foreign_sessions()
@@ -263,8 +263,6 @@ def merge_ranked(first: list[SessionReferenceCandidate], second: list[SessionRef
     """Two ranked candidate lists as one, by the one ranking rule (:func:`~dsh_jupyter.ranking.workspace_rank`,
     then newest first, then id), at most ``limit``; a session in both is kept once, from ``first``. Returns
     the list and the ids of the kept entries that came from ``second``."""
-    from ..ranking import workspace_rank
-
     seen = {c.session_id for c in first}
     extra = [c for c in second if c.session_id not in seen]
     merged = sorted([*first, *extra], key=lambda c: (workspace_rank(c.cwd, target.cwd), -c.created_at, c.session_id))
@@ -332,8 +330,6 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
     ``sessionId`` its folder stands for, ``problem``; ``unreadableCount`` is exact even beyond the
     :data:`MAX_UNREADABLE` named), and whether the answer covers every session (``complete``: false while
     a store is still being indexed, when body search may miss what is not indexed yet; ``notes`` say so)."""
-    from ..store.paths import decode_segment
-
     rows, store, bounded = _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres)
     known = bounded.kept if bounded is not None else {}
     for row in rows:
@@ -373,8 +369,6 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
                      "unreadable)")
     cut = sum(1 for row in rows if row.get("bodyIndexTruncated"))
     if body and cut:
-        from ..catalog.bodies import BODY_CAP
-
         cap = getattr(bounded.catalog if bounded is not None else None, "body_cap", BODY_CAP)
         more = sum(row["bodySearch"]["moreMessages"] for row in rows if "bodySearch" in row)
         notes.append(f"body search covers only the first {cap / 2**20:g} MiB of the text of {cut} listed "
@@ -439,8 +433,6 @@ def _foreign_header(foreign: ForeignSessions, session_id: str) -> ForeignHeader:
 def _refuse_unsafe(store: JsonlStore, session_id: str) -> None:
     """Raise the 403 of a session whose folder holds something that is not a regular log (a pipe, a device, a
     link, a folder): the entry is there, so "no such session" would mislead. Returns when nothing is there."""
-    from ..store.safe_open import open_log
-
     try:
         path = store.log_path(session_id)
         os.lstat(path)
@@ -508,8 +500,6 @@ def session_detail(
     if query is None:
         assert postgres is not None
         return _postgres_detail(postgres, session_id, limits, folder, boundary)
-    from ..catalog import Catalog
-
     store = _store_of(query)
     catalog = (catalog_for or server_catalog)(store.root)
     try:
@@ -525,8 +515,6 @@ def session_detail(
 def _postgres_detail(postgres: ServedPostgres, session_id: str, limits: dict[str, int], folder: Path,
                      boundary: Boundary) -> dict[str, Any]:
     """:func:`session_detail` of a session of the PostgreSQL store (read as the server's role)."""
-    from ..store.postgres import PostgresStoreError
-
     query = postgres.query
     with postgres.answering("reading a session"):
         try:

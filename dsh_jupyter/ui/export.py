@@ -60,7 +60,9 @@ from ..conversation import (
     transcript_items,
 )
 from ..escape import escape_controls, escape_text, html_field
+from ..secrets import mask_fields, mask_text
 from ..session import Event, SessionHeader, SessionLog
+from ..store.paths import session_folder_name
 from .markdown import markdown_html
 from .transcript import argument_summary
 
@@ -321,8 +323,6 @@ def stream_export(header: SessionHeader, title: str | None, events: Iterable[Eve
 
     Secrets are masked as the events are read (:func:`~dsh_jupyter.secrets.mask_fields`): a stored log already
     is, but a kernel exports its session from memory, where they are still whole, and both must give one file."""
-    from ..secrets import mask_fields, mask_text
-
     title = mask_text(title) if title else title
     tally = Tally(title=title)
     doc = Transcript.of(header, title)
@@ -347,8 +347,6 @@ def _title(log: SessionLog) -> str | None:
 
 def export_name(session_id: str, fmt: str) -> str:
     """The file name an export gets by default: the session's folder name (safe on every file system)."""
-    from ..store.paths import session_folder_name
-
     return f"{session_folder_name(session_id)}.{check_format(fmt)}"
 
 

@@ -44,11 +44,14 @@ with the ``python`` tool (no timeout there: a thread cannot be interrupted).
 
 from __future__ import annotations
 
+import _thread
 import base64
 import binascii
 import concurrent.futures
 import re
+import sys
 import threading
+import traceback as tb
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -361,8 +364,6 @@ class KernelRecord:
         error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
         with self._lock:
             if error is not None and not any(o.kind == "error" for o in entry.outputs):
-                import traceback as tb
-
                 lines = tb.format_exception(type(error), error, error.__traceback__)
                 entry.add(self._error_output(type(error), error, lines), self.max_output_chars)
             if entry.image_bytes:  # only a cell that added images can pass the budget
@@ -451,8 +452,6 @@ class KernelRecord:
 
     # -- streams ------------------------------------------------------------------------------------
     def _wrap_streams(self, entry: _Entry | None) -> None:
-        import sys
-
         wrapped: list[tuple[Any, Callable[..., Any], Callable[..., Any]]] = []
         thread = threading.get_ident()
         for name in ("stdout", "stderr"):
@@ -618,8 +617,6 @@ def execute_cell(record: KernelRecord, source: str, *, cell_id: str | None = Non
     The caller chooses the thread (see :class:`CellRunner`). On the main thread a run longer than ``timeout``
     seconds is interrupted (``status`` ``"timeout"``); an interrupt of the kernel gives ``"interrupted"``.
     """
-    import _thread
-
     shell = record.shell
     cell_id = cell_id or None
     state = {"running": True, "timed_out": False}

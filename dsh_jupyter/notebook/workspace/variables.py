@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...clip import fitted
+from ...references.mentions import format_variable_mention
 from ...tools.base import Tool, ToolExecution, ToolOutput
 
 #: Characters of one variable's summary (the default).
@@ -396,8 +397,6 @@ class VariablesTool(Tool):
 def variable_candidates(shell: NamespaceShell, query: str = "", limit: int = 50) -> list[dict[str, str]]:
     """The user's variables whose name contains ``query`` (case-insensitive), data frames first, at most
     ``limit``: ``{name, kind, type, brief, mention}`` (cheap: shapes only, no summaries)."""
-    from ...references.mentions import format_variable_mention
-
     needle = query.lower()
     rows = []
     for name, value in user_variables(shell.user_ns, getattr(shell, "user_ns_hidden", None)):

@@ -13,6 +13,7 @@ import weakref
 from typing import Any, Literal
 
 import ipywidgets
+from IPython.display import display, update_display
 
 from ...agent.events import AgentEvent
 from ..protocols import ChatHost
@@ -191,8 +192,6 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
 
     def _ipython_display_(self) -> None:
         """Show the widget and its static copy as one output, under :attr:`display_id`."""
-        from IPython.display import display
-
         bundle = self._repr_mimebundle_()
         with self._copy_lock:
             self._copy = {k: v for k, v in (bundle or {}).items() if k in ("text/html", "text/plain")}
@@ -221,8 +220,6 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         bundle = super()._repr_mimebundle_()
         if bundle is None:
             return
-        from IPython.display import update_display
-
         update_display({**bundle, **copy}, raw=True, display_id=self.display_id)
         if from_cell:
             _STALE_COPIES.discard(self)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -213,8 +214,6 @@ class MentionPicker(anywidget.AnyWidget):
 
 def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
     """Whether ``fn`` takes the keyword argument ``name`` (directly or through ``**kwargs``)."""
-    import inspect
-
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
