@@ -18,6 +18,9 @@ The session log never holds image bytes. It holds an **image block** referring t
 request the agent loop gives models that accept images (their :class:`~dsh_jupyter.models.base.ModelInfo`
 says so) a copy of the block with ``data`` (base64) loaded from the artifact, and every other model the
 :func:`describe_image` text instead. Pillow is imported only when an image is prepared.
+
+The artifact store's naming rule is imported with the first image saved: this module is on the
+``%load_ext`` path, the store is not.
 """
 
 from __future__ import annotations

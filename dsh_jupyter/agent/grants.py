@@ -36,6 +36,9 @@ As a second, independent reading, ``shlex`` in punctuation mode must find no unq
 What a grant still trusts: the program itself with its own configuration in the working directory (a
 repository's ``.git/config`` applies to ``git status`` as it would for you), and globs (``git add *.py``)
 expand as usual.
+
+bashlex is imported by the first grant check, not with the module: the approval policy loads without
+the shell parser.
 """
 
 from __future__ import annotations

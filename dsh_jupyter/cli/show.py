@@ -1,5 +1,9 @@
 """``sessions show``: a session's header lines, then the last messages of its conversation (ours read from
-the log's end; another tool's read forward)."""
+the log's end; another tool's read forward).
+
+Deferred imports: the store, its scanner and window and the reference readers load when the command runs,
+not for ``--help``.
+"""
 
 from __future__ import annotations
 

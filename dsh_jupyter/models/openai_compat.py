@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import email.utils
 import hashlib
+import importlib
 import json
 import logging
 import math
@@ -633,8 +634,6 @@ class OpenAICompatibleProvider(ModelProvider):
 def _load_sdk() -> None:
     """Import the SDK parts a streamed chat completion needs."""
     try:
-        import importlib
-
         for module in ("openai", "openai.resources.chat.completions", "openai.types.chat.chat_completion_chunk"):
             importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - openai is a hard dependency

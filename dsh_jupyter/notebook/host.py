@@ -6,6 +6,10 @@ and resumed through the agent's own constructors (so ``SessionStart`` hooks fire
 source); prompts go through the agent layer's one submit path; and the session's ``DSH_*`` facts are
 exported for the user's own ``!`` and ``%%bash`` cells. Widgets and the completer use the small protocol in
 :mod:`dsh_jupyter.notebook.protocols`.
+
+Deferred imports: the agent, the models, the tools, the references, the store errors and the workspace
+tools load when the first ``%%dsh`` cell builds its session (or the first completion needs them), so
+``%load_ext dsh_jupyter`` stays under 150 ms (``benchmarks/bench_notebook.py``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""``%%dsh`` (a prompt for the notebook's session) and ``%dsh`` (session commands)."""
+"""``%%dsh`` (a prompt for the notebook's session) and ``%dsh`` (session commands).
+
+Deferred imports: the agent, the renderer, the store, the exporter, the widgets (anywidget), the model
+list and the fix request load when the magic that needs them runs, so ``%load_ext dsh_jupyter`` stays
+under 150 ms (``benchmarks/bench_notebook.py``).
+"""
 
 from __future__ import annotations
 

@@ -12,6 +12,9 @@ to the result as :class:`~dsh_jupyter.tools.base.ToolImage` values, in foregroun
 alike (at most :data:`MAX_IMAGES` per call), so the agent loop can store them and show them to the model.
 
 The tool depends on :class:`~.protocols.PythonToolHost`, not on the notebook host.
+
+Deferred imports: IPython's capture and display publisher and matplotlib's inline backend load when the
+tool first runs code, not when the tool is registered.
 """
 
 from __future__ import annotations

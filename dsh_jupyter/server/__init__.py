@@ -10,6 +10,9 @@ The server serves only session stores at or below its root (plus ``c.DshServer.e
 ``c.DshServer.postgres_dsn`` (default ``$DSH_POSTGRES_DSN``) names one, a PostgreSQL store, reads
 them on a small pool of its own threads with a deadline per request, and indexes the stores of its root
 in a background thread of its own at start.
+
+jupyter-server, the settings and the handlers are imported by :func:`_load_jupyter_server_extension`:
+``import dsh_jupyter.server`` alone (its helpers, the tests) does not start the web stack.
 """
 
 from __future__ import annotations

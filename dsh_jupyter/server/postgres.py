@@ -11,6 +11,8 @@ once per server (the store keeps a few idle read connections, so a keystroke cos
 Every statement is limited to the request timeout, so a stalled database frees the reader thread soon
 after the request got its 504. A database that cannot be reached or used answers 503; neither body
 names the database, its role or a password (the server log has the details, the DSN masked).
+
+psycopg (the optional ``postgres`` extra) is imported only when a PostgreSQL store is configured.
 """
 
 from __future__ import annotations

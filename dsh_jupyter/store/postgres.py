@@ -20,6 +20,9 @@ The DSN is never shown with its password: every message uses :func:`mask_dsn`. T
 encoding are the shared SQL store's (:mod:`.sql`); this module holds PostgreSQL's connections, schema,
 leases, SQL text and its writer (which keeps the catalog's columns current with the rules of
 :mod:`dsh_jupyter.session.words`).
+
+psycopg (the optional ``postgres`` extra) is imported when a connection is opened or an error is read,
+not with the module: DSN masking and the error types work without it.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ The HTML is static: no scripts, no external CSS, a few inline styles. Every labe
 is escaped: terminal controls become ``\\xNN`` in every text form, and HTML is entity-escaped; each
 ``text/html`` form then goes through the one sanitiser (:func:`~.markdown.safe_html`), which also
 makes it one block that no Markdown renderer or MathJax re-reads.
+
+Deferred imports: ``IPython.display`` and the foreign-session readers load when an output is shown, so
+the exporter and the CLI use these objects without IPython.
 """
 
 from __future__ import annotations

@@ -30,6 +30,8 @@ complete and the file replaces the target only when the whole log was read, so a
 bounded memory and a damaged log leaves nothing half-written. A prompt or answer longer than
 :data:`MAX_TEXT` characters and tool output longer than :data:`MAX_OUTPUT` are cut, with a line saying how
 much was left out; the footer counts the prompts, answers and tool calls, and how many texts were cut.
+
+nbformat is imported when a notebook is written, not with the module.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The chat and pick panels (``%dsh chat``, ``%dsh pick``): transcript, picker and prompt box in one output,
 with the static copy kept current, and the ``pre_run_cell`` hook that re-sends changed copies under the
 cell that starts (nbclient, VS Code drop updates sent while no cell runs).
+
+The approval widget is imported with the first question shown in the panel.
 """
 
 from __future__ import annotations
