@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from ..services import ServiceError, Services, ServiceSettings
 from ..ui.messages import session_name
 from .config import DshSettings
+from .frontend_comm import VariableCandidate
 from .runtime import AgentThread
 from .workspace.cells import CellRunner, KernelRecord
 from .workspace.live_document import with_proposals
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from ..models.base import ModelProvider
     from ..query import SessionQuery
     from ..references import ReferenceTarget, SessionReferenceResolver
+    from ..references.candidates import RemoteCandidateJson
     from ..references.variables import VariableSnapshots
     from ..store.base import SessionLocation, SessionStore
     from ..tools.base import ToolRegistry
@@ -557,7 +559,7 @@ class NotebookHost:
         return self.services.target(agent.header, context_window=agent.model.info.context_window)
 
     def candidates(self, query: str = "", limit: int | None = None, *,
-                   include_current: bool = False, body: bool = False) -> list[dict[str, Any]]:
+                   include_current: bool = False, body: bool = False) -> list[RemoteCandidateJson]:
         """Sessions to mention, in rank order (the current session is left out unless asked for).
         ``body`` also matches message text (needs the catalog)."""
         found = self.resolver.list_candidates(self.target(include_current=include_current), query, limit,
@@ -591,7 +593,7 @@ class NotebookHost:
 
         return variable_source(self.shell)
 
-    def variable_candidates(self, query: str = "", limit: int = 50) -> list[dict[str, str]]:
+    def variable_candidates(self, query: str = "", limit: int = 50) -> list[VariableCandidate]:
         """The user's variables to mention (data frames first), each ``{name, kind, type, brief, mention}``."""
         from .workspace.variables import variable_candidates
 

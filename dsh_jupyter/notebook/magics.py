@@ -295,11 +295,9 @@ class DshMagics(Magics, DshSettings):
             raise HostError("--body searches the text of messages through the session catalog, which is off or "
                             "unavailable here; turn it on with %config DshMagics.catalog = True (JSONL store), or "
                             "leave --body out to match titles, ids and folders")
-        rows = self.host.candidates(" ".join(args.query), args.limit, include_current=True, body=args.body)
+        found = self.host.candidates(" ".join(args.query), args.limit, include_current=True, body=args.body)
         current = self.host.agent.id if self.host.agent is not None else None
-        for row in rows:
-            row["current"] = row["sessionId"] == current
-        return SessionTable(rows)
+        return SessionTable([{**row, "current": row["sessionId"] == current} for row in found])
 
     def _cmd_new(self, args: argparse.Namespace) -> Any:
         agent, notice = self.host.new_session(args.model, discard=args.discard)

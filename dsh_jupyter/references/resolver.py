@@ -22,7 +22,7 @@ from ..store.scan import STREAM_SURFACE
 from .bounded import BoundedProjection, bound_surface
 from .budget import DEFAULT_REFERENCE_CONTEXT_FRACTION, reference_budget
 from .cancellation import CancelFlag, CancelWatch, cancelled_error, thread_future
-from .candidates import CandidateSource, SessionReferenceCandidate, list_candidates
+from .candidates import CandidateSource, RemoteCandidateJson, SessionReferenceCandidate, list_candidates
 from .errors import (
     SESSION_REFERENCE_BUDGET_EXCEEDED,
     SESSION_REFERENCE_INVALID_CONFIG,
@@ -185,7 +185,7 @@ class SessionReferenceResolver:
 
     def remote_candidates(
         self, target: ReferenceTarget, query: str = "", cancel: CancelFlag | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[RemoteCandidateJson]:
         """JSON-ready candidates (configured limit) each with its canonical ``mention``."""
         return [c.to_remote_json() for c in self.list_candidates(target, query, None, cancel)]
 

@@ -39,6 +39,7 @@ from ..session import SessionCorruptError, SessionFormatError, SessionHeader
 from ..store import window as _window
 from ..store.scan import MAX_HEADER_BYTES, STREAM_SURFACE, FoldState, fold_lines, read_header, scan_surface, surface_of
 from ..store.window import fold_window
+from .wire import DamageJson, PreviewMessage, SessionDetail
 
 if TYPE_CHECKING:
     from ..catalog import Catalog
@@ -73,7 +74,7 @@ class Damage:
     kind: str
     message: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DamageJson:
         return {"line": self.line, "kind": self.kind, "message": self.message}
 
 
@@ -262,12 +263,12 @@ def _decode(surface: Sequence[Event], index: int, damage: list[Damage], lost: li
 
 
 def details(reading: Reading, *, max_messages: int = PREVIEW_MESSAGES, max_message_bytes: int = PREVIEW_MESSAGE_BYTES,
-            count_seconds: float = COUNT_SECONDS) -> dict[str, Any]:
+            count_seconds: float = COUNT_SECONDS) -> SessionDetail:
     """The JSON of ``dsh/api/sessions/<payload>`` for what was read."""
     surface, damage = reading.surface, list(reading.damage)
     numbered = reading.unread_bytes == 0
     lost = [0]
-    shown: deque[dict[str, Any]] = deque()
+    shown: deque[PreviewMessage] = deque()
     shown_user = compacted = 0
     index = len(surface)
     while index > 0 and len(shown) < max_messages:

@@ -17,7 +17,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..catalog import Catalog, CatalogUnavailable
 from ..catalog.bodies import BODY_CAP
@@ -53,6 +53,7 @@ from .params import (
     parse_query,
     quoted,
 )
+from .wire import SessionDetail, SessionListing, SessionLocation, SessionRow, UnreadableEntry
 
 if TYPE_CHECKING:
     from ..catalog import CatalogEntry, StoreInfo
@@ -273,7 +274,7 @@ def merge_ranked(first: list[SessionReferenceCandidate], second: list[SessionRef
 
 def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary, body: bool = False,
                     catalog_for: Callable[[Path], ServerCatalog | None] | None = None,
-                    postgres: ServedPostgres | None = None) -> list[dict[str, Any]]:
+                    postgres: ServedPostgres | None = None) -> list[SessionRow]:
     """Ranked candidates for a prompt in ``folder``: ``{sessionId, label, cwd?, sameWorkspace, createdAt, mention}``.
 
     Sessions come from every store inside ``boundary`` that the catalog knows (same folder first) and from
@@ -286,7 +287,7 @@ def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary,
 
 def _ranked_rows(folder: Path, query: str, limit: int, boundary: Boundary, body: bool,
                  catalog_for: Callable[[Path], ServerCatalog | None] | None, postgres: ServedPostgres | None
-                 ) -> tuple[list[dict[str, Any]], JsonlStore, BoundedCatalog | None]:
+                 ) -> tuple[list[SessionRow], JsonlStore, BoundedCatalog | None]:
     """:func:`list_candidates`, with the folder's store and the catalog view that answered (``None``: none)."""
     source = allowed_store(folder, boundary)
     store = _store_of(source)
@@ -307,7 +308,8 @@ def _ranked_rows(folder: Path, query: str, limit: int, boundary: Boundary, body:
         found, from_postgres = merge_ranked(found, postgres.candidates(target, query, limit, body=body), target,
                                             limit)
     found = merge_foreign(found, served_foreign(boundary), target, query, limit)
-    rows = [candidate.to_remote_json() for candidate in found]
+    # A row is its candidate until the optional fields below are added (none of them is set yet).
+    rows = [cast("SessionRow", candidate.to_remote_json()) for candidate in found]
     for row in rows:
         tool = tool_of(row["sessionId"])
         if tool is not None:
@@ -323,7 +325,7 @@ MAX_UNREADABLE = 1000
 
 def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, body: bool = False,
                   catalog_for: Callable[[Path], ServerCatalog | None] | None = None,
-                  postgres: ServedPostgres | None = None) -> dict[str, Any]:
+                  postgres: ServedPostgres | None = None) -> SessionListing:
     """The listing of ``GET dsh/api/sessions``: the candidates of :func:`list_candidates` (each also with its
     message counts, and ``damaged`` / ``bodyIndexTruncated`` when the catalog knows), every entry of the
     folder's store that cannot be read as a session (``unreadable``: ``entry`` relative to the server root,
@@ -347,7 +349,7 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
                                  "moreMessages": max(0, total - entry.body_messages)}
     headers = store.list_headers()
     waiting = _not_indexed(bounded.catalog if bounded is not None else None, store, headers)
-    unreadable: list[dict[str, Any]] = []
+    unreadable: list[UnreadableEntry] = []
     for item in store.unreadable:
         folder_name = item.path.name if item.path.name != "session.jsonl" else item.path.parent.name
         try:
@@ -478,7 +480,7 @@ def session_detail(
     max_message_bytes: int = PREVIEW_MESSAGE_BYTES,
     postgres: ServedPostgres | None = None,
     catalog_for: Callable[[Path], ServerCatalog | None] | None = None,
-) -> dict[str, Any]:
+) -> SessionDetail:
     """Metadata, the newest messages and what is damaged of one session in ``folder``'s store (or, when it
     is not there, in the PostgreSQL store ``postgres``: then with ``store`` and ``owner``; or another tool's
     transcript: then with ``tool``). See :mod:`.detail`: bounded in memory and time whatever the log's
@@ -495,7 +497,9 @@ def session_detail(
         except (SessionError, OSError) as exc:
             log.error("dsh-jupyter: could not read %s transcript %s: %s", header.tool, header.path, exc)
             raise refused_read(session_id, exc) from exc
-        return details(reading_of(snapshot, header.title), **limits) | {"tool": header.tool}
+        answer = details(reading_of(snapshot, header.title), **limits)
+        answer["tool"] = header.tool
+        return answer
     query = _find(folder, session_id, boundary, postgres)
     if query is None:
         assert postgres is not None
@@ -513,7 +517,7 @@ def session_detail(
 
 
 def _postgres_detail(postgres: ServedPostgres, session_id: str, limits: dict[str, int], folder: Path,
-                     boundary: Boundary) -> dict[str, Any]:
+                     boundary: Boundary) -> SessionDetail:
     """:func:`session_detail` of a session of the PostgreSQL store (read as the server's role)."""
     query = postgres.query
     with postgres.answering("reading a session"):
@@ -528,11 +532,13 @@ def _postgres_detail(postgres: ServedPostgres, session_id: str, limits: dict[str
         except (SessionError, OSError) as exc:
             log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, postgres.where, exc)
             raise refused_read(session_id, exc) from exc
-    return details(reading_of(snapshot, title), **limits) | {"store": postgres.kind, "owner": owner}
+    answer = details(reading_of(snapshot, title), **limits)
+    answer["store"], answer["owner"] = postgres.kind, owner
+    return answer
 
 
 def session_location(folder: Path, session_id: str, boundary: Boundary, *,
-                     postgres: ServedPostgres | None = None) -> dict[str, Any]:
+                     postgres: ServedPostgres | None = None) -> SessionLocation:
     """Where the session's own log lives: ``{"kind": "jsonl", "path", "contentsPath"}``.
 
     ``contentsPath`` is the log's path relative to the server root (for the Contents API), or ``None``

@@ -22,7 +22,7 @@ from .submission import one_line_error
 log = logging.getLogger(__name__)
 
 
-def _shown_row(candidate: dict[str, Any]) -> dict[str, str | None]:
+def _shown_row(candidate: Mapping[str, Any]) -> dict[str, str | None]:
     """A candidate's label, id and cwd as the picker shows them (controls escaped, hidden characters marked)."""
     session_id, label, cwd = candidate.get("sessionId"), candidate.get("label"), candidate.get("cwd")
     return {"label": escape_controls(label if isinstance(label, str) else str(session_id)),
