@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from PIL.Image import Image as PillowImage
 
+    from .session.messages import ImageBlock, TextBlock
+
 
 @dataclass(frozen=True)
 class ToolImage:
@@ -218,12 +220,13 @@ def _encode(image: PillowImage) -> tuple[bytes, str]:
 
 
 def image_block(image: PreparedImage, *, artifact: str | None, tool: str | None = None,
-                unavailable: str | None = None) -> dict[str, Any]:
+                unavailable: str | None = None) -> ImageBlock:
     """The log's image block for ``image`` (see the module docstring); never the bytes."""
-    block: dict[str, Any] = {"type": IMAGE_BLOCK}
-    if artifact is not None:
-        block["artifact"] = artifact
-    block.update({"mediaType": image.mime, "width": image.width, "height": image.height, "bytes": len(image.data)})
+    size = len(image.data)
+    block: ImageBlock = (
+        {"type": "image", "artifact": artifact, "mediaType": image.mime, "width": image.width,
+         "height": image.height, "bytes": size} if artifact is not None else
+        {"type": "image", "mediaType": image.mime, "width": image.width, "height": image.height, "bytes": size})
     if image.resized:
         block["originalWidth"], block["originalHeight"] = image.original_width, image.original_height
     if tool:
@@ -286,12 +289,13 @@ LoadArtifact = Callable[[str], "bytes | None"]
 MAX_REQUEST_IMAGES = 8
 
 
-def result_blocks(images: Iterable[ToolImage], save: SaveArtifact | None, tool: str | None) -> list[dict[str, Any]]:
+def result_blocks(images: Iterable[ToolImage], save: SaveArtifact | None,
+                  tool: str | None) -> list[TextBlock | ImageBlock]:
     """The blocks recording a tool's ``images`` in the log: one image block each (the prepared image saved
     as an artifact through ``save``), or a text note when an image cannot be used. Never raises."""
     from .store.artifacts import artifact_name
 
-    blocks: list[dict[str, Any]] = []
+    blocks: list[TextBlock | ImageBlock] = []
     for image in images:
         prepared = prepare(image.mime, image.data)
         if isinstance(prepared, ImageProblem):

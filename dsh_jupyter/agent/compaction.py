@@ -18,7 +18,7 @@ from typing import Any
 
 from ..models.base import blocks_of_type, content_blocks
 from ..session.events import ASSISTANT_MESSAGE, USER_MESSAGE, Event
-from ..session.messages import blocks_text, is_direct_user_source, text_block
+from ..session.messages import TextBlock, blocks_text, is_direct_user_source, text_block
 from .request import text_tokens
 
 CHECKPOINT_PREAMBLE = (
@@ -75,7 +75,7 @@ def plan_compaction(surface: Sequence[Event], keep_recent: int = 1) -> Compactio
     return CompactionPlan(shadowed)
 
 
-def checkpoint_content(summary: str) -> list[dict[str, Any]]:
+def checkpoint_content(summary: str) -> list[TextBlock]:
     return [text_block(CHECKPOINT_PREAMBLE), text_block(summary.strip()), text_block(CHECKPOINT_CLOSE)]
 
 

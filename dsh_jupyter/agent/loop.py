@@ -47,6 +47,8 @@ from ..session.events import (
     ReplaceOp,
 )
 from ..session.messages import (
+    ImageBlock,
+    TextBlock,
     assistant_message,
     blocks_text,
     compaction_source,
@@ -421,7 +423,7 @@ class Agent:
                 "reference fewer sessions, or use a model with a larger window")
 
     # -- writing messages ----------------------------------------------------------------------------
-    def _record_message(self, content: list[dict[str, Any]], source: Mapping[str, Any],
+    def _record_message(self, content: Sequence[Mapping[str, Any]], source: Mapping[str, Any],
                         **extra: Any) -> Event:
         message = user_message(content, source, **extra)
         event = self.session.append(USER_MESSAGE, message)
@@ -439,7 +441,7 @@ class Agent:
         if not contexts:
             return self._record_message(direct, source)
         if record.placement == "prompt-prefix":
-            baked: list[dict[str, Any]] = []
+            baked: list[Mapping[str, Any]] = []
             for context in contexts:
                 baked.extend(context.get("content", []))
             baked.append(text_block(REQUEST_DELIMITER))
@@ -771,7 +773,7 @@ class Agent:
             raise _Interrupted()
         return task.result()
 
-    async def _image_blocks(self, call: dict[str, Any], output: ToolOutput) -> list[dict[str, Any]]:
+    async def _image_blocks(self, call: dict[str, Any], output: ToolOutput) -> list[TextBlock | ImageBlock]:
         """The blocks recording the output's images (downscaled and saved as artifacts off the event loop)."""
         if not output.images:
             return []
@@ -779,7 +781,7 @@ class Agent:
         return await asyncio.to_thread(result_blocks, output.images, save, call.get("name"))
 
     def _write_tool_result(self, turn: int, step: int, call: dict[str, Any], output: ToolOutput,
-                           call_seq: int, images: Sequence[dict[str, Any]] = ()) -> None:
+                           call_seq: int, images: Sequence[TextBlock | ImageBlock] = ()) -> None:
         message = tool_result_message(call["id"], [text_block(output.text), *images], is_error=output.is_error)
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
         if output.meta:

@@ -10,7 +10,7 @@ through it, so a turn that starts or ends between the check and the act never lo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,7 +28,7 @@ _DISPATCH_ATTEMPTS = 8
 class Submission:
     """A prepared prompt and what happened to it: ``steered`` into a running turn, or the finished ``turn``."""
 
-    content: list[dict[str, Any]]
+    content: list[Mapping[str, Any]]
     context: dict[str, Any] | None
     steered: bool = False
     turn: TurnResult | None = None
@@ -59,7 +59,7 @@ async def prepare_prompt(agent: Agent, text: str, resolver: SessionReferenceReso
     """Parse mentions and prepare their snapshots (``variables``: the host's variables, for ``dsh-variable:``
     mentions). Raises ``SessionReferenceError`` on any problem, before anything is written."""
     parsed = parse_session_reference_text(text)
-    content = [text_block(parsed.text)]
+    content: list[Mapping[str, Any]] = [text_block(parsed.text)]
     if not parsed.references and not parsed.variables:
         return Submission(content, None)
     if resolver is None:
