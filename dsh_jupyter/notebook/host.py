@@ -320,7 +320,7 @@ class NotebookHost:
 
     def _agent_config(self) -> AgentConfig:
         from ..agent import AgentConfig
-        from ..agent.loop import DEFAULT_SYSTEM_PROMPT
+        from ..agent.config import DEFAULT_SYSTEM_PROMPT
 
         s = self.settings
         return AgentConfig(
