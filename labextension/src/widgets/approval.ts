@@ -15,7 +15,7 @@
 
 import type { RenderProps } from '@anywidget/types';
 
-import { node } from './dom.js';
+import { node, subscribe } from './dom.js';
 
 /** One piece of the command as the kernel split it: escaped text, or a hidden character's mark. */
 export type ApprovalPart = [kind: 'text' | 'mark', text: string];
@@ -245,16 +245,10 @@ function render({ model, el }: RenderProps<IApprovalState>): () => void {
     root.dataset.state = model.get('state');
   }
 
-  model.on('change:records', draw);
-  model.on('change:question', draw);
-  model.on('change:state', draw);
+  const unsubscribe = subscribe(model, [[['change:records', 'change:question', 'change:state'], draw]]);
   draw();
   model.send({ kind: 'rendered' });
-  return () => {
-    model.off('change:records', draw);
-    model.off('change:question', draw);
-    model.off('change:state', draw);
-  };
+  return unsubscribe;
 }
 
 export default { render };

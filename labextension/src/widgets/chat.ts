@@ -11,7 +11,7 @@ import type { AnyModel, RenderProps } from '@anywidget/types';
 
 import { displayText } from '../escape.js';
 import { ChatLog, IChatItem } from './chat-log.js';
-import { keepKeysInside, node, setText } from './dom.js';
+import { keepKeysInside, node, setText, subscribe } from './dom.js';
 
 export { buildDoc, ChatLog } from './chat-log.js';
 export type { DocNode, IChatItem, IDocElement, IReferenceFacts } from './chat-log.js';
@@ -247,27 +247,19 @@ function render({ model, el, experimental }: RenderProps<IChatState>): () => voi
     }
   }
   const onLive = (): void => void onCommLive();
-  model.on('change:copy_html', onCopy);
-  model.on('comm_live_update', onLive);
-  const headerEvents = (['busy', 'title', 'details', 'status'] as const).map(name => `change:${name}` as const);
-  model.on('change:items', renderItems);
-  model.on('change:variant', renderItems);
-  for (const event of headerEvents) {
-    model.on(event, renderHeader);
-  }
+  const unsubscribe = subscribe(model, [
+    ['change:copy_html', onCopy],
+    ['comm_live_update', onLive],
+    [['change:items', 'change:variant'], renderItems],
+    [['change:busy', 'change:title', 'change:details', 'change:status'], renderHeader]
+  ]);
   renderHeader();
   renderItems();
 
   return () => {
     disposed = true;
     stopMirror();
-    model.off('change:copy_html', onCopy);
-    model.off('comm_live_update', onLive);
-    model.off('change:items', renderItems);
-    model.off('change:variant', renderItems);
-    for (const event of headerEvents) {
-      model.off(event, renderHeader);
-    }
+    unsubscribe();
   };
 }
 

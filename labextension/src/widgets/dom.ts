@@ -41,3 +41,31 @@ export function keepKeysInside(root: HTMLElement): void {
     root.addEventListener(type, keepKeys);
   }
 }
+
+/** The part of an anywidget model that events are subscribed on. */
+export interface IEvented {
+  on(eventName: string, callback: () => void): void;
+  off(eventName?: string | null, callback?: (() => void) | null): void;
+}
+
+/**
+ * Subscribe each handler to its model events (`{ 'change:items': render, ... }`, or several events for one
+ * handler as `[['change:busy', 'change:title'], render]`); the returned function unsubscribes them all,
+ * for the view's disposer.
+ */
+export function subscribe(
+  model: IEvented,
+  subscriptions: ReadonlyArray<readonly [events: string | readonly string[], handler: () => void]>
+): () => void {
+  const pairs = subscriptions.flatMap(([events, handler]) =>
+    (typeof events === 'string' ? [events] : events).map(event => [event, handler] as const)
+  );
+  for (const [event, handler] of pairs) {
+    model.on(event, handler);
+  }
+  return () => {
+    for (const [event, handler] of pairs) {
+      model.off(event, handler);
+    }
+  };
+}

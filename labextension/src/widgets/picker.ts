@@ -11,7 +11,7 @@
 import type { RenderProps } from '@anywidget/types';
 
 import { displayText } from '../escape.js';
-import { keepKeysInside, node } from './dom.js';
+import { keepKeysInside, node, subscribe } from './dom.js';
 
 /** The traits of `MentionPicker` this view reads and writes. */
 export interface IPickerState {
@@ -266,19 +266,18 @@ function render({ model, el, experimental }: RenderProps<IPickerState>): () => v
   input.addEventListener('input', onInput);
   input.addEventListener('keydown', onKeyDown);
   bodyBox.addEventListener('change', onToggle);
-  model.on('change:query', onQueryChanged);
-  model.on('change:_revision', onRevision);
-  model.on('change:placeholder', onPlaceholder);
-  model.on('change:body', onBodyChanged);
+  const unsubscribe = subscribe(model, [
+    ['change:query', onQueryChanged],
+    ['change:_revision', onRevision],
+    ['change:placeholder', onPlaceholder],
+    ['change:body', onBodyChanged]
+  ]);
   void search(input.value);
 
   return () => {
     disposed = true;
     controller?.abort();
-    model.off('change:query', onQueryChanged);
-    model.off('change:_revision', onRevision);
-    model.off('change:placeholder', onPlaceholder);
-    model.off('change:body', onBodyChanged);
+    unsubscribe();
   };
 }
 

@@ -11,7 +11,7 @@
 import type { RenderProps } from '@anywidget/types';
 
 import { displayBody } from '../escape.js';
-import { keepKeysInside, node } from './dom.js';
+import { keepKeysInside, node, subscribe } from './dom.js';
 
 export { keepKeys } from './dom.js';
 
@@ -154,23 +154,16 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
   area.addEventListener('click', saveCaret);
   area.addEventListener('blur', saveCaret);
   button.addEventListener('click', () => void send());
-  model.on('change:value', onValue);
-  const events = (['placeholder', 'busy', 'status_level', 'disabled'] as const).map(
-    name => `change:${name}` as const
-  );
-  for (const event of events) {
-    model.on(event, sync);
-  }
-  model.on('change:status', onStatus);
+  const unsubscribe = subscribe(model, [
+    ['change:value', onValue],
+    [['change:placeholder', 'change:busy', 'change:status_level', 'change:disabled'], sync],
+    ['change:status', onStatus]
+  ]);
   sync();
 
   return () => {
     disposed = true;
-    model.off('change:value', onValue);
-    for (const event of events) {
-      model.off(event, sync);
-    }
-    model.off('change:status', onStatus);
+    unsubscribe();
   };
 }
 
