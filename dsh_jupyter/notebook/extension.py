@@ -32,6 +32,9 @@ def load(ip: Any) -> None:
     from .workspace.live_document import install_live_document, live_connections
 
     disposers.append(install_live_document(ip, live_connections(ip, magics.host)))
+    from .warmup import start_after_cell
+
+    disposers.append(start_after_cell(ip, lambda: bool(magics.warm_up)))
     if "dsh" not in ip.user_ns:
         from .host import SessionHandle
 

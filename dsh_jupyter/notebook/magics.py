@@ -16,7 +16,7 @@ from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_
 
 from ..ui.display import show_notice
 from ..ui.messages import NO_VARIABLE, KeptField, Said, blocked_message, describe, interpolation_notice, usage_message
-from . import commands
+from . import commands, warmup
 from .config import DshSettings
 from .host import HostError, NotebookHost
 
@@ -117,6 +117,7 @@ class DshMagics(Magics, DshSettings):
         Mention earlier sessions with @ (Tab, or the JupyterLab popup, offers them) to give the agent a
         read-only snapshot of their conversation. Interrupt the cell (Stop) to cancel the turn.
         """
+        warmup.wait()
         try:
             args = parse_argstring(self.dsh, line)
         except Exception as exc:  # UsageError from argparse
@@ -268,6 +269,7 @@ class DshMagics(Magics, DshSettings):
     @line_magic("dsh")  # type: ignore[arg-type]  # IPython types the named form as a union of returns
     @commands.documented(commands.line_magic_help())
     def dsh_line(self, line: str) -> Any:
+        warmup.wait()
         try:
             request = commands.parse_line(line)
         except commands.CommandLineError as exc:
