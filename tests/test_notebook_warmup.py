@@ -103,9 +103,9 @@ def test_a_prompt_waits_for_a_running_warm_up_and_the_work_runs_once() -> None:
         calls.append(1)
         gate.wait(10)
 
-    warm = warmup._WarmUp(work)
+    warm = warmup._WarmUp()
     warm.wait()  # never started: returns at once
-    assert warm.start() and not warm.start()
+    assert warm.start(work) and not warm.start(work)
     assert warm.running
     waited = threading.Thread(target=warm.wait)
     waited.start()
@@ -120,9 +120,9 @@ def test_a_failing_warm_up_is_only_logged(caplog: pytest.LogCaptureFixture) -> N
     def broken() -> None:
         raise ImportError("no such module")
 
-    warm = warmup._WarmUp(broken)
+    warm = warmup._WarmUp()
     with caplog.at_level("DEBUG", logger="dsh_jupyter.notebook.warmup"):
-        warm.start()
+        warm.start(broken)
         warm.wait()
     assert not warm.running
     assert any("warm-up stopped early" in record.getMessage() for record in caplog.records)

@@ -7,6 +7,7 @@ import dataclasses
 import re
 import string
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -82,6 +83,8 @@ class DshMagics(Magics, DshSettings):
         self.host = NotebookHost(self, shell)
         self._views: list[Any] = []
         self._env_exported = False
+        self._indexing = threading.Lock()
+        self._indexing_started = False
         self.observe(self._setting_changed, names=list(DshSettings.class_trait_names(config=True)))
 
     def _setting_changed(self, change: Any) -> None:
@@ -493,6 +496,15 @@ class DshMagics(Magics, DshSettings):
         return None
 
     # -- background views -------------------------------------------------------------------------------
+    def start_indexing(self) -> None:
+        """Open the catalog and index the store in the background, once (the first-prompt warm-up or the first
+        cell after loading, whichever comes first)."""
+        with self._indexing:
+            if self._indexing_started:
+                return
+            self._indexing_started = True
+        self.host.start_indexing()
+
     def refresh_views(self, *args: Any) -> None:
         """Before each cell: export the session facts once, and re-send background views under the cell now
         starting (updates sent while the kernel was idle had no cell to ride on)."""
@@ -500,7 +512,7 @@ class DshMagics(Magics, DshSettings):
             self._env_exported = True
             try:
                 self.host.export_env()
-                self.host.start_indexing()
+                self.start_indexing()
             except Exception:  # never break the user's cell over an environment hint or an index
                 pass
         keep = []

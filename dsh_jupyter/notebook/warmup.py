@@ -4,7 +4,9 @@
 Markdown renderer are imported on first use. Without more, that first use is the user's first prompt, which
 then pays for all of it. Once the cell that loaded the extension has finished (IPython's ``post_run_cell``),
 a daemon thread imports those modules and builds the renderer's parser and sanitisers, while the user is
-typing. It does nothing else: no store is opened, no file written, no network reached.
+typing. Then it starts the catalog's background indexing, which the next cell would start anyway (so the
+first prompt does not wait for the indexer to let go of the catalog). It does nothing else: no session is
+created, no network reached.
 
 A prompt that arrives while the warm-up still runs waits for it (:func:`wait`) instead of doing the same
 work beside it, so nothing is paid twice; Python's import locks make the two safe either way. A failure in
@@ -45,35 +47,37 @@ FIRST_TURN_MODULES = (
 )
 
 
-def _warm() -> None:
+def _warm(ip: Any, then: Callable[[], None]) -> None:
     for name in FIRST_TURN_MODULES:
         importlib.import_module(name)
     from ..ui.markdown import markdown_html, safe_html
 
     markdown_html("**warm** `up`")  # builds the parser and the sanitiser once (both are cached)
     safe_html("<b>warm</b>")
+    _ = ip.display_formatter.formatters  # IPython builds its formatters on the first display: the turn's first
+    then()
 
 
 class _WarmUp:
     """The one warm-up of this process (imports are process-wide, so one is enough)."""
 
-    def __init__(self, work: Callable[[], None]) -> None:
-        self._work = work
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> bool:
-        """Start the warm-up thread unless it was started before; whether this call started it."""
+    def start(self, work: Callable[[], None]) -> bool:
+        """Run ``work`` in the warm-up thread unless one was started before; whether this call started it."""
         with self._lock:
             if self._thread is not None:
                 return False
-            self._thread = threading.Thread(target=self._run, name="dsh-warm-up", daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(work,), name="dsh-warm-up", daemon=True)
         self._thread.start()
         return True
 
-    def _run(self) -> None:
+    @staticmethod
+    def _run(work: Callable[[], None]) -> None:
         try:
-            self._work()
+            work()
         except Exception:  # the first prompt then loads (and reports) it itself
             log.debug("the first-prompt warm-up stopped early", exc_info=True)
 
@@ -89,7 +93,7 @@ class _WarmUp:
             thread.join()
 
 
-_WARM_UP = _WarmUp(_warm)
+_WARM_UP = _WarmUp()
 
 
 def wait() -> None:
@@ -97,14 +101,16 @@ def wait() -> None:
     _WARM_UP.wait()
 
 
-def start_after_cell(ip: Any, enabled: Callable[[], bool]) -> Callable[[], None]:
+def start_after_cell(ip: Any, enabled: Callable[[], bool], *, then: Callable[[], None] = lambda: None
+                     ) -> Callable[[], None]:
     """Start the warm-up when the current cell (the one loading the extension) has run, if ``enabled()`` then
-    says so. Returns the disposer that unregisters the hook if it has not fired yet."""
+    says so; ``then`` runs in the thread after the imports. Returns the disposer that unregisters the hook if it
+    has not fired yet."""
 
     def after_cell(*_: Any) -> None:
         dispose()
         if enabled():
-            _WARM_UP.start()
+            _WARM_UP.start(lambda: _warm(ip, then))
 
     def dispose() -> None:
         with contextlib.suppress(ValueError):  # it fired already
