@@ -2,13 +2,14 @@
 
     .venv/bin/python benchmarks/bench_first_turn.py
 
-Each scenario starts a fresh ipykernel (bytecode caches on, as after a pip install), runs
-``%load_ext dsh_jupyter``, waits as a user would while typing (3 s), then times the first ``%%dsh`` prompt
-and five later ones on the offline model, from the execute request to the kernel's reply. Scenarios: the
-warm-up on (the default); off (``%config DshMagics.warm_up = False`` in the loading cell: the first turn as
-it was, the baseline); and on, with the first prompt sent at once after the loading cell (it must not pay
-twice). Goals: the first turn at most 100 ms slower than the median later turn; a prompt sent at once no
-slower than the first turn without the warm-up (10 % and 50 ms of slack for a shared machine).
+Each scenario starts fresh ipykernels (three; the fastest first turn counts; bytecode caches on, as
+after a pip install), runs ``%load_ext dsh_jupyter``, waits as a user would while typing (3 s), then times
+the first ``%%dsh`` prompt and five later ones on the offline model, from the execute request to the
+kernel's reply. Scenarios: the warm-up on (the default); off (``%config DshMagics.warm_up = False`` in the
+loading cell: the first turn as it was, the baseline); and on, with the first prompt sent at once after the
+loading cell (it must not pay twice). Goals: the first turn at most 100 ms slower than the median later
+turn; a prompt sent at once no slower than the first turn without the warm-up (10 % and 50 ms of slack for
+a shared machine).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ NAME = "bench_first_turn"
 FIRST_ABOVE_LATER_GOAL_S = 0.1
 TYPING_S = 3.0
 LATER_TURNS = 5
+REPEAT = 3  # fresh kernels per scenario; the fastest first turn counts (a shared machine adds only delays)
 SECRET = ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 
@@ -68,11 +70,16 @@ def scenario(*, warm_up: bool, wait_s: float) -> dict[str, float]:
     return {"load": load, "first": first, "later": statistics.median(later)}
 
 
+def best(*, warm_up: bool, wait_s: float) -> dict[str, float]:
+    """The run with the fastest first turn of :data:`REPEAT` fresh kernels."""
+    return min((scenario(warm_up=warm_up, wait_s=wait_s) for _ in range(REPEAT)), key=lambda run: run["first"])
+
+
 def main() -> int:
-    print("first %%dsh turn in a real kernel (offline model; fresh kernel per scenario)")
-    on = scenario(warm_up=True, wait_s=TYPING_S)
-    off = scenario(warm_up=False, wait_s=TYPING_S)
-    at_once = scenario(warm_up=True, wait_s=0.0)
+    print(f"first %%dsh turn in a real kernel (offline model; best of {REPEAT} fresh kernels per scenario)")
+    on = best(warm_up=True, wait_s=TYPING_S)
+    off = best(warm_up=False, wait_s=TYPING_S)
+    at_once = best(warm_up=True, wait_s=0.0)
     for label, run in (("warm-up on", on), ("warm-up off (baseline)", off), ("warm-up on, prompt at once", at_once)):
         print(f"  {label:<28} load cell {run['load'] * 1000:6.0f} ms   first turn {run['first'] * 1000:6.0f} ms   "
               f"later turns (median) {run['later'] * 1000:6.0f} ms")
