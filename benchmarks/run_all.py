@@ -1,7 +1,7 @@
 """Run every benchmark, one after the other, then print a summary table of every goal figure.
 
     .venv/bin/python benchmarks/run_all.py              # all of them
-    .venv/bin/python benchmarks/run_all.py bench_store  # only those named (with or without .py)
+    .venv/bin/python benchmarks/run_all.py bench_store  # only those named (with or without .py, or a path)
 
 Each benchmark prints its figures with their goals and baselines and exits non-zero when it misses one.
 Figures reported through :func:`benchmarks._summary.goal` go into the table at the end (name, figure, goal,
@@ -48,13 +48,14 @@ def table(rows: list[Figure]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     wanted = [n if n.endswith(".py") else n + ".py" for n in (sys.argv[1:] if argv is None else argv)]
+    # a name is a module in benchmarks/, or a path to one elsewhere
     unlisted = sorted(p.name for p in HERE.glob("bench_*.py") if p.name not in BENCHMARKS)
     names = wanted or BENCHMARKS + unlisted
     failed: list[str] = []
     summary: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as folder:
         for name in names:
-            path = HERE / name
+            path = Path(name) if os.sep in name else HERE / name
             if not path.exists():
                 print(f"no benchmark {name} in {HERE}", file=sys.stderr)
                 failed.append(name)
