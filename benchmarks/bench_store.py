@@ -116,14 +116,15 @@ def _row(name: str, value: str, goal: str = "", ratio: str = "") -> None:
     print(f"  {name:<44} {value:>16}  {goal:<22} {ratio}")
 
 
-def _timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+def _timed(fn: Callable[[], Any], repeat: int, clock: Callable[[], float] = time.perf_counter) -> tuple[float, Any]:
+    """The best of ``repeat`` calls of ``fn`` by ``clock``, and the last result."""
     times = []
     result = None
     for _ in range(repeat):
         gc.collect()
-        started = time.perf_counter()
+        started = clock()
         result = fn()
-        times.append(time.perf_counter() - started)
+        times.append(clock() - started)
     return min(times), result
 
 
@@ -198,16 +199,9 @@ def _cat_s(path: Path, repeat: int) -> float:
 
 
 def _cpu_timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    """Like :func:`_timed`, in CPU seconds of this process (user + system): on a machine shared with other work,
-    wall time measures the neighbours as much as the code; the work timed here is single-threaded."""
-    times = []
-    result = None
-    for _ in range(repeat):
-        gc.collect()
-        started = time.process_time()
-        result = fn()
-        times.append(time.process_time() - started)
-    return min(times), result
+    """:func:`_timed` in CPU seconds of this process (user + system): on a machine shared with other work, wall
+    time measures the neighbours as much as the code; the work timed here is single-threaded."""
+    return _timed(fn, repeat, time.process_time)
 
 
 def bench_session_surface(size_mb: int, repeat: int, regenerate: bool) -> bool:
