@@ -7,25 +7,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import importlib
 import io
 import json
 import os
-import pkgutil
-import shutil
 import subprocess
 import sys
-import tempfile
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import pytest
 from kernel_helpers import EVERY_MIME, KernelRunner, output_text, stream_text
 from store_helpers import GOOD_IDS, HOSTILE_CASES, append_turn, digest_tree, hostile_store, write_session
+from user_helpers import as_nobody, shared_tmp
 
-import dsh_jupyter
 from dsh_jupyter.query import SessionQuery
 from dsh_jupyter.session import SessionError, SessionHeader, SessionLog
 from dsh_jupyter.store import (
@@ -41,20 +36,13 @@ from dsh_jupyter.store.scan import MAX_HEADER_BYTES, MAX_LINE_BYTES
 
 pytestmark = pytest.mark.timeout(90)
 
-NOBODY = 65534
-
 THROUGH_CATALOG = list(HOSTILE_CASES)
 
 
 @pytest.fixture
 def short_tmp() -> Iterator[Path]:
-    """A short folder in /tmp (a socket path must stay under 108 bytes), readable by every user."""
-    path = Path(tempfile.mkdtemp(prefix="dsh-h-", dir="/tmp"))
-    os.chmod(path, 0o755)
-    try:
+    with shared_tmp() as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def build(base: Path, name: str) -> tuple[JsonlStore, Any]:
@@ -386,46 +374,6 @@ def test_a_read_only_store_on_a_real_kernel_lists_and_refuses_the_turn_clearly(s
         refused = json.dumps(nb.cells[4].outputs)
         assert "read-only" in refused and "Traceback" not in refused, refused
         assert logs_of(store.root) == before
-
-
-def preload() -> None:
-    """Import what the checks below use, so a child that dropped to ``nobody`` never needs a module it cannot
-    read (the interpreter's own files may live in root's home)."""
-    for info in pkgutil.walk_packages(dsh_jupyter.__path__, "dsh_jupyter."):
-        if info.name.split(".")[1] in ("store", "session", "catalog", "references", "cli", "query", "tools", "_json",
-                                       "ranking"):
-            with contextlib.suppress(Exception):
-                importlib.import_module(info.name)
-    for name in ("sqlite3", "argparse", "datetime", "hashlib", "uuid", "json", "encodings.idna", "unicodedata"):
-        importlib.import_module(name)
-
-
-def as_nobody(check: Callable[[], Any]) -> Any:
-    """Run ``check`` in a forked child that dropped to uid/gid 65534; returns what it returned (JSON)."""
-    if os.geteuid() != 0:
-        return check()  # already a non-root user
-    preload()
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.close(read_fd)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            result = {"ok": check()}
-        except BaseException:
-            result = {"error": traceback.format_exc()}
-        with os.fdopen(write_fd, "w") as fh:
-            fh.write(json.dumps(result))
-        os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd) as fh:
-        data = fh.read()
-    os.waitpid(pid, 0)
-    result = json.loads(data)
-    assert "error" not in result, result.get("error")
-    return result["ok"]
 
 
 @pytest.fixture
