@@ -7,7 +7,6 @@ once she shares it. A database that is down or slow answers 503 / 504 bodies nam
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 from pg_helpers import PgServer
-from server_helpers import SERVER_CONFIG, Api, make_api, make_session, payload
+from server_helpers import SERVER_CONFIG, Api, make_session, payload, server_api
 from store_helpers import write_session
 
 from dsh_jupyter.references import format_session_reference_mention
@@ -82,10 +81,7 @@ def jp_server_config(dshserver_config: dict[str, Any]) -> dict[str, Any]:
     return {**SERVER_CONFIG, "DshServer": dshserver_config}
 
 
-@pytest.fixture
-def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
-        jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
-    return make_api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+api = server_api()
 
 
 @pytest.fixture
