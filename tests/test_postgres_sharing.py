@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from notebook_helpers import loaded_shell
 from pg_helpers import PgServer
 from store_helpers import append_turn, new_header, write_session
 
@@ -192,15 +193,9 @@ def test_one_writer_per_session_across_connections(world: World) -> None:
 
 def test_the_magics_share_and_unshare(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                       capsys: pytest.CaptureFixture[str]) -> None:
-    from IPython.core.interactiveshell import InteractiveShell
-
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DSH_POSTGRES_DSN", world.dsn(ALICE))
-    shell = InteractiveShell.instance()
-    extensions = shell.extension_manager
-    assert extensions is not None
-    extensions.load_extension("dsh_jupyter")
-    try:
+    with loaded_shell() as shell:
         shell.run_line_magic("config", 'DshMagics.store = "postgres"')
         shell.run_cell_magic("dsh", "", "remember the share test")  # type: ignore[no-untyped-call]
         session_id = shell.magics_manager.registry["DshMagics"].host.agent.id
@@ -219,11 +214,6 @@ def test_the_magics_share_and_unshare(world: World, tmp_path: Path, monkeypatch:
         shell.run_line_magic("config", 'DshMagics.store = "jsonl"')
         shell.run_line_magic("dsh", f"share {session_id} --with {BOB}")
         assert "works with the PostgreSQL store" in capsys.readouterr().err
-    finally:
-        extensions.unload_extension("dsh_jupyter")
-        shell.user_ns.pop("dsh", None)
-        for key in list(shell.config.get("DshMagics", {})):
-            del shell.config.DshMagics[key]
         os.environ.pop("DSH_SESSION_ID", None)
         os.environ.pop("DSH_SESSION_JSONL", None)
 
