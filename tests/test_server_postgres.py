@@ -11,12 +11,11 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_helpers import PgServer
+from pg_helpers import PgServer, RoleDatabase
 from server_helpers import SERVER_CONFIG, Api, make_session, payload, server_api
 from store_helpers import write_session
 
@@ -28,27 +27,16 @@ ALICE, BOB = "rest_alice", "rest_bob"
 PASSWORDS = {ALICE: "alice-rest-pw", BOB: "bob-rest-pw"}
 
 
-@dataclass
-class Hub:
+class Hub(RoleDatabase):
     """A database initialised as on a hub, with two users' roles."""
-
-    server: PgServer
-    db: str
-
-    def dsn(self, role: str) -> str:
-        return self.server.dsn(self.db, role, PASSWORDS[role])
-
-    def store(self, role: str) -> PostgresStore:
-        return PostgresStore(self.dsn(role))
 
 
 @pytest.fixture
 def hub(pg_server: PgServer, pg_database: str) -> Iterator[Hub]:
-    for role, password in PASSWORDS.items():
-        pg_server.create_role(role, password)
+    hub = Hub.with_roles(pg_server, pg_database, PASSWORDS)
     with PostgresStore(pg_database).connection():  # `dsh-jupyter postgres init` as the administrator
         pass
-    yield Hub(pg_server, pg_database.rsplit("/", 1)[1])
+    yield hub
 
 
 @pytest.fixture
