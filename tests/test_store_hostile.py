@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 import pytest
 from kernel_helpers import EVERY_MIME, KernelRunner, output_text, stream_text
 from store_helpers import GOOD_IDS, HOSTILE_CASES, append_turn, digest_tree, hostile_store, write_session
-from user_helpers import as_nobody, shared_tmp
+from user_helpers import as_nobody, lacks_privilege, shared_tmp
 
 from dsh_jupyter.query import SessionQuery
 from dsh_jupyter.session import SessionError, SessionHeader, SessionLog
@@ -49,7 +49,7 @@ def build(base: Path, name: str) -> tuple[JsonlStore, Any]:
     try:
         store, (case,) = hostile_store(base, (name,))
     except PermissionError as exc:  # mknod needs root (CAP_MKNOD)
-        pytest.skip(f"cannot create the {name} entry here: {exc}")
+        lacks_privilege(f"cannot create the {name} entry here (making a device node needs root): {exc}")
     return store, case
 
 
@@ -267,7 +267,7 @@ def small_tmpfs(where: Path, size: str) -> Iterator[Path]:
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True,
                           text=True, check=False)
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root and mount permission): {done.stderr.strip()}")
+        lacks_privilege(f"cannot mount a small tmpfs here (needs root and mount permission): {done.stderr.strip()}")
     try:
         yield where
     finally:

@@ -5,7 +5,8 @@ check in a forked child that dropped to the ``nobody`` user (as root), or in thi
 already meets the bits). The files the check touches must be reachable by that user: :func:`shared_tmp` makes a
 short folder in ``/tmp`` every user may enter (pytest's ``tmp_path`` lives under a folder only its owner may
 enter). Before forking, :func:`preload` imports what the checks use, so the child never needs a module file it
-cannot read (the interpreter and the tree may live in root's home).
+cannot read (the interpreter and the tree may live in root's home). A test that needs more than root's
+usual rights (a tmpfs mount, a device node) calls :func:`lacks_privilege` when the run lacks them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import tempfile
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+import pytest
 
 import dsh_jupyter
 
@@ -70,6 +73,14 @@ def as_nobody(check: Callable[[], Any], *, extra_modules: Iterable[str] = ()) ->
     result = json.loads(data)
     assert "error" not in result, result.get("error")
     return result["ok"]
+
+
+def lacks_privilege(reason: str) -> NoReturn:
+    """Skip a test that needs a privilege this run does not have (mounting a file system, making a device node);
+    under ``CI=true`` fail instead: CI runs the tests as root, where every one of them must run."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: CI runs as root and must run this test, so this is a failure)", pytrace=False)
+    pytest.skip(reason)
 
 
 @contextlib.contextmanager
