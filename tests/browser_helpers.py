@@ -627,10 +627,11 @@ def browser(module_chromium: list[ChromiumProcess], tmp_path_factory: pytest.Tem
 
 
 # --------------------------------------------------------------------------- cells that wait on the user
-def start_cell(nb: NotebookPage, index: int) -> Any:
+def start_cell(nb: NotebookPage, index: int, *, running: bool = False) -> Any:
     """Run cell ``index`` with Shift+Enter and return its output area once it is queued, running or done (not
     ``[ ]``), for a cell that then waits on the page (a question, a proposal); :func:`finished_cell` waits for
-    its end. (:meth:`NotebookPage.run` is both at once.)"""
+    its end. (:meth:`NotebookPage.run` is both at once.) ``running``: only once it shows ``[*]``, and an
+    ``AssertionError`` saying what it shows when it never did."""
     from playwright.sync_api import expect
 
     prompt = nb.cell(index).locator(".jp-InputArea-prompt")
@@ -638,10 +639,15 @@ def start_cell(nb: NotebookPage, index: int) -> Any:
         nb.editor(index).click()
         nb.page.keyboard.press("Shift+Enter")
         try:  # a key press lost while the page settles leaves [ ]
-            expect(prompt).not_to_have_text(re.compile(r"^\[ \]"), timeout=5_000)
-            break
+            if running:
+                expect(prompt).to_have_text(re.compile(r"^\[\*\]"), timeout=5_000)
+            else:
+                expect(prompt).not_to_have_text(re.compile(r"^\[ \]"), timeout=5_000)
+            return nb.cell(index).locator(".jp-OutputArea")
         except AssertionError:
             continue
+    if running:
+        raise AssertionError(f"cell {index} did not start: its prompt shows {prompt.inner_text()!r}")
     return nb.cell(index).locator(".jp-OutputArea")
 
 
