@@ -1,9 +1,13 @@
 """Reading a module's imports from its source (:mod:`ast`, nothing is imported), for the tests that keep the
-layers apart: the one reader of import statements, their relative names and the package's module names."""
+layers apart: the one reader of import statements, their relative names and the package's module names; and
+what ``%load_ext dsh_jupyter`` really imports, in a fresh process (:func:`loaded_by_load_ext`)."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,6 +72,24 @@ def imported_names(node: ast.Import | ast.ImportFrom, package: str) -> list[str]
         return [alias.name for alias in node.names]
     base = from_base(node, package)
     return [f"{base}.{alias.name}" for alias in node.names]
+
+
+def loaded_by_load_ext(tmp_path: Path, *names: str) -> list[str]:
+    """Which of ``names`` (each a module and its submodules) ``%load_ext dsh_jupyter`` imports in a fresh IPython
+    shell of a new process (its ``DSH_HOME`` and ``IPYTHONDIR`` in ``tmp_path``); the host must have loaded."""
+    code = ("import sys\n"
+            "from IPython.core.interactiveshell import InteractiveShell\n"
+            "shell = InteractiveShell.instance()\n"
+            "shell.run_line_magic('load_ext', 'dsh_jupyter')\n"
+            "assert 'dsh_jupyter.notebook.magics' in sys.modules, sorted(sys.modules)\n"
+            f"names = {names!r}\n"
+            "print(sorted(m for m in sys.modules if any(m == n or m.startswith(n + '.') for n in names)))\n")
+    env = {**os.environ, "DSH_HOME": str(tmp_path / "home"), "IPYTHONDIR": str(tmp_path / "ipython")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                          cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    loaded: list[str] = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    return loaded
 
 
 def module_imports(path: Path, here: str | None = None) -> set[str]:
