@@ -335,7 +335,10 @@ def write_header(session_id: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------- read-only stores
-def test_a_read_only_file_system_lists_but_refuses_to_write_before_a_turn(short_tmp: Path) -> None:
+@contextlib.contextmanager
+def read_only_store(short_tmp: Path) -> Iterator[tuple[JsonlStore, dict[str, str]]]:
+    """The good sessions on a small tmpfs remounted read-only (read-write again after); yields the store and
+    the digests of its files, taken before the remount."""
     with small_tmpfs(short_tmp / "disk", "4m") as disk:
         store = JsonlStore(disk / "s")
         for sid in GOOD_IDS:
@@ -343,37 +346,34 @@ def test_a_read_only_file_system_lists_but_refuses_to_write_before_a_turn(short_
         before = digest_tree(store.root)
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         try:
-            assert {h.id for h in store.list_headers()} == set(GOOD_IDS)
-            assert SessionQuery(store).read_surface("good-1").events
-            for check in (store.check_writable, lambda: store.check_writable("good-1"),
-                          lambda: store.open("good-1")):
-                with pytest.raises(StoreReadOnlyError) as info:
-                    check()
-                assert "read-only" in str(info.value) and "sessions_dir" in str(info.value)
+            yield store, before
         finally:
             subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=False)
+
+
+def test_a_read_only_file_system_lists_but_refuses_to_write_before_a_turn(short_tmp: Path) -> None:
+    with read_only_store(short_tmp) as (store, before):
+        assert {h.id for h in store.list_headers()} == set(GOOD_IDS)
+        assert SessionQuery(store).read_surface("good-1").events
+        for check in (store.check_writable, lambda: store.check_writable("good-1"),
+                      lambda: store.open("good-1")):
+            with pytest.raises(StoreReadOnlyError) as info:
+                check()
+            assert "read-only" in str(info.value) and "sessions_dir" in str(info.value)
         assert digest_tree(store.root) == before
 
 
 def test_a_read_only_store_on_a_real_kernel_lists_and_refuses_the_turn_clearly(short_tmp: Path,
                                                                               kernel_runner: KernelRunner) -> None:
-    with small_tmpfs(short_tmp / "disk", "4m") as disk:
-        store = JsonlStore(disk / "s")
-        for sid in GOOD_IDS:
-            write_session(store, sid, turns=1)
-        before = logs_of(store.root)
-        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
-        try:
-            cells = ["%load_ext dsh_jupyter", f"%config DshMagics.sessions_dir = {str(store.root)!r}",
-                     "%config DshMagics.catalog = False", "%dsh sessions", "%%dsh\nhello"]
-            nb = kernel_runner.run(cells, short_tmp, allow_errors=True)
-        finally:
-            subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=False)
-        listed = json.dumps(nb.cells[3].outputs)
-        assert all(sid in listed for sid in GOOD_IDS), listed
-        refused = json.dumps(nb.cells[4].outputs)
-        assert "read-only" in refused and "Traceback" not in refused, refused
-        assert logs_of(store.root) == before
+    with read_only_store(short_tmp) as (store, before):
+        cells = ["%load_ext dsh_jupyter", f"%config DshMagics.sessions_dir = {str(store.root)!r}",
+                 "%config DshMagics.catalog = False", "%dsh sessions", "%%dsh\nhello"]
+        nb = kernel_runner.run(cells, short_tmp, allow_errors=True)
+        assert digest_tree(store.root) == before
+    listed = json.dumps(nb.cells[3].outputs)
+    assert all(sid in listed for sid in GOOD_IDS), listed
+    refused = json.dumps(nb.cells[4].outputs)
+    assert "read-only" in refused and "Traceback" not in refused, refused
 
 
 @pytest.fixture
