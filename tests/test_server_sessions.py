@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from server_helpers import Api, make_session, payload, server_api, server_config
+from sources_helpers import PEERS
 
 from dsh_jupyter.catalog import CatalogEntry, CatalogUnavailable, StoreInfo
 from dsh_jupyter.references import encode_session_reference_uri
@@ -279,7 +280,6 @@ def test_the_bounded_catalog_asks_only_for_stores_inside_and_drops_links_out(tmp
 
 
 # -- through a real jupyter-server ---------------------------------------------------------------------------
-PEERS = Path(__file__).parent / "fixtures" / "peers"
 CLAUDE_ID = "claude-code:7f3c2a1e-5b4d-4c8e-9a6f-2d1e0b9c8a71"
 CODEX_ID = "codex:019a8c1e-3f2b-7d4a-9c5e-6b7a8d9e0f12"
 #: Text the fixtures hold that a projection must never carry (tool output, thinking, injected instructions).
