@@ -68,9 +68,14 @@ def user_recorded(text: str = "hi") -> MessageRecorded:
 # --------------------------------------------------------------------------- files and import cost
 
 def test_views_are_package_files_loaded_by_path() -> None:
+    from dsh_jupyter.ui.approval_widget import ApprovalWidget
+
     for cls, name in ((MentionPicker, "picker.js"), (PromptBox, "prompt.js"), (ChatTranscript, "chat.js")):
         assert Path(str(getattr(cls._esm, "_path", ""))) == STATIC / name
         assert Path(str(getattr(cls._css, "_path", ""))) == STATIC / "widgets.css"
+    assert Path(str(getattr(ApprovalWidget._esm, "_path", ""))) == STATIC / "approval.js"
+    assert Path(str(getattr(ApprovalWidget._css, "_path", ""))) == STATIC / "approval.css"
+    assert {f"{name}.js" for name in VIEWS} == {"picker.js", "prompt.js", "chat.js", "approval.js"}
     assert STATIC.parent == Path(__file__).resolve().parents[1] / "dsh_jupyter" / "ui"
 
 
