@@ -30,7 +30,7 @@ from references_helpers import MemoryStore, append_assistant, append_checkpoint,
 
 from dsh_jupyter.query import SessionQuery  # noqa: E402
 from dsh_jupyter.references import ReferenceTarget, SessionReferenceError, SessionReferenceResolver  # noqa: E402
-from dsh_jupyter.references.bounded import bound_messages, BoundedProjection  # noqa: E402
+from dsh_jupyter.references.bounded import BoundedProjection, bound_messages  # noqa: E402
 from dsh_jupyter.references.spill import render_capped_transcript  # noqa: E402
 from dsh_jupyter.session.messages import text_block  # noqa: E402
 from dsh_jupyter.store import JsonlStore, encode_segment  # noqa: E402

@@ -204,10 +204,22 @@ def _measure(text: str, head: int, tail: int) -> _Measure | None:
             piece = text[start : start + MEASURE_SLICE].encode("utf-8")
             size += len(piece)
             json_size += tag_safe_size_of_utf8(piece) - 2
-        # Every code point takes at least one byte, so that many code points give at least that many bytes.
-        return _Measure(size, json_size, text[:head].encode("utf-8")[:head], text[-tail:].encode("utf-8")[-tail:])
+        return _Measure(size, json_size, _encoded_head(text, head), text[-tail:].encode("utf-8")[-tail:])
     except UnicodeEncodeError:
         return None
+
+
+def _encoded_head(text: str, size: int) -> bytes:
+    """At least the first ``size`` bytes of ``text``'s UTF-8 (all of it when shorter), encoded
+    :data:`MEASURE_SLICE` code points at a time: a huge text is neither copied nor encoded whole."""
+    head = bytearray()
+    # Every code point takes at least one byte, so ``size`` code points always give ``size`` bytes.
+    for start in range(0, min(len(text), size), MEASURE_SLICE):
+        if len(head) >= size:
+            break
+        head += text[start : min(start + MEASURE_SLICE, size)].encode("utf-8")
+    del head[size:]
+    return bytes(head)
 
 
 def bound_messages(messages: Iterable[ProjectedMessage], projection: BoundedProjection) -> BoundedProjection:

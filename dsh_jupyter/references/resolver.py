@@ -36,7 +36,7 @@ from .spill import (
     SAVED,
     STORAGE_NOT_CONFIGURED,
     SpillResult,
-    render_capped_transcript,
+    capped_transcript_pieces,
     save_transcript,
 )
 from .target import ReferenceTarget
@@ -344,7 +344,7 @@ class SessionReferenceResolver:
     def _spill(self, target: ReferenceTarget, index: int, source: RetainedSource) -> SpillResult:
         if target.session_dir is None:
             return SpillResult.unavailable(STORAGE_NOT_CONFIGURED)
-        transcript, capped = render_capped_transcript(source.projection, source.label, self.max_spill_bytes)
+        transcript, capped = capped_transcript_pieces(source.projection, source.label, self.max_spill_bytes)
         result = save_transcript(target.session_dir, index, transcript)
         return dataclasses.replace(result, capped=True) if capped and result.status == SAVED else result
 
