@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +76,11 @@ class BoundedProjection:
 
     ``budget`` is the largest per-source budget retention may be asked to meet; ``spill_bytes`` caps
     the text kept for the full snapshot (``None``: keep all of it, for sources already in memory).
+    ``source_key`` is the snapshot's :attr:`~dsh_jupyter.session.SurfaceSnapshot.source_key` (what the reader
+    vouches the source's bytes were): a saved spill of the same key can be used again (:mod:`.reuse`).
     """
+
+    source_key: Hashable | None = None
 
     def __init__(self, session_id: str, cwd: str | None, captured_through_seq: int | None, format_version: int,
                  *, budget: int, spill_bytes: int | None) -> None:
@@ -249,6 +253,7 @@ def bound_surface(snapshot: SurfaceSnapshot, budget: int, spill_bytes: int | Non
     header = snapshot.header
     bounded = BoundedProjection(header.id, header.cwd, snapshot.captured_through_seq, format_version(header),
                                 budget=budget, spill_bytes=spill_bytes)
+    bounded.source_key = getattr(snapshot, "source_key", None)
     for event in snapshot.events:
         if abandoned is not None and abandoned():
             raise ReadAbandoned(header.id)

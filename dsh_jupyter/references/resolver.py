@@ -30,6 +30,7 @@ from .errors import (
 from .framing import render_prompt, tag_safe_dumps
 from .inputs import SessionReferenceInput, normalise_references
 from .retention import RetainedSource, retain_source
+from .reuse import SavedSpills, spill_key
 from .spill import (
     DEFAULT_MAX_SPILL_BYTES,
     MIN_SPILL_BYTES,
@@ -116,7 +117,8 @@ class SessionReferenceResolver:
     ``max(65536, floor(context window × 4 × reference_context_fraction))``). ``catalog`` (the session
     catalog, :func:`dsh_jupyter.catalog.open_catalog`) makes candidates come from every known store at
     keystroke speed, and lets prepare() read sessions of other stores. ``max_spill_bytes`` caps each saved
-    full snapshot (see :mod:`.spill`).
+    full snapshot (see :mod:`.spill`); a source the catalog vouches has not changed names the file saved for it
+    before instead of writing it again (:mod:`.reuse`).
 
     A source is read one surface event at a time and reduced as it is read (:mod:`.bounded`), so a
     reference holds about twice the budget plus the spill cap in text, whatever the source's size.
@@ -166,6 +168,8 @@ class SessionReferenceResolver:
             )
         self.query = query
         self.catalog = catalog
+        #: Full snapshots written for sources the reader vouched for, named again while they are unchanged.
+        self.saved_spills = SavedSpills()
         self.foreign = foreign
 
     # -- discovery ---------------------------------------------------------------------------------
@@ -245,7 +249,8 @@ class SessionReferenceResolver:
             sources: list[RetainedSource] = rendered[0]
             truncated = [i for i, s in enumerate(sources) if s.stats.truncated]
             results = await watch.gather(
-                [thread_future(functools.partial(self._spill, target, i, sources[i]), name="dsh-reference-spill")
+                [thread_future(functools.partial(self._spill, target, i, sources[i], budget),
+                               name="dsh-reference-spill")
                  for i in truncated]
             )
             watch.check()
@@ -341,12 +346,20 @@ class SessionReferenceResolver:
             rendered.append(retained)
         return rendered
 
-    def _spill(self, target: ReferenceTarget, index: int, source: RetainedSource) -> SpillResult:
+    def _spill(self, target: ReferenceTarget, index: int, source: RetainedSource, budget: int) -> SpillResult:
+        """Save ``source``'s full snapshot beside ``target``, or name the one saved for the same unchanged source."""
         if target.session_dir is None:
             return SpillResult.unavailable(STORAGE_NOT_CONFIGURED)
+        key = spill_key(target.session_dir, source.projection.source_key, source.label, budget, self.max_spill_bytes)
+        saved = self.saved_spills.lookup(key)
+        if saved is not None:
+            return saved
         transcript, capped = capped_transcript_pieces(source.projection, source.label, self.max_spill_bytes)
         result = save_transcript(target.session_dir, index, transcript)
-        return dataclasses.replace(result, capped=True) if capped and result.status == SAVED else result
+        del transcript
+        result = dataclasses.replace(result, capped=True) if capped and result.status == SAVED else result
+        self.saved_spills.remember(key, result)
+        return result
 
     @staticmethod
     def _context(sources: list[RetainedSource], spills: dict[int, SpillResult],
