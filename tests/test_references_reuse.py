@@ -172,3 +172,46 @@ def test_without_the_catalog_nobody_vouches_and_every_call_writes(store: JsonlSt
     prepare(resolver, target)
     prepare(resolver, target)
     assert len(writes.saved) == 2 and len(resolver.saved_spills) == 0
+
+
+class Projections:
+    """Counts the sources the resolver projects (reads event by event)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = resolver_module.bound_surface
+
+        def bound(*args: Any) -> Any:
+            self.count += 1
+            return real(*args)
+
+        monkeypatch.setattr(resolver_module, "bound_surface", bound)
+
+
+def test_an_unchanged_source_is_not_projected_again_and_a_grown_one_is(store: JsonlStore, catalog: Catalog,
+                                                                       tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    projections = Projections(monkeypatch)
+    resolver, target = make(store, catalog, tmp_path)
+    first = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
+    again = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
+    assert projections.count == 1
+    assert again.additional_context["content"] == first.additional_context["content"]  # type: ignore[index]
+    append_turns(store, "source", 1, prompt="a later prompt")
+    grown = resolver.prepare_sync(target, [], [{"sessionId": "source"}])
+    assert projections.count == 2 and "a later prompt" in grown.additional_context["content"][0]["text"]  # type: ignore[index]
+    resolver.max_reference_bytes = 3_000  # another budget is another projection
+    resolver.prepare_sync(target, [], [{"sessionId": "source"}])
+    assert projections.count == 3
+
+
+def test_kept_projections_stay_under_their_text_cap(store: JsonlStore, catalog: Catalog, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh_jupyter.references.reuse import WarmProjections
+
+    projections = Projections(monkeypatch)
+    resolver, target = make(store, catalog, tmp_path)
+    resolver.warm_projections = WarmProjections(max_held_text=1_000)  # smaller than this source's spill prefix
+    resolver.prepare_sync(target, [], [{"sessionId": "source"}])
+    resolver.prepare_sync(target, [], [{"sessionId": "source"}])
+    assert projections.count == 2 and len(resolver.warm_projections) == 0

@@ -116,6 +116,11 @@ class BoundedProjection:
         """Whether the spill prefix holds every message whole."""
         return len(self.spill) == len(self.flags) and all(part.whole for part in self.spill)
 
+    def held_text_bytes(self) -> int:
+        """About how many bytes of text the projection holds (its spill prefix and the texts retention may keep)."""
+        return self.spill_text_bytes + sum(len(h.head) + len(h.tail) if h.text is None else h.utf8_bytes
+                                           for h in self.held.values())
+
     def role(self, index: int) -> str:
         return ASSISTANT if self.flags[index] & _ASSISTANT_FLAG else USER
 

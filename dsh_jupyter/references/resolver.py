@@ -30,7 +30,7 @@ from .errors import (
 from .framing import render_prompt, tag_safe_dumps
 from .inputs import SessionReferenceInput, normalise_references
 from .retention import RetainedSource, retain_source
-from .reuse import SavedSpills, spill_key
+from .reuse import SavedSpills, WarmProjections, projection_key, spill_key
 from .spill import (
     DEFAULT_MAX_SPILL_BYTES,
     MIN_SPILL_BYTES,
@@ -117,8 +117,8 @@ class SessionReferenceResolver:
     ``max(65536, floor(context window × 4 × reference_context_fraction))``). ``catalog`` (the session
     catalog, :func:`dsh_jupyter.catalog.open_catalog`) makes candidates come from every known store at
     keystroke speed, and lets prepare() read sessions of other stores. ``max_spill_bytes`` caps each saved
-    full snapshot (see :mod:`.spill`); a source the catalog vouches has not changed names the file saved for it
-    before instead of writing it again (:mod:`.reuse`).
+    full snapshot (see :mod:`.spill`); a source the catalog vouches has not changed is not projected again and
+    names the file saved for it before instead of writing it again (:mod:`.reuse`).
 
     A source is read one surface event at a time and reduced as it is read (:mod:`.bounded`), so a
     reference holds about twice the budget plus the spill cap in text, whatever the source's size.
@@ -168,7 +168,8 @@ class SessionReferenceResolver:
             )
         self.query = query
         self.catalog = catalog
-        #: Full snapshots written for sources the reader vouched for, named again while they are unchanged.
+        #: Projections and full snapshots of sources the reader vouched for, used again while they are unchanged.
+        self.warm_projections = WarmProjections()
         self.saved_spills = SavedSpills()
         self.foreign = foreign
 
@@ -311,7 +312,13 @@ class SessionReferenceResolver:
             snapshot = self.query.read_surface(session_id, skip_data=skip)
         if not _is_snapshot(snapshot):
             raise TypeError(f"reading {dumps(session_id)} returned {type(snapshot).__name__}, not a surface snapshot")
-        return bound_surface(snapshot, budget, self.max_spill_bytes, abandoned)
+        key = projection_key(session_id, getattr(snapshot, "source_key", None), budget, self.max_spill_bytes)
+        kept = self.warm_projections.get(key)
+        if kept is not None:
+            return kept
+        bounded = bound_surface(snapshot, budget, self.max_spill_bytes, abandoned)
+        self.warm_projections.keep(key, bounded)
+        return bounded
 
     async def _read_all(self, watch: CancelWatch, inputs: list[SessionReferenceInput],
                         budget: int) -> list[BoundedProjection]:
