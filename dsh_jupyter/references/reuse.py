@@ -24,37 +24,64 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable
 from pathlib import Path
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from ..secrets import default_masker
 from .bounded import BoundedProjection
 from .spill import SAVED, SpillResult
+
+if TYPE_CHECKING:
+    from ..catalog.folds import FileIdentity
 
 #: Saved spills remembered (least recently used forgotten first).
 MAX_REMEMBERED = 64
 #: Text (bytes) the kept projections may hold together; one bigger than this is not kept.
 MAX_HELD_TEXT = 32 << 20
 
+K = TypeVar("K")
+V = TypeVar("V")
 
-@dataclass(frozen=True)
-class FileStamp:
-    """What ``stat`` says about a saved file; any difference means it is no longer the file written."""
 
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
+def _stamp(path: Path) -> FileIdentity | None:
+    """What ``stat`` says about a saved file (any difference: no longer the file written), ``None`` when gone."""
+    from ..catalog.folds import FileIdentity  # the fold cache's rule for "the same bytes as last time"
 
-    @classmethod
-    def of(cls, path: Path) -> FileStamp | None:
-        try:
-            result = os.stat(path, follow_symlinks=False)
-        except OSError:
-            return None
-        return cls(result.st_dev, result.st_ino, result.st_size, result.st_mtime_ns, result.st_ctime_ns)
+    try:
+        return FileIdentity.of(os.stat(path, follow_symlinks=False))
+    except OSError:
+        return None
+
+
+class _Recent(Generic[K, V]):
+    """A thread-safe mapping that forgets its least recently used entries first."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: K, value: V, too_many: Callable[[OrderedDict[K, V]], bool]) -> None:
+        """Keep ``value``, then forget the oldest entries while ``too_many`` says so."""
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while self._items and too_many(self._items):
+                self._items.popitem(last=False)
+
+    def pop(self, key: K) -> None:
+        with self._lock:
+            self._items.pop(key, None)
 
 
 SpillKey = tuple[str, Hashable, str, int, int, frozenset[str]]
@@ -73,43 +100,31 @@ class SavedSpills:
 
     def __init__(self, max_remembered: int = MAX_REMEMBERED) -> None:
         self.max_remembered = max_remembered
-        self._saved: OrderedDict[SpillKey, tuple[SpillResult, FileStamp]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._saved: _Recent[SpillKey, tuple[SpillResult, FileIdentity]] = _Recent()
 
     def __len__(self) -> int:
         return len(self._saved)
 
     def lookup(self, key: SpillKey | None) -> SpillResult | None:
         """The saved spill of ``key`` when its file is still exactly as written, else ``None``."""
-        if key is None:
-            return None
-        with self._lock:
-            found = self._saved.get(key)
+        found = self._saved.get(key) if key is not None else None
         if found is None:
             return None
         result, stamp = found
         assert result.path is not None
-        if FileStamp.of(result.path) != stamp:
-            with self._lock:
-                self._saved.pop(key, None)
+        if _stamp(result.path) != stamp:
+            assert key is not None
+            self._saved.pop(key)
             return None
-        with self._lock:
-            if key in self._saved:
-                self._saved.move_to_end(key)
         return result
 
     def remember(self, key: SpillKey | None, result: SpillResult) -> None:
         """Keep ``result`` (a spill just written) for ``key``; unsaved results and unvouched sources are not kept."""
         if key is None or result.status != SAVED or result.path is None:
             return
-        stamp = FileStamp.of(result.path)
-        if stamp is None:
-            return
-        with self._lock:
-            self._saved[key] = (result, stamp)
-            self._saved.move_to_end(key)
-            while len(self._saved) > self.max_remembered:
-                self._saved.popitem(last=False)
+        stamp = _stamp(result.path)
+        if stamp is not None:
+            self._saved.put(key, (result, stamp), lambda items: len(items) > self.max_remembered)
 
 
 ProjectionKey = tuple[str, Hashable, int, int | None]
@@ -126,27 +141,17 @@ class WarmProjections:
 
     def __init__(self, max_held_text: int = MAX_HELD_TEXT) -> None:
         self.max_held_text = max_held_text
-        self._kept: OrderedDict[ProjectionKey, BoundedProjection] = OrderedDict()
-        self._lock = threading.Lock()
+        self._kept: _Recent[ProjectionKey, BoundedProjection] = _Recent()
 
     def __len__(self) -> int:
         return len(self._kept)
 
     def get(self, key: ProjectionKey | None) -> BoundedProjection | None:
-        if key is None:
-            return None
-        with self._lock:
-            found = self._kept.get(key)
-            if found is not None:
-                self._kept.move_to_end(key)
-            return found
+        return self._kept.get(key) if key is not None else None
 
     def keep(self, key: ProjectionKey | None, projection: BoundedProjection) -> None:
         """Keep ``projection`` (never changed once built) for ``key``; the least recently used go beyond the cap."""
         if key is None or projection.held_text_bytes() > self.max_held_text:
             return
-        with self._lock:
-            self._kept[key] = projection
-            self._kept.move_to_end(key)
-            while sum(p.held_text_bytes() for p in self._kept.values()) > self.max_held_text:
-                self._kept.popitem(last=False)
+        self._kept.put(key, projection,
+                       lambda items: sum(p.held_text_bytes() for p in items.values()) > self.max_held_text)
