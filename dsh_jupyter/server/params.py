@@ -34,6 +34,8 @@ MAX_CANDIDATE_LIMIT = 1000
 MAX_QUERY_LENGTH = 1000
 #: Longest accepted ``cwd`` (characters); a real folder path is far shorter (Linux allows 4096 bytes).
 MAX_CWD_LENGTH = 4096
+#: Longest accepted ``exclude`` (a session id: characters).
+MAX_SESSION_ID_LENGTH = 512
 #: Longest session reference payload in a path (characters): ids are short, a payload is about 4/3 of one.
 MAX_PAYLOAD_LENGTH = 4096
 #: Characters of a refused value quoted back in a message.
@@ -152,6 +154,20 @@ def parse_cwd(raw: str | None) -> str:
     if problem is not None:
         raise problem
     return text
+
+
+def parse_exclude(raw: str | None) -> str | None:
+    """The ``exclude`` parameter: the id of the session asking (the notebook's current one), left out of the
+    answer because a session cannot reference itself; absent or empty: none."""
+    if not raw:
+        return None
+    if len(raw) > MAX_SESSION_ID_LENGTH:
+        raise bad_request(f"exclude must be a session id of at most {MAX_SESSION_ID_LENGTH} characters, got "
+                          f"{len(raw):,}; send the id of the notebook's current session, or leave exclude out")
+    problem = control_problem("exclude", raw)
+    if problem is not None:
+        raise problem
+    return raw
 
 
 def check_payload(payload: str) -> None:

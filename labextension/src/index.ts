@@ -19,6 +19,7 @@ import { INotebookTracker } from '@jupyterlab/notebook';
 
 import { DshCompletionProvider } from './completion.js';
 import { DshCellHighlighter } from './highlight.js';
+import { CurrentSessions } from './kernel.js';
 import { LiveNotebooks } from './notebook.js';
 import { MentionTrigger } from './trigger.js';
 
@@ -40,6 +41,7 @@ const mentions: JupyterFrontEndPlugin<void> = {
       })
     );
     new MentionTrigger(tracker, id => manager.invoke(id));
+    new CurrentSessions(tracker);
     new DshCellHighlighter(tracker);
     // A marker for tests and for users checking that the extension is active.
     document.body.dataset.dshJupyter = 'active';

@@ -198,12 +198,13 @@ function copyBundle(model) {
 
 /**
  * Keep the saved notebook's copy of the conversation current (the kernel's display updates only
- * reach an output while its cell runs): just before each save, write the copy into the output's
- * data without re-rendering the live widget. Returns a disposer.
+ * reach an output while its cell runs, and re-render it): just before each save, write the copy into
+ * the output's data without re-rendering the live widget. Returns a disposer, or null where the
+ * frontend does not expose the document (the kernel's display updates then carry the copy).
  */
 export function mirrorCopyOnSave(model) {
   const found = panelOutput(model);
-  if (!found || !found.context.saveState || typeof found.context.saveState.connect !== "function") return () => {};
+  if (!found || !found.context.saveState || typeof found.context.saveState.connect !== "function") return null;
   const onSave = (_sender, state) => {
     if (state !== "started") return;
     const current = panelOutput(model);
@@ -317,7 +318,16 @@ function render({ model, el, experimental }) {
   stop.addEventListener("click", onStop);
   let stopMirror = () => {};
   try {
-    stopMirror = mirrorCopyOnSave(model);
+    const mirror = mirrorCopyOnSave(model);
+    if (mirror) {
+      stopMirror = mirror;
+      // This view keeps the saved copy current: the kernel must not re-render the output to do it
+      // (each display update re-creates the panel's views, and a prompt box loses what is typed).
+      if (!model.get("mirrored")) {
+        model.set("mirrored", true);
+        model.save_changes();
+      }
+    }
   } catch (error) {
     console.warn("dsh: the saved copy of this chat will not be kept current", error);
   }

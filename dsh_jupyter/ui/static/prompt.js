@@ -1,6 +1,7 @@
 // Prompt box (anywidget view): a textarea synced to `value`, the caret synced to `cursor`, and a
-// Send button (Ctrl/Cmd+Enter) that invokes the "send_command" command. Python decides whether the
-// prompt starts a turn or is steered into the running one. Text is set with textContent only.
+// Send button (Ctrl/Cmd+Enter) that empties the box and invokes the "send_command" command with the
+// text (prompts sent quickly queue up, in order). Python decides whether the prompt starts a turn or
+// is steered into the running one; a prompt it refuses comes back into the box. Text is set with textContent only.
 // Keys typed here stay here: Enter is a newline, and no key reaches the notebook's shortcuts
 // (JupyterLab and Notebook 7 skip elements marked data-lm-suppress-shortcuts; the event also stops
 // at the widget, for frontends that listen on the document).
@@ -41,7 +42,8 @@ function render({ model, el, experimental }) {
   el.append(root);
   for (const type of ["keydown", "keyup", "keypress"]) root.addEventListener(type, keepKeys);
 
-  let sending = false;
+  let pending = 0; // prompts handed to the kernel and not answered yet
+  let queue = Promise.resolve(); // they are delivered one after another, in the order sent
   let disposed = false;
   let localError = null; // a failure only this view knows about (no answer, or an error reply)
 
@@ -49,9 +51,9 @@ function render({ model, el, experimental }) {
     if (area.value !== model.get("value")) area.value = model.get("value");
     area.placeholder = model.get("placeholder");
     const busy = model.get("busy");
-    button.textContent = sending ? "Sending…" : busy ? "Steer" : "Send";
+    button.textContent = pending ? "Sending…" : busy ? "Steer" : "Send";
     button.title = busy ? "Add this prompt to the running turn" : "Start a turn with this prompt";
-    button.disabled = sending || model.get("disabled");
+    button.disabled = model.get("disabled");
     area.disabled = model.get("disabled");
     status.textContent = escapeText(localError ?? model.get("status"));
     status.dataset.level = localError === null ? model.get("status_level") : "error";
@@ -74,29 +76,46 @@ function render({ model, el, experimental }) {
     if (document.activeElement === area) area.setSelectionRange(position, position);
   }
 
-  async function send() {
-    if (sending || model.get("disabled")) return;
-    sending = true;
-    sync();
-    const sent = area.value;
+  function setBox(text) {
+    area.value = text;
+    model.set("value", text);
+    model.set("cursor", -1);
+    model.save_changes();
+  }
+
+  /** A prompt the kernel did not take goes back in the box, before whatever was typed since. */
+  function giveBack(text) {
+    if (disposed) return;
+    setBox(area.value ? text + "\n" + area.value : text);
+  }
+
+  async function deliver(text) {
     try {
-      const [response] = await experimental.invoke("send_command", { value: sent }, { signal: AbortSignal.timeout(30000) });
-      if (response && response.error) localError = String(response.error);
-      else if (!disposed && area.value === sent) {
-        // Sent: the box is empty now, whatever order the kernel's own "value" update arrives in.
-        area.value = "";
-        if (model.get("value") !== "") {
-          model.set("value", "");
-          model.set("cursor", -1);
-          model.save_changes();
-        }
+      const [response] = await experimental.invoke("send_command", { value: text }, { signal: AbortSignal.timeout(30000) });
+      if (response && response.error) {
+        localError = String(response.error);
+        giveBack(text);
       }
     } catch (error) {
-      localError = "The kernel did not answer; your prompt is still here.";
+      localError = "The kernel did not answer; your prompt is back in the box.";
+      giveBack(text);
     } finally {
-      sending = false;
+      pending -= 1;
       if (!disposed) sync();
     }
+  }
+
+  function send() {
+    if (model.get("disabled")) return;
+    // The box empties here, at once, and the text travels in the command itself: a "value" update
+    // still on its way (ipywidgets holds updates back while the kernel is busy) is overtaken by this
+    // empty value, so the kernel can never put the text just sent back in the box.
+    const text = area.value;
+    localError = null;
+    pending += 1;
+    setBox("");
+    sync();
+    queue = queue.then(() => deliver(text));
   }
 
   function onInput() {

@@ -1,0 +1,147 @@
+"""In a real browser, in JupyterLab and in Notebook 7: the rough edges a new user met (issue 22).
+
+- a prompt sent twice quickly from the chat panel (and the pick panel) reaches the agent as two prompts,
+  and the box is empty after each send (it once kept the text just sent, so the next prompt was glued on);
+- the `@` popup never offers the notebook's own current session, with or without a filter typed, even
+  when the kernel answers "which session is yours?" late (the server leaves it out as well);
+
+Each test runs in both apps, one server per app (module scope).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from browser_helpers import (
+    KERNEL_TIMEOUT_MS,
+    JupyterServer,
+    NotebookPage,
+    require_chromium,
+    require_notebook7,
+    running_server,
+    watched_page,
+    write_notebook,
+    write_session,
+)
+
+FOLDER = "work"
+PROMPTS_NOTEBOOK = f"{FOLDER}/prompts.ipynb"
+PROMPT_CELLS = (
+    "%load_ext dsh_jupyter",
+    "chat = %dsh chat\nchat",
+    "pick = %dsh pick\npick",
+)
+POPUP_NOTEBOOK = f"{FOLDER}/popup.ipynb"
+#: The kernel's answer to the popup's question comes after the popup stopped waiting (400 ms).
+SLOW_ANSWER = """\
+import time
+_comms = get_ipython().kernel.comm_manager
+_answer = _comms.targets["dsh.current-session"]
+def _late(comm, message):
+    time.sleep(1.0)
+    _answer(comm, message)
+_comms.register_target("dsh.current-session", _late)"""
+POPUP_CELLS = (
+    "%load_ext dsh_jupyter",
+    "%%dsh\nMissing values in my table?",
+    SLOW_ANSWER,
+    "%%dsh\nCompare with ",
+)
+OTHER_TITLE = "Missing data report"
+
+
+@pytest.fixture(scope="module", params=["lab", "notebook"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    require_chromium()
+    if request.param == "notebook":
+        require_notebook7()
+    root = tmp_path_factory.mktemp(f"rough-{request.param}")
+    folder = root / FOLDER
+    write_session(folder, "missing-1", OTHER_TITLE, cwd=os.path.realpath(folder), created_at=1_787_000_000_000)
+    write_notebook(root / PROMPTS_NOTEBOOK, *PROMPT_CELLS)
+    write_notebook(root / POPUP_NOTEBOOK, *POPUP_CELLS)
+    with running_server(request.param, root, tmp_path_factory.mktemp(f"rough-{request.param}-state")) as running:
+        yield running
+
+
+def _send_twice_quickly(page: Any, panel: Any, first: str, second: str) -> None:
+    """Type and send ``first``, then at once type and send ``second`` (no wait for the kernel between)."""
+    from playwright.sync_api import expect
+
+    area = panel.locator("textarea.dsh-prompt-input")
+    area.click()
+    page.keyboard.type(first)
+    page.keyboard.press("Control+Enter")
+    page.keyboard.type(second)
+    page.keyboard.press("Control+Enter")
+    user = panel.locator(".dsh-chat-user .dsh-chat-text")
+    try:
+        expect(user).to_have_count(2, timeout=KERNEL_TIMEOUT_MS / 3)
+    except AssertionError:
+        raise AssertionError(f"the agent received {user.all_inner_texts()!r}; the box holds "
+                             f"{area.input_value()!r}; the panel reads {panel.inner_text()!r}") from None
+    expect(panel.locator(".dsh-chat-state")).to_have_text("idle", timeout=KERNEL_TIMEOUT_MS)
+    assert user.all_inner_texts() == [first, second]
+    expect(area).to_have_value("")
+
+
+def test_prompts_sent_twice_quickly_arrive_as_two_and_leave_the_box_empty(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, PROMPTS_NOTEBOOK).open()
+        nb.run(0)
+        chat = nb.run(1).locator(".dsh-panel")
+        expect(chat.locator("textarea.dsh-prompt-input")).to_be_visible()
+        _send_twice_quickly(page, chat, "first prompt", "second prompt")
+        nb.screenshot(request, "1-chat-two-prompts")
+
+        pick = nb.run(2).locator(".dsh-panel")
+        expect(pick.locator("textarea.dsh-prompt-input")).to_be_visible()
+        _send_twice_quickly(page, pick, "third prompt", "fourth prompt")
+        nb.screenshot(request, "2-pick-two-prompts")
+
+        assert watch.dialogs == []
+        assert watch.errors == []
+
+
+def test_the_popup_never_offers_the_notebooks_own_session(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, POPUP_NOTEBOOK).open()
+        nb.run(0)
+        expect(nb.run(1)).to_contain_text("Missing values in my table?")
+        nb.run(2)
+        page.wait_for_timeout(1500)  # the kernel's late answer to the question asked after that cell
+
+        popup = page.locator(".jp-Completer")
+        sessions = popup.locator(".jp-DshCompleter-session")
+        titles = sessions.locator(".jp-DshCompleter-title")
+        nb.focus_end(3)
+        page.keyboard.type("@")
+        expect(titles.filter(has_text=OTHER_TITLE)).to_have_count(1)
+        shown = titles.all_inner_texts()
+        assert not [title for title in shown if title.startswith("Missing values")], shown
+        page.keyboard.press("Escape")
+        expect(popup).to_be_hidden()
+
+        # A filter that matches the current session's title too: still only the other one.
+        nb.focus_end(3)
+        page.keyboard.press("Backspace")
+        page.keyboard.type("@miss")
+        expect(titles.filter(has_text=OTHER_TITLE)).to_have_count(1)
+        page.wait_for_timeout(300)
+        assert titles.all_inner_texts() == [OTHER_TITLE]
+        nb.screenshot(request, "1-popup-without-own-session")
+        page.keyboard.press("Escape")
+
+        assert watch.dialogs == []
+        assert watch.errors == []
