@@ -4,6 +4,8 @@
   and the box is empty after each send (it once kept the text just sent, so the next prompt was glued on);
 - the `@` popup never offers the notebook's own current session, with or without a filter typed, even
   when the kernel answers "which session is yours?" late (the server leaves it out as well);
+- a mention in a `%%dsh` cell shows as a chip reading `@label` (the source keeps the markup, the cell does
+  not scroll sideways) that Backspace removes whole; screenshots light and dark.
 
 Each test runs in both apps, one server per app (module scope).
 """
@@ -11,6 +13,8 @@ Each test runs in both apps, one server per app (module scope).
 from __future__ import annotations
 
 import os
+import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +23,7 @@ from browser_helpers import (
     KERNEL_TIMEOUT_MS,
     JupyterServer,
     NotebookPage,
+    read_saved_notebook,
     require_chromium,
     require_notebook7,
     running_server,
@@ -26,6 +31,8 @@ from browser_helpers import (
     write_notebook,
     write_session,
 )
+
+from dsh_jupyter.references.mentions import format_session_reference_mention
 
 FOLDER = "work"
 PROMPTS_NOTEBOOK = f"{FOLDER}/prompts.ipynb"
@@ -51,6 +58,11 @@ POPUP_CELLS = (
     "%%dsh\nCompare with ",
 )
 OTHER_TITLE = "Missing data report"
+CHIPS_NOTEBOOK = f"{FOLDER}/chips.ipynb"
+#: A long id, as real ones are: its raw markup is far wider than the cell.
+LONG_ID = "quarterly-revenue-" + "0123456789abcdef" * 6
+MENTION = format_session_reference_mention(LONG_ID, "Quarterly revenue")
+CHIP_CELLS = (f"%%dsh\nCompare {MENTION} with last year", "print('a plain cell: @[x](dsh-session:Ingi) stays text')")
 
 
 @pytest.fixture(scope="module", params=["lab", "notebook"])
@@ -63,6 +75,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     write_session(folder, "missing-1", OTHER_TITLE, cwd=os.path.realpath(folder), created_at=1_787_000_000_000)
     write_notebook(root / PROMPTS_NOTEBOOK, *PROMPT_CELLS)
     write_notebook(root / POPUP_NOTEBOOK, *POPUP_CELLS)
+    write_notebook(root / CHIPS_NOTEBOOK, *CHIP_CELLS)
     with running_server(request.param, root, tmp_path_factory.mktemp(f"rough-{request.param}-state")) as running:
         yield running
 
@@ -142,6 +155,77 @@ def test_the_popup_never_offers_the_notebooks_own_session(
         assert titles.all_inner_texts() == [OTHER_TITLE]
         nb.screenshot(request, "1-popup-without-own-session")
         page.keyboard.press("Escape")
+
+        assert watch.dialogs == []
+        assert watch.errors == []
+
+
+def _saved_sources(nb: NotebookPage) -> list[str]:
+    """Save the notebook (Ctrl+S) and return its cells' sources as the server wrote them."""
+    path = nb.server.root / nb.path
+    before = path.stat().st_mtime_ns
+    nb.page.keyboard.press("Control+s")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        data = read_saved_notebook(path) if path.stat().st_mtime_ns != before else None
+        if data is not None:
+            return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in data["cells"]]
+        time.sleep(0.2)
+    raise AssertionError(f"{nb.path} was not saved within 30 s")
+
+
+def _switch_theme(page: Any, name: str) -> None:
+    """Settings → Theme → ``name`` (JupyterLab and Notebook 7 have the same menu)."""
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+    page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(name)}$")).click()
+    light = "true" if "Light" in name else "false"
+    page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached")
+    page.wait_for_timeout(500)  # the theme's stylesheet applied
+
+
+def test_a_mention_in_a_dsh_cell_is_a_chip(browser: Any, server: JupyterServer, request: pytest.FixtureRequest) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, CHIPS_NOTEBOOK).open()
+        cell = nb.cell(0)
+        chip = cell.locator(".cm-content .jp-DshChip")
+        expect(chip).to_have_count(1)
+        expect(chip).to_have_text("@Quarterly revenue")
+        assert LONG_ID in str(chip.get_attribute("title"))
+        assert "dsh-session:" not in nb.source(0)  # the editor shows the chip, not the markup
+        assert nb.source(0).startswith("%%dsh\nCompare @Quarterly revenue with last year")
+        scroller = cell.locator(".cm-scroller")
+        assert scroller.evaluate("s => s.scrollWidth <= s.clientWidth + 1"), "the mention makes the cell scroll"
+        # An ordinary cell shows markup as it is.
+        expect(nb.cell(1).locator(".jp-DshChip")).to_have_count(0)
+        cell.scroll_into_view_if_needed()
+        cell.screenshot(path=str(nb.screenshot(request, "chip-light").with_name(
+            nb.screenshot(request, "chip-light").stem + "-cell.png")))
+        # The source keeps the markup the kernel resolves.
+        nb.click_editor(0)
+        assert _saved_sources(nb)[0] == CHIP_CELLS[0]
+
+        if server.app == "lab":
+            _switch_theme(page, "JupyterLab Dark")
+            try:
+                cell.screenshot(path=str(nb.screenshot(request, "chip-dark").with_name(
+                    nb.screenshot(request, "chip-dark").stem + "-cell.png")))
+            finally:
+                _switch_theme(page, "JupyterLab Light")
+
+        # The caret steps over the chip as one character, and Backspace after it removes it whole.
+        nb.click_editor(0)
+        page.keyboard.press("Control+Home")
+        page.keyboard.press("ArrowDown")
+        page.keyboard.press("End")
+        for _ in range(len(" with last year")):
+            page.keyboard.press("Backspace")
+        expect(chip).to_have_count(1)
+        page.keyboard.press("Backspace")  # the chip, whole
+        expect(chip).to_have_count(0)
+        assert _saved_sources(nb)[0] == "%%dsh\nCompare "
 
         assert watch.dialogs == []
         assert watch.errors == []
