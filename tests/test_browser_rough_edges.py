@@ -4,6 +4,8 @@
   and the box is empty after each send (it once kept the text just sent, so the next prompt was glued on);
 - the `@` popup never offers the notebook's own current session, with or without a filter typed, even
   when the kernel answers "which session is yours?" late (the server leaves it out as well);
+- a notebook opened again in a second page does not take the agent's reads and edits from the page that runs
+  the cells (the stale copy: no outputs, proposals that never showed, edits "running" until they timed out);
 - a mention in a `%%dsh` cell shows as a chip reading `@label` (the source keeps the markup, the cell does
   not scroll sideways) that Backspace removes whole; screenshots light and dark.
 
@@ -12,6 +14,7 @@ Each test runs in both apps, one server per app (module scope).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -58,6 +61,13 @@ POPUP_CELLS = (
     "%%dsh\nCompare with ",
 )
 OTHER_TITLE = "Missing data report"
+FRESH_NOTEBOOK = f"{FOLDER}/fresh.ipynb"
+FRESH_CELLS = (
+    "%load_ext dsh_jupyter",
+    "x = 41\nprint('x is', x)",
+    "%%dsh\n/tool notebook_read {}",
+    "%%dsh\n/tool notebook_edit " + json.dumps({"action": "insert", "source": "y = x + 1"}),
+)
 CHIPS_NOTEBOOK = f"{FOLDER}/chips.ipynb"
 #: A long id, as real ones are: its raw markup is far wider than the cell.
 LONG_ID = "quarterly-revenue-" + "0123456789abcdef" * 6
@@ -76,6 +86,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     write_notebook(root / PROMPTS_NOTEBOOK, *PROMPT_CELLS)
     write_notebook(root / POPUP_NOTEBOOK, *POPUP_CELLS)
     write_notebook(root / CHIPS_NOTEBOOK, *CHIP_CELLS)
+    write_notebook(root / FRESH_NOTEBOOK, *FRESH_CELLS)
     with running_server(request.param, root, tmp_path_factory.mktemp(f"rough-{request.param}-state")) as running:
         yield running
 
@@ -155,6 +166,40 @@ def test_the_popup_never_offers_the_notebooks_own_session(
         assert titles.all_inner_texts() == [OTHER_TITLE]
         nb.screenshot(request, "1-popup-without-own-session")
         page.keyboard.press("Escape")
+
+        assert watch.dialogs == []
+        assert watch.errors == []
+
+
+def test_the_page_that_runs_the_cells_gets_the_reads_and_the_proposals(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, FRESH_NOTEBOOK).open()
+        nb.run(0)
+        expect(nb.run(1)).to_contain_text("x is 41")
+        with watched_page(browser) as (other_page, other_watch):
+            # The same notebook opened again (a second tab): it connects last, and holds no outputs.
+            NotebookPage(other_page, server, FRESH_NOTEBOOK).open()
+            other_page.wait_for_selector(".jp-NotebookPanel[data-dsh-live='connected']", state="attached")
+            # Back in the first page, at once: the agent reads the notebook as this page shows it...
+            read = nb.run(2)
+            expect(read).to_contain_text("notebook_read")
+            seen = str(read.text_content())  # the tool's result, folded away under its line
+            assert "x is 41" in seen, f"the agent read a copy without the outputs this page shows: {seen[-600:]!r}"
+            # ...and its proposal appears here, not in the other page.
+            nb.click_editor(3)
+            page.keyboard.press("Shift+Enter")
+            card = page.locator(f"{nb.scope} .dsh-proposal")
+            expect(card).to_be_visible(timeout=30_000)
+            expect(other_page.locator(".dsh-proposal")).to_have_count(0)
+            nb.screenshot(request, "1-proposal-in-the-working-page")
+            card.locator("button.dsh-proposal-accept").click()
+            expect(nb.cell(3).locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=60_000)
+            expect(nb.cell(3).locator(".jp-OutputArea")).to_contain_text("Inserted a new code cell")
+            assert other_watch.errors == []
 
         assert watch.dialogs == []
         assert watch.errors == []
