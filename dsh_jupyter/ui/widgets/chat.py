@@ -36,10 +36,6 @@ class ChatTranscript(anywidget.AnyWidget):
     #: The panel's static copy (``text/html`` and ``text/plain``), for the view to write into that output.
     copy_html = traitlets.Unicode("").tag(sync=True)
     copy_text = traitlets.Unicode("").tag(sync=True)
-    #: Set by a view that writes the copy into the notebook document itself (JupyterLab, Notebook 7): the
-    #: panel then sends no display updates, each of which would re-create its live views (a prompt box
-    #: being typed in would lose its focus and the keys typed next).
-    mirrored = traitlets.Bool(False).tag(sync=True)
 
     def __init__(self, *, on_stop: Callable[[], None] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -211,15 +211,15 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
 
         ``from_cell``: called from a running cell, so the update is delivered. An update sent from the
         agent thread while no cell runs has no cell to ride on and may be dropped (nbclient, VS Code),
-        so it is sent again when the next cell starts (:func:`_refresh_static_copies`). A frontend whose view
-        writes the copy into the document itself (``transcript.mirrored``) gets no display update: it would
-        re-render the output and so re-create the live widgets under the user's keys.
+        so it is sent again when the next cell starts (:func:`_refresh_static_copies`). (In JupyterLab and
+        Notebook 7 each update re-creates the panel's views: the prompt box takes its focus back, see
+        ``labextension/src/widgets/prompt.ts``.)
         """
         copy = self.static_copy()
         with self.transcript.hold_sync():
             self.transcript.copy_html = copy["text/html"]
             self.transcript.copy_text = copy["text/plain"]
-        if not self._shown or self.transcript.mirrored:
+        if not self._shown:
             return
         with self._copy_lock:
             if copy == self._copy and not (from_cell and self in _STALE_COPIES):

@@ -27,8 +27,6 @@ export interface IChatState {
   panel_id: string;
   copy_html: string;
   copy_text: string;
-  /** Set by a view that keeps the saved copy itself: the kernel then sends no display updates. */
-  mirrored: boolean;
 }
 
 type ChatModel = AnyModel<IChatState>;
@@ -105,15 +103,14 @@ function copyBundle(model: ChatModel): Record<string, string> {
 
 /**
  * Keep the saved notebook's copy of the conversation current (the kernel's display updates only
- * reach an output while its cell runs, and re-render it): just before each save, write the copy into
- * the output's data without re-rendering the live widget. Returns a disposer, or null where the
- * frontend does not expose the document (the kernel's display updates then carry the copy).
+ * reach an output while its cell runs): just before each save, write the copy into the output's
+ * data without re-rendering the live widget. Returns a disposer.
  */
-export function mirrorCopyOnSave(model: ChatModel): (() => void) | null {
+export function mirrorCopyOnSave(model: ChatModel): () => void {
   const found = panelOutput(model);
   const saveState = found?.context.saveState;
   if (!saveState || typeof saveState.connect !== 'function') {
-    return null;
+    return () => undefined;
   }
   const onSave: SaveSlot = (_sender, state) => {
     if (state !== 'started') {
@@ -222,16 +219,7 @@ function render({ model, el, experimental }: RenderProps<IChatState>): () => voi
   stop.addEventListener('click', () => void onStop());
   let stopMirror = (): void => undefined;
   try {
-    const mirror = mirrorCopyOnSave(model);
-    if (mirror) {
-      stopMirror = mirror;
-      // This view keeps the saved copy current: the kernel must not re-render the output to do it
-      // (each display update re-creates the panel's views, and a prompt box loses what is typed).
-      if (!model.get('mirrored')) {
-        model.set('mirrored', true);
-        model.save_changes();
-      }
-    }
+    stopMirror = mirrorCopyOnSave(model);
   } catch (error) {
     console.warn('dsh: the saved copy of this chat will not be kept current', error);
   }

@@ -29,6 +29,23 @@ export interface IPromptState {
 
 const SEND_TIMEOUT_MS = 30000;
 
+/** How long after its predecessor was last used a new view of the same box takes the focus back. */
+const HAND_OVER_MS = 5000;
+
+/** Where the caret of a focused box was, by its model. */
+interface IFocusRecord {
+  start: number;
+  end: number;
+  at: number;
+}
+
+/**
+ * The boxes that had the focus, by model. JupyterLab and Notebook 7 re-create a widget's views when the
+ * kernel updates its output (the chat panel's saved copy), without a blur: the new view of a box that
+ * was being typed in takes the focus and the caret back, so the keys typed next land in it.
+ */
+const focused = new WeakMap<object, IFocusRecord>();
+
 function render({ model, el, experimental }: RenderProps<IPromptState>): () => void {
   const root = node('div', 'dsh-prompt');
   const area = node('textarea', 'dsh-prompt-input');
@@ -167,11 +184,43 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
     sync();
   }
 
+  function noteFocus(): void {
+    if (document.activeElement === area) {
+      focused.set(model, { start: area.selectionStart, end: area.selectionEnd, at: Date.now() });
+    }
+  }
+
+  function onBlur(): void {
+    saveCaret();
+    // A blur the user made (the box is still on the page) ends the hand-over; a removed box keeps it.
+    setTimeout(() => {
+      if (area.isConnected && document.activeElement !== area) {
+        focused.delete(model);
+      }
+    }, 0);
+  }
+
+  function takeFocusBack(): void {
+    const record = focused.get(model);
+    const elsewhere = document.activeElement && document.activeElement !== document.body;
+    if (!record || Date.now() - record.at > HAND_OVER_MS || elsewhere || disposed || !area.isConnected) {
+      return;
+    }
+    area.focus();
+    const end = area.value.length;
+    area.setSelectionRange(Math.min(record.start, end), Math.min(record.end, end));
+    noteFocus();
+  }
+
+  for (const type of ['focus', 'input', 'keyup', 'click', 'select']) {
+    area.addEventListener(type, noteFocus);
+  }
+  area.addEventListener('blur', onBlur);
+  setTimeout(takeFocusBack, 0); // once the new view is on the page
   area.addEventListener('input', onInput);
   area.addEventListener('keydown', onKeyDown);
   area.addEventListener('keyup', saveCaret);
   area.addEventListener('click', saveCaret);
-  area.addEventListener('blur', saveCaret);
   button.addEventListener('click', send);
   const unsubscribe = subscribe(model, [
     ['change:value', onValue],
