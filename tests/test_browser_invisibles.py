@@ -22,12 +22,14 @@ from browser_helpers import (
     JupyterServer,
     NotebookPage,
     artifact_path,
+    finished_cell,
     require_chromium,
     running_server,
+    start_cell,
     watched_page,
     write_notebook_cells,
 )
-from test_browser_approvals import finished, question, start, tool_summary
+from test_browser_approvals import question, tool_summary
 from test_browser_workspace import proposal, use_theme
 
 PATH = "work/invisibles.ipynb"
@@ -69,7 +71,7 @@ def test_hidden_characters_are_marked_and_named_in_the_question_and_the_proposal
         nb.run(0)
 
         # The approval card: marks in the command, the warning in words, no grant offered, Deny focused.
-        output = start(nb, 2)
+        output = start_cell(nb, 2)
         card = question(output)
         code = card.locator("pre")
         expect(code).to_have_text(SHOWN)
@@ -88,7 +90,7 @@ def test_hidden_characters_are_marked_and_named_in_the_question_and_the_proposal
         both_themes(nb, request, card, "1-approval")
         card.locator("button.dsh-approval-deny").focus()
         page.keyboard.press("Enter")  # Deny, the focused answer
-        output = finished(nb, 2)
+        output = finished_cell(nb, 2)
         summary = tool_summary(output, "echo hello")
         expect(summary).to_contain_text("refused by you")
         expect(summary).to_contain_text(SHOWN)
@@ -96,7 +98,7 @@ def test_hidden_characters_are_marked_and_named_in_the_question_and_the_proposal
         assert (server.root / "home" / "canary").is_dir()
 
         # The proposal card: the new source with marks, the warning, Reject focused.
-        start(nb, 3)
+        start_cell(nb, 3)
         card = proposal(nb)
         diff = card.locator(".dsh-proposal-diff")
         expect(diff).to_contain_text(TROJAN_SHOWN)
@@ -110,7 +112,7 @@ def test_hidden_characters_are_marked_and_named_in_the_question_and_the_proposal
         both_themes(nb, request, card, "2-proposal")
         card.locator("input.dsh-proposal-why").fill("hidden characters")
         card.locator("button.dsh-proposal-reject").click()
-        output = finished(nb, 3)
+        output = finished_cell(nb, 3)
         expect(output).to_contain_text("hidden characters")
         assert 'access = "user"' in nb.source(1) and "admin" not in nb.source(1)
 

@@ -573,13 +573,18 @@ console.log("ok");
     assert run_view_scenario(tmp_path, STATIC / "chat.js", scenario).strip() == "ok"
 
 
-def test_prompt_view_in_node(tmp_path: Path) -> None:
-    scenario = r"""
+#: A prompt view rendered on an empty model, with ``calls`` recording what it invokes (a scenario's start).
+PROMPT_VIEW = r"""
 const model = new Model({ value: "", cursor: -1, placeholder: "ask", busy: false, disabled: false, status: "",
   status_level: "info" });
 const { calls, invoke } = fakeInvoke();
 const el = new Element("div");
 view.render({ model, el, experimental: { invoke } });
+"""
+
+
+def test_prompt_view_in_node(tmp_path: Path) -> None:
+    scenario = PROMPT_VIEW + r"""
 const area = el.byClass("dsh-prompt-input")[0];
 const button = el.byClass("dsh-prompt-send")[0];
 assert.equal(button.textContent, "Send");
@@ -885,12 +890,7 @@ def test_nbconvert_html_shows_each_conversation(tmp_path: Path, kernel_runner: K
 
 
 def test_prompt_view_keeps_keys_and_empties_as_it_sends(tmp_path: Path) -> None:
-    scenario = r"""
-const model = new Model({ value: "", cursor: -1, placeholder: "ask", busy: false, disabled: false, status: "",
-  status_level: "info" });
-const { calls, invoke } = fakeInvoke();
-const el = new Element("div");
-view.render({ model, el, experimental: { invoke } });
+    scenario = PROMPT_VIEW + r"""
 const root = el.byClass("dsh-prompt")[0];
 assert.equal(root.getAttribute("data-lm-suppress-shortcuts"), "true");  // JupyterLab / Notebook 7 shortcuts
 for (const type of ["keydown", "keyup", "keypress"]) {

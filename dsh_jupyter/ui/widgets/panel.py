@@ -1,6 +1,8 @@
 """The chat and pick panels (``%dsh chat``, ``%dsh pick``): transcript, picker and prompt box in one output,
 with the static copy kept current, and the ``pre_run_cell`` hook that re-sends changed copies under the
 cell that starts (nbclient, VS Code drop updates sent while no cell runs).
+
+The approval widget is imported with the first question shown in the panel.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import weakref
 from typing import Any, Literal
 
 import ipywidgets
+from IPython.display import display, update_display
 
 from ...agent.events import AgentEvent
 from ..protocols import ChatHost
@@ -89,6 +92,7 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         self.picker = MentionPicker(host, target=self.prompt)
         self._coalescer = UpdateCoalescer(self._publish, max_rate=max_rate)
         self._copies = UpdateCoalescer(self._send_static_copy, max_rate=copy_rate)
+        self.prompt.observe(self._focus_changed, names="focused")
         #: Where a turn's approval question appears (between the conversation and the picker): its own box,
         #: so that showing a question never changes the panel's children (which re-creates the views after
         #: the change: the prompt box would lose its focus and the keys typed next).
@@ -196,8 +200,6 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
 
     def _ipython_display_(self) -> None:
         """Show the widget and its static copy as one output, under :attr:`display_id`."""
-        from IPython.display import display
-
         bundle = self._repr_mimebundle_()
         with self._copy_lock:
             self._copy = {k: v for k, v in (bundle or {}).items() if k in ("text/html", "text/plain")}
@@ -211,15 +213,18 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
 
         ``from_cell``: called from a running cell, so the update is delivered. An update sent from the
         agent thread while no cell runs has no cell to ride on and may be dropped (nbclient, VS Code),
-        so it is sent again when the next cell starts (:func:`_refresh_static_copies`). (In JupyterLab and
-        Notebook 7 each update re-creates the panel's views: the prompt box takes its focus back, see
-        ``labextension/src/widgets/prompt.ts``.)
+        so it is sent again when the next cell starts (:func:`_refresh_static_copies`). In JupyterLab and
+        Notebook 7 each update re-creates the panel's views, so none is sent while the prompt box has the
+        focus (the keys typed would be lost): it goes when the box loses it.
         """
         copy = self.static_copy()
         with self.transcript.hold_sync():
             self.transcript.copy_html = copy["text/html"]
             self.transcript.copy_text = copy["text/plain"]
         if not self._shown:
+            return
+        if self.prompt.focused and not from_cell:  # someone types: it waits for the blur, or the next cell
+            _STALE_COPIES.add(self)
             return
         with self._copy_lock:
             if copy == self._copy and not (from_cell and self in _STALE_COPIES):
@@ -228,8 +233,6 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         bundle = super()._repr_mimebundle_()
         if bundle is None:
             return
-        from IPython.display import update_display
-
         update_display({**bundle, **copy}, raw=True, display_id=self.display_id)
         if from_cell:
             _STALE_COPIES.discard(self)
@@ -260,6 +263,10 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         self._last_submission = submission
         submission.future.add_done_callback(self._finished)
         return submission
+
+    def _focus_changed(self, change: dict[str, Any]) -> None:
+        if not change["new"] and self in _STALE_COPIES:
+            self._send_static_copy()
 
     def _show_question(self, widget: Any) -> None:
         """Put the approval widget of the next turn where the conversation meets the prompt box (replacing

@@ -44,6 +44,8 @@ class PromptBox(anywidget.AnyWidget):
     disabled = traitlets.Bool(False).tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)
     status_level = traitlets.Unicode("info").tag(sync=True)
+    #: A view has the keyboard focus (set by the view): what would re-create the views waits meanwhile.
+    focused = traitlets.Bool(False).tag(sync=True)
 
     def __init__(
         self,

@@ -25,6 +25,7 @@ export interface IPromptState {
   disabled: boolean;
   status: string;
   status_level: string;
+  focused: boolean;
 }
 
 const SEND_TIMEOUT_MS = 30000;
@@ -184,9 +185,18 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
     sync();
   }
 
+  function setFocused(value: boolean): void {
+    // The kernel holds back what would re-create this view (an output update) while someone types here.
+    if (model.get('focused') !== value) {
+      model.set('focused', value);
+      model.save_changes();
+    }
+  }
+
   function noteFocus(): void {
     if (document.activeElement === area) {
       focused.set(model, { start: area.selectionStart, end: area.selectionEnd, at: Date.now() });
+      setFocused(true);
     }
   }
 
@@ -196,6 +206,7 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
     setTimeout(() => {
       if (area.isConnected && document.activeElement !== area) {
         focused.delete(model);
+        setFocused(false);
       }
     }, 0);
   }
