@@ -77,10 +77,10 @@ def sample_log(session_id: str = "exp-1", title: str = "Sales <b>cleanup</b> `x`
 def test_transcript_holds_prompts_answers_tools_references_and_checkpoints() -> None:
     doc = transcript(sample_log())
     kinds = [type(item).__name__ for item in doc.items]
-    assert kinds == ["Prompt", "ToolRun", "ToolRun", "ToolRun", "ToolRun", "Answer", "References", "Prompt",
+    assert kinds == ["Prompt", "ToolCall", "ToolCall", "ToolCall", "ToolCall", "Answer", "Context", "Prompt",
                      "Answer", "Checkpoint"]
     assert doc.title == "Sales <b>cleanup</b> `x`" and doc.counts() == (2, 2, 4)
-    runs = [i for i in doc.items if type(i).__name__ == "ToolRun"]
+    runs = [i for i in doc.items if type(i).__name__ == "ToolCall"]
     assert [r.source for r in runs] == ["total = 6 * 7\nprint('total is', total)", "echo hello from bash",
                                         "raise ValueError('boom')", None]
     assert [r.is_error for r in runs] == [False, False, True, False]

@@ -40,6 +40,7 @@ from ..session.events import (
     STEP_END,
     STEP_START,
     TOOL_CALL,
+    TOOL_OUTCOME_UNKNOWN,
     TOOL_RESULT,
     TURN_END,
     TURN_START,
@@ -618,7 +619,7 @@ class Agent:
             note = text_block(f"Tool call interrupted: {why}; no result was recorded.")
             message = tool_result_message(call_id, [note], is_error=True)
             self.session.append(TOOL_RESULT, {"turn": turn, "step": step, "message": message,
-                                              "error": {"code": "TOOL_OUTCOME_UNKNOWN"}},
+                                              "error": {"code": TOOL_OUTCOME_UNKNOWN}},
                                 source_event_seqs=[call_seq])
             open_calls.pop(call_id)
 
