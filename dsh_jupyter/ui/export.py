@@ -70,7 +70,7 @@ _TOOL_MARKS = {"error": " (error)", "stopped": " (stopped)"}
 
 
 @dataclass
-class Transcript:
+class ExportedSession:
     """What an export shows of one session: its facts, and (for :func:`transcript`) its items in memory."""
 
     session_id: str
@@ -80,7 +80,7 @@ class Transcript:
     items: list[Item] = field(default_factory=list)
 
     @classmethod
-    def of(cls, header: SessionHeader, title: str | None) -> Transcript:
+    def of(cls, header: SessionHeader, title: str | None) -> ExportedSession:
         return cls(header.id, title, int(header.created_at), header.cwd)
 
     @property
@@ -103,11 +103,11 @@ class Transcript:
         return tally
 
 
-def transcript(log: SessionLog) -> Transcript:
+def exported_session(log: SessionLog) -> ExportedSession:
     """Every exported item of ``log`` in memory (for small logs and tests; exports stream them)."""
     tally = Tally()
     items = list(transcript_items(log.events, tally, kinds=EXPORTED))
-    result = Transcript.of(log.header, tally.title)
+    result = ExportedSession.of(log.header, tally.title)
     result.items = items
     return result
 
@@ -191,7 +191,7 @@ def _md_item(item: Item) -> str:
     raise TypeError(f"an export does not show {type(item).__name__} items")
 
 
-def _md_header(doc: Transcript) -> str:
+def _md_header(doc: ExportedSession) -> str:
     lines = [f"# {md_literal(doc.heading)}", "",
              f"- Session: {md_literal(doc.session_id)}",
              f"- Created: {doc.created}",
@@ -203,7 +203,7 @@ def _md_footer(tally: Tally) -> str:
     return f"---\n\n*{md_literal(tally.summary())} · exported by dsh-jupyter*"
 
 
-def _md_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> Iterator[str]:
+def _md_pieces(doc: ExportedSession, items: Iterable[Item], tally: Tally) -> Iterator[str]:
     yield _md_header(doc)
     for item in items:
         yield "\n\n" + _md_item(item)
@@ -282,7 +282,7 @@ def _html_item(item: Item) -> str:
             f"<pre><code>{_h(_shown_output(run))}</code></pre></div></details>")
 
 
-def _html_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> Iterator[str]:
+def _html_pieces(doc: ExportedSession, items: Iterable[Item], tally: Tally) -> Iterator[str]:
     rows = [("Session", doc.session_id), ("Created", doc.created), ("Folder", doc.cwd or "(none)")]
     meta = "".join(f"<dt>{k}</dt><dd>{html_field(v)}</dd>" for k, v in rows)
     yield (
@@ -331,7 +331,7 @@ def _cell_json(cell: Any) -> str:
     return "\n".join("  " + line for line in text.split("\n"))
 
 
-def _notebook_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> Iterator[str]:
+def _notebook_pieces(doc: ExportedSession, items: Iterable[Item], tally: Tally) -> Iterator[str]:
     """The notebook, one cell at a time: the skeleton (metadata, format) is validated once with nbformat,
     and every cell is built with nbformat's own constructors."""
     import nbformat
@@ -353,7 +353,7 @@ def _notebook_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> It
 
 # --------------------------------------------------------------------------- entry points
 
-_Pieces = Callable[[Transcript, Iterable[Item], Tally], Iterator[str]]
+_Pieces = Callable[[ExportedSession, Iterable[Item], Tally], Iterator[str]]
 _RENDERERS: dict[str, _Pieces] = {"md": _md_pieces, "html": _html_pieces, "ipynb": _notebook_pieces}
 
 
@@ -374,7 +374,7 @@ def stream_export(header: SessionHeader, title: str | None, events: Iterable[Eve
 
     title = mask_text(title) if title else title
     tally = Tally(title=title)
-    doc = Transcript.of(header, title)
+    doc = ExportedSession.of(header, title)
     doc.cwd = mask_text(doc.cwd) if doc.cwd else doc.cwd
     items = transcript_items(map(mask_fields, events), tally, kinds=EXPORTED)
     for piece in _RENDERERS[check_format(fmt)](doc, items, tally):
@@ -481,6 +481,6 @@ def export_all(logs: Iterable[SessionLog], fmt: str, folder: str | os.PathLike[s
     return [write_export(log, fmt, base / export_name(log.header.id, fmt), overwrite=overwrite) for log in logs]
 
 
-__all__: Sequence[str] = ["FORMATS", "MAX_OUTPUT", "MAX_TEXT", "ExportError", "Tally", "Transcript", "export_all",
-                          "export_name", "export_stored", "render", "stream_export", "transcript",
+__all__: Sequence[str] = ["FORMATS", "MAX_OUTPUT", "MAX_TEXT", "ExportError", "ExportedSession", "Tally", "export_all",
+                          "export_name", "export_stored", "exported_session", "render", "stream_export",
                           "transcript_items", "write_export", "write_stream"]
