@@ -29,7 +29,7 @@ def apply_event(transcript: Transcript, event: ev.AgentEvent) -> bool:
     elif isinstance(event, ev.MessageRecorded):
         transcript.message(event.message)
     elif isinstance(event, ev.Notice):
-        transcript.notice(event.text, event.level)
+        transcript.add_notice(event.text, event.level)
     elif isinstance(event, ev.TitleChanged):
         transcript.set_title(event.title)
     elif isinstance(event, ev.TurnStarted):

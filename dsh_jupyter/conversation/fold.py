@@ -82,6 +82,8 @@ class Transcript:
         self._clock = clock
         #: Answer items streamed since the last finished assistant message.
         self._message_items: list[Answer] = []
+        #: The one item still streaming (a new streamed item closes the previous one).
+        self._open: Answer | Reasoning | None = None
 
     # -- reading
 
@@ -116,11 +118,14 @@ class Transcript:
         """Remove and return the items up to the first tool call still running (a streaming reader writes them
         and forgets them); past ``hold`` items held behind a running call, the oldest go as they are."""
         with self._lock:
-            settled = self._settled()
-            count = sum(1 for item in self._items if item.number <= settled)
-            if hold is not None and len(self._items) - count > hold:
-                count = len(self._items) - hold
-            taken, self._items = self._items[:count], self._items[count:]
+            items = self._items
+            count = next((i for i, item in enumerate(items) if isinstance(item, ToolCall) and item.status == "running"),
+                         len(items))
+            if hold is not None and len(items) - count > hold:
+                count = len(items) - hold
+            if count == 0:
+                return []
+            taken, self._items = items[:count], items[count:]
             return taken
 
     def take_all(self) -> list[Item]:
@@ -194,10 +199,10 @@ class Transcript:
     def text_delta(self, text: str) -> None:
         """More answer text streamed."""
         with self._lock:
-            last = self._items[-1] if self._items else None
-            if not (isinstance(last, Answer) and last.streaming):
+            last = self._open
+            if not (isinstance(last, Answer) and self._items and self._items[-1] is last):
                 self._close_streaming()
-                last = self._add(Answer(self._next()))
+                last = self._open = self._add(Answer(self._next()))
                 self._message_items.append(last)
             last.text += text
             clip(last, self.limits.text)
@@ -205,10 +210,11 @@ class Transcript:
     def reasoning_delta(self, text: str, *, whole: bool = False) -> None:
         """More reasoning text; ``whole``: a message's reasoning in one piece (as the log keeps it)."""
         with self._lock:
-            last = self._items[-1] if self._items else None
-            if whole or not (isinstance(last, Reasoning) and last.streaming):
+            last = self._open
+            if whole or not (isinstance(last, Reasoning) and self._items and self._items[-1] is last):
                 self._close_streaming()
                 last = self._add(Reasoning(self._next(), streaming=not whole))
+                self._open = None if whole else last
             last.text += text
             clip(last, self.limits.text)
 
@@ -278,9 +284,6 @@ class Transcript:
             else:
                 clip(self._add(Note(self._next(), text)), self.limits.text)
 
-    def notice(self, text: str, level: str = "info") -> None:
-        self.add_notice(text, level)
-
     # -- internals (called with the lock held)
 
     def _next(self) -> int:
@@ -309,9 +312,9 @@ class Transcript:
         clip(self._add(Prompt(self._next(), text)), self.limits.text)
 
     def _close_streaming(self) -> None:
-        for item in self._items:
-            if isinstance(item, Answer | Reasoning):
-                item.streaming = False
+        if self._open is not None:
+            self._open.streaming = False
+            self._open = None
 
     def _tool(self, call_id: str) -> ToolCall | None:
         return next((i for i in reversed(self._items) if isinstance(i, ToolCall) and i.call_id == call_id), None)

@@ -42,13 +42,14 @@ MAX_PENDING = 1_000
 _STOPPED_CODES = frozenset({TOOL_OUTCOME_UNKNOWN, TOOL_NOT_STARTED})
 
 
+# Stored data is decoded JSON: objects are dicts (an exact type check is much cheaper than ``Mapping``'s).
 def _data(event: Event) -> Mapping[str, Any]:
-    return event.data if isinstance(event.data, Mapping) else {}
+    return event.data if isinstance(event.data, dict) else {}
 
 
 def _message(data: Mapping[str, Any]) -> Mapping[str, Any]:
     message = data.get("message", data)
-    return message if isinstance(message, Mapping) else {}
+    return message if isinstance(message, dict) else {}
 
 
 def _blocks(message: Mapping[str, Any]) -> list[Any]:
@@ -63,7 +64,7 @@ def feed(transcript: Transcript, event: Event) -> None:
         transcript.message(data)
     elif kind == ASSISTANT_MESSAGE:
         blocks = _blocks(_message(data))
-        reasoning = "\n".join(b["text"] for b in blocks if isinstance(b, Mapping) and b.get("type") == "reasoning"
+        reasoning = "\n".join(b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "reasoning"
                               and isinstance(b.get("text"), str) and b["text"])
         if reasoning.strip():
             transcript.reasoning_delta(reasoning, whole=True)
