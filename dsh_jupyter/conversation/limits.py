@@ -41,8 +41,9 @@ CELL = Limits(text=None, output=4_000, arguments=4_000)
 #: Exports (Markdown, HTML, notebook): long enough to read everything a person wrote; code stays whole so the
 #: notebook export re-runs it.
 EXPORT = Limits(text=200_000, output=20_000, arguments=None)
-#: ``sessions show``: its ``--chars`` default; it shows prompts and answers only.
-SHOW = Limits(text=2_000, output=2_000, arguments=2_000)
+#: ``sessions show`` and ``postgres show``: 2,000 characters of each message (their ``--chars`` default); they
+#: show prompts, answers and checkpoints only.
+SHOW = EXPORT.with_text(2_000)
 
 
 __all__ = ["CELL", "EXPORT", "SHOW", "Limits"]
