@@ -20,10 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 log = logging.getLogger(__name__)
 
 REGISTRY_NAME = "catalog-stores.json"
 _LOCK_TIMEOUT = 2.0
+#: The lock guards one small read and write, held for milliseconds: poll often (filelock's default sleeps 50 ms,
+#: which a first prompt paid whenever the background indexer held the lock just then).
+_LOCK_POLL = 0.002
 
 
 def store_root(path: str | os.PathLike[str]) -> str:
@@ -103,12 +108,10 @@ def read_roots(home: Path) -> list[str]:
 
 def add_roots(home: Path, roots: list[str]) -> list[str]:
     """Add ``roots`` that are not listed yet; returns the ones added. Best effort: failures are logged."""
-    from filelock import FileLock, Timeout
-
     path = registry_path(home)
     try:
         home.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path) + ".lock", timeout=_LOCK_TIMEOUT):
+        with FileLock(str(path) + ".lock", timeout=_LOCK_TIMEOUT, poll_interval=_LOCK_POLL):
             known = read_roots(home)
             added = [r for r in dict.fromkeys(roots) if r not in known]
             if not added:
@@ -125,11 +128,9 @@ def add_roots(home: Path, roots: list[str]) -> list[str]:
 
 def remove_roots(home: Path, roots: list[str]) -> None:
     """Forget ``roots`` (best effort)."""
-    from filelock import FileLock, Timeout
-
     path = registry_path(home)
     try:
-        with FileLock(str(path) + ".lock", timeout=_LOCK_TIMEOUT):
+        with FileLock(str(path) + ".lock", timeout=_LOCK_TIMEOUT, poll_interval=_LOCK_POLL):
             known = read_roots(home)
             kept = [r for r in known if r not in set(roots)]
             if kept == known:

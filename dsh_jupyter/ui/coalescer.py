@@ -4,6 +4,7 @@ their static copies)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import threading
@@ -31,8 +32,6 @@ def thread_timer(delay: float, fn: Callable[[], None]) -> Timer:
 
 def loop_timer(delay: float, fn: Callable[[], None]) -> Timer:
     """Run ``fn`` after ``delay`` seconds on the running asyncio loop (in the caller's context), else a thread."""
-    import asyncio
-
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:

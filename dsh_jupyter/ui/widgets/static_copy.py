@@ -12,6 +12,7 @@ from ...conversation.fold import Transcript
 from ...conversation.items import Answer, Checkpoint, Context, Item, Note, Prompt, Reasoning, ToolCall
 from ...escape import escape_controls, html_field
 from ..markdown import markdown_html, safe_html
+from ..render import TranscriptMarkdown, tool_details_html
 from .view_items import context_summary
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,6 @@ def conversation_html(items: Sequence[Item], facts: PanelFacts, *, kind: str = "
     Answers are :func:`~dsh_jupyter.ui.markdown.markdown_html` blocks; the rest is our markup around escaped text,
     through :func:`~dsh_jupyter.ui.markdown.safe_html`.
     """
-    from ..render import TranscriptMarkdown, tool_details_html
-
     heading = html_field(f"dsh {kind} · {facts.heading}")
     details = html_field(" · ".join(facts.details))
     blocks: list[str] = []
@@ -122,8 +121,6 @@ def conversation_html(items: Sequence[Item], facts: PanelFacts, *, kind: str = "
 
 def conversation_text(items: Sequence[Item], facts: PanelFacts, *, kind: str = "chat") -> str:
     """The ``text/plain`` copy of a panel (terminals, and frontends without HTML)."""
-    from ..render import TranscriptMarkdown
-
     lines = [escape_controls(" · ".join([f"dsh {kind}", facts.heading, *facts.details]))]
     if not items:
         lines.append("(no messages yet)")
