@@ -15,6 +15,7 @@ import pytest
 from agent_helpers import Reply, ScriptedModel, call, say
 
 from dsh_jupyter.agent import Agent
+from dsh_jupyter.agent.approvals import ApprovalPolicy
 from dsh_jupyter.agent.events import (
     AgentEvent,
     AssistantMessage,
@@ -154,6 +155,8 @@ async def test_a_prompt_typed_into_a_widget_is_confirmed_by_its_record_not_repea
 async def test_an_interrupted_call_is_stopped_from_either_input(tmp_path: Path) -> None:
     import asyncio
 
+    running = asyncio.Event()
+
     class Slow(Tool):
         name = "slow"
         description = "Wait until cancelled."
@@ -162,18 +165,18 @@ async def test_an_interrupted_call_is_stopped_from_either_input(tmp_path: Path) 
             self.parameters = {"type": "object", "properties": {}}
 
         async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
+            running.set()
             await asyncio.sleep(3600)
             return ToolOutput("never")
 
     tools = ToolRegistry()
     tools.register(Slow())
     agent = Agent.create(JsonlStore(tmp_path / "sessions"), ScriptedModel(call("slow", "{}", "s1")),
-                         cwd=str(tmp_path), tools=tools)
+                         cwd=str(tmp_path), tools=tools, approvals=ApprovalPolicy("auto"))
     live = Transcript()
     agent.subscribe(lambda event: apply_event(live, event))
     task = asyncio.create_task(agent.send("wait"))
-    while not any(isinstance(i, ToolCall) for i in live.snapshot()):
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(running.wait(), 30)  # cut off while it runs (not while it waits to be approved)
     agent.cancel()
     await task
     stored = log_items(agent.session.events, limits=CELL)
