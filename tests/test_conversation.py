@@ -3,7 +3,6 @@ either way; its limits, its streaming reader and the items every view reads."""
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 from agent_helpers import Reply, ScriptedModel, call, say
+from import_helpers import module_imports
 
 from dsh_jupyter.agent import Agent
 from dsh_jupyter.agent.approvals import ApprovalPolicy
@@ -82,12 +82,10 @@ def comparable(items: list[Item]) -> list[Item]:
 def test_the_model_imports_no_widget_ipython_or_presentation() -> None:
     package = Path(items_module.__file__).parent
     for path in [*package.glob("*.py"), package.parent / "agent" / "transcript_feed.py"]:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        imported = {(node.module or "") for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imported = module_imports(path)
         assert not {m.split(".")[0] for m in imported} & {"IPython", "ipywidgets", "anywidget", "traitlets"}, path
-        above = {"ui", "notebook", "cli", "server"}
-        assert not {m.split(".")[0] for m in imported} & above, path
+        above = {f"dsh_jupyter.{room}" for room in ("ui", "notebook", "cli", "server")}
+        assert not {".".join(m.split(".")[:2]) for m in imported} & above, path
     code = ("import sys, dsh_jupyter.conversation.fold, dsh_jupyter.conversation.log_feed; "
             "print(sorted(m for m in ('IPython', 'ipywidgets', 'anywidget', 'dsh_jupyter.ui') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
