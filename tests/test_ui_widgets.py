@@ -35,8 +35,9 @@ from dsh_jupyter.agent.events import (
     TurnEnded,
     TurnStarted,
 )
+from dsh_jupyter.agent.transcript_feed import apply_event
+from dsh_jupyter.conversation.fold import Transcript
 from dsh_jupyter.ui.assets import STATIC
-from dsh_jupyter.ui.transcript import Transcript
 from dsh_jupyter.ui.widgets import (
     ChatPanel,
     ChatTranscript,
@@ -321,8 +322,8 @@ def test_view_items_are_the_form_chat_js_reads() -> None:
         Notice(turn=1, text="hook warned", level="warning"),
         TurnEnded(turn=1, reason="interrupted", error="cancelled by user"),
     ]:
-        state.apply(event)
-    views = [view_item(item) for item in state.snapshot()]
+        apply_event(state, event)
+    views = [view for view in map(view_item, state.snapshot()) if view is not None]
     assert [v["kind"] for v in views] == ["user", "notice", "context", "reasoning", "assistant", "tool", "tool",
                                           "notice", "end"]
     assert views[0] == {"id": "i1", "kind": "user", "text": "question", "steered": True}

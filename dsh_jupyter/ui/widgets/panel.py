@@ -18,14 +18,17 @@ import ipywidgets
 from IPython.display import display, update_display
 
 from ...agent.events import AgentEvent
+from ...agent.transcript_feed import apply_event
+from ...conversation.fold import Transcript
+from ...conversation.limits import CELL
+from ..coalescer import UpdateCoalescer
 from ..protocols import ChatHost
-from ..transcript import Transcript, UpdateCoalescer
 from .chat import ChatTranscript
 from .picker import MentionPicker
 from .prompt import PromptBox
 from .static_copy import PanelFacts, conversation_html, conversation_text, session_facts
 from .submission import PromptSubmission, one_line_error, readable_prompt, submit_to_host
-from .view_items import view_item
+from .view_items import view_items
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +81,7 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
             raise ValueError(f"kind must be 'chat' or 'pick', got {kind!r}")
         self.host = host
         self.kind: PanelKind = kind
-        self.state = Transcript()
+        self.state = Transcript(limits=CELL)
         self.display_id = f"dsh-{kind}-{uuid.uuid4().hex}"
         self._shown = False
         self._failed = False
@@ -276,7 +279,7 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
     def _on_event(self, event: AgentEvent) -> None:
         """The listener the host calls from the agent thread."""
         try:
-            final = self.state.apply(event)
+            final = apply_event(self.state, event)
         except Exception:
             log.warning("dsh: could not show agent event %r", event, exc_info=True)
             return
@@ -300,7 +303,7 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
             self._settled.set()
 
     def _publish(self) -> None:
-        items = [view_item(item) for item in self.state.snapshot()]
+        items = view_items(self.state.snapshot())
         facts = self.facts
         with self.transcript.hold_sync():
             self.transcript.items = items

@@ -11,9 +11,9 @@ import traitlets
 from anywidget.experimental import command
 
 from ...agent.events import AgentEvent
+from ...conversation.fold import STEERED_NOTE
 from ..assets import STATIC
 from ..protocols import Listener, PromptHost
-from ..transcript import STEERED_NOTE
 from .submission import PromptSubmission, one_line_error, submit_to_host
 
 
