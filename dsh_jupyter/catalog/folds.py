@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
 from ..session import SessionError, SurfaceSnapshot
+from ..store.identity import FileIdentity
 from ..store.scan import STREAM_SURFACE, fold_lines, surface_of
 
 if TYPE_CHECKING:
@@ -61,25 +62,6 @@ RACY_NS = 50_000_000
 #: Sampled windows of the committed prefix that make up a fingerprint, and their size in bytes.
 SAMPLES = 16
 WINDOW = 64
-
-
-@dataclass(frozen=True)
-class FileIdentity:
-    """What ``fstat`` says about a log; any difference means "not the same bytes as last time"."""
-
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-
-    @classmethod
-    def of(cls, result: os.stat_result) -> FileIdentity:
-        return cls(int(result.st_dev), int(result.st_ino), int(result.st_size), int(result.st_mtime_ns),
-                   int(result.st_ctime_ns))
-
-    def same_file(self, other: FileIdentity) -> bool:
-        return self.dev == other.dev and self.ino == other.ino
 
 
 def fingerprint(fh: BinaryIO, committed: int, header_bytes: int) -> bytes:

@@ -120,6 +120,7 @@ class NotebookHost:
         self.kernel_lock = threading.Lock()
         #: The kernel's record of executed cells (installed at %load_ext: :meth:`install_kernel_record`).
         self.kernel_record: KernelRecord | None = None
+        self.cell_runner: CellRunner | None = None
         #: The live notebook's source (set by the live document module when the frontend extension connects).
         self.live_source: LiveSource | None = None
         self._workspace: Workspace | None = None
@@ -325,17 +326,17 @@ class NotebookHost:
         record = self.kernel_record
         if record is None:
             record = self.kernel_record = KernelRecord(self.shell)
-            record.runner = CellRunner(record, self, self.kernel_lock)
+            record.runner = self.cell_runner = CellRunner(record, self, self.kernel_lock)
         record.install()
         return record.uninstall
 
     def execute_cell(self, source: str, cell_id: str | None, timeout: float) -> ExecutedCell:
         """Run ``source`` as the cell ``cell_id`` (see :func:`~.workspace.cell_runner.execute_cell`), on the right
         thread: the kernel's main thread while a foreground cell waits, else under :attr:`kernel_lock`."""
-        record = self.kernel_record
-        if record is None or record.runner is None:
+        runner = self.cell_runner
+        if runner is None:
             raise HostError("cells can only be run once the extension is loaded (%load_ext dsh_jupyter)")
-        return record.runner.execute(source, cell_id, timeout)
+        return runner.execute(source, cell_id, timeout)
 
     def _hooks(self) -> HookRunner | None:
         bridges: list[Any] = []

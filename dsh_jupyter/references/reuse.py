@@ -26,14 +26,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from ..secrets import default_masker
+from ..store.identity import FileIdentity
 from .bounded import BoundedProjection
 from .spill import SAVED, SpillResult
-
-if TYPE_CHECKING:
-    from ..catalog.folds import FileIdentity
 
 #: Saved spills remembered (least recently used forgotten first).
 MAX_REMEMBERED = 64
@@ -46,8 +44,6 @@ V = TypeVar("V")
 
 def _stamp(path: Path) -> FileIdentity | None:
     """What ``stat`` says about a saved file (any difference: no longer the file written), ``None`` when gone."""
-    from ..catalog.folds import FileIdentity  # the fold cache's rule for "the same bytes as last time"
-
     try:
         return FileIdentity.of(os.stat(path, follow_symlinks=False))
     except OSError:
