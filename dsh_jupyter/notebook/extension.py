@@ -29,6 +29,9 @@ def load(ip: Any) -> None:
 
     disposers.append(install_current_session_comm(ip, lambda: magics.host))
     disposers.append(install_variables_comm(ip, lambda: magics.host))
+    from .sidebar_comm import install_sidebar_comm
+
+    disposers.append(install_sidebar_comm(ip, lambda: magics.host))
     from .workspace.live_document import install_live_document, live_connections
 
     disposers.append(install_live_document(ip, live_connections(ip, magics.host)))

@@ -49,7 +49,7 @@ def _hook_cell_runs() -> None:
     _HOOKED.add(shell)
 
 
-PanelKind = Literal["chat", "pick"]
+PanelKind = Literal["chat", "pick", "sidebar"]
 
 
 class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproject)
@@ -61,7 +61,8 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
     of each turn.
 
     ``kind="pick"`` (``%dsh pick``) puts the picker and the prompt box first and the answers under
-    them. Displayed, the panel's output also carries ``text/html`` and ``text/plain`` copies of the
+    them. ``kind="sidebar"`` (the JupyterLab / Notebook 7 chat sidebar, which brings its own prompt box) shows
+    only the transcript and the approval questions under it; prompts come through :meth:`submit`. Displayed, the panel's output also carries ``text/html`` and ``text/plain`` copies of the
     conversation, updated through its ``display_id`` (at most ``copy_rate`` times a second), so a
     saved notebook shows the conversation where the widget cannot be shown.
     """
@@ -71,8 +72,8 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         for name in ("submit_async", "cancel", "candidates"):
             if not callable(getattr(host, name, None)):
                 raise TypeError(f"ChatPanel needs a notebook host with a {name}() method")
-        if kind not in ("chat", "pick"):
-            raise ValueError(f"kind must be 'chat' or 'pick', got {kind!r}")
+        if kind not in ("chat", "pick", "sidebar"):
+            raise ValueError(f"kind must be 'chat', 'pick' or 'sidebar', got {kind!r}")
         self.host = host
         self.kind: PanelKind = kind
         self.state = Transcript()
@@ -89,8 +90,8 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         self.picker = MentionPicker(host, target=self.prompt)
         self._coalescer = UpdateCoalescer(self._publish, max_rate=max_rate)
         self._copies = UpdateCoalescer(self._send_static_copy, max_rate=copy_rate)
-        order = [self.picker, self.prompt, self.transcript] if kind == "pick" else [
-            self.transcript, self.picker, self.prompt]
+        order = {"pick": [self.picker, self.prompt, self.transcript], "sidebar": [self.transcript]}.get(
+            kind, [self.transcript, self.picker, self.prompt])
         kwargs.setdefault("children", order)
         super().__init__(**kwargs)
         self.add_class("dsh-panel")
@@ -261,7 +262,7 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
 
         current: tuple[Any, ...] = self.children  # type: ignore[has-type]  # an untyped ipywidgets trait
         parts = [part for part in current if not isinstance(part, ApprovalWidget)]
-        at = parts.index(self.picker) if self.kind == "chat" else len(parts)
+        at = parts.index(self.picker) if self.kind == "chat" else len(parts)  # pick, sidebar: under the answers
         self.children = (*parts[:at], widget, *parts[at:])
 
     def _on_event(self, event: AgentEvent) -> None:

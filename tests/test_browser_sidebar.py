@@ -1,0 +1,207 @@
+"""In a real browser, in JupyterLab and Notebook 7: the chat sidebar (labextension/src/sidebar.ts).
+
+- the Chat button of the notebook's toolbar opens the sidebar; a prompt sent with Ctrl+Enter and one sent
+  with the button stream their answers there while no cell runs (no cell gets a number);
+- the agent's question is answered in the sidebar, a proposal's status shows as its tool line, Stop ends a
+  running turn;
+- a variable picked from the `@` popup is a chip showing `@x`, and the prompt sent holds its mention;
+- switching notebooks switches the panel's session (JupyterLab), and reloading the page shows the conversation
+  the kernel kept;
+- bad paths: a kernel without `%load_ext dsh_jupyter` says what to run (and "Load dsh" does it), a kernel
+  restart mid-turn says the turn ended with it, a notebook with no kernel says to choose one;
+- screenshots of the sidebar in the light and the dark theme (test-artifacts/).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from browser_helpers import (
+    KERNEL_TIMEOUT_MS,
+    JupyterServer,
+    NotebookPage,
+    require_chromium,
+    require_notebook7,
+    running_server,
+    watched_page,
+    write_notebook,
+    write_notebook_cells,
+)
+
+FIRST = "work/first.ipynb"
+SECOND = "work/second.ipynb"
+PLAIN = "work/plain.ipynb"
+SIDEBAR = "#dsh-jupyter-chat"
+INPUT = f"{SIDEBAR} .dsh-sidebar-chat:not(.lm-mod-hidden) .dsh-sidebar-input"
+PROPOSE = '/tool notebook_edit {"action": "insert", "cell_id": "cell-x", "source": "y = x + 1"}'
+
+
+@pytest.fixture(scope="module", params=["lab", "notebook"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    require_chromium()
+    if request.param == "notebook":
+        require_notebook7()
+    root = tmp_path_factory.mktemp(f"sidebar-{request.param}")
+    write_notebook_cells(root / FIRST, [(None, "%load_ext dsh_jupyter"), ("cell-x", "x = 41")])
+    write_notebook(root / SECOND, "%load_ext dsh_jupyter")
+    write_notebook(root / PLAIN, "1 + 1")
+    with running_server(request.param, root, tmp_path_factory.mktemp(f"sidebar-{request.param}-state")) as running:
+        yield running
+
+
+class Sidebar:
+    """The chat sidebar of the page, for the notebook shown."""
+
+    def __init__(self, nb: NotebookPage) -> None:
+        self.nb = nb
+        self.page = nb.page
+        self.root = nb.page.locator(SIDEBAR)
+        self.chat = self.root.locator(".dsh-sidebar-chat:not(.lm-mod-hidden)")
+
+    def open(self) -> Sidebar:
+        from playwright.sync_api import expect
+
+        button = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .dsh-sidebar-toolbar-button")
+        expect(button).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        if not self.root.is_visible():
+            button.click()
+        expect(self.root).to_be_visible()
+        return self
+
+    @property
+    def input(self) -> Any:
+        return self.chat.locator(".dsh-sidebar-input")
+
+    @property
+    def notice(self) -> Any:
+        return self.chat.locator(".dsh-sidebar-notice")
+
+    def ready(self) -> None:
+        from playwright.sync_api import expect
+
+        expect(self.chat.locator(".dsh-chat")).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        expect(self.notice).to_be_hidden()
+
+    def type(self, text: str) -> None:
+        self.input.click()
+        self.page.keyboard.type(text)
+
+    def idle(self) -> None:
+        from playwright.sync_api import expect
+
+        expect(self.chat.locator(".dsh-chat-state")).to_have_text("idle", timeout=KERNEL_TIMEOUT_MS)
+
+    def screenshot(self, request: pytest.FixtureRequest, step: str) -> None:
+        self.nb.screenshot(request, step)
+
+
+def _prompt_numbers(nb: NotebookPage) -> list[str]:
+    return [str(text) for text in nb.page.locator(f"{nb.scope} .jp-InputArea-prompt").all_inner_texts()]
+
+
+def _set_theme(server: JupyterServer, theme: str) -> None:
+    """Choose the app's theme through the settings API (both apps read it on load)."""
+    body = json.dumps({"raw": json.dumps({"theme": theme})}).encode()
+    req = urllib.request.Request(server.base_url + "lab/api/settings/@jupyterlab/apputils-extension:themes",
+                                 data=body, method="PUT",
+                                 headers={"Authorization": f"token {server.token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as response:
+        assert response.status == 204
+
+
+def _kernel_id(server: JupyterServer, path: str) -> str:
+    status, sessions = server.request("GET", "api/sessions")
+    assert status == 200
+    for session in sessions:
+        if session.get("path") == path and session.get("kernel"):
+            return str(session["kernel"]["id"])
+    raise AssertionError(f"no kernel for {path}: {sessions}")
+
+
+def test_the_sidebar_chats_with_the_notebooks_agent(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, FIRST).open()
+        nb.run(0)
+        nb.run(1)
+        numbers = _prompt_numbers(nb)
+        side = Sidebar(nb).open()
+        side.ready()
+        expect(side.chat.locator(".dsh-sidebar-heading")).to_have_text("first.ipynb")
+        expect(side.chat.locator(".dsh-chat-empty")).to_be_visible()
+        side.screenshot(request, "1-open")
+
+        # Ctrl+Enter sends; the answer streams into the sidebar while no cell runs.
+        side.type("Please summarise what is here")
+        page.keyboard.press("Enter")  # a new line, not a send
+        page.keyboard.type("in one line")
+        page.keyboard.press("Control+Enter")
+        expect(side.input).to_have_text("")
+        expect(side.chat.locator(".dsh-chat-user")).to_contain_text("Please summarise what is here\nin one line")
+        expect(side.chat.locator(".dsh-chat-assistant").last).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
+        expect(side.chat.locator(".dsh-chat-details")).to_contain_text("offline")
+
+        # The button sends; the agent's question is answered in the sidebar.
+        side.type("/bash echo sidebar-$((6*7))")
+        side.chat.locator("button.dsh-sidebar-send").click()
+        question = side.chat.locator(".dsh-approval-card:not([hidden])")
+        expect(question).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        expect(question).to_contain_text("echo sidebar-$((6*7))")
+        side.screenshot(request, "2-question")
+        question.locator("button.dsh-approval-once").click()
+        expect(side.chat.locator(".dsh-chat-assistant").last).to_contain_text("sidebar-42", timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
+
+        # A variable from the @ popup is a chip; what is sent keeps its mention.
+        side.type("Describe @")
+        popup = side.chat.locator(".dsh-sidebar-popup")
+        expect(popup.locator(".dsh-sidebar-option-variable").filter(has_text="x")).to_be_visible()
+        page.keyboard.type("x")
+        expect(popup.locator(".dsh-sidebar-option").first).to_contain_text("x")
+        page.keyboard.press("Enter")
+        chip = side.input.locator(".dsh-chip")
+        expect(chip).to_have_text("@x")
+        expect(popup).to_be_hidden()
+        page.keyboard.type("briefly")
+        side.screenshot(request, "3-chip")
+        page.keyboard.press("Control+Enter")
+        user = side.chat.locator(".dsh-chat-user").last
+        expect(user).to_contain_text("Describe @x briefly")
+        expect(side.chat.locator(".dsh-chat-context").last).to_contain_text("x", timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
+
+        # A proposal's status is its tool line; the card is in the notebook.
+        side.type(PROPOSE)
+        page.keyboard.press("Control+Enter")
+        card = page.locator(f"{nb.scope} .dsh-proposal")
+        expect(card).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        tool = side.chat.locator(".dsh-chat-tool").last
+        expect(tool.locator(".dsh-chat-tool-state")).to_have_text(re.compile("running"))
+        side.screenshot(request, "4-proposal")
+        card.locator("button.dsh-proposal-accept").click()
+        expect(tool.locator(".dsh-chat-tool-state")).not_to_have_text(re.compile("running"), timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
+
+        # Stop ends a running turn.
+        side.type("/bash sleep 60")
+        page.keyboard.press("Control+Enter")
+        question = side.chat.locator(".dsh-approval-card:not([hidden])")
+        expect(question).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        question.locator("button.dsh-approval-once").click()
+        stop = side.chat.locator("button.dsh-chat-stop")
+        expect(stop).to_be_visible()
+        expect(side.chat.locator("button.dsh-sidebar-send")).to_have_text("Steer")
+        stop.click()
+        side.idle()
+        expect(side.chat.locator(".dsh-chat-item").last).to_contain_text("Turn interrupted")
+        assert _prompt_numbers(nb)[:2] == numbers[:2]  # no cell ran for any of it
+        assert not watch.errors and not watch.dialogs, (watch.errors, watch.dialogs)
