@@ -123,6 +123,15 @@ def _kernel_id(server: JupyterServer, path: str) -> str:
     raise AssertionError(f"no kernel for {path}: {sessions}")
 
 
+def _session_id(server: JupyterServer, path: str) -> str:
+    status, sessions = server.request("GET", "api/sessions")
+    assert status == 200
+    for session in sessions:
+        if session.get("path") == path:
+            return str(session["id"])
+    raise AssertionError(f"no session for {path}: {sessions}")
+
+
 def test_the_sidebar_chats_with_the_notebooks_agent(
     browser: Any, server: JupyterServer, request: pytest.FixtureRequest
 ) -> None:
@@ -205,3 +214,123 @@ def test_the_sidebar_chats_with_the_notebooks_agent(
         expect(side.chat.locator(".dsh-chat-item").last).to_contain_text("Turn interrupted")
         assert _prompt_numbers(nb)[:2] == numbers[:2]  # no cell ran for any of it
         assert not watch.errors and not watch.dialogs, (watch.errors, watch.dialogs)
+
+
+def test_switching_notebooks_switches_the_panel_and_a_reload_restores_it(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        second = NotebookPage(page, server, SECOND).open()
+        second.run(0)
+        side = Sidebar(second).open()
+        side.ready()
+        side.type("Hello from the second notebook")
+        page.keyboard.press("Control+Enter")
+        expect(side.chat.locator(".dsh-chat-assistant").last).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
+        second_session = side.chat.locator(".dsh-chat-details").inner_text()
+
+        if server.app == "lab":  # one page holds both notebooks: the panel follows the active one
+            page.locator(".jp-DirListing-item", has_text="first.ipynb").dblclick()  # from the file browser
+            first = NotebookPage(page, server, FIRST)
+            page.wait_for_selector(f"{first.scope} .jp-Cell", timeout=KERNEL_TIMEOUT_MS)
+            first.wait_idle()
+            side = Sidebar(first).open()
+            expect(side.chat.locator(".dsh-sidebar-heading")).to_have_text("first.ipynb")
+            # The first notebook's kernel kept its conversation (the previous test), and its own session.
+            expect(side.chat.locator(".dsh-chat-user").first).to_contain_text("Please summarise what is here",
+                                                                             timeout=KERNEL_TIMEOUT_MS)
+            assert "Hello from the second notebook" not in side.chat.inner_text()
+            assert side.chat.locator(".dsh-chat-details").inner_text() != second_session
+            side.screenshot(request, "5-first-notebook")
+            page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="second.ipynb").click()
+            expect(side.chat.locator(".dsh-sidebar-heading")).to_have_text("second.ipynb")
+            expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(["Hello from the second notebook"])
+            expect(side.chat.locator(".dsh-chat-details")).to_have_text(second_session)
+
+        # A reloaded page shows the conversation the kernel kept.
+        watch.dialogs.clear()
+        reloaded = NotebookPage(page, server, SECOND).open()
+        side = Sidebar(reloaded).open()
+        expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(["Hello from the second notebook"],
+                                                                 timeout=KERNEL_TIMEOUT_MS)
+        expect(side.chat.locator(".dsh-chat-assistant")).to_have_count(1)
+        side.screenshot(request, "6-reloaded")
+        leaving = [dialog for dialog in watch.dialogs if not dialog.startswith("beforeunload")]  # unsaved notebooks
+        assert not watch.errors and not leaving, (watch.errors, watch.dialogs)
+
+
+def test_a_kernel_without_dsh_a_restart_mid_turn_and_no_kernel_say_what_to_do(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, PLAIN).open()
+        side = Sidebar(nb).open()
+        expect(side.notice).to_contain_text("run %load_ext dsh_jupyter in a cell", timeout=KERNEL_TIMEOUT_MS)
+        expect(side.chat.locator("button.dsh-sidebar-send")).to_be_disabled()
+        side.screenshot(request, "7-not-loaded")
+        side.notice.locator("button", has_text="Load dsh").click()
+        side.ready()
+
+        # A restart while a turn runs: the sidebar says the turn ended with the kernel.
+        side.type("/bash sleep 60")
+        page.keyboard.press("Control+Enter")
+        question = side.chat.locator(".dsh-approval-card:not([hidden])")
+        expect(question).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        question.locator("button.dsh-approval-once").click()
+        expect(side.chat.locator("button.dsh-chat-stop")).to_be_visible()
+        status, _ = server.request("POST", f"api/kernels/{_kernel_id(server, PLAIN)}/restart", timeout=60)
+        assert status == 200
+        expect(side.notice).to_contain_text("The kernel restarted during a turn", timeout=KERNEL_TIMEOUT_MS)
+        expect(side.notice).to_contain_text("run %load_ext dsh_jupyter", timeout=KERNEL_TIMEOUT_MS)
+        expect(side.chat.locator(".dsh-chat")).to_have_count(0)
+        side.screenshot(request, "8-restarted")
+        side.notice.locator("button", has_text="Load dsh").click()  # loads dsh and resumes the session
+        side.ready()
+        side.type("Still there?")
+        page.keyboard.press("Control+Enter")
+        expect(side.chat.locator(".dsh-chat-assistant").last).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
+
+        # No kernel: the sidebar says to choose one.
+        status, _ = server.request("DELETE", f"api/sessions/{_session_id(server, PLAIN)}", timeout=60)
+        assert status == 204
+        expect(side.notice).to_contain_text(re.compile("no kernel|kernel died"), timeout=KERNEL_TIMEOUT_MS)
+        expect(side.chat.locator("button.dsh-sidebar-send")).to_be_disabled()
+        side.screenshot(request, "9-no-kernel")
+        assert not watch.errors and not watch.dialogs, (watch.errors, watch.dialogs)
+
+
+def test_the_sidebar_in_the_dark_theme(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    _set_theme(server, "JupyterLab Dark")
+    try:
+        with watched_page(browser) as (page, _watch):
+            nb = NotebookPage(page, server, FIRST).open()
+            page.wait_for_selector("body[data-jp-theme-light='false']", state="attached", timeout=30_000)
+            nb.run(0)
+            nb.run(1)  # x, for the chip
+            side = Sidebar(nb).open()
+            side.ready()
+            side.type("/bash echo dark")
+            page.keyboard.press("Control+Enter")
+            question = side.chat.locator(".dsh-approval-card:not([hidden])")
+            expect(question).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+            side.screenshot(request, "10-dark-question")
+            question.locator("button.dsh-approval-once").click()
+            side.idle()
+            side.type("Look at @")
+            expect(side.chat.locator(".dsh-sidebar-popup .dsh-sidebar-option").first).to_be_visible()
+            page.keyboard.type("x")
+            page.keyboard.press("Enter")
+            expect(side.input.locator(".dsh-chip")).to_have_text("@x")
+            side.screenshot(request, "11-dark-chip")
+    finally:
+        _set_theme(server, "JupyterLab Light")

@@ -233,6 +233,7 @@ class NotebookChat extends Widget {
       ? 'The kernel restarted during a turn: that turn ended with it (the session log keeps what was saved). '
       : '';
     this._drop();
+    this._retryOnIdle = true;
     this._prompt.enabled = false;
     this._prompt.busy = false;
     this._setNotice({ text: busy ? this._lostNote : why, level: 'warn' });
@@ -248,7 +249,9 @@ class NotebookChat extends Widget {
   }
 
   private _onStatus(_sender: unknown, status: Kernel.Status): void {
-    if (status === 'restarting' || status === 'autorestarting') {
+    // A restart asked for here reads "restarting"; one made elsewhere (another tab, the REST API) only shows
+    // the new kernel "starting".
+    if (status === 'restarting' || status === 'autorestarting' || status === 'starting') {
       if (this._connection !== null) {
         this._lost('The kernel restarted.');
       }
@@ -256,7 +259,8 @@ class NotebookChat extends Widget {
       this._drop();
       this._prompt.enabled = false;
       this._setNotice({ text: 'The kernel died. Restart it (Kernel menu) to chat again.', level: 'error' });
-    } else if (status === 'idle' && this._connection === null && this._connecting === null && this.isVisible) {
+    } else if (status === 'idle' && this._retryOnIdle && this._connecting === null && this.isVisible) {
+      this._retryOnIdle = false; // once: each attempt itself makes the kernel busy, then idle
       void this._connect();
     }
   }
@@ -394,6 +398,8 @@ class NotebookChat extends Widget {
   private _modelId: string | null = null;
   /** Said before the next notice after a restart cut a turn off. */
   private _lostNote = '';
+  /** Connect again when the kernel is next idle (it restarted). */
+  private _retryOnIdle = false;
   /** The session a restart cut off, resumed by "Load dsh". */
   private _lostSession: string | null = null;
 }
