@@ -44,7 +44,7 @@ def model_choices(host: NotebookHost) -> list[dict[str, Any]]:
     from ..models.registry import list_models
 
     configured, _ = host.model_spec()
-    rows: list[dict[str, Any]] = [{"spec": None, "label": f"Notebook setting ({configured})",
+    rows: list[dict[str, Any]] = [{"spec": None, "label": f"{configured} (default)",
                                    "available": True, "note": "DshMagics.model"}]
     for row in list_models():
         note = row.note if row.available or not row.key_env else f"needs ${row.key_env}"

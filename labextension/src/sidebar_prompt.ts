@@ -38,7 +38,9 @@ export class SidebarPrompt {
     this._input.setAttribute('role', 'textbox');
     this._input.setAttribute('aria-multiline', 'true');
     this._input.setAttribute('aria-label', 'Prompt');
-    this._input.dataset.placeholder = 'Ask the agent… (@ mentions a variable, session or file)';
+    this._input.dataset.placeholder = `Ask the agent… (@ mentions a variable, session or file; ${
+      MAC ? '⌘' : 'Ctrl'
+    }+Enter sends)`;
     this._popup = document.createElement('ul');
     this._popup.className = 'dsh-sidebar-popup';
     this._popup.setAttribute('role', 'listbox');
@@ -49,7 +51,8 @@ export class SidebarPrompt {
     this._model.className = 'dsh-sidebar-model jp-mod-styled';
     this._model.title = 'The model of the prompts sent from here';
     this._model.setAttribute('aria-label', 'Model');
-    const hint = textElement('span', `${MAC ? '⌘' : 'Ctrl'}+Enter sends`, 'dsh-sidebar-hint');
+    const hint = document.createElement('span');
+    hint.className = 'dsh-sidebar-hint';
     this._send = textElement('button', 'Send', 'dsh-sidebar-send jp-Button jp-mod-styled jp-mod-accept');
     this._send.type = 'button';
     this._status = textElement('div', '', 'dsh-sidebar-status');
