@@ -64,7 +64,8 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
     them. ``kind="sidebar"`` (the JupyterLab / Notebook 7 chat sidebar, which brings its own prompt box)
     shows only the transcript and the approval questions under it; prompts come through :meth:`submit`.
     Displayed, the panel's output also carries ``text/html`` and ``text/plain`` copies of the conversation,
-    updated through its ``display_id`` (at most ``copy_rate`` times a second), so a saved notebook shows the conversation where the widget cannot be shown.
+    updated through its ``display_id`` (at most ``copy_rate`` times a second), so a saved notebook shows
+    the conversation where the widget cannot be shown.
     """
 
     def __init__(self, host: ChatHost, *, kind: PanelKind = "chat", max_rate: float = 20.0,
