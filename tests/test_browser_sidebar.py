@@ -334,3 +334,33 @@ def test_the_sidebar_in_the_dark_theme(
             side.screenshot(request, "11-dark-chip")
     finally:
         _set_theme(server, "JupyterLab Light")
+
+
+def test_without_the_server_extension_the_sidebar_says_so_and_still_chats(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        # What a server without the dsh extension answers for its endpoints: 404.
+        page.route("**/dsh/api/**", lambda route: route.fulfill(status=404, body="Not Found"))
+        nb = NotebookPage(page, server, FIRST).open()
+        nb.run(0)
+        nb.run(1)
+        side = Sidebar(nb).open()
+        side.ready()
+        warning = side.root.locator(".dsh-sidebar-warning")
+        expect(warning).to_contain_text("The dsh server extension is not running")
+        expect(warning).to_contain_text("jupyter server extension enable dsh_jupyter")
+        side.type("Look at @")
+        popup = side.chat.locator(".dsh-sidebar-popup")
+        expect(popup.locator(".dsh-sidebar-option-variable").filter(has_text="x")).to_be_visible()
+        expect(popup.locator(".dsh-sidebar-option-note")).to_contain_text("The dsh server extension is not running")
+        side.screenshot(request, "12-no-server-extension")
+        page.keyboard.press("Escape")
+        expect(popup).to_be_hidden()
+        page.keyboard.type(" the notebook")
+        page.keyboard.press("Control+Enter")
+        expect(side.chat.locator(".dsh-chat-user").last).to_contain_text("Look at @ the notebook")
+        side.idle()
+        assert not watch.errors and not watch.dialogs, (watch.errors, watch.dialogs)
