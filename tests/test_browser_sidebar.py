@@ -6,7 +6,7 @@
   running turn;
 - a variable picked from the `@` popup is a chip showing `@x`, and the prompt sent holds its mention;
 - switching notebooks switches the panel's session (JupyterLab), and reloading the page shows the conversation
-  the kernel kept;
+  the kernel kept; a session begun in a cell shows its earlier prompts and answers first;
 - bad paths: a kernel without `%load_ext dsh_jupyter` says what to run (and "Load dsh" does it), a kernel
   restart mid-turn says the turn ended with it, a notebook with no kernel says to choose one;
 - screenshots of the sidebar in the light and the dark theme (test-artifacts/).
@@ -48,7 +48,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         require_notebook7()
     root = tmp_path_factory.mktemp(f"sidebar-{request.param}")
     write_notebook_cells(root / FIRST, [(None, "%load_ext dsh_jupyter"), ("cell-x", "x = 41")])
-    write_notebook(root / SECOND, "%load_ext dsh_jupyter")
+    write_notebook(root / SECOND, "%load_ext dsh_jupyter", "%%dsh\nHello from a cell")
     write_notebook(root / PLAIN, "1 + 1")
     with running_server(request.param, root, tmp_path_factory.mktemp(f"sidebar-{request.param}-state")) as running:
         yield running
@@ -224,8 +224,11 @@ def test_switching_notebooks_switches_the_panel_and_a_reload_restores_it(
     with watched_page(browser) as (page, watch):
         second = NotebookPage(page, server, SECOND).open()
         second.run(0)
+        second.run(1)  # the session begins in a cell: the sidebar shows its earlier turns first
         side = Sidebar(second).open()
         side.ready()
+        expect(side.chat.locator(".dsh-chat-notice").first).to_contain_text("Earlier in this session")
+        expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(["Hello from a cell"])
         side.type("Hello from the second notebook")
         page.keyboard.press("Control+Enter")
         expect(side.chat.locator(".dsh-chat-assistant").last).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
@@ -247,16 +250,16 @@ def test_switching_notebooks_switches_the_panel_and_a_reload_restores_it(
             side.screenshot(request, "5-first-notebook")
             page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="second.ipynb").click()
             expect(side.chat.locator(".dsh-sidebar-heading")).to_have_text("second.ipynb")
-            expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(["Hello from the second notebook"])
+            expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(["Hello from a cell", "Hello from the second notebook"])
             expect(side.chat.locator(".dsh-chat-details")).to_have_text(second_session)
 
         # A reloaded page shows the conversation the kernel kept.
         watch.dialogs.clear()
         reloaded = NotebookPage(page, server, SECOND).open()
         side = Sidebar(reloaded).open()
-        expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(["Hello from the second notebook"],
+        expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(["Hello from a cell", "Hello from the second notebook"],
                                                                  timeout=KERNEL_TIMEOUT_MS)
-        expect(side.chat.locator(".dsh-chat-assistant")).to_have_count(1)
+        expect(side.chat.locator(".dsh-chat-assistant")).to_have_count(2)
         side.screenshot(request, "6-reloaded")
         leaving = [dialog for dialog in watch.dialogs if not dialog.startswith("beforeunload")]  # unsaved notebooks
         assert not watch.errors and not leaving, (watch.errors, watch.dialogs)
@@ -277,12 +280,17 @@ def test_a_kernel_without_dsh_a_restart_mid_turn_and_no_kernel_say_what_to_do(
         side.ready()
 
         # A restart while a turn runs: the sidebar says the turn ended with the kernel.
+        side.type("First turn, saved")
+        page.keyboard.press("Control+Enter")
+        expect(side.chat.locator(".dsh-chat-assistant").last).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
         side.type("/bash sleep 60")
         page.keyboard.press("Control+Enter")
         question = side.chat.locator(".dsh-approval-card:not([hidden])")
         expect(question).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
         question.locator("button.dsh-approval-once").click()
         expect(side.chat.locator("button.dsh-chat-stop")).to_be_visible()
+        short_id = side.chat.locator(".dsh-chat-details").inner_text().split(" · ")[0]
         status, _ = server.request("POST", f"api/kernels/{_kernel_id(server, PLAIN)}/restart", timeout=60)
         assert status == 200
         expect(side.notice).to_contain_text("The kernel restarted during a turn", timeout=KERNEL_TIMEOUT_MS)
@@ -290,7 +298,10 @@ def test_a_kernel_without_dsh_a_restart_mid_turn_and_no_kernel_say_what_to_do(
         expect(side.chat.locator(".dsh-chat")).to_have_count(0)
         side.screenshot(request, "8-restarted")
         side.notice.locator("button", has_text="Load dsh").click()  # loads dsh and resumes the session
-        side.ready()
+        expect(side.chat.locator(".dsh-chat")).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        side.screenshot(request, "8b-resumed")
+        expect(side.chat.locator(".dsh-chat-details")).to_contain_text(short_id)  # the session was resumed
+        expect(side.chat.locator(".dsh-chat-user .dsh-chat-text").first).to_have_text("First turn, saved")
         side.type("Still there?")
         page.keyboard.press("Control+Enter")
         expect(side.chat.locator(".dsh-chat-assistant").last).to_be_visible(timeout=KERNEL_TIMEOUT_MS)

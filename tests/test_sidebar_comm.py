@@ -11,7 +11,30 @@ import pytest
 from notebook_helpers import FakeHost
 
 from dsh_jupyter.notebook.host import HostError
-from dsh_jupyter.notebook.sidebar_comm import SIDEBAR_TARGET, SidebarChats, install_sidebar_comm
+from dsh_jupyter.notebook.sidebar_comm import (
+    EARLIER_NOTE,
+    SIDEBAR_TARGET,
+    SidebarChats,
+    earlier_turns,
+    install_sidebar_comm,
+)
+from dsh_jupyter.session.events import ASSISTANT_MESSAGE, USER_MESSAGE, Event
+
+
+def session(session_id: str, events: list[Event] | None = None) -> Any:
+    return SimpleNamespace(id=session_id, session=SimpleNamespace(events=list(events or [])))
+
+
+#: A session begun in cells: a prompt with a mention, an answer that called a tool, and its final answer.
+EARLIER = [
+    Event(USER_MESSAGE, 1, 0, {"role": "user", "source": {"kind": "user"},
+                               "content": [{"type": "text", "text": "What is in @[df](dsh-variable:df)?"}]}),
+    Event(USER_MESSAGE, 2, 0, {"role": "user", "source": {"kind": "session-reference"}, "content": []}),
+    Event(ASSISTANT_MESSAGE, 3, 0, {"message": {"role": "assistant", "content": [
+        {"type": "tool-call", "id": "c1", "name": "python", "arguments": "{}"}]}}),
+    Event(ASSISTANT_MESSAGE, 4, 0, {"message": {"role": "assistant", "content": [
+        {"type": "text", "text": "Two columns."}]}}),
+]
 
 
 @dataclass
@@ -33,12 +56,12 @@ class SidebarHost(FakeHost):
         self.model_for(model)
         self.models.append(model)
         if self.agent is None:
-            self.agent = SimpleNamespace(id=f"session-{len(self.models)}")
+            self.agent = session(f"session-{len(self.models)}")
         return self.agent, None
 
     def submit_async(self, text: str, listener: Any) -> Any:
         if self.agent is None:
-            self.agent = SimpleNamespace(id="session-made-by-prompt")
+            self.agent = session("session-made-by-prompt")
         return super().submit_async(text, listener)
 
 
@@ -92,10 +115,12 @@ def test_the_first_prompt_binds_the_fresh_panel_to_the_session_it_made(host: Sid
 def test_another_session_gets_its_own_panel_and_the_first_comes_back(host: SidebarHost, chats: SidebarChats) -> None:
     chats.answer({"kind": "send", "text": "hello"})
     first = chats.state()["modelId"]
-    host.agent = SimpleNamespace(id="other")  # %dsh new / resume in a cell
+    host.agent = session("other", EARLIER)  # %dsh new / resume in a cell
     other = chats.state()
     assert other["sessionId"] == "other" and other["modelId"] != first
-    host.agent = SimpleNamespace(id="session-made-by-prompt")
+    assert [(item["kind"], item.get("text")) for item in chats.panel().items] == [
+        ("notice", EARLIER_NOTE), ("user", "What is in @df?"), ("assistant", "Two columns.")]
+    host.agent = session("session-made-by-prompt")
     assert chats.state()["modelId"] == first
 
 
@@ -160,3 +185,17 @@ def test_the_target_is_registered_in_a_kernel_only_and_removed_again(host: Sideb
     remove()
     assert SIDEBAR_TARGET not in manager.targets and comm.closed
     install_sidebar_comm(SimpleNamespace(), lambda: host)()  # terminal IPython: nothing to register
+
+
+def test_earlier_turns_keep_prompts_and_answers_and_the_last_ones() -> None:
+    agent = session("s", EARLIER)
+    assert earlier_turns(agent) == [("user", "What is in @[df](dsh-variable:df)?"), ("assistant", "Two columns.")]
+    assert earlier_turns(agent, limit=1) == [("assistant", "Two columns.")]
+    assert earlier_turns(session("empty")) == []
+
+
+def test_the_sidebar_asks_for_variables_over_its_own_comm(host: SidebarHost, chats: SidebarChats) -> None:
+    host.variable_candidates = lambda query, limit: [{"name": "df", "query": query, "limit": str(limit)}]  # type: ignore[attr-defined]
+    assert chats.answer({"kind": "variables", "query": "d", "limit": 7}) == {
+        "kind": "variables", "variables": [{"name": "df", "query": "d", "limit": "7"}]}
+    assert chats.answer({"kind": "variables", "query": 3})["variables"][0]["query"] == ""  # type: ignore[index]

@@ -13,11 +13,16 @@ Messages from the browser carry a ``request`` number that the answer repeats:
   on the agent thread, so the notebook stays free; or a steer into the running one); answered
   ``{"kind": "sent", "mode": "sent" | "steered"}`` or ``{"kind": "error", "message": str}``;
 - ``{"kind": "model", "model": str | None}``: the model of the sidebar's next prompts (``None``: the
-  notebook's ``DshMagics.model``); checked at once, answered with the state or an error.
+  notebook's ``DshMagics.model``); checked at once, answered with the state or an error;
+- ``{"kind": "variables", "query": str, "limit": int}``: the ``@`` popup's variables, answered as the
+  ``dsh.variables`` comm answers (:func:`~dsh_jupyter.notebook.frontend_comm.answer_variables`), without a
+  short-lived comm per keystroke.
 
 The state (``{"kind": "state", "modelId", "sessionId", "busy", "model", "models"}``) is also sent unasked
 when a sidebar turn ends, so the browser follows a session the turn created. Each session keeps its panel for
-the life of the kernel, so a reloaded page (or a notebook switched back to) shows the conversation again.
+the life of the kernel, so a reloaded page (or a notebook switched back to) shows the conversation again; a
+panel made for a session begun elsewhere (in ``%%dsh`` cells, or resumed after a restart) first shows that
+session's earlier prompts and answers.
 
 Nothing here imports ipykernel or ipywidgets at load time; outside a kernel nothing is registered.
 """
@@ -37,6 +42,30 @@ if TYPE_CHECKING:
 SIDEBAR_TARGET = "dsh.sidebar"
 
 log = logging.getLogger(__name__)
+
+#: The most earlier prompts and answers the sidebar's new panel of a session shows.
+EARLIER_LIMIT = 60
+EARLIER_NOTE = "Earlier in this session (prompts and answers; the tool calls are in its log, %dsh export):"
+
+
+def earlier_turns(agent: Any, limit: int = EARLIER_LIMIT) -> list[tuple[str, str]]:
+    """The last ``limit`` prompts and answer texts in ``agent``'s log, oldest first (tool calls left out)."""
+    from ..session.events import ASSISTANT_MESSAGE, USER_MESSAGE
+    from ..session.messages import blocks_text, display_content, message_text
+
+    entries: list[tuple[str, str]] = []
+    for event in agent.session.events:
+        data = event.data if isinstance(event.data, Mapping) else {}
+        if event.type == USER_MESSAGE:
+            source = data.get("source")
+            if isinstance(source, Mapping) and source.get("kind") == "user":
+                entries.append(("user", blocks_text(display_content(data))))
+        elif event.type == ASSISTANT_MESSAGE:
+            message = data.get("message")
+            text = message_text(message if isinstance(message, Mapping) else None)
+            if text.strip():
+                entries.append(("assistant", text))
+    return entries[-limit:]
 
 
 def model_choices(host: NotebookHost) -> list[dict[str, Any]]:
@@ -81,6 +110,10 @@ class SidebarChats:
             panel = self._panels.get(agent.id)
             if panel is None:
                 panel = self._panels[agent.id] = ChatPanel(host, kind="sidebar")
+                try:
+                    panel.show_earlier(earlier_turns(agent), EARLIER_NOTE)
+                except Exception:  # the conversation from here on is what matters; the log keeps the rest
+                    log.warning("dsh: could not show the session's earlier turns in the sidebar", exc_info=True)
             return panel
 
     def state(self) -> dict[str, Any]:
@@ -99,9 +132,9 @@ class SidebarChats:
         host = self._host()
         if model is not None:
             self.model = model
+        panel = self.panel()
         if self.model is not None and not host.busy:
             host.current(self.model)  # checked before the prompt is recorded: a missing key says so
-        panel = self.panel()
         submission = panel.submit(text)
         agent = host.agent
         if agent is not None:
@@ -140,6 +173,10 @@ class SidebarChats:
                 if not (model is None or isinstance(model, str)):
                     return {"kind": "error", "message": "the model must be a model spec such as 'offline'"}
                 reply = self.choose_model(model.strip() or None if model is not None else None)
+            elif kind == "variables":
+                from .frontend_comm import answer_variables
+
+                reply = {"kind": "variables", **answer_variables(self._host(), dict(data))}
             else:
                 return None
         except Exception as error:

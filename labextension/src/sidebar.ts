@@ -26,7 +26,6 @@ import { listFileCandidates } from './files.js';
 import { fileItem, IDshCompletionItem, sessionItem, variableItem } from './items.js';
 import { NotLoadedError, SidebarConnection, ISidebarState } from './sidebar_kernel.js';
 import { IPromptHost, SidebarPrompt } from './sidebar_prompt.js';
-import { listVariables } from './variables.js';
 
 /** The sidebar's widget id (also its place in the layout restorer). */
 export const SIDEBAR_ID = 'dsh-jupyter-chat';
@@ -188,8 +187,18 @@ class NotebookChat extends Widget {
   private async _load(kernel: Kernel.IKernelConnection): Promise<void> {
     const code = this._lostSession ? `${LOAD_LINE}\n%dsh resume ${this._lostSession}` : LOAD_LINE;
     this._setNotice({ text: 'Loading dsh in the kernel…', level: 'info' });
+    const said: string[] = [];
     try {
-      const reply = await kernel.requestExecute({ code, silent: false, store_history: false }).done;
+      const future = kernel.requestExecute({ code, silent: false, store_history: false });
+      future.onIOPub = msg => {
+        const content = msg.content as { text?: unknown; evalue?: unknown };
+        for (const part of [content.text, content.evalue]) {
+          if (typeof part === 'string') {
+            said.push(part.trim());
+          }
+        }
+      };
+      const reply = await future.done;
       const content = reply.content as { status: string; evalue?: string };
       if (content.status !== 'ok') {
         this._setNotice({
@@ -202,9 +211,18 @@ class NotebookChat extends Widget {
       this._setNotice({ text: `The kernel could not load dsh: ${message(error)}`, level: 'error' });
       return;
     }
+    const resumed = this._lostSession;
     this._lostNote = '';
     this._lostSession = null;
     await this._connect();
+    if (resumed !== null && this._state !== null && this._state.sessionId !== resumed) {
+      const why = said.filter(line => line !== '').join(' ');
+      this._setNotice({
+        text: `dsh is loaded, but session ${resumed} was not resumed${why ? `: ${why}` : ''}. ` +
+          `Run %dsh resume ${resumed} in a cell to continue it.`,
+        level: 'warn'
+      });
+    }
   }
 
   private async _connected(): Promise<SidebarConnection> {
@@ -239,10 +257,16 @@ class NotebookChat extends Widget {
     this._setNotice({ text: busy ? this._lostNote : why, level: 'warn' });
   }
 
-  private _onKernelChanged(): void {
+  private _onKernelChanged(_sender: unknown, change: { oldValue: Kernel.IKernelConnection | null; newValue: Kernel.IKernelConnection | null }): void {
+    const restarted = change.oldValue !== null && change.newValue !== null && change.oldValue.id === change.newValue.id;
+    if (restarted && this._connection !== null) {
+      this._lost('The kernel restarted.');
+    }
     this._drop();
-    this._lostNote = '';
-    this._lostSession = null;
+    if (!restarted) {
+      this._lostNote = '';
+      this._lostSession = null;
+    }
     if (this.isVisible) {
       this.start();
     }
@@ -371,15 +395,16 @@ class NotebookChat extends Widget {
       note = (await this._serverNote()) ?? `Sessions are unavailable: ${message(error)}`;
       return [];
     });
-    const [variables, found, files] = await Promise.all([
-      listVariables(this.notebook, query),
+    const variables = this._connection ? this._connection.variables(query).catch(() => []) : Promise.resolve([]);
+    const [named, found, files] = await Promise.all([
+      variables,
       sessions,
       listFileCandidates(contents, cwd, query, FILE_LIMIT)
     ]);
     const current = this._state?.sessionId ?? null;
     return {
       items: [
-        ...variables.map(variableItem),
+        ...named.map(variableItem),
         ...found.filter(candidate => candidate.sessionId !== current).map(sessionItem),
         ...files.map(fileItem)
       ],

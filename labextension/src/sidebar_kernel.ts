@@ -1,12 +1,15 @@
 /**
  * The chat sidebar's line to a notebook's kernel: one comm to `dsh.sidebar` (dsh_jupyter/notebook/sidebar_comm.py),
- * kept open, carrying numbered requests (`bind`, `send`, `model`) and the state the kernel sends when a turn ends.
+ * kept open, carrying numbered requests (`bind`, `send`, `model`, `variables`) and the state the kernel sends
+ * when a turn ends.
  *
  * A kernel without `%load_ext dsh_jupyter` has no such target and closes the comm at once: {@link connect}
  * rejects with a {@link NotLoadedError}. A kernel busy with a cell answers when the cell is done.
  */
 
 import { Kernel, KernelMessage } from '@jupyterlab/services';
+
+import { IVariableCandidate, parseVariables, VARIABLE_LIMIT } from './variables.js';
 
 /** The comm target of the kernel side. */
 export const SIDEBAR_TARGET = 'dsh.sidebar';
@@ -154,6 +157,11 @@ export class SidebarConnection {
       throw new SidebarRequestError('the kernel did not take the model');
     }
     return state;
+  }
+
+  /** The notebook's variables whose name contains `query` (data frames first), for the `@` popup. */
+  async variables(query: string): Promise<IVariableCandidate[]> {
+    return parseVariables(await this._request({ kind: 'variables', query, limit: VARIABLE_LIMIT }));
   }
 
   /** Close the comm (the notebook closed or its kernel changed). */

@@ -10,11 +10,12 @@ import logging
 import threading
 import uuid
 import weakref
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import ipywidgets
 
-from ...agent.events import AgentEvent
+from ...agent.events import AgentEvent, AssistantMessage
 from ..protocols import ChatHost
 from ..transcript import Transcript, UpdateCoalescer
 from .chat import ChatTranscript
@@ -148,6 +149,20 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
             self._coalescer.poke(final=True)
             raise
         self.state.add_notice("Stop requested.")
+        self._coalescer.poke(final=True)
+
+    def show_earlier(self, entries: Sequence[tuple[str, str]], note: str) -> None:
+        """Show a session's earlier prompts and answers (``("user" | "assistant", text)``, oldest first) under
+        ``note``, before what this panel sends (the sidebar's panel of a session begun in cells or by an
+        earlier kernel)."""
+        if not entries:
+            return
+        self.state.add_notice(note)
+        for number, (role, text) in enumerate(entries):
+            if role == "user":
+                self.state.add_user(readable_prompt(text), steered=False)
+            else:
+                self.state.apply(AssistantMessage(turn=0, text=text, seq=-1 - number))
         self._coalescer.poke(final=True)
 
     @property
