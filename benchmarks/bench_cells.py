@@ -33,7 +33,8 @@ def _per_cell(shell: object, label: str) -> float:
 def main() -> None:
     from IPython.core.interactiveshell import InteractiveShell
 
-    from dsh_jupyter.notebook.workspace.cells import KernelRecord, execute_cell
+    from dsh_jupyter.notebook.workspace.cell_runner import execute_cell
+    from dsh_jupyter.notebook.workspace.kernel_record import KernelRecord
     from dsh_jupyter.notebook.workspace.notebook_tools import NotebookReadTool, Workspace
     from dsh_jupyter.tools.base import ToolExecution
 

@@ -2,7 +2,8 @@
 # Fresh machine -> full test suite. Creates .venv, installs the package with its test dependencies (the
 # JupyterLab extension is built from source on the way), installs Debian chromium (browser tests) and
 # postgresql (PostgreSQL store tests) when they are missing and this user may install packages, checks
-# lint (ruff) and strict types (mypy), then runs pytest in three worker processes (pytest-xdist: most
+# lint (ruff) and strict types (mypy for Python, tsc for labextension/src and the anywidget views in
+# labextension/src/widgets), then runs pytest in three worker processes (pytest-xdist: most
 # tests wait on kernels, servers and browsers, so three keep two cores busy; DSH_TEST_WORKERS=0 runs
 # them in one process). Extra arguments go to pytest.
 set -euo pipefail
@@ -31,6 +32,8 @@ echo "ruff check ..."
 .venv/bin/ruff check .
 echo "mypy (strict) ..."
 .venv/bin/mypy
+echo "tsc (strict) over the JupyterLab extension and the anywidget views ..."
+(cd labextension && PATH="$PWD/../.venv/bin:$PATH" && { [ -d node_modules ] || jlpm install >/dev/null; } && jlpm check)
 # --dist loadscope keeps a module on one worker, so a module's server or database starts once. A failed test
 # is run again up to twice: kernels, servers and browsers on two shared cores can miss a deadline by chance.
 # A rerun is reported ("R" and "N rerun" in the summary): a test that needs one is a test to look at.

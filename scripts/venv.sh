@@ -25,3 +25,18 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/constraints
   rm -f "$log"
   touch "$stamp"
 fi
+# The front end (the JupyterLab extension and the anywidget views, one `jlpm build`) is rebuilt when its
+# sources changed since the last build, e.g. after a pull: the editable install above only builds it once.
+bundle=dsh_jupyter/ui/static/chat.js
+if [ ! -f "$bundle" ] || [ -n "$(find labextension/src labextension/package.json labextension/yarn.lock \
+    labextension/build-widgets.mjs labextension/tsconfig.json labextension/tsconfig.widgets.json \
+    -newer "$bundle" -print -quit)" ]; then
+  echo "building the JupyterLab extension and the widget views (labextension/) ..."
+  log=$(mktemp)
+  if ! (cd labextension && PATH="$PWD/../.venv/bin:$PATH" && jlpm install && jlpm build) >"$log" 2>&1; then
+    tail -60 "$log"
+    echo "jlpm build failed in labextension/ (full log: $log)" >&2
+    exit 1
+  fi
+  rm -f "$log"
+fi

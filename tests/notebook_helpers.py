@@ -13,6 +13,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dsh_jupyter.agent.events import AgentEvent
@@ -240,6 +241,25 @@ def run_view_scenario(tmp_path: Any, view_file: Any, scenario: str) -> str:
                             cwd=tmp_path, check=False)
     assert result.returncode == 0, f"node scenario failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
+
+
+#: The anywidget views' TypeScript sources; ``jlpm build`` bundles each view into ``dsh_jupyter/ui/static/``.
+WIDGET_SOURCES = Path(__file__).resolve().parents[1] / "labextension" / "src" / "widgets"
+#: The views, one bundle each (``labextension/build-widgets.mjs``).
+VIEWS = ("chat", "picker", "prompt", "approval")
+
+
+def view_bundle(name: str) -> Path:
+    """The built bundle of view ``name``, failing (with what to run) when it is missing or older than its sources."""
+    from dsh_jupyter.ui.assets import STATIC
+
+    bundle = STATIC / f"{name}.js"
+    build = "run `jlpm build` in labextension/ (pip install -e . does it when the bundles are missing)"
+    assert bundle.is_file(), f"{bundle} is missing: {build}"
+    sources = [*WIDGET_SOURCES.glob("*.ts"), WIDGET_SOURCES.parent / "escape.ts"]
+    newer = [p.name for p in sources if p.stat().st_mtime > bundle.stat().st_mtime]
+    assert not newer, f"{bundle.name} is older than {', '.join(sorted(newer))}: {build}"
+    return bundle
 
 
 _INERT_BLOCK = re.compile(r'<div class="dsh-[a-z-]+ tex2jax_ignore mathjax_ignore" style="white-space:normal">')

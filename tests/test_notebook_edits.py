@@ -15,9 +15,9 @@ from notebook_documents import FakeDocument, sample_cells
 
 from dsh_jupyter.agent import Agent
 from dsh_jupyter.notebook.magics import DshMagics
-from dsh_jupyter.notebook.workspace.cells import KernelRecord
 from dsh_jupyter.notebook.workspace.document import Cell, Edit
 from dsh_jupyter.notebook.workspace.edits import UNDO_EVENT, UndoRefused, recorded_edits, reverting_edit
+from dsh_jupyter.notebook.workspace.kernel_record import KernelRecord
 from dsh_jupyter.notebook.workspace.notebook_tools import Workspace, notebook_tools
 from dsh_jupyter.store import JsonlStore
 from dsh_jupyter.tools.base import ToolRegistry

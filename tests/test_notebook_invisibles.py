@@ -1,8 +1,9 @@
 """Hidden characters (bidi controls, zero-width and other invisible ones) are shown as visible marks.
 
-The rule lives in ``dsh_jupyter/escape.py`` and its one TypeScript twin in
-``labextension/src/escape.ts``; the last tests here run the compiled twin under node on every code point,
-so the two cannot drift.
+The rule lives in ``dsh_jupyter/escape.py`` and its one TypeScript twin in ``labextension/src/escape.ts``,
+which the JupyterLab extension (compiled to ``labextension/lib/``) and the four anywidget views (bundled
+into ``dsh_jupyter/ui/static/``) import. The last tests here run every copy under node on every code point:
+the compiled twin, and each bundled view drawing hostile text, so no copy can drift from Python's.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from notebook_helpers import FAKE_VIEW_RUNTIME, VIEWS, WIDGET_SOURCES, view_bundle
 
 from dsh_jupyter.escape import (
     HIDDEN_RANGES,
@@ -24,6 +26,7 @@ from dsh_jupyter.escape import (
     hidden_warning,
     html_field,
 )
+from dsh_jupyter.ui.assets import STATIC
 
 ESCAPE_JS = Path(__file__).resolve().parents[1] / "labextension" / "lib" / "escape.js"
 ATTACK = "echo hello \u202e; rm -rf ~ #\u202c"
@@ -182,3 +185,130 @@ def test_the_typescript_twin_agrees_on_every_code_point() -> None:
         ours = _in_python(text)
         assert theirs[:2] == ours[:2], f"escaping differs in the chunk starting at U+{ord(text[0]):04X}"
         assert theirs == ours
+
+
+# --------------------------------------------------------------------------- every view, drawn
+
+#: Draws each text through the bundled views (the tests' stand-in DOM) and reports what a person reads.
+_VIEWS_SCRIPT = r"""
+const load = async (name) => (await import("./" + name + ".mjs")).default;
+const [chat, picker, prompt, approval] = await Promise.all(["chat", "picker", "prompt", "approval"].map(load));
+document.createDocumentFragment = () => new Element("#fragment");
+const text = (el, name, index = 0) => el.byClass(name)[index].textContent;
+let input = "";
+for await (const chunk of process.stdin) input += chunk;
+const out = [];
+for (const [sample, parts] of JSON.parse(input)) {
+  const shown = {};
+  const model = new Model({ items: [], busy: false, title: sample, details: [sample], status: "idle",
+    variant: "chat" });
+  const el = new Element("div");
+  chat.render({ model, el, experimental: fakeInvoke() });
+  model.set("items", [
+    { id: 1, kind: "user", text: sample },
+    { id: 2, kind: "tool", name: sample, summary: sample, arguments: sample, result: sample, done: true,
+      isError: false, status: "ok" },
+    { id: 3, kind: "assistant", text: sample, doc: [sample], streaming: false },
+    { id: 4, kind: "context", summary: sample, references: [{ sessionId: sample, label: sample }] },
+    { id: 5, kind: "notice", text: sample, level: "info" },
+  ]);
+  Object.assign(shown, {
+    title: text(el, "dsh-chat-title"), details: text(el, "dsh-chat-details"),
+    user: text(el, "dsh-chat-text"), toolName: text(el, "dsh-chat-tool-name"),
+    toolSummary: text(el, "dsh-chat-tool-args"), toolArguments: text(el, "dsh-chat-tool-full"),
+    toolResult: text(el, "dsh-chat-tool-result"), answer: text(el, "dsh-chat-markdown"),
+    contextSummary: el.byClass("dsh-chat-context")[0].childNodes[0].textContent,
+    sourceLabel: text(el, "dsh-chat-source-label"), notice: text(el, "dsh-chat-notice"),
+  });
+
+  const promptEl = new Element("div");
+  prompt.render({ model: new Model({ value: "", cursor: -1, placeholder: "", busy: false, disabled: false,
+    status: sample, status_level: "info" }), el: promptEl, experimental: fakeInvoke() });
+  shown.promptStatus = text(promptEl, "dsh-prompt-status");
+
+  const pickerEl = new Element("div");
+  const { calls, invoke } = fakeInvoke();
+  const dispose = picker.render({ model: new Model({ query: "", placeholder: "", _revision: 0, body: false }),
+    el: pickerEl, experimental: { invoke } });
+  calls[0].answer({ seq: calls[0].msg.seq, error: sample });
+  await tick();
+  shown.pickerError = text(pickerEl, "dsh-picker-status");
+  dispose();
+
+  const approvalEl = new Element("div");
+  approval.render({ model: Object.assign(new Model({ records: [], state: "asking", question: { callId: "c1",
+    tool: "bash", language: "text", parts, choices: [] } }), { send() {} }), el: approvalEl });
+  shown.approvalCode = approvalEl.all((n) => n.tagName === "CODE")[0].textContent;
+  out.push(shown);
+}
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def _drawn_by_the_views(tmp_path: Path, texts: list[str]) -> list[dict[str, str]]:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    for name in VIEWS:
+        (tmp_path / f"{name}.mjs").write_text(view_bundle(name).read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "views.mjs").write_text(FAKE_VIEW_RUNTIME + _VIEWS_SCRIPT, encoding="utf-8")
+    # The approval view shows what the kernel split (display_parts): it must add no rule of its own.
+    samples = [[text, [[kind, part] for kind, part in display_parts(text)]] for text in texts]
+    result = subprocess.run([node, str(tmp_path / "views.mjs")], input=json.dumps(samples), capture_output=True,
+                            text=True, timeout=300, cwd=tmp_path, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    drawn: list[dict[str, str]] = json.loads(result.stdout)
+    return drawn
+
+
+def _read_as_python_shows(text: str) -> dict[str, str]:
+    line, body = escape_controls(text), escape_text(text)
+    return {
+        "title": escape_controls(text or "New session"), "details": line, "user": body, "toolName": line,
+        "toolSummary": f"({line})", "toolArguments": body, "toolResult": body, "answer": body,
+        "contextSummary": line, "sourceLabel": line, "notice": body, "promptStatus": body,
+        "pickerError": line or "No other sessions yet.", "approvalCode": body,
+    }
+
+
+def _assert_views_agree(tmp_path: Path, texts: list[str]) -> None:
+    for text, drawn in zip(texts, _drawn_by_the_views(tmp_path, texts), strict=True):
+        expected = _read_as_python_shows(text)
+        differing = {field: (drawn[field], want) for field, want in expected.items() if drawn[field] != want}
+        assert not differing, f"views differ from Python on {text[:40]!r}: {differing}"
+
+
+def test_the_bundled_views_draw_the_table_as_python_escapes_it(tmp_path: Path) -> None:
+    hostile = ["<img src=x onerror=alert(1)>", "\x1b[31mred\x1b[0m", "nul\x00byte", "bell\x07\r\nnext\x85",
+               "Budget \u202eslx.exe", "s\u200b1", "tab\there\nline"]
+    _assert_views_agree(tmp_path, _table_cases() + hostile)
+
+
+def test_the_bundled_views_draw_every_code_point_as_python_escapes_it(tmp_path: Path) -> None:
+    points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    chunks = ["".join(chr(c) + "\u200d" for c in points[i:i + 8192]) for i in range(0, len(points), 8192)]
+    _assert_views_agree(tmp_path, chunks)
+
+
+def _sections(bundle: str) -> dict[str, str]:
+    """A bundle's text per source module (esbuild heads each module's code with ``// src/<path>``)."""
+    pieces = bundle.split("\n// src/")
+    return {piece.split("\n", 1)[0]: piece for piece in pieces[1:]}
+
+
+def test_the_rule_has_one_copy_that_every_view_imports() -> None:
+    # What spelling the rule out takes: the control ranges, the \\xNN and U+XXXX forms, the hidden ranges.
+    signs = ("\\u009f", "toString(16)", "padStart(", "HIDDEN_RANGES", "'U+'", '"U+"', "0x202")
+    for source in WIDGET_SOURCES.glob("*.ts"):
+        text = source.read_text(encoding="utf-8")
+        assert not [s for s in signs if s in text], f"{source.name} spells out part of the escape rule"
+    bundles = sorted(STATIC.glob("*.js"))
+    assert [b.stem for b in bundles] == sorted(VIEWS), "dsh_jupyter/ui/static holds only the bundled views"
+    for bundle in bundles:
+        text = view_bundle(bundle.stem).read_text(encoding="utf-8")
+        assert text.startswith("// Built from labextension/src/widgets/"), f"{bundle.name} is not a bundle"
+        sections = _sections(text)
+        assert "escape.ts" in sections and f"widgets/{bundle.stem}.ts" in sections
+        for module, code in sections.items():
+            if module != "escape.ts":
+                assert not [s for s in signs if s in code], f"{bundle.name}: {module} holds part of the rule"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from notebook_helpers import VIEWS
 
 import dsh_jupyter
 
@@ -27,6 +28,8 @@ NPM_NAME = "dsh-jupyter"
 LABEXT_DATA = f"share/jupyter/labextensions/{NPM_NAME}"
 SERVER_CONFIG = "etc/jupyter/jupyter_server_config.d/dsh_jupyter.json"
 ASSETS = ROOT / "dsh_jupyter" / "labextension"
+#: The anywidget views `jlpm build` bundles from labextension/src/widgets/.
+VIEW_BUNDLES = [f"dsh_jupyter/ui/static/{name}.js" for name in VIEWS]
 
 
 def pyproject() -> dict[str, Any]:
@@ -48,8 +51,15 @@ def test_npm_package_output_matches_the_wheel_mapping() -> None:
 
 def test_build_hook_never_needs_node_for_a_wheel_with_assets() -> None:
     hook = pyproject()["tool"]["hatch"]["build"]["hooks"]["jupyter-builder"]
-    assert hook["skip-if-exists"] == ["dsh_jupyter/labextension/static/style.js"]
+    assert hook["skip-if-exists"] == ["dsh_jupyter/labextension/static/style.js", *VIEW_BUNDLES]
     assert "dsh_jupyter/labextension/package.json" in hook["ensured-targets"]
+    assert set(VIEW_BUNDLES) <= set(hook["ensured-targets"])
+    # The view bundles are gitignored build output: the wheel and the sdist name them.
+    targets = pyproject()["tool"]["hatch"]["build"]["targets"]
+    assert "dsh_jupyter/ui/static/*.js" in targets["wheel"]["artifacts"]
+    assert "dsh_jupyter/ui/static/*.js" in targets["sdist"]["artifacts"]
+    editable = pyproject()["tool"]["hatch"]["build"]["hooks"]["jupyter-builder"]["editable-build-kwargs"]
+    assert editable["build_dir"] in VIEW_BUNDLES and editable["source_dir"] == "labextension/src"
     requires = pyproject()["build-system"]["requires"]
     assert any(r.startswith("jupyterlab") for r in requires)  # jlpm and jupyter-builder for the build
 
@@ -100,6 +110,7 @@ def test_wheel_holds_the_prebuilt_extension_and_the_server_config(tmp_path: Path
         config = json.loads(archive.read(f"{data}{SERVER_CONFIG}"))
         assert config["ServerApp"]["jpserver_extensions"] == {"dsh_jupyter": True}
         assert "dsh_jupyter/server/handlers.py" in names
+        assert set(VIEW_BUNDLES) <= names, "the bundled anywidget views are in the wheel"
         assert not any("node_modules" in n or n.startswith("labextension/") for n in names)
         # Every built asset is shipped, and nothing else lands in the extension folder.
         built = {p.relative_to(ASSETS).as_posix() for p in ASSETS.rglob("*") if p.is_file()}

@@ -152,7 +152,7 @@ def test_session_and_store_errors() -> None:
 
 
 def test_busy_interrupts_and_unknown_errors_never_show_class_names() -> None:
-    from dsh_jupyter.agent.loop import AgentBusyError, AgentIdleError
+    from dsh_jupyter.agent import AgentBusyError, AgentIdleError
 
     assert "%dsh wait" in clean(describe(AgentBusyError("steer() into it")))
     assert "new %%dsh cell" in clean(describe(AgentIdleError("send() starts a new turn")))

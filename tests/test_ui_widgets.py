@@ -13,7 +13,16 @@ from typing import Any, ClassVar
 
 import pytest
 from kernel_helpers import KernelRunner
-from notebook_helpers import HOSTILE_LABELS, FakeHost, candidate, invoke, run_view_scenario
+from notebook_helpers import (
+    HOSTILE_LABELS,
+    VIEWS,
+    WIDGET_SOURCES,
+    FakeHost,
+    candidate,
+    invoke,
+    run_view_scenario,
+    view_bundle,
+)
 
 from dsh_jupyter.agent.events import (
     AssistantMessage,
@@ -65,28 +74,25 @@ def test_views_are_package_files_loaded_by_path() -> None:
     assert STATIC.parent == Path(__file__).resolve().parents[1] / "dsh_jupyter" / "ui"
 
 
-@pytest.mark.parametrize("name", ["picker.js", "prompt.js", "chat.js"])
+@pytest.mark.parametrize("name", VIEWS)
 def test_views_set_text_with_textcontent_only(name: str) -> None:
-    source = (STATIC / name).read_text(encoding="utf-8")
-    assert "textContent" in source
+    source = (WIDGET_SOURCES / f"{name}.ts").read_text(encoding="utf-8")
+    bundle = view_bundle(name).read_text(encoding="utf-8")
+    assert "textContent" in bundle  # text is set through textContent (escape.ts: textElement)
     for unsafe in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
-        assert unsafe not in source, f"{name} uses {unsafe}"
+        assert unsafe not in source and unsafe not in bundle, f"{name} uses {unsafe}"
     assert re.search(r"export default \{ render \}", source)
+    assert re.search(rf"export \{{[^}}]*\b{name}_default as default\b", bundle)
 
 
 def test_picker_view_cancels_stale_queries() -> None:
-    source = (STATIC / "picker.js").read_text(encoding="utf-8")
-    assert "new AbortController()" in source and "controller.abort()" in source
-    assert 'experimental.invoke(\n        "search_command"' in source and "signal: own.signal" in source
+    source = (WIDGET_SOURCES / "picker.ts").read_text(encoding="utf-8")
+    assert "new AbortController()" in source and "controller?.abort()" in source
+    assert "experimental.invoke<ISearchResponse | null>(\n        'search_command'" in source
+    assert "signal: own.signal" in source
     assert "mine !== seq" in source  # responses older than the newest request are ignored
     for key in ("ArrowDown", "ArrowUp", "Enter", "Escape"):
-        assert f'"{key}"' in source
-
-
-def test_escape_rule_in_the_views_matches_python() -> None:
-    picker = (STATIC / "picker.js").read_text(encoding="utf-8")
-    assert r"/[\u0000-\u001f\u007f-\u009f]/g" in picker
-    assert 'padStart(2, "0")' in picker and "toString(16)" in picker
+        assert f"'{key}'" in source
 
 
 def test_command_names_are_registered() -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from .config import AgentBusyError, AgentConfig, AgentIdleError, TurnResult
 from .inbox import PLACEMENTS, REQUEST_DELIMITER, InboxRecord, Placement
-from .loop import Agent, AgentBusyError, AgentConfig, AgentIdleError, TurnResult
+from .loop import Agent
 from .prompt_submit import Allow, Block, PromptSubmission, PromptSubmitHooks
 
 __all__ = [

@@ -6,73 +6,40 @@ values through :meth:`Agent.subscribe`. The core never parses mention syntax and
 
 Every coroutine here runs on one asyncio loop (the host's agent thread). ``steer``, ``inject`` and
 ``cancel`` are safe to call from other threads.
+
+The loop is built from parts that share one :class:`~.state.AgentState`: tool calls (:mod:`.tool_calls`),
+the context window and compaction (:mod:`.window`); this module holds the inbox, titles and the turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import threading
-import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from typing import Any
 
-from ..images import request_images, result_blocks
-from ..models.base import (
-    BlockCollector,
-    ModelError,
-    ModelProvider,
-    ModelRequest,
-    ReasoningDelta,
-    TextDelta,
-    ToolSpec,
-)
-from ..secrets import mask_fields, watch_model
+from ..models.base import BlockCollector, ModelError, ModelProvider, ModelRequest, ReasoningDelta, TextDelta
+from ..secrets import watch_model
 from ..session import Event, SessionLog
 from ..session.events import (
     ASSISTANT_MESSAGE,
-    COMPACTION_END,
-    COMPACTION_START,
-    COMPACTION_SUMMARY,
     SESSION_TITLE,
     STEP_END,
     STEP_START,
     TOOL_CALL,
-    TOOL_RESULT,
     TURN_END,
     TURN_START,
     USER_MESSAGE,
-    ReplaceOp,
 )
-from ..session.messages import (
-    assistant_message,
-    blocks_text,
-    compaction_source,
-    text_block,
-    tool_result_message,
-    user_message,
-)
-from ..store.base import SessionStore, SessionWriter
-from ..tools.base import ToolExecution, ToolOutput, ToolRegistry, parse_arguments
+from ..session.messages import assistant_message, blocks_text, text_block, user_message
+from ..store.base import SessionStore
 from . import events as ev
-from .approvals import ApprovalDecision, ApprovalPolicy, ApprovalRequest, describe_call
-from .compaction import (
-    COMPACTION_INSTRUCTIONS,
-    COMPACTION_REQUEST,
-    answer_reserve,
-    checkpoint_content,
-    chunk_lines,
-    chunk_prompt,
-    compaction_input_limit,
-    plan_compaction,
-    transcript_lines,
-)
-from .hooks import HOOK_FEEDBACK_SOURCE, HookGate
+from .config import AgentBusyError, AgentIdleError, TurnResult
+from .hooks import HOOK_FEEDBACK_SOURCE
 from .inbox import REQUEST_DELIMITER, InboxRecord, Placement, thaw
-from .prompt_submit import Allow, Block, PromptSubmission, PromptSubmitHooks
-from .request import estimate_tokens, request_messages, text_tokens
+from .prompt_submit import Allow, Block, PromptSubmission
+from .state import Interrupted
 from .titles import (
     FALLBACK_SOURCE,
     TITLE_INSTRUCTIONS,
@@ -81,93 +48,12 @@ from .titles import (
     fallback_title,
     provider_title_source,
 )
-
-log = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
-
-DEFAULT_SYSTEM_PROMPT = (
-    "You are an assistant working inside a Jupyter notebook session. Be concise and concrete. "
-    "Use the tools you are given when they help; explain what you found."
-)
+from .tool_calls import ToolCalls
+from .window import ContextWindow
 
 
-class AgentBusyError(RuntimeError):
-    """send() was called while a turn is running; use steer() to add to the running turn."""
-
-
-class AgentIdleError(RuntimeError):
-    """steer() was called while no turn is running; use send() to start one."""
-
-
-@dataclass
-class AgentConfig:
-    """Loop settings (hosts expose them as traitlets)."""
-
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    placement: Placement = "separate"
-    max_steps: int = 25
-    #: Compact automatically when the next request would pass this fraction of the context window
-    #: (``None`` turns automatic compaction off).
-    auto_compact_fraction: float | None = 0.8
-    #: Direct prompts kept after a checkpoint (older ones are summarised).
-    compact_keep_recent: int = 1
-    model_titles: bool = True
-    max_tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.placement not in ("separate", "prompt-prefix"):
-            raise ValueError(f"placement must be 'separate' or 'prompt-prefix', got {self.placement!r}")
-        if self.max_steps < 1:
-            raise ValueError("max_steps must be at least 1")
-        if self.auto_compact_fraction is not None and not 0 < self.auto_compact_fraction <= 1:
-            raise ValueError("auto_compact_fraction must be in (0, 1], or None to turn it off")
-
-
-@dataclass
-class TurnResult:
-    """How a turn ended: ``reason`` (completed, interrupted, error, blocked, max-steps) and its text."""
-
-    turn: int
-    reason: str
-    text: str = ""
-    error: str | None = None
-    seqs: list[int] = field(default_factory=list)
-
-
-class _Interrupted(Exception):
-    pass
-
-
-class Agent:
+class Agent(ToolCalls, ContextWindow):
     """Drives one session. Create with :meth:`create` (new session) or :meth:`resume`."""
-
-    def __init__(self, session: SessionLog, writer: SessionWriter | None, store: SessionStore | None,
-                 model: ModelProvider, *, tools: ToolRegistry | None = None, hooks: Any = None,
-                 config: AgentConfig | None = None, approvals: ApprovalPolicy | None = None) -> None:
-        self.session = session
-        self.writer = writer
-        self.store = store
-        self.model = model
-        self.tools = tools if tools is not None else ToolRegistry()
-        self.hooks = hooks
-        self.config = config or AgentConfig()
-        #: Whether each tool call may run. Without a host's policy every call runs ("auto"); the notebook host
-        #: sets its own (mode "ask" by default, one policy per session).
-        self.approvals = approvals if approvals is not None else ApprovalPolicy("auto")
-        self.prompt_submit = PromptSubmitHooks()
-        self._listeners: list[Callable[[ev.AgentEvent], None]] = []
-        self._lock = threading.Lock()
-        self._pending: list[InboxRecord] = []
-        self._running = False
-        self._cancel_event: asyncio.Event | None = None
-        self._tool_cancel: threading.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._turn = sum(1 for e in session.events if e.type == TURN_START)
-        #: The ``SessionStart`` source still to announce to hooks at the first turn (``None``: announced).
-        self._session_start_source: str | None = "startup"
-        if writer is not None:
-            writer.attach(session)
 
     # -- construction --------------------------------------------------------------------------------
     @classmethod
@@ -185,48 +71,6 @@ class Agent:
         agent.writer = writer  # store.open already attached the writer to the log
         agent._session_start_source = "resume"
         return agent
-
-    # -- identity ------------------------------------------------------------------------------------
-    @property
-    def id(self) -> str:
-        return self.session.header.id
-
-    @property
-    def header(self) -> Any:
-        return self.session.header
-
-    @property
-    def cwd(self) -> str | None:
-        return self.session.header.cwd
-
-    @property
-    def busy(self) -> bool:
-        return self._running
-
-    def locate(self) -> Any:
-        return self.store.locate(self.header) if self.store is not None else None
-
-    def title(self) -> str | None:
-        data = self.session.title()
-        return data.get("title") if data else None
-
-    # -- observers -----------------------------------------------------------------------------------
-    def subscribe(self, listener: Callable[[ev.AgentEvent], None]) -> Callable[[], None]:
-        self._listeners.append(listener)
-
-        def dispose() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return dispose
-
-    def _emit(self, event: ev.AgentEvent) -> None:
-        event = mask_fields(event)  # what hosts display never shows a secret value
-        for listener in list(self._listeners):
-            try:
-                listener(event)
-            except Exception:  # a broken display must never break the turn
-                log.exception("agent listener failed")
 
     # -- the inbox -----------------------------------------------------------------------------------
     async def send(self, content: str | Sequence[Mapping[str, Any]], *, contexts: Sequence[Mapping[str, Any]] = (),
@@ -259,15 +103,6 @@ class Agent:
         with self._lock:
             if not self._running:
                 raise AgentIdleError("no turn is running to steer into; send() starts a new turn")
-            self._pending.append(record)
-
-    def inject(self, content: str | Sequence[Mapping[str, Any]], *, source: Mapping[str, Any],
-               meta: Mapping[str, Any] | None = None) -> None:
-        """Queue a synthetic message (host or plugin) for the next step, or the next turn when idle."""
-        if not isinstance(source, Mapping) or source.get("kind") in (None, "user"):
-            raise ValueError("inject() needs a non-user source such as {'kind': 'plugin', 'plugin': 'name'}")
-        record = InboxRecord.create(content, source=source, kind="inject", meta=meta)
-        with self._lock:
             self._pending.append(record)
 
     def cancel(self) -> None:
@@ -309,117 +144,6 @@ class Agent:
         if title and self._title_source_kind() != "user":
             info = self.model.info
             self._write_title(title, provider_title_source(info.provider, info.model), [message_seq])
-
-    async def _complete_text(self, request: ModelRequest) -> str:
-        pieces: list[str] = []
-        async for item in self.model.stream(request):
-            if isinstance(item, TextDelta):
-                pieces.append(item.text)
-        return "".join(pieces)
-
-    # -- compaction ----------------------------------------------------------------------------------
-    async def compact(self, *, keep_recent: int | None = None) -> bool:
-        """Summarise the older surface into a checkpoint; False when there is nothing to compact."""
-        if self._running:
-            raise AgentBusyError("cannot compact while a turn is running; wait for it or interrupt it")
-        self._loop = asyncio.get_running_loop()
-        done = await self._compact(None, keep_recent)
-        self._flush()
-        return done
-
-    async def _compact(self, turn: int | None, keep_recent: int | None) -> bool:
-        plan = plan_compaction(self.session.surface(),
-                               self.config.compact_keep_recent if keep_recent is None else keep_recent)
-        if plan is None:
-            return False
-        compaction_id = str(uuid.uuid4())
-        shadowed_seqs = [e.seq for e in plan.shadowed]
-        history = request_images(request_messages(plan.shadowed), accepts_images=False, load=None)  # text only
-        request = ModelRequest([*history, user_message(COMPACTION_REQUEST)], system=COMPACTION_INSTRUCTIONS,
-                               purpose="compaction")
-        window = self.model.info.context_window
-        if window and estimate_tokens(request.messages, request.system) > compaction_input_limit(window):
-            summary = await self._summarise_in_parts(history, window)
-        else:
-            summary = (await self._complete_text(request)).strip()
-        if not summary:
-            raise ModelError("bad_stream", "the model returned an empty summary; compaction was not applied")
-        start = self.session.append(COMPACTION_START, {"compactionId": compaction_id, "turn": turn})
-        info = self.model.info
-        summary_blocks = [text_block(summary)]
-        summary_event = self.session.append(COMPACTION_SUMMARY, {
-            "compactionId": compaction_id, "summary": summary_blocks, "rawOutput": summary,
-            "shadowedRange": {"start": plan.start, "end": plan.end}, "shadowedSeqs": shadowed_seqs,
-            "shadowedTokenCount": estimate_tokens(history), "provider": info.provider, "model": info.model,
-        })
-        checkpoint = user_message(checkpoint_content(summary), compaction_source(compaction_id))
-        event = self.session.append(USER_MESSAGE, checkpoint, surface_op=ReplaceOp(plan.start, plan.end),
-                                    source_event_seqs=[start.seq, summary_event.seq, *shadowed_seqs])
-        self.session.append(COMPACTION_END, {"compactionId": compaction_id, "turn": turn})
-        self._emit(ev.MessageRecorded(self._turn, event.seq, checkpoint))
-        self._emit(ev.Notice(self._turn, f"compacted {len(shadowed_seqs)} earlier messages into a checkpoint"))
-        return True
-
-    async def _summarise_in_parts(self, history: Sequence[dict[str, Any]], window: int) -> str:
-        """A summary of ``history`` for a window too small to read it at once: part by part, each request
-        carrying the summary so far (see :mod:`.compaction`)."""
-        summary_tokens = max(32, window // 16)
-        overhead = estimate_tokens([user_message(COMPACTION_REQUEST)], COMPACTION_INSTRUCTIONS) + 32
-        part_tokens = max(64, compaction_input_limit(window) - overhead - summary_tokens)
-        parts = chunk_lines(transcript_lines(history, part_tokens), part_tokens)
-        summary = ""
-        for index, part in enumerate(parts):
-            request = ModelRequest(
-                [user_message(chunk_prompt(part, index, len(parts), summary, summary_tokens)),
-                 user_message(COMPACTION_REQUEST)],
-                system=COMPACTION_INSTRUCTIONS, max_tokens=summary_tokens, purpose="compaction")
-            summary = (await self._complete_text(request)).strip() or summary
-        return summary
-
-    def _window_limit(self) -> int | None:
-        """Most estimated tokens a request may carry before the model's window (less room for the answer)."""
-        window = self.model.info.context_window
-        return window - answer_reserve(window) if window else None
-
-    def _request_size(self, messages: Sequence[dict[str, Any]]) -> int:
-        """Estimated tokens of a turn request with ``messages``: they, the system prompt and the tool specs."""
-        tools = sum(text_tokens(f"{s.name} {s.description} {s.parameters!r}") for s in self._tool_specs())
-        return estimate_tokens(messages, self.config.system_prompt) + tools
-
-    def _needs_compaction(self, extra_text: str = "") -> bool:
-        fraction = self.config.auto_compact_fraction
-        window = self.model.info.context_window
-        limit = self._window_limit()
-        if fraction is None or not window or limit is None:
-            return False
-        size = self._request_size(request_messages(self.session.surface())) + text_tokens(extra_text)
-        return size > min(window * fraction, limit)
-
-    async def _fit_window(self, turn: int, extra_text: str = "") -> None:
-        """Compact when the next request would not fit: older turns first, then everything if still too big."""
-        try:
-            await self._compact(turn, None)
-            if self._needs_compaction(extra_text):
-                await self._compact(turn, 0)
-        except ModelError as exc:
-            self._emit(ev.Notice(turn, f"automatic compaction failed: {exc}", "warning"))
-
-    def _prompt_overflow(self, content: Sequence[dict[str, Any]],
-                         contexts: Sequence[Mapping[str, Any]]) -> str | None:
-        """Why a prompt cannot fit the model's window even alone (``None`` when it fits)."""
-        limit = self._window_limit()
-        if limit is None:
-            return None
-        messages = [user_message(list(c.get("content", [])), c.get("source") or {}) for c in contexts]
-        size = self._request_size([*messages, user_message(list(content))])
-        if size <= limit:
-            return None
-        info = self.model.info
-        window = info.context_window or 0
-        what = "the prompt with its referenced sessions" if contexts else "the prompt"
-        return (f"{what} is about {size:,} tokens, but the {info.provider} model {info.model} has a {window:,}-token "
-                f"window (about {limit:,} for the prompt, the rest for the answer); nothing was sent: shorten it, "
-                "reference fewer sessions, or use a model with a larger window")
 
     # -- writing messages ----------------------------------------------------------------------------
     def _record_message(self, content: list[dict[str, Any]], source: Mapping[str, Any],
@@ -498,17 +222,6 @@ class Agent:
             self._cancel_event = None
             self._tool_cancel = None
 
-    def _gate(self) -> HookGate | None:
-        if self.hooks is None:
-            return None
-        return HookGate(self.hooks, self._hook_context, self._emit)
-
-    def _hook_context(self, turn: int | None) -> Any:
-        from ..tools.hooks import HookContext
-
-        return HookContext(header=self.header, locate=self.locate, cwd=self.cwd or ".",
-                           model=self.model.info.model, turn_id=str(turn) if turn is not None else None)
-
     def _drop_queue(self) -> None:
         with self._lock:
             self._pending = [r for r in self._pending if r.kind == "inject"]
@@ -572,7 +285,7 @@ class Agent:
                 step_open = True
                 for queued in pending:
                     self._record_inbox(queued)
-        except (_Interrupted, asyncio.CancelledError) as exc:
+        except (Interrupted, asyncio.CancelledError) as exc:
             self._close_interrupted(turn, step, step_open, open_calls)
             result.reason = "interrupted"
             self._finish(turn, result)
@@ -609,19 +322,6 @@ class Agent:
         with self._lock:
             self._pending = [r for r in records if r.kind == "inject"] + self._pending
 
-    def _check_cancel(self) -> None:
-        if self._cancel_event is not None and self._cancel_event.is_set():
-            raise _Interrupted()
-
-    def _close_open_calls(self, turn: int, step: int, open_calls: dict[str, int], why: str) -> None:
-        for call_id, call_seq in list(open_calls.items()):
-            note = text_block(f"Tool call interrupted: {why}; no result was recorded.")
-            message = tool_result_message(call_id, [note], is_error=True)
-            self.session.append(TOOL_RESULT, {"turn": turn, "step": step, "message": message,
-                                              "error": {"code": "TOOL_OUTCOME_UNKNOWN"}},
-                                source_event_seqs=[call_seq])
-            open_calls.pop(call_id)
-
     def _close_interrupted(self, turn: int, step: int, step_open: bool, open_calls: dict[str, int]) -> None:
         self._close_open_calls(turn, step, open_calls, "the user interrupted the turn")
         if step_open:
@@ -636,32 +336,7 @@ class Agent:
         self._flush()
         self._emit(ev.TurnEnded(turn, result.reason, result.error))
 
-    def _flush(self) -> None:
-        if self.writer is not None:
-            self.writer.flush()
-
     # -- one model step ------------------------------------------------------------------------------
-    def _tool_specs(self) -> list[ToolSpec]:
-        return [ToolSpec(s["name"], s["description"], s["parameters"]) for s in self.tools.specs()]
-
-    def _request(self) -> ModelRequest:
-        """The next step's request: the surface as neutral messages (images loaded for a model that takes
-        them, described for the others), the system prompt and the tools."""
-        messages = request_images(request_messages(self.session.surface()),
-                                  accepts_images=getattr(self.model.info, "accepts_images", False),
-                                  load=self._load_artifact if self.store is not None else None)
-        return ModelRequest(messages, tools=self._tool_specs(), system=self.config.system_prompt,
-                            max_tokens=self.config.max_tokens, purpose="turn")
-
-    def _load_artifact(self, name: str) -> bytes | None:
-        return self.store.load_artifact(self.header, name) if self.store is not None else None
-
-    def _save_artifact(self, name: str, data: bytes) -> None:
-        if self.store is None:
-            raise RuntimeError("this session has no store")
-        self._flush()  # a database keeps artifacts beside a session row that must exist first
-        self.store.save_artifact(self.header, name, data)
-
     async def _model_step(self, turn: int, step: int) -> tuple[str, list[dict[str, Any]]]:
         collector = BlockCollector()
         stream = self.model.stream(self._request(), self._cancel_event)
@@ -685,109 +360,6 @@ class Agent:
         text = blocks_text(blocks)
         self._emit(ev.AssistantMessage(turn, text, event.seq, data.get("usage")))
         return text, [b for b in blocks if b.get("type") == "tool-call"]
-
-    # -- tools ---------------------------------------------------------------------------------------
-    def execution(self, call_id: str, *, background: bool = False) -> ToolExecution:
-        """The context one tool call runs with (also used by hosts running tools themselves)."""
-        header = self.header
-        store = self.store
-        return ToolExecution.create(
-            call_id, header.cwd or ".", header=header,
-            locate=(lambda: store.locate(header)) if store is not None else None,
-            session_dir=store.session_dir(header) if store is not None else None,
-            cancel=self._tool_cancel, background=background,
-        )
-
-    def _describe(self, name: str, arguments: Mapping[str, Any]) -> tuple[str, str]:
-        """What an approval question shows: the tool's own description of the call, else the generic one."""
-        tool = self.tools.get(name)
-        try:
-            described = tool.describe(arguments) if tool is not None else None
-        except Exception:  # a question is still asked, with the generic description
-            described = None
-        return described or describe_call(name, arguments)
-
-    async def _run_tool(self, turn: int, call: dict[str, Any]) -> ToolOutput:
-        name, arguments = call["name"], call["arguments"]
-        self._emit(ev.ToolStarted(turn, call["id"], name, arguments))
-        gate = self._gate()
-        parsed = parse_arguments(arguments)
-        tool_input = parsed if isinstance(parsed, dict) else {}
-        shown, language = self._describe(name, tool_input if isinstance(parsed, dict) else {"arguments": arguments})
-        request = ApprovalRequest(name, call["id"], tool_input, shown, language)
-        hook_verdict = None
-        if gate is not None:
-            answer = await gate.pre_tool(turn, name, tool_input, call["id"])
-            if answer.blocked:
-                denied = ApprovalDecision(False, "hook", reason=answer.reason)
-                return self._refuse(turn, call, request, denied, f"The tool call was not run: {answer.reason}")
-            hook_verdict = answer.verdict
-            if answer.verdict == "ask" and answer.reason:
-                request = ApprovalRequest(name, call["id"], tool_input, shown, language, reason=answer.reason)
-        decision = await self._until_cancelled(
-            self.approvals.decide(request, self.tools.effect(name), hook_verdict))
-        record = decision.to_json(request, self.approvals.mode)
-        if not decision.allowed:
-            return self._refuse(turn, call, request, decision, decision.refusal(request))
-        self._emit(ev.ApprovalDecided(turn, call["id"], name, record))
-        execution = self.execution(call["id"])
-        task = asyncio.ensure_future(self.tools.execute(name, arguments, execution))
-        try:
-            output = await self._until_cancelled(task)
-        except _Interrupted:
-            execution.cancel.set()
-            try:
-                await asyncio.wait_for(task, timeout=5)
-            except (TimeoutError, asyncio.CancelledError, Exception):
-                task.cancel()
-            raise
-        output = replace(output, meta={**output.meta, "approval": record})
-        self._emit(ev.ToolFinished(turn, call["id"], name, output.text, output.is_error))
-        if gate is not None:
-            answer = await gate.post_tool(turn, name, tool_input, call["id"], output.text)
-            for context in answer.contexts:
-                self.inject(context["content"], source=context["source"])
-        return output
-
-    def _refuse(self, turn: int, call: dict[str, Any], request: ApprovalRequest, decision: ApprovalDecision,
-                text: str) -> ToolOutput:
-        """A call that may not run: the refusal is its result (the model reads why; the log keeps who said so)."""
-        record = decision.to_json(request, self.approvals.mode)
-        self._emit(ev.ApprovalDecided(turn, call["id"], call["name"], record))
-        output = ToolOutput(text, is_error=True, meta={"denied": True, "approval": record})
-        self._emit(ev.ToolFinished(turn, call["id"], call["name"], output.text, True))
-        return output
-
-    async def _until_cancelled(self, awaitable: Awaitable[_T]) -> _T:
-        """``awaitable``'s result, or :class:`_Interrupted` (the awaitable cancelled) when the user interrupts."""
-        task = asyncio.ensure_future(awaitable)
-        waiter = asyncio.ensure_future(self._cancel_event.wait()) if self._cancel_event else None
-        try:
-            done, _ = await asyncio.wait([t for t in (task, waiter) if t is not None],
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if waiter is not None:
-                waiter.cancel()
-        if task not in done:
-            if not isinstance(awaitable, asyncio.Future):  # a future the caller owns is the caller's to stop
-                task.cancel()
-            raise _Interrupted()
-        return task.result()
-
-    async def _image_blocks(self, call: dict[str, Any], output: ToolOutput) -> list[dict[str, Any]]:
-        """The blocks recording the output's images (downscaled and saved as artifacts off the event loop)."""
-        if not output.images:
-            return []
-        save = self._save_artifact if self.store is not None else None
-        return await asyncio.to_thread(result_blocks, output.images, save, call.get("name"))
-
-    def _write_tool_result(self, turn: int, step: int, call: dict[str, Any], output: ToolOutput,
-                           call_seq: int, images: Sequence[dict[str, Any]] = ()) -> None:
-        message = tool_result_message(call["id"], [text_block(output.text), *images], is_error=output.is_error)
-        data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
-        if output.meta:
-            data["meta"] = output.meta
-        self.session.append(TOOL_RESULT, data, source_event_seqs=[call_seq])
 
     async def _hook_stop(self, turn: int, text: str, active: bool) -> list[InboxRecord]:
         gate = self._gate()

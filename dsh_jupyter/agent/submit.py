@@ -17,8 +17,9 @@ from typing import Any, Literal
 from ..references import ReferenceTarget, SessionReferenceResolver, parse_session_reference_text
 from ..references.variables import VariableSnapshots
 from ..session.messages import text_block
+from .config import AgentBusyError, AgentIdleError, TurnResult
 from .inbox import Placement
-from .loop import Agent, AgentBusyError, AgentIdleError, TurnResult
+from .loop import Agent
 
 #: How often a prompt may bounce between "just ended" and "just started" before we give up (never in practice).
 _DISPATCH_ATTEMPTS = 8

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from ..tools.base import ToolRegistry
     from ..tools.env import ProcessEnv, ShellEnvRegistry
     from ..tools.hooks import HookRunner
-    from .workspace.cells import ExecutedCell, KernelRecord
+    from .workspace.cell_runner import ExecutedCell
+    from .workspace.kernel_record import KernelRecord
     from .workspace.notebook_tools import LiveSource, Workspace
 
 log = logging.getLogger(__name__)
@@ -283,7 +284,8 @@ class NotebookHost:
         """Start recording the cells this kernel executes (once); returns the disposer that stops it."""
         if self.shell is None:
             return lambda: None
-        from .workspace.cells import CellRunner, KernelRecord
+        from .workspace.cell_runner import CellRunner
+        from .workspace.kernel_record import KernelRecord
 
         record = self.kernel_record
         if record is None:
@@ -293,8 +295,8 @@ class NotebookHost:
         return record.uninstall
 
     def execute_cell(self, source: str, cell_id: str | None, timeout: float) -> ExecutedCell:
-        """Run ``source`` as the cell ``cell_id`` (see :func:`~.cells.execute_cell`), on the right thread:
-        the kernel's main thread while a foreground cell waits, else under :attr:`kernel_lock`."""
+        """Run ``source`` as the cell ``cell_id`` (see :func:`~.workspace.cell_runner.execute_cell`), on the right
+        thread: the kernel's main thread while a foreground cell waits, else under :attr:`kernel_lock`."""
         record = self.kernel_record
         if record is None or record.runner is None:
             raise HostError("cells can only be run once the extension is loaded (%load_ext dsh_jupyter)")
@@ -318,7 +320,7 @@ class NotebookHost:
 
     def _agent_config(self) -> AgentConfig:
         from ..agent import AgentConfig
-        from ..agent.loop import DEFAULT_SYSTEM_PROMPT
+        from ..agent.config import DEFAULT_SYSTEM_PROMPT
 
         s = self.settings
         return AgentConfig(

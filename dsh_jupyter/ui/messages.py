@@ -348,7 +348,7 @@ NO_VARIABLE = "no variable of that name"
 # --- the one entry point ------------------------------------------------------------------------------------
 def describe(error: BaseException, said: Said | None = None) -> str:
     """One line for any error a ``%%dsh`` or ``%dsh`` command can meet, in the user's terms."""
-    from ..agent.loop import AgentBusyError, AgentIdleError
+    from ..agent.config import AgentBusyError, AgentIdleError
     from ..models.base import ModelError
     from ..references import SessionReferenceError
     from ..session import SessionError

@@ -238,6 +238,17 @@ export function displayText(value: unknown): string {
 }
 
 /**
+ * A multi-line display form (`escapeText`) of any value that should have been a string: the message
+ * bodies, tool arguments and results the anywidget views show.
+ */
+export function displayBody(value: unknown): string {
+  if (value === null || value === undefined) {
+    return '';
+  }
+  return escapeText(typeof value === 'string' ? value : String(value));
+}
+
+/**
  * Create an element whose text is `text`, set through `textContent` (never parsed as HTML).
  */
 export function textElement<K extends keyof HTMLElementTagNameMap>(

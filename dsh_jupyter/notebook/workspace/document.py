@@ -4,7 +4,7 @@ Two views implement :class:`NotebookDocument`:
 
 - the **live** document of JupyterLab and Notebook 7 (unsaved edits included), which the dsh-jupyter
   front-end extension serves over a kernel comm (:mod:`.live_document`);
-- the **kernel** record (:mod:`.cells`): the cells this kernel executed, gathered from IPython's execution
+- the **kernel** record (:mod:`.kernel_record`): the cells this kernel executed, gathered from IPython's execution
   events and display publisher. It answers everywhere (VS Code, nbclient, papermill, terminal IPython),
   but it only knows what ran, and it can take at most new cells (through ``set_next_input``).
 
@@ -139,3 +139,15 @@ class NotebookDocument(Protocol):
     def run(self, cell_id: str, timeout: float) -> RunResult:
         """Run one cell and return it with its new outputs; raises :class:`NotebookError`."""
         ...
+
+
+def missing_cell(cell_id: str, view: View) -> str:
+    """What the agent is told about an id that is not (or no longer) in the notebook."""
+    where = "the live notebook" if view == "live" else "the kernel's record of executed cells"
+    return (f"there is no cell with id {cell_id!r} in {where} (it was deleted, or the id is not one "
+            "notebook_read gave); nothing was changed — read the notebook again for the current ids")
+
+
+def is_dsh_cell(source: str) -> bool:
+    """Whether ``source`` is a ``%%dsh`` prompt cell."""
+    return source.lstrip().startswith("%%dsh")

@@ -14,7 +14,7 @@ one used last (a tab says so when its notebook becomes the current one, or its p
 edit is shown and applied once. A tab that does not answer a request within its wait is set aside (until it
 sends anything again: a kernel whose replies wait for the main thread hears them late) and the next is
 asked. A frontend without the extension (VS Code, nbclient, papermill) never opens a comm:
-:meth:`LiveConnections.document` is then ``None`` and the tools use the kernel's own record (:mod:`.cells`).
+:meth:`LiveConnections.document` is then ``None`` and the tools use the kernel's own record (:mod:`.kernel_record`).
 A panel that opens its comm before ``%load_ext`` is refused by the kernel (ipykernel logs "No such comm
 target" in the kernel's log) and connects at the ping.
 
@@ -48,7 +48,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .cells import is_dsh_cell, missing_cell, output_from_json
 from .document import (
     AppliedEdit,
     Cell,
@@ -59,7 +58,10 @@ from .document import (
     NotebookSnapshot,
     RunResult,
     View,
+    is_dsh_cell,
+    missing_cell,
 )
+from .outputs import output_from_json
 
 if TYPE_CHECKING:
     from ...agent.approvals import ApprovalDecision, ApprovalRequest, Approver
@@ -98,7 +100,7 @@ class CommLike(Protocol):
 
 
 class CellRun(Protocol):
-    """What running a cell's source gives back (:class:`.cells.ExecutedCell`): the cell as recorded, with
+    """What running a cell's source gives back (:class:`.cell_runner.ExecutedCell`): the cell as recorded, with
     its execution count and outputs, and the run's nbformat outputs for the browser."""
 
     @property

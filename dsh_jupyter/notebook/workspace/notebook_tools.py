@@ -2,7 +2,7 @@
 
 Which document the tools use is :class:`Workspace`'s choice: the **live** document when the live source says
 one is connected (JupyterLab / Notebook 7 with the extension), else the **kernel** record of executed cells
-(:class:`~.cells.KernelRecord`). The host holds both:
+(:class:`~.kernel_record.KernelRecord`). The host holds both:
 
 - ``host.kernel_record``: the kernel's record (installed at ``%load_ext``);
 - ``host.live_source``: a :class:`LiveSource` or ``None``. The live document module sets it; its
@@ -10,7 +10,7 @@ one is connected (JupyterLab / Notebook 7 with the extension), else the **kernel
   frontend is connected (then the kernel record answers);
 - ``host.execute_cell(source, cell_id, timeout)``: runs a source as that cell (on the kernel's main thread
   while a foreground cell waits, else under the kernel execution lock) and returns an
-  :class:`~.cells.ExecutedCell` with the recorded cell and its nbformat outputs; the live document's ``run``
+  :class:`~.cell_runner.ExecutedCell` with the recorded cell and its nbformat outputs; the live document's ``run``
   uses it and puts the outputs into the browser's cell.
 
 The tools call the document's ``read``, ``apply`` and ``run`` on a worker thread (never the kernel's main
@@ -31,7 +31,7 @@ from ...clip import capped
 from ...images import ToolImage
 from ...tools.base import Tool, ToolExecution, ToolOutput
 from ..protocols import MainThreadRunner
-from .cells import DEFAULT_RUN_TIMEOUT, KernelRecord, is_dsh_cell, missing_cell
+from .cell_runner import DEFAULT_RUN_TIMEOUT
 from .document import (
     Cell,
     CellNotFound,
@@ -40,8 +40,11 @@ from .document import (
     NotebookDocument,
     NotebookError,
     NotebookSnapshot,
+    is_dsh_cell,
+    missing_cell,
 )
 from .edits import EDIT_META_KEY, edit_record
+from .kernel_record import KernelRecord
 
 MAX_READ_CHARS = 30_000
 MAX_SOURCE_CHARS = 4_000

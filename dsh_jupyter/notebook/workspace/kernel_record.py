@@ -1,4 +1,4 @@
-"""The kernel's record of the cells it executed, and running a source as a real cell (:func:`execute_cell`).
+"""The kernel's record of the cells it executed: the ``"kernel"`` view of the notebook.
 
 :class:`KernelRecord` is the ``"kernel"`` view of :class:`~.document.NotebookDocument`. It answers in every
 frontend (VS Code, nbclient, papermill, terminal IPython) because it only listens to the kernel itself:
@@ -19,43 +19,19 @@ noted by size). A re-run of a cell id replaces its entry and moves it to the end
 ``%%dsh`` cells are recorded with their source (the agent should see what the user asked) but not their own
 output.
 
-:func:`execute_cell` runs a source as a cell would. It uses ``shell.run_cell(source, store_history=True,
-cell_id=...)``, nested inside the running ``%%dsh`` magic. Measured in ipykernel 7.4 / IPython 9.18
-(tests/test_notebook_cells.py, the kernel test): the nested call works because ``run_cell`` is re-entrant
-for synchronous code (the builtin and display traps count their nesting, ``displayhook.exec_result`` is set
-and reset around the inner run only); it applies IPython's transforms and magics, shows a final expression's
-value, counts as an execution (``In``/``Out`` and the execution count advance) and fires the cell events, so
-this record is updated under the given id by the same code as any cell. Its outputs are captured instead of
-reaching the running cell: display messages through the publisher hook (which returns ``None``), the
-``execute_result`` by suppressing the displayhook's send, stream writes by the wrapper and the error by the
-``_showtraceback`` wrapper. Two caveats, written down here so nobody re-measures them: a cell with a top-level
-``await`` cannot be run this way (the kernel's event loop is already running: the cell fails with
-``RuntimeError: This event loop is already running`` and the kernel carries on; the tool says why), and
-the running ``%%dsh`` cell's execute_reply reports the latest execution count, so the frontend numbers it
-after the cells it ran. Alternatives considered: ``exec`` of the transformed source (as the
-``python`` tool does) would not count as an execution nor fire the events; sending an ``execute_request`` to
-the kernel's own shell channel would wait for the running ``%%dsh`` cell to end, which waits for the tool.
-
-Threads (:class:`CellRunner`): during a foreground ``%%dsh`` cell the source runs on the kernel's main thread
-(through ``host.main_thread_calls``), where ``timeout`` interrupts it and the user's Stop interrupts it and
-ends the turn; during a ``--bg`` turn it runs on the caller's thread under the kernel execution lock shared
-with the ``python`` tool (no timeout there: a thread cannot be interrupted).
+While :func:`~.cell_runner.execute_cell` runs a source as a cell, :meth:`KernelRecord.capturing` keeps that
+run's outputs from the running ``%%dsh`` cell and collects them (see :mod:`.cell_runner` for how and why).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import concurrent.futures
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any
 
-from ..protocols import MainThreadRunner
 from .document import (
     AppliedEdit,
     Cell,
@@ -63,86 +39,25 @@ from .document import (
     CellOutput,
     Edit,
     EditsUnsupported,
-    ImageData,
     NotebookError,
     NotebookSnapshot,
     RunResult,
     View,
+    is_dsh_cell,
+    missing_cell,
 )
+from .outputs import image_outputs, plain_text, trim_traceback
+
+if TYPE_CHECKING:
+    from .cell_runner import CellRunner
 
 MAX_CELLS = 200
 MAX_OUTPUT_CHARS = 20_000
 MAX_IMAGE_BYTES = 8_000_000
-MAX_TRACEBACK_LINES = 40
 MAX_CAPTURED_STREAM_CHARS = 1_000_000  # printed text execute_cell hands on for the browser cell
-DEFAULT_RUN_TIMEOUT = 120.0
-
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
-_IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 
 #: Where the agent can add cells when this frontend takes no direct edits (said in refusals).
 LIVE_FRONTENDS = "JupyterLab or Notebook 7 with the dsh-jupyter extension"
-
-
-def strip_ansi(text: str) -> str:
-    """``text`` without terminal colour codes."""
-    return _ANSI.sub("", text)
-
-
-def trim_traceback(lines: list[str] | tuple[str, ...], limit: int = MAX_TRACEBACK_LINES) -> tuple[str, ...]:
-    """Traceback text lines, ANSI removed, at most ``limit`` lines (the start and the end are kept)."""
-    text = "\n".join(strip_ansi(str(line)) for line in lines)
-    flat = [line.rstrip() for line in text.splitlines()]
-    while flat and not flat[-1]:
-        flat.pop()
-    if len(flat) <= limit:
-        return tuple(flat)
-    head = limit // 4
-    tail = limit - head - 1
-    return (*flat[:head], f"… ({len(flat) - head - tail} traceback lines not shown)", *flat[-tail:])
-
-
-def missing_cell(cell_id: str, view: View) -> str:
-    """What the agent is told about an id that is not (or no longer) in the notebook."""
-    where = "the live notebook" if view == "live" else "the kernel's record of executed cells"
-    return (f"there is no cell with id {cell_id!r} in {where} (it was deleted, or the id is not one "
-            "notebook_read gave); nothing was changed — read the notebook again for the current ids")
-
-
-def is_dsh_cell(source: str) -> bool:
-    """Whether ``source`` is a ``%%dsh`` prompt cell."""
-    return source.lstrip().startswith("%%dsh")
-
-
-class KernelShell(Protocol):
-    """The parts of IPython's shell the record listens to (ipykernel's seams are looked up as present)."""
-
-    @property
-    def events(self) -> Any: ...
-
-    @property
-    def execution_count(self) -> int: ...
-
-
-def _image_outputs(bundle: Mapping[str, Any]) -> tuple[ImageData, ...]:
-    images: list[ImageData] = []
-    for mime in _IMAGE_MIMES:
-        payload = bundle.get(mime)
-        if isinstance(payload, bytes):
-            images.append(ImageData(mime, payload))
-        elif isinstance(payload, str):
-            try:
-                images.append(ImageData(mime, base64.b64decode(payload, validate=False)))
-            except (binascii.Error, ValueError):
-                continue
-    return tuple(images)
-
-
-def _plain(bundle: Mapping[str, Any]) -> str:
-    text = bundle.get("text/plain", "")
-    if isinstance(text, list):
-        text = "".join(str(part) for part in text)
-    return str(text)
 
 
 @dataclass
@@ -203,8 +118,8 @@ class _Entry:
 
 
 @dataclass
-class _Capture:
-    """Outputs of one :func:`execute_cell` run, kept from the running cell (nbformat output dicts)."""
+class Capture:
+    """Outputs of one :func:`~.cell_runner.execute_cell` run, kept from the running cell (nbformat output dicts)."""
 
     thread: int
     outputs: list[dict[str, Any]] = field(default_factory=list)
@@ -229,19 +144,6 @@ class _Capture:
             outputs.append({"output_type": "stream", "name": name, "text": text})
 
 
-@dataclass(frozen=True)
-class ExecutedCell:
-    """What :func:`execute_cell` hands back: the recorded cell, nbformat outputs, and how the run ended."""
-
-    cell: Cell
-    outputs: tuple[dict[str, Any], ...]
-    status: Literal["ok", "error", "interrupted", "timeout"]
-
-    @property
-    def interrupted(self) -> bool:
-        return self.status in ("interrupted", "timeout")
-
-
 class KernelRecord:
     """The cells this kernel executed (the ``"kernel"`` view), recorded from IPython's events and outputs."""
 
@@ -255,7 +157,7 @@ class KernelRecord:
         self._lock = threading.RLock()
         # Per thread, a stack of running cells (execute_cell nests a cell in the running one) and their streams.
         self._local = threading.local()
-        self._capture: _Capture | None = None
+        self._capture: Capture | None = None
         self._inserted_for: _Entry | None = None  # the running cell that already asked for a next cell
         self._main_stack: list[_Entry | None] = []
         self._installed = False
@@ -394,7 +296,7 @@ class KernelRecord:
         entry = self._running()
         if entry is None or entry.dsh:
             return
-        output = CellOutput("result", _plain(format_dict), images=_image_outputs(format_dict),
+        output = CellOutput("result", plain_text(format_dict), images=image_outputs(format_dict),
                             execution_count=count if isinstance(count, int) else entry.execution_count)
         with self._lock:
             entry.add(output, self.max_output_chars)
@@ -409,7 +311,7 @@ class KernelRecord:
             if entry is not None and not entry.dsh and kind == "display_data":
                 bundle = content.get("data", {})
                 with self._lock:
-                    entry.add(CellOutput("display", _plain(bundle), images=_image_outputs(bundle)),
+                    entry.add(CellOutput("display", plain_text(bundle), images=image_outputs(bundle)),
                               self.max_output_chars)
             if not captured or capture is None or kind == "update_display_data":
                 return msg  # an update of an earlier display still reaches it
@@ -578,9 +480,9 @@ class KernelRecord:
 
     # -- execute_cell's capture ---------------------------------------------------------------------
     @contextmanager
-    def capturing(self) -> Iterator[_Capture]:
+    def capturing(self) -> Iterator[Capture]:
         """Within: outputs made on this thread are kept from the running cell and collected."""
-        capture = _Capture(threading.get_ident())
+        capture = Capture(threading.get_ident())
         hooked = False
         display_pub = getattr(self.shell, "display_pub", None)
         with self._lock:
@@ -609,140 +511,3 @@ def _restore(owner: Any, name: str, wrapper: Callable[..., Any]) -> None:
     if owner.__dict__.get(name) is wrapper:
         del owner.__dict__[name]
 
-
-# -- running a cell -----------------------------------------------------------------------------------
-def execute_cell(record: KernelRecord, source: str, *, cell_id: str | None = None,
-                 timeout: float = DEFAULT_RUN_TIMEOUT) -> ExecutedCell:
-    """Run ``source`` as a real cell of ``record``'s shell, on the current thread, capturing its outputs.
-
-    The caller chooses the thread (see :class:`CellRunner`). On the main thread a run longer than ``timeout``
-    seconds is interrupted (``status`` ``"timeout"``); an interrupt of the kernel gives ``"interrupted"``.
-    """
-    import _thread
-
-    shell = record.shell
-    cell_id = cell_id or None
-    state = {"running": True, "timed_out": False}
-    guard = threading.Lock()
-    timer: threading.Timer | None = None
-    if threading.current_thread() is threading.main_thread() and timeout > 0:
-        def expire() -> None:
-            with guard:
-                if state["running"]:
-                    state["timed_out"] = True
-                    _thread.interrupt_main()
-
-        timer = threading.Timer(timeout, expire)
-        timer.daemon = True
-    status: Literal["ok", "error", "interrupted", "timeout"] = "ok"
-    result: Any = None
-    with record.capturing() as capture:
-        try:
-            if timer is not None:
-                timer.start()
-            try:
-                result = shell.run_cell(source, store_history=True, cell_id=cell_id)
-            finally:
-                with guard:
-                    state["running"] = False
-                if timer is not None:
-                    timer.cancel()
-        except KeyboardInterrupt:
-            status = "interrupted"
-    error = None if result is None else (getattr(result, "error_in_exec", None)
-                                         or getattr(result, "error_before_exec", None))
-    if isinstance(error, KeyboardInterrupt):
-        status = "interrupted"
-    elif error is not None:
-        status = "error"
-    if state["timed_out"] and status == "interrupted":
-        status = "timeout"
-    count = getattr(result, "execution_count", None)
-    recorded = record.get(cell_id) if cell_id else None
-    if recorded is None and isinstance(count, int):
-        recorded = record.get(f"exec-{count}")
-    if recorded is None:  # the record is not listening (or dropped it): build the cell from the capture
-        recorded = Cell(cell_id or f"exec-{count}", "code", source, count if isinstance(count, int) else None,
-                        tuple(o for o in map(output_from_json, capture.outputs) if o is not None))
-    return ExecutedCell(recorded, tuple(capture.outputs), status)
-
-
-def _joined(value: Any) -> str:
-    """nbformat text: a string, or a list of strings to join (anything else: empty)."""
-    if isinstance(value, list):
-        return "".join(str(part) for part in value)
-    return value if isinstance(value, str) else ""
-
-
-def output_from_json(output: Mapping[str, Any]) -> CellOutput | None:
-    """One nbformat output (a run's capture, or a cell the browser sent) as the agent reads it; ``None`` for a
-    shape that is not an output. Colours are removed; images are decoded (bad base64 is left out)."""
-    kind = output.get("output_type")
-    if kind == "stream":
-        name = output.get("name")
-        return CellOutput("stream", strip_ansi(_joined(output.get("text"))),
-                          name=name if isinstance(name, str) else "stdout")
-    if kind == "error":
-        ename, evalue = str(output.get("ename", "")), strip_ansi(str(output.get("evalue", "")))
-        traceback = output.get("traceback")
-        lines = trim_traceback([str(line) for line in traceback]) if isinstance(traceback, list) else ()
-        return CellOutput("error", f"{ename}: {evalue}", ename=ename, evalue=evalue, traceback=lines)
-    if kind not in ("execute_result", "display_data"):
-        return None
-    data = output.get("data")
-    data = {mime: _joined(value) if isinstance(value, list) else value
-            for mime, value in data.items()} if isinstance(data, Mapping) else {}
-    count = output.get("execution_count")
-    return CellOutput("result" if kind == "execute_result" else "display", strip_ansi(_plain(data)),
-                      images=_image_outputs(data),
-                      execution_count=count if kind == "execute_result" and isinstance(count, int) else None)
-
-
-class RunnerHost(Protocol):
-    """Where :class:`CellRunner` finds the main-thread runner (set while a foreground cell waits), and how it
-    stops the turn when the user interrupts the kernel during a run (Stop means stop, not "next tool")."""
-
-    @property
-    def main_thread_calls(self) -> MainThreadRunner | None: ...
-
-    def cancel(self) -> None: ...
-
-
-class CellRunner:
-    """Runs sources as cells on the right thread: the main thread while a foreground ``%%dsh`` cell waits
-    (it pumps ``host.main_thread_calls``), else the caller's thread under ``lock`` (the kernel execution lock
-    the ``python`` tool shares)."""
-
-    def __init__(self, record: KernelRecord, host: RunnerHost, lock: threading.Lock) -> None:
-        self.record = record
-        self.host = host
-        self.lock = lock
-
-    def execute(self, source: str, cell_id: str | None, timeout: float) -> ExecutedCell:
-        def run() -> ExecutedCell:
-            return execute_cell(self.record, source, cell_id=cell_id, timeout=timeout)
-
-        if threading.current_thread() is threading.main_thread():
-            return run()
-        calls = self.host.main_thread_calls
-        if calls is not None:
-            future = calls.submit(run)
-            try:
-                executed = future.result(timeout=timeout + 30)
-            except concurrent.futures.TimeoutError:
-                raise NotebookError(f"the cell did not finish within {timeout:g} seconds") from None
-            except KeyboardInterrupt:
-                executed = self._interrupted(source, cell_id)
-            if executed.status == "interrupted":  # the user pressed Stop while the cell ran: end the turn too
-                self.host.cancel()
-            return executed
-        if not self.lock.acquire(timeout=timeout):
-            raise NotebookError("the kernel is busy running other agent code; try again when it finishes")
-        try:
-            return run()
-        finally:
-            self.lock.release()
-
-    def _interrupted(self, source: str, cell_id: str | None) -> ExecutedCell:
-        cell = self.record.get(cell_id) if cell_id else None
-        return ExecutedCell(cell or Cell(cell_id or "", "code", source), (), "interrupted")
