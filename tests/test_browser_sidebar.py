@@ -38,6 +38,8 @@ SECOND = "work/second.ipynb"
 PLAIN = "work/plain.ipynb"
 SIDEBAR = "#dsh-jupyter-chat"
 INPUT = f"{SIDEBAR} .dsh-sidebar-chat:not(.lm-mod-hidden) .dsh-sidebar-input"
+#: The second notebook's prompts: one from a cell, one from the sidebar.
+SECOND_PROMPTS = ["Hello from a cell", "Hello from the second notebook"]
 PROPOSE = '/tool notebook_edit {"action": "insert", "cell_id": "cell-x", "source": "y = x + 1"}'
 
 
@@ -90,6 +92,28 @@ class Sidebar:
     def type(self, text: str) -> None:
         self.input.click()
         self.page.keyboard.type(text)
+
+    def send(self, text: str) -> None:
+        """Type ``text`` into the prompt box and send it with Ctrl+Enter."""
+        self.type(text)
+        self.page.keyboard.press("Control+Enter")
+
+    def question(self) -> Any:
+        """The agent's question, once it shows in the sidebar."""
+        from playwright.sync_api import expect
+
+        card = self.chat.locator(".dsh-approval-card:not([hidden])")
+        expect(card).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        return card
+
+    def answered(self) -> Any:
+        """The last answer, once it shows, after the turn ended."""
+        from playwright.sync_api import expect
+
+        answer = self.chat.locator(".dsh-chat-assistant").last
+        expect(answer).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        self.idle()
+        return answer
 
     def idle(self) -> None:
         from playwright.sync_api import expect
@@ -162,8 +186,7 @@ def test_the_sidebar_chats_with_the_notebooks_agent(
         # The button sends; the agent's question is answered in the sidebar.
         side.type("/bash echo sidebar-$((6*7))")
         side.chat.locator("button.dsh-sidebar-send").click()
-        question = side.chat.locator(".dsh-approval-card:not([hidden])")
-        expect(question).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        question = side.question()
         expect(question).to_contain_text("echo sidebar-$((6*7))")
         side.screenshot(request, "2-question")
         question.locator("button.dsh-approval-once").click()
@@ -201,11 +224,8 @@ def test_the_sidebar_chats_with_the_notebooks_agent(
         side.idle()
 
         # Stop ends a running turn.
-        side.type("/bash sleep 60")
-        page.keyboard.press("Control+Enter")
-        question = side.chat.locator(".dsh-approval-card:not([hidden])")
-        expect(question).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
-        question.locator("button.dsh-approval-once").click()
+        side.send("/bash sleep 60")
+        side.question().locator("button.dsh-approval-once").click()
         stop = side.chat.locator("button.dsh-chat-stop")
         expect(stop).to_be_visible()
         expect(side.chat.locator("button.dsh-sidebar-send")).to_have_text("Steer")
@@ -229,10 +249,8 @@ def test_switching_notebooks_switches_the_panel_and_a_reload_restores_it(
         side.ready()
         expect(side.chat.locator(".dsh-chat-notice").first).to_contain_text("Earlier in this session")
         expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(["Hello from a cell"])
-        side.type("Hello from the second notebook")
-        page.keyboard.press("Control+Enter")
-        expect(side.chat.locator(".dsh-chat-assistant").last).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
-        side.idle()
+        side.send("Hello from the second notebook")
+        side.answered()
         second_session = side.chat.locator(".dsh-chat-details").inner_text()
 
         if server.app == "lab":  # one page holds both notebooks: the panel follows the active one
@@ -250,14 +268,14 @@ def test_switching_notebooks_switches_the_panel_and_a_reload_restores_it(
             side.screenshot(request, "5-first-notebook")
             page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="second.ipynb").click()
             expect(side.chat.locator(".dsh-sidebar-heading")).to_have_text("second.ipynb")
-            expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(["Hello from a cell", "Hello from the second notebook"])
+            expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(SECOND_PROMPTS)
             expect(side.chat.locator(".dsh-chat-details")).to_have_text(second_session)
 
         # A reloaded page shows the conversation the kernel kept.
         watch.dialogs.clear()
         reloaded = NotebookPage(page, server, SECOND).open()
         side = Sidebar(reloaded).open()
-        expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(["Hello from a cell", "Hello from the second notebook"],
+        expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(SECOND_PROMPTS,
                                                                  timeout=KERNEL_TIMEOUT_MS)
         expect(side.chat.locator(".dsh-chat-assistant")).to_have_count(2)
         side.screenshot(request, "6-reloaded")
@@ -280,15 +298,10 @@ def test_a_kernel_without_dsh_a_restart_mid_turn_and_no_kernel_say_what_to_do(
         side.ready()
 
         # A restart while a turn runs: the sidebar says the turn ended with the kernel.
-        side.type("First turn, saved")
-        page.keyboard.press("Control+Enter")
-        expect(side.chat.locator(".dsh-chat-assistant").last).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
-        side.idle()
-        side.type("/bash sleep 60")
-        page.keyboard.press("Control+Enter")
-        question = side.chat.locator(".dsh-approval-card:not([hidden])")
-        expect(question).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
-        question.locator("button.dsh-approval-once").click()
+        side.send("First turn, saved")
+        side.answered()
+        side.send("/bash sleep 60")
+        side.question().locator("button.dsh-approval-once").click()
         expect(side.chat.locator("button.dsh-chat-stop")).to_be_visible()
         short_id = side.chat.locator(".dsh-chat-details").inner_text().split(" · ")[0]
         status, _ = server.request("POST", f"api/kernels/{_kernel_id(server, PLAIN)}/restart", timeout=60)
@@ -302,10 +315,8 @@ def test_a_kernel_without_dsh_a_restart_mid_turn_and_no_kernel_say_what_to_do(
         side.screenshot(request, "8b-resumed")
         expect(side.chat.locator(".dsh-chat-details")).to_contain_text(short_id)  # the session was resumed
         expect(side.chat.locator(".dsh-chat-user .dsh-chat-text").first).to_have_text("First turn, saved")
-        side.type("Still there?")
-        page.keyboard.press("Control+Enter")
-        expect(side.chat.locator(".dsh-chat-assistant").last).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
-        side.idle()
+        side.send("Still there?")
+        side.answered()
 
         # No kernel: the sidebar says to choose one.
         status, _ = server.request("DELETE", f"api/sessions/{_session_id(server, PLAIN)}", timeout=60)
@@ -330,10 +341,8 @@ def test_the_sidebar_in_the_dark_theme(
             nb.run(1)  # x, for the chip
             side = Sidebar(nb).open()
             side.ready()
-            side.type("/bash echo dark")
-            page.keyboard.press("Control+Enter")
-            question = side.chat.locator(".dsh-approval-card:not([hidden])")
-            expect(question).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+            side.send("/bash echo dark")
+            question = side.question()
             side.screenshot(request, "10-dark-question")
             question.locator("button.dsh-approval-once").click()
             side.idle()
