@@ -199,3 +199,13 @@ def test_the_sidebar_asks_for_variables_over_its_own_comm(host: SidebarHost, cha
     assert chats.answer({"kind": "variables", "query": "d", "limit": 7}) == {
         "kind": "variables", "variables": [{"name": "df", "query": "d", "limit": "7"}]}
     assert chats.answer({"kind": "variables", "query": 3})["variables"][0]["query"] == ""  # type: ignore[index]
+
+
+def test_the_sidebar_panel_is_the_transcript_with_questions_under_it(host: SidebarHost, chats: SidebarChats) -> None:
+    from dsh_jupyter.ui.approval_widget import ApprovalWidget
+
+    panel = chats.panel()
+    assert panel.children == (panel.transcript,)  # the sidebar brings its own prompt box
+    question = ApprovalWidget()
+    panel._show_question(question)
+    assert panel.children == (panel.transcript, question)
