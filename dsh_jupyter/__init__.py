@@ -2,6 +2,9 @@
 
 ``%load_ext dsh_jupyter`` registers the ``%%dsh`` and ``%dsh`` magics. Nothing heavy (model SDKs,
 widgets) is imported until it is used.
+
+The hooks import the IPython host (:mod:`dsh_jupyter.notebook.extension`) when IPython calls them:
+``import dsh_jupyter`` alone (the CLI, the server extension) never loads it.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@
 
 Each notebook runs with nbclient on a real kernel, in its own working folder under ``--out`` (so its
 ``.dsh/sessions`` store lands there), and the executed copy is written beside it.
+
+nbformat and nbclient are imported when the demo notebook is built, not with the module.
 """
 
 from __future__ import annotations

@@ -18,10 +18,14 @@ The session log never holds image bytes. It holds an **image block** referring t
 request the agent loop gives models that accept images (their :class:`~dsh_jupyter.models.base.ModelInfo`
 says so) a copy of the block with ``data`` (base64) loaded from the artifact, and every other model the
 :func:`describe_image` text instead. Pillow is imported only when an image is prepared.
+
+The artifact store's naming rule is imported with the first image saved: this module is on the
+``%load_ext`` path, the store is not.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import re
@@ -32,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PillowImage
+
+    from .session.messages import ImageBlock, TextBlock
 
 
 @dataclass(frozen=True)
@@ -214,12 +220,13 @@ def _encode(image: PillowImage) -> tuple[bytes, str]:
 
 
 def image_block(image: PreparedImage, *, artifact: str | None, tool: str | None = None,
-                unavailable: str | None = None) -> dict[str, Any]:
+                unavailable: str | None = None) -> ImageBlock:
     """The log's image block for ``image`` (see the module docstring); never the bytes."""
-    block: dict[str, Any] = {"type": IMAGE_BLOCK}
-    if artifact is not None:
-        block["artifact"] = artifact
-    block.update({"mediaType": image.mime, "width": image.width, "height": image.height, "bytes": len(image.data)})
+    size = len(image.data)
+    block: ImageBlock = (
+        {"type": "image", "artifact": artifact, "mediaType": image.mime, "width": image.width,
+         "height": image.height, "bytes": size} if artifact is not None else
+        {"type": "image", "mediaType": image.mime, "width": image.width, "height": image.height, "bytes": size})
     if image.resized:
         block["originalWidth"], block["originalHeight"] = image.original_width, image.original_height
     if tool:
@@ -282,12 +289,13 @@ LoadArtifact = Callable[[str], "bytes | None"]
 MAX_REQUEST_IMAGES = 8
 
 
-def result_blocks(images: Iterable[ToolImage], save: SaveArtifact | None, tool: str | None) -> list[dict[str, Any]]:
+def result_blocks(images: Iterable[ToolImage], save: SaveArtifact | None,
+                  tool: str | None) -> list[TextBlock | ImageBlock]:
     """The blocks recording a tool's ``images`` in the log: one image block each (the prepared image saved
     as an artifact through ``save``), or a text note when an image cannot be used. Never raises."""
     from .store.artifacts import artifact_name
 
-    blocks: list[dict[str, Any]] = []
+    blocks: list[TextBlock | ImageBlock] = []
     for image in images:
         prepared = prepare(image.mime, image.data)
         if isinstance(prepared, ImageProblem):
@@ -314,8 +322,6 @@ def request_images(messages: Sequence[dict[str, Any]], *, accepts_images: bool, 
     blocks carry ``data`` (base64 of the artifact); every other image block becomes its
     :func:`describe_image` text. Messages without images are passed through as they are (never copied or
     changed: they are the log's own dicts)."""
-    import base64
-
     budget = limit if accepts_images and load is not None else 0
     out: list[dict[str, Any]] = []
     for message in reversed(messages):

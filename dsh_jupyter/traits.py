@@ -1,4 +1,8 @@
-"""Traitlet types shared by the notebook's options and the server extension's (both hold a PostgreSQL DSN)."""
+"""Traitlet types shared by the notebook's options and the server extension's (both hold a PostgreSQL DSN).
+
+The DSN masking rule (:mod:`dsh_jupyter.store.postgres`) is imported when a DSN is shown: the options
+load at ``%load_ext``, the store does not.
+"""
 
 from __future__ import annotations
 

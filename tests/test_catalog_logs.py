@@ -12,6 +12,7 @@ import pytest
 from catalog_helpers import BASE, add_turn, make_session, title_event
 
 from dsh_jupyter._json import dumpb
+from dsh_jupyter.catalog import logs
 from dsh_jupyter.catalog.bodies import body_cost
 from dsh_jupyter.catalog.logs import LogRead, LogStat, read_appended, read_full, stat_log
 from dsh_jupyter.query import SessionQuery
@@ -198,16 +199,14 @@ def test_a_log_bigger_than_the_cap_is_folded_line_by_line_to_the_same_facts(tmp_
     path = str(store.log_path("big"))
     stat = stat_log(path)
     assert stat is not None and stat.size > 100_000
-    from dsh_jupyter.store import scan
-
     asked: list[bool] = []
-    original = scan.scan_surface
+    original = logs.scan_surface
 
     def spying(*args: Any, **kw: Any) -> Any:
         asked.append(bool(kw.get("want_surface", True)))
         return original(*args, **kw)
 
-    monkeypatch.setattr(scan, "scan_surface", spying)
+    monkeypatch.setattr(logs, "scan_surface", spying)
     folded = read_full(path, session_folder_name("big"), stat, body_cap=50_000)
     assert folded is not None and asked == [False]  # the surface is never held in memory at once
     assert folded.record == whole.record and folded.bodies == whole.bodies

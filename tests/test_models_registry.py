@@ -13,6 +13,7 @@ from dsh_jupyter.models import (
     OpenAICompatibleProvider,
     default_model_spec,
     list_models,
+    registry,
     resolve_model,
 )
 from dsh_jupyter.models import local as local_module
@@ -114,7 +115,7 @@ def test_resolve_none_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_list_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local_module, "missing_local_packages", lambda: ["llama_cpp"])
+    monkeypatch.setattr(registry, "missing_local_packages", lambda: ["llama_cpp"])
     rows = {row.spec: row for row in list_models({"OPENAI_API_KEY": "sk-o"})}
     assert list(rows)[:3] == ["offline", "local", "deepseek"]
     assert rows["offline"].available and not rows["offline"].needs_key and rows["offline"].context_window == 32_768

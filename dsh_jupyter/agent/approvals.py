@@ -23,9 +23,13 @@ The core never knows how the question is shown: hosts implement :class:`Approver
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
+
+from ..escape import hidden_warning
+from .grants import command_shape
 
 ApprovalMode = Literal["ask", "auto", "read-only"]
 APPROVAL_MODES: tuple[ApprovalMode, ...] = ("ask", "auto", "read-only")
@@ -64,15 +68,11 @@ class ApprovalRequest:
         """
         if self.tool != "bash":
             return None
-        from .grants import command_shape
-
         return command_shape(self.shown).grantable
 
     @property
     def warning(self) -> str | None:
         """What the question must say about hidden characters in the command or code (``None``: none)."""
-        from ..escape import hidden_warning
-
         return hidden_warning(self.shown, "command" if self.tool == "bash" else "code")
 
 
@@ -130,8 +130,6 @@ class ApprovalPolicy:
             return True
         if request.tool != "bash" or not self.granted_prefixes:
             return False
-        from .grants import command_shape
-
         shape = command_shape(request.shown)
         if shape.program is None or (request.tool, shape.program) not in self.granted_prefixes:
             return False
@@ -186,6 +184,4 @@ def describe_call(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str]:
         return arguments["command"], "bash"
     if tool == "python" and isinstance(arguments.get("code"), str):
         return arguments["code"], "python"
-    import json
-
     return json.dumps(dict(arguments), indent=2, ensure_ascii=False), "json"

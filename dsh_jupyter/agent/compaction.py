@@ -16,8 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..models.base import blocks_of_type, content_blocks
 from ..session.events import ASSISTANT_MESSAGE, USER_MESSAGE, Event
-from ..session.messages import is_direct_user_source, text_block
+from ..session.messages import TextBlock, blocks_text, is_direct_user_source, text_block
+from .request import text_tokens
 
 CHECKPOINT_PREAMBLE = (
     "This is a compaction checkpoint: the summary below stands in for the earlier part of this "
@@ -73,7 +75,7 @@ def plan_compaction(surface: Sequence[Event], keep_recent: int = 1) -> Compactio
     return CompactionPlan(shadowed)
 
 
-def checkpoint_content(summary: str) -> list[dict[str, Any]]:
+def checkpoint_content(summary: str) -> list[TextBlock]:
     return [text_block(CHECKPOINT_PREAMBLE), text_block(summary.strip()), text_block(CHECKPOINT_CLOSE)]
 
 
@@ -101,9 +103,6 @@ def compaction_input_limit(context_window: int) -> int:
 def transcript_lines(messages: Sequence[Mapping[str, Any]], max_tokens: int) -> list[str]:
     """Each message as one plain-text line (``User: …``, ``Assistant: …``, ``Tool result: …``), each at most
     ``max_tokens`` estimated tokens (a longer one keeps its start and end), for summarising in parts."""
-    from ..models.base import blocks_of_type, content_blocks
-    from ..session.messages import blocks_text
-
     lines: list[str] = []
     for message in messages:
         results = blocks_of_type(message, "tool-result")
@@ -122,8 +121,6 @@ def transcript_lines(messages: Sequence[Mapping[str, Any]], max_tokens: int) -> 
 
 def cap_text(line: str, max_tokens: int) -> str:
     """``line`` cut in its middle until it is at most ``max_tokens`` estimated tokens."""
-    from .request import text_tokens
-
     keep = len(line)
     capped = line
     while text_tokens(capped) > max_tokens and keep > 2:
@@ -136,8 +133,6 @@ def cap_text(line: str, max_tokens: int) -> str:
 def chunk_lines(lines: Sequence[str], max_tokens: int) -> list[str]:
     """Consecutive lines joined into parts of at most ``max_tokens`` estimated tokens (a line is never split
     across parts; one longer than that is a part of its own)."""
-    from .request import text_tokens
-
     parts: list[str] = []
     current: list[str] = []
     size = 0

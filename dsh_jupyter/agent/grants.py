@@ -36,6 +36,9 @@ As a second, independent reading, ``shlex`` in punctuation mode must find no unq
 What a grant still trusts: the program itself with its own configuration in the working directory (a
 repository's ``.git/config`` applies to ``git status`` as it would for you), and globs (``git add *.py``)
 expand as usual.
+
+bashlex is imported by the first grant check, not with the module: the approval policy loads without
+the shell parser.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
+
+from ..escape import hidden_characters
 
 #: Programs whose whole purpose is to run other commands or code: never granted by their name.
 RUNNERS = frozenset({
@@ -143,8 +148,6 @@ def covered_by(command: str, granted: str) -> str | None:
 
 
 def _problem(command: str, program: str | None) -> str | None:
-    from ..escape import hidden_characters
-
     hidden = hidden_characters(command)
     if hidden:
         codes = ", ".join(dict.fromkeys(char.code for char in hidden))

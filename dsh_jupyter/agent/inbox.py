@@ -43,11 +43,11 @@ class _FrozenDict(dict):  # type: ignore[type-arg]
     __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
 
 
-def normalise_content(content: str | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def normalise_content(content: str | Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Accept a plain string or content blocks; refuse anything else with a clear message."""
     if isinstance(content, str):
         return [text_block(content)]
-    blocks: list[dict[str, Any]] = []
+    blocks: list[Mapping[str, Any]] = []
     for block in content:
         if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
             raise TypeError(f"content blocks must be objects with a 'type', got {block!r}")

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..models.base import BlockCollector, ModelError, ModelProvider, ModelRequest, ReasoningDelta, TextDelta
 from ..secrets import watch_model
-from ..session import Event, SessionLog
+from ..session import Event, SessionHeader, SessionLog
 from ..session.events import (
     ASSISTANT_MESSAGE,
     SESSION_TITLE,
@@ -59,8 +59,6 @@ class Agent(ToolCalls, ContextWindow):
     @classmethod
     def create(cls, store: SessionStore, model: ModelProvider, *, cwd: str | None = None,
                **kwargs: Any) -> Agent:
-        from ..session import SessionHeader
-
         header = SessionHeader.new(cwd)
         return cls(SessionLog(header), store.create(header), store, model, **kwargs)
 
@@ -146,7 +144,7 @@ class Agent(ToolCalls, ContextWindow):
             self._write_title(title, provider_title_source(info.provider, info.model), [message_seq])
 
     # -- writing messages ----------------------------------------------------------------------------
-    def _record_message(self, content: list[dict[str, Any]], source: Mapping[str, Any],
+    def _record_message(self, content: Sequence[Mapping[str, Any]], source: Mapping[str, Any],
                         **extra: Any) -> Event:
         message = user_message(content, source, **extra)
         event = self.session.append(USER_MESSAGE, message)
@@ -164,7 +162,7 @@ class Agent(ToolCalls, ContextWindow):
         if not contexts:
             return self._record_message(direct, source)
         if record.placement == "prompt-prefix":
-            baked: list[dict[str, Any]] = []
+            baked: list[Mapping[str, Any]] = []
             for context in contexts:
                 baked.extend(context.get("content", []))
             baked.append(text_block(REQUEST_DELIMITER))

@@ -20,6 +20,7 @@ from ..session import SessionLog
 from ..session.events import TURN_START
 from ..store.base import SessionStore, SessionWriter
 from ..tools.base import ToolRegistry
+from ..tools.hooks import HookContext
 from . import events as ev
 from .approvals import ApprovalPolicy
 from .config import AgentConfig
@@ -131,8 +132,6 @@ class AgentState:
         return HookGate(self.hooks, self._hook_context, self._emit)
 
     def _hook_context(self, turn: int | None) -> Any:
-        from ..tools.hooks import HookContext
-
         return HookContext(header=self.header, locate=self.locate, cwd=self.cwd or ".",
                            model=self.model.info.model, turn_id=str(turn) if turn is not None else None)
 

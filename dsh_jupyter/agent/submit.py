@@ -10,11 +10,11 @@ through it, so a turn that starts or ends between the check and the act never lo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..references import ReferenceTarget, SessionReferenceResolver, parse_session_reference_text
+from ..references import ReferenceTarget, SessionReferenceError, SessionReferenceResolver, parse_session_reference_text
 from ..references.variables import VariableSnapshots
 from ..session.messages import text_block
 from .config import AgentBusyError, AgentIdleError, TurnResult
@@ -29,7 +29,7 @@ _DISPATCH_ATTEMPTS = 8
 class Submission:
     """A prepared prompt and what happened to it: ``steered`` into a running turn, or the finished ``turn``."""
 
-    content: list[dict[str, Any]]
+    content: list[Mapping[str, Any]]
     context: dict[str, Any] | None
     steered: bool = False
     turn: TurnResult | None = None
@@ -60,12 +60,10 @@ async def prepare_prompt(agent: Agent, text: str, resolver: SessionReferenceReso
     """Parse mentions and prepare their snapshots (``variables``: the host's variables, for ``dsh-variable:``
     mentions). Raises ``SessionReferenceError`` on any problem, before anything is written."""
     parsed = parse_session_reference_text(text)
-    content = [text_block(parsed.text)]
+    content: list[Mapping[str, Any]] = [text_block(parsed.text)]
     if not parsed.references and not parsed.variables:
         return Submission(content, None)
     if resolver is None:
-        from ..references import SessionReferenceError
-
         raise SessionReferenceError("SESSION_REFERENCE_INVALID_CONFIG",
                                     "this host has no session-reference service configured; remove the mentions")
     prepared = await resolver.prepare(reference_target(agent), content, parsed.references, cancel,

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..images import result_blocks
 from ..session.events import TOOL_RESULT
-from ..session.messages import text_block, tool_result_message
+from ..session.messages import ImageBlock, TextBlock, text_block, tool_result_message
 from ..tools.base import ToolExecution, ToolOutput, parse_arguments
 from . import events as ev
 from .approvals import ApprovalDecision, ApprovalRequest, describe_call
@@ -91,7 +91,7 @@ class ToolCalls(AgentState):
         self._emit(ev.ToolFinished(turn, call["id"], call["name"], output.text, True))
         return output
 
-    async def _image_blocks(self, call: dict[str, Any], output: ToolOutput) -> list[dict[str, Any]]:
+    async def _image_blocks(self, call: dict[str, Any], output: ToolOutput) -> list[TextBlock | ImageBlock]:
         """The blocks recording the output's images (downscaled and saved as artifacts off the event loop)."""
         if not output.images:
             return []
@@ -99,7 +99,7 @@ class ToolCalls(AgentState):
         return await asyncio.to_thread(result_blocks, output.images, save, call.get("name"))
 
     def _write_tool_result(self, turn: int, step: int, call: dict[str, Any], output: ToolOutput,
-                           call_seq: int, images: Sequence[dict[str, Any]] = ()) -> None:
+                           call_seq: int, images: Sequence[TextBlock | ImageBlock] = ()) -> None:
         message = tool_result_message(call["id"], [text_block(output.text), *images], is_error=output.is_error)
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
         if output.meta:

@@ -18,6 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
+from filelock import FileLock, Timeout
+
+from .registry import read_roots
 from .rows import transaction, upsert_store
 from .schema import CatalogCorrupt, CatalogUnavailable, connect, ensure_schema, error_kind
 
@@ -66,8 +69,6 @@ class Connections:
         return conn
 
     def _seed_stores(self, conn: sqlite3.Connection) -> None:
-        from .registry import read_roots
-
         roots = read_roots(self.home)
         if not roots:
             return
@@ -138,8 +139,6 @@ class Connections:
 
         ``failed_ino`` is the inode of the file the failing connection had open: when the path now names
         another file, someone already replaced it, and there is nothing to set aside."""
-        from filelock import FileLock, Timeout
-
         self._retry_at = time.monotonic() + 0.2
         self._unavailable_reason = f"the catalog {self.path} is being rebuilt"
         lock = FileLock(str(self.path) + ".rebuild.lock")

@@ -47,6 +47,11 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..references.candidates import SessionReferenceCandidate, select_by_scanning
+from ..session import SessionNotFoundError
+from ..store.jsonl import JsonlStore
+from ..store.paths import session_folder_name
+from ..tools.home import resolve_dsh_home
 from .bodies import BODY_CAP, fts_query, texts_match
 from .connection import Connections
 from .entries import LOG_NAME, CatalogEntry
@@ -55,9 +60,19 @@ from .fallback import ScanSource, deadline_in, scan_candidates
 from .folds import FoldCache
 from .freshness import HOT_WINDOW, LISTING_BUDGET, checked, dedupe, freshen, log_path, ranked
 from .indexer import FOREGROUND_READ_BYTES, Indexer, SyncReport, changed, note_pending, try_write
-from .live import live_entry, live_texts
+from .live import live_entry, live_logs, live_texts
 from .logs import stat_log
-from .registry import KnownStore, StoreInfo, load_stores, store_id, store_infos, store_root
+from .registry import (
+    KnownStore,
+    StoreInfo,
+    add_roots,
+    load_stores,
+    read_roots,
+    remove_roots,
+    store_id,
+    store_infos,
+    store_root,
+)
 from .rows import ROW_COLUMNS, Row, delete_rows, now_ms, transaction, upsert_store
 from .schema import CATALOG_NAME, CatalogCorrupt, CatalogUnavailable, enc
 from .worker import Job, Worker
@@ -85,8 +100,6 @@ class Catalog:
                  fallback_budget: float = FALLBACK_BUDGET, listing_budget: float = LISTING_BUDGET,
                  background: bool = True, body_cap: int = BODY_CAP) -> None:
         if path is None:
-            from ..tools.home import resolve_dsh_home
-
             self.home = resolve_dsh_home(home)
             self.path = self.home / CATALOG_NAME
         else:
@@ -136,8 +149,6 @@ class Catalog:
     # ------------------------------------------------------------------------------------------ stores
     def register_store(self, root: str | os.PathLike[str]) -> str:
         """Make a store known (cheap; nothing is read). Returns the catalog's name for it."""
-        from .registry import add_roots
-
         name = store_root(root)
         if name in self._known:
             return name
@@ -173,8 +184,6 @@ class Catalog:
     def session_changed(self, root: str | os.PathLike[str], session_id: str) -> None:
         """A host flushed ``session_id`` in ``root``: bring its row up to date now (cheap, incremental; a read
         of more than a few MB is handed to the background instead)."""
-        from ..store.paths import session_folder_name
-
         name = store_root(root)
         folder = session_folder_name(session_id)
         try:
@@ -204,8 +213,6 @@ class Catalog:
 
     def forget_store(self, root: str | os.PathLike[str]) -> int:
         """Drop a store and its rows from the catalog (its logs are untouched); returns the rows dropped."""
-        from .registry import remove_roots
-
         name = store_root(root)
         remove_roots(self.home, [name])
         self._known.discard(name)
@@ -274,8 +281,6 @@ class Catalog:
         return report
 
     def _all_roots(self) -> list[str]:
-        from .registry import read_roots
-
         roots = list(read_roots(self.home))
         with contextlib.suppress(CatalogUnavailable), self._db() as conn:
             for (root,) in conn.execute("SELECT root FROM stores ORDER BY id"):
@@ -426,10 +431,6 @@ class Catalog:
         ``query`` is the host's :class:`~dsh_jupyter.query.SessionQuery`: its live sessions are merged in,
         and its store is registered when it is a JSONL store the catalog did not know.
         """
-        from ..references.candidates import SessionReferenceCandidate
-        from ..store.jsonl import JsonlStore
-        from .live import live_logs
-
         store = getattr(query, "store", None)
         local = None
         if isinstance(store, JsonlStore):
@@ -438,8 +439,6 @@ class Catalog:
                                   local=local, cancel=cancel)
         if store is not None and not isinstance(store, JsonlStore):
             # A store the catalog cannot index (e.g. SQLite): merge its sessions by scanning it.
-            from ..references.candidates import select_by_scanning
-
             for c in select_by_scanning(query, target, needle, limit, cancel):
                 entries.append(CatalogEntry(c.session_id, "", "", c.cwd, c.created_at,
                                             None if c.label == c.session_id else c.label, indexed=False))
@@ -454,10 +453,6 @@ class Catalog:
         ``skip_data`` is passed on (event types the caller will not look into). Logs of JSONL stores are read
         through the fold cache (:mod:`.folds`): a log that has not changed since the last read is not scanned
         again, one that only grew is scanned from where the last read stopped."""
-        from ..session import SessionNotFoundError
-        from ..store.jsonl import JsonlStore
-        from .live import live_logs
-
         store = getattr(query, "store", None)
         try:
             if isinstance(store, JsonlStore) and session_id not in live_logs(query):
@@ -479,8 +474,6 @@ class Catalog:
         """``session_id`` of the store ``root`` as it was last indexed, or ``None`` (not indexed, or the catalog
         cannot answer). Nothing is read or refreshed: compare the entry's ``size`` and ``mtime_ns`` with the log
         to know whether its counts are still those of the log."""
-        from ..store.paths import session_folder_name
-
         name = store_root(root)
         try:
             with self._db() as conn:
@@ -572,8 +565,6 @@ _CATALOGS_LOCK = threading.Lock()
 
 def open_catalog(home: str | os.PathLike[str] | None = None) -> Catalog:
     """The process-wide catalog of ``home`` (default: ``DSH_HOME``, else ``~/.dsh``). Opening is lazy."""
-    from ..tools.home import resolve_dsh_home
-
     path = resolve_dsh_home(home) / CATALOG_NAME
     with _CATALOGS_LOCK:
         catalog = _CATALOGS.get(path)

@@ -19,7 +19,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from ..store.paths import session_folder_name
+from ..store.safe_open import open_log
+from ..store.scan import read_header, scan_surface
 from .entries import LOG_NAME, CatalogEntry
+from .indexer import FOREGROUND_READ_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +50,6 @@ class ScanSource:
 
 def _open_log(path: str) -> BinaryIO:
     """Open a log for the scan as the store does: regular files only, never blocking, never following links."""
-    from ..store.safe_open import open_log
-
     return open_log(path)
 
 
@@ -59,9 +61,6 @@ def _check(deadline: float | None, cancel: object) -> None:
 
 
 def _headers(source: ScanSource, deadline: float | None, cancel: object) -> Iterable[CatalogEntry]:
-    from ..store.paths import session_folder_name
-    from ..store.scan import read_header
-
     try:
         names = [e.name for e in os.scandir(source.root) if e.is_dir(follow_symlinks=False)]
     except (FileNotFoundError, NotADirectoryError):
@@ -88,9 +87,6 @@ def _headers(source: ScanSource, deadline: float | None, cancel: object) -> Iter
 def _title(entry: CatalogEntry) -> str | None:
     """The latest title of a log; ``None`` for a log too big to scan within a keystroke (its title reaches
     the answers once the catalog has indexed it in the background)."""
-    from ..store.scan import scan_surface
-    from .indexer import FOREGROUND_READ_BYTES
-
     path = entry.path
     try:
         with _open_log(path) as fh:

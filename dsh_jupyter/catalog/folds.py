@@ -41,8 +41,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
+from ..session import SessionError, SurfaceSnapshot
+from ..store.scan import STREAM_SURFACE, fold_lines, surface_of
+
 if TYPE_CHECKING:
-    from ..session import Event, SurfaceSnapshot
+    from ..session import Event
     from ..store.jsonl import JsonlStore
     from ..store.scan import FoldState, ScanResult
 
@@ -143,8 +146,6 @@ class FoldCache:
     def scan_left(self, fh: BinaryIO, path: str, *, skip_data: Collection[str] = ()) -> int | None:
         """Bytes a :meth:`scan` of ``fh`` would scan now (the appended part of a kept fold), or ``None`` when
         its fold is not kept and the whole log would be scanned. Reads nothing but ``fstat``."""
-        from ..store.scan import STREAM_SURFACE
-
         key = (os.path.abspath(path), frozenset(skip_data) - {STREAM_SURFACE})
         identity = FileIdentity.of(os.fstat(fh.fileno()))
         with self._lock:
@@ -155,8 +156,6 @@ class FoldCache:
 
     def read_surface(self, store: JsonlStore, session_id: str, *, skip_data: Collection[str] = ()) -> SurfaceSnapshot:
         """``store.read_surface(session_id, skip_data=...)``, served from the cache where the log allows it."""
-        from ..session import SurfaceSnapshot
-
         fh, path = store._open_log(session_id)
         with fh:
             scan = self.scan(fh, str(path), skip_data=frozenset(skip_data), want_title=False)
@@ -167,9 +166,6 @@ class FoldCache:
              want_title: bool = True) -> ScanResult:
         """What :func:`~dsh_jupyter.store.scan.scan_surface` answers for ``fh``, scanning as little as the cache
         allows."""
-        from ..session import SessionError
-        from ..store.scan import STREAM_SURFACE, fold_lines
-
         stream = STREAM_SURFACE in skip_data
         key = (os.path.abspath(path), skip_data - {STREAM_SURFACE})
         identity = FileIdentity.of(os.fstat(fh.fileno()))
@@ -200,16 +196,12 @@ class FoldCache:
 
     def _surface(self, fh: BinaryIO, path: str, state: FoldState, want_surface: bool, want_title: bool,
                  stream: bool, decoded: dict[int, Event]) -> ScanResult:
-        from ..store.scan import surface_of
-
         small = want_surface and surviving_bytes(state) <= self.decoded_cap
         return surface_of(fh, path, state, want_surface=want_surface, want_title=want_title,
                           stream=stream and not small, decoded=decoded)
 
     def _reuse(self, fh: BinaryIO, path: str, entry: _Entry, identity: FileIdentity,
                skip_data: frozenset[str]) -> tuple[FoldState | None, str]:
-        from ..store.scan import fold_lines
-
         saved = entry.state
         if not identity.same_file(entry.identity) or identity.size < saved.committed:
             return None, "full"

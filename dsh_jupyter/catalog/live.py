@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..session.projection import project_surface
 from .entries import CatalogEntry
 
 
@@ -33,6 +34,4 @@ def live_entry(log: Any) -> CatalogEntry:
 
 def live_texts(log: Any) -> list[str]:
     """The projected user/assistant texts of a live log (what the body index would hold)."""
-    from ..session.projection import project_surface
-
     return [m.text for m in project_surface(log.snapshot()).messages]

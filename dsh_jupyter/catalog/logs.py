@@ -34,6 +34,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from .._json import loads
+from ..session import SessionError, SurfaceFold, SurfaceSnapshot
+from ..session.events import KNOWN_TYPES, PACKED_ROW_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, events_from_record
+from ..session.projection import PROJECTION_SKIPS, project_event, project_surface
+from ..store.paths import session_folder_name
+from ..store.safe_open import open_log
+from ..store.scan import read_header, scan_surface
 from .bodies import BODY_CAP, body_cost, clip_text
 
 if TYPE_CHECKING:
@@ -149,12 +156,6 @@ def read_full(path: str, folder: str, stat: LogStat, *, body_cap: int = BODY_CAP
     At most ``body_cap`` bytes of message text are collected for the body index; a log bigger than that
     is never held in memory (its surface is folded one line at a time). With ``folds`` the scan goes
     through the fold cache (:mod:`.folds`): it leaves its fold result there for references to the log."""
-    from ..session import SessionError, SurfaceSnapshot
-    from ..session.projection import PROJECTION_SKIPS, project_surface
-    from ..store.paths import session_folder_name
-    from ..store.safe_open import open_log
-    from ..store.scan import read_header, scan_surface
-
     try:
         fh = open_log(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -244,10 +245,6 @@ def _stream_surface(fh: BinaryIO, start: int, stop: int, read: LogRead) -> None:
     ``read.bodies`` the texts in surface order; the record is marked truncated when a message still on the
     surface was left out or cut.
     """
-    from .._json import loads
-    from ..session import SurfaceFold, events_from_record
-    from ..session.projection import project_event
-
     fold = SurfaceFold()
     roles: dict[int, str] = {}  # surface seq -> role of its projected message
     kept: dict[int, str] = {}  # surface seq -> the text indexed for it
@@ -308,14 +305,10 @@ def read_appended(path: str, previous: LogRecord, stat: LogStat, *, body_cap: in
     """Continue ``previous`` over the lines appended since; ``None`` when a full read is needed.
 
     Appended message text joins the body index while the session's text stays within ``body_cap`` bytes."""
-    from ..session.projection import project_event
-
     committed = previous.committed
     if (committed is None or not previous.readable or stat.ino != previous.stat.ino or stat.size < committed
             or stat.size <= previous.stat.size):
         return None  # not a log that only grew: an append always makes the file longer
-    from ..store.safe_open import open_log
-
     try:
         fh = open_log(path)
     except OSError:
@@ -354,10 +347,6 @@ def read_appended(path: str, previous: LogRecord, stat: LogStat, *, body_cap: in
 
 def _admit_line(line: bytes, next_seq: int, facts: LogRead, project_event: Any) -> int:
     """Check one appended line like the store's full decoder; returns the next expected seq."""
-    from .._json import loads
-    from ..session import SessionError
-    from ..session.events import KNOWN_TYPES, PACKED_ROW_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, events_from_record
-
     readable = KNOWN_TYPES | {SYSTEM_MESSAGE} | set(PACKED_ROW_TYPES)
     try:
         record = loads(line)

@@ -22,13 +22,17 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..ranking import workspace_rank
+from ..references.candidates import SessionReferenceCandidate
+from ..session import SessionHeader
 from ..session.words import body_words, event_texts, fold, match_fields, query_words, storable, texts_match
+from ..store.sql import session_key
+from .live import live_entry, live_logs, live_texts
 
 if TYPE_CHECKING:
     from ..query import SessionQuery
-    from ..references.candidates import SessionReferenceCandidate
     from ..references.target import ReferenceTarget
-    from ..session import SessionHeader, SurfaceSnapshot
+    from ..session import SurfaceSnapshot
     from ..store.postgres import PostgresStore
 
 
@@ -71,9 +75,6 @@ class PostgresCatalog:
     def search(self, target_id: str | None, target_cwd: str | None, needle: str, limit: int, *,
                body: bool = False) -> list[Found]:
         """Visible sessions matching ``needle`` (lowercased), best first, at most ``limit``."""
-        from ..session import SessionHeader
-        from ..store.sql import session_key
-
         tsquery = body_tsquery(needle) if body else None
         params = (session_key(target_id) if target_id is not None else b"", storable(needle),
                   _like(storable(needle)), target_cwd, tsquery, limit)
@@ -93,10 +94,6 @@ class PostgresCatalog:
     def select_candidates(self, query: SessionQuery, target: ReferenceTarget, needle: str, limit: int,
                           cancel: Any = None, *, body: bool = False) -> list[SessionReferenceCandidate]:
         """Candidates for ``target``: the database's answer with ``query``'s live sessions merged over it."""
-        from ..ranking import workspace_rank
-        from ..references.candidates import SessionReferenceCandidate
-        from .live import live_entry, live_logs, live_texts
-
         lives = {sid: lg for sid, lg in live_logs(query).items() if sid != target.session_id}
         found = [f for f in self.search(target.session_id, target.cwd, needle, limit + len(lives), body=body)
                  if f.header.id not in lives]

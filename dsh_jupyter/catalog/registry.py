@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 log = logging.getLogger(__name__)
 
 REGISTRY_NAME = "catalog-stores.json"
@@ -103,8 +105,6 @@ def read_roots(home: Path) -> list[str]:
 
 def add_roots(home: Path, roots: list[str]) -> list[str]:
     """Add ``roots`` that are not listed yet; returns the ones added. Best effort: failures are logged."""
-    from filelock import FileLock, Timeout
-
     path = registry_path(home)
     try:
         home.mkdir(parents=True, exist_ok=True)
@@ -125,8 +125,6 @@ def add_roots(home: Path, roots: list[str]) -> list[str]:
 
 def remove_roots(home: Path, roots: list[str]) -> None:
     """Forget ``roots`` (best effort)."""
-    from filelock import FileLock, Timeout
-
     path = registry_path(home)
     try:
         with FileLock(str(path) + ".lock", timeout=_LOCK_TIMEOUT):

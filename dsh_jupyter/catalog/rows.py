@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..secrets import mask_text
 from .bodies import index_text, pack, unpack
 from .entries import CatalogEntry
 from .logs import LogRead, LogRecord, LogStat
@@ -111,8 +112,6 @@ def apply_read(conn: sqlite3.Connection, store_id: int, folder: str, read: LogRe
 
     The title and body text are masked (:mod:`dsh_jupyter.secrets`): a log written before masking existed, or
     where other keys were set, must not be copied whole into the catalog in ``DSH_HOME``."""
-    from ..secrets import mask_text
-
     facts = read.record
     title = mask_text(facts.title) if facts.title is not None else None
     values = (

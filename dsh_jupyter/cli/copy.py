@@ -8,6 +8,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from ..images import message_artifacts
+from ..session import SessionError
+from ..store.jsonl import JsonlStore
+from ..store.postgres import PostgresStore
 from .errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError
 from .output import escape, write
 from .postgres import POSTGRES, dsn
@@ -41,8 +45,6 @@ def copy_sessions(source: SessionStore, dest: SessionStore, session_ids: list[st
 def _copy_artifacts(source: SessionStore, dest: SessionStore, header: SessionHeader, events: Iterable[Event]) -> None:
     """Carry the images the session's tool results name (artifacts), so the copy sends them as the source did;
     one that is missing at the source stays missing (the model then gets the image's description)."""
-    from ..images import message_artifacts
-
     names = dict.fromkeys(name for event in events if (message := event.message) is not None
                           for name in message_artifacts(message))
     for name in names:
@@ -52,9 +54,6 @@ def _copy_artifacts(source: SessionStore, dest: SessionStore, header: SessionHea
 
 
 def _side(value: str, args: argparse.Namespace) -> SessionStore:
-    from ..store.jsonl import JsonlStore
-    from ..store.postgres import PostgresStore
-
     if value == POSTGRES:
         return PostgresStore(dsn(args))
     return JsonlStore(Path(os.path.abspath(os.path.expanduser(value))))
@@ -62,8 +61,6 @@ def _side(value: str, args: argparse.Namespace) -> SessionStore:
 
 def run_copy(args: argparse.Namespace, out: TextIO) -> int:
     """``sessions copy``; returns the exit code (raises :class:`CliError`)."""
-    from ..session import SessionError
-
     if (args.source == POSTGRES) == (args.dest == POSTGRES):
         raise CliError("copy goes between a session folder and postgres: --from DIR --to postgres, or "
                        "--from postgres --to DIR", EXIT_USAGE)

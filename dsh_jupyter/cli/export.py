@@ -1,5 +1,9 @@
 """``sessions export``: one session, or every session of a store, written into a folder as Markdown, HTML
-or a re-runnable notebook (streamed one event at a time, :func:`dsh_jupyter.ui.export.export_stored`)."""
+or a re-runnable notebook (streamed one event at a time, :func:`dsh_jupyter.ui.export.export_stored`).
+
+Deferred imports: the store, the session errors and the exporter (nbformat) load when the command runs,
+not for ``--help``.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Other tools' sessions (Claude Code, Codex) beside ours in ``sessions list|search|show``: read-only, listed
-unless ``--store``, ``--no-foreign`` or ``$DSH_FOREIGN_SESSIONS=0`` leave them out."""
+unless ``--store``, ``--no-foreign`` or ``$DSH_FOREIGN_SESSIONS=0`` leave them out.
+
+Deferred import: the foreign-session readers load when the command runs, not for ``--help``.
+"""
 
 from __future__ import annotations
 

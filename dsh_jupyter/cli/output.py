@@ -2,6 +2,8 @@
 
 Every field that comes from a log (ids, titles, folders) goes through :func:`escape`; everything written on
 stdout goes through :func:`write`, and every message on stderr through :func:`say`.
+
+Deferred import: the escape rule loads with the first line printed, not for ``--help``.
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .. import __version__
+
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
-
     parser = argparse.ArgumentParser(
         prog="dsh-jupyter",
         description="Find, inspect and locate dsh-jupyter sessions (the JSONL logs beside your notebooks).",

@@ -13,13 +13,16 @@ import argparse
 import os
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from ..catalog.postgres import PostgresCatalog
+from ..references.projection import PROJECTION_SKIPS
+from ..references.tail import conversation_json, conversation_lines, read_forward
+from ..session import SessionError
+from ..store.postgres import PostgresStore
+from ..store.postgres_schema import ensure_schema
 from .errors import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError
 from .output import escape, print_json, when, write
-
-if TYPE_CHECKING:
-    from ..store.postgres import PostgresStore
 
 #: The name that stands for the database where a folder could be given (``sessions copy --from/--to``).
 POSTGRES = "postgres"
@@ -36,8 +39,6 @@ def dsn(args: argparse.Namespace) -> str:
 
 def run_postgres(args: argparse.Namespace, out: TextIO) -> int:
     """Run one ``postgres`` subcommand; returns the exit code (raises :class:`CliError`)."""
-    from ..session import SessionError
-
     try:
         return _COMMANDS[args.command](args, out)
     except (PermissionError, LookupError) as exc:
@@ -47,8 +48,6 @@ def run_postgres(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _store(args: argparse.Namespace) -> PostgresStore:
-    from ..store.postgres import PostgresStore
-
     return PostgresStore(dsn(args), create_schema=False)
 
 
@@ -73,9 +72,6 @@ def _line(session_id: str, created_at: int, title: str | None, cwd: str | None, 
 
 
 def _init(args: argparse.Namespace, out: TextIO) -> int:
-    from ..store.postgres import PostgresStore
-    from ..store.postgres_schema import ensure_schema
-
     grant = args.grant
     if grant.upper() != "PUBLIC" and not _ROLE_NAME.fullmatch(grant):
         raise CliError(f"--grant takes a plain role name or PUBLIC, got {grant!r}", EXIT_USAGE)
@@ -88,8 +84,6 @@ def _init(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _list(args: argparse.Namespace, out: TextIO) -> int:
-    from ..catalog.postgres import PostgresCatalog
-
     store = _store(args)
     found = PostgresCatalog(store).search(None, None, "", args.limit or 1_000_000_000)
     found.sort(key=lambda f: (-int(f.header.created_at), f.header.id))
@@ -105,8 +99,6 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _search(args: argparse.Namespace, out: TextIO) -> int:
-    from ..catalog.postgres import PostgresCatalog
-
     store = _store(args)
     cwd = os.path.abspath(args.cwd) if args.cwd is not None else os.getcwd()
     found = PostgresCatalog(store).search(None, cwd, args.query.lower(), args.limit, body=args.body)
@@ -125,9 +117,6 @@ def _search(args: argparse.Namespace, out: TextIO) -> int:
 
 def _show(args: argparse.Namespace, out: TextIO) -> int:
     """The header, then the last ``--messages`` messages, each cut to ``--chars`` (as ``sessions show``)."""
-    from ..references.projection import PROJECTION_SKIPS
-    from ..references.tail import conversation_json, conversation_lines, read_forward
-
     store = _store(args)
     session_id = _resolve(store, args.session)
     with store.stream_surface(session_id, skip_data=PROJECTION_SKIPS) as snapshot:  # a chunk of bodies at a time

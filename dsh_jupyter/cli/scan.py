@@ -1,4 +1,7 @@
-"""``sessions scan``: find session stores under folders, make them known to the catalog and index them."""
+"""``sessions scan``: find session stores under folders, make them known to the catalog and index them.
+
+Deferred import: the store's path rules load when the command runs, not for ``--help``.
+"""
 
 from __future__ import annotations
 

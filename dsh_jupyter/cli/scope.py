@@ -1,5 +1,8 @@
 """Where a ``sessions`` command looks: the current folder's services, the store ``--store`` names (or every
-store with ``--all``), and one session by id or unique id prefix within them."""
+store with ``--all``), and one session by id or unique id prefix within them.
+
+Deferred imports: the catalog loads when a scope is resolved, not for ``--help``.
+"""
 
 from __future__ import annotations
 

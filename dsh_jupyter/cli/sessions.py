@@ -1,4 +1,7 @@
-"""``sessions list|search|locate|reindex``: the catalog's view of the stores, as text or JSON."""
+"""``sessions list|search|locate|reindex``: the catalog's view of the stores, as text or JSON.
+
+Deferred imports: the catalog, the store and the ranking load when a command runs, not for ``--help``.
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,14 @@
 """``sessions show``: a session's header lines, then the last messages of its conversation (ours read from
-the log's end; another tool's read forward)."""
+the log's end; another tool's read forward).
+
+Deferred imports: the store, its scanner and window and the reference readers load when the command runs,
+not for ``--help``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -84,8 +89,6 @@ def _last_of_big_log(store: JsonlStore, entry: CatalogEntry, skip: frozenset[str
     """``(captured through seq, the last messages)`` of a log over :data:`~dsh_jupyter.store.window.FULL_READ_BYTES`
     from its last megabytes alone (:func:`~dsh_jupyter.store.window.fold_window`); ``None`` for a smaller log,
     or one whose end does not stand alone (then the whole log is read)."""
-    import os
-
     from ..references.tail import last_messages
     from ..store.scan import read_header
     from ..store.window import FULL_READ_BYTES, fold_window

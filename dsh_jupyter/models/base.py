@@ -23,7 +23,11 @@ parameters). ``purpose`` says why the loop asks: ``"turn"`` (a normal step), ``"
 title) or ``"compaction"`` (a summary of the messages sent). Each provider converts the request to its own
 wire format (the chat-completions one lives in :mod:`.openai_compat` and nowhere else).
 
-:func:`content_blocks`, :func:`blocks_of_type` and :func:`is_prompt` read those messages for every provider.
+:func:`content_blocks`, :func:`blocks_of_type` and :func:`is_prompt` read those messages for every provider. The
+blocks are typed ``Mapping[str, Any]`` here: they are the log's JSON, read field by field (the shapes dsh
+writes are the ``TypedDict`` blocks of :mod:`dsh_jupyter.session.messages`, ``TextBlock``, ``ToolCallBlock``,
+``ToolResultBlock``, ``ImageBlock``…); :class:`BlockCollector` builds plain dicts of those shapes, since the
+loop hands its tool-call blocks on to code that reads any block.
 
 **Stream.** Events arrive in the order the model produced them:
 

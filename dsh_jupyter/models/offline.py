@@ -47,6 +47,8 @@ Text streams in chunks of a few words; ``Usage`` counts are estimates (character
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hashlib
 import json
 import math
@@ -57,6 +59,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..clip import one_line
+from ..images import image_summary, is_image_block
+from ..references.framing import parse_prompt
 from ..session.messages import SESSION_REFERENCE_KIND, blocks_text, display_content, is_checkpoint_source
 from .base import (
     Finish,
@@ -181,8 +185,6 @@ def _reference_stats(message: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]
 
 def read_user_message(message: Mapping[str, Any]) -> ReadMessage:
     """The user's own words in ``message`` and the referenced sessions framed in it."""
-    from ..references.framing import parse_prompt
-
     parsed = parse_prompt(_text(message))
     envelope = message.get("envelope")
     if isinstance(envelope, Mapping) and isinstance(envelope.get("displayContent"), list):
@@ -573,11 +575,6 @@ def _tool_result_summary(messages: Sequence[Mapping[str, Any]]) -> str:
 
 def _received_images(result: Mapping[str, Any]) -> list[str]:
     """One line per image block of a tool result that arrived with its data: type, size, bytes received."""
-    import base64
-    import binascii
-
-    from ..images import image_summary, is_image_block
-
     lines: list[str] = []
     for block in content_blocks(result.get("content")):
         if not is_image_block(block) or not isinstance(block.get("data"), str):

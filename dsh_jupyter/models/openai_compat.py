@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import email.utils
 import hashlib
+import importlib
 import json
 import logging
 import math
@@ -51,6 +52,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from ..images import describe_image, image_summary, is_image_block
 from ..session.messages import blocks_text
 from .base import (
     Finish,
@@ -193,8 +195,6 @@ def chat_messages(request: ModelRequest, *, reasoning_replay: bool = False,
 
 def _tool_text(result: Mapping[str, Any], images: list[dict[str, Any]]) -> str:
     """The text of a tool message; its images (blocks with ``data``) are added to ``images`` as parts."""
-    from ..images import describe_image, image_summary, is_image_block
-
     parts: list[str] = []
     call_id = result.get("toolCallId")
     for block in content_blocks(result.get("content")):
@@ -634,8 +634,6 @@ class OpenAICompatibleProvider(ModelProvider):
 def _load_sdk() -> None:
     """Import the SDK parts a streamed chat completion needs."""
     try:
-        import importlib
-
         for module in ("openai", "openai.resources.chat.completions", "openai.types.chat.chat_completion_chunk"):
             importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - openai is a hard dependency

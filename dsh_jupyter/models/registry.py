@@ -36,7 +36,9 @@ from .catalog import (
     OPENAI_KEY_ENV,
     known_context_window,
 )
-from .offline import OFFLINE_CONTEXT_WINDOW
+from .local import LOCAL_CONTEXT_WINDOW, LocalModel, missing_local_packages
+from .offline import OFFLINE_CONTEXT_WINDOW, OfflineModel
+from .openai_compat import OpenAICompatibleProvider
 
 SPEC_HELP = ("use 'offline', 'local', 'deepseek', 'deepseek:<model>', 'openai:<model>', 'ollama:<model>', "
              "or a model name with base_url=<OpenAI-compatible endpoint>")
@@ -53,8 +55,6 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_k
 
     ``accepts_images`` overrides whether an OpenAI-compatible model is sent images (``None``: the catalog's
     value for its name); the offline and local models ignore it."""
-    from .openai_compat import OpenAICompatibleProvider
-
     if spec is None:
         spec = default_model_spec()[0]
     if not isinstance(spec, str) or not spec.strip():
@@ -65,13 +65,9 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_k
     if not sep:
         if family_l == "offline":
             _no_endpoint_options("offline", base_url, api_key_env)
-            from .offline import OfflineModel
-
             return OfflineModel()
         if family_l == "local":
             _no_endpoint_options("local", base_url, api_key_env)
-            from .local import LocalModel
-
             LocalModel.check_available()
             return LocalModel(n_ctx=context_window) if context_window else LocalModel()
         if family_l == "deepseek":
@@ -145,8 +141,6 @@ def list_models(env: Mapping[str, str] | None = None) -> list[ModelListing]:
 
     def has(name: str) -> bool:
         return bool(env.get(name, "").strip())
-
-    from .local import LOCAL_CONTEXT_WINDOW, missing_local_packages
 
     missing = missing_local_packages()
     rows = [

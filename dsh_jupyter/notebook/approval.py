@@ -26,6 +26,9 @@ Nobody looking (nbclient, papermill, a frontend without widgets): the view sends
 it is drawn; without it within :data:`RENDER_WAIT` seconds of being shown, the question is withdrawn and the
 call refused with the message naming ``%config DshMagics.approval = "auto"``. No answer within the
 ``approval_timeout`` setting is refused the same way. A headless run never hangs.
+
+Deferred imports: the kernel client (ipykernel, jupyter_client) and the approval widget (anywidget)
+load with the first question asked, not at ``%load_ext``.
 """
 
 from __future__ import annotations

@@ -21,6 +21,10 @@ import textwrap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Protocol, TypeVar
 
+from ..escape import escape_controls, html_field
+from ..ui.display import _MISSING, _TD, _TH, _filter, _pad, display_width
+from ..ui.markdown import safe_html
+
 if TYPE_CHECKING:
     from traitlets import TraitType
 
@@ -450,9 +454,6 @@ class CommandTable:
         self.notes = list(notes)
 
     def _plain(self) -> str:
-        from ..escape import escape_controls
-        from ..ui.display import _MISSING, _pad, display_width
-
         if not self.rows:
             return "\n".join([self.empty, *map(escape_controls, self.notes)])
         table = [list(self.columns)]
@@ -473,17 +474,11 @@ class CommandTable:
         return "\n".join(lines)
 
     def _html_cell(self, col: int, cell: str | None) -> str:
-        from ..escape import html_field
-        from ..ui.display import _MISSING
-
         if cell is None:
             return _MISSING
         return f"<code>{html_field(cell)}</code>" if col in self.code else html_field(cell)
 
     def _html(self) -> str:
-        from ..escape import html_field
-        from ..ui.display import _TD, _TH
-
         notes = "".join(f"<p>{html_field(note)}</p>" for note in self.notes)
         if not self.rows:
             return f"<p>{html_field(self.empty)}</p>{notes}"
@@ -502,9 +497,6 @@ class CommandTable:
                 f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{notes}")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ..ui.display import _filter
-        from ..ui.markdown import safe_html
-
         return _filter({"text/html": safe_html(self._html()), "text/plain": self._plain()}, include, exclude)
 
     def __repr__(self) -> str:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 from IPython.core.completer import CompletionContext, SimpleCompletion, SimpleMatcherResult, context_matcher
 
 from ..escape import host_mention
+from .frontend_comm import VariableCandidate
 from .protocols import CompletionHost, FileCandidates, SessionCandidates
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ HostGetter = Callable[[], CompletionHost | None]
 class VariableCandidates(Protocol):
     """Lists the user's variables to mention, data frames first: ``{name, brief, mention, ...}`` each."""
 
-    def variable_candidates(self, query: str = "", limit: int = 50) -> list[dict[str, str]]: ...
+    def variable_candidates(self, query: str = "", limit: int = 50) -> list[VariableCandidate]: ...
 
 #: ``@`` not preceded by a word character, then a fragment without whitespace, ``@`` or a leading
 #: ``[`` (``@[`` is an already written mention), running to the cursor.

@@ -5,6 +5,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from .commands import install_help_requests
+from .frontend_comm import install_current_session_comm, install_variables_comm
+from .sidebar_comm import install_sidebar_comm
+from .workspace.live_document import install_live_document, live_connections
+
 _STATE: dict[int, Any] = {}
 
 
@@ -16,8 +21,6 @@ def load(ip: Any) -> None:
     magics = DshMagics(shell=ip)
     ip.register_magics(magics)
     ip.events.register("pre_run_cell", magics.refresh_views)
-    from .commands import install_help_requests
-
     disposers = [install_help_requests(ip), magics.host.install_kernel_record()]
     try:
         from .completer import install_completer
@@ -25,15 +28,9 @@ def load(ip: Any) -> None:
         disposers.append(install_completer(ip, lambda: magics.host))
     except ImportError:
         pass
-    from .frontend_comm import install_current_session_comm, install_variables_comm
-
     disposers.append(install_current_session_comm(ip, lambda: magics.host))
     disposers.append(install_variables_comm(ip, lambda: magics.host))
-    from .sidebar_comm import install_sidebar_comm
-
     disposers.append(install_sidebar_comm(ip, lambda: magics.host))
-    from .workspace.live_document import install_live_document, live_connections
-
     disposers.append(install_live_document(ip, live_connections(ip, magics.host)))
     if "dsh" not in ip.user_ns:
         from .host import SessionHandle

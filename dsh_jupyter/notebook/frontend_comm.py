@@ -5,17 +5,47 @@ The JupyterLab extension opens a comm to :data:`CURRENT_SESSION_TARGET` (answere
 id or None}``) or to :data:`VARIABLES_TARGET` (answered once with ``{"variables": [...]}``), and the kernel
 closes it after answering. Nothing here imports ipykernel: the comm manager comes from
 the running kernel, and outside a kernel (terminal IPython) nothing is registered.
+
+The answers are :class:`~typing.TypedDict` shapes whose fields match the labextension's
+(``IVariableCandidate`` in ``labextension/src/variables.ts``; ``tests/test_server_wire.py`` compares them).
+The opening message's data stays ``dict[str, Any]``: it is whatever the page sent, checked field by field.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 CURRENT_SESSION_TARGET = "dsh.current-session"
 
 log = logging.getLogger(__name__)
+
+
+class CurrentSessionAnswer(TypedDict):
+    """The answer on :data:`CURRENT_SESSION_TARGET` (``None``: no session yet)."""
+
+    sessionId: str | None
+
+
+class VariableCandidate(TypedDict):
+    """One variable the ``@`` popup may offer: ``kind`` is ``dataframe``, ``series``, ``array`` or ``other``,
+    ``brief`` its type and shape for people, ``mention`` the ``@[name](dsh-variable:name)`` to insert."""
+
+    name: str
+    kind: str
+    type: str
+    brief: str
+    mention: str
+
+
+class VariablesAnswer(TypedDict):
+    """The answer on :data:`VARIABLES_TARGET`."""
+
+    variables: list[VariableCandidate]
+
+
+CommAnswer = CurrentSessionAnswer | VariablesAnswer
 
 
 class _HasAgent(Protocol):
@@ -24,7 +54,7 @@ class _HasAgent(Protocol):
 
 
 def install_answering_target(shell: Any, target: str,
-                             answer: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[], None]:
+                             answer: Callable[[dict[str, Any]], CommAnswer]) -> Callable[[], None]:
     """Register ``target`` on ``shell``'s kernel: a comm opened to it gets one message, ``answer(data)`` of
     the opening message's data, and is closed. Returns a function that removes the target again (nothing
     is registered outside a kernel)."""
@@ -51,7 +81,7 @@ def install_answering_target(shell: Any, target: str,
 def install_current_session_comm(shell: Any, host: Callable[[], _HasAgent]) -> Callable[[], None]:
     """Register :data:`CURRENT_SESSION_TARGET`; returns a function that removes it."""
 
-    def answer(_data: dict[str, Any]) -> dict[str, Any]:
+    def answer(_data: dict[str, Any]) -> CurrentSessionAnswer:
         agent = host().agent
         return {"sessionId": agent.id if agent is not None else None}
 
@@ -65,7 +95,7 @@ VARIABLES_TARGET = "dsh.variables"
 
 
 class VariableLister(Protocol):
-    def variable_candidates(self, query: str = "", limit: int = 50) -> list[dict[str, str]]: ...
+    def variable_candidates(self, query: str = "", limit: int = 50) -> list[VariableCandidate]: ...
 
 
 def install_variables_comm(shell: Any, host: Callable[[], VariableLister]) -> Callable[[], None]:
@@ -74,7 +104,7 @@ def install_variables_comm(shell: Any, host: Callable[[], VariableLister]) -> Ca
     return install_answering_target(shell, VARIABLES_TARGET, lambda data: answer_variables(host(), data))
 
 
-def answer_variables(lister: VariableLister, data: dict[str, Any]) -> dict[str, Any]:
+def answer_variables(lister: VariableLister, data: dict[str, Any]) -> VariablesAnswer:
     """The answer to a ``{query, limit}`` request: ``{"variables": [...]}`` (data frames first; odd values get
     the defaults, a failing listing answers with none). The chat sidebar asks the same over its own comm."""
     asked = data.get("query")

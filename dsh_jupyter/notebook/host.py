@@ -6,10 +6,15 @@ and resumed through the agent's own constructors (so ``SessionStart`` hooks fire
 source); prompts go through the agent layer's one submit path; and the session's ``DSH_*`` facts are
 exported for the user's own ``!`` and ``%%bash`` cells. Widgets and the completer use the small protocol in
 :mod:`dsh_jupyter.notebook.protocols`.
+
+Deferred imports: the agent, the models, the tools, the references, the store errors and the workspace
+tools load when the first ``%%dsh`` cell builds its session (or the first completion needs them), so
+``%load_ext dsh_jupyter`` stays under 150 ms (``benchmarks/bench_notebook.py``).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import sys
@@ -20,12 +25,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..services import ServiceError, Services, ServiceSettings
+from ..ui.messages import session_name
 from .config import DshSettings
+from .frontend_comm import VariableCandidate
 from .runtime import AgentThread
+from .workspace.cell_runner import CellRunner
+from .workspace.kernel_record import KernelRecord
+from .workspace.live_document import with_proposals
 
 if TYPE_CHECKING:
-    import concurrent.futures
-
     from ..agent import Agent, AgentConfig
     from ..agent.approvals import ApprovalPolicy, Approver
     from ..agent.events import AgentEvent
@@ -33,13 +41,13 @@ if TYPE_CHECKING:
     from ..models.base import ModelProvider
     from ..query import SessionQuery
     from ..references import ReferenceTarget, SessionReferenceResolver
+    from ..references.candidates import RemoteCandidateJson
     from ..references.variables import VariableSnapshots
     from ..store.base import SessionLocation, SessionStore
     from ..tools.base import ToolRegistry
     from ..tools.env import ProcessEnv, ShellEnvRegistry
     from ..tools.hooks import HookRunner
     from .workspace.cell_runner import ExecutedCell
-    from .workspace.kernel_record import KernelRecord
     from .workspace.notebook_tools import LiveSource, Workspace
 
 log = logging.getLogger(__name__)
@@ -284,9 +292,6 @@ class NotebookHost:
         """Start recording the cells this kernel executes (once); returns the disposer that stops it."""
         if self.shell is None:
             return lambda: None
-        from .workspace.cell_runner import CellRunner
-        from .workspace.kernel_record import KernelRecord
-
         record = self.kernel_record
         if record is None:
             record = self.kernel_record = KernelRecord(self.shell)
@@ -343,8 +348,6 @@ class NotebookHost:
 
             approver = approver_for(self.shell, self)
             if approver is not None and self.live_source is not None:  # notebook edits: proposals in the notebook
-                from .workspace.live_document import with_proposals
-
                 approver = with_proposals(approver, self.live_source)
             self._approver = approver or False
         return self._approver or None
@@ -488,8 +491,6 @@ class NotebookHost:
         if len(titled) == 1:
             return titled[0]
         if len(prefixed) > 1 or len(titled) > 1:
-            from ..ui.messages import session_name
-
             names = ", ".join(session_name(i, query.title(i)) for i in (prefixed if len(prefixed) > 1 else titled)[:4])
             raise HostError(f"{text!r} matches several sessions ({names}); use more of the id (see %dsh sessions)")
         raise HostError(f"no session matches {text!r}; list them with %dsh sessions")
@@ -557,7 +558,7 @@ class NotebookHost:
         return self.services.target(agent.header, context_window=agent.model.info.context_window)
 
     def candidates(self, query: str = "", limit: int | None = None, *,
-                   include_current: bool = False, body: bool = False) -> list[dict[str, Any]]:
+                   include_current: bool = False, body: bool = False) -> list[RemoteCandidateJson]:
         """Sessions to mention, in rank order (the current session is left out unless asked for).
         ``body`` also matches message text (needs the catalog)."""
         found = self.resolver.list_candidates(self.target(include_current=include_current), query, limit,
@@ -591,7 +592,7 @@ class NotebookHost:
 
         return variable_source(self.shell)
 
-    def variable_candidates(self, query: str = "", limit: int = 50) -> list[dict[str, str]]:
+    def variable_candidates(self, query: str = "", limit: int = 50) -> list[VariableCandidate]:
         """The user's variables to mention (data frames first), each ``{name, kind, type, brief, mention}``."""
         from .workspace.variables import variable_candidates
 
@@ -601,8 +602,6 @@ class NotebookHost:
                      model: str | None = None) -> concurrent.futures.Future[Submission]:
         """Prepare ``text`` and send it (idle) or steer it into the running turn (busy), through the agent
         layer's one submit path; a turn it starts becomes the background turn ``%dsh wait`` waits for."""
-        import concurrent.futures
-
         from ..agent.submit import submit
 
         agent, _ = self.current(model)

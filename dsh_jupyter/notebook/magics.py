@@ -1,9 +1,15 @@
-"""``%%dsh`` (a prompt for the notebook's session) and ``%dsh`` (session commands)."""
+"""``%%dsh`` (a prompt for the notebook's session) and ``%dsh`` (session commands).
+
+Deferred imports: the agent, the renderer, the store, the exporter, the widgets (anywidget), the model
+list and the fix request load when the magic that needs them runs, so ``%load_ext dsh_jupyter`` stays
+under 150 ms (``benchmarks/bench_notebook.py``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 import string
 import sys
@@ -13,12 +19,15 @@ from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
+from IPython.display import display
 
-from ..ui.display import show_notice
+from ..ui.display import ReferenceContextDisplay, SessionTable, show_notice
 from ..ui.messages import NO_VARIABLE, KeptField, Said, blocked_message, describe, interpolation_notice, usage_message
 from . import commands
 from .config import DshSettings
 from .host import HostError, NotebookHost
+from .workspace.document import NotebookError
+from .workspace.edits import UNDO_EVENT, describe_undo, recorded_edits, reverting_edit, undo_record
 
 INTERRUPT_GRACE_SECONDS = 5.0
 
@@ -191,10 +200,6 @@ class DshMagics(Magics, DshSettings):
             _error(self._describe(exc, said) + "; nothing was sent")
             return
         if prepared.context is not None:
-            from IPython.display import display
-
-            from ..ui.display import ReferenceContextDisplay
-
             spills = {index: getattr(spill, "path", spill) for index, spill in prepared.spills.items()}
             display(ReferenceContextDisplay.from_context(prepared.context, target_session_id=agent.id, spills=spills))
         from ..agent.submit import dispatch
@@ -286,17 +291,13 @@ class DshMagics(Magics, DshSettings):
         return None
 
     def _cmd_sessions(self, args: argparse.Namespace) -> Any:
-        from ..ui.display import SessionTable
-
         if args.body and self.host.services.candidate_source is None:
             raise HostError("--body searches the text of messages through the session catalog, which is off or "
                             "unavailable here; turn it on with %config DshMagics.catalog = True (JSONL store), or "
                             "leave --body out to match titles, ids and folders")
-        rows = self.host.candidates(" ".join(args.query), args.limit, include_current=True, body=args.body)
+        found = self.host.candidates(" ".join(args.query), args.limit, include_current=True, body=args.body)
         current = self.host.agent.id if self.host.agent is not None else None
-        for row in rows:
-            row["current"] = row["sessionId"] == current
-        return SessionTable(rows)
+        return SessionTable([{**row, "current": row["sessionId"] == current} for row in found])
 
     def _cmd_new(self, args: argparse.Namespace) -> Any:
         agent, notice = self.host.new_session(args.model, discard=args.discard)
@@ -363,8 +364,6 @@ class DshMagics(Magics, DshSettings):
         return commands.EnvValues(self.host.env_values())
 
     def _cmd_export(self, args: argparse.Namespace) -> Any:
-        import os
-
         from ..session import SessionError
         from ..ui.export import ExportError, export_name, export_stored, write_export
 
@@ -425,9 +424,6 @@ class DshMagics(Magics, DshSettings):
         return commands.models_table(listings, in_use, mark=mark, unlisted=unlisted if in_use is None else None)
 
     def _cmd_undo(self, args: argparse.Namespace) -> Any:
-        from .workspace.document import NotebookError
-        from .workspace.edits import UNDO_EVENT, describe_undo, recorded_edits, reverting_edit, undo_record
-
         agent = self.host.agent
         if agent is None:
             print("nothing to undo: there is no session yet")

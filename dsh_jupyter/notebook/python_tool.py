@@ -12,6 +12,9 @@ to the result as :class:`~dsh_jupyter.tools.base.ToolImage` values, in foregroun
 alike (at most :data:`MAX_IMAGES` per call), so the agent loop can store them and show them to the model.
 
 The tool depends on :class:`~.protocols.PythonToolHost`, not on the notebook host.
+
+Deferred imports: IPython's capture and display publisher and matplotlib's inline backend load when the
+tool first runs code, not when the tool is registered.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import binascii
 import concurrent.futures
 import contextlib
 import queue
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -207,8 +211,6 @@ def _this_thread_displays(shell: Any) -> Iterator[list[RichOutput]]:
 
 def _flush_inline_figures() -> None:
     """Display the figures the code drew, as a cell's end would (only with matplotlib's inline backend)."""
-    import sys
-
     if "matplotlib.pyplot" not in sys.modules or "matplotlib_inline.backend_inline" not in sys.modules:
         return
     import matplotlib

@@ -6,6 +6,7 @@ The kernel's main thread never runs agent code; it submits coroutines here and w
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,8 +31,6 @@ class AgentThread:
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None or (not self._loop.is_running() and self._thread is None):
-                import asyncio
-
                 ready = threading.Event()
                 loop = asyncio.new_event_loop()
 
@@ -48,8 +47,6 @@ class AgentThread:
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Run ``coro`` on the agent loop; the caller's context (its cell) travels with it."""
-        import asyncio
-
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def call(self, fn: Any, *args: Any) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict
 
 from ..ranking import workspace_rank
 from ..session.header import is_safe_nonnegative_int
@@ -23,6 +23,22 @@ if TYPE_CHECKING:
     from ..query import SessionQuery, SessionRecord
 
 
+class CandidateJson(TypedDict):
+    """A candidate as hosts hand it on (:meth:`SessionReferenceCandidate.to_json`)."""
+
+    sessionId: str
+    label: str
+    cwd: NotRequired[str]  # left out when the session recorded none, never null
+    sameWorkspace: bool
+    createdAt: int
+
+
+class RemoteCandidateJson(CandidateJson):
+    """A candidate as a browser gets it (``dsh/api/candidates``, the labextension's ``ISessionCandidate``)."""
+
+    mention: str
+
+
 @dataclass(frozen=True)
 class SessionReferenceCandidate:
     """One session a prompt may reference. ``cwd`` is ``None`` when the session recorded none."""
@@ -33,20 +49,17 @@ class SessionReferenceCandidate:
     same_workspace: bool
     created_at: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CandidateJson:
         """``sessionId, label, cwd?, sameWorkspace, createdAt`` (``cwd`` left out when unknown, never null)."""
-        record: dict[str, Any] = {"sessionId": self.session_id, "label": self.label}
-        if self.cwd is not None:
-            record["cwd"] = self.cwd
-        record["sameWorkspace"] = self.same_workspace
-        record["createdAt"] = self.created_at
-        return record
+        if self.cwd is None:
+            return {"sessionId": self.session_id, "label": self.label, "sameWorkspace": self.same_workspace,
+                    "createdAt": self.created_at}
+        return {"sessionId": self.session_id, "label": self.label, "cwd": self.cwd,
+                "sameWorkspace": self.same_workspace, "createdAt": self.created_at}
 
-    def to_remote_json(self) -> dict[str, Any]:
+    def to_remote_json(self) -> RemoteCandidateJson:
         """:meth:`to_json` plus the canonical ``mention`` a host inserts into the prompt draft."""
-        record = self.to_json()
-        record["mention"] = format_session_reference_mention(self.session_id, self.label)
-        return record
+        return {**self.to_json(), "mention": format_session_reference_mention(self.session_id, self.label)}
 
 
 def validate_limit(limit: object) -> int:

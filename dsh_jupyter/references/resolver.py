@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._json import dumps
+from ..ranking import workspace_rank
 from ..session.messages import SESSION_REFERENCE_KIND, text_block, user_message
 from ..session.projection import PROJECTION_SKIPS
+from ..store.scan import STREAM_SURFACE
 from .bounded import BoundedProjection, bound_surface
 from .budget import DEFAULT_REFERENCE_CONTEXT_FRACTION, reference_budget
 from .cancellation import CancelFlag, CancelWatch, cancelled_error, thread_future
-from .candidates import CandidateSource, SessionReferenceCandidate, list_candidates
+from .candidates import CandidateSource, RemoteCandidateJson, SessionReferenceCandidate, list_candidates
 from .errors import (
     SESSION_REFERENCE_BUDGET_EXCEEDED,
     SESSION_REFERENCE_INVALID_CONFIG,
@@ -183,7 +185,7 @@ class SessionReferenceResolver:
 
     def remote_candidates(
         self, target: ReferenceTarget, query: str = "", cancel: CancelFlag | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[RemoteCandidateJson]:
         """JSON-ready candidates (configured limit) each with its canonical ``mention``."""
         return [c.to_remote_json() for c in self.list_candidates(target, query, None, cancel)]
 
@@ -294,8 +296,6 @@ class SessionReferenceResolver:
     def _read_and_project(self, session_id: str, budget: int, abandoned: Callable[[], bool]) -> BoundedProjection:
         """One source read (in a worker thread), projected and reduced event by event (a JSONL store then
         decodes one surface event at a time)."""
-        from ..store.scan import STREAM_SURFACE
-
         skip = PROJECTION_SKIPS | {STREAM_SURFACE}
         foreign = self.foreign
         if foreign is not None and foreign.owns(session_id):  # another tool's transcript, read through its source
@@ -435,8 +435,6 @@ def merge_foreign(found: list[SessionReferenceCandidate], foreign: ForeignSessio
     that cannot be listed costs its entries, never the answer."""
     if foreign is None:
         return found
-    from ..ranking import workspace_rank
-
     try:
         others = [SessionReferenceCandidate(session_id=h.session_id, label=h.title or h.session_id, cwd=h.cwd,
                                             same_workspace=h.cwd is not None and h.cwd == target.cwd,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._json import dumps
-from .errors import SESSION_REFERENCE_INVALID_REFERENCE, SessionReferenceError
+from .errors import SESSION_REFERENCE_INVALID_REFERENCE, SESSION_REFERENCE_TOO_MANY, SessionReferenceError
 
 #: The URI scheme of a variable reference, colon included.
 VARIABLE_REFERENCE_SCHEME = "dsh-variable:"
@@ -96,8 +96,6 @@ def normalise_variables(references: list[VariableReferenceInput]) -> list[Variab
     for reference in references:
         seen.setdefault(reference.name, reference)
     if len(seen) > MAX_VARIABLE_REFERENCES:
-        from .errors import SESSION_REFERENCE_TOO_MANY
-
         raise SessionReferenceError(
             SESSION_REFERENCE_TOO_MANY,
             f"a message may mention at most {MAX_VARIABLE_REFERENCES} variables, this one mentions {len(seen)}; "

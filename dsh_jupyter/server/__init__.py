@@ -10,11 +10,17 @@ The server serves only session stores at or below its root (plus ``c.DshServer.e
 ``c.DshServer.postgres_dsn`` (default ``$DSH_POSTGRES_DSN``) names one, a PostgreSQL store, reads
 them on a small pool of its own threads with a deadline per request, and indexes the stores of its root
 in a background thread of its own at start.
+
+jupyter-server, the settings and the handlers are imported by :func:`_load_jupyter_server_extension`:
+``import dsh_jupyter.server`` alone (its helpers, the tests) does not start the web stack.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from .indexing import index_in_background
+from .state import SETTINGS_KEY, ServerState
 
 #: The module jupyter-server loads.
 EXTENSION_MODULE = "dsh_jupyter.server"
@@ -30,9 +36,6 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
 
     from .config import DshServer
     from .handlers import ROUTES
-    from .indexing import index_in_background
-    from .state import SETTINGS_KEY, ServerState
-
     settings = DshServer(parent=serverapp)
     boundary = settings.boundary(serverapp.root_dir)
     postgres = settings.make_postgres()

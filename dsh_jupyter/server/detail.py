@@ -37,12 +37,14 @@ from ..references import encode_session_reference_uri, format_session_reference_
 from ..references.projection import PROJECTION_SKIPS, USER, format_version, project_event
 from ..session import SessionCorruptError, SessionFormatError, SessionHeader
 from ..store import window as _window
+from ..store.scan import MAX_HEADER_BYTES, STREAM_SURFACE, FoldState, fold_lines, read_header, scan_surface, surface_of
+from ..store.window import fold_window
+from .wire import DamageJson, PreviewMessage, SessionDetail
 
 if TYPE_CHECKING:
     from ..catalog import Catalog
     from ..session import Event, SurfaceSnapshot
     from ..store import JsonlStore
-    from ..store.scan import FoldState
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +74,7 @@ class Damage:
     kind: str
     message: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DamageJson:
         return {"line": self.line, "kind": self.kind, "message": self.message}
 
 
@@ -104,8 +106,6 @@ def read_jsonl(store: JsonlStore, session_id: str, catalog: Catalog | None) -> R
 
 
 def _read_open(fh: BinaryIO, path: str, session_id: str, store: JsonlStore, catalog: Catalog | None) -> Reading:
-    from ..store.scan import STREAM_SURFACE, read_header
-
     skip = frozenset(PROJECTION_SKIPS | {STREAM_SURFACE})
     size = os.fstat(fh.fileno()).st_size
     try:
@@ -135,8 +135,6 @@ def _read_open(fh: BinaryIO, path: str, session_id: str, store: JsonlStore, cata
 
 def _read_whole(fh: BinaryIO, path: str, header: SessionHeader, skip: frozenset[str],
                 catalog: Catalog | None) -> Reading:
-    from ..store.scan import fold_lines, scan_surface, surface_of
-
     try:
         if catalog is not None:
             scan = catalog.folds.scan(fh, path, skip_data=skip)
@@ -163,8 +161,6 @@ def _read_window(fh: BinaryIO, path: str, header: SessionHeader, header_bytes: i
                  skip: frozenset[str]) -> Reading | None:
     """The surface of the log's last :data:`WINDOW_BYTES`, folded on its own
     (:func:`dsh_jupyter.store.window.fold_window`); ``None`` when it cannot be (then the log is read in full)."""
-    from ..store.window import fold_window
-
     window = fold_window(fh, path, header, header_bytes, size, skip, WINDOW_BYTES)
     if window is None:
         return None
@@ -176,8 +172,6 @@ def _read_window(fh: BinaryIO, path: str, header: SessionHeader, header_bytes: i
 
 def _without_header(fh: BinaryIO, path: str, session_id: str, skip: frozenset[str], size: int) -> Reading:
     """A log whose first line is not a session header: the events after it, as far as they can be read."""
-    from ..store.scan import MAX_HEADER_BYTES, STREAM_SURFACE, FoldState, fold_lines, surface_of
-
     stand_in = SessionHeader(session_id, 0)
     fh.seek(0)
     newline = fh.read(MAX_HEADER_BYTES + 1).find(b"\n")
@@ -269,12 +263,12 @@ def _decode(surface: Sequence[Event], index: int, damage: list[Damage], lost: li
 
 
 def details(reading: Reading, *, max_messages: int = PREVIEW_MESSAGES, max_message_bytes: int = PREVIEW_MESSAGE_BYTES,
-            count_seconds: float = COUNT_SECONDS) -> dict[str, Any]:
+            count_seconds: float = COUNT_SECONDS) -> SessionDetail:
     """The JSON of ``dsh/api/sessions/<payload>`` for what was read."""
     surface, damage = reading.surface, list(reading.damage)
     numbered = reading.unread_bytes == 0
     lost = [0]
-    shown: deque[dict[str, Any]] = deque()
+    shown: deque[PreviewMessage] = deque()
     shown_user = compacted = 0
     index = len(surface)
     while index > 0 and len(shown) < max_messages:

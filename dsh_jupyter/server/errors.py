@@ -12,9 +12,8 @@ Every body has the same shape: ``{"error": {"code", "message"}, "message"}``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..references import SESSION_REFERENCE_INVALID_REFERENCE, SESSION_REFERENCE_READ_FAILED
+from .wire import ErrorBody
 
 #: 400: a parameter the API cannot use (the reference's own code, which the front end knows).
 BAD_REQUEST = SESSION_REFERENCE_INVALID_REFERENCE
@@ -44,11 +43,11 @@ class ApiError(Exception):
         self.code = code
         self.message = message
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ErrorBody:
         return error_body(self.code, self.message)
 
 
-def error_body(code: str, message: str) -> dict[str, Any]:
+def error_body(code: str, message: str) -> ErrorBody:
     """The JSON body of every error reply."""
     return {"error": {"code": code, "message": message}, "message": message}
 

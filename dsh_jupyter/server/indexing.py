@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..store import default_sessions_dir
 from .boundary import Boundary
+from .sessions import server_catalog
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,6 @@ def index_stores(boundary: Boundary, index: Callable[[Path], object] | None = No
 
     Never raises: a store that cannot be indexed is logged and the next one is tried."""
     if index is None:
-        from .sessions import server_catalog
-
         index = server_catalog
     for store in served_stores(boundary):
         try:

@@ -11,6 +11,8 @@ once per server (the store keeps a few idle read connections, so a keystroke cos
 Every statement is limited to the request timeout, so a stalled database frees the reader thread soon
 after the request got its 504. A database that cannot be reached or used answers 503; neither body
 names the database, its role or a password (the server log has the details, the DSN masked).
+
+psycopg (the optional ``postgres`` extra) is imported only when a PostgreSQL store is configured.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from ..references.candidates import list_candidates
 from ..services import Services, ServiceSettings
+from ..store.postgres import PostgresStore, PostgresStoreError
 from .errors import ApiError, busy, too_slow
 
 if TYPE_CHECKING:
     from ..query import SessionQuery
     from ..references import ReferenceTarget, SessionReferenceCandidate
-    from ..store.postgres import PostgresStore
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +60,6 @@ class ServedPostgres:
 
     @property
     def store(self) -> PostgresStore:
-        from ..store.postgres import PostgresStore
-
         store = self.services.store
         assert isinstance(store, PostgresStore)
         return store
@@ -78,8 +79,6 @@ class ServedPostgres:
         ran out of time); the details go to the server log only."""
         import psycopg
 
-        from ..store.postgres import PostgresStoreError
-
         try:
             yield
         except ApiError:
@@ -96,8 +95,6 @@ class ServedPostgres:
     def candidates(self, target: ReferenceTarget, text: str, limit: int, *,
                    body: bool = False) -> list[SessionReferenceCandidate]:
         """The visible sessions matching ``text`` for ``target``, ranked, at most ``limit``."""
-        from ..references.candidates import list_candidates
-
         with self.answering("listing candidates"):
             return list_candidates(self.query, target, text, limit, source=self.services.candidate_source,
                                    body=body)

@@ -17,9 +17,12 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from ..catalog import Catalog, CatalogUnavailable
+from ..catalog.bodies import BODY_CAP
 from ..query import SessionQuery
+from ..ranking import workspace_rank
 from ..references import (
     ReferenceTarget,
     SessionReferenceCandidate,
@@ -31,9 +34,12 @@ from ..references.projection import PROJECTION_SKIPS
 from ..references.resolver import merge_foreign
 from ..services import Services, ServiceSettings
 from ..session import SessionError, SessionNotFoundError
-from ..sources import tool_of
+from ..sources import enabled_by_env, foreign_sessions, tool_of
 from ..store import JsonlStore
 from ..store.errors import LogAccessError
+from ..store.paths import decode_segment
+from ..store.postgres import PostgresStoreError
+from ..store.safe_open import open_log
 from .boundary import Boundary, require_log, require_store
 from .detail import PREVIEW_MESSAGE_BYTES, PREVIEW_MESSAGES, details, read_jsonl, reading_of
 from .errors import BUSY, NOT_FOUND, ApiError, bad_request, internal, not_found, outside_root, refused_entry
@@ -47,6 +53,7 @@ from .params import (
     parse_query,
     quoted,
 )
+from .wire import SessionDetail, SessionListing, SessionLocation, SessionRow, UnreadableEntry
 
 if TYPE_CHECKING:
     from ..catalog import CatalogEntry, StoreInfo
@@ -208,8 +215,6 @@ class BoundedCatalog:
 
     def pending(self) -> list[str]:
         """The stores inside the boundary the catalog has not finished indexing."""
-        from ..catalog import CatalogUnavailable
-
         try:
             return [info.root for info in self.catalog.stores()
                     if not info.ready and not info.missing and self.boundary.allows(info.root)]
@@ -218,8 +223,6 @@ class BoundedCatalog:
 
     def store_roots(self, local: str) -> list[str]:
         """The catalog's stores that lie inside the boundary, ``local`` (the asking folder's store) first."""
-        from ..catalog import CatalogUnavailable
-
         try:
             known = [info.root for info in self.catalog.stores()]
         except CatalogUnavailable as exc:
@@ -244,8 +247,6 @@ def served_foreign(boundary: Boundary) -> ForeignSessions | None:
     those of the tools whose folder (``~/.claude``, ``~/.codex``, or where ``$CLAUDE_CONFIG_DIR`` /
     ``$CODEX_HOME`` point) lies in the home folder of the user running the server, or inside the boundary.
     They are the server user's own sessions, outside the server root; nothing else outside it is served."""
-    from ..sources import enabled_by_env, foreign_sessions
-
     if not enabled_by_env():
         return None
     shared = foreign_sessions()
@@ -263,8 +264,6 @@ def merge_ranked(first: list[SessionReferenceCandidate], second: list[SessionRef
     """Two ranked candidate lists as one, by the one ranking rule (:func:`~dsh_jupyter.ranking.workspace_rank`,
     then newest first, then id), at most ``limit``; a session in both is kept once, from ``first``. Returns
     the list and the ids of the kept entries that came from ``second``."""
-    from ..ranking import workspace_rank
-
     seen = {c.session_id for c in first}
     extra = [c for c in second if c.session_id not in seen]
     merged = sorted([*first, *extra], key=lambda c: (workspace_rank(c.cwd, target.cwd), -c.created_at, c.session_id))
@@ -275,7 +274,7 @@ def merge_ranked(first: list[SessionReferenceCandidate], second: list[SessionRef
 
 def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary, body: bool = False,
                     catalog_for: Callable[[Path], ServerCatalog | None] | None = None,
-                    postgres: ServedPostgres | None = None) -> list[dict[str, Any]]:
+                    postgres: ServedPostgres | None = None) -> list[SessionRow]:
     """Ranked candidates for a prompt in ``folder``: ``{sessionId, label, cwd?, sameWorkspace, createdAt, mention}``.
 
     Sessions come from every store inside ``boundary`` that the catalog knows (same folder first) and from
@@ -288,7 +287,7 @@ def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary,
 
 def _ranked_rows(folder: Path, query: str, limit: int, boundary: Boundary, body: bool,
                  catalog_for: Callable[[Path], ServerCatalog | None] | None, postgres: ServedPostgres | None
-                 ) -> tuple[list[dict[str, Any]], JsonlStore, BoundedCatalog | None]:
+                 ) -> tuple[list[SessionRow], JsonlStore, BoundedCatalog | None]:
     """:func:`list_candidates`, with the folder's store and the catalog view that answered (``None``: none)."""
     source = allowed_store(folder, boundary)
     store = _store_of(source)
@@ -309,7 +308,8 @@ def _ranked_rows(folder: Path, query: str, limit: int, boundary: Boundary, body:
         found, from_postgres = merge_ranked(found, postgres.candidates(target, query, limit, body=body), target,
                                             limit)
     found = merge_foreign(found, served_foreign(boundary), target, query, limit)
-    rows = [candidate.to_remote_json() for candidate in found]
+    # A row is its candidate until the optional fields below are added (none of them is set yet).
+    rows = [cast("SessionRow", candidate.to_remote_json()) for candidate in found]
     for row in rows:
         tool = tool_of(row["sessionId"])
         if tool is not None:
@@ -325,15 +325,13 @@ MAX_UNREADABLE = 1000
 
 def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, body: bool = False,
                   catalog_for: Callable[[Path], ServerCatalog | None] | None = None,
-                  postgres: ServedPostgres | None = None) -> dict[str, Any]:
+                  postgres: ServedPostgres | None = None) -> SessionListing:
     """The listing of ``GET dsh/api/sessions``: the candidates of :func:`list_candidates` (each also with its
     message counts, and ``damaged`` / ``bodyIndexTruncated`` when the catalog knows), every entry of the
     folder's store that cannot be read as a session (``unreadable``: ``entry`` relative to the server root,
     ``sessionId`` its folder stands for, ``problem``; ``unreadableCount`` is exact even beyond the
     :data:`MAX_UNREADABLE` named), and whether the answer covers every session (``complete``: false while
     a store is still being indexed, when body search may miss what is not indexed yet; ``notes`` say so)."""
-    from ..store.paths import decode_segment
-
     rows, store, bounded = _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres)
     known = bounded.kept if bounded is not None else {}
     for row in rows:
@@ -351,7 +349,7 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
                                  "moreMessages": max(0, total - entry.body_messages)}
     headers = store.list_headers()
     waiting = _not_indexed(bounded.catalog if bounded is not None else None, store, headers)
-    unreadable: list[dict[str, Any]] = []
+    unreadable: list[UnreadableEntry] = []
     for item in store.unreadable:
         folder_name = item.path.name if item.path.name != "session.jsonl" else item.path.parent.name
         try:
@@ -373,8 +371,6 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
                      "unreadable)")
     cut = sum(1 for row in rows if row.get("bodyIndexTruncated"))
     if body and cut:
-        from ..catalog.bodies import BODY_CAP
-
         cap = getattr(bounded.catalog if bounded is not None else None, "body_cap", BODY_CAP)
         more = sum(row["bodySearch"]["moreMessages"] for row in rows if "bodySearch" in row)
         notes.append(f"body search covers only the first {cap / 2**20:g} MiB of the text of {cut} listed "
@@ -439,8 +435,6 @@ def _foreign_header(foreign: ForeignSessions, session_id: str) -> ForeignHeader:
 def _refuse_unsafe(store: JsonlStore, session_id: str) -> None:
     """Raise the 403 of a session whose folder holds something that is not a regular log (a pipe, a device, a
     link, a folder): the entry is there, so "no such session" would mislead. Returns when nothing is there."""
-    from ..store.safe_open import open_log
-
     try:
         path = store.log_path(session_id)
         os.lstat(path)
@@ -486,7 +480,7 @@ def session_detail(
     max_message_bytes: int = PREVIEW_MESSAGE_BYTES,
     postgres: ServedPostgres | None = None,
     catalog_for: Callable[[Path], ServerCatalog | None] | None = None,
-) -> dict[str, Any]:
+) -> SessionDetail:
     """Metadata, the newest messages and what is damaged of one session in ``folder``'s store (or, when it
     is not there, in the PostgreSQL store ``postgres``: then with ``store`` and ``owner``; or another tool's
     transcript: then with ``tool``). See :mod:`.detail`: bounded in memory and time whatever the log's
@@ -503,13 +497,13 @@ def session_detail(
         except (SessionError, OSError) as exc:
             log.error("dsh-jupyter: could not read %s transcript %s: %s", header.tool, header.path, exc)
             raise refused_read(session_id, exc) from exc
-        return details(reading_of(snapshot, header.title), **limits) | {"tool": header.tool}
+        answer = details(reading_of(snapshot, header.title), **limits)
+        answer["tool"] = header.tool
+        return answer
     query = _find(folder, session_id, boundary, postgres)
     if query is None:
         assert postgres is not None
         return _postgres_detail(postgres, session_id, limits, folder, boundary)
-    from ..catalog import Catalog
-
     store = _store_of(query)
     catalog = (catalog_for or server_catalog)(store.root)
     try:
@@ -523,10 +517,8 @@ def session_detail(
 
 
 def _postgres_detail(postgres: ServedPostgres, session_id: str, limits: dict[str, int], folder: Path,
-                     boundary: Boundary) -> dict[str, Any]:
+                     boundary: Boundary) -> SessionDetail:
     """:func:`session_detail` of a session of the PostgreSQL store (read as the server's role)."""
-    from ..store.postgres import PostgresStoreError
-
     query = postgres.query
     with postgres.answering("reading a session"):
         try:
@@ -540,11 +532,13 @@ def _postgres_detail(postgres: ServedPostgres, session_id: str, limits: dict[str
         except (SessionError, OSError) as exc:
             log.error("dsh-jupyter: could not read session %r in %s: %s", session_id, postgres.where, exc)
             raise refused_read(session_id, exc) from exc
-    return details(reading_of(snapshot, title), **limits) | {"store": postgres.kind, "owner": owner}
+    answer = details(reading_of(snapshot, title), **limits)
+    answer["store"], answer["owner"] = postgres.kind, owner
+    return answer
 
 
 def session_location(folder: Path, session_id: str, boundary: Boundary, *,
-                     postgres: ServedPostgres | None = None) -> dict[str, Any]:
+                     postgres: ServedPostgres | None = None) -> SessionLocation:
     """Where the session's own log lives: ``{"kind": "jsonl", "path", "contentsPath"}``.
 
     ``contentsPath`` is the log's path relative to the server root (for the Contents API), or ``None``

@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from .._json import loads
 from .errors import SessionFormatError
 
 #: The on-disk format generation we read and write (the reference's ``SESSION_FORMAT_VERSION``).
@@ -135,8 +136,6 @@ class SessionHeader:
     @classmethod
     def from_line(cls, raw: bytes) -> SessionHeader:
         """Parse a raw header line. JSON parsers read ``-0`` as ``0``, so that spelling is checked here."""
-        from .._json import loads
-
         match = _NEGATIVE_ZERO.search(raw)
         if match is not None:
             raise SessionFormatError(f"{match.group(1).decode()} must not be -0")

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from .events import Event
 from .header import SessionHeader
+from .projection import project_event
 
 WORD = re.compile(r"[^\W_]+")
 
@@ -59,8 +60,6 @@ def body_words(texts: Iterable[str]) -> list[str]:
 
 def event_texts(events: Iterable[Event]) -> list[str]:
     """The projected texts of surface events (user prompts, checkpoints, assistant text)."""
-    from .projection import project_event
-
     texts = []
     for event in events:
         projected = project_event(event)

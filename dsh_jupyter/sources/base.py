@@ -19,6 +19,7 @@ never collide and each id has one canonical ``dsh-session:`` URI.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from .._json import loads
+from ..secrets import mask_text
 from ..session.events import ASSISTANT_MESSAGE, USER_MESSAGE, Event
 from ..session.header import SessionHeader
 from ..session.messages import USER_SOURCE, assistant_message, compaction_source, text_block, user_message
@@ -147,8 +149,6 @@ def _opt_str(value: Any) -> str | None:
 def clip_title(text: str) -> str:
     """A one-line title of at most :data:`MAX_TITLE_CHARS` characters, its secrets masked first (a key cut in
     two by the clip would no longer be recognised)."""
-    from ..secrets import mask_text
-
     line = " ".join(mask_text(text.strip().split("\n", 1)[0]).split())
     return line if len(line) <= MAX_TITLE_CHARS else line[: MAX_TITLE_CHARS - 1].rstrip() + "…"
 
@@ -188,8 +188,6 @@ def snapshot(header: SessionHeader, items: list[ProjectedItem], lines: int) -> S
 
     Every text is masked here (:func:`~dsh_jupyter.secrets.mask_text`), as it enters this process: the other
     tool never masked it, and from here it can reach a log, a cell, a saved full snapshot."""
-    from ..secrets import mask_text
-
     events: list[Event] = []
     for seq, item in enumerate(items):
         text = mask_text(item.text)
@@ -204,8 +202,6 @@ def snapshot(header: SessionHeader, items: list[ProjectedItem], lines: int) -> S
 
 def file_identity(path: str | os.PathLike[str]) -> tuple[int, int, int] | None:
     """``(size, mtime_ns, inode)`` of a regular file, not following a link; ``None`` otherwise."""
-    import stat
-
     try:
         info = os.lstat(path)
     except OSError:

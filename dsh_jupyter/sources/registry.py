@@ -15,9 +15,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..ranking import workspace_rank
+from ..session import SessionNotFoundError
 from ..session.header import SessionHeader
 from ..session.surface import SurfaceSnapshot
+from ..store.safe_open import open_log
+from ..tools.home import resolve_dsh_home
 from .base import ForeignHeader, ForeignSource, ScanState, file_identity, snapshot
+from .claude import ClaudeCodeSource
+from .codex import CodexSource
 from .index import INDEX_NAME, ForeignIndex
 
 log = logging.getLogger(__name__)
@@ -38,9 +43,6 @@ def enabled_by_env(env: dict[str, str] | None = None) -> bool:
 
 
 def default_sources() -> list[ForeignSource]:
-    from .claude import ClaudeCodeSource
-    from .codex import CodexSource
-
     return [ClaudeCodeSource(), CodexSource()]
 
 
@@ -71,8 +73,6 @@ class ForeignSessions:
 
     def _header(self, source: ForeignSource, path: str) -> ForeignHeader | None:
         """The facts of one transcript, from the index when its file is unchanged."""
-        from ..store.safe_open import open_log
-
         name = path
         identity = file_identity(path)
         if identity is None:
@@ -166,9 +166,6 @@ class ForeignSessions:
 
     def read_surface(self, session_id: str) -> SurfaceSnapshot:
         """The projected current surface of one transcript (raises ``SessionNotFoundError``)."""
-        from ..session import SessionNotFoundError
-        from ..store.safe_open import open_log
-
         found = split_id(session_id, self.sources)
         path = None if found is None else found[0].locate(found[1])
         if found is None or path is None:
@@ -196,8 +193,6 @@ _SHARED_LOCK = threading.Lock()
 
 def foreign_sessions(dsh_home: str | None = None) -> ForeignSessions:
     """The process-wide :class:`ForeignSessions` whose index sits in ``dsh_home`` (default ``$DSH_HOME``/~/.dsh)."""
-    from ..tools.home import resolve_dsh_home
-
     path = resolve_dsh_home(dsh_home or None) / INDEX_NAME
     with _SHARED_LOCK:
         shared = _SHARED.get(str(path))

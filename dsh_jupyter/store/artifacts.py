@@ -26,7 +26,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .safe_open import write_all
+from .safe_open import open_log, write_all
 
 #: The folder (JSONL) or name prefix (databases) of every artifact.
 ARTIFACTS_FOLDER = "artifacts"
@@ -82,8 +82,6 @@ def save_file(folder: Path, name: str, data: bytes) -> None:
 
 def load_file(folder: Path, name: str) -> bytes | None:
     """The bytes of ``folder/name``, or ``None`` when it is missing, not a regular file or too large."""
-    from .safe_open import open_log
-
     path = folder / check_name(name)
     try:
         with open_log(path) as fh:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..session import Event, SessionFormatError, SessionHeader, SessionLog, SessionNotFoundError, SurfaceSnapshot
+from .artifacts import ArtifactError, load_file, save_file
 
 T = TypeVar("T")
 
@@ -215,8 +216,6 @@ class SessionStore(abc.ABC):
         """Keep ``data`` as the session's artifact ``name`` (``artifacts/<sha256>.png``); saving the same
         name again keeps the first. The default writes a file in :meth:`session_dir`; a backend without
         one overrides this or raises :class:`~dsh_jupyter.store.artifacts.ArtifactError` saying why."""
-        from .artifacts import ArtifactError, save_file
-
         folder = self.session_dir(header)
         if folder is None:
             raise ArtifactError("this session store has no place for artifacts")
@@ -224,8 +223,6 @@ class SessionStore(abc.ABC):
 
     def load_artifact(self, header: SessionHeader, name: str) -> bytes | None:
         """The bytes of the session's artifact ``name``, or ``None`` when it is not there."""
-        from .artifacts import load_file
-
         folder = self.session_dir(header)
         return load_file(folder, name) if folder is not None else None
 

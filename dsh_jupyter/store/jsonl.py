@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .._json import dumpb
+from ..secrets import mask_encoded
 from ..session import (
     Event,
     SessionFormatError,
@@ -89,8 +90,6 @@ def encode_event(event: Event, expected_seq: int) -> bytes:
             f"cannot append event type {event.type!r}: readers refuse unknown types; mark it ignorable=True "
             "if readers that do not know it may skip it"
         )
-    from ..secrets import mask_encoded  # secrets never reach a log (both stores write these lines)
-
     try:
         line = mask_encoded(event.to_json(), dumpb) + b"\n"
     except (TypeError, ValueError) as exc:

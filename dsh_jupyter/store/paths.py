@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._json import js_string
+from .errors import LogAccessError, LogPermissionError
 
 #: File name of a session's log inside its folder.
 LOG_NAME = "session.jsonl"
@@ -171,8 +172,6 @@ def list_session_folders(root: str | os.PathLike[str]) -> tuple[list[tuple[str, 
     empty store; a root this user cannot list raises
     :class:`~dsh_jupyter.store.errors.LogPermissionError`.
     """
-    from .errors import LogAccessError, LogPermissionError
-
     text = os.fspath(root)
     try:
         with os.scandir(text) as scan:

@@ -20,11 +20,15 @@ The DSN is never shown with its password: every message uses :func:`mask_dsn`. T
 encoding are the shared SQL store's (:mod:`.sql`); this module holds PostgreSQL's connections, schema,
 leases, SQL text and its writer (which keeps the catalog's columns current with the rules of
 :mod:`dsh_jupyter.session.words`).
+
+psycopg (the optional ``postgres`` extra) is imported when a connection is opened or an error is read,
+not with the module: DSN masking and the error types work without it.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -34,6 +38,7 @@ from .._json import dumpb
 from ..session import Event, SessionError, SessionHeader, SessionLockedError, SessionLog, SessionNotFoundError
 from ..session.events import SESSION_TITLE, ReplaceOp
 from ..session.words import body_words, event_texts, match_fields
+from .artifacts import ArtifactError, postgres_load, postgres_save
 from .errors import SessionWriteError
 from .jsonl import encode_event
 from .postgres_schema import SCHEMA_VERSION, ensure_schema, installed_version
@@ -262,8 +267,6 @@ class PostgresStore(SqlStore["Connection", "Connection", PostgresWriter]):
         return text
 
     def _connect(self) -> Connection:
-        import os
-
         import psycopg
 
         limit = self._statement_timeout
@@ -403,8 +406,6 @@ class PostgresStore(SqlStore["Connection", "Connection", PostgresWriter]):
         """Keep an artifact in ``dsh.artifacts`` (the session must have been flushed: its row holds the owner)."""
         import psycopg
 
-        from .artifacts import ArtifactError, postgres_save
-
         with self.connection() as conn:
             try:
                 postgres_save(conn, session_key(header.id), name, data)
@@ -414,8 +415,6 @@ class PostgresStore(SqlStore["Connection", "Connection", PostgresWriter]):
 
     def load_artifact(self, header: SessionHeader, name: str) -> bytes | None:
         import psycopg
-
-        from .artifacts import postgres_load
 
         with self._reader() as conn:
             try:

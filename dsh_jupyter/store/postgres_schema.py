@@ -15,6 +15,8 @@ PostgreSQL lets them.
 
 :func:`ensure_schema` creates or upgrades all of it idempotently (``dsh-jupyter postgres init``); on a
 shared database run it as a dedicated administrator role, which then owns the tables.
+
+psycopg (the optional ``postgres`` extra) is imported when the schema is applied, not with the module.
 """
 
 from __future__ import annotations

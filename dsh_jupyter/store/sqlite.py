@@ -23,10 +23,12 @@ from typing import Any
 
 from .._json import dumpb, dumps, loads
 from ..session import Event, SessionError, SessionFormatError, SessionHeader, SessionLog, SessionNotFoundError
+from .artifacts import sqlite_delete, sqlite_load, sqlite_save
 from .errors import SessionWriteError, StoreReadOnlyError
 from .jsonl import encode_event
 from .locking import WriterLock
 from .paths import session_folder_name
+from .safe_open import nearest_existing, write_problem
 from .sql import Queries, Row, SqlStore, SqlWriter, event_row, exists_error, session_key
 
 #: Schema generation stored in ``PRAGMA user_version``.
@@ -208,8 +210,6 @@ class SqliteStore(SqlStore[sqlite3.Connection, WriterLock, SqliteWriter]):
     def check_writable(self, session_id: str | None = None) -> None:
         """:class:`StoreReadOnlyError` when the database (or the folder it would be created in, or its lock
         folder) cannot be written by this user."""
-        from .safe_open import nearest_existing, write_problem
-
         targets = [self.path] if self.path.exists() else [nearest_existing(self.path.parent)]
         if self.lock_dir.exists():
             targets.append(self.lock_dir)
@@ -224,8 +224,6 @@ class SqliteStore(SqlStore[sqlite3.Connection, WriterLock, SqliteWriter]):
 
     # -- artifacts ---------------------------------------------------------------------------------------
     def save_artifact(self, header: SessionHeader, name: str, data: bytes) -> None:
-        from .artifacts import sqlite_save
-
         conn = self._connect(create=True)
         try:
             with _immediate(conn):
@@ -234,8 +232,6 @@ class SqliteStore(SqlStore[sqlite3.Connection, WriterLock, SqliteWriter]):
             conn.close()
 
     def load_artifact(self, header: SessionHeader, name: str) -> bytes | None:
-        from .artifacts import sqlite_load
-
         conn = self._reader()
         return sqlite_load(conn, session_key(header.id), name) if conn is not None else None
 
@@ -297,8 +293,6 @@ class SqliteStore(SqlStore[sqlite3.Connection, WriterLock, SqliteWriter]):
         return SqliteWriter(self, session.header, lock=held, materialized=True, next_seq=session.next_seq)
 
     def delete(self, session_id: str) -> None:
-        from .artifacts import sqlite_delete
-
         if not self.exists(session_id):
             raise SessionNotFoundError(session_id, self._where)
         lock = self._acquire(session_id)

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, BinaryIO
 
+from .._json import loads
+from ..session import SessionError, events_from_record
+from .scan import OVERLONG, STREAM_SURFACE, FoldState, _Lines, fold_lines, surface_of
+
 if TYPE_CHECKING:
     from ..session import SessionHeader
-    from .scan import FoldState, ScanResult
+    from .scan import ScanResult
 
 #: A log bigger than this is worth reading from its end only (when its counts are known elsewhere).
 FULL_READ_BYTES = 64 << 20
@@ -28,10 +32,6 @@ def fold_window(fh: BinaryIO, path: str, header: SessionHeader, header_bytes: in
     """Fold the last ``window`` bytes of the log open in ``fh`` (``size`` bytes, its header
     ``header_bytes`` long) on their own: ``(scan, fold state, offset of the first line folded)``, the surface a
     lazily decoded sequence; ``None`` when the window cannot stand alone (see the module notes)."""
-    from .._json import loads
-    from ..session import SessionError, events_from_record
-    from .scan import OVERLONG, STREAM_SURFACE, FoldState, _Lines, fold_lines, surface_of
-
     fh.seek(max(header_bytes, size - window) - 1)
     probe = fh.read(min(size, 1 << 20))
     newline = probe.find(b"\n")

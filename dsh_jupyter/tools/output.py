@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ..secrets import MaskedStream, default_masker
+
 _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -40,8 +42,6 @@ SECRET_CONTEXT = 4096
 
 def _safe_cut(data: bytes | bytearray, at: int) -> int:
     """``at`` (a byte offset at a character start) moved back to where no secret is cut in two."""
-    from ..secrets import default_masker
-
     text = bytes(data).decode("utf-8", "surrogateescape")
     chars = len(bytes(data[:at]).decode("utf-8", "surrogateescape"))
     safe = default_masker().safe_cut(text, chars)
@@ -72,8 +72,6 @@ class OutputFile:
     """
 
     def __init__(self, path: Path) -> None:
-        from ..secrets import MaskedStream
-
         os.makedirs(path.parent, exist_ok=True)
         self.path = path
         self._file: BinaryIO | None = open(path, "wb")  # noqa: SIM115 - closed in close()

@@ -18,6 +18,7 @@ from typing import Any
 
 import anywidget
 import traitlets
+from IPython.display import display
 
 from ..agent.approvals import ApprovalRequest
 from ..clip import capped
@@ -57,8 +58,6 @@ class ApprovalWidget(anywidget.AnyWidget):
 
     def show(self, *, background: bool) -> None:
         """Display in the current cell; a background turn's later updates travel under the cell executing then."""
-        from IPython.display import display
-
         self._isolated = background
         self._handle = display(self, display_id=True)
         self.shown_at = time.monotonic()

@@ -14,6 +14,9 @@ The HTML is static: no scripts, no external CSS, a few inline styles. Every labe
 is escaped: terminal controls become ``\\xNN`` in every text form, and HTML is entity-escaped; each
 ``text/html`` form then goes through the one sanitiser (:func:`~.markdown.safe_html`), which also
 makes it one block that no Markdown renderer or MathJax re-reads.
+
+Deferred imports: ``IPython.display`` and the foreign-session readers load when an output is shown, so
+the exporter and the CLI use these objects without IPython.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..escape import escape_controls, escape_html, html_field
-from .markdown import safe_html
+from ..clip import one_line
+from ..escape import escape_controls, escape_html, escape_text, html_field
+from .markdown import markdown_html, safe_html
 
 #: MIME type of the reference-context bundle (rendered by our JupyterLab mime extension).
 REFERENCE_CONTEXT_MIME = "application/vnd.dsh.reference-context+json"
@@ -145,8 +149,6 @@ def _source_state(reference: Mapping[str, Any]) -> str:
 
 def reference_summary(source_metadata: Mapping[str, Any]) -> str:
     """``Referenced: Regional sales Q3 · 2 messages · complete``: the one line of a reference context."""
-    from ..clip import one_line
-
     references = _references(source_metadata)
     variables = "; ".join(one_line(_variable_line(v), MAX_LINE_TITLE_CHARS) for v in _variables(source_metadata))
     if not references:
@@ -233,8 +235,6 @@ def _preview(received: str | None) -> dict[str, Any] | None:
     """The bounded, control-escaped preview of what the agent received, and the note that says how much it shows."""
     if received is None:
         return None
-    from ..escape import escape_text
-
     total = len(received)
     shown = escape_text(received[:MAX_PREVIEW_CHARS])
     if total > MAX_PREVIEW_CHARS:
@@ -541,8 +541,6 @@ class NoticeDisplay:
         self.text = text
 
     def _html(self) -> str:
-        from .markdown import markdown_html
-
         return safe_html(f'<blockquote class="dsh-notice">{markdown_html(self.text.strip())}</blockquote>')
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:

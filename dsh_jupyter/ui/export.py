@@ -30,6 +30,8 @@ complete and the file replaces the target only when the whole log was read, so a
 bounded memory and a damaged log leaves nothing half-written. A prompt or answer longer than
 :data:`MAX_TEXT` characters and tool output longer than :data:`MAX_OUTPUT` are cut, with a line saying how
 much was left out; the footer counts the prompts, answers and tool calls, and how many texts were cut.
+
+nbformat is imported when a notebook is written, not with the module.
 """
 
 from __future__ import annotations
@@ -60,7 +62,9 @@ from ..conversation import (
     transcript_items,
 )
 from ..escape import escape_controls, escape_text, html_field
+from ..secrets import mask_fields, mask_text
 from ..session import Event, SessionHeader, SessionLog
+from ..store.paths import session_folder_name
 from .markdown import markdown_html
 from .transcript import argument_summary
 
@@ -321,8 +325,6 @@ def stream_export(header: SessionHeader, title: str | None, events: Iterable[Eve
 
     Secrets are masked as the events are read (:func:`~dsh_jupyter.secrets.mask_fields`): a stored log already
     is, but a kernel exports its session from memory, where they are still whole, and both must give one file."""
-    from ..secrets import mask_fields, mask_text
-
     title = mask_text(title) if title else title
     tally = Tally(title=title)
     doc = Transcript.of(header, title)
@@ -347,8 +349,6 @@ def _title(log: SessionLog) -> str | None:
 
 def export_name(session_id: str, fmt: str) -> str:
     """The file name an export gets by default: the session's folder name (safe on every file system)."""
-    from ..store.paths import session_folder_name
-
     return f"{session_folder_name(session_id)}.{check_format(fmt)}"
 
 

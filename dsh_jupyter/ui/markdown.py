@@ -36,6 +36,8 @@ a long answer is rendered in pieces of a few kB cut at blank lines that cannot j
 (outside fences, before a line that is neither indented nor a list item), each cached, so an update
 renders only its last piece (a 100 kB answer: about 7 ms instead of 130, ``benchmarks/bench_markdown.py``);
 the final, complete text is rendered whole (a text with reference definitions always is).
+
+mistune and nh3 are imported with the first text sanitised, so ``%load_ext`` loads neither.
 """
 
 from __future__ import annotations

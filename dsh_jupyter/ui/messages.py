@@ -8,6 +8,10 @@ user did not type, nor a traceback.
 
 :func:`describe` is the one entry point (``magics.py`` and ``host.py`` print what it returns); the
 per-family functions are public so tests can reach every case.
+
+Deferred imports: the error types of the references, the session, the store, the agent and the models
+are imported by the functions that describe them; this module loads at ``%load_ext``, those packages
+when the first error of theirs is shown.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:  # the agent package is heavy: the completer imports this module while the extension loads
     from ..agent.events import AgentEvent
+    from ..references.candidates import RemoteCandidateJson
 
 #: Receives agent events on the agent thread.
 Listener: TypeAlias = "Callable[[AgentEvent], None]"
@@ -25,13 +26,13 @@ class SessionCandidates(Protocol):
     ``createdAt`` and ``mention``.
     """
 
-    def candidates(self, query: str, limit: int | None = None) -> list[dict[str, Any]]: ...
+    def candidates(self, query: str, limit: int | None = None) -> list[RemoteCandidateJson]: ...
 
 
 class BodySearch(Protocol):
     """A host that can also match message bodies (it searches through the session catalog)."""
 
-    def candidates(self, query: str, limit: int | None = None, *, body: bool = False) -> list[dict[str, Any]]: ...
+    def candidates(self, query: str, limit: int | None = None, *, body: bool = False) -> list[RemoteCandidateJson]: ...
 
 
 class PromptHost(Protocol):

@@ -15,6 +15,9 @@ Agent events arrive on the agent thread. A foreground turn updates display handl
 stays small. A background turn keeps one handle and sends its updates from an empty context, so they
 travel under whichever cell is executing; the host re-sends a finished background view's final state
 when the next cell runs (updates sent while the kernel is idle have no cell to ride on).
+
+``IPython.display`` is imported when a view is first shown, so the renderer works without IPython
+(exports, the CLI).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ Pure Python: no IPython, ipywidgets or anywidget import, so it loads with the ex
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import itertools
 import json
@@ -486,8 +487,6 @@ def thread_timer(delay: float, fn: Callable[[], None]) -> Timer:
 
 def loop_timer(delay: float, fn: Callable[[], None]) -> Timer:
     """Run ``fn`` after ``delay`` seconds on the running asyncio loop (in the caller's context), else a thread."""
-    import asyncio
-
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:

@@ -25,6 +25,7 @@ with the ``python`` tool (no timeout there: a thread cannot be interrupted).
 
 from __future__ import annotations
 
+import _thread
 import concurrent.futures
 import threading
 from dataclasses import dataclass
@@ -58,8 +59,6 @@ def execute_cell(record: KernelRecord, source: str, *, cell_id: str | None = Non
     The caller chooses the thread (see :class:`CellRunner`). On the main thread a run longer than ``timeout``
     seconds is interrupted (``status`` ``"timeout"``); an interrupt of the kernel gives ``"interrupted"``.
     """
-    import _thread
-
     shell = record.shell
     cell_id = cell_id or None
     state = {"running": True, "timed_out": False}

@@ -25,7 +25,9 @@ run's outputs from the running ``%%dsh`` cell and collects them (see :mod:`.cell
 
 from __future__ import annotations
 
+import sys
 import threading
+import traceback as tb
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -263,8 +265,6 @@ class KernelRecord:
         error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
         with self._lock:
             if error is not None and not any(o.kind == "error" for o in entry.outputs):
-                import traceback as tb
-
                 lines = tb.format_exception(type(error), error, error.__traceback__)
                 entry.add(self._error_output(type(error), error, lines), self.max_output_chars)
             if entry.image_bytes:  # only a cell that added images can pass the budget
@@ -353,8 +353,6 @@ class KernelRecord:
 
     # -- streams ------------------------------------------------------------------------------------
     def _wrap_streams(self, entry: _Entry | None) -> None:
-        import sys
-
         wrapped: list[tuple[Any, Callable[..., Any], Callable[..., Any]]] = []
         thread = threading.get_ident()
         for name in ("stdout", "stderr"):

@@ -35,6 +35,9 @@ Proposals (:class:`ProposalApprover`): in ``ask`` mode a ``notebook_edit`` call 
 where it would land (a proposed cell, a line diff, a cell marked for removal) with Accept / Reject; it is
 not part of the notebook model until accepted, so a save in between never stores it. Every other question
 goes to the host's usual approver.
+
+Deferred imports: the approval decisions and the subshell router (both load the agent) are imported
+with the first proposal that needs an answer, not at ``%load_ext``.
 """
 
 from __future__ import annotations

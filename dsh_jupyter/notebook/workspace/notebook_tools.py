@@ -24,6 +24,7 @@ the tool result's ``meta.notebookEdit`` (:mod:`.edits`), which ``%dsh undo`` rea
 from __future__ import annotations
 
 import asyncio
+import difflib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -319,8 +320,6 @@ def describe_notebook_call(tool: str, arguments: Mapping[str, Any],
         current = _cell_source(cell_id)
         if current is None:
             return f"# replace the source of cell {cell_id} with\n{source}", language
-        import difflib
-
         diff = difflib.unified_diff(current.splitlines(keepends=True), source.splitlines(keepends=True),
                                     f"cell {cell_id} (now)", f"cell {cell_id} (proposed)")
         text = "".join(line if line.endswith("\n") else line + "\n" for line in diff).rstrip("\n")

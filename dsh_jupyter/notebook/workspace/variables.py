@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...clip import fitted
+from ...references.mentions import format_variable_mention
 from ...tools.base import Tool, ToolExecution, ToolOutput
+from ..frontend_comm import VariableCandidate
 
 #: Characters of one variable's summary (the default).
 MAX_SUMMARY_CHARS = 2_000
@@ -393,13 +395,11 @@ class VariablesTool(Tool):
 # -- candidates for ``@`` completion -------------------------------------------------------------------
 
 
-def variable_candidates(shell: NamespaceShell, query: str = "", limit: int = 50) -> list[dict[str, str]]:
+def variable_candidates(shell: NamespaceShell, query: str = "", limit: int = 50) -> list[VariableCandidate]:
     """The user's variables whose name contains ``query`` (case-insensitive), data frames first, at most
     ``limit``: ``{name, kind, type, brief, mention}`` (cheap: shapes only, no summaries)."""
-    from ...references.mentions import format_variable_mention
-
     needle = query.lower()
-    rows = []
+    rows: list[VariableCandidate] = []
     for name, value in user_variables(shell.user_ns, getattr(shell, "user_ns_hidden", None)):
         if needle and needle not in name.lower():
             continue

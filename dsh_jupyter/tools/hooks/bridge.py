@@ -29,15 +29,16 @@ from typing import Any
 from ..._json import dumps
 from ...secrets import mask_data, mask_fields
 from ...session import SessionHeader
+from ...session.messages import PluginSource
 from ...store.base import SessionLocation
 from ..env import child_env
 from .config import CommandHook, HookConfig, parse_hook_config
-from .protocol import HookRun, Verdict, interpret, merge, run_command_hook
+from .protocol import HookRun, StopFields, ToolFields, Verdict, interpret, merge, run_command_hook
 
 #: Source of context a Claude Code hook adds to the conversation.
-CLAUDE_CODE_HOOKS_SOURCE: Mapping[str, str] = {"kind": "plugin", "plugin": "hooks-claude-code"}
+CLAUDE_CODE_HOOKS_SOURCE: PluginSource = {"kind": "plugin", "plugin": "hooks-claude-code"}
 #: Source of context a Codex hook adds to the conversation.
-CODEX_HOOKS_SOURCE: Mapping[str, str] = {"kind": "plugin", "plugin": "hooks-codex"}
+CODEX_HOOKS_SOURCE: PluginSource = {"kind": "plugin", "plugin": "hooks-codex"}
 
 #: Default limit for one hook, in seconds (a hook entry's ``timeout`` overrides it).
 DEFAULT_HOOK_TIMEOUT = 600.0
@@ -96,7 +97,7 @@ class HookBridge(abc.ABC):
     #: Human name used in warnings.
     label: str
     #: Source marker of context this bridge injects.
-    source: Mapping[str, str]
+    source: PluginSource
 
     def __init__(self, config: HookConfig | Mapping[str, Any] | str | os.PathLike[str], *,
                  default_timeout: float = DEFAULT_HOOK_TIMEOUT, shell: str | None = None,
@@ -130,11 +131,11 @@ class HookBridge(abc.ABC):
         """The command line actually run (dialect placeholders substituted)."""
         return command
 
-    def tool_fields(self, tool_name: str, tool_input: Mapping[str, Any], tool_use_id: str) -> dict[str, Any]:
+    def tool_fields(self, tool_name: str, tool_input: Mapping[str, Any], tool_use_id: str) -> ToolFields:
         return {"tool_name": tool_name, "tool_input": dict(tool_input), "tool_use_id": tool_use_id}
 
-    def stop_fields(self, last_assistant_message: str | None, stop_hook_active: bool) -> dict[str, Any]:
-        fields: dict[str, Any] = {"stop_hook_active": stop_hook_active}
+    def stop_fields(self, last_assistant_message: str | None, stop_hook_active: bool) -> StopFields:
+        fields: StopFields = {"stop_hook_active": stop_hook_active}
         if last_assistant_message is not None:
             fields["last_assistant_message"] = last_assistant_message
         return fields
@@ -242,10 +243,10 @@ class CodexHooks(HookBridge):
     def encode(self, payload: Mapping[str, Any]) -> bytes:
         return dumps(payload).encode("utf-8", "surrogatepass")
 
-    def tool_fields(self, tool_name: str, tool_input: Mapping[str, Any], tool_use_id: str) -> dict[str, Any]:
+    def tool_fields(self, tool_name: str, tool_input: Mapping[str, Any], tool_use_id: str) -> ToolFields:
         command = tool_input.get("command") if isinstance(tool_input, Mapping) else None
         return {"tool_name": tool_name, "tool_use_id": tool_use_id,
                 "tool_input": {"command": command if isinstance(command, str) else ""}}
 
-    def stop_fields(self, last_assistant_message: str | None, stop_hook_active: bool) -> dict[str, Any]:
+    def stop_fields(self, last_assistant_message: str | None, stop_hook_active: bool) -> StopFields:
         return {"stop_hook_active": stop_hook_active, "last_assistant_message": last_assistant_message}

@@ -5,6 +5,11 @@ print a JSON object (``continue``/``stopReason``, ``decision``/``reason``, ``sys
 ``hookSpecificOutput.permissionDecision``/``permissionDecisionReason``/``additionalContext``); for
 ``UserPromptSubmit`` and ``SessionStart`` plain stdout on exit 0 is context for the model. Any other
 exit status is a non-blocking error reported to the user as a warning.
+
+The payload's fields every dialect sends are :class:`HookPayloadBase`; each event adds its own
+(:class:`ToolFields`, :class:`StopFields`, ``prompt``, ``source``), so a whole payload is a ``dict``.
+What a hook prints back stays ``Mapping[str, Any]``: it is whatever JSON a user's script wrote, read key
+by key with a warning for each field of the wrong type.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
+from ...session.messages import PluginSource
 from ..output import OutputCapture
 from ..process import drain_after_exit, kill_group, pump, spawn
 
@@ -25,6 +31,32 @@ HOOK_OUTPUT_LIMIT = 1_048_576
 WARNING_EXCERPT = 600
 
 _PERMISSION_RANK = {"deny": 3, "ask": 2, "allow": 1}
+
+
+class HookPayloadBase(TypedDict):
+    """The fields of every hook payload (``transcript_path``: ``""`` for Claude Code, ``None`` for Codex when
+    the session has no log file)."""
+
+    session_id: str
+    transcript_path: str | None
+    cwd: str
+    hook_event_name: str
+
+
+class ToolFields(TypedDict):
+    """What ``PreToolUse`` and ``PostToolUse`` add: ``tool_input`` is the call's arguments (any JSON object;
+    Codex gets only ``command``)."""
+
+    tool_name: str
+    tool_input: dict[str, Any]
+    tool_use_id: str
+
+
+class StopFields(TypedDict):
+    """What ``Stop`` adds (Claude Code leaves ``last_assistant_message`` out when there is none)."""
+
+    stop_hook_active: bool
+    last_assistant_message: NotRequired[str | None]
 
 
 @dataclass(frozen=True)
@@ -48,7 +80,7 @@ class Verdict:
     reasons: list[str] = field(default_factory=list)
     permission: str | None = None
     permission_reasons: list[str] = field(default_factory=list)
-    contexts: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    contexts: list[tuple[str, PluginSource]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     system_messages: list[str] = field(default_factory=list)
     halt: bool = False
@@ -114,7 +146,7 @@ def _parse_json_object(stdout: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def interpret(event: str, run: HookRun, *, label: str, source: Mapping[str, Any]) -> Verdict:
+def interpret(event: str, run: HookRun, *, label: str, source: PluginSource) -> Verdict:
     """Turn one hook's exit status and output into a :class:`Verdict` for ``event``.
 
     ``label`` names the dialect in warnings (``"Claude Code"``); ``source`` marks injected context.
@@ -147,7 +179,7 @@ def interpret(event: str, run: HookRun, *, label: str, source: Mapping[str, Any]
     if answer is None:
         text = run.stdout.strip()
         if text and event in ("UserPromptSubmit", "SessionStart"):
-            verdict.contexts.append((text, dict(source)))
+            verdict.contexts.append((text, source.copy()))
         return verdict
     _apply_json(event, answer, verdict, who=who, source=source)
     return verdict
@@ -164,7 +196,7 @@ def _string_field(answer: Mapping[str, Any], key: str, verdict: Verdict, who: st
 
 
 def _apply_json(event: str, answer: Mapping[str, Any], verdict: Verdict, *, who: str,
-                source: Mapping[str, Any]) -> None:
+                source: PluginSource) -> None:
     if answer.get("continue") is False:
         verdict.halt = True
         verdict.halt_reasons.append(_string_field(answer, "stopReason", verdict, who) or f"stopped by {who}")
@@ -209,7 +241,7 @@ def _apply_json(event: str, answer: Mapping[str, Any], verdict: Verdict, *, who:
             )
     context = _string_field(specific, "additionalContext", verdict, who)
     if context:
-        verdict.contexts.append((context, dict(source)))
+        verdict.contexts.append((context, source.copy()))
 
 
 def _stricter(current: str | None, candidate: str | None) -> str | None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...session.messages import PluginSource
 from .bridge import HookBridge, HookContext
 from .protocol import Verdict, merge
 
@@ -28,9 +29,9 @@ class _WithContexts:
     additional_context: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     system_messages: list[str] = field(default_factory=list)
-    context_sources: list[dict[str, Any]] = field(default_factory=list)
+    context_sources: list[PluginSource] = field(default_factory=list)
 
-    def contexts(self) -> list[tuple[str, dict[str, Any]]]:
+    def contexts(self) -> list[tuple[str, PluginSource]]:
         """Each added context text with the source marker to record it under."""
         return list(zip(self.additional_context, self.context_sources, strict=False))
 

@@ -1,6 +1,8 @@
 """The chat and pick panels (``%dsh chat``, ``%dsh pick``): transcript, picker and prompt box in one output,
 with the static copy kept current, and the ``pre_run_cell`` hook that re-sends changed copies under the
 cell that starts (nbclient, VS Code drop updates sent while no cell runs).
+
+The approval widget is imported with the first question shown in the panel.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import ipywidgets
+from IPython.display import display, update_display
 
 from ...agent.events import AgentEvent, AssistantMessage
 from ..protocols import ChatHost
@@ -208,8 +211,6 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
 
     def _ipython_display_(self) -> None:
         """Show the widget and its static copy as one output, under :attr:`display_id`."""
-        from IPython.display import display
-
         bundle = self._repr_mimebundle_()
         with self._copy_lock:
             self._copy = {k: v for k, v in (bundle or {}).items() if k in ("text/html", "text/plain")}
@@ -238,8 +239,6 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         bundle = super()._repr_mimebundle_()
         if bundle is None:
             return
-        from IPython.display import update_display
-
         update_display({**bundle, **copy}, raw=True, display_id=self.display_id)
         if from_cell:
             _STALE_COPIES.discard(self)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -21,7 +22,7 @@ from .submission import one_line_error
 log = logging.getLogger(__name__)
 
 
-def _shown_row(candidate: dict[str, Any]) -> dict[str, str | None]:
+def _shown_row(candidate: Mapping[str, Any]) -> dict[str, str | None]:
     """A candidate's label, id and cwd as the picker shows them (controls escaped, hidden characters marked)."""
     session_id, label, cwd = candidate.get("sessionId"), candidate.get("label"), candidate.get("cwd")
     return {"label": escape_controls(label if isinstance(label, str) else str(session_id)),
@@ -213,8 +214,6 @@ class MentionPicker(anywidget.AnyWidget):
 
 def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
     """Whether ``fn`` takes the keyword argument ``name`` (directly or through ``**kwargs``)."""
-    import inspect
-
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):

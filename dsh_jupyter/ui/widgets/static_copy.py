@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ...escape import escape_controls, html_field
 from ..markdown import markdown_html, safe_html
+from ..render import TranscriptMarkdown, tool_details_html
 from ..transcript import (
     ContextItem,
     Item,
@@ -83,8 +84,6 @@ def conversation_html(items: Sequence[Item], facts: PanelFacts, *, kind: str = "
     Answers are :func:`~dsh_jupyter.ui.markdown.markdown_html` blocks; the rest is our markup around escaped text,
     through :func:`~dsh_jupyter.ui.markdown.safe_html`.
     """
-    from ..render import TranscriptMarkdown, tool_details_html
-
     heading = html_field(f"dsh {kind} · {facts.heading}")
     details = html_field(" · ".join(facts.details))
     blocks: list[str] = []
@@ -125,8 +124,6 @@ def conversation_html(items: Sequence[Item], facts: PanelFacts, *, kind: str = "
 
 def conversation_text(items: Sequence[Item], facts: PanelFacts, *, kind: str = "chat") -> str:
     """The ``text/plain`` copy of a panel (terminals, and frontends without HTML)."""
-    from ..render import TranscriptMarkdown
-
     lines = [escape_controls(" · ".join([f"dsh {kind}", facts.heading, *facts.details]))]
     if not items:
         lines.append("(no messages yet)")

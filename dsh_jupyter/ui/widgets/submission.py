@@ -10,22 +10,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsh_jupyter.references.mentions import parse_session_reference_text
+
 from ...agent.events import AgentEvent, MessageRecorded
+from ..messages import Said, describe
 from ..protocols import Listener, PromptHost
 
 
 def one_line_error(error: BaseException, prompt: str = "") -> str:
     """The error in the user's terms, as cells say it (one rule: :func:`dsh_jupyter.ui.messages.describe`)."""
-    from ..messages import Said, describe
-
     text = describe(error, Said(prompt=prompt)).strip() or type(error).__name__
     return text.splitlines()[0]
 
 
 def readable_prompt(text: str) -> str:
     """The prompt as the model reads it: each mention shown as ``@label`` (raw text if malformed)."""
-    from dsh_jupyter.references.mentions import parse_session_reference_text
-
     try:
         return parse_session_reference_text(text).text
     except Exception:
