@@ -255,3 +255,105 @@ def write_single_message_log(path: Path, *, size_mb: int, session_id: str, cwd: 
         out.event("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
     return {"path": str(path), "session_id": session_id, "bytes": out.bytes, "lines": out.lines + 1,
             "events": out.seq, "last_seq": out.seq - 1, "messages": 2, "text_bytes": size + len("Read it.")}
+
+
+def write_session_log(path: Path, *, size_mb: float, session_id: str, cwd: str, seed: int = 0,
+                      compact_every: int = 100) -> dict:
+    """A log shaped like a real agent session of about ``size_mb`` MiB.
+
+    Each turn has one to three tool steps and a final answer. Every step streams its reasoning and text as
+    packed chunk rows; tool calls stream their arguments; tool output is log-normal (median ~16 kB); one
+    answer in six is long (80-120 kB, streamed too). Every ``compact_every`` turns a compaction replaces
+    all but the last few surface messages, so most surface lines of the log are shadowed and only the
+    latest checkpoint's lineage and what followed it survive. Returns ``path``, ``bytes``, ``lines``,
+    ``events``, ``turns``, ``last_seq``, ``surface_seqs``, ``title``, ``compactions`` and ``surface_lines``
+    (lines holding a surface event, shadowed or not).
+    """
+    rng = random.Random(seed)
+    corpus = _corpus(rng, 2_000_000)
+    target = int(size_mb * 1024 * 1024)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = SessionHeader(id=session_id, created_at=1_787_130_725_417 + seed, cwd=cwd)
+    turn = compactions = surface_lines = 0
+
+    def text(low: int, high: int) -> str:
+        size = rng.randint(low, high)
+        at = rng.randrange(len(corpus) - size)
+        return corpus[at : at + size]
+
+    with open(path, "wb", buffering=4 * 1024 * 1024) as fh:
+        header_line = dumpb(header.to_json()) + b"\n"
+        fh.write(header_line)
+        out = _Writer(fh, header.created_at)
+        out.bytes = len(header_line)
+
+        def streamed(kind: str, turn: int, step: int, index: int, body: str, piece: int) -> list[int]:
+            pieces = [body[i : i + piece] for i in range(0, len(body), piece)] or [""]
+            return out.packed(kind, {"turn": turn, "step": step, "index": index,
+                                     "dt": [rng.randint(5, 40) for _ in pieces[1:]], "texts": pieces}, len(pieces))
+
+        while out.bytes < target:
+            turn += 1
+            out.event("turn/start", {"turn": turn})
+            if turn % compact_every == 0 and len(out.fold) > 8:
+                nodes = out.fold.seqs[: len(out.fold) - 4]
+                cid = str(uuid.UUID(int=rng.getrandbits(128)))
+                start = out.event("compaction/start", {"compactionId": cid, "turn": turn})
+                summary = "## Primary Request and Intent\n" + text(2000, 6000)
+                summ = out.event("compaction/summary", {
+                    "compactionId": cid, "summary": summary, "shadowedRange": {"start": nodes[0], "end": nodes[-1]},
+                    "shadowedSeqs": nodes, "provider": "deepseek-official", "model": "deepseek-v4-flash"})
+                content = [text_block("Checkpoint written by compaction.\n\n<compacted-summary>"),
+                           text_block(summary), text_block("</compacted-summary>")]
+                out.event("user/message", user_message(content, compaction_source(cid)),
+                          op=ReplaceOp(nodes[0], nodes[-1]), cited=[start, summ, *nodes])
+                surface_lines += 1
+                compactions += 1
+                out.event("compaction/end", {"compactionId": cid, "turn": turn})
+            out.event("step/start", {"turn": turn, "step": 1})
+            prompt = out.event("user/message", user_message(f"Turn {turn}: " + text(60, 1200)), op="append")
+            surface_lines += 1
+            if turn == 1 or turn % 25 == 0:
+                out.title = {"title": f"Investigating issue {turn}", "messageSeqs": [prompt],
+                             "source": {"kind": "fallback"} if turn == 1 else {"kind": "user"}}
+                out.last_title_seq = out.event("session/title", out.title)
+            tools = rng.randint(1, 3)
+            for step in range(1, tools + 2):
+                if step > 1:
+                    out.event("step/start", {"turn": turn, "step": step})
+                out.event("request/context", {"provider": "deepseek-official", "model": "deepseek-v4-flash",
+                                              "contextWindow": 1_000_000, "inputTokens": 20_000 + 300 * turn})
+                thinking = text(300, 4000)
+                cited = streamed("reasoning-chunks", turn, step, 0, thinking, 24)
+                final = step == tools + 1
+                reply = text(80_000, 120_000) if final and rng.random() < 1 / 6 else text(100, 2500 if final else 400)
+                cited += streamed("text-chunks", turn, step, 1, reply, 16)
+                blocks: list[dict[str, Any]] = [{"type": "reasoning", "text": thinking}, text_block(reply)]
+                call_id = f"call_{turn:05d}_{step}_{rng.getrandbits(32):08x}"
+                arguments = f'{{"command":"sed -n 1,{rng.randint(50, 400)}p src/module_{rng.randrange(900)}.py"}}'
+                if not final:
+                    args = [arguments[i : i + 10] for i in range(0, len(arguments), 10)]
+                    cited += out.packed("tool-call-chunks", {"turn": turn, "step": step, "index": 2,
+                                                             "dt": [rng.randint(5, 40) for _ in args[1:]],
+                                                             "id": call_id, "name": "bash", "args": args}, len(args))
+                    blocks.append({"type": "tool-call", "id": call_id, "name": "bash", "arguments": arguments})
+                out.event("assistant/message", {"turn": turn, "step": step, "message": {
+                    "role": "assistant", "content": blocks, "source": _MODEL,
+                    "id": str(uuid.UUID(int=rng.getrandbits(128)))},
+                    "usage": {"inputTokens": 20_000 + 300 * turn, "outputTokens": 400}}, op="append", cited=cited)
+                surface_lines += 1
+                if not final:
+                    call = out.event("tool/call", {"turn": turn, "step": step, "callId": call_id, "name": "bash",
+                                                   "arguments": arguments})
+                    size = int(min(200_000, rng.lognormvariate(9.7, 0.9)))
+                    output = text(size, size) if size < len(corpus) - 1 else corpus[:size]
+                    out.event("tool/result", {"turn": turn, "step": step, "message": tool_result_message(
+                        call_id, [text_block(output + "\n[exit code: 0]")])}, op="append", cited=[call])
+                    surface_lines += 1
+                out.event("step/end", {"turn": turn, "step": step})
+            out.event("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+    return {"path": str(path), "session_id": session_id, "bytes": out.bytes, "lines": out.lines + 1,
+            "events": out.seq, "turns": turn, "last_seq": out.seq - 1, "surface_seqs": out.fold.seqs,
+            "title": out.title, "title_seq": out.last_title_seq, "compactions": compactions,
+            "surface_lines": surface_lines}

@@ -17,8 +17,13 @@ import sys
 import time
 from contextlib import redirect_stdout
 from io import StringIO
+from pathlib import Path
 
 CELLS = 400
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
 
 def _per_cell(shell: object, label: str) -> float:
@@ -30,9 +35,10 @@ def _per_cell(shell: object, label: str) -> float:
     return (time.perf_counter() - started) / CELLS * 1000
 
 
-def main() -> None:
+def main() -> int:
     from IPython.core.interactiveshell import InteractiveShell
 
+    from benchmarks._summary import goal
     from dsh_jupyter.notebook.workspace.cell_runner import execute_cell
     from dsh_jupyter.notebook.workspace.kernel_record import KernelRecord
     from dsh_jupyter.notebook.workspace.notebook_tools import NotebookReadTool, Workspace
@@ -55,6 +61,8 @@ def main() -> None:
     cost = recorded - bare
     print(f"cell without the record: {bare:.3f} ms; with it: {recorded:.3f} ms; "
           f"the record's cost: {cost:.3f} ms a cell (goal < 1 ms) {'ok' if cost < 1 else 'SLOW'}")
+    ok = goal("bench_cells", "the kernel record's cost per cell", f"{cost:.3f} ms", "< 1 ms",
+              f"cell without it {bare:.3f} ms", cost < 1)
 
     class Slots:
         kernel_record = record
@@ -70,6 +78,8 @@ def main() -> None:
     read = statistics.median(times)
     print(f"notebook_read of {len(record.cells())} recorded cells: {read:.1f} ms, {len(out.text):,} characters "
           f"(goal < 50 ms) {'ok' if read < 50 else 'SLOW'}")
+    ok &= goal("bench_cells", f"notebook_read of {len(record.cells())} recorded cells", f"{read:.1f} ms", "< 50 ms",
+               "-", read < 50)
 
     runs, plain = [], []
     with redirect_stdout(StringIO()):
@@ -83,7 +93,10 @@ def main() -> None:
     extra = statistics.median(runs) - statistics.median(plain)
     print(f"execute_cell of a one-line cell: {statistics.median(runs):.2f} ms, {extra:.2f} ms more than the shell's "
           f"own run_cell (capture and timeout watch; goal < 10 ms) {'ok' if extra < 10 else 'SLOW'}")
+    ok &= goal("bench_cells", "execute_cell beyond the shell's run_cell", f"{extra:.2f} ms", "< 10 ms",
+               f"run_cell {statistics.median(plain):.2f} ms", extra < 10)
     record.uninstall()
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:9.2f} ms"
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--lookups", type=int, default=200, help="direct lookups to time")
@@ -143,13 +143,18 @@ def main() -> None:
     verdict = "OK" if p50 <= GOAL_P50 else "MISSED"
     print(f"locate by id, direct lookup   p50 {ms(p50)}  p95 {ms(p95)}  goal p50 ≤ {GOAL_P50 * 1000:.0f} ms "
           f"{verdict}  ({options.lookups} lookups of the locate command)")
+    from benchmarks._summary import goal
+
+    ok = goal("bench_locate", "locate by id, p50", ms(p50).strip(), f"<= {GOAL_P50 * 1000:.0f} ms",
+              f"old path {ms(old_p50).strip()}", p50 <= GOAL_P50)
     print(f"  the same through main()     p50 {ms(percentile(command, 0.5))}  (adds argument parsing and opening the "
           "catalog object; a new process adds the interpreter start)")
     print(f"old: catalog sync + resolve   p50 {ms(old_p50)}  → direct is {old_p50 / p50:,.0f}× faster "
           f"({options.baseline_lookups} lookups)")
     print(f"old: read every header        p50 {ms(scan_p50)}  → direct is {scan_p50 / p50:,.0f}× faster "
           f"({options.baseline_lookups} lookups)")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -16,6 +16,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
 LOAD_SCRIPT = r"""
 import json, sys, time
@@ -89,21 +94,26 @@ def measure_turns(turns: int = 40) -> dict[str, float]:
             "p90_cell": sorted(cell_times)[int(len(cell_times) * 0.9) - 1]}
 
 
-def main() -> None:
+def main() -> int:
+    from benchmarks._summary import goal
+
     load = measure_load()
     print("== %load_ext dsh_jupyter (fresh process, median of 7)")
     print(f"   import IPython + shell      {load['ipython'] * 1000:8.1f} ms   (baseline)")
-    print(f"   %load_ext dsh_jupyter       {load['load_ext'] * 1000:8.1f} ms   goal <= 150 ms   "
-          f"ratio to baseline {load['load_ext'] / load['ipython']:.2f}x")
     print(f"   heavy modules imported by loading: {load['heavy'] or 'none'}")
+    ok = goal("bench_notebook", "%load_ext dsh_jupyter", f"{load['load_ext'] * 1000:.0f} ms", "<= 150 ms",
+              f"import IPython + shell {load['ipython'] * 1000:.0f} ms", load["load_ext"] <= 0.150)
+    ok &= goal("bench_notebook", "heavy modules imported by %load_ext", str(len(load["heavy"])), "0", "-",
+               not load["heavy"])
     turns = measure_turns()
     overhead = turns["cell"] - turns["model"]
     print("== %%dsh turn on the offline model (median of 40 turns)")
     print(f"   offline model stream alone  {turns['model'] * 1000:8.2f} ms   (baseline)")
     print(f"   whole %%dsh cell            {turns['cell'] * 1000:8.2f} ms   (p90 {turns['p90_cell'] * 1000:.2f} ms)")
-    print(f"   overhead per turn           {overhead * 1000:8.2f} ms   goal <= 20 ms   "
-          f"ratio cell/model {turns['cell'] / max(turns['model'], 1e-9):.1f}x")
+    ok &= goal("bench_notebook", "%%dsh overhead per turn (cell minus model)", f"{overhead * 1000:.1f} ms",
+               "<= 20 ms", f"model alone {turns['model'] * 1000:.1f} ms", overhead <= 0.020)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -11,18 +11,30 @@ a listing of 200 frames (bounded to 16,000 characters: about 25 are summarised).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
 
-def timed(label: str, fn: Callable[[], object], goal: float) -> None:
+MISSED: list[str] = []
+
+
+def timed(label: str, fn: Callable[[], object], limit: float) -> None:
+    from benchmarks._summary import goal
+
     started = time.perf_counter()
     fn()
     took = time.perf_counter() - started
-    print(f"{label:<42} {took * 1000:9.1f} ms   goal {goal * 1000:.0f} ms   {'ok' if took <= goal else 'SLOW'}")
+    if not goal("bench_variables", label, f"{took * 1000:.1f} ms", f"<= {limit * 1000:.0f} ms", "-", took <= limit):
+        MISSED.append(label)
 
 
-def main() -> None:
+def main() -> int:
     import numpy as np
     import pandas as pd
 
@@ -45,7 +57,8 @@ def main() -> None:
     timed("summary of a 1,000,000-item list", lambda: summarise("items", items), 1.0)
     timed("@ candidates of 200 frames", lambda: variable_candidates(Shell(), "", 50), 0.05)
     timed("listing of 200 frames", lambda: list_variables(frames), 2.0)
+    return 1 if MISSED else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,42 +1,84 @@
-"""Run every benchmark, one after the other, printing each figure with its goal and baseline ratio.
+"""Run every benchmark, one after the other, then print a summary table of every goal figure.
 
-    .venv/bin/python benchmarks/run_all.py
+    .venv/bin/python benchmarks/run_all.py              # all of them
+    .venv/bin/python benchmarks/run_all.py bench_store  # only those named (with or without .py, or a path)
 
-Generated data lives in benchmarks/.data/ (git-ignored) and is reused by later runs.
+Each benchmark prints its figures with their goals and baselines and exits non-zero when it misses one.
+Figures reported through :func:`benchmarks._summary.goal` go into the table at the end (name, figure, goal,
+baseline, ok); a benchmark that reports none gets one row with its exit status. The exit status is 1 when any
+benchmark missed a goal or failed. Generated data lives in benchmarks/.data/ (git-ignored) and is reused by
+later runs.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+from benchmarks._summary import RESULTS_ENV, Figure, read  # noqa: E402
+
 BENCHMARKS = [
-    "bench_store.py", "bench_references.py", "bench_notebook.py", "bench_catalog.py", "bench_bigref.py",
-    "bench_secrets.py", "bench_locate.py", "bench_approvals.py", "bench_foreign.py", "bench_foldcache.py",
-    "bench_postgres.py", "bench_variables.py", "bench_cells.py", "bench_images.py",
+    "bench_store.py", "bench_references.py", "bench_notebook.py", "bench_first_turn.py", "bench_catalog.py",
+    "bench_bigref.py", "bench_secrets.py", "bench_locate.py", "bench_approvals.py", "bench_foreign.py",
+    "bench_foldcache.py", "bench_postgres.py", "bench_variables.py", "bench_cells.py", "bench_images.py",
     "bench_live_document.py", "bench_escape.py", "bench_huge_session.py", "bench_rest_huge.py",
-    "bench_cli_start.py", "bench_markdown.py",
+    "bench_cli_start.py", "bench_markdown.py", "bench_chat_view.py",
 ]
 
 
-def main() -> int:
-    failed = []
+def table(rows: list[Figure]) -> str:
+    """The summary as a Markdown table (what docs/benchmarks.md shows)."""
+    lines = ["| benchmark | figure | measured | goal | baseline | ok |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        ok = "yes" if r.ok else "**MISSED**"
+        if r.why:
+            ok += f" ({r.why})"
+        cells = [r.benchmark, r.name, r.figure, r.goal, r.baseline, ok]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    wanted = [n if n.endswith(".py") else n + ".py" for n in (sys.argv[1:] if argv is None else argv)]
+    # a name is a module in benchmarks/, or a path to one elsewhere
     unlisted = sorted(p.name for p in HERE.glob("bench_*.py") if p.name not in BENCHMARKS)
-    for name in BENCHMARKS + unlisted:
-        path = HERE / name
-        if not path.exists():
-            continue
-        print(f"\n######## {name}", flush=True)
-        started = time.monotonic()
-        result = subprocess.run([sys.executable, str(path)], check=False, cwd=HERE.parent)
-        print(f"######## {name} took {time.monotonic() - started:.0f} s (exit {result.returncode})", flush=True)
-        if result.returncode:
-            failed.append(name)
+    names = wanted or BENCHMARKS + unlisted
+    failed: list[str] = []
+    summary: list[Figure] = []
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as folder:
+        for name in names:
+            path = Path(name) if os.sep in name else HERE / name
+            if not path.exists():
+                print(f"no benchmark {name} in {HERE}", file=sys.stderr)
+                failed.append(name)
+                continue
+            results = Path(folder) / f"{path.stem}.jsonl"
+            print(f"\n######## {name}", flush=True)
+            started = time.monotonic()
+            result = subprocess.run([sys.executable, str(path)], check=False, cwd=HERE.parent,
+                                    env={**os.environ, RESULTS_ENV: str(results)})
+            took = time.monotonic() - started
+            print(f"######## {name} took {took:.0f} s (exit {result.returncode})", flush=True)
+            figures = read(results)
+            if result.returncode:
+                failed.append(name)
+            if not figures or (result.returncode and all(f.ok for f in figures)):
+                status = "exit 0" if result.returncode == 0 else f"exit {result.returncode}"
+                figures.append(Figure(path.stem, "(its own goals, see its output)", status, "exit 0", "-",
+                                      result.returncode == 0))
+            summary.extend(figures)
+    print("\n######## summary\n")
+    print(table(summary))
     if failed:
-        print("failed:", ", ".join(failed))
+        print("\nfailed:", ", ".join(failed))
     return 1 if failed else 0
 
 

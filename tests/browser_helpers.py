@@ -624,3 +624,36 @@ def browser(module_chromium: list[ChromiumProcess], tmp_path_factory: pytest.Tem
         module_chromium.append(_start_chromium(tmp_path_factory.mktemp("chromium") / "profile"))
     with connected_browser(module_chromium[-1]) as connected:
         yield connected
+
+
+# --------------------------------------------------------------------------- cells that wait on the user
+def start_cell(nb: NotebookPage, index: int, *, running: bool = False) -> Any:
+    """Run cell ``index`` with Shift+Enter and return its output area once it is queued, running or done (not
+    ``[ ]``), for a cell that then waits on the page (a question, a proposal); :func:`finished_cell` waits for
+    its end. (:meth:`NotebookPage.run` is both at once.) ``running``: only once it shows ``[*]``, and an
+    ``AssertionError`` saying what it shows when it never did."""
+    from playwright.sync_api import expect
+
+    prompt = nb.cell(index).locator(".jp-InputArea-prompt")
+    for _attempt in range(3):
+        nb.editor(index).click()
+        nb.page.keyboard.press("Shift+Enter")
+        try:  # a key press lost while the page settles leaves [ ]
+            if running:
+                expect(prompt).to_have_text(re.compile(r"^\[\*\]"), timeout=5_000)
+            else:
+                expect(prompt).not_to_have_text(re.compile(r"^\[ \]"), timeout=5_000)
+            return nb.cell(index).locator(".jp-OutputArea")
+        except AssertionError:
+            continue
+    if running:
+        raise AssertionError(f"cell {index} did not start: its prompt shows {prompt.inner_text()!r}")
+    return nb.cell(index).locator(".jp-OutputArea")
+
+
+def finished_cell(nb: NotebookPage, index: int, timeout: float = KERNEL_TIMEOUT_MS) -> Any:
+    """Wait until cell ``index`` (started earlier) shows its execution count; its output area."""
+    from playwright.sync_api import expect
+
+    expect(nb.cell(index).locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=timeout)
+    return nb.cell(index).locator(".jp-OutputArea")

@@ -9,15 +9,37 @@ first, then no cwd, then others; newest first within a group).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dsh_jupyter.agent.events import AgentEvent
 from dsh_jupyter.references.mentions import format_session_reference_mention
+
+
+@contextlib.contextmanager
+def loaded_shell() -> Iterator[Any]:
+    """This process's IPython shell with ``%load_ext dsh_jupyter`` done; after, the extension is unloaded and
+    its ``dsh`` variable and ``DshMagics`` settings are gone again (the next test starts clean)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.user_ns.pop("dsh", None)
+    extensions = shell.extension_manager
+    assert extensions is not None
+    extensions.load_extension("dsh_jupyter")
+    try:
+        yield shell
+    finally:
+        extensions.unload_extension("dsh_jupyter")
+        shell.user_ns.pop("dsh", None)
+        for key in list(shell.config.get("DshMagics", {})):
+            del shell.config.DshMagics[key]
+
 
 HOSTILE_LABELS = [
     "<img src=x onerror=alert(1)>",

@@ -19,16 +19,18 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 from urllib.parse import quote
 
 import pytest
 
 if TYPE_CHECKING:
     import psycopg
+
+    from dsh_jupyter.store.postgres import PostgresStore
 
 SUPERUSER = "dsh_admin"
 SUPERUSER_PASSWORD = "admin-secret-pw"
@@ -94,6 +96,31 @@ class PgServer:
             if exists is None:
                 conn.execute(f"CREATE ROLE \"{name}\" LOGIN PASSWORD '{password}'")
         return name
+
+
+@dataclass
+class RoleDatabase:
+    """One test database and the login roles made for it: each role's DSN and its session store."""
+
+    server: PgServer
+    db: str
+    passwords: Mapping[str, str]
+
+    @classmethod
+    def with_roles(cls, server: PgServer, database_dsn: str, passwords: Mapping[str, str]) -> Self:
+        """The database of ``database_dsn`` (a superuser's DSN from :func:`pg_database`) with a login role for
+        each name in ``passwords``."""
+        for role, password in passwords.items():
+            server.create_role(role, password)
+        return cls(server, database_dsn.rsplit("/", 1)[1], dict(passwords))
+
+    def dsn(self, role: str) -> str:
+        return self.server.dsn(self.db, role, self.passwords[role])
+
+    def store(self, role: str) -> PostgresStore:
+        from dsh_jupyter.store.postgres import PostgresStore
+
+        return PostgresStore(self.dsn(role))
 
 
 def _as_server_user() -> list[str]:

@@ -149,6 +149,26 @@ class Api:
         return self.run(go())
 
 
-def make_api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
-             jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
-    return Api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+def server_config(**dsh_server: Any) -> Any:
+    """A ``jp_server_config`` fixture for a test module: the extension enabled, with these ``DshServer``
+    settings. A module binds it at its top level: ``jp_server_config = server_config(index_at_start=False)``."""
+    config = {**SERVER_CONFIG, "DshServer": dsh_server} if dsh_server else SERVER_CONFIG
+
+    @pytest.fixture
+    def jp_server_config() -> dict[str, Any]:
+        return config
+
+    return jp_server_config
+
+
+def server_api() -> Any:
+    """The ``api`` fixture for a test module (``api = server_api()`` at its top level): synchronous calls into
+    pytest-jupyter's server, configured by the module's ``jp_server_config``. Fixtures that must be ready before
+    the server starts (a store copied in) go first, with ``pytest.mark.usefixtures``."""
+
+    @pytest.fixture
+    def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
+            jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
+        return Api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+
+    return api

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from notebook_helpers import loaded_shell
 
 from dsh_jupyter.agent import events as ev
 from dsh_jupyter.agent.approvals import NOBODY_TO_ASK, ApprovalDecision, ApprovalRequest, Scope, describe_call
@@ -281,15 +282,8 @@ def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveS
     monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
     for name in ("DSH_SESSION_ID", "DSH_SESSION_JSONL", "DEEPSEEK_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-    shell = InteractiveShell.instance()
-    extensions = shell.extension_manager
-    assert extensions is not None
-    extensions.load_extension("dsh_jupyter")
-    yield shell
-    extensions.unload_extension("dsh_jupyter")
-    shell.user_ns.pop("dsh", None)
-    for key in list(shell.config.get("DshMagics", {})):
-        del shell.config.DshMagics[key]
+    with loaded_shell() as shell:
+        yield shell
 
 
 def test_the_host_gives_each_session_one_policy_and_settings_apply_at_once(ip: InteractiveShell) -> None:

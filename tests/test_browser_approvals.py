@@ -12,7 +12,6 @@ from the keyboard; a ``--bg`` turn asks in its own cell while another cell runs.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +21,11 @@ import pytest
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
+    finished_cell,
     require_chromium,
     require_notebook7,
     running_server,
+    start_cell,
     watched_page,
     write_notebook,
 )
@@ -74,29 +75,6 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         yield running
 
 
-def start(nb: NotebookPage, index: int) -> Any:
-    """Run cell ``index`` and return once it is queued or running (a question keeps it running)."""
-    from playwright.sync_api import expect
-
-    prompt = nb.cell(index).locator(".jp-InputArea-prompt")
-    for _attempt in range(3):
-        nb.editor(index).click()
-        nb.page.keyboard.press("Shift+Enter")
-        try:
-            expect(prompt).not_to_have_text(re.compile(r"^\[ \]"), timeout=5_000)
-            break
-        except AssertionError:
-            continue
-    return nb.cell(index).locator(".jp-OutputArea")
-
-
-def finished(nb: NotebookPage, index: int) -> Any:
-    from playwright.sync_api import expect
-
-    expect(nb.cell(index).locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=30_000)
-    return nb.cell(index).locator(".jp-OutputArea")
-
-
 def question(output: Any) -> Any:
     from playwright.sync_api import expect
 
@@ -118,7 +96,7 @@ def test_questions_in_a_blocking_cell(browser: Any, server: JupyterServer, reque
         nb.run(0)
 
         # Allow once (from the keyboard: focus is on Allow once, Enter activates it).
-        output = start(nb, 1)
+        output = start_cell(nb, 1)
         card = question(output)
         expect(card.locator("pre")).to_have_text("touch once.txt")
         expect(card.locator("button")).to_have_text(
@@ -126,26 +104,26 @@ def test_questions_in_a_blocking_cell(browser: Any, server: JupyterServer, reque
         expect(card.locator("button.dsh-approval-once")).to_be_focused()
         nb.screenshot(request, "1-question")
         page.keyboard.press("Enter")
-        output = finished(nb, 1)
+        output = finished_cell(nb, 1)
         expect(tool_summary(output, "touch once.txt")).to_contain_text("allowed once by you")
         expect(output.locator(".dsh-approval-record")).to_contain_text("bash `touch once.txt`: allowed once by you")
         assert (work / "once.txt").exists()
         nb.screenshot(request, "2-allowed-once")
 
         # Deny with a reason: the model receives it.
-        output = start(nb, 2)
+        output = start_cell(nb, 2)
         card = question(output)
         card.locator("input.dsh-approval-why").fill("not in this folder")
         card.locator("button.dsh-approval-deny").click()
-        output = finished(nb, 2)
+        output = finished_cell(nb, 2)
         expect(output).to_contain_text("the user denied it: not in this folder")
         expect(tool_summary(output, "touch denied.txt")).to_contain_text("refused by you: not in this folder")
         assert not (work / "denied.txt").exists()
 
         # Allow for this session: the next bash call runs without a question.
-        output = start(nb, 3)
+        output = start_cell(nb, 3)
         question(output).locator("button.dsh-approval-session").click()
-        output = finished(nb, 3)
+        output = finished_cell(nb, 3)
         expect(tool_summary(output, "echo first-granted")).to_contain_text("allowed for this session by you")
         output = nb.run(4)
         expect(output.locator("details pre").first).to_contain_text("second-granted")
@@ -154,21 +132,21 @@ def test_questions_in_a_blocking_cell(browser: Any, server: JupyterServer, reque
 
         # A new session asks again; Escape denies from the keyboard.
         nb.run(5)
-        output = start(nb, 6)
+        output = start_cell(nb, 6)
         expect(question(output).locator("button.dsh-approval-once")).to_be_focused()
         page.keyboard.press("Escape")
-        output = finished(nb, 6)
+        output = finished_cell(nb, 6)
         expect(tool_summary(output, "echo after-new")).to_contain_text("refused by you")
 
         # A PreToolUse hook that answers "ask" shows the question with the hook's reason.
-        output = start(nb, 7)
+        output = start_cell(nb, 7)
         card = question(output)
         expect(card.locator(".dsh-approval-reason")).to_have_text("pushing needs a human")
         expect(card.locator("pre")).to_have_text("git push origin main")
         card.scroll_into_view_if_needed()
         nb.screenshot(request, "3-hook-asks")
         card.locator("button.dsh-approval-deny").click()
-        output = finished(nb, 7)
+        output = finished_cell(nb, 7)
         expect(tool_summary(output, "git push origin main")).to_contain_text("refused by you")
 
         assert watch.dialogs == []
@@ -185,7 +163,7 @@ def test_a_background_turn_asks_in_its_own_cell_while_another_runs(
         nb = NotebookPage(page, server, BACKGROUND).open()
         nb.run(0)
         background = nb.run(1)  # returns at once
-        sleeping = start(nb, 2)
+        sleeping = start_cell(nb, 2)
         card = question(background)
         expect(card.locator("pre")).to_contain_text("touch bg.txt; echo bg-done")
         expect(sleeping.locator(".dsh-approval")).to_have_count(0)
@@ -198,6 +176,6 @@ def test_a_background_turn_asks_in_its_own_cell_while_another_runs(
             "the other cell ended before the background turn got its answer"
         assert (work / "bg.txt").exists()
         nb.screenshot(request, "2-background-allowed")
-        finished(nb, 2)
+        finished_cell(nb, 2)
         assert watch.dialogs == []
         assert watch.errors == []

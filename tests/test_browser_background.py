@@ -21,8 +21,10 @@ import pytest
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
+    finished_cell,
     require_chromium,
     running_server,
+    start_cell,
     watched_page,
     write_notebook,
 )
@@ -60,30 +62,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
 
 
 
-def start(nb: NotebookPage, index: int) -> None:
-    """Run cell ``index`` with Shift+Enter and return as soon as it is queued or running (``[*]``)."""
-    from playwright.sync_api import expect
-
-    prompt = nb.cell(index).locator(".jp-InputArea-prompt")
-    for _attempt in range(3):
-        nb.editor(index).click()
-        nb.page.keyboard.press("Shift+Enter")
-        try:  # a key press lost while the page settles leaves [ ]
-            expect(prompt).to_have_text(re.compile(r"^\[\*\]"), timeout=5_000)
-            return
-        except AssertionError:
-            continue
-    raise AssertionError(f"cell {index} did not start: its prompt shows {prompt.inner_text()!r}")
-
-
-def finished(nb: NotebookPage, index: int) -> Any:
-    """Wait until cell ``index`` (started earlier) shows its execution count; its output area."""
-    from playwright.sync_api import expect
-
-    expect(nb.cell(index).locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=30_000)
-    return nb.cell(index).locator(".jp-OutputArea")
-
-
 def running(nb: NotebookPage, index: int) -> bool:
     """True while cell ``index`` shows ``[*]``."""
     return nb.cell(index).locator(".jp-InputArea-prompt").inner_text().strip().startswith("[*]")
@@ -117,7 +95,7 @@ def test_background_turn_streams_into_its_cell_while_others_run(
         steered = nb.run(2)
         expect(steered).to_contain_text("steered into the running turn")
         print(f"\n[steer] background cell after the steering cell: {output_text(nb, 1)!r}")
-        start(nb, 3)
+        start_cell(nb, 3, running=True)
 
         # The cell shows its execution count at once, but its footer says the turn is still running.
         footer = background.locator("sub.dsh-turn-footer")
@@ -134,7 +112,7 @@ def test_background_turn_streams_into_its_cell_while_others_run(
         print(f"[cell 4 running] background cell: {output_text(nb, 1)!r}")
         nb.screenshot(request, "1-while-cell-4-runs")
 
-        finished(nb, 3)
+        finished_cell(nb, 3)
         nb.run(4)  # %dsh wait
         # (b) The final answer, in the background cell, answers the steered prompt.
         answer = background.locator(".jp-RenderedHTMLCommon", has=page.locator("sub.dsh-turn-footer"))

@@ -6,8 +6,9 @@ The attack from the report, ``echo hello \\u202e; rm -rf ~ #\\u202c``, would rea
 and has Deny focused, so Enter denies. A proposed cell edit with bidi text ("trojan source") shows the
 same marks and warning on its proposal card, with Reject focused. The DOM text holds the marks and never the
 raw U+202E. (The kernel's ``HOME`` is a throwaway folder, so even a wrong answer could not reach yours.)
+The live chat panel shows a prompt's hidden characters as marks too, and no raw one anywhere in the panel.
 
-Screenshots (``test-artifacts/``): the approval card and the proposal card, each in light and dark.
+Screenshots (``test-artifacts/``): the approval card and the proposal card, each in light and dark; the chat.
 """
 
 from __future__ import annotations
@@ -19,15 +20,18 @@ from typing import Any
 
 import pytest
 from browser_helpers import (
+    KERNEL_TIMEOUT_MS,
     JupyterServer,
     NotebookPage,
     artifact_path,
+    finished_cell,
     require_chromium,
     running_server,
+    start_cell,
     watched_page,
     write_notebook_cells,
 )
-from test_browser_approvals import finished, question, start, tool_summary
+from test_browser_approvals import question, tool_summary
 from test_browser_workspace import proposal, use_theme
 
 PATH = "work/invisibles.ipynb"
@@ -35,6 +39,9 @@ ATTACK = "echo hello \u202e; rm -rf ~ #\u202c"
 SHOWN = "echo hello ⟨U+202E⟩; rm -rf ~ #⟨U+202C⟩"
 #: A replacement whose bidi isolates make the check read as a comment (the trojan-source trick).
 TROJAN = 'access = "user"\nif access != "user\u202e \u2066# admin only\u2069 \u2066":\n    print("admin")'
+#: A prompt typed into the chat panel, and how the panel shows it.
+PROMPT = "Summarise Budget \u202eslx.exe and g\u200bit"
+PROMPT_SHOWN = "Summarise Budget ⟨U+202E⟩slx.exe and g⟨U+200B⟩it"
 TROJAN_SHOWN = 'if access != "user⟨U+202E⟩ ⟨U+2066⟩# admin only⟨U+2069⟩ ⟨U+2066⟩":'
 
 
@@ -45,6 +52,7 @@ def write_cells(path: Path, home: Path) -> None:
         (None, "%%dsh --no-interpolate\n/tool bash " + json.dumps({"command": ATTACK})),
         (None, "%%dsh --no-interpolate\n/tool notebook_edit "
                + json.dumps({"action": "replace", "cell_id": "cell-access", "source": TROJAN})),
+        (None, "chat = %dsh chat\nchat"),
     ])
 
 
@@ -69,7 +77,7 @@ def test_hidden_characters_are_marked_and_named_in_the_question_and_the_proposal
         nb.run(0)
 
         # The approval card: marks in the command, the warning in words, no grant offered, Deny focused.
-        output = start(nb, 2)
+        output = start_cell(nb, 2)
         card = question(output)
         code = card.locator("pre")
         expect(code).to_have_text(SHOWN)
@@ -88,7 +96,7 @@ def test_hidden_characters_are_marked_and_named_in_the_question_and_the_proposal
         both_themes(nb, request, card, "1-approval")
         card.locator("button.dsh-approval-deny").focus()
         page.keyboard.press("Enter")  # Deny, the focused answer
-        output = finished(nb, 2)
+        output = finished_cell(nb, 2)
         summary = tool_summary(output, "echo hello")
         expect(summary).to_contain_text("refused by you")
         expect(summary).to_contain_text(SHOWN)
@@ -96,7 +104,7 @@ def test_hidden_characters_are_marked_and_named_in_the_question_and_the_proposal
         assert (server.root / "home" / "canary").is_dir()
 
         # The proposal card: the new source with marks, the warning, Reject focused.
-        start(nb, 3)
+        start_cell(nb, 3)
         card = proposal(nb)
         diff = card.locator(".dsh-proposal-diff")
         expect(diff).to_contain_text(TROJAN_SHOWN)
@@ -110,9 +118,32 @@ def test_hidden_characters_are_marked_and_named_in_the_question_and_the_proposal
         both_themes(nb, request, card, "2-proposal")
         card.locator("input.dsh-proposal-why").fill("hidden characters")
         card.locator("button.dsh-proposal-reject").click()
-        output = finished(nb, 3)
+        output = finished_cell(nb, 3)
         expect(output).to_contain_text("hidden characters")
         assert 'access = "user"' in nb.source(1) and "admin" not in nb.source(1)
+
+        assert watch.dialogs == []
+        assert watch.errors == []
+
+
+def test_the_live_chat_marks_hidden_characters(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, PATH).open()
+        nb.run(0)
+        panel = nb.run(4).locator(".dsh-panel")
+        area = panel.locator("textarea.dsh-prompt-input")
+        area.fill(PROMPT)
+        area.press("Control+Enter")
+        expect(panel.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(PROMPT_SHOWN)
+        expect(panel.locator(".dsh-chat-assistant").last).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        expect(panel.locator(".dsh-chat-state")).to_have_text("idle", timeout=KERNEL_TIMEOUT_MS)
+        shown = panel.locator(".dsh-chat").inner_text()
+        assert "\u202e" not in shown and "\u200b" not in shown
+        nb.screenshot(request, "1-chat")
 
         assert watch.dialogs == []
         assert watch.errors == []

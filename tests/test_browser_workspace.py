@@ -33,9 +33,11 @@ import pytest
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
+    finished_cell,
     require_chromium,
     require_notebook7,
     running_server,
+    start_cell,
     watched_page,
     write_notebook_cells,
 )
@@ -125,29 +127,6 @@ def index_of(nb: NotebookPage, text: str) -> int:
         time.sleep(0.5)
 
 
-def start(nb: NotebookPage, index: int) -> Any:
-    """Run cell ``index`` and return once it is queued or running (a proposal keeps it running)."""
-    from playwright.sync_api import expect
-
-    prompt = nb.cell(index).locator(".jp-InputArea-prompt")
-    for _attempt in range(3):
-        nb.editor(index).click()
-        nb.page.keyboard.press("Shift+Enter")
-        try:
-            expect(prompt).not_to_have_text(re.compile(r"^\[ \]"), timeout=5_000)
-            break
-        except AssertionError:
-            continue
-    return nb.cell(index).locator(".jp-OutputArea")
-
-
-def finished(nb: NotebookPage, index: int) -> Any:
-    from playwright.sync_api import expect
-
-    expect(nb.cell(index).locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=60_000)
-    return nb.cell(index).locator(".jp-OutputArea")
-
-
 def proposal(nb: NotebookPage) -> Any:
     from playwright.sync_api import expect
 
@@ -203,7 +182,7 @@ def test_the_agent_works_in_the_live_notebook(
 
         # 1. A proposed insert: shown below cell-x, not in the notebook until accepted.
         here = index_of(nb, PROPOSE_INSERT)
-        start(nb, here)
+        start_cell(nb, here)
         card = proposal(nb)
         expect(card.locator(".dsh-proposal-title")).to_have_text("The agent proposes a new code cell")
         expect(card.locator(".dsh-proposal-source")).to_have_text("y = x + 1\ny")
@@ -217,7 +196,7 @@ def test_the_agent_works_in_the_live_notebook(
             card.scroll_into_view_if_needed()
             nb.screenshot(request, "1-proposed-insert-dark")
         card.locator("button.dsh-proposal-accept").click()
-        output = finished(nb, here + 1)  # the new cell came before the prompt
+        output = finished_cell(nb, here + 1)  # the new cell came before the prompt
         expect(nb.page.locator(f"{nb.scope} {PROPOSAL}")).to_have_count(0)
         assert sources(nb)[2] == "y = x + 1\ny"
         expect(output).to_contain_text("Inserted a new code cell")
@@ -227,7 +206,7 @@ def test_the_agent_works_in_the_live_notebook(
 
         # 2. A proposed replacement: a line diff; rejected with a reason, the cell stays as it was.
         here = index_of(nb, PROPOSE_REPLACE)
-        start(nb, here)
+        start_cell(nb, here)
         card = proposal(nb)
         expect(card.locator(".dsh-proposal-title")).to_have_text("The agent proposes a change to this cell")
         expect(card.locator(".dsh-diff-removed")).to_have_text(["−x = 41"])
@@ -241,13 +220,13 @@ def test_the_agent_works_in_the_live_notebook(
         nb.screenshot(request, "2-proposed-replacement")
         card.locator("input.dsh-proposal-why").fill("keep x at 41")
         card.locator("button.dsh-proposal-reject").click()
-        output = finished(nb, here)
+        output = finished_cell(nb, here)
         expect(output).to_contain_text("the user denied it: keep x at 41")
         assert sources(nb)[1] == "x = 41\nprint('x is', x)"
 
         # A proposed deletion marks the cell; rejected, the cell stays.
         here = index_of(nb, PROPOSE_DELETE)
-        start(nb, here)
+        start_cell(nb, here)
         card = proposal(nb)
         expect(card.locator(".dsh-proposal-title")).to_have_text("The agent proposes to delete this cell")
         doomed = nb.cell(index_of(nb, "doomed = True"))
@@ -257,19 +236,19 @@ def test_the_agent_works_in_the_live_notebook(
         card.locator("input.dsh-proposal-why").click()
         page.keyboard.type("do not delete, dd")  # typed into the reason, never notebook shortcuts
         page.keyboard.press("Enter")  # Enter in the reason rejects
-        expect(finished(nb, here)).to_contain_text("the user denied it: do not delete, dd")
+        expect(finished_cell(nb, here)).to_contain_text("the user denied it: do not delete, dd")
         expect(doomed).not_to_have_class(re.compile("dsh-proposal-doomed"))
         assert "doomed = True" in sources(nb)
 
         # The user deletes the cell a proposal is about: the proposal goes and the agent is told at once.
         here = index_of(nb, PROPOSE_ON_TEMP)
-        start(nb, here)
+        start_cell(nb, here)
         card = proposal(nb)
         command_mode_on(nb, index_of(nb, "temp = 1"))
         page.keyboard.press("d")
         page.keyboard.press("d")
         expect(nb.page.locator(f"{nb.scope} {PROPOSAL}")).to_have_count(0)
-        expect(finished(nb, here - 1)).to_contain_text("no cell with id 'cell-temp' in the live notebook")
+        expect(finished_cell(nb, here - 1)).to_contain_text("no cell with id 'cell-temp' in the live notebook")
         cells = len(CELLS) - 1  # cell-temp is gone
 
         # 3. Run a cell and read its output (auto mode from here on).
@@ -285,9 +264,9 @@ def test_the_agent_works_in_the_live_notebook(
 
         # 4. %dsh undo reverts the agent's last applied edit: the inserted cell goes.
         here = index_of(nb, "%dsh undo")
-        start(nb, here)
+        start_cell(nb, here)
         expect(nb.page.locator(f"{nb.scope} .jp-Cell")).to_have_count(cells)
-        output = finished(nb, here - 1)  # the cell above it went
+        output = finished_cell(nb, here - 1)  # the cell above it went
         expect(output).to_contain_text("cell")
         assert "y = x + 1\ny" not in save(nb, server)
 
@@ -330,11 +309,11 @@ def test_the_agent_works_in_the_live_notebook(
             other = NotebookPage(other_page, server, PATH).open()
             other_page.wait_for_selector(".jp-NotebookPanel[data-dsh-live='connected']", state="attached")
             here = index_of(other, TWO_TABS)
-            start(other, here)
+            start_cell(other, here)
             card = proposal(other)
             expect(nb.page.locator(f"{nb.scope} {PROPOSAL}")).to_have_count(0)
             card.locator("button.dsh-proposal-accept").click()
-            expect(finished(other, here)).to_contain_text("Inserted a new code cell")
+            expect(finished_cell(other, here)).to_contain_text("Inserted a new code cell")
             assert sources(other)[-1] == "z = 'one tab'"
             assert "z = 'one tab'" not in sources(nb)
             assert other_watch.errors == []

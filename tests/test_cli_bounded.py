@@ -9,6 +9,7 @@ no half-written file.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_helpers import write_session
+from user_helpers import as_nobody, shared_tmp
 
 from dsh_jupyter.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from dsh_jupyter.session import SessionHeader, SessionLog
@@ -222,13 +225,27 @@ def test_export_of_a_damaged_log_leaves_nothing_half_written(small: JsonlStore, 
     assert len(err.strip().split("\n")) == 1 and list(folder.iterdir()) == []
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root may write into any folder")
-def test_export_into_a_read_only_folder(small: JsonlStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    folder.chmod(0o555)
-    try:
-        code, _ = _cli("sessions", "export", "huge-1", str(folder), "--to", "md", "--store", str(small.root))
-    finally:
-        folder.chmod(0o755)
-    assert code == EXIT_FAILED and "cannot write into the folder" in capsys.readouterr().err
+def test_export_into_a_read_only_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    with shared_tmp() as tmp:  # as root the command runs as nobody, who must reach the store and the folder
+        store = JsonlStore(tmp / "p" / ".dsh" / "sessions")
+        write_session(store, "kept-1", turns=1)
+        home = tmp / "home"
+        home.mkdir(mode=0o777)
+        home.chmod(0o777)  # the catalog nobody may write
+        monkeypatch.setenv("DSH_HOME", str(home))
+        folder = tmp / "ro"
+        folder.mkdir()
+        folder.chmod(0o555)
+
+        def check() -> list[Any]:
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                code, _ = _cli("sessions", "export", "kept-1", str(folder), "--to", "md", "--store", str(store.root))
+            return [code, err.getvalue()]
+
+        try:
+            code, err = as_nobody(check)
+        finally:
+            folder.chmod(0o755)
+        assert list(folder.iterdir()) == []
+    assert code == EXIT_FAILED and f"cannot write into the folder {folder} (permission denied)" in err, err

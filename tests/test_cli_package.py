@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from import_helpers import PACKAGE, ROOT
+from import_helpers import PACKAGE, ROOT, loaded_by_load_ext
 from import_helpers import module_imports as _imports
 
 LOWER = ("store", "catalog", "references")
@@ -53,18 +53,7 @@ def test_importing_the_store_catalog_and_references_loads_no_cli() -> None:
 
 
 def test_load_ext_does_not_import_the_cli(tmp_path: Path) -> None:
-    code = ("import sys\n"
-            "from IPython.core.interactiveshell import InteractiveShell\n"
-            "shell = InteractiveShell.instance()\n"
-            "shell.run_line_magic('load_ext', 'dsh_jupyter')\n"
-            "assert 'dsh_jupyter.notebook.magics' in sys.modules or any(m.startswith('dsh_jupyter.notebook') "
-            "for m in sys.modules)\n"
-            "print(sorted(m for m in sys.modules if m == 'dsh_jupyter.cli' or m.startswith('dsh_jupyter.cli.')))\n")
-    env = {**os.environ, "DSH_HOME": str(tmp_path / "home"), "IPYTHONDIR": str(tmp_path / "ipython")}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
-                          cwd=tmp_path, env=env)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert loaded_by_load_ext(tmp_path, "dsh_jupyter.cli") == []
 
 
 def test_the_old_module_paths_are_gone() -> None:

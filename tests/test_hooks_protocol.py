@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from process_helpers import gone, written_pid
 
 from dsh_jupyter.tools.hooks.protocol import HookRun, Verdict, interpret, merge, run_command_hook
 
@@ -144,19 +145,9 @@ async def test_cancellation_kills_the_hook(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     task = asyncio.ensure_future(run_command_hook(f"{shlex.quote(str(SCRIPTS / 'slow.sh'))} {pidfile}", b"",
                                                   cwd=str(tmp_path), env=dict(os.environ), timeout=60))
-    for _ in range(100):
-        if pidfile.exists() and pidfile.read_text().strip():
-            break
-        await asyncio.sleep(0.05)
+    await written_pid(pidfile)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    pid = int(pidfile.read_text())
-    for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        await asyncio.sleep(0.1)
-    pytest.fail("cancelled hook still running")
+    assert await gone(int(pidfile.read_text())), "cancelled hook still running"
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from process_helpers import gone
 
 from dsh_jupyter.session import SessionHeader
 from dsh_jupyter.tools.hooks import (
@@ -215,15 +214,7 @@ async def test_timeout_kills_the_hook_and_warns(bridge: type[HookBridge], ctx: H
     runner = HookRunner([bridge(config("PreToolUse", script("slow.sh", str(pidfile)), timeout=0.5))])
     decision = await runner.pre_tool_use(ctx, "bash", {"command": "ls"}, "c")
     assert not decision.deny and "timed out after 0.5 s" in decision.warnings[0]
-    pid = int(pidfile.read_text())
-    for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        await asyncio.sleep(0.1)
-    else:
-        pytest.fail("the timed-out hook is still running")
+    assert await gone(int(pidfile.read_text())), "the timed-out hook is still running"
 
 
 async def test_default_timeout_is_configurable(ctx: HookContext, tmp_path: Path) -> None:

@@ -9,14 +9,11 @@
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-PACKAGE = Path(__file__).resolve().parents[1] / "dsh_jupyter"
+from import_helpers import PACKAGE, import_statements, imported_names, module_names, package_of
 
 CORE = ("session", "store", "references", "catalog", "sources", "agent", "models", "tools",
         "services", "query", "secrets", "images", "clip", "escape")
@@ -37,54 +34,12 @@ class Import:
         return f"{self.source} (line {self.line}) imports {self.target}"
 
 
-def module_names(root: Path) -> dict[str, Path]:
-    """Every module under ``root`` (a package folder) by its dotted name; a package is its ``__init__``."""
-    names: dict[str, Path] = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = [root.name, *path.relative_to(root).with_suffix("").parts]
-        if parts[-1] == "__init__":
-            parts.pop()
-        names[".".join(parts)] = path
-    return names
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _walk(node: ast.AST, guarded: bool = False) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
-    """Import statements anywhere in ``node`` (functions included), each with whether it runs only
-    for the type checker."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, (ast.Import, ast.ImportFrom)):
-            yield child, guarded
-        elif isinstance(child, ast.If) and _is_type_checking(child.test):
-            for part in child.body:
-                yield from _walk(ast.Module(body=[part], type_ignores=[]), True)
-            for part in child.orelse:
-                yield from _walk(ast.Module(body=[part], type_ignores=[]), guarded)
-        else:
-            yield from _walk(child, guarded)
-
-
 def imports_of(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
     """The package modules ``name`` imports: ``from a import b`` names ``a.b`` when that is a module."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    package = package_of(path, name)
     found: list[Import] = []
-    for node, guarded in _walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        else:
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join([*anchor, *([node.module] if node.module else [])])
-            else:
-                base = node.module or ""
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                       for alias in node.names]
-        for named in targets:
+    for node, guarded in import_statements(path):
+        for named in imported_names(node, package):
             target = named
             while target and target not in modules:  # ``import a.b.c`` of a package module, or an attribute
                 target = target.rpartition(".")[0]

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -329,31 +330,21 @@ async def test_dropped_stream_is_bad_stream_after_partial_output(fake_openai: Fa
     assert len(fake_openai.chat_requests) == 1  # a started stream is never retried
 
 
-async def test_invalid_json_chunk_is_bad_stream(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.queue(broken_reply("Hel", marker=INVALID))
+@pytest.mark.parametrize(("reply", "words"), [
+    pytest.param(lambda: broken_reply("Hel", marker=INVALID), "not valid JSON", id="invalid-json-chunk"),
+    pytest.param(lambda: Reply([{"content": "cut"}], finish_reason=None, usage=None),
+                 "ended before the model finished", id="no-finish-reason"),
+    pytest.param(lambda: Reply([{"content": "a"}, RawEvent({"error": {"message": "overloaded mid-stream"}})]),
+                 "overloaded mid-stream", id="error-payload-inside"),
+])
+async def test_a_broken_stream_is_bad_stream(fake_openai: FakeOpenAIServer, reply: Callable[[], Any],
+                                             words: str) -> None:
+    fake_openai.queue(reply())
     provider = _provider(fake_openai)
     with pytest.raises(ModelError) as info:
         await _drain(provider, _request())
     await provider.close()
-    assert info.value.kind == "bad_stream" and "not valid JSON" in info.value.message
-
-
-async def test_stream_without_finish_reason_is_bad_stream(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.queue(Reply([{"content": "cut"}], finish_reason=None, usage=None))
-    provider = _provider(fake_openai)
-    with pytest.raises(ModelError) as info:
-        await _drain(provider, _request())
-    await provider.close()
-    assert info.value.kind == "bad_stream" and "ended before the model finished" in info.value.message
-
-
-async def test_error_payload_inside_the_stream(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.queue(Reply([{"content": "a"}, RawEvent({"error": {"message": "overloaded mid-stream"}})]))
-    provider = _provider(fake_openai)
-    with pytest.raises(ModelError) as info:
-        await _drain(provider, _request())
-    await provider.close()
-    assert info.value.kind == "bad_stream" and "overloaded mid-stream" in info.value.message
+    assert info.value.kind == "bad_stream" and words in info.value.message
 
 
 async def test_cancel_mid_stream_returns_promptly_and_closes_the_connection(fake_openai: FakeOpenAIServer) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from kernel_helpers import KernelRunner, output_text, stream_text
+from notebook_helpers import loaded_shell
 
 from dsh_jupyter.references import encode_session_reference_uri, format_session_reference_mention
 
@@ -26,16 +27,8 @@ def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveS
     monkeypatch.setenv("DSH_HOME", os.environ.get("DSH_HOME", ""))
     for name in ("DSH_SESSION_ID", "DSH_SESSION_JSONL"):
         monkeypatch.delenv(name, raising=False)
-    shell = InteractiveShell.instance()
-    shell.user_ns.pop("dsh", None)
-    extensions = shell.extension_manager
-    assert extensions is not None
-    extensions.load_extension("dsh_jupyter")
-    yield shell
-    extensions.unload_extension("dsh_jupyter")
-    shell.user_ns.pop("dsh", None)
-    for key in list(shell.config.get("DshMagics", {})):
-        del shell.config.DshMagics[key]
+    with loaded_shell() as shell:
+        yield shell
 
 
 def magics(ip: InteractiveShell) -> Any:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
 import pytest
+from import_helpers import module_imports
 from notebook_helpers import FakeHost
 
 from dsh_jupyter.notebook import completer, python_tool
@@ -56,9 +56,9 @@ def test_the_test_double_offers_the_widget_protocols() -> None:
 def test_surfaces_take_typed_hosts(module: object) -> None:
     source = Path(str(getattr(module, "__file__", ""))).read_text(encoding="utf-8")
     assert not re.search(r"\bhost\w*\s*:\s*Any\b", source)
-    tree = ast.parse(source)
-    imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert not any(name == "host" or name.endswith(".host") for name in imported)
+    imported = module_imports(Path(str(getattr(module, "__file__", ""))), str(getattr(module, "__name__", "")))
+    host = NotebookHost.__module__
+    assert not any(name == host or name.startswith(host + ".") for name in imported), imported
 
 
 def test_the_protocols_load_nothing_heavy() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import concurrent.futures
 import re
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from import_helpers import module_imports
 from IPython.core.interactiveshell import InteractiveShell
 from kernel_helpers import KernelRunner, output_texts
 
@@ -44,9 +44,9 @@ def run_tool(host: Any, code: str, *, background: bool = False) -> Any:
 
 
 def test_the_tool_does_not_import_the_host() -> None:
-    tree = ast.parse(Path(python_tool_module.__file__).read_text(encoding="utf-8"))
-    modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert "host" not in modules and not any(m and m.endswith(".host") for m in modules)
+    modules = module_imports(Path(python_tool_module.__file__), python_tool_module.__name__)
+    host = "dsh_jupyter.notebook.host"
+    assert not any(m == host or m.startswith(host + ".") for m in modules), modules
 
 
 def test_text_goes_to_the_result_only(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_helpers import PgServer
+from notebook_helpers import loaded_shell
+from pg_helpers import PgServer, RoleDatabase
 from store_helpers import append_turn, new_header, write_session
 
 from dsh_jupyter.cli import main as cli_main
@@ -22,22 +22,13 @@ from dsh_jupyter.references import SessionReferenceError
 from dsh_jupyter.services import Services, ServiceSettings
 from dsh_jupyter.session import SessionLockedError, SessionLog, SessionNotFoundError
 from dsh_jupyter.session.messages import text_block
-from dsh_jupyter.store.postgres import PostgresStore
 
 ALICE, BOB, CAROL, TEAM = "share_alice", "share_bob", "share_carol", "share_team"
 PASSWORDS = {ALICE: "alice-pw", BOB: "bob-pw", CAROL: "carol-pw"}
 
 
-@dataclass
-class World:
-    server: PgServer
-    db: str
-
-    def dsn(self, role: str) -> str:
-        return self.server.dsn(self.db, role, PASSWORDS[role])
-
-    def store(self, role: str) -> PostgresStore:
-        return PostgresStore(self.dsn(role))
+class World(RoleDatabase):
+    """The sharing roles' database, initialised with ``dsh-jupyter postgres init``."""
 
     def services(self, role: str, cwd: str = "/home/dev/project") -> Services:
         return Services(ServiceSettings(cwd=cwd, store="postgres", postgres_dsn=self.dsn(role), catalog=False),
@@ -58,16 +49,14 @@ def cli(*argv: str) -> tuple[int, str]:
 
 @pytest.fixture
 def world(pg_server: PgServer, pg_database: str) -> Iterator[World]:
-    for role, password in PASSWORDS.items():
-        pg_server.create_role(role, password)
+    world = World.with_roles(pg_server, pg_database, PASSWORDS)
     with pg_server.admin() as conn:
         if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (TEAM,)).fetchone() is None:
             conn.execute(f'CREATE ROLE "{TEAM}" NOLOGIN')
             conn.execute(f'GRANT "{TEAM}" TO "{CAROL}"')
-    db = pg_database.rsplit("/", 1)[1]
     code, text = cli("postgres", "init", "--dsn", pg_database)
     assert code == 0 and "created the session tables" in text
-    yield World(pg_server, db)
+    yield world
 
 
 def test_init_is_idempotent_and_never_shows_the_password(world: World, capsys: pytest.CaptureFixture[str]) -> None:
@@ -192,15 +181,9 @@ def test_one_writer_per_session_across_connections(world: World) -> None:
 
 def test_the_magics_share_and_unshare(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                       capsys: pytest.CaptureFixture[str]) -> None:
-    from IPython.core.interactiveshell import InteractiveShell
-
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DSH_POSTGRES_DSN", world.dsn(ALICE))
-    shell = InteractiveShell.instance()
-    extensions = shell.extension_manager
-    assert extensions is not None
-    extensions.load_extension("dsh_jupyter")
-    try:
+    with loaded_shell() as shell:
         shell.run_line_magic("config", 'DshMagics.store = "postgres"')
         shell.run_cell_magic("dsh", "", "remember the share test")  # type: ignore[no-untyped-call]
         session_id = shell.magics_manager.registry["DshMagics"].host.agent.id
@@ -219,11 +202,6 @@ def test_the_magics_share_and_unshare(world: World, tmp_path: Path, monkeypatch:
         shell.run_line_magic("config", 'DshMagics.store = "jsonl"')
         shell.run_line_magic("dsh", f"share {session_id} --with {BOB}")
         assert "works with the PostgreSQL store" in capsys.readouterr().err
-    finally:
-        extensions.unload_extension("dsh_jupyter")
-        shell.user_ns.pop("dsh", None)
-        for key in list(shell.config.get("DshMagics", {})):
-            del shell.config.DshMagics[key]
         os.environ.pop("DSH_SESSION_ID", None)
         os.environ.pop("DSH_SESSION_JSONL", None)
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from server_helpers import SERVER_CONFIG, Api, make_api, make_session, payload
+from server_helpers import SERVER_CONFIG, Api, make_session, payload, server_api
 from traitlets import TraitError
 from traitlets.config import Config
 
@@ -54,10 +53,7 @@ def jp_server_config(shared: Path) -> dict[str, Any]:
                                            "request_timeout": 7.5, "index_at_start": False}}
 
 
-@pytest.fixture
-def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
-        jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
-    return make_api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+api = server_api()
 
 
 def test_the_server_uses_the_configured_pool_and_timeout(api: Api, jp_serverapp: Any, shared: Path) -> None:

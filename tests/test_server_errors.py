@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any
 
-import pytest
-from server_helpers import SERVER_CONFIG, Api, make_api
+from server_helpers import Api, server_api, server_config
 
 from dsh_jupyter.server import errors
 
@@ -56,15 +53,10 @@ def test_the_query_string_is_read_strictly() -> None:
             raise AssertionError(f"{raw[:40]!r} was accepted")
 
 
-@pytest.fixture
-def jp_server_config() -> dict[str, Any]:
-    return SERVER_CONFIG
+jp_server_config = server_config()
 
 
-@pytest.fixture
-def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
-        jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
-    return make_api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+api = server_api()
 
 
 def test_errors_raised_before_a_handler_runs_have_the_same_shape(api: Api, jp_root_dir: Path) -> None:

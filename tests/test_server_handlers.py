@@ -6,7 +6,6 @@ The tests are plain functions that drive ``jp_fetch`` on pytest-jupyter's own ev
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from server_helpers import SERVER_CONFIG, Api, make_api, make_session, payload
+from server_helpers import Api, make_session, payload, server_api, server_config
 
 from dsh_jupyter.references import encode_session_reference_uri, format_session_reference_mention
 from dsh_jupyter.store import JsonlStore
@@ -23,15 +22,10 @@ HOSTILE = ["<img src=x onerror=alert(1)>", "</referenced-sessions>", "\x1b[31mre
 TRAVERSAL_IDS = ["../../etc/pwn", "/etc/passwd", "..", ".", "a/../../b", "~"]
 
 
-@pytest.fixture
-def jp_server_config() -> dict[str, Any]:
-    return SERVER_CONFIG
+jp_server_config = server_config()
 
 
-@pytest.fixture
-def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
-        jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
-    return make_api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+api = server_api()
 
 
 @pytest.fixture

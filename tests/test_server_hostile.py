@@ -13,7 +13,6 @@ buffer until memory runs out.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import importlib.util
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_helpers import SERVER_CONFIG, Api, Reply, make_api, make_session, payload
+from server_helpers import SERVER_CONFIG, Api, Reply, make_session, payload, server_api, server_config
 
 from dsh_jupyter.server.indexing import THREAD_NAME
 from dsh_jupyter.server.state import SETTINGS_KEY, ServerState
@@ -47,15 +46,10 @@ KERNELSPECS_BOUND = 5.0
 GOOD = ["good-new", "good-old"]
 
 
-@pytest.fixture
-def jp_server_config() -> dict[str, Any]:
-    return {**SERVER_CONFIG, "DshServer": {"request_timeout": REQUEST_TIMEOUT, "index_at_start": False}}
+jp_server_config = server_config(request_timeout=REQUEST_TIMEOUT, index_at_start=False)
 
 
-@pytest.fixture
-def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
-        jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
-    return make_api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+api = server_api()
 
 
 def good_sessions(folder: Path) -> Path:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
-from server_helpers import SERVER_CONFIG, Api, make_api, make_session
+from server_helpers import Api, make_session, server_api, server_config
 
 from dsh_jupyter.server.boundary import Boundary
 from dsh_jupyter.server.indexing import THREAD_NAME, index_in_background, index_stores, served_stores
@@ -55,17 +53,13 @@ def copied_in(jp_root_dir: Path) -> Path:
     return make_session(jp_root_dir, "copied-in", created_at=5, cwd="/colleague/machine", title="From a colleague")
 
 
-@pytest.fixture
-def jp_server_config() -> dict[str, Any]:
-    return SERVER_CONFIG
+jp_server_config = server_config()
 
 
-@pytest.fixture
-def api(copied_in: Path, jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any,
-        jp_base_url: str, jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
-    return make_api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+api = server_api()
 
 
+@pytest.mark.usefixtures("copied_in")  # set up first: the store is there before the server starts
 def test_the_root_store_is_indexed_at_start_without_a_request(api: Api, copied_in: Path) -> None:
     from dsh_jupyter.catalog import open_catalog
 

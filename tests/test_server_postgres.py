@@ -7,18 +7,16 @@ once she shares it. A database that is down or slow answers 503 / 504 bodies nam
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_helpers import PgServer
-from server_helpers import SERVER_CONFIG, Api, make_api, make_session, payload
+from pg_helpers import PgServer, RoleDatabase
+from server_helpers import SERVER_CONFIG, Api, make_session, payload, server_api
 from store_helpers import write_session
 
 from dsh_jupyter.references import format_session_reference_mention
@@ -29,27 +27,16 @@ ALICE, BOB = "rest_alice", "rest_bob"
 PASSWORDS = {ALICE: "alice-rest-pw", BOB: "bob-rest-pw"}
 
 
-@dataclass
-class Hub:
+class Hub(RoleDatabase):
     """A database initialised as on a hub, with two users' roles."""
-
-    server: PgServer
-    db: str
-
-    def dsn(self, role: str) -> str:
-        return self.server.dsn(self.db, role, PASSWORDS[role])
-
-    def store(self, role: str) -> PostgresStore:
-        return PostgresStore(self.dsn(role))
 
 
 @pytest.fixture
 def hub(pg_server: PgServer, pg_database: str) -> Iterator[Hub]:
-    for role, password in PASSWORDS.items():
-        pg_server.create_role(role, password)
+    hub = Hub.with_roles(pg_server, pg_database, PASSWORDS)
     with PostgresStore(pg_database).connection():  # `dsh-jupyter postgres init` as the administrator
         pass
-    yield Hub(pg_server, pg_database.rsplit("/", 1)[1])
+    yield hub
 
 
 @pytest.fixture
@@ -82,10 +69,7 @@ def jp_server_config(dshserver_config: dict[str, Any]) -> dict[str, Any]:
     return {**SERVER_CONFIG, "DshServer": dshserver_config}
 
 
-@pytest.fixture
-def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
-        jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
-    return make_api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+api = server_api()
 
 
 @pytest.fixture

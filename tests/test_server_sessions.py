@@ -3,17 +3,16 @@ jupyter-server (pytest-jupyter) for other tools' transcripts."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from server_helpers import SERVER_CONFIG, Api, make_api, make_session, payload
+from server_helpers import Api, make_session, payload, server_api, server_config
+from sources_helpers import PEERS
 
 from dsh_jupyter.catalog import CatalogEntry, CatalogUnavailable, StoreInfo
 from dsh_jupyter.references import encode_session_reference_uri
@@ -281,22 +280,16 @@ def test_the_bounded_catalog_asks_only_for_stores_inside_and_drops_links_out(tmp
 
 
 # -- through a real jupyter-server ---------------------------------------------------------------------------
-PEERS = Path(__file__).parent / "fixtures" / "peers"
 CLAUDE_ID = "claude-code:7f3c2a1e-5b4d-4c8e-9a6f-2d1e0b9c8a71"
 CODEX_ID = "codex:019a8c1e-3f2b-7d4a-9c5e-6b7a8d9e0f12"
 #: Text the fixtures hold that a projection must never carry (tool output, thinking, injected instructions).
 FOREIGN_SECRETS = ("TOOL-OUTPUT-SECRET", "SECRET-THINKING", "REASONING-SECRET", "INSTRUCTIONS-SECRET")
 
 
-@pytest.fixture
-def jp_server_config() -> dict[str, Any]:
-    return {**SERVER_CONFIG, "DshServer": {"index_at_start": False}}
+jp_server_config = server_config(index_at_start=False)
 
 
-@pytest.fixture
-def api(jp_fetch: Any, jp_asyncio_loop: asyncio.AbstractEventLoop, http_server_client: Any, jp_base_url: str,
-        jp_http_port: int, jp_auth_header: dict[str, str]) -> Api:
-    return make_api(jp_fetch, jp_asyncio_loop, http_server_client, jp_base_url, jp_http_port, jp_auth_header)
+api = server_api()
 
 
 @pytest.fixture

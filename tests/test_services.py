@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from store_helpers import write_session
+from user_helpers import as_nobody, shared_tmp
 
 from dsh_jupyter.services import ServiceError, Services, ServiceSettings
 from dsh_jupyter.session import SessionHeader
@@ -89,15 +90,25 @@ def test_a_budget_that_is_not_positive_names_the_option(tmp_path: Path) -> None:
         services(tmp_path).make_resolver(-5, option="--budget")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere; the read-only case runs as a user")
-def test_read_only_folder_is_readable_but_not_writable(tmp_path: Path) -> None:
-    root = tmp_path / "ro"
-    root.mkdir()
-    root.chmod(0o555)
-    try:
-        s = services(tmp_path, sessions_dir=str(root))
-        assert s.query.list_sessions() == []
-        with pytest.raises(ServiceError, match="read-only"):
-            s.check_writable()
-    finally:
-        root.chmod(0o755)
+def test_read_only_folder_is_readable_but_not_writable() -> None:
+    with shared_tmp() as tmp:  # as root the check runs as nobody, who must reach the folder
+        root = tmp / "ro"
+        root.mkdir()
+        write_session(JsonlStore(root), "kept-1", turns=1)
+        root.chmod(0o555)
+
+        def check() -> dict[str, str]:
+            s = services(tmp, sessions_dir=str(root))
+            listed = ",".join(row.id for row in s.query.list_sessions())
+            try:
+                s.check_writable()
+            except ServiceError as exc:
+                return {"listed": listed, "refused": str(exc)}
+            return {"listed": listed, "refused": ""}
+
+        try:
+            seen = as_nobody(check)
+        finally:
+            root.chmod(0o755)
+    assert seen["listed"] == "kept-1"
+    assert "read-only" in seen["refused"] and "DSH_SESSIONS_DIR" in seen["refused"], seen["refused"]

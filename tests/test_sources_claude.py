@@ -4,35 +4,27 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
+from sources_helpers import conversation, copied_peer
 
-from dsh_jupyter.references.projection import project_surface
 from dsh_jupyter.references.uri import decode_session_reference_uri, encode_session_reference_uri
 from dsh_jupyter.session import SessionNotFoundError
 from dsh_jupyter.sources import ForeignSessions, split_id, tool_of
 from dsh_jupyter.sources.claude import ClaudeCodeSource
 
-FIXTURES = Path(__file__).parent / "fixtures" / "peers" / "claude"
 MAIN = "7f3c2a1e-5b4d-4c8e-9a6f-2d1e0b9c8a71"
 OTHER = "0b1d2e3f-4a5b-4c6d-8e7f-901a2b3c4d5e"
 
 
 @pytest.fixture()
 def root(tmp_path: Path) -> Path:
-    target = tmp_path / "claude"
-    shutil.copytree(FIXTURES, target)
-    return target
+    return copied_peer("claude", tmp_path)
 
 
 def sessions(root: Path, tmp_path: Path) -> ForeignSessions:
     return ForeignSessions([ClaudeCodeSource(root)], index_path=tmp_path / "index.json")
-
-
-def conversation(found: ForeignSessions, session_id: str) -> list[tuple[str, bool, str]]:
-    return [(m.role, m.checkpoint, m.text) for m in project_surface(found.read_surface(session_id)).messages]
 
 
 def test_lists_transcripts_with_their_own_titles_or_first_prompt(root: Path, tmp_path: Path) -> None:

@@ -7,13 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from sources_helpers import conversation, copied_peer
 
-from dsh_jupyter.references.projection import project_surface
 from dsh_jupyter.references.uri import decode_session_reference_uri, encode_session_reference_uri
 from dsh_jupyter.sources import ForeignSessions, tool_of
 from dsh_jupyter.sources.codex import CodexSource
 
-FIXTURES = Path(__file__).parent / "fixtures" / "peers" / "codex"
 MAIN = "019a8c1e-3f2b-7d4a-9c5e-6b7a8d9e0f12"
 OLD = "019a0000-1111-7222-8333-444455556666"
 MAIN_FILE = f"sessions/2026/11/30/rollout-2026-11-30T10-00-00-{MAIN}.jsonl"
@@ -21,17 +20,11 @@ MAIN_FILE = f"sessions/2026/11/30/rollout-2026-11-30T10-00-00-{MAIN}.jsonl"
 
 @pytest.fixture()
 def root(tmp_path: Path) -> Path:
-    target = tmp_path / "codex"
-    shutil.copytree(FIXTURES, target)
-    return target
+    return copied_peer("codex", tmp_path)
 
 
 def sessions(root: Path, tmp_path: Path) -> ForeignSessions:
     return ForeignSessions([CodexSource(root)], index_path=tmp_path / "index.json")
-
-
-def conversation(found: ForeignSessions, session_id: str) -> list[tuple[str, bool, str]]:
-    return [(m.role, m.checkpoint, m.text) for m in project_surface(found.read_surface(session_id)).messages]
 
 
 def test_lists_rollouts_with_thread_name_or_first_prompt(root: Path, tmp_path: Path) -> None:

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 from kernel_helpers import KernelRunner
+from sources_helpers import PEERS
 
 from dsh_jupyter.references import ReferenceTarget
 from dsh_jupyter.references.mentions import format_session_reference_mention
 from dsh_jupyter.services import Services, ServiceSettings
 from dsh_jupyter.sources import enabled_by_env
 
-PEERS = Path(__file__).parent / "fixtures" / "peers"
 CLAUDE_ID = "claude-code:7f3c2a1e-5b4d-4c8e-9a6f-2d1e0b9c8a71"
 CODEX_ID = "codex:019a8c1e-3f2b-7d4a-9c5e-6b7a8d9e0f12"
 SECRETS = ("TOOL-OUTPUT-SECRET", "SECRET-THINKING", "REASONING-SECRET", "META-SECRET", "SIDECHAIN-SECRET",

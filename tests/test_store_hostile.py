@@ -7,25 +7,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import importlib
 import io
 import json
 import os
-import pkgutil
-import shutil
 import subprocess
 import sys
-import tempfile
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import pytest
 from kernel_helpers import EVERY_MIME, KernelRunner, output_text, stream_text
 from store_helpers import GOOD_IDS, HOSTILE_CASES, append_turn, digest_tree, hostile_store, write_session
+from user_helpers import as_nobody, lacks_privilege, shared_tmp
 
-import dsh_jupyter
 from dsh_jupyter.query import SessionQuery
 from dsh_jupyter.session import SessionError, SessionHeader, SessionLog
 from dsh_jupyter.store import (
@@ -41,27 +36,20 @@ from dsh_jupyter.store.scan import MAX_HEADER_BYTES, MAX_LINE_BYTES
 
 pytestmark = pytest.mark.timeout(90)
 
-NOBODY = 65534
-
 THROUGH_CATALOG = list(HOSTILE_CASES)
 
 
 @pytest.fixture
 def short_tmp() -> Iterator[Path]:
-    """A short folder in /tmp (a socket path must stay under 108 bytes), readable by every user."""
-    path = Path(tempfile.mkdtemp(prefix="dsh-h-", dir="/tmp"))
-    os.chmod(path, 0o755)
-    try:
+    with shared_tmp() as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def build(base: Path, name: str) -> tuple[JsonlStore, Any]:
     try:
         store, (case,) = hostile_store(base, (name,))
     except PermissionError as exc:  # mknod needs root (CAP_MKNOD)
-        pytest.skip(f"cannot create the {name} entry here: {exc}")
+        lacks_privilege(f"cannot create the {name} entry here (making a device node needs root): {exc}")
     return store, case
 
 
@@ -279,7 +267,7 @@ def small_tmpfs(where: Path, size: str) -> Iterator[Path]:
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True,
                           text=True, check=False)
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root and mount permission): {done.stderr.strip()}")
+        lacks_privilege(f"cannot mount a small tmpfs here (needs root and mount permission): {done.stderr.strip()}")
     try:
         yield where
     finally:
@@ -347,7 +335,10 @@ def write_header(session_id: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------- read-only stores
-def test_a_read_only_file_system_lists_but_refuses_to_write_before_a_turn(short_tmp: Path) -> None:
+@contextlib.contextmanager
+def read_only_store(short_tmp: Path) -> Iterator[tuple[JsonlStore, dict[str, str]]]:
+    """The good sessions on a small tmpfs remounted read-only (read-write again after); yields the store and
+    the digests of its files, taken before the remount."""
     with small_tmpfs(short_tmp / "disk", "4m") as disk:
         store = JsonlStore(disk / "s")
         for sid in GOOD_IDS:
@@ -355,77 +346,34 @@ def test_a_read_only_file_system_lists_but_refuses_to_write_before_a_turn(short_
         before = digest_tree(store.root)
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         try:
-            assert {h.id for h in store.list_headers()} == set(GOOD_IDS)
-            assert SessionQuery(store).read_surface("good-1").events
-            for check in (store.check_writable, lambda: store.check_writable("good-1"),
-                          lambda: store.open("good-1")):
-                with pytest.raises(StoreReadOnlyError) as info:
-                    check()
-                assert "read-only" in str(info.value) and "sessions_dir" in str(info.value)
+            yield store, before
         finally:
             subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=False)
+
+
+def test_a_read_only_file_system_lists_but_refuses_to_write_before_a_turn(short_tmp: Path) -> None:
+    with read_only_store(short_tmp) as (store, before):
+        assert {h.id for h in store.list_headers()} == set(GOOD_IDS)
+        assert SessionQuery(store).read_surface("good-1").events
+        for check in (store.check_writable, lambda: store.check_writable("good-1"),
+                      lambda: store.open("good-1")):
+            with pytest.raises(StoreReadOnlyError) as info:
+                check()
+            assert "read-only" in str(info.value) and "sessions_dir" in str(info.value)
         assert digest_tree(store.root) == before
 
 
 def test_a_read_only_store_on_a_real_kernel_lists_and_refuses_the_turn_clearly(short_tmp: Path,
                                                                               kernel_runner: KernelRunner) -> None:
-    with small_tmpfs(short_tmp / "disk", "4m") as disk:
-        store = JsonlStore(disk / "s")
-        for sid in GOOD_IDS:
-            write_session(store, sid, turns=1)
-        before = logs_of(store.root)
-        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
-        try:
-            cells = ["%load_ext dsh_jupyter", f"%config DshMagics.sessions_dir = {str(store.root)!r}",
-                     "%config DshMagics.catalog = False", "%dsh sessions", "%%dsh\nhello"]
-            nb = kernel_runner.run(cells, short_tmp, allow_errors=True)
-        finally:
-            subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=False)
-        listed = json.dumps(nb.cells[3].outputs)
-        assert all(sid in listed for sid in GOOD_IDS), listed
-        refused = json.dumps(nb.cells[4].outputs)
-        assert "read-only" in refused and "Traceback" not in refused, refused
-        assert logs_of(store.root) == before
-
-
-def preload() -> None:
-    """Import what the checks below use, so a child that dropped to ``nobody`` never needs a module it cannot
-    read (the interpreter's own files may live in root's home)."""
-    for info in pkgutil.walk_packages(dsh_jupyter.__path__, "dsh_jupyter."):
-        if info.name.split(".")[1] in ("store", "session", "catalog", "references", "cli", "query", "tools", "_json",
-                                       "ranking"):
-            with contextlib.suppress(Exception):
-                importlib.import_module(info.name)
-    for name in ("sqlite3", "argparse", "datetime", "hashlib", "uuid", "json", "encodings.idna", "unicodedata"):
-        importlib.import_module(name)
-
-
-def as_nobody(check: Callable[[], Any]) -> Any:
-    """Run ``check`` in a forked child that dropped to uid/gid 65534; returns what it returned (JSON)."""
-    if os.geteuid() != 0:
-        return check()  # already a non-root user
-    preload()
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.close(read_fd)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            result = {"ok": check()}
-        except BaseException:
-            result = {"error": traceback.format_exc()}
-        with os.fdopen(write_fd, "w") as fh:
-            fh.write(json.dumps(result))
-        os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd) as fh:
-        data = fh.read()
-    os.waitpid(pid, 0)
-    result = json.loads(data)
-    assert "error" not in result, result.get("error")
-    return result["ok"]
+    with read_only_store(short_tmp) as (store, before):
+        cells = ["%load_ext dsh_jupyter", f"%config DshMagics.sessions_dir = {str(store.root)!r}",
+                 "%config DshMagics.catalog = False", "%dsh sessions", "%%dsh\nhello"]
+        nb = kernel_runner.run(cells, short_tmp, allow_errors=True)
+        assert digest_tree(store.root) == before
+    listed = json.dumps(nb.cells[3].outputs)
+    assert all(sid in listed for sid in GOOD_IDS), listed
+    refused = json.dumps(nb.cells[4].outputs)
+    assert "read-only" in refused and "Traceback" not in refused, refused
 
 
 @pytest.fixture

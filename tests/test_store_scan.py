@@ -210,3 +210,94 @@ def test_an_endless_line_is_read_in_bounded_pieces() -> None:
     assert stream.largest <= (1 << 20) + 1
     with pytest.raises(SessionCorruptError, match="longer than"):
         scan_module.read_header(Endless(1 << 30), "endless")  # type: ignore[arg-type]
+
+
+# -- cheap validation of skipped lines ----------------------------------------------------------------------
+# The surface read checks that each log-only line it skips is JSON without decoding it (simdjson, with our
+# decoder settling whatever simdjson refuses). These cases hold the damage that only a JSON check can see
+# (the envelope prefix, the seq and the closing brace all look right) and the valid lines simdjson refuses.
+
+def _user(seq: int) -> dict[str, Any]:
+    return {"type": "user/message", "seq": seq, "time": 1,
+            "data": {"content": [{"type": "text", "text": f"prompt {seq}"}], "source": {"kind": "user"},
+                     "role": "user", "id": f"u{seq}"}, "surfaceOp": "append"}
+
+
+_CONTEXT = b'{"type":"request/context","seq":1,"time":1,"data":{"provider":"p","model":"m","meta":%s}}'
+_PACKED_ROW = (b'{"type":"text-chunks","seq0":1,"time0":1,"data":{"turn":1,"step":1,"index":0,"dt":[1,2],'
+               b'"texts":["a","b",%s]}}')
+_DAMAGED = {  # each stands for the meta value (context line) or the last text piece (packed row)
+    "cut after an inner brace": (b'{"a":{"b":1}', False),
+    "bad UTF-8 in a string": (b'"\xff\xfe"', False),
+    "a control character in a string": (b'"a\x01b"', False),
+    "nested past the decoder's depth": (b"[" * 3000 + b"]" * 3000, False),
+    "two lines run together": (b'"torn{"type":"turn/start","seq":1,"time":1,"data":{"turn":1}}', False),
+    "a lone surrogate escape": (b'"\\ud800"', True),
+    "an integer past 64 bits": (b"123456789012345678901234567890", True),
+    "plain": (b'"fine"', True),
+}
+
+
+def _line_with(kind: str, value: bytes) -> bytes:
+    if kind == "context":
+        return _CONTEXT % value
+    if value.startswith(b"{"):  # the packed row's pieces are strings: put the damage in one
+        value = b'"x",' + value
+    return _PACKED_ROW % value
+
+
+@pytest.mark.parametrize("where", ["before a completed turn", "in the crash tail"])
+@pytest.mark.parametrize("kind", ["context", "packed"])
+@pytest.mark.parametrize("case", sorted(_DAMAGED))
+def test_skipped_lines_are_judged_exactly_as_a_full_decode_judges_them(tmp_path: Path, case: str, kind: str,
+                                                                       where: str) -> None:
+    value, valid = _DAMAGED[case]
+    line = _line_with(kind, value)
+    members = 1 if kind == "context" else 3
+    after = members + 1
+    tail = [dumpb(_user(after)),
+            dumpb({"type": "turn/end", "seq": after + 1, "time": 1, "data": {"turn": 1,
+                                                                            "reason": {"kind": "completed"}}})]
+    records: list[dict[str, Any] | bytes] = [_user(0), line, *(tail if where.startswith("before") else [])]
+    store = _store_with(tmp_path, records)
+    path = store.log_path("s")
+    with open(path, "rb") as fh:
+        try:
+            full = scan_module.scan_events(fh, str(path))
+        except SessionCorruptError as exc:
+            full_error = exc
+        else:
+            full_error = None
+    with open(path, "rb") as fh:
+        try:
+            fast = scan_surface(fh, str(path))
+        except SessionCorruptError as exc:
+            assert full_error is not None, f"{case}: only the surface read refused the log"
+            assert (exc.line, str(exc)) == (full_error.line, str(full_error))
+            assert not valid and where.startswith("before") and exc.line == 2
+            return
+    assert full_error is None, f"{case}: the surface read missed damage the full decode refuses"
+    assert (fast.committed_bytes, fast.tail_line, fast.next_seq) == (full.committed_bytes, full.tail_line,
+                                                                      full.next_seq)
+    assert [e.seq for e in fast.surface] == [e.seq for e in full.events if e.surface_op is not None]
+    if valid:
+        assert fast.tail_line is None
+    else:
+        assert fast.tail_line == 2 and fast.committed_bytes < path.stat().st_size
+        assert fast.tail_reason == full.tail_reason
+
+
+def test_skipped_lines_are_never_decoded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The surface read parses only what it returns: a log-only line is checked, not decoded."""
+    store, log = _written(tmp_path)
+    parsed: list[bytes] = []
+    real = scan_module.loads
+
+    def counting(data: bytes | str) -> Any:
+        parsed.append(bytes(data) if isinstance(data, (bytes, bytearray)) else data.encode())
+        return real(data)
+
+    monkeypatch.setattr(scan_module, "loads", counting)
+    assert store.read_surface("s").events == log.surface()
+    assert len(parsed) == len(log.surface()), "only the surviving surface lines are parsed"
+    assert all(b'"surfaceOp"' in line for line in parsed)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from process_helpers import gone, written_pid
 
 from dsh_jupyter.session import SessionHeader
 from dsh_jupyter.store.base import SessionLocation
@@ -189,34 +190,13 @@ async def test_missing_shell_is_reported(registry: ShellEnvRegistry, tmp_path: P
 
 
 # -- timeout and cancellation ----------------------------------------------------------------------
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers signal 0; treat it as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-async def _wait_gone(pid: int) -> bool:
-    for _ in range(50):
-        if not _alive(pid):
-            return True
-        await asyncio.sleep(0.1)
-    return False
-
-
 async def test_timeout_kills_the_process_group(bash: BashTool, tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
     out = await bash.run({"command": f"sleep 60 & echo $! > {pidfile}; echo started; wait", "timeout": 0.5},
                          _execution(tmp_path))
     assert out.is_error and out.meta["timed_out"]
     assert "started" in out.text and "timed out after 0.5 s" in out.text
-    assert await _wait_gone(int(pidfile.read_text()))
+    assert await gone(int(pidfile.read_text()))
 
 
 async def test_timeout_is_capped(registry: ShellEnvRegistry, tmp_path: Path) -> None:
@@ -231,7 +211,7 @@ async def test_cancel_event_kills_the_process_group(bash: BashTool, tmp_path: Pa
     threading.Timer(0.3, execution.cancel.set).start()
     out = await bash.run({"command": f"sleep 60 & echo $! > {pidfile}; wait"}, execution)
     assert out.is_error and out.meta["cancelled"] and "cancelled" in out.text
-    assert await _wait_gone(int(pidfile.read_text()))
+    assert await gone(int(pidfile.read_text()))
 
 
 async def test_already_cancelled_does_not_start(bash: BashTool, tmp_path: Path) -> None:
@@ -246,14 +226,11 @@ async def test_task_cancellation_kills_the_process_group(bash: BashTool, tmp_pat
     pidfile = tmp_path / "grandchild.pid"
     task = asyncio.ensure_future(bash.run({"command": f"sleep 60 & echo $! > {pidfile}; wait"},
                                           _execution(tmp_path)))
-    for _ in range(50):
-        if pidfile.exists() and pidfile.read_text().strip():
-            break
-        await asyncio.sleep(0.05)
+    await written_pid(pidfile)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await _wait_gone(int(pidfile.read_text()))
+    assert await gone(int(pidfile.read_text()))
 
 
 async def test_leftover_background_process_does_not_hold_the_call(bash: BashTool, tmp_path: Path) -> None:
@@ -365,12 +342,9 @@ async def test_stop_all_kills_running_jobs(bash: BashTool, tmp_path: Path) -> No
     pidfile = tmp_path / "pid"
     await bash.run({"command": f"sleep 60 & echo $! > {pidfile}; wait", "run_in_background": True},
                    _execution(tmp_path))
-    for _ in range(50):
-        if pidfile.exists() and pidfile.read_text().strip():
-            break
-        await asyncio.sleep(0.05)
+    await written_pid(pidfile)
     await bash.jobs.stop_all()
-    assert await _wait_gone(int(pidfile.read_text()))
+    assert await gone(int(pidfile.read_text()))
 
 
 # -- through the registry --------------------------------------------------------------------------

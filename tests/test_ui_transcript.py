@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 import threading
@@ -10,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from import_helpers import module_imports
 
 from dsh_jupyter.agent.events import (
     AgentEvent,
@@ -55,10 +55,8 @@ def fold(*events: AgentEvent, state: Transcript | None = None) -> Transcript:
 # --------------------------------------------------------------------------- the model has no view imports
 
 def test_the_module_imports_no_widget_or_ipython() -> None:
-    tree = ast.parse(Path(transcript_module.__file__).read_text(encoding="utf-8"))
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported = {name.split(".")[0] for name in module_imports(Path(transcript_module.__file__),
+                                                              transcript_module.__name__)}
     assert not imported & {"IPython", "ipywidgets", "anywidget", "traitlets", "ipykernel"}
     code = ("import sys, dsh_jupyter.ui.transcript; "
             "print(sorted(m for m in ('IPython', 'ipywidgets', 'anywidget') if m in sys.modules))")

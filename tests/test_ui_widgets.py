@@ -68,9 +68,14 @@ def user_recorded(text: str = "hi") -> MessageRecorded:
 # --------------------------------------------------------------------------- files and import cost
 
 def test_views_are_package_files_loaded_by_path() -> None:
+    from dsh_jupyter.ui.approval_widget import ApprovalWidget
+
     for cls, name in ((MentionPicker, "picker.js"), (PromptBox, "prompt.js"), (ChatTranscript, "chat.js")):
         assert Path(str(getattr(cls._esm, "_path", ""))) == STATIC / name
         assert Path(str(getattr(cls._css, "_path", ""))) == STATIC / "widgets.css"
+    assert Path(str(getattr(ApprovalWidget._esm, "_path", ""))) == STATIC / "approval.js"
+    assert Path(str(getattr(ApprovalWidget._css, "_path", ""))) == STATIC / "approval.css"
+    assert {f"{name}.js" for name in VIEWS} == {"picker.js", "prompt.js", "chat.js", "approval.js"}
     assert STATIC.parent == Path(__file__).resolve().parents[1] / "dsh_jupyter" / "ui"
 
 
@@ -565,13 +570,18 @@ console.log("ok");
     assert run_view_scenario(tmp_path, STATIC / "chat.js", scenario).strip() == "ok"
 
 
-def test_prompt_view_in_node(tmp_path: Path) -> None:
-    scenario = r"""
+#: A prompt view rendered on an empty model, with ``calls`` recording what it invokes (a scenario's start).
+PROMPT_VIEW = r"""
 const model = new Model({ value: "", cursor: -1, placeholder: "ask", busy: false, disabled: false, status: "",
   status_level: "info" });
 const { calls, invoke } = fakeInvoke();
 const el = new Element("div");
 view.render({ model, el, experimental: { invoke } });
+"""
+
+
+def test_prompt_view_in_node(tmp_path: Path) -> None:
+    scenario = PROMPT_VIEW + r"""
 const area = el.byClass("dsh-prompt-input")[0];
 const button = el.byClass("dsh-prompt-send")[0];
 assert.equal(button.textContent, "Send");
@@ -858,12 +868,7 @@ def test_nbconvert_html_shows_each_conversation(tmp_path: Path, kernel_runner: K
 
 
 def test_prompt_view_keeps_keys_and_clears_after_a_send(tmp_path: Path) -> None:
-    scenario = r"""
-const model = new Model({ value: "", cursor: -1, placeholder: "ask", busy: false, disabled: false, status: "",
-  status_level: "info" });
-const { calls, invoke } = fakeInvoke();
-const el = new Element("div");
-view.render({ model, el, experimental: { invoke } });
+    scenario = PROMPT_VIEW + r"""
 const root = el.byClass("dsh-prompt")[0];
 assert.equal(root.getAttribute("data-lm-suppress-shortcuts"), "true");  // JupyterLab / Notebook 7 shortcuts
 for (const type of ["keydown", "keyup", "keypress"]) {

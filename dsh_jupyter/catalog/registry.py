@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 REGISTRY_NAME = "catalog-stores.json"
 _LOCK_TIMEOUT = 2.0
+#: The lock guards one small read and write, held for milliseconds: poll often (filelock's default sleeps 50 ms,
+#: which a first prompt paid whenever the background indexer held the lock just then).
+_LOCK_POLL = 0.002
 
 
 def store_root(path: str | os.PathLike[str]) -> str:
@@ -108,7 +111,7 @@ def add_roots(home: Path, roots: list[str]) -> list[str]:
     path = registry_path(home)
     try:
         home.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path) + ".lock", timeout=_LOCK_TIMEOUT):
+        with FileLock(str(path) + ".lock", timeout=_LOCK_TIMEOUT, poll_interval=_LOCK_POLL):
             known = read_roots(home)
             added = [r for r in dict.fromkeys(roots) if r not in known]
             if not added:
@@ -127,7 +130,7 @@ def remove_roots(home: Path, roots: list[str]) -> None:
     """Forget ``roots`` (best effort)."""
     path = registry_path(home)
     try:
-        with FileLock(str(path) + ".lock", timeout=_LOCK_TIMEOUT):
+        with FileLock(str(path) + ".lock", timeout=_LOCK_TIMEOUT, poll_interval=_LOCK_POLL):
             known = read_roots(home)
             kept = [r for r in known if r not in set(roots)]
             if kept == known:

@@ -123,6 +123,10 @@ class DshSettings(Configurable):
     codex_hooks = Unicode(
         "", help="Path to a Codex `hooks.json` whose command hooks run for this notebook's sessions."
     ).tag(config=True)
+    warm_up = Bool(
+        True, help="After `%load_ext`, import what the first prompt needs in a background thread (while you type), "
+        "so the first `%%dsh` turn is as quick as later ones. Read when the loading cell ends.",
+    ).tag(config=True)
     export_env = Bool(
         True, help="Give the kernel (`os.environ`, `!` and `%%bash` cells) the current session's `DSH_SESSION_ID` "
         "and `DSH_HOME` on every store, and `DSH_SESSION_JSONL` when the session has a file; inherited values of "

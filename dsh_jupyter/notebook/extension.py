@@ -32,6 +32,9 @@ def load(ip: Any) -> None:
     disposers.append(install_variables_comm(ip, lambda: magics.host))
     disposers.append(install_sidebar_comm(ip, lambda: magics.host))
     disposers.append(install_live_document(ip, live_connections(ip, magics.host)))
+    from .warmup import start_after_cell
+
+    disposers.append(start_after_cell(ip, lambda: bool(magics.warm_up), then=magics.start_indexing))
     if "dsh" not in ip.user_ns:
         from .host import SessionHandle
 

@@ -13,6 +13,7 @@ import os
 import re
 import string
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,7 +24,7 @@ from IPython.display import display
 
 from ..ui.display import ReferenceContextDisplay, SessionTable, show_notice
 from ..ui.messages import NO_VARIABLE, KeptField, Said, blocked_message, describe, interpolation_notice, usage_message
-from . import commands
+from . import commands, warmup
 from .config import DshSettings
 from .host import HostError, NotebookHost
 from .workspace.document import NotebookError
@@ -91,6 +92,8 @@ class DshMagics(Magics, DshSettings):
         self.host = NotebookHost(self, shell)
         self._views: list[Any] = []
         self._env_exported = False
+        self._indexing = threading.Lock()
+        self._indexing_started = False
         self.observe(self._setting_changed, names=list(DshSettings.class_trait_names(config=True)))
 
     def _setting_changed(self, change: Any) -> None:
@@ -126,6 +129,7 @@ class DshMagics(Magics, DshSettings):
         Mention earlier sessions with @ (Tab, or the JupyterLab popup, offers them) to give the agent a
         read-only snapshot of their conversation. Interrupt the cell (Stop) to cancel the turn.
         """
+        warmup.wait()
         try:
             args = parse_argstring(self.dsh, line)
         except Exception as exc:  # UsageError from argparse
@@ -273,6 +277,7 @@ class DshMagics(Magics, DshSettings):
     @line_magic("dsh")  # type: ignore[arg-type]  # IPython types the named form as a union of returns
     @commands.documented(commands.line_magic_help())
     def dsh_line(self, line: str) -> Any:
+        warmup.wait()
         try:
             request = commands.parse_line(line)
         except commands.CommandLineError as exc:
@@ -487,6 +492,15 @@ class DshMagics(Magics, DshSettings):
         return None
 
     # -- background views -------------------------------------------------------------------------------
+    def start_indexing(self) -> None:
+        """Open the catalog and index the store in the background, once (the first-prompt warm-up or the first
+        cell after loading, whichever comes first)."""
+        with self._indexing:
+            if self._indexing_started:
+                return
+            self._indexing_started = True
+        self.host.start_indexing()
+
     def refresh_views(self, *args: Any) -> None:
         """Before each cell: export the session facts once, and re-send background views under the cell now
         starting (updates sent while the kernel was idle had no cell to ride on)."""
@@ -494,7 +508,7 @@ class DshMagics(Magics, DshSettings):
             self._env_exported = True
             try:
                 self.host.export_env()
-                self.host.start_indexing()
+                self.start_indexing()
             except Exception:  # never break the user's cell over an environment hint or an index
                 pass
         keep = []

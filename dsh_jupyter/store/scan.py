@@ -25,7 +25,9 @@ writer and the reference's write (``{"type":T,"seq":N,"time":N,"data":``, or the
 with its ``dt`` list), it checks, without decoding the data:
 
 * the line is newline-terminated and ends with ``}``, and a log-only line (not a surface event) of up
-  to 64 KiB is well-formed JSON;
+  to 64 KiB is well-formed JSON: checked by :class:`~dsh_jupyter.store.wellformed.WellFormed` without
+  decoding it (a line it cannot vouch for is decoded in full), or by the envelope pattern itself for the
+  small turn and step markers;
 * ``T`` is a known type, and ``seq`` (or ``seq0`` plus the member count taken from ``dt``) continues
   the log;
 * for ``user/message``, ``assistant/message``, ``tool/result`` and ``system/message``: the envelope tail
@@ -40,7 +42,8 @@ fast path does not check on lines it does not decode: the JSON inside ``data`` o
 event or of a log-only line over 64 KiB (damage in the middle of such a line that leaves its end intact),
 the envelope contents beyond the prefix (e.g. a stray surfaceOp on a log-only line), the
 ``sourceEventSeqs`` of ``append`` nodes, and packed-row contents beyond the count of ``dt``.
-:meth:`JsonlStore.load` checks all of it.
+:meth:`JsonlStore.load` checks all of it. A line whose JSON the fast path does check is judged exactly as
+decoding it would judge it.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from ..session import (
     events_from_record,
 )
 from ..session.events import KNOWN_TYPES, PACKED_ROW_TYPES, SESSION_TITLE, SURFACE_TYPES, SYSTEM_MESSAGE, TURN_END
+from .wellformed import WellFormed
 
 BLOCK_SIZE = 1 << 20
 
@@ -84,15 +88,22 @@ MAX_LINE_BYTES = 32 << 20
 #: and it catches a line cut right after an inner ``}``); longer ones get only the prefix/suffix checks.
 PARSE_MAX = 64 * 1024
 
+_INT = rb"(?:0|[1-9][0-9]{0,15})"
+#: The envelope prefix; group 4 is set when the rest of the line is one of the small data objects the turn
+#: and step markers hold (``{"turn":N[,"step":N][,"reason":{"kind":K}]}``): the match itself then proves
+#: the line is JSON, and it need not be checked again.
 _ENVELOPE = re.compile(
-    rb'\{"type":"([A-Za-z0-9/_.\-]{1,64})","seq":(0|[1-9][0-9]{0,15}),"time":(0|[1-9][0-9]{0,15}),"data":'
+    rb'\{"type":"([^"\\]{1,64})","seq":(0|[1-9][0-9]{0,15}),"time":(0|[1-9][0-9]{0,15}),"data":'
+    rb'(?:(\{"turn":' + _INT + rb'(?:,"step":' + _INT + rb')?(?:,"reason":\{"kind":"[a-z_-]{1,32}"\})?\}\})\Z)?'
 )
 _PACKED = re.compile(
     rb'\{"type":"(?:text-chunks|reasoning-chunks|tool-call-chunks)","seq0":(0|[1-9][0-9]{0,15}),'
     rb'"time0":(?:0|[1-9][0-9]{0,15}),"data":\{"turn":(?:null|[0-9]+),"step":(?:null|[0-9]+),'
-    rb'"index":[0-9]+,"dt":\[((?:[0-9]+(?:,[0-9]+)*)?)\],'
+    rb'"index":[0-9]+,"dt":\['
 )
+_DIGITS = b"0123456789"
 _OP_KEY = b',"surfaceOp":'
+_DATA_KEY = len(b',"data":')  # from the end of the time group to the data
 _OP_TAIL = re.compile(
     rb',"surfaceOp":(?:"append"|\{"op":"replace","start":(0|[1-9][0-9]{0,15}),"end":(0|[1-9][0-9]{0,15})\})\}'
 )
@@ -106,6 +117,7 @@ _TURN_END_B = TURN_END.encode()
 _READABLE_TYPES = KNOWN_TYPES | {SYSTEM_MESSAGE} | set(PACKED_ROW_TYPES)
 _CLOSE_BRACE = ord("}")
 _CLOSE_BRACKET = ord("]")
+_COMMA = ord(",")
 
 HEADERLESS = "empty or header-less session log"
 
@@ -195,45 +207,57 @@ class _Lines:
     def __iter__(self) -> Iterator[tuple[bytes, int, int, int]]:
         fh = self.fh
         fh.seek(self.offset)
-        base = self.offset
-        carry = b""
-        want = self.block_size
+        base = self.offset  # file offset of the next line's first byte
+        block = self.block_size
         max_line = self.max_line
-        skipped = -1  # length so far of an overlong line being skipped (-1: none)
+        head: list[bytes] = []  # the pieces read so far of a line that began in an earlier block
+        held = 0  # its length so far
+        skipping = False  # that line is overlong: its bytes are counted, never held
+        want = block
         while True:
             chunk = fh.read(want)
             if not chunk:
                 break
-            if skipped >= 0:
+            pos = 0
+            if held:
                 newline = chunk.find(b"\n")
                 if newline < 0:
-                    skipped += len(chunk)
+                    held += len(chunk)
+                    if not skipping and held > max_line:
+                        skipping, head = True, []
+                    elif not skipping:
+                        head.append(chunk)
+                    # A line longer than a block: grow the read so a huge line costs few reads. Never more
+                    # than the cap needs: a line is known to be overlong one byte past the cap.
+                    want = block if skipping else max(block, min(held, max_line + 1 - held))
                     continue
-                yield OVERLONG, 0, skipped + newline, base
-                base += skipped + newline + 1
-                skipped = -1
-                chunk = chunk[newline + 1:]
-            buf = carry + chunk if carry else chunk
-            find = buf.find
-            pos = 0
-            newline = find(b"\n")
+                length = held + newline
+                if skipping or length > max_line:
+                    yield OVERLONG, 0, length, base
+                else:
+                    head.append(chunk[:newline])
+                    yield b"".join(head), 0, length, base
+                base += length + 1
+                head, held, skipping = [], 0, False
+                pos = newline + 1
+            # Lines wholly inside this block come out as slices of it (no copy of the block).
+            find = chunk.find
+            newline = find(b"\n", pos)
             while newline >= 0:
                 if newline - pos > max_line:
-                    yield OVERLONG, 0, newline - pos, base + pos
+                    yield OVERLONG, 0, newline - pos, base
                 else:
-                    yield buf, pos, newline, base + pos
+                    yield chunk, pos, newline, base
+                base += newline - pos + 1
                 pos = newline + 1
                 newline = find(b"\n", pos)
-            carry = buf[pos:]
-            base += pos
-            if len(carry) > max_line:
-                skipped, carry = len(carry), b""
-                want = self.block_size
-                continue
-            # A line longer than a block: grow the read so a huge line costs linear, not quadratic, time.
-            # Never more than the cap needs: a line is known to be overlong one byte past the cap.
-            want = max(self.block_size, min(len(carry), max_line + 1 - len(carry)))
-        self.torn = skipped if skipped >= 0 else len(carry)
+            held = len(chunk) - pos
+            if held > max_line:
+                skipping = True
+            elif held:
+                head.append(chunk[pos:] if pos else chunk)
+            want = block if skipping else max(block, min(held, max_line + 1 - held))
+        self.torn = held
 
 
 def _decode_line(line: bytes) -> list[Event]:
@@ -270,12 +294,23 @@ def _overlong(length: int) -> str:
     return f"is {length} bytes long, over the {MAX_LINE_BYTES}-byte limit for one event line"
 
 
-def _is_json(line: bytes) -> bool:
-    try:
-        loads(line)
-    except ValueError:
-        return False
-    return True
+def _packed_members(buf: bytes, list_start: int, end: int, *, well_formed: bool) -> int:
+    """How many events a packed row holds, from its ``dt`` list at ``buf[list_start:]`` (one delta per member
+    after the first); 0 when the list is not a plain list of integers followed by more keys.
+
+    ``well_formed``: the line is known to be JSON (so the list has no empty entries)."""
+    close = buf.find(b"]", list_start, end)
+    if close < 0 or close + 1 >= end or buf[close + 1] != _COMMA:
+        return 0
+    if close == list_start:
+        return 1
+    deltas = buf[list_start:close]
+    commas = deltas.translate(None, _DIGITS)  # what is not a digit: only the separators, in a plain list
+    if commas.translate(None, b","):
+        return 0
+    if not well_formed and (deltas[0] == _COMMA or deltas[-1] == _COMMA or b",," in deltas):
+        return 0
+    return len(commas) + 2
 
 
 def _line_is_turn_end(line: bytes) -> bool:
@@ -470,7 +505,7 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
         title_at = resume.title_at
         line_no = resume.line_no
         next_seq = resume.next_seq
-    lines = _Lines(fh, scanner.committed)
+    lines = iter(_Lines(fh, scanner.committed))
     envelope_match = _ENVELOPE.match
     packed_match = _PACKED.match
     tail_match = _OP_TAIL.match
@@ -478,69 +513,70 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
     fast_surface = _FAST_SURFACE
     fold_apply = scanner.apply
     parse_max = PARSE_MAX
+    close_brace = _CLOSE_BRACE
+    title_b = _TITLE_B
+    well_formed = WellFormed().check
+    committed = scanner.committed
+    # Up to the first bad line: every line is checked (the fast patterns first, else decoded in full).
     for buf, start, end, offset in lines:
-        if stop_at_damage and scanner.bad_line is not None:
-            break
         line_no += 1
+        size = end - start
         if buf is OVERLONG:
-            if scanner.bad_line is None:
-                scanner.mark_bad(line_no, _overlong(end), b"", tolerate=stop_at_damage)
-            continue
-        if scanner.bad_line is not None:
-            scanner.check_tail(line_no, buf[start:end])
-            continue
-        if end > start and buf[end - 1] == _CLOSE_BRACE:
+            scanner.mark_bad(line_no, _overlong(size), b"", tolerate=stop_at_damage)
+            break
+        if size and buf[end - 1] == close_brace:
             match = envelope_match(buf, start, end)
             if match is not None:
-                kind = match.group(1)
-                if (kind in fast_plain and int(match.group(2)) == next_seq
-                        and (end - start > parse_max or _is_json(buf[start:end]))):
-                    if kind == _TITLE_B:
-                        title_at = (offset, end - start, line_no)
+                kind, seq_b, simple = match.group(1, 2, 4)
+                if (kind in fast_plain and int(seq_b) == next_seq
+                        and (simple is not None or size > parse_max or well_formed(buf[start:end]))):
+                    if kind == title_b:
+                        title_at = (offset, size, line_no)
                     next_seq += 1
-                    scanner.committed = offset + (end - start) + 1
+                    committed = offset + size + 1
                     continue
-                if kind in fast_surface and int(match.group(2)) == next_seq:
-                    op_at = buf.rfind(_OP_KEY, match.end(), end)
+                if kind in fast_surface and int(seq_b) == next_seq:
+                    op_at = buf.rfind(_OP_KEY, match.end(3) + _DATA_KEY, end)
                     tail = tail_match(buf, op_at, end) if op_at > 0 else None
                     if tail is not None and tail.end() == end:
                         if tail.group(1) is None:
                             fold_apply(next_seq, "append", None)
-                            locations[next_seq] = (offset, end - start, line_no)
+                            locations[next_seq] = (offset, size, line_no)
                             if kind in skip_b:
-                                cited_append = _fast_cited(buf, match.end(), op_at)
+                                cited_append = _fast_cited(buf, match.end(3) + _DATA_KEY, op_at)
                                 skipped[next_seq] = Event(kind.decode(), next_seq, int(match.group(3)), None,
                                                           "append", cited_append)
                             next_seq += 1
-                            scanner.committed = offset + (end - start) + 1
+                            committed = offset + size + 1
                             continue
-                        cited = _fast_cited(buf, match.end(), op_at)
+                        cited = _fast_cited(buf, match.end(3) + _DATA_KEY, op_at)
                         if cited is not None:
                             scanner.next_seq = next_seq
+                            op = ReplaceOp(int(tail.group(1)), int(tail.group(2)))
                             try:
-                                shadowed = fold_apply(next_seq, ReplaceOp(int(tail.group(1)), int(tail.group(2))),
-                                                      cited)
+                                shadowed = fold_apply(next_seq, op, cited)
                             except _BadLine as exc:
                                 scanner.mark_bad(line_no, str(exc), buf[start:end], tolerate=stop_at_damage)
-                                continue
-                            for seq in shadowed:
-                                locations.pop(seq, None)
-                                skipped.pop(seq, None)
-                            locations[next_seq] = (offset, end - start, line_no)
+                                break
+                            for gone in shadowed:
+                                locations.pop(gone, None)
+                                skipped.pop(gone, None)
+                            locations[next_seq] = (offset, size, line_no)
                             if kind in skip_b:
-                                skipped[next_seq] = Event(kind.decode(), next_seq, int(match.group(3)), None,
-                                                          ReplaceOp(int(tail.group(1)), int(tail.group(2))), cited)
+                                skipped[next_seq] = Event(kind.decode(), next_seq, int(match.group(3)), None, op,
+                                                          cited)
                             next_seq += 1
-                            scanner.committed = offset + (end - start) + 1
+                            committed = offset + size + 1
                             continue
             else:
                 packed = packed_match(buf, start, end)
-                if (packed is not None and int(packed.group(1)) == next_seq
-                        and (end - start > parse_max or _is_json(buf[start:end]))):
-                    deltas = packed.group(2)
-                    next_seq += deltas.count(b",") + 2 if deltas else 1
-                    scanner.committed = offset + (end - start) + 1
-                    continue
+                if packed is not None and int(packed.group(1)) == next_seq:
+                    checked = size <= parse_max
+                    members = _packed_members(buf, packed.end(), end, well_formed=checked)
+                    if members and (not checked or well_formed(buf[start:end])):
+                        next_seq += members
+                        committed = offset + size + 1
+                        continue
         # Slow path: decode this line in full.
         line = buf[start:end]
         scanner.next_seq = next_seq
@@ -549,22 +585,29 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
             shadowed = scanner.admit(decoded)
         except _BadLine as exc:
             scanner.mark_bad(line_no, str(exc), line, tolerate=stop_at_damage)
-            continue
+            break
         except SessionFormatError as exc:
             if stop_at_damage:
                 scanner.mark_bad(line_no, f"holds an {exc}", line, tolerate=True)
-                continue
+                break
             scanner.refuse(line_no, exc)
-        for seq in shadowed:
-            locations.pop(seq, None)
-            skipped.pop(seq, None)
+        for gone in shadowed:
+            locations.pop(gone, None)
+            skipped.pop(gone, None)
         for event in decoded:
             if event.surface_op is not None:
-                locations[event.seq] = (offset, end - start, line_no)
+                locations[event.seq] = (offset, size, line_no)
             elif event.type == SESSION_TITLE:
-                title_at = (offset, end - start, line_no)
+                title_at = (offset, size, line_no)
         next_seq += len(decoded)
-        scanner.committed = offset + (end - start) + 1
+        committed = offset + size + 1
+    scanner.committed = committed
+    # After a bad line: the rest is a crash tail unless a turn/end follows (then the log is corrupt).
+    if not stop_at_damage:
+        for buf, start, end, _offset in lines:
+            line_no += 1
+            if buf is not OVERLONG:
+                scanner.check_tail(line_no, buf[start:end])
     return FoldState(scanner.header, scanner.header_bytes, scanner.committed, fh.seek(0, os.SEEK_END), next_seq,
                      line_no, scanner.fold.seqs, locations, skipped, title_at, skip_data, scanner.bad_line,
                      scanner.bad_reason)

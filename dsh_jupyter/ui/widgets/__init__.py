@@ -2,7 +2,8 @@
 
 This package imports anywidget; nothing else in the package imports it at load time, so loading the
 extension stays fast. The views live in ``dsh_jupyter/ui/static/`` (``picker.js``, ``prompt.js``, ``chat.js``,
-``widgets.css``) and set every piece of text with ``textContent``; keys typed in them stay there
+bundled by ``jlpm build`` from ``labextension/src/widgets/*.ts``, and ``widgets.css``), escape through the
+labextension's ``escape.ts`` and set every piece of text with ``textContent``; keys typed in them stay there
 (Enter: newline, Ctrl/Cmd+Enter: send; the notebook's shortcuts never see them).
 
 The widgets depend on the host seams of :mod:`dsh_jupyter.ui.protocols`: the picker (:mod:`.picker`) on

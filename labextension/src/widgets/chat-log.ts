@@ -141,15 +141,30 @@ interface IItemView {
 
 type Builder = () => Omit<IItemView, 'kind'>;
 
+/**
+ * `displayBody` remembering its last text: a streaming turn updates the items ~20 times a second and most
+ * texts (a finished tool's output) stay the same, so each is escaped once, not at every update.
+ */
+function bodyShown(): (value: unknown) => string {
+  let last: { value: unknown; shown: string } | null = null;
+  return value => {
+    if (last === null || last.value !== value) {
+      last = { value, shown: displayBody(value) };
+    }
+    return last.shown;
+  };
+}
+
 const builders: Readonly<Record<ChatItemKind, Builder>> = {
   user() {
     const box = node('div', 'dsh-chat-item dsh-chat-user');
     const who = node('div', 'dsh-chat-who');
     const body = node('div', 'dsh-chat-text');
     box.append(who, body);
+    const shown = bodyShown();
     const update = (next: IChatItem): void => {
       setText(who, next.steered ? 'You · steered into running turn' : 'You');
-      setText(body, displayBody(next.text));
+      setText(body, shown(next.text));
     };
     return { element: box, update };
   },
@@ -175,9 +190,10 @@ const builders: Readonly<Record<ChatItemKind, Builder>> = {
     const summary = node('summary', '', 'Reasoning');
     const body = node('div', 'dsh-chat-text');
     box.append(summary, body);
+    const shown = bodyShown();
     const update = (next: IChatItem): void => {
       setText(summary, next.streaming ? 'Reasoning…' : 'Reasoning');
-      setText(body, displayBody(next.text));
+      setText(body, shown(next.text));
     };
     return { element: box, update };
   },
@@ -191,13 +207,15 @@ const builders: Readonly<Record<ChatItemKind, Builder>> = {
     const fullArgs = node('pre', 'dsh-chat-tool-full');
     const result = node('pre', 'dsh-chat-tool-result');
     box.append(summary, fullArgs, result);
+    const shownArgs = bodyShown();
+    const shownResult = bodyShown();
     const update = (next: IChatItem): void => {
       setText(name, displayText(next.name));
       setText(args, '(' + displayText(next.summary) + ')');
       setText(state, toolState(next));
       box.classList.toggle('dsh-error', !!next.isError);
-      setText(fullArgs, displayBody(next.arguments));
-      setText(result, next.done ? displayBody(next.result) : '');
+      setText(fullArgs, shownArgs(next.arguments));
+      setText(result, next.done ? shownResult(next.result) : '');
     };
     return { element: box, update };
   },
