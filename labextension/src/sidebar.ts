@@ -35,6 +35,9 @@ export const OPEN_COMMAND = 'dsh-jupyter:open-chat';
 
 const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 
+/** How long the `@` popup waits for the server's sessions before showing the rest (milliseconds). */
+export const SESSIONS_ANSWER_MS = 3000;
+
 /** What to run in a kernel that has no dsh extension loaded. */
 export const LOAD_LINE = '%load_ext dsh_jupyter';
 
@@ -391,10 +394,19 @@ class NotebookChat extends Widget {
     const { contents, serverSettings } = this._options;
     const cwd = PathExt.dirname(contents.localPath(this.notebook.context.path));
     let note: string | null = null;
-    const sessions = fetchCandidates({ query, cwd, limit: SESSION_LIMIT }, serverSettings).catch(async error => {
+    const fetched = fetchCandidates({ query, cwd, limit: SESSION_LIMIT }, serverSettings).catch(async error => {
       note = (await this._serverNote()) ?? `Sessions are unavailable: ${message(error)}`;
       return [];
     });
+    const sessions = Promise.race([
+      fetched,
+      new Promise<[]>(resolve =>
+        window.setTimeout(() => {
+          note = note ?? 'Sessions did not answer in time (the server is busy); type on to ask again.';
+          resolve([]);
+        }, SESSIONS_ANSWER_MS)
+      )
+    ]);
     const variables = this._connection ? this._connection.variables(query).catch(() => []) : Promise.resolve([]);
     const [named, found, files] = await Promise.all([
       variables,
