@@ -200,7 +200,7 @@ def test_the_sidebar_chats_with_the_notebooks_agent(
         page.keyboard.type("x")
         expect(popup.locator(".dsh-sidebar-option").first).to_contain_text("x")
         page.keyboard.press("Enter")
-        chip = side.input.locator(".dsh-chip")
+        chip = side.input.locator(".jp-DshChip")
         expect(chip).to_have_text("@x")
         expect(popup).to_be_hidden()
         page.keyboard.type("briefly")
@@ -350,7 +350,7 @@ def test_the_sidebar_in_the_dark_theme(
             expect(side.chat.locator(".dsh-sidebar-popup .dsh-sidebar-option").first).to_be_visible()
             page.keyboard.type("x")
             page.keyboard.press("Enter")
-            expect(side.input.locator(".dsh-chip")).to_have_text("@x")
+            expect(side.input.locator(".jp-DshChip")).to_have_text("@x")
             side.screenshot(request, "11-dark-chip")
     finally:
         _set_theme(server, "JupyterLab Light")

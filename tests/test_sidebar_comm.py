@@ -205,7 +205,7 @@ def test_the_sidebar_panel_is_the_transcript_with_questions_under_it(host: Sideb
     from dsh_jupyter.ui.approval_widget import ApprovalWidget
 
     panel = chats.panel()
-    assert panel.children == (panel.transcript,)  # the sidebar brings its own prompt box
+    assert panel.children == (panel.transcript, panel.questions)  # the sidebar brings its own prompt box
     question = ApprovalWidget()
     panel._show_question(question)
-    assert panel.children == (panel.transcript, question)
+    assert panel.questions.children == (question,)

@@ -5,6 +5,7 @@
  *   completer as soon as a mention is typed (no Tab needed; JupyterLab's own continuous hinting is off
  *   by default, so the plugin watches the active cell itself).
  * - `%%dsh` cells highlight as Markdown (they are prompts), other code cells as the kernel's language.
+ * - `dsh-jupyter:chips` shows each mention of a `%%dsh` cell as an atomic chip (`./chips`).
  * - `dsh-jupyter:live-notebook` serves each open notebook to its kernel (the agent reads, edits and runs
  *   cells; its edits in "ask" mode appear as proposals with Accept / Reject), see `./notebook`.
  * - `dsh-jupyter:chat-sidebar` puts the chat with the active notebook's agent in a side panel, opened by
@@ -19,12 +20,18 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { ICommandPalette, ISessionContextDialogs } from '@jupyterlab/apputils';
+import {
+  EditorExtensionRegistry,
+  IEditorExtensionRegistry
+} from '@jupyterlab/codemirror';
 import { ICompletionProviderManager } from '@jupyterlab/completer';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { CommandToolbarButton } from '@jupyterlab/ui-components';
 
+import { mentionChips } from './chips.js';
 import { DshCompletionProvider } from './completion.js';
 import { DshCellHighlighter } from './highlight.js';
+import { CurrentSessions } from './kernel.js';
 import { LiveNotebooks } from './notebook.js';
 import { chatIcon, DshSidebar, OPEN_COMMAND } from './sidebar.js';
 import { MentionTrigger } from './trigger.js';
@@ -47,9 +54,23 @@ const mentions: JupyterFrontEndPlugin<void> = {
       })
     );
     new MentionTrigger(tracker, id => manager.invoke(id));
+    new CurrentSessions(tracker);
     new DshCellHighlighter(tracker);
     // A marker for tests and for users checking that the extension is active.
     document.body.dataset.dshJupyter = 'active';
+  }
+};
+
+const chips: JupyterFrontEndPlugin<void> = {
+  id: 'dsh-jupyter:chips',
+  description: 'Shows the mentions of %%dsh cells as chips (the source keeps the markup).',
+  autoStart: true,
+  requires: [IEditorExtensionRegistry],
+  activate: (_app: JupyterFrontEnd, registry: IEditorExtensionRegistry): void => {
+    registry.addExtension({
+      name: 'dsh-jupyter:mention-chips',
+      factory: () => EditorExtensionRegistry.createImmutableExtension(mentionChips())
+    });
   }
 };
 
@@ -112,4 +133,4 @@ const chatSidebar: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [mentions, liveNotebook, chatSidebar];
+export default [mentions, chips, liveNotebook, chatSidebar];

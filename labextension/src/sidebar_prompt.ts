@@ -4,7 +4,7 @@
  * Ctrl/Cmd+Enter. Keys typed here stay here (the notebook's shortcuts never see them).
  */
 
-import { chipElement, chipText, findMentions, textWithChips } from './chips.js';
+import { editableChip, editableText, findMentions, textWithChips } from './chips.js';
 import { textElement } from './escape.js';
 import { filterDshItems, IDshCompletionItem } from './items.js';
 import { IModelChoice } from './sidebar_kernel.js';
@@ -73,7 +73,7 @@ export class SidebarPrompt {
 
   /** The text to send: each chip as its mention. */
   get value(): string {
-    return chipText(this._input);
+    return editableText(this._input);
   }
 
   /** Replace the text (mentions become chips). */
@@ -312,9 +312,9 @@ export class SidebarPrompt {
     range.deleteContents();
     const [mention] = findMentions(insert);
     const space = document.createTextNode(' ');
-    if (mention !== undefined && mention.start === 0 && mention.end === insert.length) {
+    if (mention !== undefined && mention.from === 0 && mention.to === insert.length) {
       range.insertNode(space);
-      range.insertNode(chipElement(mention));
+      range.insertNode(editableChip(mention, insert));
     } else {
       range.insertNode(space);
       range.insertNode(document.createTextNode(insert));

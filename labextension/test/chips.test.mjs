@@ -3,26 +3,24 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { chipLabel, findMentions, mentionKind, unescapeLabel } from '../lib/chips.js';
+import { chipText, findMentions, unescapeLabel } from '../lib/chips.js';
 import { parseState } from '../lib/sidebar_kernel.js';
 
 test('mentions are found with their label unescaped and their URI kept', () => {
   const text = 'Compare @[Regional \\] sales](dsh-session:IjU0) with @[df](dsh-variable:df) and @notes.md';
   const found = findMentions(text);
   assert.deepEqual(
-    found.map(m => [m.label, m.uri, text.slice(m.start, m.end) === m.markup]),
+    found.map(m => [m.label, m.uri, m.kind, text.slice(m.from, m.to).startsWith('@[')]),
     [
-      ['Regional ] sales', 'dsh-session:IjU0', true],
-      ['df', 'dsh-variable:df', true]
+      ['Regional ] sales', 'dsh-session:IjU0', 'session', true],
+      ['df', 'dsh-variable:df', 'variable', true]
     ]
   );
-  assert.equal(mentionKind(found[0].uri), 'session');
-  assert.equal(mentionKind(found[1].uri), 'variable');
   assert.equal(unescapeLabel('a\\\\b\\]'), 'a\\b]');
 });
 
 test('a chip shows @label with controls and hidden characters made visible', () => {
-  assert.equal(chipLabel({ label: 'evil\u202eoops\n' }), '@evil⟨U+202E⟩oops\\x0a');
+  assert.equal(chipText('evil\u202eoops\n'), '@evil⟨U+202E⟩oops\\x0a');
 });
 
 test('malformed mentions are not chips', () => {
