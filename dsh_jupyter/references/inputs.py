@@ -47,6 +47,24 @@ def _fields(entry: object) -> tuple[object, object]:
     )
 
 
+def checked_fields(session_id: object, label: object, what: str) -> tuple[str, str | None]:
+    """The session id and label of one reference (``what`` names it in the message), or the error that says
+    which of the two is wrong: the id must be a string, the label a string or absent. The one rule for
+    structured references and for mentions made from them."""
+    if not isinstance(session_id, str):
+        got = "nothing" if session_id is _MISSING else type(session_id).__name__
+        raise SessionReferenceError(
+            SESSION_REFERENCE_INVALID_REFERENCE,
+            f"{what} needs a string sessionId, got {got}",
+        )
+    if label is not None and not isinstance(label, str):
+        raise SessionReferenceError(
+            SESSION_REFERENCE_INVALID_REFERENCE,
+            f"{what} has a {type(label).__name__} label; a label must be a string or absent",
+        )
+    return session_id, label
+
+
 def normalise_references(target_id: str | None, references: object, max_references: int) -> list[SessionReferenceInput]:
     """Validate, de-duplicate (first appearance and first label win) and cap the references.
 
@@ -63,19 +81,7 @@ def normalise_references(target_id: str | None, references: object, max_referenc
     seen: set[str] = set()
     normalised: list[SessionReferenceInput] = []
     for index, entry in enumerate(references):
-        session_id, label = _fields(entry)
-        if not isinstance(session_id, str):
-            got = "nothing" if session_id is _MISSING else type(session_id).__name__
-            raise SessionReferenceError(
-                SESSION_REFERENCE_INVALID_REFERENCE,
-                f"session reference #{index + 1} needs a string sessionId, got {got}",
-            )
-        if label is not None and not isinstance(label, str):
-            raise SessionReferenceError(
-                SESSION_REFERENCE_INVALID_REFERENCE,
-                f"session reference #{index + 1} has a {type(label).__name__} label; "
-                "a label must be a string or absent",
-            )
+        session_id, label = checked_fields(*_fields(entry), f"session reference #{index + 1}")
         if session_id == target_id:
             raise SessionReferenceError(
                 SESSION_REFERENCE_SELF_REFERENCE,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import SESSION_REFERENCE_INVALID_REFERENCE, SessionReferenceError
-from .inputs import SessionReferenceInput
+from .inputs import SessionReferenceInput, checked_fields
 from .uri import decode_session_reference_uri, encode_session_reference_uri
 from .variables import VARIABLE_REFERENCE_SCHEME, VariableReferenceInput, decode_variable_uri, encode_variable_uri
 
@@ -78,16 +78,7 @@ def format_session_reference_mention(
         session_id, label = reference.get("sessionId"), reference.get("label") if label is None else label
     else:
         session_id = reference
-    if not isinstance(session_id, str):
-        raise SessionReferenceError(
-            SESSION_REFERENCE_INVALID_REFERENCE,
-            f"a mention needs a string session id, got {type(session_id).__name__}",
-        )
-    if label is not None and not isinstance(label, str):
-        raise SessionReferenceError(
-            SESSION_REFERENCE_INVALID_REFERENCE,
-            f"a mention label must be a string or None, got {type(label).__name__}",
-        )
+    session_id, label = checked_fields(session_id, label, "a mention")
     shown = session_id if label is None else label
     return f"@[{escape_mention_label(shown)}]({encode_session_reference_uri(session_id)})"
 
