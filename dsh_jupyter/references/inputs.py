@@ -60,7 +60,7 @@ def checked_fields(session_id: object, label: object, what: str) -> tuple[str, s
     if label is not None and not isinstance(label, str):
         raise SessionReferenceError(
             SESSION_REFERENCE_INVALID_REFERENCE,
-            f"{what} has a {type(label).__name__} label; a label must be a string or absent",
+            f"{what} has a label of type {type(label).__name__}; a label must be a string or absent",
         )
     return session_id, label
 
