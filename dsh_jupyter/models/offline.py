@@ -29,8 +29,9 @@ assistant message that said or called something.
   finishes (``"stop"``). It takes images (``info.accepts_images``): for each image of a result it says
   that it received one, with its type, size in pixels and bytes.
 
-**Titles** (``purpose="title"``): the first words (at most six) of the first user text, mentions
-``@[label](uri)`` shown as their label. **Compaction** (``purpose="compaction"``): a summary listing
+**Titles** (``purpose="title"``): the first sentence of the first user text (cut at a word boundary when
+long), its command lines left out and mentions ``@[label](uri)`` shown as their label.
+**Compaction** (``purpose="compaction"``): a summary listing
 the user requests, the assistant answers, tool use, referenced sessions and any earlier checkpoint
 (recognised by its source) of the messages it was sent (instructions to summarise belong in
 ``request.system``: user messages are summarised).
@@ -591,21 +592,16 @@ def _received_images(result: Mapping[str, Any]) -> list[str]:
 # -- titles and summaries -----------------------------------------------------------------------------------
 
 
-def offline_title(messages: Sequence[Mapping[str, Any]], max_words: int = 6) -> str:
-    """A short title from the first user text: its first ``max_words`` words."""
+def offline_title(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The title of the first user text, by the rule automatic titles share (:func:`~..agent.titles.request_title`)."""
+    from ..agent.titles import request_title  # the agent package imports this module: read it at call time
+
     for message in messages:
         if not is_prompt(message):
             continue
-        text = read_user_message(message).direct
-        text = _MENTION.sub(lambda m: m.group(1), text)
-        text = re.sub(r"^[ \t]*/(bash|python|tool)\b", "", text, flags=re.M)
-        text = _FENCE.sub(" ", text)
-        words = re.findall(r"[^\s`*_#>\"“”()\[\]{}]+", text)
-        words = [w for w in words if re.search(r"\w", w)]
-        if not words:
-            continue
-        title = " ".join(words[:max_words]).rstrip(".,;:!?—-")
-        return title[:1].upper() + title[1:]
+        title = request_title(read_user_message(message).direct)
+        if title:
+            return title
     return "Offline session"
 
 
