@@ -84,3 +84,22 @@ async def test_the_offline_model_writes_one_title_only(tmp_path: Path) -> None:
     await agent.send("Show the date.\n/bash date")
     titles = [e.data["title"] for e in agent.session.events if e.type == "session/title"]
     assert titles == ["Show the date"]
+
+
+def test_candidates_and_the_cli_line_name_the_notebook(tmp_path: Path) -> None:
+    from dsh_jupyter.catalog import Catalog
+    from dsh_jupyter.cli.sessions import entry_line
+    from dsh_jupyter.session import SessionHeader, SessionLog
+
+    store = JsonlStore(tmp_path / "sessions")
+    header = SessionHeader.new(tmp_path)
+    writer = store.create(header)
+    log = SessionLog(header)
+    writer.attach(log)
+    log.append("session/title", {"title": "Load the data", "messageSeqs": [], "source": {"kind": "fallback"}})
+    writer.flush()
+    catalog = Catalog(tmp_path / "catalog.sqlite", background=False)
+    catalog.register_session(store.root, header.id, notebook="reports/q3.ipynb")
+    found = catalog.candidates(None, str(tmp_path))
+    assert [e.notebook for e in found] == ["reports/q3.ipynb"]
+    assert "Load the data  (q3.ipynb)  [" in entry_line(found[0])

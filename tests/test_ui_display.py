@@ -241,7 +241,7 @@ def test_session_table_columns_and_alignment() -> None:
     ]
     bundle = SessionTable(rows)._repr_mimebundle_()
     plain = bundle["text/plain"].splitlines()
-    assert plain[0].split() == ["label", "id", "cwd", "created", "same", "workspace"]
+    assert plain[0].split() == ["label", "notebook", "id", "cwd", "created", "same", "workspace"]
     assert "✓" in plain[1] and "✓" not in plain[2]
     assert "—" in plain[2]  # no cwd
     # columns line up in display cells (the CJK label is 6 cells wide)
@@ -249,6 +249,16 @@ def test_session_table_columns_and_alignment() -> None:
     assert format_created(1_700_000_000_000) in plain[1]
     html = bundle["text/html"]
     assert html.count("<tr>") == 3 and "<th" in html and "✓" in html
+
+
+def test_session_table_names_each_sessions_notebook() -> None:
+    rows = [{**candidate("id-1", "Load the data"), "notebook": "reports/q3.ipynb"},
+            {**candidate("id-2", "Load the data — b.ipynb"), "notebook": "b.ipynb"}, candidate("id-3", "old")]
+    bundle = SessionTable(rows)._repr_mimebundle_()
+    plain = bundle["text/plain"].splitlines()
+    assert "q3.ipynb" in plain[1] and "reports/" not in plain[1]
+    assert plain[2].count("b.ipynb") == 2 and "—" in plain[3]
+    assert "<td" in bundle["text/html"] and "q3.ipynb</td>" in bundle["text/html"]
 
 
 def test_current_session_is_marked() -> None:

@@ -19,11 +19,16 @@ if TYPE_CHECKING:
 
 
 def entry_line(entry: CatalogEntry, *, mark: str = "") -> str:
-    """One session as a ``list``/``search`` line: created, id, user/assistant counts, title, [cwd]."""
+    """One session as a ``list``/``search`` line: created, id, user/assistant counts, title, (notebook), [cwd]."""
     counts = f"{entry.user_messages}/{entry.assistant_messages}"
     cwd = escape(entry.cwd) if entry.cwd is not None else "(no cwd)"
     label = escape(entry.label)
+    from ..agent.titles import notebook_label
+
     shown = label if entry.title is not None else "(untitled)"
+    notebook = notebook_label(entry.notebook)
+    if notebook is not None:
+        shown += f"  ({escape(notebook)})"
     return f"{mark}{when(entry.created_at)}  {escape(entry.session_id)}  {counts:>7}  {shown}  [{cwd}]"
 
 
@@ -41,7 +46,7 @@ def cmd_list(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     if not rows:
         write(out, "no sessions\n")
         return EXIT_OK
-    write(out, "created           id  user/assistant messages  title  [cwd]\n")
+    write(out, "created           id  user/assistant messages  title  (notebook)  [cwd]\n")
     for row in rows:
         write(out, (entry_line(row) if isinstance(row, CatalogEntry) else foreign_line(row)) + "\n")
     return EXIT_OK

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..agent.titles import notebook_label
 from ..clip import one_line
 from ..escape import escape_controls, escape_html, escape_text, html_field
 from .markdown import markdown_html, safe_html
@@ -385,13 +386,13 @@ class ReferenceContextDisplay:
 
 # --------------------------------------------------------------------------- session table
 
-_COLUMNS = ("label", "id", "cwd", "created", "same workspace")
+_COLUMNS = ("label", "notebook", "id", "cwd", "created", "same workspace")
 
 
 class SessionTable:
-    """The sessions of ``%dsh sessions``: label, id, cwd, created (local ISO time), same workspace.
+    """The sessions of ``%dsh sessions``: label, notebook, id, cwd, created (local ISO time), same workspace.
 
-    ``rows`` are candidate-shaped dicts (``sessionId``, ``label``, ``cwd``?, ``createdAt`` epoch ms,
+    ``rows`` are candidate-shaped dicts (``sessionId``, ``label``, ``notebook``?, ``cwd``?, ``createdAt`` epoch ms,
     ``sameWorkspace``, optionally ``current: True`` for the notebook's own session, marked
     "(current)"); they are shown in the order given. Sessions of other tools (Claude Code, Codex) are
     marked in a "tool" column, shown only when there is one among the rows.
@@ -418,13 +419,15 @@ class SessionTable:
         return [*cells[:1], render(self.tools[position]), *cells[1:]]
 
     @staticmethod
-    def _cells(row: Mapping[str, Any]) -> tuple[str, str, str | None, str, bool]:
+    def _cells(row: Mapping[str, Any]) -> tuple[str, str | None, str, str | None, str, bool]:
         session_id = row.get("sessionId", row.get("id"))
         label = row.get("label")
         label = label if isinstance(label, str) else session_id
         cwd = row.get("cwd")
+        notebook = row.get("notebook")
         return (
             label,
+            notebook_label(notebook) if isinstance(notebook, str) else None,
             session_id,
             cwd if isinstance(cwd, str) else None,
             format_created(row.get("createdAt")),
@@ -437,9 +440,10 @@ class SessionTable:
         head = "".join(f"<th {_TH}>{name}</th>" for name in self.columns)
         body = []
         for position, row in enumerate(self.rows):
-            label, session_id, cwd, created, same = self._cells(row)
+            label, notebook, session_id, cwd, created, same = self._cells(row)
             cells = self._with_tool(position, [
                 html_field(label) + (" <em>(current)</em>" if row.get("current") is True else ""),
+                _MISSING if notebook is None else html_field(notebook),
                 f"<code>{html_field(session_id)}</code>",
                 _MISSING if cwd is None else html_field(cwd),
                 html_field(created),
@@ -454,9 +458,10 @@ class SessionTable:
             return "No sessions."
         table = [list(self.columns)]
         for position, row in enumerate(self.rows):
-            label, session_id, cwd, created, same = self._cells(row)
+            label, notebook, session_id, cwd, created, same = self._cells(row)
             table.append(self._with_tool(position, [
                 escape_controls(label) + (" (current)" if row.get("current") is True else ""),
+                _MISSING if notebook is None else escape_controls(notebook),
                 escape_controls(session_id), _MISSING if cwd is None else escape_controls(cwd), created,
                 "✓" if same else ""]))
         widths = [max(display_width(line[col]) for line in table) for col in range(len(self.columns))]
