@@ -230,6 +230,24 @@ async def test_summarises_tool_results_and_finishes() -> None:
     assert "(5 more lines not shown)" in text
 
 
+async def test_a_refusal_is_quoted_with_its_whole_remedy() -> None:
+    from dsh_jupyter.agent.approvals import NOBODY_TO_ASK, ApprovalDecision, ApprovalRequest
+
+    request_ = ApprovalRequest("bash", "call_9", {"command": "ls"}, "ls")
+    refusals = [ApprovalDecision(False, "nobody", reason=NOBODY_TO_ASK).refusal(request_),
+                "x" * 900 + "; set %config DshMagics.approval = \"auto\""]
+    for position, refusal in enumerate(refusals):
+        history = [user_message("/bash ls"),
+                   assistant_message([{"type": "tool-call", "id": "call_9", "name": "bash", "arguments": "{}"}],
+                                     MODEL),
+                   tool_result_message("call_9", [text_block(refusal)], is_error=True)]
+        _, blocks, _, _ = await run(OfflineModel(), ModelRequest(history, tools=[BASH], system="s"))
+        assert 'set %config DshMagics.approval = "auto"' in blocks[0]["text"]
+        assert (refusal in blocks[0]["text"]) == (position == 0)  # ours is whole; a huge line loses its middle
+    long_reason = ApprovalDecision(False, "person", reason="no " * 400).refusal(request_)
+    assert len(long_reason) < 300 and long_reason.endswith("….")
+
+
 async def test_scripted_responses_are_used_in_order_then_fallback() -> None:
     model = OfflineModel()
     model.queue("Scripted hello.",

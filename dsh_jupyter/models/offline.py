@@ -59,7 +59,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..clip import one_line
+from ..clip import keep_end, one_line
 from ..images import image_summary, is_image_block
 from ..references.framing import parse_prompt
 from ..session.messages import SESSION_REFERENCE_KIND, blocks_text, display_content, is_checkpoint_source
@@ -547,6 +547,10 @@ def _fill_required(arguments: dict[str, Any], tool: ToolSpec, verb: str) -> None
             arguments[name] = f"requested with /{verb} in the prompt"
 
 
+#: How much of each line of a tool result the offline answer quotes (a longer line loses its middle).
+RESULT_LINE_CHARS = 400
+
+
 def _tool_result_summary(messages: Sequence[Mapping[str, Any]]) -> str:
     start = len(messages)
     while start > 0 and _tool_results(messages[start - 1]):
@@ -560,7 +564,7 @@ def _tool_result_summary(messages: Sequence[Mapping[str, Any]]) -> str:
         call_id = str(result.get("toolCallId") or "")
         all_lines = blocks_text(content_blocks(result.get("content"))).splitlines()
         shown = all_lines[:10]
-        body = "\n".join(line if len(line) <= 200 else line[:199] + "…" for line in shown)
+        body = "\n".join(keep_end(line, RESULT_LINE_CHARS) for line in shown)
         lines.append("")
         lines.append(f"`{names.get(call_id, 'tool')}` ({call_id or 'no call id'}):")
         lines.append("```")
