@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 from .errors import EXIT_OK
 from .foreign import foreign, foreign_json, foreign_line, merged
 from .output import escape, print_json, say, warn_errors, when, write
-from .scope import known_roots, local_store, resolve, scope, scope_or_none
+from .scope import known_roots, local_store, require_session_text, resolve, scope, scope_or_none
 
 if TYPE_CHECKING:
     from ..catalog import Catalog, CatalogEntry
@@ -100,6 +100,7 @@ def cmd_locate(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     no store holds under its own folder, is resolved through the catalog."""
     from ..catalog import store_root
 
+    require_session_text(args.session)
     roots = known_roots(catalog) if args.all else [store_root(local_store(args.store))]
     found = [(root, path) for root in roots if (path := _direct(root, args.session)) is not None]
     if found:
