@@ -371,3 +371,23 @@ def test_the_jupyterlab_renderer_draws_the_words_python_made() -> None:
     assert drawn["line"] == view["line"]
     assert drawn["sources"] == view["sources"]
     assert drawn["preview"] == {"heading": view["preview"]["heading"], "text": view["preview"]["text"]}
+
+
+def test_what_the_agent_received_is_shown_readably() -> None:
+    from dsh_jupyter.references.framing import render_prompt, tag_safe_dumps
+    from dsh_jupyter.ui.display import readable_context
+
+    entry = {"sessionId": "s-1", "label": "Files", "conversation": [
+        {"role": "assistant", "text": "Put `/bash <command>` on a line.\nThen run it."}]}
+    received = render_prompt([tag_safe_dumps(entry)])
+    assert "\\u003c" in received  # what the model gets: tag-safe JSON
+    readable = readable_context(received)
+    assert "\\u003c" not in readable and "\\n" not in readable
+    assert "\n        Put `/bash <command>` on a line.\n        Then run it.\n" in readable
+    assert "label: Files" in readable and readable.rstrip().endswith("</referenced-sessions>")
+    broken = "<referenced-sessions>[{not json</referenced-sessions>"
+    assert readable_context(broken) == broken
+    preview = shown(two_sources(), received=received).view()["preview"]
+    assert "&lt;command>" not in preview["text"] and "<command>" in preview["text"]
+    html = shown(two_sources(), received=received)._repr_mimebundle_()["text/html"]
+    assert "u003c" not in html and "&lt;command&gt;" in html

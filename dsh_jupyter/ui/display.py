@@ -21,6 +21,7 @@ the exporter and the CLI use these objects without IPython.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import unicodedata
@@ -232,12 +233,59 @@ def context_text(context: Mapping[str, Any]) -> str:
                      if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str))
 
 
+def _readable(value: Any, indent: str = "") -> list[str]:
+    """A JSON value as indented ``key: value`` lines, strings as written (their line breaks as lines)."""
+    if isinstance(value, Mapping):
+        lines: list[str] = []
+        for key, item in value.items():
+            if isinstance(item, (Mapping, list)) and item:
+                lines += [f"{indent}{key}:", *_readable(item, indent + "  ")]
+            elif isinstance(item, str) and "\n" in item:
+                lines += [f"{indent}{key}:", *(f"{indent}  {line}" for line in item.split("\n"))]
+            else:
+                lines.append(f"{indent}{key}: {_scalar(item)}")
+        return lines
+    if isinstance(value, list):
+        lines = []
+        for item in value:
+            inner = _readable(item, indent + "  ")
+            lines += [f"{indent}- {inner[0].lstrip()}", *inner[1:]] if inner else [f"{indent}-"]
+        return lines
+    return [f"{indent}{_scalar(value)}"]
+
+
+def _scalar(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def readable_context(received: str) -> str:
+    """What the agent received, for people: each framed JSON block (``<referenced-sessions>[…]</…>``) as indented
+    lines with its strings as written (no ``\\u003c`` or ``\\n`` escapes); text that is not valid framing as is."""
+    from ..references.framing import CLOSE_TAG, OPEN_TAG
+
+    pieces: list[str] = []
+    position = 0
+    while (open_at := received.find(OPEN_TAG, position)) >= 0:
+        close_at = received.find(CLOSE_TAG, open_at)
+        if close_at < 0:
+            break
+        try:
+            entries = json.loads(received[open_at + len(OPEN_TAG):close_at])
+        except ValueError:
+            pieces.append(received[position:close_at])
+        else:
+            pieces += [received[position:open_at], OPEN_TAG, "\n", "\n".join(_readable(entries)), "\n"]
+        position = close_at
+    pieces.append(received[position:])
+    return "".join(pieces)
+
+
 def _preview(received: str | None) -> dict[str, Any] | None:
     """The bounded, control-escaped preview of what the agent received, and the note that says how much it shows."""
     if received is None:
         return None
     total = len(received)
-    shown = escape_text(received[:MAX_PREVIEW_CHARS])
+    shown = escape_text(readable_context(received)[:MAX_PREVIEW_CHARS])
     if total > MAX_PREVIEW_CHARS:
         note = f"the first {MAX_PREVIEW_CHARS:,} of {total:,} characters"
     else:
