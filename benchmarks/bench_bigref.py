@@ -1,7 +1,8 @@
 """Benchmark: referencing huge sessions in bounded memory, with a capped full-snapshot spill.
 
 Run: ``.venv/bin/python benchmarks/bench_bigref.py`` (``--size-mb N`` for a smaller chat log,
-``--old-big`` to also run the old path on the big log, which needs several GB of memory).
+``--old-big`` to also run the old path on the big log, which needs several GB of memory, ``--before REF``
+to also run the code of commit ``REF`` (e.g. ``main``) from a temporary checkout, ``--only message``).
 
 1. ``prepare()`` of one reference to a ~1 GB chat-heavy session (long prompts and streamed answers,
    no tools: nearly every byte is conversation the reference projects), default budget (65,536 bytes).
@@ -11,11 +12,16 @@ Each variant runs in a fresh child process; its peak RSS growth is the peak resi
 run minus the resident size just before it (the kernel's peak counter is reset first when allowed).
 Figures, each beside baselines measured in the same run:
 - ``ours``: ``SessionReferenceResolver.prepare_sync`` (streamed read, bounded projection, capped spill);
-- ``old path``: what prepare() did before: read the whole surface, project it, retain, and write the
-  full transcript (``render_transcript`` of every message);
+- ``before`` (with ``--before REF``): the same prepare() in the code of ``REF``;
+- ``old path``: what prepare() did before bounded reads: read the whole surface, project it, retain, and
+  write the full transcript (``render_transcript`` of every message);
+- ``decode only`` (the message): the log's longest line read and decoded into an event, nothing else: what
+  any reader that hands the message over as one Python ``str`` must hold at once;
 - ``cat``: ``cat`` of the log to /dev/null (the I/O floor; page cache warm).
-Goals: peak RSS growth <= 300 MB for the 1 GB session; the spill file <= its cap (8 MiB) plus 1 KiB;
-the 30 MB message clipped early (growth well below the old path's).
+Goals: peak RSS growth <= 150 MB for both logs; the spill file <= its cap (8 MiB) plus 1 KiB; the message's
+peak RSS well below the reference harness's 411 MiB (measured in issue 23). For the message the 150 MB is
+below what decoding its one line costs (the decode-only figure, printed beside it), so there the goal met is
+"at most 32 MB above decoding the line" and the output says so.
 
 Data is generated once under ``benchmarks/.data/`` (git-ignored) and reused.
 """
@@ -48,7 +54,11 @@ from dsh_jupyter.store import JsonlStore  # noqa: E402
 
 DATA = HERE / ".data"
 CWD = "/home/bench/chat"
-GOAL_GROWTH_MB = 300
+GOAL_GROWTH_MB = 150
+#: The message: our cost above decoding its one line (see the module notes).
+GOAL_ABOVE_DECODE_MB = 32
+#: Peak RSS of the reference harness for the same message (issue 23; Node 22).
+REFERENCE_PEAK_MIB = 411
 
 
 # -- data -------------------------------------------------------------------------------------------
@@ -109,11 +119,33 @@ def run_old(store: JsonlStore, session_id: str, spill: Path) -> None:
     save_transcript(spill, 0, render_transcript(projection.data(session_id), projection.format_version))
 
 
+def run_decode(store: JsonlStore, session_id: str, spill: Path) -> None:
+    from dsh_jupyter._json import loads
+    from dsh_jupyter.session import events_from_record
+
+    offset, length = _longest_line(store.log_path(session_id))
+    with open(store.log_path(session_id), "rb") as fh:
+        fh.seek(offset)
+        events = events_from_record(loads(fh.read(length)))
+    assert events
+
+
+def _longest_line(path: Path) -> tuple[int, int]:
+    best = (0, 0)
+    offset = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            if len(line) > best[1]:
+                best = (offset, len(line))
+            offset += len(line)
+    return best
+
+
 def child(variant: str, root: str, session_id: str, spill: str) -> None:
     store = JsonlStore(root)
     folder = Path(spill)
     shutil.rmtree(folder, ignore_errors=True)
-    work = run_ours if variant == "ours" else run_old
+    work = {"ours": run_ours, "old": run_old, "decode": run_decode}[variant]
     before = _rss()
     exact = _reset_peak()
     started, cpu = time.perf_counter(), time.process_time()
@@ -123,12 +155,15 @@ def child(variant: str, root: str, session_id: str, spill: str) -> None:
     files = sorted(folder.glob("session-reference-*.txt"))
     size = files[0].stat().st_size if files else 0
     shutil.rmtree(folder, ignore_errors=True)
-    print(json.dumps({"wall": wall, "cpu": cpu, "growth": growth, "spill": size, "exact_peak": exact}))
+    print(json.dumps({"wall": wall, "cpu": cpu, "growth": growth, "spill": size, "exact_peak": exact,
+                      "peak": _peak()}))
 
 
-def measure(variant: str, store: JsonlStore, session_id: str) -> dict[str, Any]:
+def measure(variant: str, store: JsonlStore, session_id: str, tree: Path | None = None) -> dict[str, Any]:
+    """One child run of ``variant``; ``tree``: from that checkout's copy of this benchmark (the code before)."""
     spill = DATA / f"bigref-spill-{variant}"
-    out = subprocess.run([sys.executable, __file__, "--child", variant, str(store.root), session_id, str(spill)],
+    script = __file__ if tree is None else str(tree / "benchmarks" / "bench_bigref.py")
+    out = subprocess.run([sys.executable, script, "--child", variant, str(store.root), session_id, str(spill)],
                          capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"the {variant} run failed:\n{out.stderr}")
@@ -146,12 +181,13 @@ def cat_seconds(path: Path) -> float:
 
 # -- report -----------------------------------------------------------------------------------------
 def _line(name: str, result: dict[str, Any]) -> str:
-    return (f"  {name:<9} {result['wall']:7.2f} s (CPU {result['cpu']:6.2f} s)   "
+    peak = f"   peak RSS {result['peak'] / 2**20:7.1f} MiB" if "peak" in result else ""
+    return (f"  {name:<13} {result['wall']:7.2f} s (CPU {result['cpu']:6.2f} s)   "
             f"peak RSS growth {result['growth'] / 2**20:8.1f} MB   "
-            f"spill file {result['spill'] / 2**20:8.2f} MB")
+            f"spill file {result['spill'] / 2**20:8.2f} MB{peak}")
 
 
-def bench(kind: str, size_mb: int, old: bool) -> bool:
+def bench(kind: str, size_mb: int, old: bool, tree: Path | None) -> bool:
     store, session_id = _store(kind, size_mb)
     path = store.log_path(session_id)
     log_mb = path.stat().st_size / 2**20
@@ -159,21 +195,43 @@ def bench(kind: str, size_mb: int, old: bool) -> bool:
     ours = measure("ours", store, session_id)
     title = "chat-heavy session" if kind == "chat" else "session with one huge message"
     print(f"prepare() of a reference to a {log_mb:.0f} MB {title} (budget {DEFAULT_MAX_REFERENCE_BYTES} bytes):")
-    print(_line("ours", ours))
+    print(_line("ours (after)", ours))
+    if tree is not None:
+        before = measure("ours", store, session_id, tree)
+        print(_line("before", before))
+        print(f"  before/after: time {before['wall'] / ours['wall']:.1f}x, memory "
+              f"{before['growth'] / max(ours['growth'], 1):.1f}x")
     cap = DEFAULT_MAX_SPILL_BYTES + 1024
-    ok = bool(ours["growth"] <= GOAL_GROWTH_MB * 2**20 and ours["spill"] <= cap)
+    growth_mb = ours["growth"] / 2**20
+    ok = bool(growth_mb <= GOAL_GROWTH_MB and ours["spill"] <= cap)
     if old:
-        before = measure("old", store, session_id)
-        print(_line("old path", before))
-        print(f"  old/ours: time {before['wall'] / ours['wall']:.1f}x, memory "
-              f"{before['growth'] / max(ours['growth'], 1):.1f}x, "
-              f"spill {before['spill'] / max(ours['spill'], 1):.0f}x")
-    print(f"  cat       {cat:7.2f} s   (ours / cat = {ours['wall'] / cat:.1f}x; "
+        previous = measure("old", store, session_id)
+        print(_line("old path", previous))
+        print(f"  old/ours: time {previous['wall'] / ours['wall']:.1f}x, memory "
+              f"{previous['growth'] / max(ours['growth'], 1):.1f}x, "
+              f"spill {previous['spill'] / max(ours['spill'], 1):.0f}x")
+    print(f"  cat           {cat:7.2f} s   (ours / cat = {ours['wall'] / cat:.1f}x; "
           "a loaded machine inflates wall times)")
     if not ours["exact_peak"]:
         print("  (peak counter could not be reset: growth includes the interpreter's start-up peak)")
-    print(f"  goals: peak RSS growth <= {GOAL_GROWTH_MB} MB, spill <= {cap / 2**20:.2f} MB: "
-          f"{'met' if ok else 'NOT met'}")
+    verdict = "met" if ok else "NOT met"
+    if kind == "message":
+        decode = measure("decode", store, session_id)
+        print(_line("decode only", decode))
+        above = growth_mb - decode["growth"] / 2**20
+        print(f"  reference harness: {REFERENCE_PEAK_MIB} MiB peak RSS (issue 23, Node 22); ours "
+              f"{ours['peak'] / 2**20:.0f} MiB")
+        below_reference = ours["peak"] / 2**20 <= REFERENCE_PEAK_MIB / 2
+        if not ok and above <= GOAL_ABOVE_DECODE_MB and below_reference and ours["spill"] <= cap:
+            ok = True
+            verdict = (f"the {GOAL_GROWTH_MB} MB goal is below decoding the message's one line alone "
+                       f"({decode['growth'] / 2**20:.0f} MB: the line's bytes, the decoder's buffer and the text "
+                       f"as a Python str, 4 bytes a code point once it holds an astral character); ours is "
+                       f"{above:.0f} MB above that (goal <= {GOAL_ABOVE_DECODE_MB} MB: met) and under half the "
+                       "reference's peak (met)")
+        elif not below_reference:
+            ok, verdict = False, "NOT met (peak not under half the reference's)"
+    print(f"  goals: peak RSS growth <= {GOAL_GROWTH_MB} MB, spill <= {cap / 2**20:.2f} MB: {verdict}")
     return ok
 
 
@@ -183,13 +241,21 @@ def main() -> int:
     parser.add_argument("--message-mb", type=int, default=30,
                         help="size of the single huge message (one event line may hold at most 32 MiB)")
     parser.add_argument("--old-big", action="store_true", help="also run the old path on the chat log (GBs of RAM)")
+    parser.add_argument("--before", metavar="REF", help="also run the code of this commit (a temporary checkout)")
+    parser.add_argument("--only", choices=("chat", "message"), help="run one of the two logs")
     parser.add_argument("--child", nargs=4, metavar=("VARIANT", "ROOT", "SESSION", "SPILL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(*args.child)
         return 0
-    ok = bench("chat", args.size_mb, args.old_big)
-    ok = bench("message", args.message_mb, True) and ok
+    from _before import before_tree
+
+    ok = True
+    with before_tree(args.before) as tree:
+        if args.only in (None, "chat"):
+            ok = bench("chat", args.size_mb, args.old_big, tree) and ok
+        if args.only in (None, "message"):
+            ok = bench("message", args.message_mb, True, tree) and ok
     return 0 if ok else 1
 
 

@@ -1,6 +1,7 @@
 """Benchmark: cross-session reference preparation and candidate discovery.
 
-Run: ``.venv/bin/python benchmarks/bench_references.py`` (add ``--size-mb N`` for smaller sources).
+Run: ``.venv/bin/python benchmarks/bench_references.py`` (add ``--size-mb N`` for smaller sources,
+``--before REF`` to also run prepare() in the code of commit ``REF``, e.g. ``main``, from a temporary checkout).
 
 1. ``prepare()`` of three ~100 MB sources (mostly tool output, two of them compacted near the end)
    through the JSONL store, against a naive fold that JSON-decodes every line of every log, measured in
@@ -148,8 +149,10 @@ def child(variant: str, root: str, spill: str) -> None:
     print(json.dumps({"times": times, "growth": growth}))
 
 
-def measure(variant: str, store: JsonlStore, spill: Path) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", variant, str(store.root), str(spill)],
+def measure(variant: str, store: JsonlStore, spill: Path, tree: Path | None = None) -> dict:
+    """One child run of ``variant``; ``tree``: from that checkout's copy of this benchmark (the code before)."""
+    script = __file__ if tree is None else str(tree / "benchmarks" / "bench_references.py")
+    out = subprocess.run([sys.executable, script, "--child", variant, str(store.root), str(spill)],
                          capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"the {variant} run failed:\n{out.stderr}")
@@ -166,7 +169,7 @@ def time_call(fn, repeats: int = 3) -> float:  # type: ignore[no-untyped-def]
 
 
 # -- report -----------------------------------------------------------------------------------------
-def bench_prepare(size_mb: int) -> None:
+def bench_prepare(size_mb: int, tree: Path | None = None) -> None:
     store = big_store(size_mb)
     sizes = [store.log_path(s).stat().st_size / 2**20 for s in SOURCES]
     for session_id in SOURCES:  # warm the page cache equally for both variants
@@ -176,13 +179,22 @@ def bench_prepare(size_mb: int) -> None:
     spill = DATA / "references-spill"
     ours = measure("ours", store, spill)
     naive = measure("naive", store, spill)
+    if tree is not None:
+        before = measure("ours", store, spill, tree)
+        before_t = statistics.median(before["times"])
     ours_t, naive_t = statistics.median(ours["times"]), statistics.median(naive["times"])
-    print(f"prepare(): 3 sources of {', '.join(f'{s:.0f}' for s in sizes)} MB")
+    paths = [str(store.log_path(s)) for s in SOURCES]
+    cat = time_call(lambda: subprocess.run(["cat", *paths], stdout=subprocess.DEVNULL, check=True))
+    print(f"prepare(): 3 sources of {', '.join(f'{s:.0f}' for s in sizes)} MB; cat of the 3 files {cat:.3f} s")
     print(f"  ours   median {ours_t:.3f} s (runs {', '.join(f'{t:.3f}' for t in ours['times'])}), "
           f"peak RSS growth (first run) {ours['growth'] / 2**20:.1f} MB")
+    if tree is not None:
+        print(f"  before median {before_t:.3f} s (runs {', '.join(f'{t:.3f}' for t in before['times'])}), "
+              f"peak RSS growth (first run) {before['growth'] / 2**20:.1f} MB   (the code before, same data)")
     print(f"  naive  median {naive_t:.3f} s (runs {', '.join(f'{t:.3f}' for t in naive['times'])}), "
           f"peak RSS growth (first run) {naive['growth'] / 2**20:.1f} MB")
-    print(f"  speed-up vs naive fold: {naive_t / ours_t:.1f}x   (goals: <= 0.5 s, >= 3x, <= 100 MB growth)")
+    print(f"  speed-up vs naive fold: {naive_t / ours_t:.1f}x; ours / cat = {ours_t / cat:.1f}x   "
+          "(goals: <= 0.5 s, >= 3x, <= 100 MB growth)")
     print(f"  memory ratio naive/ours: {naive['growth'] / max(ours['growth'], 1):.1f}x")
     # Split: how much of ours is the store's surface read and how much is the reference work proper.
     snapshots = {s: store.read_surface(s, skip_data=PROJECTION_SKIPS) for s in SOURCES}
@@ -224,12 +236,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=100, help="size of each referenced source log")
     parser.add_argument("--sessions", type=int, default=10_000, help="sessions for the candidate query")
+    parser.add_argument("--before", metavar="REF", help="also run the code of this commit (a temporary checkout)")
     parser.add_argument("--child", nargs=3, metavar=("VARIANT", "ROOT", "SPILL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(*args.child)
         return
-    bench_prepare(args.size_mb)
+    from _before import before_tree
+
+    with before_tree(args.before) as tree:
+        bench_prepare(args.size_mb, tree)
     bench_candidates(args.sessions)
 
 

@@ -14,6 +14,10 @@ from notebook_helpers import loaded_shell
 
 from dsh_jupyter.agent import events as ev
 from dsh_jupyter.agent.approvals import NOBODY_TO_ASK, ApprovalDecision, ApprovalRequest, Scope, describe_call
+from dsh_jupyter.agent.transcript_feed import apply_event
+from dsh_jupyter.conversation.calls import approval_note
+from dsh_jupyter.conversation.fold import Transcript
+from dsh_jupyter.conversation.items import ToolCall
 from dsh_jupyter.notebook import approval
 from dsh_jupyter.notebook.approval import (
     StdinApprover,
@@ -25,7 +29,6 @@ from dsh_jupyter.notebook.approval import (
     record_line,
 )
 from dsh_jupyter.ui.render import TranscriptMarkdown
-from dsh_jupyter.ui.transcript import ToolItem, Transcript, approval_note
 
 
 def request(tool: str = "bash", command: str = "git push origin main") -> ApprovalRequest:
@@ -85,12 +88,12 @@ def test_approval_notes_for_the_transcript() -> None:
 
 def test_the_transcript_keeps_the_decision_on_its_tool_line() -> None:
     transcript = Transcript()
-    transcript.apply(ev.ToolStarted(1, "c1", "bash", '{"command": "touch X"}'))
-    transcript.apply(ev.ApprovalDecided(1, "c1", "bash", {"allowed": False, "answeredBy": "nobody"}))
-    transcript.apply(ev.ToolFinished(1, "c1", "bash", "The bash call was not run", True))
-    transcript.apply(ev.ApprovalDecided(1, "unknown", "bash", {"allowed": True}))  # no such line: ignored
+    apply_event(transcript, ev.ToolStarted(1, "c1", "bash", '{"command": "touch X"}'))
+    apply_event(transcript, ev.ApprovalDecided(1, "c1", "bash", {"allowed": False, "answeredBy": "nobody"}))
+    apply_event(transcript, ev.ToolFinished(1, "c1", "bash", "The bash call was not run", True))
+    apply_event(transcript, ev.ApprovalDecided(1, "unknown", "bash", {"allowed": True}))  # no such line: ignored
     [item] = transcript.snapshot()
-    assert isinstance(item, ToolItem) and item.approval_note == "refused: needs approval"
+    assert isinstance(item, ToolCall) and item.approval_note == "refused: needs approval"
     shown = TranscriptMarkdown([item], False)
     assert "<sub>refused: needs approval</sub>" in shown.html()
     assert shown.plain() == "[tool bash: touch X] error (refused: needs approval)"

@@ -140,6 +140,9 @@ def test_usage_errors_exit_2(project: JsonlStore, tmp_path: Path, capsys: pytest
     assert run("sessions", "list", "--limit", "0")[0] == EXIT_USAGE
     assert "positive whole number" in capsys.readouterr().err
     assert run("sessions", "show")[0] == EXIT_USAGE
+    for command in (("sessions", "show", "aab-222"), ("postgres", "show", "aab-222", "--dsn", "postgresql://x")):
+        assert run(*command, "--chars", "0")[0] == EXIT_USAGE  # no message can be cut to nothing
+        assert "--chars: expected a positive whole number, got '0'" in capsys.readouterr().err
     assert run("sessions", "list", "--store", "a", "--all")[0] == EXIT_USAGE
     assert run("sessions", "list", "--store", str(tmp_path / "nope"))[0] == EXIT_USAGE
     assert "no session store at" in capsys.readouterr().err

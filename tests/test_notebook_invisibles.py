@@ -109,10 +109,10 @@ def test_the_ranges_are_sorted_and_disjoint() -> None:
 
 
 def test_tool_lines_and_the_footer_title_show_marks() -> None:
+    from dsh_jupyter.conversation.items import ToolCall
     from dsh_jupyter.ui.render import TurnFooter, tool_details_html
-    from dsh_jupyter.ui.transcript import ToolItem
 
-    item = ToolItem(1, "c1", "bash", ATTACK, "{}", "hello \u2066x\u2069\n", "ok")
+    item = ToolCall(1, "c1", "bash", ATTACK, "{}", "hello \u2066x\u2069\n", "ok")
     line = tool_details_html(item)
     assert "echo hello ⟨U+202E⟩; rm -rf ~ #⟨U+202C⟩" in line
     assert "hello ⟨U+2066⟩x⟨U+2069⟩" in line

@@ -283,6 +283,29 @@ def test_two_tabs_only_the_most_recently_active_one_answers_and_applies() -> Non
     assert document is not None and document.tab.comm is comm1
 
 
+def test_the_page_that_runs_a_cell_answers_not_a_later_active_one() -> None:
+    """Two pages of one notebook: the one opened last said it was active, but cells run in the other (the
+    stale copy of issue 22: no outputs, proposals that never showed)."""
+    connections = fast()
+    working, fresh = Browser([code("a", "x = 1", count=1)]), Browser([code("a", "x = 1")])
+    comm1 = FakeComm("tab-1", working, connections)
+    connections.opened(comm1, {"header": {"session": "page-1"},
+                               "content": {"data": {"path": "work/a.ipynb", "active": True}}})
+    comm2 = FakeComm("tab-2", fresh, connections)
+    connections.opened(comm2, {"header": {"session": "page-2"},
+                               "content": {"data": {"path": "work/a.ipynb", "active": True}}})
+    document = connections.document()
+    assert document is not None and document.tab.comm is comm2  # opened last, nothing ran yet
+    connections.ran_from({"header": {"session": "page-1", "msg_type": "execute_request"}})
+    document = connections.document()
+    assert document is not None and document.tab.comm is comm1
+    assert document.read().cells[0].execution_count == 1
+    connections.ran_from({"header": {}})  # a cell from no page (a test, nbclient): nothing changes
+    connections.ran_from(None)
+    document = connections.document()
+    assert document is not None and document.tab.comm is comm1
+
+
 def test_a_closed_tab_releases_a_waiting_request_at_once() -> None:
     connections = LiveConnections(answer_wait=30)
     comm = connect(connections, "c1", lambda data: None)

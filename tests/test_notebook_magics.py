@@ -538,3 +538,34 @@ def test_kernel_bad_arguments_give_one_line(kernel_run: Any) -> None:
     err = kernel_run[0]["bad"].stream("stderr").strip()
     assert err == ("dsh: '%dsh sessions --limit x': argument --limit: takes a positive whole number, got 'x'; "
                    "see %dsh sessions?")
+
+
+def test_a_model_set_mid_session_that_cannot_apply_says_so_and_sends_nothing(
+        ip: InteractiveShell, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run(ip, "--model offline", "first")
+    session = host(ip).agent.id
+    capsys.readouterr()
+    ip.run_line_magic("config", 'DshMagics.model = "gpt-4o"')
+    run(ip, "", "second")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "DshMagics.model = 'gpt-4o' cannot take effect" in err[0] and "OPENAI_API_KEY" in err[0]
+    assert user_texts(ip) == ["first"]  # the turn did not run on the offline model
+    assert host(ip).agent.id == session
+
+
+def test_a_model_set_mid_session_answers_the_next_turn(ip: InteractiveShell, capsys: pytest.CaptureFixture[str],
+                                                      fake_openai: Any) -> None:
+    run(ip, "--model offline", "first")
+    session = host(ip).agent.id
+    ip.run_line_magic("config", f'DshMagics.base_url = "{fake_openai.base_url}"')
+    ip.run_line_magic("config", 'DshMagics.model = "fake-model"')
+    capsys.readouterr()
+    run(ip, "", "second")
+    out = capsys.readouterr()
+    assert len(fake_openai.chat_requests) == 1
+    models = [e["data"]["message"]["source"]["model"] for e in log_events(ip) if e["type"] == "assistant/message"]
+    assert models == ["offline", "fake-model"]
+    assert host(ip).agent.id == session
+    assert "fake-model from this turn on" in out.out + out.err

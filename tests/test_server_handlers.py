@@ -76,6 +76,24 @@ def test_candidates_limit_cuts_after_ranking(api: Api, workspace: Path) -> None:
     assert [c["sessionId"] for c in one] == ["elsewhere"]
 
 
+def test_candidates_leave_out_the_excluded_session_with_or_without_a_query(api: Api, workspace: Path) -> None:
+    every = api.get("dsh", "api", "candidates", params={"cwd": "nb", "exclude": "same-new"})
+    assert [c["sessionId"] for c in every] == ["same-old", "no-cwd", "elsewhere"]
+    typed = api.get("dsh", "api", "candidates", params={"cwd": "nb", "query": "latest", "exclude": "same-new"})
+    assert typed == []
+    listing = api.get("dsh", "api", "sessions", params={"cwd": "nb", "query": "same", "exclude": "same-new"})
+    assert [c["sessionId"] for c in listing["sessions"]] == ["same-old"]
+    assert [c["sessionId"] for c in api.get("dsh", "api", "candidates", params={"cwd": "nb", "exclude": ""})] == [
+        "same-new", "same-old", "no-cwd", "elsewhere"]
+
+
+def test_a_bad_exclude_is_a_400_that_says_what_to_send(api: Api, workspace: Path) -> None:
+    status, body = api.error("dsh", "api", "candidates", params={"cwd": "nb", "exclude": "x\x07"})
+    assert status == 400 and "exclude" in body["error"]["message"] and "U+0007" in body["error"]["message"]
+    status, body = api.error("dsh", "api", "candidates", params={"cwd": "nb", "exclude": "x" * 600})
+    assert status == 400 and "current session" in body["error"]["message"]
+
+
 def test_candidates_default_to_the_root_folder_and_each_folder_has_its_own_store(
     api: Api, workspace: Path
 ) -> None:

@@ -23,7 +23,7 @@ from dsh_jupyter.session.messages import (
     user_message,
 )
 from dsh_jupyter.store import JsonlStore
-from dsh_jupyter.ui.export import ExportError, export_name, fence, md_literal, render, transcript, write_export
+from dsh_jupyter.ui.export import ExportError, export_name, exported_session, fence, md_literal, render, write_export
 
 MODEL = {"kind": "model", "provider": "offline", "model": "tiny"}
 HOSTILE = "<img src=x onerror=alert(1)> </details> <script>alert(2)</script>"
@@ -75,15 +75,38 @@ def sample_log(session_id: str = "exp-1", title: str = "Sales <b>cleanup</b> `x`
 
 
 def test_transcript_holds_prompts_answers_tools_references_and_checkpoints() -> None:
-    doc = transcript(sample_log())
+    doc = exported_session(sample_log())
     kinds = [type(item).__name__ for item in doc.items]
-    assert kinds == ["Prompt", "ToolRun", "ToolRun", "ToolRun", "ToolRun", "Answer", "References", "Prompt",
+    assert kinds == ["Prompt", "ToolCall", "ToolCall", "ToolCall", "ToolCall", "Answer", "Context", "Prompt",
                      "Answer", "Checkpoint"]
     assert doc.title == "Sales <b>cleanup</b> `x`" and doc.counts() == (2, 2, 4)
-    runs = [i for i in doc.items if type(i).__name__ == "ToolRun"]
+    runs = [i for i in doc.items if type(i).__name__ == "ToolCall"]
     assert [r.source for r in runs] == ["total = 6 * 7\nprint('total is', total)", "echo hello from bash",
                                         "raise ValueError('boom')", None]
     assert [r.is_error for r in runs] == [False, False, True, False]
+
+
+def test_a_call_cut_off_by_an_interruption_is_stopped_not_an_error_and_reasoning_stays_in_the_log() -> None:
+    """The log's synthetic result for a call whose outcome is unknown reads as the cell shows it: stopped."""
+    log = SessionLog(SessionHeader("exp-stop", BASE, None))
+    log.append("turn/start", {"turn": 1})
+    log.append("user/message", user_message("wait"))
+    log.append("assistant/message", {"turn": 1, "step": 1, "message": assistant_message(
+        [{"type": "reasoning", "text": "PRIVATE THOUGHT"}, text_block("Waiting.")], MODEL)})
+    seq = log.append("tool/call", {"turn": 1, "step": 1, "callId": "s1", "name": "bash",
+                                   "arguments": json.dumps({"command": "sleep 99"})}).seq
+    log.append("tool/result", {"turn": 1, "step": 1, "message": tool_result_message(
+        "s1", [text_block("Tool call interrupted: the user interrupted the turn; no result was recorded.")],
+        is_error=True), "error": {"code": "TOOL_OUTCOME_UNKNOWN"}}, source_event_seqs=[seq])
+    log.append("turn/end", {"turn": 1, "reason": {"kind": "interrupted"}})
+    md, page = render(log, "md"), render(log, "html")
+    assert "<summary>bash: sleep 99 (stopped)</summary>" in md and "(error)" not in md
+    assert '<details class="tool error"><summary>bash: sleep 99 (stopped)</summary>' in page
+    assert "no result was recorded" in md and "PRIVATE THOUGHT" not in md + page
+    notebook = json.loads(render(log, "ipynb"))
+    (code,) = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert code["metadata"]["tags"] == ["raises-exception"] and code["outputs"][0]["name"] == "stderr"
+    assert "1 prompts, 1 answers, 1 tool calls" in md
 
 
 def test_markdown_is_readable_and_escaped() -> None:

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from notebook_helpers import block_markup
 
+from dsh_jupyter.conversation.items import Answer
 from dsh_jupyter.ui.markdown import MARKDOWN_TAGS, markdown_html, markdown_tree, safe_html
 from dsh_jupyter.ui.render import TranscriptMarkdown
-from dsh_jupyter.ui.transcript import TextItem
 
 CORPUS: list[dict[str, str]] = json.loads(
     (Path(__file__).parent / "fixtures" / "hostile_markdown.json").read_text(encoding="utf-8"))
@@ -209,7 +209,7 @@ def test_streaming_render_is_cached_and_ends_whole() -> None:
 
 
 def test_the_turn_output_is_html_only() -> None:
-    bundle, _ = TranscriptMarkdown([TextItem(1, "title: <img src=x onerror=alert(1)>", streaming=False)],
+    bundle, _ = TranscriptMarkdown([Answer(1, "title: <img src=x onerror=alert(1)>", streaming=False)],
                                    False)._repr_mimebundle_()
     assert set(bundle) == {"text/html", "text/plain"}
     assert "<img" not in bundle["text/html"] and "&lt;img src=x onerror=alert(1)&gt;" in bundle["text/html"]

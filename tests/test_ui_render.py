@@ -21,9 +21,9 @@ from dsh_jupyter.agent.events import (
     TurnEnded,
     TurnStarted,
 )
+from dsh_jupyter.conversation.items import Answer, Item, Reasoning, ToolCall, TurnEnd
 from dsh_jupyter.ui.display import REFERENCE_CONTEXT_MIME
 from dsh_jupyter.ui.render import TranscriptMarkdown, TurnView
-from dsh_jupyter.ui.transcript import EndItem, Item, ReasoningItem, TextItem, ToolItem
 
 
 class FakeHandle:
@@ -88,13 +88,13 @@ def tool(call_id: str, command: str) -> ToolStarted:
 
 def test_items_render_as_markdown_and_plain_text() -> None:
     items: list[Item] = [
-        ReasoningItem(1, "hmm <b>", streaming=False),
-        TextItem(2, "**answer** <img src=x onerror=alert(1)>", streaming=False),
-        ToolItem(3, "c1", "bash", "ls <dir>", "{}", "a\x1bb", "ok"),
-        ToolItem(4, "c2", "bash", "false", "{}", "failed", "error"),
-        ToolItem(5, "c3", "bash", "sleep 9", "{}", "", "stopped"),
-        ToolItem(6, "c4", "bash", "sleep 1", "{}"),
-        EndItem(7, "interrupted"),
+        Reasoning(1, "hmm <b>", streaming=False),
+        Answer(2, "**answer** <img src=x onerror=alert(1)>", streaming=False),
+        ToolCall(3, "c1", "bash", "ls <dir>", "{}", "a\x1bb", "ok"),
+        ToolCall(4, "c2", "bash", "false", "{}", "failed", "error"),
+        ToolCall(5, "c3", "bash", "sleep 9", "{}", "", "stopped"),
+        ToolCall(6, "c4", "bash", "sleep 1", "{}"),
+        TurnEnd(7, "interrupted"),
     ]
     view = TranscriptMarkdown(items, show_reasoning=False)
     md = unwrap(view.html())
@@ -128,7 +128,7 @@ def test_items_render_as_markdown_and_plain_text() -> None:
     ],
 )
 def test_end_reasons(reason: str, error: str | None, expected: str) -> None:
-    assert unwrap(TranscriptMarkdown([EndItem(1, reason, error)], False).html()) == expected
+    assert unwrap(TranscriptMarkdown([TurnEnd(1, reason, error)], False).html()) == expected
 
 
 def test_nothing_yet_shows_a_waiting_mark_only_while_the_turn_runs() -> None:
@@ -467,9 +467,9 @@ def test_kernel_nbconvert_html_shows_the_footer_and_the_reference_view(executed:
 
 
 def test_a_notice_renders_its_code_spans_and_nothing_live() -> None:
-    from dsh_jupyter.ui.transcript import NoticeItem
+    from dsh_jupyter.conversation.items import Notice
 
-    shown = unwrap(TranscriptMarkdown([NoticeItem(1, "`{t}` was kept as written <img src=x onerror=alert(1)>")],
+    shown = unwrap(TranscriptMarkdown([Notice(1, "`{t}` was kept as written <img src=x onerror=alert(1)>")],
                                       False, waiting=False).html())
     assert shown == "<blockquote><md><p><code>{t}</code> was kept as written &lt;img src=x onerror=alert(1)&gt;</p>" \
                     "</md></blockquote>"

@@ -35,8 +35,9 @@ from dsh_jupyter.agent.events import (
     TurnEnded,
     TurnStarted,
 )
+from dsh_jupyter.agent.transcript_feed import apply_event
+from dsh_jupyter.conversation.fold import Transcript
 from dsh_jupyter.ui.assets import STATIC
-from dsh_jupyter.ui.transcript import Transcript
 from dsh_jupyter.ui.widgets import (
     ChatPanel,
     ChatTranscript,
@@ -254,6 +255,14 @@ def test_send_command_sends_and_labels(host: FakeHost) -> None:
     assert box.status == "Prompt steered into running turn."
 
 
+def test_a_view_send_leaves_the_box_to_the_view(host: FakeHost) -> None:
+    box = PromptBox(host)
+    box.value = "the next prompt, typed while the first travelled"
+    assert invoke(box, "send_command", {"value": "first"}) == {"mode": "sent"}
+    assert host.submitted[-1].text == "first"
+    assert box.value == "the next prompt, typed while the first travelled"
+
+
 def test_send_errors_keep_the_prompt(host: FakeHost) -> None:
     box = PromptBox(host)
     assert "prompt box is empty" in invoke(box, "send_command", {"value": "   "})["error"]
@@ -261,7 +270,8 @@ def test_send_errors_keep_the_prompt(host: FakeHost) -> None:
     host.fail_submit = ValueError("unknown session 'x': check the id with %dsh sessions")
     response = invoke(box, "send_command", {"value": "see @[x](dsh-session:Ingi)"})
     assert response["error"].startswith("unknown session 'x'")
-    assert box.value == "see @[x](dsh-session:Ingi)" and box.status_level == "error"
+    assert box.status_level == "error"
+    assert box.value == ""  # the view that sent the text puts it back in its box (prompt.js)
     assert "no host" in invoke(PromptBox(), "send_command", {"value": "hello"})["error"]
 
 
@@ -312,8 +322,8 @@ def test_view_items_are_the_form_chat_js_reads() -> None:
         Notice(turn=1, text="hook warned", level="warning"),
         TurnEnded(turn=1, reason="interrupted", error="cancelled by user"),
     ]:
-        state.apply(event)
-    views = [view_item(item) for item in state.snapshot()]
+        apply_event(state, event)
+    views = [view for view in map(view_item, state.snapshot()) if view is not None]
     assert [v["kind"] for v in views] == ["user", "notice", "context", "reasoning", "assistant", "tool", "tool",
                                           "notice", "end"]
     assert views[0] == {"id": "i1", "kind": "user", "text": "question", "steered": True}
@@ -400,10 +410,9 @@ def test_chat_panel_errors_are_shown_and_the_prompt_kept(host: FakeHost) -> None
     panel = ChatPanel(host)
     host.fail_submit = ValueError("budget exceeded: lower the references or raise the budget")
     assert "budget exceeded" in invoke(panel.prompt, "send_command", {"value": "big @[a](dsh-session:ImEi)"})["error"]
-    assert panel.prompt.value == "big @[a](dsh-session:ImEi)"
     assert [i["kind"] for i in panel.items] == ["notice"] and panel.items[0]["level"] == "error"
     host.fail_submit = None
-    panel.submit()
+    panel.submit("big @[a](dsh-session:ImEi)")
     host.submitted[-1].future.set_exception(RuntimeError("missing API key: set DEEPSEEK_API_KEY"))
     assert panel.items[-1]["text"] == "Error: missing API key: set DEEPSEEK_API_KEY"
     assert panel.prompt.value == "big @[a](dsh-session:ImEi)"  # not recorded: given back
@@ -595,12 +604,31 @@ assert.equal(area.value, "he @[x](dsh-session:Ing) llo");
 model.set("busy", true);
 assert.equal(button.textContent, "Steer");
 area.fire("keydown", { key: "Enter", ctrlKey: true });
+await tick();
 assert.equal(calls[0].name, "send_command");
 assert.equal(calls[0].msg.value, "he @[x](dsh-session:Ing) llo");
-assert.equal(button.disabled, true);  // no double send while waiting
+// The box empties at once, in the view and in the model (overtaking any update still on its way).
+assert.equal(area.value, "");
+assert.equal(model.get("value"), "");
+assert.equal(button.textContent, "Sending…");
+// Typed and sent again before the kernel answered: queued, delivered after the first answer.
+area.value = "second"; area.fire("input");
+area.fire("keydown", { key: "Enter", ctrlKey: true });
+await tick();
+assert.equal(calls.length, 1);
+assert.equal(area.value, "");
 calls[0].answer({ error: "unknown session\x1b" });
 await tick();
 assert.equal(el.byClass("dsh-prompt-status")[0].textContent, "unknown session\\x1b");
+// The refused prompt is back in the box (what was typed since would follow it).
+assert.equal(area.value, "he @[x](dsh-session:Ing) llo");
+assert.equal(model.get("value"), "he @[x](dsh-session:Ing) llo");
+assert.equal(calls.length, 2);
+assert.equal(calls[1].msg.value, "second");
+calls[1].answer({ mode: "steered" });
+await tick();
+assert.equal(area.value, "he @[x](dsh-session:Ing) llo");
+assert.equal(button.textContent, "Steer");
 assert.equal(button.disabled, false);
 console.log("ok");
 """
@@ -793,7 +821,7 @@ def test_widget_bundle_carries_the_copy_and_the_view_gets_it(host: FakeHost) -> 
 
 def test_pick_panel_puts_the_answers_under_the_prompt(host: FakeHost) -> None:
     panel = ChatPanel(host, kind="pick")
-    assert panel.children == (panel.picker, panel.prompt, panel.transcript)
+    assert panel.children == (panel.picker, panel.prompt, panel.transcript, panel.questions)
     assert panel.transcript.variant == "pick"
     assert ChatPanel(host).children[0] is not None
     with pytest.raises(ValueError, match="'chat' or 'pick'"):
@@ -801,7 +829,7 @@ def test_pick_panel_puts_the_answers_under_the_prompt(host: FakeHost) -> None:
     panel.picker.query = "alpha"
     assert panel.choose(0) == panel.selected[-1] == panel.picker.selected[-1]
     invoke(panel.prompt, "send_command", {"value": panel.prompt.value + "what changed?"})
-    assert panel.prompt.value == ""  # cleared after the send, and only then
+    assert host.submitted[-1].text.endswith(" what changed?")  # the box itself is the view's to empty
     host.emit([TurnStarted(turn=1), TextDelta(turn=1, text="Nothing."), TurnEnded(turn=1, reason="completed")])
     panel._coalescer.flush()
     assert [i["kind"] for i in panel.items] == ["user", "assistant"]
@@ -867,7 +895,7 @@ def test_nbconvert_html_shows_each_conversation(tmp_path: Path, kernel_runner: K
 # --------------------------------------------------------------------------- the views in node: keys, answers, header
 
 
-def test_prompt_view_keeps_keys_and_clears_after_a_send(tmp_path: Path) -> None:
+def test_prompt_view_keeps_keys_and_empties_as_it_sends(tmp_path: Path) -> None:
     scenario = PROMPT_VIEW + r"""
 const root = el.byClass("dsh-prompt")[0];
 assert.equal(root.getAttribute("data-lm-suppress-shortcuts"), "true");  // JupyterLab / Notebook 7 shortcuts
@@ -886,16 +914,19 @@ assert.equal(calls.length, 0);
 area.value = "line one\n/bash ls"; area.fire("input");
 const sent = area.fire("keydown", { key: "Enter", metaKey: true });
 assert.equal(sent.defaultPrevented, true);
+assert.equal(area.value, "");  // emptied as it is sent...
+assert.equal(model.get("value"), "");
+await tick();
 assert.equal(calls[0].msg.value, "line one\n/bash ls");
 calls[0].answer({ mode: "sent" });
 await tick();
-assert.equal(area.value, "");  // cleared after the send...
-assert.equal(model.get("value"), "");
+assert.equal(area.value, "");
 area.value = "kept"; area.fire("input");
 area.fire("keydown", { key: "Enter", ctrlKey: true });
+await tick();
 calls[1].answer({ error: "unknown session" });
 await tick();
-assert.equal(area.value, "kept");  // ...and only then
+assert.equal(area.value, "kept");  // ...and given back when the kernel refuses it
 console.log("ok");
 """
     assert run_view_scenario(tmp_path, STATIC / "prompt.js", scenario).strip() == "ok"

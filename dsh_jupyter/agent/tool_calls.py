@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..images import result_blocks
-from ..session.events import TOOL_RESULT
+from ..session.events import TOOL_OUTCOME_UNKNOWN, TOOL_RESULT
 from ..session.messages import ImageBlock, TextBlock, text_block, tool_result_message
 from ..tools.base import ToolExecution, ToolOutput, parse_arguments
 from . import events as ev
@@ -113,7 +113,7 @@ class ToolCalls(AgentState):
             note = text_block(f"Tool call interrupted: {why}; no result was recorded.")
             message = tool_result_message(call_id, [note], is_error=True)
             self.session.append(TOOL_RESULT, {"turn": turn, "step": step, "message": message,
-                                              "error": {"code": "TOOL_OUTCOME_UNKNOWN"}},
+                                              "error": {"code": TOOL_OUTCOME_UNKNOWN}},
                                 source_event_seqs=[call_seq])
             open_calls.pop(call_id)
 

@@ -37,11 +37,12 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Collection
+from collections.abc import Collection, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
 from ..session import SessionError, SurfaceSnapshot
+from ..store.identity import FileIdentity
 from ..store.scan import STREAM_SURFACE, fold_lines, surface_of
 
 if TYPE_CHECKING:
@@ -61,25 +62,6 @@ RACY_NS = 50_000_000
 #: Sampled windows of the committed prefix that make up a fingerprint, and their size in bytes.
 SAMPLES = 16
 WINDOW = 64
-
-
-@dataclass(frozen=True)
-class FileIdentity:
-    """What ``fstat`` says about a log; any difference means "not the same bytes as last time"."""
-
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-
-    @classmethod
-    def of(cls, result: os.stat_result) -> FileIdentity:
-        return cls(int(result.st_dev), int(result.st_ino), int(result.st_size), int(result.st_mtime_ns),
-                   int(result.st_ctime_ns))
-
-    def same_file(self, other: FileIdentity) -> bool:
-        return self.dev == other.dev and self.ino == other.ino
 
 
 def fingerprint(fh: BinaryIO, committed: int, header_bytes: int) -> bytes:
@@ -158,14 +140,19 @@ class FoldCache:
         """``store.read_surface(session_id, skip_data=...)``, served from the cache where the log allows it."""
         fh, path = store._open_log(session_id)
         with fh:
-            scan = self.scan(fh, str(path), skip_data=frozenset(skip_data), want_title=False)
+            scan, entry = self._scan(fh, str(path), skip_data=frozenset(skip_data), want_title=False)
         store._check_id(scan.header, session_id, path)
-        return SurfaceSnapshot(scan.header, scan.last_seq, scan.surface)
+        return SurfaceSnapshot(scan.header, scan.last_seq, scan.surface, source_key=source_key(entry))
 
     def scan(self, fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset(), want_surface: bool = True,
              want_title: bool = True) -> ScanResult:
         """What :func:`~dsh_jupyter.store.scan.scan_surface` answers for ``fh``, scanning as little as the cache
         allows."""
+        return self._scan(fh, path, skip_data=skip_data, want_surface=want_surface, want_title=want_title)[0]
+
+    def _scan(self, fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset(), want_surface: bool = True,
+              want_title: bool = True) -> tuple[ScanResult, _Entry | None]:
+        """:meth:`scan`, and the entry it kept for the log (``None``: none, the log could not be kept)."""
         stream = STREAM_SURFACE in skip_data
         key = (os.path.abspath(path), skip_data - {STREAM_SURFACE})
         identity = FileIdentity.of(os.fstat(fh.fileno()))
@@ -187,12 +174,10 @@ class FoldCache:
             except SessionError:
                 state = None  # a saved line no longer decodes: the cache was wrong, read the log afresh
             else:
-                self._keep(key, fh, identity, state, kind, result)
-                return result
+                return result, self._keep(key, fh, identity, state, kind, result)
         state = fold_lines(fh, path, skip_data=key[1])
         result = self._surface(fh, path, state, want_surface, want_title, stream, {})
-        self._keep(key, fh, identity, state, "full", result)
-        return result
+        return result, self._keep(key, fh, identity, state, "full", result)
 
     def _surface(self, fh: BinaryIO, path: str, state: FoldState, want_surface: bool, want_title: bool,
                  stream: bool, decoded: dict[int, Event]) -> ScanResult:
@@ -214,7 +199,7 @@ class FoldCache:
         return fold_lines(fh, path, skip_data=skip_data, resume=saved), "appended"
 
     def _keep(self, key: tuple[str, frozenset[str]], fh: BinaryIO, identity: FileIdentity, state: FoldState,
-              kind: str, result: ScanResult) -> None:
+              kind: str, result: ScanResult) -> _Entry | None:
         with self._lock:
             setattr(self.stats, kind, getattr(self.stats, kind) + 1)
         if state.bad_line is not None or identity.size != state.file_size:
@@ -222,7 +207,7 @@ class FoldCache:
             # while it was read has no one identity to keep.
             with self._lock:
                 self._entries.pop(key, None)
-            return
+            return None
         cost = surviving_bytes(state)
         decoded: dict[int, Event] = {}
         if cost <= self.decoded_cap and isinstance(result.surface, list):
@@ -236,3 +221,13 @@ class FoldCache:
             while len(self._entries) > self.max_entries or (
                     len(self._entries) > 1 and sum(e.cost for e in self._entries.values()) > self.decoded_total):
                 self._entries.popitem(last=False)
+        return entry
+
+
+def source_key(entry: _Entry | None) -> Hashable | None:
+    """What a snapshot read with ``entry`` kept vouches for (:attr:`SurfaceSnapshot.source_key`): the file's
+    identity and fingerprint, or ``None`` when the entry cannot be trusted to tell a later change (a log read
+    within :data:`RACY_NS` of its last change, or one not kept)."""
+    if entry is None or entry.racy:
+        return None
+    return (entry.identity, entry.fingerprint, entry.state.committed, entry.state.skip_data)

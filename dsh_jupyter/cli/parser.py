@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .. import __version__
+from ..conversation.limits import SHOW
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,8 +98,8 @@ def _add_session_commands(commands: Any) -> None:
     scoped(p)
     p.add_argument("--messages", type=non_negative, default=20, metavar="N",
                    help="show the last N messages (default 20; 0 for none)")
-    p.add_argument("--chars", type=positive, default=2000, metavar="N",
-                   help="cut each message to N characters (default 2000)")
+    p.add_argument("--chars", type=positive, default=SHOW.text, metavar="N",
+                   help=f"cut each message to N characters (default {SHOW.text})")
     foreign(p)
     p = commands.add_parser("locate", help="print the path of a session's JSONL log",
                             description="Print the path of a session's JSONL log (for pandas.read_json(path, "
@@ -175,8 +176,8 @@ def _add_postgres_commands(groups: Any) -> None:
     _dsn(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument("--messages", type=int, default=20, metavar="N", help="show the last N messages (default 20)")
-    p.add_argument("--chars", type=int, default=2000, metavar="N",
-                   help="cut each message to N characters (default 2000)")
+    p.add_argument("--chars", type=positive, default=SHOW.text, metavar="N",
+                   help=f"cut each message to N characters (default {SHOW.text})")
     for name, text in (("share", "let ROLE read a session of yours"), ("unshare", "stop sharing it with ROLE")):
         p = commands.add_parser(name, help=text)
         _session_id(p)

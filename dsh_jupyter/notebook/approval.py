@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..agent.approvals import NOBODY_TO_ASK, ApprovalDecision, ApprovalRequest, Approver, Scope
 from ..clip import capped
+from ..conversation.calls import approval_note
 from ..escape import escape_controls, escape_text
 from ..ui.approval_choices import MAX_SHOWN, choices_for, default_choice
-from ..ui.transcript import approval_note
 
 if TYPE_CHECKING:
     from ..ui.approval_widget import ApprovalWidget

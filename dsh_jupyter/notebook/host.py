@@ -109,6 +109,8 @@ class NotebookHost:
         self.agent: Agent | None = None
         self._model: ModelProvider | None = None
         self._model_spec: str | None = None
+        #: Model settings changed by ``%config`` since the current agent got its model (applied to its next turn).
+        self._model_changes: set[str] = set()
         self._background: concurrent.futures.Future[Any] | None = None
         self._bash_tools: list[Any] = []
         self._disposers: list[Callable[[], None]] = []
@@ -118,6 +120,7 @@ class NotebookHost:
         self.kernel_lock = threading.Lock()
         #: The kernel's record of executed cells (installed at %load_ext: :meth:`install_kernel_record`).
         self.kernel_record: KernelRecord | None = None
+        self.cell_runner: CellRunner | None = None
         #: The live notebook's source (set by the live document module when the frontend extension connects).
         self.live_source: LiveSource | None = None
         self._workspace: Workspace | None = None
@@ -186,11 +189,12 @@ class NotebookHost:
             cause = exc.__context__  # a reference setting the service refused: say which, as it is typed
             raise HostError(describe(cause) if isinstance(cause, SessionReferenceError) else str(exc)) from None
 
-    def settings_changed(self, name: str) -> None:
+    def settings_changed(self, name: str) -> str | None:
         """Apply a ``%config`` change: later reads, prompts and sessions use it; a running turn is left alone.
 
-        A changed store or model applies to the next session (``%dsh new``) and, for the model, to the next
-        prompt; agent options (placement, tools, hooks, limits) apply to the current session's next prompt.
+        A changed store applies to the next session (``%dsh new``); a changed model to the current session's
+        next turn (:meth:`current`); agent options (placement, tools, hooks, limits) to its next prompt.
+        Returns a line for the user when the change cannot apply at once (a turn is running), else ``None``.
         """
         changed = self.services.configure(ServiceSettings.from_config(self.settings, self.cwd))
         if name in _ENV_SETTINGS:
@@ -198,19 +202,46 @@ class NotebookHost:
                 self.export_env()
             except Exception as exc:  # a bad home is reported where it is used; the setting itself is kept
                 log.warning("could not export the managed variables after %s changed: %s", name, exc)
+        agent = self.agent
         if name in _MODEL_SETTINGS:
             self._model = None
             self._model_spec = None
-        agent = self.agent
+            if agent is not None:
+                self._model_changes.add(name)
+                if agent.busy:
+                    return (f"{self._said_model_settings()} applies from the next turn; the running turn keeps "
+                            f"{agent.model.info.model}")
+            return None
         if agent is not None and name in _APPROVAL_SETTINGS:  # the session's grants stay
             agent.approvals.mode = self.settings.approval
             agent.approvals.timeout = self.settings.approval_timeout
-            return
-        if agent is not None and not agent.busy and name not in _MODEL_SETTINGS and not changed & {
+            return None
+        if agent is not None and not agent.busy and not changed & {
                 "store", "sessions_dir", "sqlite_path", "postgres_dsn"}:
             agent.config = self._agent_config()
             agent.tools = self._tools()
             agent.hooks = self._hooks()
+        return None
+
+    def _said_model_settings(self) -> str:
+        """The changed model settings as the user typed them (``DshMagics.model = 'gpt-4o'``)."""
+        return ", ".join(f"DshMagics.{name} = {getattr(self.settings, name)!r}" for name in sorted(self._model_changes))
+
+    def _apply_model_changes(self, agent: Agent) -> str | None:
+        """Give ``agent`` (idle) the model the changed settings name; the notice saying so, or a
+        :class:`HostError` in one line (what was set, why it cannot apply, what to do) that sends nothing."""
+        said = self._said_model_settings()
+        before = agent.model.info.model
+        try:
+            provider, _ = self.model_for(None)
+        except HostError as exc:
+            raise HostError(f"{said} cannot take effect, so nothing was sent: {exc} (or set it back to keep "
+                            f"{before})") from None
+        self._model_changes.clear()
+        if provider is agent.model:
+            return None
+        agent.model = provider
+        return f"{said}: this session answers with {provider.info.model} from this turn on (before: {before})."
 
     # -- models ---------------------------------------------------------------------------------------
     def model_spec(self, spec: str | None = None) -> tuple[str, str | None]:
@@ -295,17 +326,17 @@ class NotebookHost:
         record = self.kernel_record
         if record is None:
             record = self.kernel_record = KernelRecord(self.shell)
-            record.runner = CellRunner(record, self, self.kernel_lock)
+            record.runner = self.cell_runner = CellRunner(record, self, self.kernel_lock)
         record.install()
         return record.uninstall
 
     def execute_cell(self, source: str, cell_id: str | None, timeout: float) -> ExecutedCell:
         """Run ``source`` as the cell ``cell_id`` (see :func:`~.workspace.cell_runner.execute_cell`), on the right
         thread: the kernel's main thread while a foreground cell waits, else under :attr:`kernel_lock`."""
-        record = self.kernel_record
-        if record is None or record.runner is None:
+        runner = self.cell_runner
+        if runner is None:
             raise HostError("cells can only be run once the extension is loaded (%load_ext dsh_jupyter)")
-        return record.runner.execute(source, cell_id, timeout)
+        return runner.execute(source, cell_id, timeout)
 
     def _hooks(self) -> HookRunner | None:
         bridges: list[Any] = []
@@ -376,6 +407,7 @@ class NotebookHost:
     # -- sessions -------------------------------------------------------------------------------------
     def _install(self, agent: Agent, *, created: bool) -> Agent:
         self.agent = agent
+        self._model_changes.clear()  # its model was resolved from the settings as they are now
         self.query.register_live(agent.session)
         self._disposers.append(agent.subscribe(self._on_agent_event))
         self.services.note_session(agent.id, created=created, notebook=os.environ.get("JPY_SESSION_NAME"))
@@ -475,6 +507,14 @@ class NotebookHost:
             provider, notice = self.model_for(model)
             self.agent.model = provider
         return self.agent, notice
+
+    def for_turn(self, model: str | None = None) -> tuple[Agent, str | None]:
+        """:meth:`current`, for a prompt about to be sent: model settings changed by ``%config`` since the
+        session got its model apply now (a steer joins the running turn and keeps its model)."""
+        agent, notice = self.current(model)
+        if not model and self._model_changes and not agent.busy:
+            notice = self._apply_model_changes(agent)
+        return agent, notice
 
     def find_session(self, text: str) -> str:
         """A session id from an id, a unique id prefix or an exact title."""
@@ -605,7 +645,7 @@ class NotebookHost:
         layer's one submit path; a turn it starts becomes the background turn ``%dsh wait`` waits for."""
         from ..agent.submit import submit
 
-        agent, _ = self.current(model)
+        agent, _ = self.for_turn(model)
         dispose = agent.subscribe(listener) if listener is not None else None
         turn_done: concurrent.futures.Future[Submission] = concurrent.futures.Future()
 

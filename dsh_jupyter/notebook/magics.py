@@ -97,7 +97,9 @@ class DshMagics(Magics, DshSettings):
         self.observe(self._setting_changed, names=list(DshSettings.class_trait_names(config=True)))
 
     def _setting_changed(self, change: Any) -> None:
-        self.host.settings_changed(change["name"])
+        note = self.host.settings_changed(change["name"])
+        if note:
+            print(f"dsh: {note}")
 
     # -- %%dsh ---------------------------------------------------------------------------------------
     @commands.cell_magic_help("%%dsh")
@@ -174,7 +176,7 @@ class DshMagics(Magics, DshSettings):
             return host.new_session(args.model)
         if args.session:
             return host.resume(host.find_session(args.session), args.model)
-        return host.current(args.model)
+        return host.for_turn(args.model)
 
     @staticmethod
     def _describe(exc: BaseException, said: Said | None = None) -> str:
@@ -466,7 +468,7 @@ class DshMagics(Magics, DshSettings):
                                     transform=self.shell.transform_cell,
                                     can_edit=bool(getattr(self, "notebook_tools", False)))
         said = Said(request.prompt, {"--model": args.model} if args.model else {}, None, self._title_of)
-        agent, notice = host.current(args.model)
+        agent, notice = host.for_turn(args.model)
         show_notice(notice, self)
         print(request.heading())
         options = argparse.Namespace(budget=None, placement=None, bg=False, reasoning=args.reasoning)

@@ -41,7 +41,8 @@ FIRST_TURN_MODULES = (
     "dsh_jupyter.notebook.approval", "dsh_jupyter.notebook.python_tool",
     "dsh_jupyter.notebook.workspace.notebook_tools", "dsh_jupyter.notebook.workspace.variables",
     "dsh_jupyter.notebook.workspace.variable_refs", "dsh_jupyter.notebook.workspace.edits",
-    "dsh_jupyter.ui.render", "dsh_jupyter.ui.transcript", "dsh_jupyter.ui.approval_choices", "dsh_jupyter.ui.markdown",
+    "dsh_jupyter.ui.render", "dsh_jupyter.ui.coalescer", "dsh_jupyter.conversation.fold",
+    "dsh_jupyter.agent.transcript_feed", "dsh_jupyter.ui.approval_choices", "dsh_jupyter.ui.markdown",
     # third-party modules the store and the scanner load on first use
     "filelock", "simdjson", "secrets", "decimal",
 )

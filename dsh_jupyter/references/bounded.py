@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +76,11 @@ class BoundedProjection:
 
     ``budget`` is the largest per-source budget retention may be asked to meet; ``spill_bytes`` caps
     the text kept for the full snapshot (``None``: keep all of it, for sources already in memory).
+    ``source_key`` is the snapshot's :attr:`~dsh_jupyter.session.SurfaceSnapshot.source_key` (what the reader
+    vouches the source's bytes were): a saved spill of the same key can be used again (:mod:`.reuse`).
     """
+
+    source_key: Hashable | None = None
 
     def __init__(self, session_id: str, cwd: str | None, captured_through_seq: int | None, format_version: int,
                  *, budget: int, spill_bytes: int | None) -> None:
@@ -111,6 +115,11 @@ class BoundedProjection:
     def spill_complete(self) -> bool:
         """Whether the spill prefix holds every message whole."""
         return len(self.spill) == len(self.flags) and all(part.whole for part in self.spill)
+
+    def held_text_bytes(self) -> int:
+        """About how many bytes of text the projection holds (its spill prefix and the texts retention may keep)."""
+        return self.spill_text_bytes + sum(len(h.head) + len(h.tail) if h.text is None else h.utf8_bytes
+                                           for h in self.held.values())
 
     def role(self, index: int) -> str:
         return ASSISTANT if self.flags[index] & _ASSISTANT_FLAG else USER
@@ -204,10 +213,22 @@ def _measure(text: str, head: int, tail: int) -> _Measure | None:
             piece = text[start : start + MEASURE_SLICE].encode("utf-8")
             size += len(piece)
             json_size += tag_safe_size_of_utf8(piece) - 2
-        # Every code point takes at least one byte, so that many code points give at least that many bytes.
-        return _Measure(size, json_size, text[:head].encode("utf-8")[:head], text[-tail:].encode("utf-8")[-tail:])
+        return _Measure(size, json_size, _encoded_head(text, head), text[-tail:].encode("utf-8")[-tail:])
     except UnicodeEncodeError:
         return None
+
+
+def _encoded_head(text: str, size: int) -> bytes:
+    """At least the first ``size`` bytes of ``text``'s UTF-8 (all of it when shorter), encoded
+    :data:`MEASURE_SLICE` code points at a time: a huge text is neither copied nor encoded whole."""
+    head = bytearray()
+    # Every code point takes at least one byte, so ``size`` code points always give ``size`` bytes.
+    for start in range(0, min(len(text), size), MEASURE_SLICE):
+        if len(head) >= size:
+            break
+        head += text[start : min(start + MEASURE_SLICE, size)].encode("utf-8")
+    del head[size:]
+    return bytes(head)
 
 
 def bound_messages(messages: Iterable[ProjectedMessage], projection: BoundedProjection) -> BoundedProjection:
@@ -237,6 +258,7 @@ def bound_surface(snapshot: SurfaceSnapshot, budget: int, spill_bytes: int | Non
     header = snapshot.header
     bounded = BoundedProjection(header.id, header.cwd, snapshot.captured_through_seq, format_version(header),
                                 budget=budget, spill_bytes=spill_bytes)
+    bounded.source_key = getattr(snapshot, "source_key", None)
     for event in snapshot.events:
         if abandoned is not None and abandoned():
             raise ReadAbandoned(header.id)

@@ -32,13 +32,14 @@ from .errors import (
 from .framing import render_prompt, tag_safe_dumps
 from .inputs import SessionReferenceInput, normalise_references
 from .retention import RetainedSource, retain_source
+from .reuse import SavedSpills, WarmProjections, projection_key, spill_key
 from .spill import (
     DEFAULT_MAX_SPILL_BYTES,
     MIN_SPILL_BYTES,
     SAVED,
     STORAGE_NOT_CONFIGURED,
     SpillResult,
-    render_capped_transcript,
+    capped_transcript_pieces,
     save_transcript,
 )
 from .target import ReferenceTarget
@@ -118,7 +119,8 @@ class SessionReferenceResolver:
     ``max(65536, floor(context window × 4 × reference_context_fraction))``). ``catalog`` (the session
     catalog, :func:`dsh_jupyter.catalog.open_catalog`) makes candidates come from every known store at
     keystroke speed, and lets prepare() read sessions of other stores. ``max_spill_bytes`` caps each saved
-    full snapshot (see :mod:`.spill`).
+    full snapshot (see :mod:`.spill`); a source the catalog vouches has not changed is not projected again and
+    names the file saved for it before instead of writing it again (:mod:`.reuse`).
 
     A source is read one surface event at a time and reduced as it is read (:mod:`.bounded`), so a
     reference holds about twice the budget plus the spill cap in text, whatever the source's size.
@@ -168,6 +170,9 @@ class SessionReferenceResolver:
             )
         self.query = query
         self.catalog = catalog
+        #: Projections and full snapshots of sources the reader vouched for, used again while they are unchanged.
+        self.warm_projections = WarmProjections()
+        self.saved_spills = SavedSpills()
         self.foreign = foreign
 
     # -- discovery ---------------------------------------------------------------------------------
@@ -247,7 +252,8 @@ class SessionReferenceResolver:
             sources: list[RetainedSource] = rendered[0]
             truncated = [i for i, s in enumerate(sources) if s.stats.truncated]
             results = await watch.gather(
-                [thread_future(functools.partial(self._spill, target, i, sources[i]), name="dsh-reference-spill")
+                [thread_future(functools.partial(self._spill, target, i, sources[i], budget),
+                               name="dsh-reference-spill")
                  for i in truncated]
             )
             watch.check()
@@ -306,7 +312,13 @@ class SessionReferenceResolver:
             snapshot = self.query.read_surface(session_id, skip_data=skip)
         if not _is_snapshot(snapshot):
             raise TypeError(f"reading {dumps(session_id)} returned {type(snapshot).__name__}, not a surface snapshot")
-        return bound_surface(snapshot, budget, self.max_spill_bytes, abandoned)
+        key = projection_key(session_id, getattr(snapshot, "source_key", None), budget, self.max_spill_bytes)
+        kept = self.warm_projections.get(key)
+        if kept is not None:
+            return kept
+        bounded = bound_surface(snapshot, budget, self.max_spill_bytes, abandoned)
+        self.warm_projections.keep(key, bounded)
+        return bounded
 
     async def _read_all(self, watch: CancelWatch, inputs: list[SessionReferenceInput],
                         budget: int) -> list[BoundedProjection]:
@@ -341,12 +353,20 @@ class SessionReferenceResolver:
             rendered.append(retained)
         return rendered
 
-    def _spill(self, target: ReferenceTarget, index: int, source: RetainedSource) -> SpillResult:
+    def _spill(self, target: ReferenceTarget, index: int, source: RetainedSource, budget: int) -> SpillResult:
+        """Save ``source``'s full snapshot beside ``target``, or name the one saved for the same unchanged source."""
         if target.session_dir is None:
             return SpillResult.unavailable(STORAGE_NOT_CONFIGURED)
-        transcript, capped = render_capped_transcript(source.projection, source.label, self.max_spill_bytes)
+        key = spill_key(target.session_dir, source.projection.source_key, source.label, budget, self.max_spill_bytes)
+        saved = self.saved_spills.lookup(key)
+        if saved is not None:
+            return saved
+        transcript, capped = capped_transcript_pieces(source.projection, source.label, self.max_spill_bytes)
         result = save_transcript(target.session_dir, index, transcript)
-        return dataclasses.replace(result, capped=True) if capped and result.status == SAVED else result
+        del transcript
+        result = dataclasses.replace(result, capped=True) if capped and result.status == SAVED else result
+        self.saved_spills.remember(key, result)
+        return result
 
     @staticmethod
     def _context(sources: list[RetainedSource], spills: dict[int, SpillResult],

@@ -28,6 +28,7 @@ import logging
 import math
 import os
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,27 +110,38 @@ def fragments(text: str, size: int = FRAGMENT_CODE_POINTS) -> list[str]:
 
 def _fragment_block(text: str, size: int = FRAGMENT_CODE_POINTS) -> str:
     """The fragment lines of ``text`` joined with ``\\n``."""
-    return "\n".join(_encode_chunks(_chunks(text, size)))
+    return b"\n".join(block for block, _ in _fragment_windows(_masked(text), size)).decode("utf-8")
 
 
-def _chunks(text: str, size: int = FRAGMENT_CODE_POINTS) -> list[str]:
+def _masked(text: str) -> str:
     """``text`` with its secrets masked (before it is cut: a secret split over two lines would stay readable),
-    in pieces of ``size`` code points."""
-    text = js_string(mask_text(text))
-    return [text[i : i + size] for i in range(0, len(text), size)]
+    as JavaScript sees it."""
+    return js_string(mask_text(text))
 
 
-def _encode_chunks(chunks: list[str]) -> list[str]:
-    return [line.decode("utf-8") for line in _encode_chunks_utf8(chunks)]
+#: Fragment lines encoded at a time: the window of a text held encoded at once (about 270 KB of prose).
+WINDOW_LINES = 4096
 
 
-def _encode_chunks_utf8(chunks: list[str]) -> list[bytes]:
-    """The JSON string literal of each chunk, as UTF-8 (measured and joined without decoding each one)."""
-    encode = orjson.dumps
+def _fragment_windows(masked: str, size: int = FRAGMENT_CODE_POINTS) -> Iterator[tuple[bytes, str]]:
+    """The fragment lines of ``masked`` (already masked), :data:`WINDOW_LINES` at a time: each window's lines
+    joined with ``\\n`` as UTF-8, and the text they hold. One encoder call per window, never one per line."""
+    step = size * WINDOW_LINES
+    for start in range(0, len(masked), step):
+        piece = masked[start : start + step]
+        yield _encode_lines([piece[i : i + size] for i in range(0, len(piece), size)]), piece
+
+
+def _encode_lines(chunks: list[str]) -> bytes:
+    """The JSON string literal of each chunk, one per line, as UTF-8.
+
+    orjson writes an indented list with one element per line, and a JSON string never holds a raw newline,
+    so the lines are the list's elements once the brackets, indentation and commas are taken off."""
     try:
-        return [encode(chunk) for chunk in chunks]
+        listed = orjson.dumps(chunks, option=orjson.OPT_INDENT_2)
     except TypeError:  # lone surrogates: orjson refuses them, the slow path escapes them like JavaScript
-        return [dumps(chunk).encode("utf-8") for chunk in chunks]
+        return "\n".join(dumps(chunk) for chunk in chunks).encode("utf-8")
+    return listed[4:-2].replace(b",\n  ", b"\n")
 
 
 def _heading(capture: dict[str, Any]) -> list[str]:
@@ -174,11 +186,22 @@ def render_capped_transcript(source: BoundedProjection, label: str, max_bytes: i
 
     A capped transcript holds the first messages whole and as many fragment lines of the next as fit,
     then :func:`cap_notice`."""
+    pieces, capped = capped_transcript_pieces(source, label, max_bytes)
+    return b"".join(pieces).decode("utf-8"), capped
+
+
+def capped_transcript_pieces(source: BoundedProjection, label: str,
+                             max_bytes: int | None = None) -> tuple[list[bytes], bool]:
+    """:func:`render_capped_transcript` as UTF-8 pieces to write one after another (``(pieces, capped)``).
+
+    Built a window of fragment lines at a time (:func:`_fragment_windows`) and only up to the cap: it holds
+    the transcript (at most ``max_bytes``) plus one window, whatever the size of the messages."""
     total = len(source)
     capture = {key: value for key, value in source.data(label, []).items() if key != "conversation"}
     capture["capturedFormatVersion"] = source.format_version
-    lines = _heading(capture)
-    used = sum(len(line.encode("utf-8")) + 1 for line in lines)
+    heading = "\n".join(_heading(capture)).encode("utf-8")
+    pieces = [heading]
+    used = len(heading) + 1  # every line is counted with the newline that ends it
     # Room for the closing notice: its longest form (every count at its largest) plus the blank line before it.
     room = len(cap_notice(max_bytes or 0, total, total, source.total_text_bytes, total + 1, source.session_id,
                           source.captured_through_seq).encode("utf-8")) + 2
@@ -187,50 +210,47 @@ def render_capped_transcript(source: BoundedProjection, label: str, max_bytes: i
     included = 0
     capped = False
     for number, part in enumerate(source.spill, start=1):
-        title = f"### Message {number}: {part.role}"
-        cost = len(title.encode("utf-8")) + 3  # a blank line, the title, a blank line
-        if used + cost > limit:
+        title = f"\n\n### Message {number}: {part.role}\n".encode()  # a blank line, the title, a blank line
+        if used + len(title) > limit:
             capped = True
             break
-        lines += ["", title, ""]
-        used += cost
-        chunks = _chunks(part.text)
-        encoded = _encode_chunks_utf8(chunks)
-        block = b"\n".join(encoded)
-        cost = len(block) + 1 if encoded else 0
-        if used + cost <= limit:
-            if encoded:
-                lines.append(block.decode("utf-8"))
-            used += cost
-            if part.whole:
-                whole += 1
-                included += source.text_bytes[number - 1]
+        pieces.append(title)
+        used += len(title)
+        kept_text = 0  # UTF-8 bytes (as JavaScript counts them) of the fragment lines written so far
+        for block, text in _fragment_windows(_masked(part.text)):
+            if used + len(block) + 1 <= limit:
+                pieces += [b"\n", block]
+                used += len(block) + 1
+                kept_text += js_utf8_length(text)
                 continue
-            included += sum(js_utf8_length(chunk) for chunk in chunks)
+            lines = block.split(b"\n")
+            fitting = 0
+            for line in lines:
+                if used + len(line) + 1 > limit:
+                    break
+                used += len(line) + 1
+                fitting += 1
+            if fitting:
+                pieces += [b"\n", b"\n".join(lines[:fitting])]
+                kept_text += js_utf8_length(text[: fitting * FRAGMENT_CODE_POINTS])
             capped = True
             break
-        kept: list[bytes] = []
-        for chunk, line in zip(chunks, encoded, strict=True):
-            cost = len(line) + 1
-            if used + cost > limit:
-                break
-            kept.append(line)
-            used += cost
-            included += js_utf8_length(chunk)
-        if kept:
-            lines.append(b"\n".join(kept).decode("utf-8"))
-        capped = True
-        break
+        if capped or not part.whole:
+            included += kept_text
+            capped = True
+            break
+        whole += 1
+        included += source.text_bytes[number - 1]
     if not capped and whole < total:
         capped = True
     if not capped:
-        lines.append("")
-        return "\n".join(lines), False
+        pieces.append(b"\n")
+        return pieces, False
     missing = total - whole
     notice = cap_notice(max_bytes or source.spill_bytes or 0, missing, total, source.total_text_bytes - included,
                         whole + 1, source.session_id, source.captured_through_seq)
-    lines += ["", notice, ""]
-    return "\n".join(lines), True
+    pieces.append(f"\n\n{notice}\n".encode())
+    return pieces, True
 
 
 def _open_unique(folder: Path, stem: str) -> tuple[Path, int]:
@@ -245,18 +265,20 @@ def _open_unique(folder: Path, stem: str) -> tuple[Path, int]:
             attempt += 1
 
 
-def save_transcript(folder: Path | None, input_index: int, content: str) -> SpillResult:
-    """Write ``content`` as ``session-reference-<input_index+1>.txt`` in ``folder`` (the target's session folder)."""
+def save_transcript(folder: Path | None, input_index: int, content: str | Sequence[bytes]) -> SpillResult:
+    """Write ``content`` (text, or UTF-8 pieces written one after another) as ``session-reference-<input_index+1>.txt``
+    in ``folder`` (the target's session folder)."""
     if folder is None:
         return SpillResult.unavailable(STORAGE_NOT_CONFIGURED)
-    data = content.encode("utf-8")
+    pieces = [content.encode("utf-8")] if isinstance(content, str) else content
     path: Path | None = None
     try:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         path, fd = _open_unique(folder, f"session-reference-{input_index + 1}")
         try:
-            write_all(fd, data)
+            for piece in pieces:
+                write_all(fd, piece)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -266,4 +288,4 @@ def save_transcript(folder: Path | None, input_index: int, content: str) -> Spil
             with contextlib.suppress(OSError):
                 path.unlink()
         return SpillResult.unavailable(SAVE_FAILED)
-    return SpillResult.saved(path.resolve(), len(data))
+    return SpillResult.saved(path.resolve(), sum(map(len, pieces)))

@@ -2,9 +2,10 @@
 
 Routes, under the server's ``base_url``:
 
-- ``dsh/api/candidates?query=&limit=&cwd=&body=``: ranked sessions a prompt in folder ``cwd`` may reference
+- ``dsh/api/candidates?query=&limit=&cwd=&body=&exclude=``: ranked sessions a prompt in folder ``cwd`` may reference
+  (``exclude``: the asking session, left out)
   (with the PostgreSQL store's, when one is configured: ``c.DshServer.postgres_dsn``);
-- ``dsh/api/sessions?query=&limit=&cwd=&body=``: the same candidates as a listing, with every entry of the
+- ``dsh/api/sessions?query=&limit=&cwd=&body=&exclude=``: the same candidates as a listing, with every entry of the
   folder's store that cannot be read named (``unreadable``) and whether the answer is complete;
 - ``dsh/api/sessions/<payload>?cwd=``: metadata, the newest messages, how many more there are and what is
   damaged, of one session (bounded in memory and time, whatever its size);
@@ -38,7 +39,7 @@ from ..references import SessionReferenceError
 from . import sessions
 from .boundary import Boundary
 from .errors import BAD_REQUEST, INTERNAL, INTERNAL_MESSAGE, ApiError, busy, error_body, internal, too_slow
-from .params import parse_cwd, parse_flag, parse_limit, parse_query, query_parameters
+from .params import parse_cwd, parse_exclude, parse_flag, parse_limit, parse_query, query_parameters
 from .pool import PoolBusy, PoolTimeout
 from .postgres import ServedPostgres
 from .state import SETTINGS_KEY, ServerState
@@ -180,7 +181,7 @@ class CandidatesHandler(DshApiHandler):
     Subclasses answer the same parameters with another :mod:`.sessions` function, named by ``lister`` (looked
     up per request)."""
 
-    parameters = frozenset({"cwd", "query", "limit", "body"})
+    parameters = frozenset({"cwd", "query", "limit", "body", "exclude"})
     lister = "list_candidates"
 
     @web.authenticated
@@ -191,10 +192,11 @@ class CandidatesHandler(DshApiHandler):
             query = parse_query(params.get("query"))
             limit = parse_limit(params.get("limit"))
             body = parse_flag("body", params.get("body"))
+            exclude = parse_exclude(params.get("exclude"))
             boundary, postgres = self.dsh.boundary, self.dsh.postgres
             listing: Callable[..., object] = getattr(sessions, self.lister)
             return self.folder_job(params, lambda folder: listing(folder, query, limit, boundary=boundary, body=body,
-                                                                  postgres=postgres))
+                                                                  postgres=postgres, exclude=exclude))
 
         await self.answer(prepare)
 

@@ -34,6 +34,8 @@ MAX_CANDIDATE_LIMIT = 1000
 MAX_QUERY_LENGTH = 1000
 #: Longest accepted ``cwd`` (characters); a real folder path is far shorter (Linux allows 4096 bytes).
 MAX_CWD_LENGTH = 4096
+#: Longest accepted ``exclude`` (a session id: characters).
+MAX_SESSION_ID_LENGTH = 512
 #: Longest session reference payload in a path (characters): ids are short, a payload is about 4/3 of one.
 MAX_PAYLOAD_LENGTH = 4096
 #: Characters of a refused value quoted back in a message.
@@ -133,22 +135,34 @@ def parse_flag(name: str, raw: str | None) -> bool:
 def parse_query(raw: str | None) -> str:
     """The ``query`` parameter (text typed after ``@``), at most :data:`MAX_QUERY_LENGTH` characters."""
     text = raw or ""
-    if len(text) > MAX_QUERY_LENGTH:
-        raise bad_request(f"query must be at most {MAX_QUERY_LENGTH} characters, got {len(text):,}")
-    problem = control_problem("query", text)
-    if problem is not None:
-        raise problem
-    return text
+    return _plain_text("query", text, MAX_QUERY_LENGTH,
+                       f"query must be at most {MAX_QUERY_LENGTH} characters, got {len(text):,}")
 
 
 def parse_cwd(raw: str | None) -> str:
     """The ``cwd`` parameter (the notebook's folder relative to the server root), at most
     :data:`MAX_CWD_LENGTH` characters; where it leads is checked by ``sessions.resolve_folder``."""
     text = raw or ""
-    if len(text) > MAX_CWD_LENGTH:
-        raise bad_request(f"cwd must be at most {MAX_CWD_LENGTH} characters (a folder relative to the server "
-                          f"root), got {len(text):,}")
-    problem = control_problem("cwd", text)
+    return _plain_text("cwd", text, MAX_CWD_LENGTH, f"cwd must be at most {MAX_CWD_LENGTH} characters (a folder "
+                                                    f"relative to the server root), got {len(text):,}")
+
+
+def parse_exclude(raw: str | None) -> str | None:
+    """The ``exclude`` parameter: the id of the session asking (the notebook's current one), left out of the
+    answer because a session cannot reference itself; absent or empty: none."""
+    if not raw:
+        return None
+    return _plain_text("exclude", raw, MAX_SESSION_ID_LENGTH,
+                       f"exclude must be a session id of at most {MAX_SESSION_ID_LENGTH} characters, got "
+                       f"{len(raw):,}; send the id of the notebook's current session, or leave exclude out")
+
+
+def _plain_text(name: str, text: str, limit: int, too_long: str) -> str:
+    """``text`` (the value of ``name``) when it is at most ``limit`` characters of plain text; else the 400
+    ``too_long`` says, or the one naming its control character."""
+    if len(text) > limit:
+        raise bad_request(too_long)
+    problem = control_problem(name, text)
     if problem is not None:
         raise problem
     return text

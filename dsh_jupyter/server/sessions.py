@@ -13,6 +13,7 @@ store's own id encoding, which maps every id to one folder name inside the store
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -274,25 +275,28 @@ def merge_ranked(first: list[SessionReferenceCandidate], second: list[SessionRef
 
 def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary, body: bool = False,
                     catalog_for: Callable[[Path], ServerCatalog | None] | None = None,
-                    postgres: ServedPostgres | None = None) -> list[SessionRow]:
+                    postgres: ServedPostgres | None = None, exclude: str | None = None) -> list[SessionRow]:
     """Ranked candidates for a prompt in ``folder``: ``{sessionId, label, cwd?, sameWorkspace, createdAt, mention}``.
 
     Sessions come from every store inside ``boundary`` that the catalog knows (same folder first) and from
     the PostgreSQL store ``postgres`` (what its role may read; those rows carry ``"store": "postgres"``);
-    ``body`` also matches message text. ``catalog_for(store root)`` gives the catalog (default
-    :func:`server_catalog`); without one (``None``) only ``folder``'s own store is read.
+    ``body`` also matches message text; ``exclude`` (the asking notebook's current session) is left out.
+    ``catalog_for(store root)`` gives the catalog (default :func:`server_catalog`); without one (``None``)
+    only ``folder``'s own store is read.
     """
-    return _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres)[0]
+    return _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres, exclude)[0]
 
 
 def _ranked_rows(folder: Path, query: str, limit: int, boundary: Boundary, body: bool,
-                 catalog_for: Callable[[Path], ServerCatalog | None] | None, postgres: ServedPostgres | None
-                 ) -> tuple[list[SessionRow], JsonlStore, BoundedCatalog | None]:
+                 catalog_for: Callable[[Path], ServerCatalog | None] | None, postgres: ServedPostgres | None,
+                 exclude: str | None = None) -> tuple[list[SessionRow], JsonlStore, BoundedCatalog | None]:
     """:func:`list_candidates`, with the folder's store and the catalog view that answered (``None``: none)."""
     source = allowed_store(folder, boundary)
     store = _store_of(source)
     catalog = (catalog_for or server_catalog)(store.root)
     target = synthetic_target(folder)
+    if exclude is not None:  # the session asking: each source leaves its target out
+        target = dataclasses.replace(target, session_id=exclude)
     bounded: BoundedCatalog | None = None
     if catalog is None:
         if body:
@@ -325,14 +329,14 @@ MAX_UNREADABLE = 1000
 
 def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, body: bool = False,
                   catalog_for: Callable[[Path], ServerCatalog | None] | None = None,
-                  postgres: ServedPostgres | None = None) -> SessionListing:
+                  postgres: ServedPostgres | None = None, exclude: str | None = None) -> SessionListing:
     """The listing of ``GET dsh/api/sessions``: the candidates of :func:`list_candidates` (each also with its
     message counts, and ``damaged`` / ``bodyIndexTruncated`` when the catalog knows), every entry of the
     folder's store that cannot be read as a session (``unreadable``: ``entry`` relative to the server root,
     ``sessionId`` its folder stands for, ``problem``; ``unreadableCount`` is exact even beyond the
     :data:`MAX_UNREADABLE` named), and whether the answer covers every session (``complete``: false while
     a store is still being indexed, when body search may miss what is not indexed yet; ``notes`` say so)."""
-    rows, store, bounded = _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres)
+    rows, store, bounded = _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres, exclude)
     known = bounded.kept if bounded is not None else {}
     for row in rows:
         entry = known.get(row["sessionId"])

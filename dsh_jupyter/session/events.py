@@ -29,6 +29,12 @@ TODO_WRITE = "todo/write"
 SESSION_END_SEED = "session/end-seed"
 SYSTEM_MESSAGE = "system/message"
 
+#: ``error.code`` of a synthetic ``tool/result``: the call started but its outcome is unknown (the turn was
+#: interrupted, or the session stopped while it ran).
+TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
+#: ``error.code`` of a synthetic ``tool/result``: the model asked for the call, but it never started.
+TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
+
 #: Event types that can sit on the model-visible surface (they carry a ``surfaceOp``).
 SURFACE_TYPES = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 

@@ -7,7 +7,7 @@ the latest checkpoint lineage plus whatever follows it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
 from .errors import SessionFormatError
@@ -79,8 +79,13 @@ def fold_surface(events: Iterable[Event]) -> list[Event]:
 
 @dataclass(frozen=True)
 class SurfaceSnapshot:
-    """What ``read_surface`` returns: a header copy, the last raw seq, and the current surface events."""
+    """What ``read_surface`` returns: a header copy, the last raw seq, and the current surface events.
+
+    ``source_key`` identifies the bytes the snapshot was read from when the reader can vouch for them (the
+    catalog's fold cache: the log's file identity and fingerprint); two snapshots with the same key hold the
+    same surface. ``None``: nobody vouches (every snapshot is then taken as new)."""
 
     header: SessionHeader
     captured_through_seq: int | None
     events: list[Event] = field(default_factory=list)
+    source_key: Hashable | None = None

@@ -22,6 +22,8 @@ from ..session.events import (
     STEP_END,
     STEP_START,
     TOOL_CALL,
+    TOOL_NOT_STARTED,
+    TOOL_OUTCOME_UNKNOWN,
     TOOL_RESULT,
     TURN_END,
     TURN_START,
@@ -31,8 +33,6 @@ from ..session.messages import text_block, tool_result_message
 if TYPE_CHECKING:
     from .base import SessionWriter
 
-TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
-TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
 
 _EXPLANATIONS = {
     TOOL_OUTCOME_UNKNOWN: (

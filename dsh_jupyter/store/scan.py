@@ -16,6 +16,11 @@ Rules (the reference's reader, §3.5 and §9 of the behaviour notes):
   decoding failure (bad JSON, bad UTF-8, nesting too deep, a value too large) is a damaged line with its
   line number, like any other.
 
+Why one module of over 700 lines: the full scan and the surface fold are two walks over the same private
+line machinery (the block reader, the envelope patterns, the damaged-line and crash-tail rules). Kept in
+one file, a damaged line is judged by one set of private functions in both walks; split, those rules would
+become a public seam that only these two readers use.
+
 Callers open logs with :func:`~dsh_jupyter.store.safe_open.open_log` (regular files only, no links, never
 blocking) before handing them to these readers.
 

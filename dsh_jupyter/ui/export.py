@@ -43,36 +43,81 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..conversation import (
-    MAX_OUTPUT,
-    MAX_TEXT,
-    Answer,
-    Checkpoint,
-    Item,
-    Note,
-    Prompt,
-    References,
-    Tally,
-    ToolRun,
-    Transcript,
-    transcript,
-    transcript_items,
-)
+from ..conversation.items import Answer, Checkpoint, Context, Item, Note, Prompt, ToolCall
+from ..conversation.limits import EXPORT
+from ..conversation.log_feed import transcript_items
+from ..conversation.tally import Tally
 from ..escape import escape_controls, escape_text, html_field
 from ..secrets import mask_fields, mask_text
 from ..session import Event, SessionHeader, SessionLog
 from ..store.paths import session_folder_name
 from .markdown import markdown_html
-from .transcript import argument_summary
 
 if TYPE_CHECKING:
     from ..store import SessionStore
 
 #: The export formats, by the name ``--to`` takes.
 FORMATS: tuple[str, ...] = ("md", "html", "ipynb")
+#: Characters kept of one prompt, answer, checkpoint or harness note (the rest is counted, not shown).
+MAX_TEXT: int = EXPORT.text or 0
+#: Characters kept of a tool's output (the rest is counted, not shown).
+MAX_OUTPUT: int = EXPORT.output or 0
+#: The items an export shows (reasoning, notices and turn ends are left to the log).
+EXPORTED: tuple[type, ...] = (Prompt, Answer, Checkpoint, Note, Context, ToolCall)
+#: The mark after a tool call's summary for each way it ended (none while it ran or when it succeeded).
+_TOOL_MARKS = {"error": " (error)", "stopped": " (stopped)"}
+
+
+@dataclass
+class ExportedSession:
+    """What an export shows of one session: its facts, and (for :func:`transcript`) its items in memory."""
+
+    session_id: str
+    title: str | None
+    created_at: int
+    cwd: str | None
+    items: list[Item] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, header: SessionHeader, title: str | None) -> ExportedSession:
+        return cls(header.id, title, int(header.created_at), header.cwd)
+
+    @property
+    def heading(self) -> str:
+        return self.title or f"Session {self.session_id}"
+
+    @property
+    def created(self) -> str:
+        return datetime.fromtimestamp(self.created_at / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+    def counts(self) -> tuple[int, int, int]:
+        """Prompts, answers and tool calls."""
+        tally = self.tally()
+        return tally.prompts, tally.answers, tally.tools
+
+    def tally(self) -> Tally:
+        tally = Tally(title=self.title)
+        for item in self.items:
+            tally.add(item)
+        return tally
+
+
+def exported_session(log: SessionLog) -> ExportedSession:
+    """Every exported item of ``log`` in memory (for small logs and tests; exports stream them)."""
+    tally = Tally()
+    items = list(transcript_items(log.events, tally, kinds=EXPORTED))
+    result = ExportedSession.of(log.header, tally.title)
+    result.items = items
+    return result
+
+
+def _shown_output(run: ToolCall) -> str:
+    return "(no result was recorded)" if run.result is None else run.result
 
 
 class ExportError(ValueError):
@@ -110,7 +155,7 @@ def _quote(text: str) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
 
 
-def _md_references(item: References) -> str:
+def _md_references(item: Context) -> str:
     lines = []
     if item.sessions or not item.variables:
         names = ", ".join(f"**{md_literal(label)}** ({md_literal(sid)}"
@@ -124,31 +169,33 @@ def _md_references(item: References) -> str:
     return _quote("\n".join(lines))
 
 
-def _md_tool(run: ToolRun) -> str:
-    summary = html_field(f"{run.name}: {argument_summary(run.name, run.arguments)}")
-    status = " (error)" if run.is_error else ""
+def _md_tool(run: ToolCall) -> str:
+    summary = html_field(f"{run.name}: {run.summary}")
+    status = _TOOL_MARKS.get(run.status, "")
     source = run.source
     body = fence(source, "python" if run.name == "python" else "bash") if source is not None else fence(
         run.arguments, "json")
     return (f"<details>\n<summary>{summary}{status}</summary>\n\n{body}\n\nOutput:\n\n"
-            f"{fence(run.shown_output(), 'text')}\n\n</details>")
+            f"{fence(_shown_output(run), 'text')}\n\n</details>")
 
 
 def _md_item(item: Item) -> str:
     if isinstance(item, Prompt):
-        return f"### Prompt\n\n{md_prose(item.text)}"
+        return f"### Prompt\n\n{md_prose(item.shown)}"
     if isinstance(item, Answer):
-        return f"**Assistant**\n\n{md_prose(item.text)}"
+        return f"**Assistant**\n\n{md_prose(item.shown)}"
     if isinstance(item, Checkpoint):
-        return _quote(f"**Earlier conversation compacted.** Summary:\n\n{md_prose(item.text)}")
+        return _quote(f"**Earlier conversation compacted.** Summary:\n\n{md_prose(item.shown)}")
     if isinstance(item, Note):
-        return _quote(f"*Added by the harness:*\n\n{md_prose(item.text)}")
-    if isinstance(item, References):
+        return _quote(f"*Added by the harness:*\n\n{md_prose(item.shown)}")
+    if isinstance(item, Context):
         return _md_references(item)
-    return _md_tool(item)
+    if isinstance(item, ToolCall):
+        return _md_tool(item)
+    raise TypeError(f"an export does not show {type(item).__name__} items")
 
 
-def _md_header(doc: Transcript) -> str:
+def _md_header(doc: ExportedSession) -> str:
     lines = [f"# {md_literal(doc.heading)}", "",
              f"- Session: {md_literal(doc.session_id)}",
              f"- Created: {doc.created}",
@@ -160,7 +207,7 @@ def _md_footer(tally: Tally) -> str:
     return f"---\n\n*{md_literal(tally.summary())} · exported by dsh-jupyter*"
 
 
-def _md_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> Iterator[str]:
+def _md_pieces(doc: ExportedSession, items: Iterable[Item], tally: Tally) -> Iterator[str]:
     yield _md_header(doc)
     for item in items:
         yield "\n\n" + _md_item(item)
@@ -207,14 +254,14 @@ def _section(kind: str, who: str, body: str) -> str:
 
 def _html_item(item: Item) -> str:
     if isinstance(item, Prompt):
-        return _section("prompt", "Prompt", markdown_html(item.text))
+        return _section("prompt", "Prompt", markdown_html(item.shown))
     if isinstance(item, Answer):
-        return _section("answer", "Assistant", markdown_html(item.text))
+        return _section("answer", "Assistant", markdown_html(item.shown))
     if isinstance(item, Checkpoint):
-        return _section("checkpoint", "Earlier conversation compacted", markdown_html(item.text))
+        return _section("checkpoint", "Earlier conversation compacted", markdown_html(item.shown))
     if isinstance(item, Note):
-        return _section("note", "Added by the harness", markdown_html(item.text))
-    if isinstance(item, References):
+        return _section("note", "Added by the harness", markdown_html(item.shown))
+    if isinstance(item, Context):
         names = ", ".join(f"<b>{html_field(label)}</b> ({html_field(sid)}"
                           + (f", through event {through})" if through is not None else ")")
                           for label, sid, through in item.sessions)
@@ -226,18 +273,20 @@ def _html_item(item: Item) -> str:
             parts.append(f"<div>Variables: {variables}. Their summaries are not included here.</div>")
         who = "Referenced sessions" if item.sessions or not item.variables else "Referenced variables"
         return f'<section class="item refs"><div class="who">{who}</div>{"".join(parts)}</section>'
+    if not isinstance(item, ToolCall):
+        raise TypeError(f"an export does not show {type(item).__name__} items")
     run = item
     source = run.source
     code = source if source is not None else run.arguments
-    summary = html_field(f"{run.name}: {argument_summary(run.name, run.arguments)}")
-    error = " error" if run.is_error else ""
+    summary = html_field(f"{run.name}: {run.summary}")
+    error = " error" if run.status in _TOOL_MARKS else ""
     label = "Arguments" if source is None else "Code" if run.name == "python" else "Command"
-    return (f'<details class="tool{error}"><summary>{summary}{" (error)" if error else ""}</summary><div>'
+    return (f'<details class="tool{error}"><summary>{summary}{_TOOL_MARKS.get(run.status, "")}</summary><div>'
             f'<div class="label">{label}</div><pre><code>{_h(code)}</code></pre><div class="label">Output</div>'
-            f"<pre><code>{_h(run.shown_output())}</code></pre></div></details>")
+            f"<pre><code>{_h(_shown_output(run))}</code></pre></div></details>")
 
 
-def _html_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> Iterator[str]:
+def _html_pieces(doc: ExportedSession, items: Iterable[Item], tally: Tally) -> Iterator[str]:
     rows = [("Session", doc.session_id), ("Created", doc.created), ("Folder", doc.cwd or "(none)")]
     meta = "".join(f"<dt>{k}</dt><dd>{html_field(v)}</dd>" for k, v in rows)
     yield (
@@ -259,14 +308,14 @@ def _html_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> Iterat
 def _notebook_cell(item: Item) -> Any:
     from nbformat import v4
 
-    source = item.source if isinstance(item, ToolRun) else None
-    if not isinstance(item, ToolRun) or source is None:
+    source = item.source if isinstance(item, ToolCall) else None
+    if not isinstance(item, ToolCall) or source is None:
         return v4.new_markdown_cell(_md_item(item))
+    failed = item.status in _TOOL_MARKS  # an error, or cut off: running the notebook goes on past it
     code = escape_text(source) if item.name == "python" else f"%%bash\n{escape_text(source)}"
-    output = v4.new_output("stream", name="stderr" if item.is_error else "stdout",
-                           text=escape_text(item.shown_output()))
+    output = v4.new_output("stream", name="stderr" if failed else "stdout", text=escape_text(_shown_output(item)))
     metadata: dict[str, Any] = {"dsh": {"tool": item.name, "callId": item.call_id}}
-    if item.is_error:
+    if failed:
         metadata["tags"] = ["raises-exception"]
     return v4.new_code_cell(code, outputs=[output], metadata=metadata)
 
@@ -286,7 +335,7 @@ def _cell_json(cell: Any) -> str:
     return "\n".join("  " + line for line in text.split("\n"))
 
 
-def _notebook_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> Iterator[str]:
+def _notebook_pieces(doc: ExportedSession, items: Iterable[Item], tally: Tally) -> Iterator[str]:
     """The notebook, one cell at a time: the skeleton (metadata, format) is validated once with nbformat,
     and every cell is built with nbformat's own constructors."""
     import nbformat
@@ -308,7 +357,7 @@ def _notebook_pieces(doc: Transcript, items: Iterable[Item], tally: Tally) -> It
 
 # --------------------------------------------------------------------------- entry points
 
-_Pieces = Callable[[Transcript, Iterable[Item], Tally], Iterator[str]]
+_Pieces = Callable[[ExportedSession, Iterable[Item], Tally], Iterator[str]]
 _RENDERERS: dict[str, _Pieces] = {"md": _md_pieces, "html": _html_pieces, "ipynb": _notebook_pieces}
 
 
@@ -327,9 +376,10 @@ def stream_export(header: SessionHeader, title: str | None, events: Iterable[Eve
     is, but a kernel exports its session from memory, where they are still whole, and both must give one file."""
     title = mask_text(title) if title else title
     tally = Tally(title=title)
-    doc = Transcript.of(header, title)
+    doc = ExportedSession.of(header, title)
     doc.cwd = mask_text(doc.cwd) if doc.cwd else doc.cwd
-    for piece in _RENDERERS[check_format(fmt)](doc, transcript_items(map(mask_fields, events), tally), tally):
+    items = transcript_items(map(mask_fields, events), tally, kinds=EXPORTED)
+    for piece in _RENDERERS[check_format(fmt)](doc, items, tally):
         out.write(piece)
     return tally
 
@@ -431,6 +481,6 @@ def export_all(logs: Iterable[SessionLog], fmt: str, folder: str | os.PathLike[s
     return [write_export(log, fmt, base / export_name(log.header.id, fmt), overwrite=overwrite) for log in logs]
 
 
-__all__: Sequence[str] = ["FORMATS", "MAX_OUTPUT", "MAX_TEXT", "ExportError", "Tally", "Transcript", "export_all",
-                          "export_name", "export_stored", "render", "stream_export", "transcript",
+__all__: Sequence[str] = ["FORMATS", "MAX_OUTPUT", "MAX_TEXT", "ExportError", "ExportedSession", "Tally", "export_all",
+                          "export_name", "export_stored", "exported_session", "render", "stream_export",
                           "transcript_items", "write_export", "write_stream"]

@@ -1,6 +1,6 @@
 """Streaming a turn into cell output: rendered Markdown that updates in place, a few updates a second.
 
-The events are folded by :class:`~.transcript.Transcript`; this module only turns its items into
+The events are folded by :class:`~dsh_jupyter.conversation.fold.Transcript`; this module only turns its items into
 HTML (answers through :func:`~.markdown.markdown_html`, our own markup through
 :func:`~.markdown.safe_html`: ``text/html``, no ``text/markdown``, see :mod:`.markdown` for why) and
 plain text for terminals, and decides where the updates go.
@@ -32,22 +32,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from ..agent import events as ev
+from ..agent.transcript_feed import apply_event
 from ..clip import one_line
+from ..conversation.fold import Transcript
+from ..conversation.items import Answer, Item, Notice, Reasoning, ToolCall, ToolStatus, TurnEnd
+from ..conversation.limits import CELL
+from ..conversation.usage import TokenUsage
 from ..escape import escape_controls, html_field
+from .coalescer import UpdateCoalescer, loop_timer
 from .markdown import markdown_html, safe_html
-from .transcript import (
-    EndItem,
-    Item,
-    NoticeItem,
-    ReasoningItem,
-    TextItem,
-    TokenUsage,
-    ToolItem,
-    ToolStatus,
-    Transcript,
-    UpdateCoalescer,
-    loop_timer,
-)
 
 if TYPE_CHECKING:
     from IPython.display import DisplayHandle
@@ -67,7 +60,7 @@ STOPPED_BODY = "(stopped: the turn ended before this call finished; no result wa
 WAITING = "…"
 
 
-def _end_line(item: EndItem) -> tuple[str, bool]:
+def _end_line(item: TurnEnd) -> tuple[str, bool]:
     """What a cell says when its turn ended other than ``completed``, and whether it is a quiet status line."""
     if item.reason == "interrupted":
         return "■ interrupted: the turn was stopped; the log is closed cleanly.", True
@@ -234,12 +227,12 @@ class TurnFooter:
 TOOL_GLYPH = "\u2699"
 
 
-def tool_details_html(item: ToolItem) -> str:
+def tool_details_html(item: ToolCall) -> str:
     """One tool call as a collapsed ``<details>``: its summary, its mark, how it was approved, its result."""
     mark = TOOL_MARKS[item.status][0]
     if item.approval_note:  # how it was allowed or refused (approvals)
         mark += f" <sub>{html_field(item.approval_note)}</sub>"
-    shown = STOPPED_BODY if item.status == "stopped" and not item.result else item.result
+    shown = STOPPED_BODY if item.status == "stopped" and not item.result else item.result or ""
     head = html_field(f"{item.name} · {item.summary}")
     return (f"<details><summary>{TOOL_GLYPH} <code>{head}</code> {mark}</summary>"
             f"<pre>{html_field(shown, one_line=False)}</pre></details>")
@@ -250,7 +243,8 @@ class TranscriptMarkdown:
     for terminals.
 
     User prompts and reference contexts are not shown: a cell shows its own prompt, and the magic
-    displays the reference context before the turn starts.
+    displays the reference context before the turn starts. Nor are compaction checkpoints and harness notes
+    (the agent's notice says a compaction happened; exports show both).
     """
 
     def __init__(self, items: Sequence[Item], show_reasoning: bool, *, waiting: bool = True,
@@ -267,21 +261,21 @@ class TranscriptMarkdown:
         metadata: dict[str, object] = {TURN_MIME: self.footer.to_json()} if self.footer is not None else {}
         return {"text/html": self.html(), "text/plain": self.plain()}, metadata
 
-    def _parts(self) -> list[TextItem | str]:
+    def _parts(self) -> list[Answer | str]:
         """Each part: an answer (its Markdown), or our own markup around escaped text."""
-        parts: list[TextItem | str] = []
+        parts: list[Answer | str] = []
         for item in self.items:
-            if isinstance(item, TextItem):
+            if isinstance(item, Answer):
                 parts.append(item)
-            elif isinstance(item, ReasoningItem):
+            elif isinstance(item, Reasoning):
                 body = html.escape(escape_controls(item.text, one_line=False))
                 state = " open" if self.show_reasoning else ""
                 parts.append(f"<details{state}><summary>Reasoning</summary><pre>{body}</pre></details>")
-            elif isinstance(item, ToolItem):
+            elif isinstance(item, ToolCall):
                 parts.append(tool_details_html(item))
-            elif isinstance(item, NoticeItem):  # ours, with `code` spans around what the user typed
+            elif isinstance(item, Notice):  # ours, with `code` spans around what the user typed
                 parts.append(f"<blockquote>{markdown_html(item.text)}</blockquote>")
-            elif isinstance(item, EndItem):
+            elif isinstance(item, TurnEnd):
                 line, quiet = _end_line(item)
                 text = html.escape(escape_controls(line, one_line=False))
                 parts.append(f"<p><sub>{text}</sub></p>" if quiet else f"<blockquote><p>{text}</p></blockquote>")
@@ -293,23 +287,23 @@ class TranscriptMarkdown:
 
     def html(self) -> str:
         """The parts as one ``<div class="dsh-turn">`` of inert blocks (``""`` when there is nothing)."""
-        blocks = [markdown_html(part.text, partial=part.streaming) if isinstance(part, TextItem) else safe_html(part)
+        blocks = [markdown_html(part.text, partial=part.streaming) if isinstance(part, Answer) else safe_html(part)
                   for part in self._parts()]
         return f'<div class="dsh-turn">{"".join(blocks)}</div>' if blocks else ""
 
     def plain(self) -> str:
         lines: list[str] = []
         for item in self.items:
-            if isinstance(item, TextItem):
+            if isinstance(item, Answer):
                 lines.append(escape_controls(item.text, one_line=False))
-            elif isinstance(item, ReasoningItem) and self.show_reasoning:
+            elif isinstance(item, Reasoning) and self.show_reasoning:
                 lines.append("[reasoning] " + escape_controls(item.text, one_line=False))
-            elif isinstance(item, ToolItem):
+            elif isinstance(item, ToolCall):
                 note = f" ({item.approval_note})" if item.approval_note else ""
                 lines.append(escape_controls(f"[tool {item.name}: {item.summary}] {TOOL_MARKS[item.status][1]}{note}"))
-            elif isinstance(item, NoticeItem):
+            elif isinstance(item, Notice):
                 lines.append(escape_controls(item.text, one_line=False))
-            elif isinstance(item, EndItem):
+            elif isinstance(item, TurnEnd):
                 lines.append(escape_controls(_end_line(item)[0], one_line=False))
         if not lines and self.waiting and self.footer is None:
             lines.append(WAITING)
@@ -329,7 +323,7 @@ class TurnView:
         self.session = session
         self._clock = clock
         self._shown_at: float | None = None  # when the view was first displayed (before the turn starts)
-        self.transcript = Transcript(max_items=None, clock=clock)
+        self.transcript = Transcript(limits=CELL, max_items=None, clock=clock)
         self._lock = threading.Lock()
         self._handles: list[DisplayHandle] = []
         self._frozen = 0  # the last item number already shown in a finished (frozen) output
@@ -416,7 +410,7 @@ class TurnView:
         self._coalescer.poke()
 
     def __call__(self, event: ev.AgentEvent) -> None:
-        boundary = self.transcript.apply(event)
+        boundary = apply_event(self.transcript, event)
         if isinstance(event, ev.ToolFinished):
             self._freeze()
         else:

@@ -26,6 +26,8 @@ export interface ICandidateQuery {
   cwd: string;
   /** Most candidates to return. */
   limit?: number;
+  /** The asking notebook's current session: the server leaves it out (a session cannot reference itself). */
+  exclude?: string | null;
   /** Aborts the request. */
   signal?: AbortSignal;
 }
@@ -87,6 +89,9 @@ export async function fetchCandidates(
   };
   if (options.limit !== undefined) {
     params.limit = String(options.limit);
+  }
+  if (options.exclude) {
+    params.exclude = options.exclude;
   }
   const url =
     URLExt.join(settings.baseUrl, 'dsh', 'api', 'candidates') +

@@ -100,13 +100,15 @@ export class DshCompletionProvider implements ICompletionProvider {
     }
     const cwd = PathExt.dirname(path);
     const panel = context.widget as NotebookPanel;
+    // The kernel's own session cannot be referenced from itself: the server leaves it out, and so does
+    // this list (a server without `exclude` support, or an answer raced by a session change).
+    const asked = token.quoted ? Promise.resolve(null) : currentSessionId(panel);
     const [variables, sessions, files, current] = await Promise.all([
       token.quoted ? Promise.resolve([]) : listVariables(panel, token.query),
-      token.quoted ? Promise.resolve([]) : this._sessions(token, cwd),
+      token.quoted ? Promise.resolve([]) : asked.then(id => this._sessions(token, cwd, id)),
       listFileCandidates(this._contents, cwd, token.query, FILE_LIMIT),
-      token.quoted ? Promise.resolve(null) : currentSessionId(panel)
+      asked
     ]);
-    // The kernel's own session cannot be referenced from itself: leave it out.
     const others = sessions.filter(candidate => candidate.sessionId !== current);
     return {
       start: token.start,
@@ -135,11 +137,12 @@ export class DshCompletionProvider implements ICompletionProvider {
 
   private async _sessions(
     token: IMentionToken,
-    cwd: string
+    cwd: string,
+    exclude: string | null
   ): Promise<ISessionCandidate[]> {
     try {
       return await fetchCandidates(
-        { query: token.query, cwd, limit: SESSION_LIMIT },
+        { query: token.query, cwd, limit: SESSION_LIMIT, exclude },
         this._serverSettings
       );
     } catch (error) {

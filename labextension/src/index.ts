@@ -5,6 +5,7 @@
  *   completer as soon as a mention is typed (no Tab needed; JupyterLab's own continuous hinting is off
  *   by default, so the plugin watches the active cell itself).
  * - `%%dsh` cells highlight as Markdown (they are prompts), other code cells as the kernel's language.
+ * - `dsh-jupyter:chips` shows each mention of a `%%dsh` cell as an atomic chip (`./chips`).
  * - `dsh-jupyter:live-notebook` serves each open notebook to its kernel (the agent reads, edits and runs
  *   cells; its edits in "ask" mode appear as proposals with Accept / Reject), see `./notebook`.
  * - The mime renderer of reference contexts lives in `./mime` (the package's `mimeExtension`).
@@ -14,11 +15,17 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import {
+  EditorExtensionRegistry,
+  IEditorExtensionRegistry
+} from '@jupyterlab/codemirror';
 import { ICompletionProviderManager } from '@jupyterlab/completer';
 import { INotebookTracker } from '@jupyterlab/notebook';
 
+import { mentionChips } from './chips.js';
 import { DshCompletionProvider } from './completion.js';
 import { DshCellHighlighter } from './highlight.js';
+import { CurrentSessions } from './kernel.js';
 import { LiveNotebooks } from './notebook.js';
 import { MentionTrigger } from './trigger.js';
 
@@ -40,9 +47,23 @@ const mentions: JupyterFrontEndPlugin<void> = {
       })
     );
     new MentionTrigger(tracker, id => manager.invoke(id));
+    new CurrentSessions(tracker);
     new DshCellHighlighter(tracker);
     // A marker for tests and for users checking that the extension is active.
     document.body.dataset.dshJupyter = 'active';
+  }
+};
+
+const chips: JupyterFrontEndPlugin<void> = {
+  id: 'dsh-jupyter:chips',
+  description: 'Shows the mentions of %%dsh cells as chips (the source keeps the markup).',
+  autoStart: true,
+  requires: [IEditorExtensionRegistry],
+  activate: (_app: JupyterFrontEnd, registry: IEditorExtensionRegistry): void => {
+    registry.addExtension({
+      name: 'dsh-jupyter:mention-chips',
+      factory: () => EditorExtensionRegistry.createImmutableExtension(mentionChips())
+    });
   }
 };
 
@@ -57,4 +78,4 @@ const liveNotebook: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [mentions, liveNotebook];
+export default [mentions, chips, liveNotebook];

@@ -3,10 +3,13 @@
  *
  * The dsh IPython extension registers the comm target below; opening a comm asks once and the kernel
  * answers `{sessionId}` (or `null` before the first `%%dsh` cell) and closes it. A busy kernel (a
- * foreground cell running) answers late: callers get `null` after a short wait and carry on.
+ * foreground cell running, or a slow completion request ahead of the question) answers late: callers get
+ * its last answer after a short wait and carry on. {@link CurrentSessions} asks after every cell a
+ * notebook runs (the only way the current session changes), so that last answer is fresh.
  */
 
-import { NotebookPanel } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { Kernel, KernelMessage } from '@jupyterlab/services';
 
 /** The comm target of the kernel side (dsh_jupyter/notebook/frontend_comm.py). */
 export const CURRENT_SESSION_TARGET = 'dsh.current-session';
@@ -14,15 +17,20 @@ export const CURRENT_SESSION_TARGET = 'dsh.current-session';
 /** How long to wait for the kernel before going without its answer (milliseconds). */
 export const KERNEL_ANSWER_MS = 400;
 
+/** The last answer of each kernel (by kernel id), kept for when a later question is answered too late. */
+const lastAnswers = new Map<string, string | null>();
+
 /**
- * The id of the kernel's current session, or `null` when there is none, no dsh extension is loaded in
- * the kernel, or it did not answer in time.
+ * The id of the kernel's current session, or `null` when there is none or no dsh extension is loaded in
+ * the kernel. A kernel that does not answer in time (busy with a cell, or with the popup's other
+ * questions) gets its last answer instead; an answer that arrives late is remembered for the next call.
  */
 export async function currentSessionId(panel: NotebookPanel): Promise<string | null> {
   const kernel = panel.sessionContext.session?.kernel;
   if (!kernel || kernel.status === 'dead') {
     return null;
   }
+  const kernelId = kernel.id;
   return new Promise<string | null>(resolve => {
     let settled = false;
     const finish = (value: string | null): void => {
@@ -35,13 +43,64 @@ export async function currentSessionId(panel: NotebookPanel): Promise<string | n
       const comm = kernel.createComm(CURRENT_SESSION_TARGET);
       comm.onMsg = msg => {
         const data = msg.content.data as { sessionId?: unknown };
-        finish(typeof data.sessionId === 'string' ? data.sessionId : null);
+        const answer = typeof data.sessionId === 'string' ? data.sessionId : null;
+        lastAnswers.set(kernelId, answer);
+        finish(answer);
       };
-      comm.onClose = () => finish(null);
+      comm.onClose = () => finish(lastAnswers.get(kernelId) ?? null);
       comm.open({});
     } catch {
-      finish(null);
+      finish(lastAnswers.get(kernelId) ?? null);
     }
-    window.setTimeout(() => finish(null), KERNEL_ANSWER_MS);
+    window.setTimeout(() => finish(lastAnswers.get(kernelId) ?? null), KERNEL_ANSWER_MS);
   });
+}
+
+/** How long after a cell finishes the kernel is asked (it is idle by then, so it answers at once). */
+const ASK_AFTER_CELL_MS = 50;
+
+/**
+ * Keeps {@link currentSessionId}'s memory of each open notebook's kernel current: asks once after every
+ * executed cell (`execute_reply`), and forgets a kernel that restarts.
+ */
+export class CurrentSessions {
+  constructor(tracker: INotebookTracker) {
+    tracker.widgetAdded.connect((_, panel) => this._watch(panel));
+    tracker.forEach(panel => this._watch(panel));
+  }
+
+  private _watch(panel: NotebookPanel): void {
+    const context = panel.sessionContext;
+    let kernel: Kernel.IKernelConnection | null = null;
+    const onMessage = (_: unknown, args: Kernel.IAnyMessageArgs): void => {
+      if (args.direction === 'recv' && KernelMessage.isExecuteReplyMsg(args.msg as KernelMessage.IMessage)) {
+        window.setTimeout(() => void currentSessionId(panel), ASK_AFTER_CELL_MS);
+      }
+    };
+    const onStatus = (connection: Kernel.IKernelConnection, status: Kernel.Status): void => {
+      if (status === 'restarting' || status === 'autorestarting' || status === 'dead') {
+        lastAnswers.delete(connection.id);
+      }
+    };
+    const attach = (): void => {
+      if (kernel) {
+        kernel.anyMessage.disconnect(onMessage);
+        kernel.statusChanged.disconnect(onStatus);
+      }
+      kernel = context.session?.kernel ?? null;
+      if (kernel) {
+        kernel.anyMessage.connect(onMessage);
+        kernel.statusChanged.connect(onStatus);
+      }
+    };
+    context.kernelChanged.connect(attach);
+    attach();
+    panel.disposed.connect(() => {
+      context.kernelChanged.disconnect(attach);
+      if (kernel) {
+        kernel.anyMessage.disconnect(onMessage);
+        kernel.statusChanged.disconnect(onStatus);
+      }
+    });
+  }
 }

@@ -32,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .document import (
     AppliedEdit,
@@ -50,8 +50,18 @@ from .document import (
 )
 from .outputs import image_outputs, plain_text, trim_traceback
 
-if TYPE_CHECKING:
-    from .cell_runner import CellRunner
+
+class RanCell(Protocol):
+    """What a runner hands back for a source it ran: the cell as it stands after the run."""
+
+    @property
+    def cell(self) -> Cell: ...
+
+
+class SourceRunner(Protocol):
+    """Runs a source as a cell of the kernel on the right thread (:class:`~.cell_runner.CellRunner`)."""
+
+    def execute(self, source: str, cell_id: str | None, timeout: float) -> RanCell: ...
 
 MAX_CELLS = 200
 MAX_OUTPUT_CHARS = 20_000
@@ -165,7 +175,7 @@ class KernelRecord:
         self._installed = False
         self._undo: list[Callable[[], None]] = []
         #: How :func:`execute_cell` reaches the kernel (set by the host: main-thread calls and the shared lock).
-        self.runner: CellRunner | None = None
+        self.runner: SourceRunner | None = None
 
     @property
     def view(self) -> View:

@@ -10,9 +10,10 @@ Who opens what:
   and a page reloaded later connects on its own. Consoles register no target (they close the ping).
 
 Several browser tabs on one kernel each hold their own comm; the kernel asks exactly one of them, the
-one used last (a tab says so when its notebook becomes the current one, or its page visible again), so an
-edit is shown and applied once. A tab that does not answer a request within its wait is set aside (until it
-sends anything again: a kernel whose replies wait for the main thread hears them late) and the next is
+one used last (a tab says so when its notebook becomes the current one, or its page visible again, and the
+page that sends a cell to run counts as used at that moment), so an edit is shown and applied once. A tab
+that does not answer a request within its wait is set aside (until it sends anything again: a kernel whose
+replies wait for the main thread hears them late) and the next is
 asked. A frontend without the extension (VS Code, nbclient, papermill) never opens a comm:
 :meth:`LiveConnections.document` is then ``None`` and the tools use the kernel's own record (:mod:`.kernel_record`).
 A panel that opens its comm before ``%load_ext`` is refused by the kernel (ipykernel logs "No such comm
@@ -43,6 +44,7 @@ with the first proposal that needs an answer, not at ``%load_ext``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import threading
@@ -169,6 +171,15 @@ class _Tab:
     path: str | None
     active_at: float
     pending: dict[int, _Reply] = field(default_factory=dict)
+    #: The kernel client (page connection) the tab's comm came from: its messages' ``header.session``.
+    client: str | None = None
+
+
+def _client_of(message: Any) -> str | None:
+    """The ``header.session`` of a kernel message: which page connection sent it (``None``: unknown)."""
+    header = message.get("header") if isinstance(message, Mapping) else None
+    session = header.get("session") if isinstance(header, Mapping) else None
+    return session if isinstance(session, str) and session else None
 
 
 class BrowserError(NotebookError):
@@ -200,7 +211,8 @@ class LiveConnections:
         data = content.get("data") if isinstance(content, Mapping) else None
         data = data if isinstance(data, Mapping) else {}
         path = data.get("path")
-        tab = _Tab(comm, path if isinstance(path, str) else None, time.monotonic() if data.get("active", True) else 0.0)
+        tab = _Tab(comm, path if isinstance(path, str) else None, time.monotonic() if data.get("active", True) else 0.0,
+                   client=_client_of(message))
         if self._route is not None:
             try:
                 self._route(comm)
@@ -248,6 +260,20 @@ class LiveConnections:
             return
         reply.body = dict(data)
         reply.event.set()
+
+    def ran_from(self, message: Any) -> None:
+        """A cell starts, asked for by the kernel message ``message`` (``pre_run_cell``): the tabs of the page
+        that sent it become the most recently active. The user works where they run cells; without this, a
+        second page of the notebook that reported itself active last (and holds none of these cells' outputs,
+        nor shows the proposals) would answer, stale."""
+        client = _client_of(message)
+        if client is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            for tab in self._tabs.values():
+                if tab.client == client:
+                    tab.active_at = now
 
     # -- choosing the tab --------------------------------------------------------------------------
     @property
@@ -480,12 +506,23 @@ def install_live_document(shell: Any, connections: LiveConnections) -> Callable[
     if manager is None or not hasattr(manager, "register_target"):
         return lambda: None
     manager.register_target(LIVE_TARGET, connections.opened)
+
+    def cell_starts(*_args: Any) -> None:
+        get_parent = getattr(shell.kernel, "get_parent", None)  # ipykernel 6+: the request being handled
+        connections.ran_from(get_parent("shell") if callable(get_parent) else None)
+
+    events = getattr(shell, "events", None)
+    if events is not None:
+        events.register("pre_run_cell", cell_starts)
     ping_pages()
 
     def remove() -> None:
         targets = getattr(manager, "targets", None)
         if isinstance(targets, dict) and targets.get(LIVE_TARGET) == connections.opened:
             del targets[LIVE_TARGET]
+        if events is not None:
+            with contextlib.suppress(ValueError):  # unregistered already
+                events.unregister("pre_run_cell", cell_starts)
 
     return remove
 

@@ -10,7 +10,7 @@ The widgets depend on the host seams of :mod:`dsh_jupyter.ui.protocols`: the pic
 ``SessionCandidates`` (its "search message bodies" toggle needs a host whose ``candidates`` also takes
 ``body=True``, ``BodySearch``), the prompt box (:mod:`.prompt`) on ``PromptHost`` (``submit_async`` sends or
 steers; its listener receives :mod:`dsh_jupyter.agent.events` from the agent thread) and the panels
-(:mod:`.panel`) on ``ChatHost``. The transcript is folded by :class:`dsh_jupyter.ui.transcript.Transcript`;
+(:mod:`.panel`) on ``ChatHost``. The transcript is folded by :class:`dsh_jupyter.conversation.fold.Transcript`;
 :mod:`.view_items` only converts its items to the form ``chat.js`` reads. Answers are Markdown:
 :func:`dsh_jupyter.ui.markdown.markdown_tree` gives the tree of allowed elements parsed from the one
 sanitiser's HTML, which the view builds without parsing HTML; the static copy (:mod:`.static_copy`) holds
@@ -28,15 +28,15 @@ returns ``(response, buffers)`` and never raises; failures come back as ``{"erro
 
 from __future__ import annotations
 
+from ...conversation.fold import STEERED_NOTE
 from ..markdown import DocNode, markdown_tree
-from ..transcript import STEERED_NOTE
 from .chat import ChatTranscript
 from .panel import ChatPanel
 from .picker import MentionPicker
 from .prompt import PromptBox
 from .static_copy import PanelFacts, conversation_html, conversation_text, session_facts
 from .submission import PromptSubmission, readable_prompt, submit_to_host
-from .view_items import view_item
+from .view_items import view_item, view_items
 
 __all__ = [
     "STEERED_NOTE",
@@ -54,4 +54,5 @@ __all__ = [
     "session_facts",
     "submit_to_host",
     "view_item",
+    "view_items",
 ]

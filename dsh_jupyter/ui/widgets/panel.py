@@ -18,14 +18,17 @@ import ipywidgets
 from IPython.display import display, update_display
 
 from ...agent.events import AgentEvent
+from ...agent.transcript_feed import apply_event
+from ...conversation.fold import Transcript
+from ...conversation.limits import CELL
+from ..coalescer import UpdateCoalescer
 from ..protocols import ChatHost
-from ..transcript import Transcript, UpdateCoalescer
 from .chat import ChatTranscript
 from .picker import MentionPicker
 from .prompt import PromptBox
 from .static_copy import PanelFacts, conversation_html, conversation_text, session_facts
 from .submission import PromptSubmission, one_line_error, readable_prompt, submit_to_host
-from .view_items import view_item
+from .view_items import view_items
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +81,7 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
             raise ValueError(f"kind must be 'chat' or 'pick', got {kind!r}")
         self.host = host
         self.kind: PanelKind = kind
-        self.state = Transcript()
+        self.state = Transcript(limits=CELL)
         self.display_id = f"dsh-{kind}-{uuid.uuid4().hex}"
         self._shown = False
         self._failed = False
@@ -92,8 +95,14 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         self.picker = MentionPicker(host, target=self.prompt)
         self._coalescer = UpdateCoalescer(self._publish, max_rate=max_rate)
         self._copies = UpdateCoalescer(self._send_static_copy, max_rate=copy_rate)
-        order = [self.picker, self.prompt, self.transcript] if kind == "pick" else [
-            self.transcript, self.picker, self.prompt]
+        self.prompt.observe(self._focus_changed, names="focused")
+        #: Where a turn's approval question appears (between the conversation and the picker): its own box,
+        #: so that showing a question never changes the panel's children (which re-creates the views after
+        #: the change: the prompt box would lose its focus and the keys typed next).
+        self.questions = ipywidgets.VBox()
+        self.questions.add_class("dsh-panel-questions")
+        order = [self.picker, self.prompt, self.transcript, self.questions] if kind == "pick" else [
+            self.transcript, self.questions, self.picker, self.prompt]
         kwargs.setdefault("children", order)
         super().__init__(**kwargs)
         self.add_class("dsh-panel")
@@ -178,7 +187,7 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
             coalescer = getattr(self, name, None)
             if coalescer is not None:
                 coalescer.close()
-        for name in ("transcript", "picker", "prompt"):
+        for name in ("transcript", "picker", "prompt", "questions"):
             child = getattr(self, name, None)
             if child is not None:
                 child.close()
@@ -207,13 +216,18 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
 
         ``from_cell``: called from a running cell, so the update is delivered. An update sent from the
         agent thread while no cell runs has no cell to ride on and may be dropped (nbclient, VS Code),
-        so it is sent again when the next cell starts (:func:`_refresh_static_copies`).
+        so it is sent again when the next cell starts (:func:`_refresh_static_copies`). In JupyterLab and
+        Notebook 7 each update re-creates the panel's views, so none is sent while the prompt box has the
+        focus (the keys typed would be lost): it goes when the box loses it.
         """
         copy = self.static_copy()
         with self.transcript.hold_sync():
             self.transcript.copy_html = copy["text/html"]
             self.transcript.copy_text = copy["text/plain"]
         if not self._shown:
+            return
+        if self.prompt.focused and not from_cell:  # someone types: it waits for the blur, or the next cell
+            _STALE_COPIES.add(self)
             return
         with self._copy_lock:
             if copy == self._copy and not (from_cell and self in _STALE_COPIES):
@@ -253,20 +267,19 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         submission.future.add_done_callback(self._finished)
         return submission
 
+    def _focus_changed(self, change: dict[str, Any]) -> None:
+        if not change["new"] and self in _STALE_COPIES:
+            self._send_static_copy()
+
     def _show_question(self, widget: Any) -> None:
         """Put the approval widget of the next turn where the conversation meets the prompt box (replacing
         the previous turn's, which by then holds only the record of its answer)."""
-        from ..approval_widget import ApprovalWidget
-
-        current: tuple[Any, ...] = self.children  # type: ignore[has-type]  # an untyped ipywidgets trait
-        parts = [part for part in current if not isinstance(part, ApprovalWidget)]
-        at = parts.index(self.picker) if self.kind == "chat" else len(parts)
-        self.children = (*parts[:at], widget, *parts[at:])
+        self.questions.children = (widget,)
 
     def _on_event(self, event: AgentEvent) -> None:
         """The listener the host calls from the agent thread."""
         try:
-            final = self.state.apply(event)
+            final = apply_event(self.state, event)
         except Exception:
             log.warning("dsh: could not show agent event %r", event, exc_info=True)
             return
@@ -290,7 +303,7 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
             self._settled.set()
 
     def _publish(self) -> None:
-        items = [view_item(item) for item in self.state.snapshot()]
+        items = view_items(self.state.snapshot())
         facts = self.facts
         with self.transcript.hold_sync():
             self.transcript.items = items

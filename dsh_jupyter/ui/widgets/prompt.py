@@ -11,9 +11,9 @@ import traitlets
 from anywidget.experimental import command
 
 from ...agent.events import AgentEvent
+from ...conversation.fold import STEERED_NOTE
 from ..assets import STATIC
 from ..protocols import Listener, PromptHost
-from ..transcript import STEERED_NOTE
 from .submission import PromptSubmission, one_line_error, submit_to_host
 
 
@@ -44,6 +44,8 @@ class PromptBox(anywidget.AnyWidget):
     disabled = traitlets.Bool(False).tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)
     status_level = traitlets.Unicode("info").tag(sync=True)
+    #: A view has the keyboard focus (set by the view): what would re-create the views waits meanwhile.
+    focused = traitlets.Bool(False).tag(sync=True)
 
     def __init__(
         self,
@@ -74,9 +76,12 @@ class PromptBox(anywidget.AnyWidget):
             self.value = before + text + after
             self.cursor = -1 if not after else len(before) + len(text)
 
-    def submit(self) -> PromptSubmission:
-        """Hand the prompt to the host and clear the box; raises (keeping the text) when that fails."""
-        text = self.value
+    def submit(self, sent: str | None = None) -> PromptSubmission:
+        """Hand the prompt to the host and clear the box; raises (keeping the text) when that fails.
+
+        ``sent`` is the text a view sent: that view emptied its box itself, so ``value`` is left to it
+        (set here, it could overwrite what the user types next, or bring back the text just sent)."""
+        text = self.value if sent is None else sent
         if not text.strip():
             raise ValueError("nothing to send: the prompt box is empty; type a prompt first")
         try:
@@ -91,8 +96,9 @@ class PromptBox(anywidget.AnyWidget):
             raise
         self.last_submission = submission
         with self.hold_sync():
-            self.value = ""
-            self.cursor = -1
+            if sent is None:
+                self.value = ""
+                self.cursor = -1
             self._set_status(f"Prompt {STEERED_NOTE}." if submission.steered else "Sent.", "info")
         submission.future.add_done_callback(lambda future: self._finished(submission))
         return submission
@@ -125,11 +131,10 @@ class PromptBox(anywidget.AnyWidget):
     def send_command(self, msg: Any, buffers: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
         """View → kernel: ``{"value": text}``; answers ``{"mode": "sent"|"steered"}`` or ``{"error"}``."""
         try:
-            if isinstance(msg, Mapping) and "value" in msg:
-                if not isinstance(msg["value"], str):
-                    return {"error": "the prompt must be text"}, []
-                self.value = msg["value"]
-            submission = self.submit()
+            sent = msg.get("value") if isinstance(msg, Mapping) else None
+            if sent is not None and not isinstance(sent, str):
+                return {"error": "the prompt must be text"}, []
+            submission = self.submit(sent)
         except Exception as error:
             return {"error": one_line_error(error)}, []
         return {"mode": submission.mode}, []

@@ -8,18 +8,12 @@ import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from ...conversation.fold import Transcript
+from ...conversation.items import Answer, Checkpoint, Context, Item, Note, Prompt, Reasoning, ToolCall
 from ...escape import escape_controls, html_field
 from ..markdown import markdown_html, safe_html
 from ..render import TranscriptMarkdown, tool_details_html
-from ..transcript import (
-    ContextItem,
-    Item,
-    ReasoningItem,
-    TextItem,
-    ToolItem,
-    Transcript,
-    UserItem,
-)
+from .view_items import context_summary
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +58,13 @@ def session_facts(host: object, transcript: Transcript, status: str) -> PanelFac
 
 
 def _static_groups(items: Sequence[Item]) -> Iterator[tuple[str, list[Item]]]:
-    """Items in runs: ``user`` and ``context`` items alone, the rest as the cell renderer shows them."""
+    """Items in runs: prompts and reference contexts alone, the rest as the cell renderer shows them (what the
+    chat view shows: no checkpoints or harness notes, no context whose metadata is malformed)."""
     run: list[Item] = []
     for item in items:
-        if isinstance(item, (UserItem, ContextItem)):
+        if isinstance(item, Checkpoint | Note) or (isinstance(item, Context) and context_summary(item) is None):
+            continue
+        if isinstance(item, Prompt | Context):
             if run:
                 yield "turn", run
                 run = []
@@ -98,21 +95,21 @@ def conversation_html(items: Sequence[Item], facts: PanelFacts, *, kind: str = "
         own.append("<p><em>No messages yet.</em></p>")
     for _group, run in _static_groups(items):
         first = run[0]
-        if isinstance(first, UserItem):
+        if isinstance(first, Prompt):
             text = html_field(first.text, one_line=False).replace("\n", "<br>")
             note = " <small>(steered into the running turn)</small>" if first.steered else ""
             own.append(f"<blockquote><p><strong>You</strong>{note}<br>{text}</p></blockquote>")
             continue
-        if isinstance(first, ContextItem):
-            own.append(f"<p><small>{html_field(first.summary)}</small></p>")
+        if isinstance(first, Context):
+            own.append(f"<p><small>{html_field(context_summary(first) or '')}</small></p>")
             continue
         for item in run:
-            if isinstance(item, TextItem):
+            if isinstance(item, Answer):
                 flush()
                 blocks.append(markdown_html(item.text))
-            elif isinstance(item, ToolItem):
+            elif isinstance(item, ToolCall):
                 own.append(tool_details_html(item))
-            elif isinstance(item, ReasoningItem):
+            elif isinstance(item, Reasoning):
                 own.append(f"<details><summary>Reasoning</summary><pre>{html_field(item.text, one_line=False)}"
                            "</pre></details>")
             else:
@@ -129,10 +126,10 @@ def conversation_text(items: Sequence[Item], facts: PanelFacts, *, kind: str = "
         lines.append("(no messages yet)")
     for _group, run in _static_groups(items):
         first = run[0]
-        if isinstance(first, UserItem):
+        if isinstance(first, Prompt):
             lines.append("You: " + escape_controls(first.text, one_line=False))
-        elif isinstance(first, ContextItem):
-            lines.append(escape_controls(first.summary))
+        elif isinstance(first, Context):
+            lines.append(escape_controls(context_summary(first) or ""))
         else:
             lines.append(TranscriptMarkdown(run, show_reasoning=False, waiting=False).plain())
     return "\n\n".join(line for line in lines if line)

@@ -1,0 +1,49 @@
+"""Token counts of a turn, summed over its model calls (what the turn footer shows)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Token counts summed over a turn's model calls (``cached``/``reasoning`` ``None``: never reported)."""
+
+    input: int = 0
+    output: int = 0
+    cached: int | None = None
+    reasoning: int | None = None
+    cost: float | None = None  # as the provider reported it (``None``: it never did)
+
+    def add(self, usage: Mapping[str, object]) -> TokenUsage:
+        """These counts plus one model call's ``usage`` object (session format); bad values count as absent."""
+
+        def count(key: str) -> int | None:
+            value = usage.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+        def plus(total: int | None, key: str) -> int | None:
+            value = count(key)
+            return total if value is None else (total or 0) + value
+
+        cost = usage.get("cost")
+        paid = cost if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0 else None
+        return TokenUsage(self.input + (count("inputTokens") or 0), self.output + (count("outputTokens") or 0),
+                          plus(self.cached, "cacheReadTokens"), plus(self.reasoning, "reasoningTokens"),
+                          self.cost if paid is None else (self.cost or 0.0) + float(paid))
+
+    def to_json(self) -> dict[str, int | float]:
+        """The session format's names: ``inputTokens``, ``outputTokens``, ``cacheReadTokens``?,
+        ``reasoningTokens``?, ``cost``?."""
+        record: dict[str, int | float] = {"inputTokens": self.input, "outputTokens": self.output}
+        if self.cached is not None:
+            record["cacheReadTokens"] = self.cached
+        if self.reasoning is not None:
+            record["reasoningTokens"] = self.reasoning
+        if self.cost is not None:
+            record["cost"] = self.cost
+        return record
+
+
+__all__ = ["TokenUsage"]
