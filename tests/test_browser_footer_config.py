@@ -2,7 +2,7 @@
 
 ``%dsh config`` shows the settings' help with code as code and ``$CODEX_HOME`` as text (no MathJax), and a
 stopped turn's footer mark is a glyph Debian's fonts have (not an empty box). Screenshots, light and dark:
-``test-artifacts/test_browser_rough_edges/…-config-{light,dark}.png`` and ``…-stopped-{light,dark}.png``.
+``test-artifacts/…-config-{light,dark}.png`` and ``…-stopped-{light,dark}.png``.
 """
 
 from __future__ import annotations
