@@ -398,3 +398,16 @@ def test_the_offline_model_takes_images_and_says_their_size() -> None:
     assert ("I received an image: PNG image, 556×434 pixels, 5 bytes (5 bytes arrived). I can't look at it; "
             "a model that takes images would.") in text
     assert model.answer(request) == model.answer(request)
+
+
+async def test_the_boilerplate_is_said_on_the_first_answer_only() -> None:
+    from dsh_jupyter.models.offline import SWITCH_NOTE, TOOLS_INTRO
+
+    first_request = ModelRequest([user_message("hello")], tools=[BASH], system="s")
+    _, blocks, _, _ = await run(OfflineModel(), first_request)
+    first = blocks[0]["text"]
+    assert TOOLS_INTRO in first and SWITCH_NOTE in first
+    history = [user_message("hello"), assistant_message([text_block(first)], MODEL), user_message("and now?")]
+    _, blocks, _, _ = await run(OfflineModel(), ModelRequest(history, tools=[BASH], system="s"))
+    second = blocks[0]["text"]
+    assert "and now?" in second and TOOLS_INTRO not in second and SWITCH_NOTE not in second

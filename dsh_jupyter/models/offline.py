@@ -86,6 +86,8 @@ if TYPE_CHECKING:
 
 OFFLINE_CONTEXT_WINDOW = 32_768
 OFFLINE_BANNER = "Offline model (no API key needed)"
+#: How the offline answer starts its list of the tools it can call (said on a conversation's first answer).
+TOOLS_INTRO = "Tools I can call here:"
 SWITCH_NOTE = "For real answers, set DEEPSEEK_API_KEY or pick a model with --model (`%dsh models` lists them)."
 
 #: How a ``%dsh fix`` prompt (dsh_jupyter.notebook.workspace.fix) starts, and the labels of the two lines the offline
@@ -425,12 +427,18 @@ def _turn_blocks(request: ModelRequest) -> list[dict[str, Any]]:
         lines.append(f"Note: {problem}.")
     lines.extend(call_notes)
     lines.append("")
-    if request.tools:
+    if request.tools and not _said_before(messages, TOOLS_INTRO):
         offered = ", ".join(t.name for t in request.tools)
-        lines.append(f"Tools I can call here: {offered}. Put `/bash <command>`, `/python <code>` or "
+        lines.append(f"{TOOLS_INTRO} {offered}. Put `/bash <command>`, `/python <code>` or "
                      "`/tool <name> <json>` on a line of its own to have me call one.")
-    lines.append(SWITCH_NOTE)
-    return [{"type": "text", "text": "\n".join(lines)}]
+    if not _said_before(messages, SWITCH_NOTE):
+        lines.append(SWITCH_NOTE)
+    return [{"type": "text", "text": "\n".join(lines).rstrip("\n")}]
+
+
+def _said_before(messages: Sequence[Mapping[str, Any]], text: str) -> bool:
+    """Whether an earlier answer of this conversation already said ``text`` (the boilerplate is said once)."""
+    return any(message.get("role") == "assistant" and text in _text(message) for message in messages)
 
 
 def _fix_answer(text: str) -> str:
@@ -574,7 +582,8 @@ def _tool_result_summary(messages: Sequence[Mapping[str, Any]]) -> str:
             lines.append(f"({len(all_lines) - len(shown)} more lines not shown)")
         lines.extend(_received_images(result))
     lines.append("")
-    lines.append("That's the result; I can't interpret it further. " + SWITCH_NOTE)
+    switch = "" if _said_before(messages, SWITCH_NOTE) else " " + SWITCH_NOTE
+    lines.append("That's the result; I can't interpret it further." + switch)
     return "\n".join(lines)
 
 
