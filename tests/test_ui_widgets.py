@@ -824,7 +824,7 @@ def test_pick_panel_puts_the_answers_under_the_prompt(host: FakeHost) -> None:
     assert panel.children == (panel.picker, panel.prompt, panel.transcript, panel.questions)
     assert panel.transcript.variant == "pick"
     assert ChatPanel(host).children[0] is not None
-    with pytest.raises(ValueError, match="'chat' or 'pick'"):
+    with pytest.raises(ValueError, match="'chat', 'pick' or 'sidebar'"):
         ChatPanel(host, kind="popup")  # type: ignore[arg-type]
     panel.picker.query = "alpha"
     assert panel.choose(0) == panel.selected[-1] == panel.picker.selected[-1]

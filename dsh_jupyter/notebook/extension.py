@@ -7,6 +7,7 @@ from typing import Any
 
 from .commands import install_help_requests
 from .frontend_comm import install_current_session_comm, install_variables_comm
+from .sidebar_comm import install_sidebar_comm
 from .workspace.live_document import install_live_document, live_connections
 
 _STATE: dict[int, Any] = {}
@@ -29,6 +30,7 @@ def load(ip: Any) -> None:
         pass
     disposers.append(install_current_session_comm(ip, lambda: magics.host))
     disposers.append(install_variables_comm(ip, lambda: magics.host))
+    disposers.append(install_sidebar_comm(ip, lambda: magics.host))
     disposers.append(install_live_document(ip, live_connections(ip, magics.host)))
     from .warmup import start_after_cell
 

@@ -101,16 +101,19 @@ class VariableLister(Protocol):
 def install_variables_comm(shell: Any, host: Callable[[], VariableLister]) -> Callable[[], None]:
     """Register the comm target on ``shell``'s kernel: a comm opened with ``{query, limit}`` is answered once
     with ``{"variables": [...]}`` (data frames first) and closed. Returns a function that removes it."""
-    def answer(data: dict[str, Any]) -> VariablesAnswer:
-        asked = data.get("query")
-        query = asked if isinstance(asked, str) else ""
-        limit = data.get("limit")
-        limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit <= 200 else 50
-        try:
-            rows = host().variable_candidates(query, limit)
-        except Exception:
-            log.warning("dsh: listing variables for the @ popup failed", exc_info=True)
-            rows = []
-        return {"variables": rows}
+    return install_answering_target(shell, VARIABLES_TARGET, lambda data: answer_variables(host(), data))
 
-    return install_answering_target(shell, VARIABLES_TARGET, answer)
+
+def answer_variables(lister: VariableLister, data: dict[str, Any]) -> VariablesAnswer:
+    """The answer to a ``{query, limit}`` request: ``{"variables": [...]}`` (data frames first; odd values get
+    the defaults, a failing listing answers with none). The chat sidebar asks the same over its own comm."""
+    asked = data.get("query")
+    query = asked if isinstance(asked, str) else ""
+    limit = data.get("limit")
+    limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit <= 200 else 50
+    try:
+        rows = lister.variable_candidates(query, limit)
+    except Exception:
+        log.warning("dsh: listing variables for the @ popup failed", exc_info=True)
+        rows = []
+    return {"variables": rows}

@@ -174,3 +174,63 @@ export function mentionChips(): Extension {
     EditorView.atomicRanges.of(view => view.plugin(plugin)?.decorations ?? Decoration.none)
   ];
 }
+
+// -- chips in editable text (the chat sidebar's prompt box) ------------------------------------------------
+
+/**
+ * A chip for editable text: uneditable, with the mention it stands for in `data-markup` (what
+ * {@link editableText} gives back).
+ */
+export function editableChip(mention: IMention, markup: string): HTMLSpanElement {
+  const chip = chipElement(mention);
+  chip.contentEditable = 'false';
+  chip.dataset.markup = markup;
+  return chip;
+}
+
+/** `text` as DOM nodes: plain text, and an editable chip for each mention in it. */
+export function textWithChips(text: string): Node[] {
+  const nodes: Node[] = [];
+  let last = 0;
+  for (const mention of findMentions(text)) {
+    if (mention.from > last) {
+      nodes.push(document.createTextNode(text.slice(last, mention.from)));
+    }
+    nodes.push(editableChip(mention, text.slice(mention.from, mention.to)));
+    last = mention.to;
+  }
+  if (last < text.length) {
+    nodes.push(document.createTextNode(text.slice(last)));
+  }
+  return nodes;
+}
+
+const BLOCKS = new Set(['DIV', 'P', 'LI']);
+
+/**
+ * The text an editable element holds, each chip as the mention it stands for: what is sent. Line breaks
+ * (`<br>`, and the blocks a browser makes of Enter in editable content) become `\n`.
+ */
+export function editableText(root: Node): string {
+  let text = '';
+  const walk = (node: Node): void => {
+    for (const child of Array.from(node.childNodes)) {
+      if (child.nodeType === Node.TEXT_NODE) {
+        text += child.nodeValue ?? '';
+      } else if (child instanceof HTMLElement) {
+        if (child.dataset.markup !== undefined) {
+          text += child.dataset.markup;
+        } else if (child.tagName === 'BR') {
+          text += '\n';
+        } else {
+          if (BLOCKS.has(child.tagName) && text !== '' && !text.endsWith('\n')) {
+            text += '\n';
+          }
+          walk(child);
+        }
+      }
+    }
+  };
+  walk(root);
+  return text;
+}

@@ -8,25 +8,32 @@
  * - `dsh-jupyter:chips` shows each mention of a `%%dsh` cell as an atomic chip (`./chips`).
  * - `dsh-jupyter:live-notebook` serves each open notebook to its kernel (the agent reads, edits and runs
  *   cells; its edits in "ask" mode appear as proposals with Accept / Reject), see `./notebook`.
+ * - `dsh-jupyter:chat-sidebar` puts the chat with the active notebook's agent in a side panel, opened by
+ *   the command `dsh-jupyter:open-chat` (palette, and the Chat button of each notebook's toolbar), see
+ *   `./sidebar`.
  * - The mime renderer of reference contexts lives in `./mime` (the package's `mimeExtension`).
  */
 
 import {
+  ILayoutRestorer,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import { ICommandPalette, ISessionContextDialogs } from '@jupyterlab/apputils';
 import {
   EditorExtensionRegistry,
   IEditorExtensionRegistry
 } from '@jupyterlab/codemirror';
 import { ICompletionProviderManager } from '@jupyterlab/completer';
-import { INotebookTracker } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { CommandToolbarButton } from '@jupyterlab/ui-components';
 
 import { mentionChips } from './chips.js';
 import { DshCompletionProvider } from './completion.js';
 import { DshCellHighlighter } from './highlight.js';
 import { CurrentSessions } from './kernel.js';
 import { LiveNotebooks } from './notebook.js';
+import { chatIcon, DshSidebar, OPEN_COMMAND } from './sidebar.js';
 import { MentionTrigger } from './trigger.js';
 
 const mentions: JupyterFrontEndPlugin<void> = {
@@ -78,4 +85,52 @@ const liveNotebook: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [mentions, chips, liveNotebook];
+const chatSidebar: JupyterFrontEndPlugin<void> = {
+  id: 'dsh-jupyter:chat-sidebar',
+  description: "A side panel with the chat of the active notebook's agent (transcript, approvals, prompt box).",
+  autoStart: true,
+  requires: [INotebookTracker],
+  optional: [ICommandPalette, ILayoutRestorer, ISessionContextDialogs],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    palette: ICommandPalette | null,
+    restorer: ILayoutRestorer | null,
+    dialogs: ISessionContextDialogs | null
+  ): void => {
+    const sidebar = new DshSidebar({
+      tracker,
+      contents: app.serviceManager.contents,
+      serverSettings: app.serviceManager.serverSettings,
+      selectKernel: dialogs ? context => dialogs.selectKernel(context) : undefined
+    });
+    app.shell.add(sidebar, 'right', { rank: 650 });
+    restorer?.add(sidebar, sidebar.id);
+    app.commands.addCommand(OPEN_COMMAND, {
+      label: 'Open the dsh Chat Sidebar',
+      caption: "Chat with the notebook's agent in a side panel",
+      icon: args => (args.toolbar ? chatIcon : undefined),
+      execute: () => {
+        app.shell.activateById(sidebar.id);
+        sidebar.focusPrompt();
+      }
+    });
+    palette?.addItem({ command: OPEN_COMMAND, category: 'dsh' });
+    const addButton = (panel: NotebookPanel): void => {
+      const button = new CommandToolbarButton({
+        commands: app.commands,
+        id: OPEN_COMMAND,
+        args: { toolbar: true },
+        label: 'Chat'
+      });
+      button.addClass('dsh-sidebar-toolbar-button');
+      if (!panel.toolbar.insertAfter('cellType', 'dsh-chat', button)) {
+        panel.toolbar.addItem('dsh-chat', button);
+      }
+    };
+    tracker.forEach(addButton);
+    tracker.widgetAdded.connect((_sender, panel) => addButton(panel));
+  }
+};
+
+export default [mentions, chips, liveNotebook, chatSidebar];

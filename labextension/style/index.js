@@ -1,2 +1,3 @@
 import './base.css';
 import './proposal.css';
+import './sidebar.css';

@@ -12,6 +12,7 @@ import logging
 import threading
 import uuid
 import weakref
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import ipywidgets
@@ -55,7 +56,7 @@ def _hook_cell_runs() -> None:
     _HOOKED.add(shell)
 
 
-PanelKind = Literal["chat", "pick"]
+PanelKind = Literal["chat", "pick", "sidebar"]
 
 
 class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproject)
@@ -67,9 +68,11 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
     of each turn.
 
     ``kind="pick"`` (``%dsh pick``) puts the picker and the prompt box first and the answers under
-    them. Displayed, the panel's output also carries ``text/html`` and ``text/plain`` copies of the
-    conversation, updated through its ``display_id`` (at most ``copy_rate`` times a second), so a
-    saved notebook shows the conversation where the widget cannot be shown.
+    them. ``kind="sidebar"`` (the JupyterLab / Notebook 7 chat sidebar, which brings its own prompt box)
+    shows only the transcript and the approval questions under it; prompts come through :meth:`submit`.
+    Displayed, the panel's output also carries ``text/html`` and ``text/plain`` copies of the conversation,
+    updated through its ``display_id`` (at most ``copy_rate`` times a second), so a saved notebook shows
+    the conversation where the widget cannot be shown.
     """
 
     def __init__(self, host: ChatHost, *, kind: PanelKind = "chat", max_rate: float = 20.0,
@@ -77,8 +80,8 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         for name in ("submit_async", "cancel", "candidates"):
             if not callable(getattr(host, name, None)):
                 raise TypeError(f"ChatPanel needs a notebook host with a {name}() method")
-        if kind not in ("chat", "pick"):
-            raise ValueError(f"kind must be 'chat' or 'pick', got {kind!r}")
+        if kind not in ("chat", "pick", "sidebar"):
+            raise ValueError(f"kind must be 'chat', 'pick' or 'sidebar', got {kind!r}")
         self.host = host
         self.kind: PanelKind = kind
         self.state = Transcript(limits=CELL)
@@ -101,8 +104,9 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         #: the change: the prompt box would lose its focus and the keys typed next).
         self.questions = ipywidgets.VBox()
         self.questions.add_class("dsh-panel-questions")
-        order = [self.picker, self.prompt, self.transcript, self.questions] if kind == "pick" else [
-            self.transcript, self.questions, self.picker, self.prompt]
+        order = {"pick": [self.picker, self.prompt, self.transcript, self.questions],
+                 "sidebar": [self.transcript, self.questions]}.get(
+            kind, [self.transcript, self.questions, self.picker, self.prompt])
         kwargs.setdefault("children", order)
         super().__init__(**kwargs)
         self.add_class("dsh-panel")
@@ -158,6 +162,20 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
             self._coalescer.poke(final=True)
             raise
         self.state.add_notice("Stop requested.")
+        self._coalescer.poke(final=True)
+
+    def show_earlier(self, entries: Sequence[tuple[str, str]], note: str) -> None:
+        """Show a session's earlier prompts and answers (``("user" | "assistant", text)``, oldest first) under
+        ``note``, before what this panel sends (the sidebar's panel of a session begun in cells or by an
+        earlier kernel)."""
+        if not entries:
+            return
+        self.state.add_notice(note)
+        for role, text in entries:
+            if role == "user":
+                self.state.add_user(readable_prompt(text), steered=False)
+            else:
+                self.state.assistant_message(text)
         self._coalescer.poke(final=True)
 
     @property

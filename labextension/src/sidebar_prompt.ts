@@ -1,0 +1,368 @@
+/**
+ * The chat sidebar's prompt box: editable text where each mention is a chip (`@label`, the URI kept in what
+ * is sent), an `@` popup of the notebook's variables, other sessions and files, a model picker, Send and
+ * Ctrl/Cmd+Enter. Keys typed here stay here (the notebook's shortcuts never see them).
+ */
+
+import { editableChip, editableText, findMentions, textWithChips } from './chips.js';
+import { textElement } from './escape.js';
+import { filterDshItems, IDshCompletionItem } from './items.js';
+import { IModelChoice } from './sidebar_kernel.js';
+
+/** A mention being typed just before the caret: `@` after a space, a bracket or a quote, or at the start. */
+const TYPED = /(?:^|[\s([{"'`])@([^\s@[\]()"]*)$/;
+
+/** What the prompt box needs from its sidebar. */
+export interface IPromptHost {
+  /** The popup rows for `query` (typed after `@`): variables, sessions, files. */
+  candidates(query: string): Promise<{ items: IDshCompletionItem[]; note: string | null }>;
+  /** Send `text` with `model`; resolves with a line to show once the kernel took it (rejects with its error). */
+  send(text: string, model: string | null): Promise<string>;
+  /** The model picker changed. */
+  chooseModel(model: string | null): Promise<void>;
+}
+
+const MAC = /Mac|iPhone|iPad/.test(globalThis.navigator?.platform ?? '');
+
+/** The prompt box of one notebook's chat. */
+export class SidebarPrompt {
+  readonly node: HTMLDivElement;
+
+  constructor(private readonly _host: IPromptHost) {
+    this.node = document.createElement('div');
+    this.node.className = 'dsh-sidebar-prompt';
+    this.node.setAttribute('data-lm-suppress-shortcuts', 'true');
+    this._input = document.createElement('div');
+    this._input.className = 'dsh-sidebar-input';
+    this._input.contentEditable = 'true';
+    this._input.setAttribute('role', 'textbox');
+    this._input.setAttribute('aria-multiline', 'true');
+    this._input.setAttribute('aria-label', 'Prompt');
+    this._input.dataset.placeholder = `Ask the agent… (@ mentions a variable, session or file; ${
+      MAC ? '⌘' : 'Ctrl'
+    }+Enter sends)`;
+    this._popup = document.createElement('ul');
+    this._popup.className = 'dsh-sidebar-popup';
+    this._popup.setAttribute('role', 'listbox');
+    this._popup.hidden = true;
+    const bar = document.createElement('div');
+    bar.className = 'dsh-sidebar-bar';
+    this._model = document.createElement('select');
+    this._model.className = 'dsh-sidebar-model jp-mod-styled';
+    this._model.title = 'The model of the prompts sent from here';
+    this._model.setAttribute('aria-label', 'Model');
+    const hint = document.createElement('span');
+    hint.className = 'dsh-sidebar-hint';
+    this._send = textElement('button', 'Send', 'dsh-sidebar-send jp-Button jp-mod-styled jp-mod-accept');
+    this._send.type = 'button';
+    this._status = textElement('div', '', 'dsh-sidebar-status');
+    this._status.setAttribute('aria-live', 'polite');
+    bar.append(this._model, hint, this._send);
+    this.node.append(this._popup, this._input, bar, this._status);
+
+    for (const type of ['keydown', 'keyup', 'keypress']) {
+      this.node.addEventListener(type, event => event.stopPropagation());
+    }
+    this._input.addEventListener('keydown', event => this._onKey(event));
+    this._input.addEventListener('input', () => this._onInput());
+    this._input.addEventListener('paste', event => this._onPaste(event));
+    this._input.addEventListener('blur', () => window.setTimeout(() => this._closePopup(), 150));
+    this._send.addEventListener('click', () => void this.send());
+    this._model.addEventListener('change', () => void this._onModel());
+  }
+
+  /** The text to send: each chip as its mention. */
+  get value(): string {
+    return editableText(this._input);
+  }
+
+  /** Replace the text (mentions become chips). */
+  set value(text: string) {
+    this._input.replaceChildren(...textWithChips(text));
+    this._input.classList.toggle('dsh-empty', text === '');
+  }
+
+  /** Enable or disable sending (no kernel, or one without dsh). */
+  set enabled(on: boolean) {
+    this._enabled = on;
+    this._input.contentEditable = on ? 'true' : 'false';
+    this._sync();
+  }
+
+  /** The agent is working: Send reads "Steer" (the prompt joins the running turn). */
+  set busy(on: boolean) {
+    this._busy = on;
+    this._sync();
+  }
+
+  /** Show the model choices, `current` selected. */
+  setModels(models: IModelChoice[], current: string | null): void {
+    const options = models.map(choice => {
+      const option = textElement('option', choice.available ? choice.label : `${choice.label} (${choice.note})`);
+      option.value = choice.spec ?? '';
+      option.disabled = !choice.available;
+      option.title = choice.note;
+      return option;
+    });
+    this._model.replaceChildren(...options);
+    this._model.value = current ?? '';
+    this._chosen = current;
+    this._model.hidden = options.length === 0;
+  }
+
+  /** A line under the box (`error` level in red). */
+  setStatus(text: string, level: 'info' | 'error' = 'info'): void {
+    this._status.textContent = text;
+    this._status.dataset.level = level;
+  }
+
+  focus(): void {
+    this._input.focus();
+  }
+
+  /** Send the box's text; it is emptied once the kernel took it, and kept (with the error) when not. */
+  async send(): Promise<void> {
+    const text = this.value;
+    if (this._sending || !this._enabled) {
+      return;
+    }
+    if (!text.trim()) {
+      this.setStatus('Nothing to send: type a prompt first.', 'error');
+      return;
+    }
+    this._sending = true;
+    this._closePopup();
+    this._sync();
+    try {
+      const note = await this._host.send(text, this._model.value || null);
+      if (this.value === text) {
+        this.value = '';
+      }
+      this.setStatus(note);
+    } catch (error) {
+      this.setStatus(`Not sent: ${error instanceof Error ? error.message : String(error)}`, 'error');
+    } finally {
+      this._sending = false;
+      this._sync();
+    }
+  }
+
+  private _sync(): void {
+    this._send.textContent = this._sending ? 'Sending…' : this._busy ? 'Steer' : 'Send';
+    this._send.title = this._busy ? 'Add this prompt to the running turn' : 'Start a turn with this prompt';
+    this._send.disabled = this._sending || !this._enabled;
+    this._model.disabled = !this._enabled;
+    this.node.classList.toggle('dsh-disabled', !this._enabled);
+  }
+
+  private async _onModel(): Promise<void> {
+    const previous = this._chosen;
+    const wanted = this._model.value || null;
+    try {
+      await this._host.chooseModel(wanted);
+      this._chosen = wanted;
+      this.setStatus('');
+    } catch (error) {
+      this._model.value = previous ?? '';
+      this.setStatus(`Model not changed: ${error instanceof Error ? error.message : String(error)}`, 'error');
+    }
+  }
+
+  private _onKey(event: KeyboardEvent): void {
+    if (!this._popup.hidden) {
+      if (event.key === 'ArrowDown' || event.key === 'ArrowUp') {
+        event.preventDefault();
+        this._highlight(this._active + (event.key === 'ArrowDown' ? 1 : -1));
+        return;
+      }
+      if ((event.key === 'Enter' && !event.ctrlKey && !event.metaKey) || event.key === 'Tab') {
+        event.preventDefault();
+        this._pick(this._active);
+        return;
+      }
+      if (event.key === 'Escape') {
+        event.preventDefault();
+        this._closePopup();
+        return;
+      }
+    }
+    if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      void this.send();
+    } else if (event.key === 'Enter') {
+      event.preventDefault(); // a plain line break, not the block the browser would make
+      document.execCommand('insertLineBreak');
+    }
+  }
+
+  private _onPaste(event: ClipboardEvent): void {
+    const text = event.clipboardData?.getData('text/plain');
+    if (text === undefined) {
+      return;
+    }
+    event.preventDefault();
+    if (findMentions(text).length === 0) {
+      document.execCommand('insertText', false, text);
+      return;
+    }
+    const range = this._range();
+    if (range === null) {
+      return;
+    }
+    range.deleteContents();
+    const nodes = textWithChips(text);
+    for (const node of nodes.reverse()) {
+      range.insertNode(node);
+    }
+    this._caretAfter(nodes[0]);
+    this._onInput();
+  }
+
+  private _onInput(): void {
+    this._input.classList.toggle('dsh-empty', this.value === '');
+    if (this._status.dataset.level === 'error') {
+      this.setStatus('');
+    }
+    const typed = this._typedMention();
+    if (typed === null) {
+      this._closePopup();
+      return;
+    }
+    const asked = ++this._asked;
+    void this._host.candidates(typed.query).then(({ items, note }) => {
+      if (asked !== this._asked || this._typedMention()?.query !== typed.query) {
+        return;
+      }
+      this._showPopup(filterDshItems(items, '@' + typed.query) as IDshCompletionItem[], note);
+    });
+  }
+
+  /** The `@query` typed just before the caret, in the caret's text node. */
+  private _typedMention(): { node: Text; start: number; end: number; query: string } | null {
+    const selection = window.getSelection();
+    if (!selection || selection.rangeCount === 0 || !selection.isCollapsed) {
+      return null;
+    }
+    const node = selection.anchorNode;
+    if (!(node instanceof Text) || !this._input.contains(node)) {
+      return null;
+    }
+    const before = (node.nodeValue ?? '').slice(0, selection.anchorOffset);
+    const match = TYPED.exec(before);
+    if (match === null) {
+      return null;
+    }
+    const start = selection.anchorOffset - match[1].length - 1;
+    return { node, start, end: selection.anchorOffset, query: match[1] };
+  }
+
+  private _showPopup(items: IDshCompletionItem[], note: string | null): void {
+    this._items = items;
+    const rows = items.map((item, index) => {
+      const row = document.createElement('li');
+      row.className = `dsh-sidebar-option dsh-sidebar-option-${item.dsh.kind}`;
+      row.setAttribute('role', 'option');
+      row.append(
+        textElement('span', item.dsh.kind === 'directory' ? 'folder' : item.dsh.kind, 'dsh-sidebar-option-kind'),
+        textElement('span', item.dsh.title, 'dsh-sidebar-option-title'),
+        textElement('span', item.dsh.detail, 'dsh-sidebar-option-detail')
+      );
+      row.title = `${item.dsh.title}\n${item.dsh.detail}`;
+      row.addEventListener('mousedown', event => {
+        event.preventDefault(); // keep the caret in the box
+        this._pick(index);
+      });
+      return row;
+    });
+    if (note !== null) {
+      rows.push(textElement('li', note, 'dsh-sidebar-option-note'));
+    } else if (rows.length === 0) {
+      rows.push(textElement('li', 'Nothing matches.', 'dsh-sidebar-option-note'));
+    }
+    this._popup.replaceChildren(...rows);
+    this._popup.hidden = false;
+    this._highlight(0);
+  }
+
+  private _highlight(index: number): void {
+    const rows = Array.from(this._popup.querySelectorAll<HTMLLIElement>('.dsh-sidebar-option'));
+    if (rows.length === 0) {
+      this._active = -1;
+      return;
+    }
+    this._active = (index + rows.length) % rows.length;
+    rows.forEach((row, at) => {
+      row.classList.toggle('dsh-active', at === this._active);
+      row.setAttribute('aria-selected', String(at === this._active));
+    });
+    rows[this._active].scrollIntoView({ block: 'nearest' });
+  }
+
+  private _pick(index: number): void {
+    const item = this._items[index];
+    const typed = this._typedMention();
+    this._closePopup();
+    if (item === undefined || typed === null) {
+      return;
+    }
+    const insert = item.insertText ?? item.label;
+    const range = document.createRange();
+    range.setStart(typed.node, typed.start);
+    range.setEnd(typed.node, typed.end);
+    range.deleteContents();
+    const [mention] = findMentions(insert);
+    const space = document.createTextNode(' ');
+    if (mention !== undefined && mention.from === 0 && mention.to === insert.length) {
+      range.insertNode(space);
+      range.insertNode(editableChip(mention, insert));
+    } else {
+      range.insertNode(space);
+      range.insertNode(document.createTextNode(insert));
+    }
+    this._caretAfter(space);
+    this._input.classList.remove('dsh-empty');
+  }
+
+  private _closePopup(): void {
+    this._asked++;
+    this._popup.hidden = true;
+    this._popup.replaceChildren();
+    this._items = [];
+    this._active = -1;
+  }
+
+  private _range(): Range | null {
+    const selection = window.getSelection();
+    if (!selection || selection.rangeCount === 0) {
+      return null;
+    }
+    const range = selection.getRangeAt(0);
+    return this._input.contains(range.commonAncestorContainer) ? range : null;
+  }
+
+  private _caretAfter(node: Node): void {
+    const selection = window.getSelection();
+    if (!selection) {
+      return;
+    }
+    const range = document.createRange();
+    range.setStartAfter(node);
+    range.collapse(true);
+    selection.removeAllRanges();
+    selection.addRange(range);
+  }
+
+  private _input: HTMLDivElement;
+  private _popup: HTMLUListElement;
+  private _model: HTMLSelectElement;
+  private _send: HTMLButtonElement;
+  private _status: HTMLDivElement;
+  private _items: IDshCompletionItem[] = [];
+  private _active = -1;
+  private _asked = 0;
+  private _busy = false;
+  private _enabled = true;
+  private _sending = false;
+  private _chosen: string | null = null;
+}
+

@@ -1,0 +1,386 @@
+"""In a real browser, in JupyterLab and Notebook 7: the chat sidebar (labextension/src/sidebar.ts).
+
+- the Chat button of the notebook's toolbar opens the sidebar; a prompt sent with Ctrl+Enter and one sent
+  with the button stream their answers there while no cell runs (no cell gets a number);
+- the agent's question is answered in the sidebar, a proposal's status shows as its tool line, Stop ends a
+  running turn;
+- a variable picked from the `@` popup is a chip showing `@x`, and the prompt sent holds its mention;
+- switching notebooks switches the panel's session (JupyterLab), and reloading the page shows the conversation
+  the kernel kept; a session begun in a cell shows its earlier prompts and answers first;
+- bad paths: a kernel without `%load_ext dsh_jupyter` says what to run (and "Load dsh" does it), a kernel
+  restart mid-turn says the turn ended with it, a notebook with no kernel says to choose one;
+- screenshots of the sidebar in the light and the dark theme (test-artifacts/).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from browser_helpers import (
+    KERNEL_TIMEOUT_MS,
+    JupyterServer,
+    NotebookPage,
+    require_chromium,
+    require_notebook7,
+    running_server,
+    watched_page,
+    write_notebook,
+    write_notebook_cells,
+)
+
+FIRST = "work/first.ipynb"
+SECOND = "work/second.ipynb"
+PLAIN = "work/plain.ipynb"
+SIDEBAR = "#dsh-jupyter-chat"
+INPUT = f"{SIDEBAR} .dsh-sidebar-chat:not(.lm-mod-hidden) .dsh-sidebar-input"
+#: The second notebook's prompts: one from a cell, one from the sidebar.
+SECOND_PROMPTS = ["Hello from a cell", "Hello from the second notebook"]
+PROPOSE = '/tool notebook_edit {"action": "insert", "cell_id": "cell-x", "source": "y = x + 1"}'
+
+
+@pytest.fixture(scope="module", params=["lab", "notebook"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    require_chromium()
+    if request.param == "notebook":
+        require_notebook7()
+    root = tmp_path_factory.mktemp(f"sidebar-{request.param}")
+    write_notebook_cells(root / FIRST, [(None, "%load_ext dsh_jupyter"), ("cell-x", "x = 41")])
+    write_notebook(root / SECOND, "%load_ext dsh_jupyter", "%%dsh\nHello from a cell")
+    write_notebook(root / PLAIN, "1 + 1")
+    with running_server(request.param, root, tmp_path_factory.mktemp(f"sidebar-{request.param}-state")) as running:
+        yield running
+
+
+class Sidebar:
+    """The chat sidebar of the page, for the notebook shown."""
+
+    def __init__(self, nb: NotebookPage) -> None:
+        self.nb = nb
+        self.page = nb.page
+        self.root = nb.page.locator(SIDEBAR)
+        self.chat = self.root.locator(".dsh-sidebar-chat:not(.lm-mod-hidden)")
+
+    def open(self) -> Sidebar:
+        from playwright.sync_api import expect
+
+        button = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .dsh-sidebar-toolbar-button")
+        expect(button).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        if not self.root.is_visible():
+            button.click()
+        expect(self.root).to_be_visible()
+        return self
+
+    @property
+    def input(self) -> Any:
+        return self.chat.locator(".dsh-sidebar-input")
+
+    @property
+    def notice(self) -> Any:
+        return self.chat.locator(".dsh-sidebar-notice")
+
+    def ready(self) -> None:
+        from playwright.sync_api import expect
+
+        expect(self.chat.locator(".dsh-chat")).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        expect(self.notice).to_be_hidden()
+
+    def type(self, text: str) -> None:
+        self.input.click()
+        self.page.keyboard.type(text)
+
+    def send(self, text: str) -> None:
+        """Type ``text`` into the prompt box and send it with Ctrl+Enter."""
+        self.type(text)
+        self.page.keyboard.press("Control+Enter")
+
+    def question(self) -> Any:
+        """The agent's question, once it shows in the sidebar."""
+        from playwright.sync_api import expect
+
+        card = self.chat.locator(".dsh-approval-card:not([hidden])")
+        expect(card).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        return card
+
+    def answered(self) -> Any:
+        """The last answer, once it shows, after the turn ended."""
+        from playwright.sync_api import expect
+
+        answer = self.chat.locator(".dsh-chat-assistant").last
+        expect(answer).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        self.idle()
+        return answer
+
+    def idle(self) -> None:
+        from playwright.sync_api import expect
+
+        expect(self.chat.locator(".dsh-chat-state")).to_have_text("idle", timeout=KERNEL_TIMEOUT_MS)
+
+    def screenshot(self, request: pytest.FixtureRequest, step: str) -> None:
+        self.nb.screenshot(request, step)
+
+
+def _prompt_numbers(nb: NotebookPage) -> list[str]:
+    return [str(text) for text in nb.page.locator(f"{nb.scope} .jp-InputArea-prompt").all_inner_texts()]
+
+
+def _set_theme(server: JupyterServer, theme: str) -> None:
+    """Choose the app's theme through the settings API (both apps read it on load)."""
+    body = json.dumps({"raw": json.dumps({"theme": theme})}).encode()
+    req = urllib.request.Request(server.base_url + "lab/api/settings/@jupyterlab/apputils-extension:themes",
+                                 data=body, method="PUT",
+                                 headers={"Authorization": f"token {server.token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as response:
+        assert response.status == 204
+
+
+def _kernel_id(server: JupyterServer, path: str) -> str:
+    status, sessions = server.request("GET", "api/sessions")
+    assert status == 200
+    for session in sessions:
+        if session.get("path") == path and session.get("kernel"):
+            return str(session["kernel"]["id"])
+    raise AssertionError(f"no kernel for {path}: {sessions}")
+
+
+def _session_id(server: JupyterServer, path: str) -> str:
+    status, sessions = server.request("GET", "api/sessions")
+    assert status == 200
+    for session in sessions:
+        if session.get("path") == path:
+            return str(session["id"])
+    raise AssertionError(f"no session for {path}: {sessions}")
+
+
+def test_the_sidebar_chats_with_the_notebooks_agent(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, FIRST).open()
+        nb.run(0)
+        nb.run(1)
+        numbers = _prompt_numbers(nb)
+        side = Sidebar(nb).open()
+        side.ready()
+        expect(side.chat.locator(".dsh-sidebar-heading")).to_have_text("first.ipynb")
+        expect(side.chat.locator(".dsh-chat-empty")).to_be_visible()
+        side.screenshot(request, "1-open")
+
+        # Ctrl+Enter sends; the answer streams into the sidebar while no cell runs.
+        side.type("Please summarise what is here")
+        page.keyboard.press("Enter")  # a new line, not a send
+        page.keyboard.type("in one line")
+        page.keyboard.press("Control+Enter")
+        expect(side.input).to_have_text("")
+        expect(side.chat.locator(".dsh-chat-user")).to_contain_text("Please summarise what is here\nin one line")
+        expect(side.chat.locator(".dsh-chat-assistant").last).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
+        expect(side.chat.locator(".dsh-chat-details")).to_contain_text("offline")
+
+        # The button sends; the agent's question is answered in the sidebar.
+        side.type("/bash echo sidebar-$((6*7))")
+        side.chat.locator("button.dsh-sidebar-send").click()
+        question = side.question()
+        expect(question).to_contain_text("echo sidebar-$((6*7))")
+        side.screenshot(request, "2-question")
+        question.locator("button.dsh-approval-once").click()
+        expect(side.chat.locator(".dsh-chat-assistant").last).to_contain_text("sidebar-42", timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
+
+        # A variable from the @ popup is a chip; what is sent keeps its mention.
+        side.type("Describe @")
+        popup = side.chat.locator(".dsh-sidebar-popup")
+        expect(popup.locator(".dsh-sidebar-option-variable").filter(has_text="x")).to_be_visible()
+        page.keyboard.type("x")
+        expect(popup.locator(".dsh-sidebar-option").first).to_contain_text("x")
+        page.keyboard.press("Enter")
+        chip = side.input.locator(".jp-DshChip")
+        expect(chip).to_have_text("@x")
+        expect(popup).to_be_hidden()
+        page.keyboard.type("briefly")
+        side.screenshot(request, "3-chip")
+        page.keyboard.press("Control+Enter")
+        user = side.chat.locator(".dsh-chat-user").last
+        expect(user).to_contain_text("Describe @x briefly")
+        expect(side.chat.locator(".dsh-chat-context").last).to_contain_text("x", timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
+
+        # A proposal's status is its tool line; the card is in the notebook.
+        side.type(PROPOSE)
+        page.keyboard.press("Control+Enter")
+        card = page.locator(f"{nb.scope} .dsh-proposal")
+        expect(card).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        tool = side.chat.locator(".dsh-chat-tool").last
+        expect(tool.locator(".dsh-chat-tool-state")).to_have_text(re.compile("running"))
+        side.screenshot(request, "4-proposal")
+        card.locator("button.dsh-proposal-accept").click()
+        expect(tool.locator(".dsh-chat-tool-state")).not_to_have_text(re.compile("running"), timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
+
+        # Stop ends a running turn.
+        side.send("/bash sleep 60")
+        side.question().locator("button.dsh-approval-once").click()
+        stop = side.chat.locator("button.dsh-chat-stop")
+        expect(stop).to_be_visible()
+        expect(side.chat.locator("button.dsh-sidebar-send")).to_have_text("Steer")
+        stop.click()
+        side.idle()
+        expect(side.chat.locator(".dsh-chat-item").last).to_contain_text("Turn interrupted")
+        assert _prompt_numbers(nb)[:2] == numbers[:2]  # no cell ran for any of it
+        assert not watch.errors and not watch.dialogs, (watch.errors, watch.dialogs)
+
+
+def test_switching_notebooks_switches_the_panel_and_a_reload_restores_it(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        second = NotebookPage(page, server, SECOND).open()
+        second.run(0)
+        second.run(1)  # the session begins in a cell: the sidebar shows its earlier turns first
+        side = Sidebar(second).open()
+        side.ready()
+        expect(side.chat.locator(".dsh-chat-notice").first).to_contain_text("Earlier in this session")
+        expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(["Hello from a cell"])
+        side.send("Hello from the second notebook")
+        side.answered()
+        second_session = side.chat.locator(".dsh-chat-details").inner_text()
+
+        if server.app == "lab":  # one page holds both notebooks: the panel follows the active one
+            page.locator(".jp-DirListing-item", has_text="first.ipynb").dblclick()  # from the file browser
+            first = NotebookPage(page, server, FIRST)
+            page.wait_for_selector(f"{first.scope} .jp-Cell", timeout=KERNEL_TIMEOUT_MS)
+            first.wait_idle()
+            side = Sidebar(first).open()
+            expect(side.chat.locator(".dsh-sidebar-heading")).to_have_text("first.ipynb")
+            # The first notebook's kernel kept its conversation (the previous test), and its own session.
+            expect(side.chat.locator(".dsh-chat-user").first).to_contain_text("Please summarise what is here",
+                                                                             timeout=KERNEL_TIMEOUT_MS)
+            assert "Hello from the second notebook" not in side.chat.inner_text()
+            assert side.chat.locator(".dsh-chat-details").inner_text() != second_session
+            side.screenshot(request, "5-first-notebook")
+            page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="second.ipynb").click()
+            expect(side.chat.locator(".dsh-sidebar-heading")).to_have_text("second.ipynb")
+            expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(SECOND_PROMPTS)
+            expect(side.chat.locator(".dsh-chat-details")).to_have_text(second_session)
+
+        # A reloaded page shows the conversation the kernel kept.
+        watch.dialogs.clear()
+        reloaded = NotebookPage(page, server, SECOND).open()
+        side = Sidebar(reloaded).open()
+        expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(SECOND_PROMPTS,
+                                                                 timeout=KERNEL_TIMEOUT_MS)
+        expect(side.chat.locator(".dsh-chat-assistant")).to_have_count(2)
+        side.screenshot(request, "6-reloaded")
+        leaving = [dialog for dialog in watch.dialogs if not dialog.startswith("beforeunload")]  # unsaved notebooks
+        assert not watch.errors and not leaving, (watch.errors, watch.dialogs)
+
+
+def test_a_kernel_without_dsh_a_restart_mid_turn_and_no_kernel_say_what_to_do(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, PLAIN).open()
+        side = Sidebar(nb).open()
+        expect(side.notice).to_contain_text("run %load_ext dsh_jupyter in a cell", timeout=KERNEL_TIMEOUT_MS)
+        expect(side.chat.locator("button.dsh-sidebar-send")).to_be_disabled()
+        side.screenshot(request, "7-not-loaded")
+        side.notice.locator("button", has_text="Load dsh").click()
+        side.ready()
+
+        # A restart while a turn runs: the sidebar says the turn ended with the kernel.
+        side.send("First turn, saved")
+        side.answered()
+        side.send("/bash sleep 60")
+        side.question().locator("button.dsh-approval-once").click()
+        expect(side.chat.locator("button.dsh-chat-stop")).to_be_visible()
+        short_id = side.chat.locator(".dsh-chat-details").inner_text().split(" · ")[0]
+        status, _ = server.request("POST", f"api/kernels/{_kernel_id(server, PLAIN)}/restart", timeout=60)
+        assert status == 200
+        expect(side.notice).to_contain_text("The kernel restarted during a turn", timeout=KERNEL_TIMEOUT_MS)
+        expect(side.notice).to_contain_text("run %load_ext dsh_jupyter", timeout=KERNEL_TIMEOUT_MS)
+        expect(side.chat.locator(".dsh-chat")).to_have_count(0)
+        side.screenshot(request, "8-restarted")
+        side.notice.locator("button", has_text="Load dsh").click()  # loads dsh and resumes the session
+        expect(side.chat.locator(".dsh-chat")).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        side.screenshot(request, "8b-resumed")
+        expect(side.chat.locator(".dsh-chat-details")).to_contain_text(short_id)  # the session was resumed
+        expect(side.chat.locator(".dsh-chat-user .dsh-chat-text").first).to_have_text("First turn, saved")
+        side.send("Still there?")
+        side.answered()
+
+        # No kernel: the sidebar says to choose one.
+        status, _ = server.request("DELETE", f"api/sessions/{_session_id(server, PLAIN)}", timeout=60)
+        assert status == 204
+        expect(side.notice).to_contain_text(re.compile("no kernel|kernel died"), timeout=KERNEL_TIMEOUT_MS)
+        expect(side.chat.locator("button.dsh-sidebar-send")).to_be_disabled()
+        side.screenshot(request, "9-no-kernel")
+        assert not watch.errors and not watch.dialogs, (watch.errors, watch.dialogs)
+
+
+def test_the_sidebar_in_the_dark_theme(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    _set_theme(server, "JupyterLab Dark")
+    try:
+        with watched_page(browser) as (page, _watch):
+            nb = NotebookPage(page, server, FIRST).open()
+            page.wait_for_selector("body[data-jp-theme-light='false']", state="attached", timeout=30_000)
+            nb.run(0)
+            nb.run(1)  # x, for the chip
+            side = Sidebar(nb).open()
+            side.ready()
+            side.send("/bash echo dark")
+            question = side.question()
+            side.screenshot(request, "10-dark-question")
+            question.locator("button.dsh-approval-once").click()
+            side.idle()
+            side.type("Look at @")
+            expect(side.chat.locator(".dsh-sidebar-popup .dsh-sidebar-option").first).to_be_visible()
+            page.keyboard.type("x")
+            page.keyboard.press("Enter")
+            expect(side.input.locator(".jp-DshChip")).to_have_text("@x")
+            side.screenshot(request, "11-dark-chip")
+    finally:
+        _set_theme(server, "JupyterLab Light")
+
+
+def test_without_the_server_extension_the_sidebar_says_so_and_still_chats(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        # What a server without the dsh extension answers for its endpoints: 404.
+        page.route("**/dsh/api/**", lambda route: route.fulfill(status=404, body="Not Found"))
+        nb = NotebookPage(page, server, FIRST).open()
+        nb.run(0)
+        nb.run(1)
+        side = Sidebar(nb).open()
+        side.ready()
+        warning = side.root.locator(".dsh-sidebar-warning")
+        expect(warning).to_contain_text("The dsh server extension is not running")
+        expect(warning).to_contain_text("jupyter server extension enable dsh_jupyter")
+        side.type("Look at @")
+        popup = side.chat.locator(".dsh-sidebar-popup")
+        expect(popup.locator(".dsh-sidebar-option-variable").filter(has_text="x")).to_be_visible()
+        expect(popup.locator(".dsh-sidebar-option-note")).to_contain_text("The dsh server extension is not running")
+        side.screenshot(request, "12-no-server-extension")
+        page.keyboard.press("Escape")
+        expect(popup).to_be_hidden()
+        page.keyboard.type(" the notebook")
+        page.keyboard.press("Control+Enter")
+        expect(side.chat.locator(".dsh-chat-user").last).to_contain_text("Look at @ the notebook")
+        side.idle()
+        assert not watch.errors and not watch.dialogs, (watch.errors, watch.dialogs)
