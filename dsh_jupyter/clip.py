@@ -2,7 +2,8 @@
 
 - :func:`one_line`: whitespace folded, cut with an ellipsis (titles, table cells, call summaries);
 - :func:`capped`: cut to a number of characters, then a line saying how much was left out;
-- :func:`fitted`: cut so that the text *with* its note stays within the limit (bounded summaries).
+- :func:`fitted`: cut so that the text *with* its note stays within the limit (bounded summaries);
+- :func:`keep_end`: a long line cut in its middle, so that its end (where a message says what to do) stays.
 """
 
 from __future__ import annotations
@@ -12,6 +13,19 @@ def one_line(text: str, limit: int) -> str:
     """``text`` with runs of whitespace as one space, cut to ``limit`` characters with an ellipsis."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+#: How many characters of a line's end :func:`keep_end` always keeps.
+KEPT_END = 100
+
+
+def keep_end(line: str, limit: int, end: int = KEPT_END) -> str:
+    """``line`` when it fits in ``limit`` characters, else its start, " … " and its last ``end`` characters: a
+    remedy at the end of a message ("…; set %config DshMagics.approval = \"auto\"") is never the part cut."""
+    if len(line) <= limit:
+        return line
+    end = min(end, limit // 2)
+    return line[: max(0, limit - end - 3)].rstrip() + " … " + line[-end:].lstrip()
 
 
 def capped(text: str, limit: int, what: str = "characters") -> str:

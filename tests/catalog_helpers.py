@@ -195,11 +195,13 @@ def scanned(stores: list[JsonlStore], target: ReferenceTarget, text: str = "", l
 
 def cataloged(catalog: Any, stores: list[JsonlStore], target: ReferenceTarget, text: str = "", limit: int = 50,
               live: Sequence[SessionLog] = (), body: bool = False) -> list[dict[str, Any]]:
-    """The catalog path (``list_candidates`` with the catalog as source) as JSON."""
+    """The catalog path (``list_candidates`` with the catalog as source) as JSON, without the notebook a host
+    registered (only the catalog knows it: scanning the logs cannot)."""
     query = SessionQuery(stores[0])
     for log in live:
         query.register_live(log)
-    return [c.to_json() for c in list_candidates(query, target, text, limit, source=catalog, body=body)]
+    found = [c.to_json() for c in list_candidates(query, target, text, limit, source=catalog, body=body)]
+    return [{k: v for k, v in c.items() if k != "notebook"} for c in found]
 
 
 QUERIES = ("", "s1", "WORK/A", "title", "same title", "pandas", "数据", "é", "-0", "zzz-no-match", "/")

@@ -76,7 +76,7 @@ async def test_send_writes_a_complete_turn_and_flushes(tmp_path: Path) -> None:
     reread = store.load(agent.id)
     assert [e.type for e in reread.events] == types(agent)
     titles = [e.data for e in reread.events if e.type == "session/title"]
-    assert titles[0]["source"] == {"kind": "fallback"} and titles[0]["title"] == "Hi agent, what is up"
+    assert titles[0]["source"] == {"kind": "fallback"} and titles[0]["title"] == "Hi agent, what is up today"
     assert titles[-1]["source"]["kind"] == "provider" and titles[-1]["title"] == "Scripted title"
     turn_end = next(e for e in reread.events if e.type == "turn/end")
     assert turn_end.data == {"turn": 1, "reason": {"kind": "completed"}}

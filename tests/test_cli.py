@@ -151,6 +151,16 @@ def test_usage_errors_exit_2(project: JsonlStore, tmp_path: Path, capsys: pytest
     assert run("sessions", "list", "--help")[0] == EXIT_OK
 
 
+@pytest.mark.parametrize("command", ["locate", "show"])
+@pytest.mark.parametrize("text", ["", "  "])
+def test_an_empty_session_id_is_a_one_line_usage_error(project: JsonlStore, command: str, text: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert run("sessions", command, text)[0] == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "give a session id" in err
+
+
 def test_an_empty_store_and_dsh_sessions_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "configured"
     store.mkdir()

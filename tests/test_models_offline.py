@@ -230,6 +230,24 @@ async def test_summarises_tool_results_and_finishes() -> None:
     assert "(5 more lines not shown)" in text
 
 
+async def test_a_refusal_is_quoted_with_its_whole_remedy() -> None:
+    from dsh_jupyter.agent.approvals import NOBODY_TO_ASK, ApprovalDecision, ApprovalRequest
+
+    request_ = ApprovalRequest("bash", "call_9", {"command": "ls"}, "ls")
+    refusals = [ApprovalDecision(False, "nobody", reason=NOBODY_TO_ASK).refusal(request_),
+                "x" * 900 + "; set %config DshMagics.approval = \"auto\""]
+    for position, refusal in enumerate(refusals):
+        history = [user_message("/bash ls"),
+                   assistant_message([{"type": "tool-call", "id": "call_9", "name": "bash", "arguments": "{}"}],
+                                     MODEL),
+                   tool_result_message("call_9", [text_block(refusal)], is_error=True)]
+        _, blocks, _, _ = await run(OfflineModel(), ModelRequest(history, tools=[BASH], system="s"))
+        assert 'set %config DshMagics.approval = "auto"' in blocks[0]["text"]
+        assert (refusal in blocks[0]["text"]) == (position == 0)  # ours is whole; a huge line loses its middle
+    long_reason = ApprovalDecision(False, "person", reason="no " * 400).refusal(request_)
+    assert len(long_reason) < 300 and long_reason.endswith("….")
+
+
 async def test_scripted_responses_are_used_in_order_then_fallback() -> None:
     model = OfflineModel()
     model.queue("Scripted hello.",
@@ -279,8 +297,8 @@ async def test_title_is_short_and_deterministic() -> None:
                    purpose="title")
     _, blocks, _, _ = await run(OfflineModel(), request)
     title = blocks[0]["text"]
-    assert title == "Fix the flaky login test in"
-    assert len(title.split()) <= 6
+    assert title == "Fix the flaky login test in tests/auth.spec.ts, it fails…"
+    assert len(title) <= 60  # a line of a list: cut at a word, never mid-word
     assert offline_title([user_message("   ")]) == "Offline session"
     assert offline_title([context([SESSION_A]), user_message("why?")]) == "Why"
 
@@ -380,3 +398,16 @@ def test_the_offline_model_takes_images_and_says_their_size() -> None:
     assert ("I received an image: PNG image, 556×434 pixels, 5 bytes (5 bytes arrived). I can't look at it; "
             "a model that takes images would.") in text
     assert model.answer(request) == model.answer(request)
+
+
+async def test_the_boilerplate_is_said_on_the_first_answer_only() -> None:
+    from dsh_jupyter.models.offline import SWITCH_NOTE, TOOLS_INTRO
+
+    first_request = ModelRequest([user_message("hello")], tools=[BASH], system="s")
+    _, blocks, _, _ = await run(OfflineModel(), first_request)
+    first = blocks[0]["text"]
+    assert TOOLS_INTRO in first and SWITCH_NOTE in first
+    history = [user_message("hello"), assistant_message([text_block(first)], MODEL), user_message("and now?")]
+    _, blocks, _, _ = await run(OfflineModel(), ModelRequest(history, tools=[BASH], system="s"))
+    second = blocks[0]["text"]
+    assert "and now?" in second and TOOLS_INTRO not in second and SWITCH_NOTE not in second

@@ -265,3 +265,15 @@ def test_readme_tables_escape_pipes_and_keep_one_line_per_row() -> None:
     assert tables["| option | meaning |"].splitlines()[2] == "| `-x/--example A\\|B` | one \\| two three |"
     text = "intro\n\n" + "\n\n".join(tables.values()) + "\n\nafter\n"
     assert markdown_tables(text) == tables
+
+
+def test_config_help_shows_code_as_code_and_no_math() -> None:
+    from dsh_jupyter.notebook.commands import inline_code_html, settings_table
+    from dsh_jupyter.notebook.config import DshSettings
+
+    assert inline_code_html("set `a<b` or `$X`, one ` left") == "set <code>a&lt;b</code> or <code>$X</code>, one ` left"
+    html = settings_table(DshSettings())._repr_mimebundle_()["text/html"]
+    row = html[html.index("foreign_sessions"):]
+    row = row[:row.index("</tr>")]
+    assert "`" not in row and "<code>&#36;CODEX_HOME</code>" in row
+    assert "$" not in html  # every dollar is an entity MathJax's source scan never pairs

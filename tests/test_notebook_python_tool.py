@@ -109,9 +109,9 @@ def test_kernel_python_output_appears_once_inside_its_tool_line_and_a_stopped_to
     assert "tail-marker" in tool_line.group(1) and "Out: 'final-value'" in tool_line.group(1)
 
     stopped = "\n".join(shown(stopped_cell.outputs))
-    assert re.search(r"<summary>⚙ <code>bash · sleep 20</code> ⏹ stopped</summary>", stopped), stopped
+    assert re.search(r"<summary>⚙ <code>bash · sleep 20</code> ■ stopped</summary>", stopped), stopped
     assert "</code> …</summary>" not in stopped and "<sub>…</sub>" not in stopped
-    assert "⏹ interrupted" in stopped
+    assert "■ interrupted" in stopped
 
 
 # --------------------------------------------------------------------------- images

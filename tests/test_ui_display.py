@@ -241,7 +241,7 @@ def test_session_table_columns_and_alignment() -> None:
     ]
     bundle = SessionTable(rows)._repr_mimebundle_()
     plain = bundle["text/plain"].splitlines()
-    assert plain[0].split() == ["label", "id", "cwd", "created", "same", "workspace"]
+    assert plain[0].split() == ["label", "notebook", "id", "cwd", "created", "same", "workspace"]
     assert "✓" in plain[1] and "✓" not in plain[2]
     assert "—" in plain[2]  # no cwd
     # columns line up in display cells (the CJK label is 6 cells wide)
@@ -249,6 +249,16 @@ def test_session_table_columns_and_alignment() -> None:
     assert format_created(1_700_000_000_000) in plain[1]
     html = bundle["text/html"]
     assert html.count("<tr>") == 3 and "<th" in html and "✓" in html
+
+
+def test_session_table_names_each_sessions_notebook() -> None:
+    rows = [{**candidate("id-1", "Load the data"), "notebook": "reports/q3.ipynb"},
+            {**candidate("id-2", "Load the data — b.ipynb"), "notebook": "b.ipynb"}, candidate("id-3", "old")]
+    bundle = SessionTable(rows)._repr_mimebundle_()
+    plain = bundle["text/plain"].splitlines()
+    assert "q3.ipynb" in plain[1] and "reports/" not in plain[1]
+    assert plain[2].count("b.ipynb") == 2 and "—" in plain[3]
+    assert "<td" in bundle["text/html"] and "q3.ipynb</td>" in bundle["text/html"]
 
 
 def test_current_session_is_marked() -> None:
@@ -361,3 +371,23 @@ def test_the_jupyterlab_renderer_draws_the_words_python_made() -> None:
     assert drawn["line"] == view["line"]
     assert drawn["sources"] == view["sources"]
     assert drawn["preview"] == {"heading": view["preview"]["heading"], "text": view["preview"]["text"]}
+
+
+def test_what_the_agent_received_is_shown_readably() -> None:
+    from dsh_jupyter.references.framing import render_prompt, tag_safe_dumps
+    from dsh_jupyter.ui.display import readable_context
+
+    entry = {"sessionId": "s-1", "label": "Files", "conversation": [
+        {"role": "assistant", "text": "Put `/bash <command>` on a line.\nThen run it."}]}
+    received = render_prompt([tag_safe_dumps(entry)])
+    assert "\\u003c" in received  # what the model gets: tag-safe JSON
+    readable = readable_context(received)
+    assert "\\u003c" not in readable and "\\n" not in readable
+    assert "\n        Put `/bash <command>` on a line.\n        Then run it.\n" in readable
+    assert "label: Files" in readable and readable.rstrip().endswith("</referenced-sessions>")
+    broken = "<referenced-sessions>[{not json</referenced-sessions>"
+    assert readable_context(broken) == broken
+    preview = shown(two_sources(), received=received).view()["preview"]
+    assert "&lt;command>" not in preview["text"] and "<command>" in preview["text"]
+    html = shown(two_sources(), received=received)._repr_mimebundle_()["text/html"]
+    assert "u003c" not in html and "&lt;command&gt;" in html

@@ -197,3 +197,13 @@ def test_hostile_labels_are_shown_on_one_line_without_control_characters() -> No
     error = SessionReferenceError(codes.SESSION_REFERENCE_READ_FAILED, "failed", SessionNotFoundError(SOURCE_ID))
     text = clean(describe(error, said(prompt)))
     assert "\x1b" not in text and "@[31mred[0m next line" in text
+
+
+def test_the_interpolation_notice_names_every_kept_expression() -> None:
+    from dsh_jupyter.notebook.magics import interpolate_fields
+
+    text, kept = interpolate_fields('rows {len(df)} of {nothere}, as JSON {"a": 1}, {} {0}', {"df": [1]})
+    assert text == 'rows {len(df)} of {nothere}, as JSON {"a": 1}, {} {0}'
+    notice = interpolation_notice(kept)
+    assert notice is not None and "`{len(df)}`" in notice and "`{nothere}`" in notice
+    assert '"a"' not in notice and "`{}`" not in notice and "`{0}`" not in notice

@@ -102,9 +102,9 @@ def test_items_render_as_markdown_and_plain_text() -> None:
     assert "<p><strong>answer</strong> &lt;img src=x onerror=alert(1)&gt;</p>" in md and "<img" not in md
     assert "<summary>⚙ <code>bash · ls &lt;dir&gt;</code> ✓</summary><pre>a\\x1bb</pre>" in md
     assert "<code>bash · false</code> ✗</summary><pre>failed</pre>" in md
-    assert re.search(r"<code>bash · sleep 9</code> ⏹ stopped</summary><pre>\(stopped: [^<]+\)</pre>", md)
+    assert re.search(r"<code>bash · sleep 9</code> ■ stopped</summary><pre>\(stopped: [^<]+\)</pre>", md)
     assert "<code>bash · sleep 1</code> …</summary><pre></pre>" in md
-    assert "<p><sub>⏹ interrupted: the turn was stopped; the log is closed cleanly.</sub></p>" in md
+    assert "<p><sub>■ interrupted: the turn was stopped; the log is closed cleanly.</sub></p>" in md
     plain = view.plain()
     assert plain.splitlines() == [
         "**answer** <img src=x onerror=alert(1)>",
@@ -112,7 +112,7 @@ def test_items_render_as_markdown_and_plain_text() -> None:
         "[tool bash: false] error",
         "[tool bash: sleep 9] stopped",
         "[tool bash: sleep 1] running",
-        "⏹ interrupted: the turn was stopped; the log is closed cleanly.",
+        "■ interrupted: the turn was stopped; the log is closed cleanly.",
     ]
     assert '<details open="">' in TranscriptMarkdown(items[:1], show_reasoning=True).html()
     assert TranscriptMarkdown(items[:1], show_reasoning=True).plain() == "[reasoning] hmm <b>"
@@ -124,7 +124,7 @@ def test_items_render_as_markdown_and_plain_text() -> None:
         ("error", "model failed", "<blockquote><p>The turn ended with an error: model failed</p></blockquote>"),
         ("max-steps", "stopped after 3 steps", "<blockquote><p>stopped after 3 steps</p></blockquote>"),
         ("max-steps", None, "<blockquote><p>stopped at the step limit</p></blockquote>"),
-        ("blocked", "no", "<p><sub>⛔ blocked by a hook; nothing was recorded</sub></p>"),
+        ("blocked", "no", "<p><sub>⊘ blocked by a hook; nothing was recorded</sub></p>"),
     ],
 )
 def test_end_reasons(reason: str, error: str | None, expected: str) -> None:
@@ -174,8 +174,8 @@ def test_an_interrupted_tool_shows_a_stopped_mark_never_a_waiting_one(handles: l
     feed(view, [TurnStarted(turn=1), TextDelta(turn=1, text="Waiting."), tool("s", "sleep 20"),
                 TurnEnded(turn=1, reason="interrupted")])
     md = handles[-1].markdown
-    assert "<code>bash · sleep 20</code> ⏹ stopped" in md and "…" not in md
-    assert md.endswith("<p><sub>⏹ interrupted: the turn was stopped; the log is closed cleanly.</sub></p>")
+    assert "<code>bash · sleep 20</code> ■ stopped" in md and "…" not in md
+    assert md.endswith("<p><sub>■ interrupted: the turn was stopped; the log is closed cleanly.</sub></p>")
 
 
 def test_finish_ends_a_turn_that_could_not_report_its_end(handles: list[FakeHandle]) -> None:
@@ -185,7 +185,7 @@ def test_finish_ends_a_turn_that_could_not_report_its_end(handles: list[FakeHand
     view.finish("error", "the kernel lost the agent thread")
     view.finish("error", "twice")  # ignored: the turn has ended
     md = handles[-1].markdown
-    assert "⏹ stopped" in md and md.count("The turn ended with an error") == 1
+    assert "■ stopped" in md and md.count("The turn ended with an error") == 1
     assert "the kernel lost the agent thread" in md and "twice" not in md
 
 
@@ -319,8 +319,8 @@ def test_the_footer_adds_the_cost_a_provider_reported(handles: list[FakeHandle])
 
 @pytest.mark.parametrize(
     ("reason", "word"),
-    [("interrupted", "⏹ interrupted"), ("error", "✗ error"), ("blocked", "⛔ blocked"),
-     ("max-steps", "⏸ stopped at the step limit")],
+    [("interrupted", "■ interrupted"), ("error", "✗ error"), ("blocked", "⊘ blocked"),
+     ("max-steps", "‖ stopped at the step limit")],
 )
 def test_the_footer_names_how_the_turn_ended(handles: list[FakeHandle], reason: str, word: str) -> None:
     view = TurnView(session=FakeSession(), background=True)
@@ -371,7 +371,7 @@ KERNEL_CELLS = (
     "get_ipython().run_cell_magic('dsh', '', 'Build on ' + mention(FIRST_ID, 'Footer check'))",
 )
 TURN_MIME_KEY = "application/vnd.dsh.turn+json"
-FOOTER = re.compile(r"^(?P<status>[●✓⏹✗⛔⏸] [a-z ]+) · (?P<title>.+) \((?P<short>[0-9a-f]{8})\) · offline · "
+FOOTER = re.compile(r"^(?P<status>[●✓■✗⊘‖] [a-z ]+) · (?P<title>.+) \((?P<short>[0-9a-f]{8})\) · offline · "
                     r"(?P<timing>since \d\d:\d\d:\d\d|(?:under )?\d+\.\d s)"
                     r"(?: · tokens (?P<tokens>[\d,]+ in, [\d,]+ out))?$")
 

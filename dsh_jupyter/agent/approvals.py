@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
+from ..clip import one_line
 from ..escape import hidden_warning
 from .grants import command_shape
 
@@ -46,6 +47,15 @@ NOBODY_TO_ASK = (
     "this call needs the user's approval and nobody could answer here (no interactive frontend, or no answer "
     "in time); to let the agent run tools without asking, set %config DshMagics.approval = \"auto\""
 )
+
+
+#: How much of a reason someone else wrote (a person's answer, a hook's message) a refusal quotes.
+MAX_QUOTED_REASON = 200
+
+
+def quoted_reason(reason: str) -> str:
+    """A reason written by a person or a hook, on one line and at most :data:`MAX_QUOTED_REASON` characters."""
+    return one_line(reason, MAX_QUOTED_REASON)
 
 
 @dataclass(frozen=True)
@@ -96,9 +106,10 @@ class ApprovalDecision:
         return record
 
     def refusal(self, request: ApprovalRequest) -> str:
-        """The tool result the model sees for a refused call."""
+        """The tool result the model sees for a refused call (what a person typed as the reason is the part
+        shortened, never the remedy our own reasons end with)."""
         if self.answered_by == "person":
-            why = f"the user denied it: {self.reason}" if self.reason else "the user denied it"
+            why = f"the user denied it: {quoted_reason(self.reason)}" if self.reason else "the user denied it"
         else:
             why = self.reason or "it was refused"
         return f"The {request.tool} call was not run: {why}."

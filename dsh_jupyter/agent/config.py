@@ -34,6 +34,9 @@ class AgentConfig:
     #: Direct prompts kept after a checkpoint (older ones are summarised).
     compact_keep_recent: int = 1
     model_titles: bool = True
+    #: The notebook the session works in (its path or name): added to an automatic title that another session
+    #: of the same folder already has.
+    notebook: str | None = None
     max_tokens: int | None = None
 
     def __post_init__(self) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any
@@ -42,14 +43,18 @@ from .prompt_submit import Allow, Block, PromptSubmission
 from .state import Interrupted
 from .titles import (
     FALLBACK_SOURCE,
+    MAX_TITLE_SIBLINGS,
     TITLE_INSTRUCTIONS,
     USER_TITLE_SOURCE,
     clean_title,
-    fallback_title,
     provider_title_source,
+    request_title,
+    unique_title,
 )
 from .tool_calls import ToolCalls
 from .window import ContextWindow
+
+log = logging.getLogger(__name__)
 
 
 class Agent(ToolCalls, ContextWindow):
@@ -127,6 +132,30 @@ class Agent(ToolCalls, ContextWindow):
         source = data.get("source") if data else None
         return source.get("kind") if isinstance(source, Mapping) else None
 
+    def _taken_titles(self) -> list[str]:
+        """The titles of the other sessions of this session's folder (best effort: none when unreadable)."""
+        store, cwd = self.store, self.session.header.cwd
+        if store is None:
+            return []
+        taken: list[str] = []
+        try:
+            headers = [h for h in store.list_headers() if h.cwd == cwd and h.id != self.id]
+            for header in sorted(headers, key=lambda h: -h.created_at)[:MAX_TITLE_SIBLINGS]:
+                data = store.read_title(header.id)
+                if data and isinstance(data.get("title"), str):
+                    taken.append(data["title"])
+        except Exception as exc:  # a title is not worth failing a turn for
+            log.debug("could not read the titles of the folder's other sessions: %s", exc)
+        return taken
+
+    def _write_auto_title(self, title: str, source: Mapping[str, Any], message_seqs: list[int]) -> None:
+        """An automatic title, made unique within the folder; a title once made is not rewritten to itself."""
+        title = unique_title(title, self.config.notebook, self._taken_titles())
+        current = self.session.title()
+        if current is not None and current.get("title") == title:
+            return
+        self._write_title(title, source, message_seqs)
+
     def _write_title(self, title: str, source: Mapping[str, Any], message_seqs: list[int]) -> None:
         self.session.append(SESSION_TITLE, {"title": title, "messageSeqs": message_seqs, "source": dict(source)})
         self._emit(ev.TitleChanged(self._turn, title, dict(source)))
@@ -141,7 +170,7 @@ class Agent(ToolCalls, ContextWindow):
         title = clean_title(text)
         if title and self._title_source_kind() != "user":
             info = self.model.info
-            self._write_title(title, provider_title_source(info.provider, info.model), [message_seq])
+            self._write_auto_title(title, provider_title_source(info.provider, info.model), [message_seq])
 
     # -- writing messages ----------------------------------------------------------------------------
     def _record_message(self, content: Sequence[Mapping[str, Any]], source: Mapping[str, Any],
@@ -247,7 +276,7 @@ class Agent(ToolCalls, ContextWindow):
                 self._record_message(list(context.get("content", [])), context.get("source") or {})
             if first_turn_prompt and direct is not None:
                 prompt = blocks_text(decision.content if decision.content is not None else thaw(record.content), "")
-                self._write_title(fallback_title(prompt), FALLBACK_SOURCE, [direct.seq])
+                self._write_auto_title(request_title(prompt), FALLBACK_SOURCE, [direct.seq])
             stop_hook_active = False
             while True:
                 self._check_cancel()
@@ -303,11 +332,10 @@ class Agent(ToolCalls, ContextWindow):
             result.reason = "error"
             self._finish(turn, result)
             raise
-        self._finish(turn, result)
         if first_turn_prompt and self.config.model_titles and direct is not None and \
-                self._title_source_kind() == "fallback":
+                self._title_source_kind() == "fallback":  # before the turn ends: its footer shows the final title
             await self._model_title(blocks_text(thaw(record.content), ""), direct.seq)
-            self._flush()
+        self._finish(turn, result)
         return result
 
     def _drain_injects(self) -> list[InboxRecord]:

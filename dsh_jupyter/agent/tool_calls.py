@@ -13,7 +13,7 @@ from ..session.events import TOOL_OUTCOME_UNKNOWN, TOOL_RESULT
 from ..session.messages import ImageBlock, TextBlock, text_block, tool_result_message
 from ..tools.base import ToolExecution, ToolOutput, parse_arguments
 from . import events as ev
-from .approvals import ApprovalDecision, ApprovalRequest, describe_call
+from .approvals import ApprovalDecision, ApprovalRequest, describe_call, quoted_reason
 from .state import AgentState, Interrupted
 
 
@@ -53,7 +53,8 @@ class ToolCalls(AgentState):
             answer = await gate.pre_tool(turn, name, tool_input, call["id"])
             if answer.blocked:
                 denied = ApprovalDecision(False, "hook", reason=answer.reason)
-                return self._refuse(turn, call, request, denied, f"The tool call was not run: {answer.reason}")
+                why = quoted_reason(answer.reason or "a hook refused it")
+                return self._refuse(turn, call, request, denied, f"The tool call was not run: {why}")
             hook_verdict = answer.verdict
             if answer.verdict == "ask" and answer.reason:
                 request = ApprovalRequest(name, call["id"], tool_input, shown, language, reason=answer.reason)

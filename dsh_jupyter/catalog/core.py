@@ -38,6 +38,7 @@ query falls back to reading the logs directly, bounded in time (``fallback_budge
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import sqlite3
@@ -422,7 +423,22 @@ class Catalog:
                                       deadline=deadline_in(self.fallback_budget), cancel=cancel)
             found.extend(outcome.entries)
             self.last_query_complete = outcome.complete
-        return dedupe(sorted(found, key=lambda e: e.order_key(target_cwd)), limit)
+        return self._with_notebooks(dedupe(sorted(found, key=lambda e: e.order_key(target_cwd)), limit))
+
+    def _with_notebooks(self, entries: list[CatalogEntry]) -> list[CatalogEntry]:
+        """``entries`` with the notebook each session was registered from (lists show it beside the title)."""
+        missing = [e.session_id for e in entries if e.notebook is None]
+        if not missing:
+            return entries
+        try:
+            with self._db() as conn:
+                found = dict(conn.execute(
+                    f"SELECT session_id, notebook FROM notebooks WHERE session_id IN ({','.join('?' * len(missing))})",
+                    [enc(sid) for sid in missing]).fetchall())
+        except CatalogUnavailable:
+            return entries
+        return [dataclasses.replace(e, notebook=found[enc(e.session_id)])
+                if e.notebook is None and enc(e.session_id) in found else e for e in entries]
 
     def select_candidates(self, query: Any, target: Any, needle: str, limit: int, cancel: Any = None, *,
                           body: bool = False) -> list[Any]:
@@ -445,7 +461,7 @@ class Catalog:
             entries = dedupe(sorted(entries, key=lambda e: e.order_key(target.cwd)), limit)
         return [SessionReferenceCandidate(session_id=e.session_id, label=e.label, cwd=e.cwd,
                                           same_workspace=e.cwd is not None and e.cwd == target.cwd,
-                                          created_at=e.created_at) for e in entries]
+                                          created_at=e.created_at, notebook=e.notebook) for e in entries]
 
     def read_surface(self, query: Any, session_id: str, *, skip_data: Collection[str] = ()) -> Any:
         """Read a referenced session: from ``query`` (live or its own store), else from the store that holds it.

@@ -75,10 +75,19 @@ def known_roots(catalog: Catalog) -> list[str]:
     return list(dict.fromkeys([*roots, *(s.root for s in catalog.stores() if not s.missing)]))
 
 
+def require_session_text(text: str) -> str:
+    """``text`` when it can name a session; an empty id or prefix is a usage error (it would match every id)."""
+    if not text.strip():
+        raise CliError("give a session id or the start of one (an empty id names no session); "
+                       "'dsh-jupyter sessions list' shows them", EXIT_USAGE)
+    return text
+
+
 def resolve(catalog: Catalog, text: str, roots: list[str] | None) -> CatalogEntry:
     """One session by id or unique id prefix, within ``roots`` (``None``: anywhere)."""
     from ..catalog import store_root
 
+    require_session_text(text)
     wanted = None if roots is None else {store_root(r) for r in roots}
     copies = [e for e in catalog.lookup(text) if wanted is None or e.store in wanted]
     if copies:

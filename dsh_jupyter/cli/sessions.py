@@ -12,18 +12,23 @@ from typing import TYPE_CHECKING, TextIO
 from .errors import EXIT_OK
 from .foreign import foreign, foreign_json, foreign_line, merged
 from .output import escape, print_json, say, warn_errors, when, write
-from .scope import known_roots, local_store, resolve, scope, scope_or_none
+from .scope import known_roots, local_store, require_session_text, resolve, scope, scope_or_none
 
 if TYPE_CHECKING:
     from ..catalog import Catalog, CatalogEntry
 
 
 def entry_line(entry: CatalogEntry, *, mark: str = "") -> str:
-    """One session as a ``list``/``search`` line: created, id, user/assistant counts, title, [cwd]."""
+    """One session as a ``list``/``search`` line: created, id, user/assistant counts, title, (notebook), [cwd]."""
     counts = f"{entry.user_messages}/{entry.assistant_messages}"
     cwd = escape(entry.cwd) if entry.cwd is not None else "(no cwd)"
     label = escape(entry.label)
+    from ..agent.titles import notebook_label
+
     shown = label if entry.title is not None else "(untitled)"
+    notebook = notebook_label(entry.notebook)
+    if notebook is not None:
+        shown += f"  ({escape(notebook)})"
     return f"{mark}{when(entry.created_at)}  {escape(entry.session_id)}  {counts:>7}  {shown}  [{cwd}]"
 
 
@@ -41,7 +46,7 @@ def cmd_list(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     if not rows:
         write(out, "no sessions\n")
         return EXIT_OK
-    write(out, "created           id  user/assistant messages  title  [cwd]\n")
+    write(out, "created           id  user/assistant messages  title  (notebook)  [cwd]\n")
     for row in rows:
         write(out, (entry_line(row) if isinstance(row, CatalogEntry) else foreign_line(row)) + "\n")
     return EXIT_OK
@@ -95,6 +100,7 @@ def cmd_locate(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     no store holds under its own folder, is resolved through the catalog."""
     from ..catalog import store_root
 
+    require_session_text(args.session)
     roots = known_roots(catalog) if args.all else [store_root(local_store(args.store))]
     found = [(root, path) for root in roots if (path := _direct(root, args.session)) is not None]
     if found:

@@ -29,8 +29,9 @@ assistant message that said or called something.
   finishes (``"stop"``). It takes images (``info.accepts_images``): for each image of a result it says
   that it received one, with its type, size in pixels and bytes.
 
-**Titles** (``purpose="title"``): the first words (at most six) of the first user text, mentions
-``@[label](uri)`` shown as their label. **Compaction** (``purpose="compaction"``): a summary listing
+**Titles** (``purpose="title"``): the first sentence of the first user text (cut at a word boundary when
+long), its command lines left out and mentions ``@[label](uri)`` shown as their label.
+**Compaction** (``purpose="compaction"``): a summary listing
 the user requests, the assistant answers, tool use, referenced sessions and any earlier checkpoint
 (recognised by its source) of the messages it was sent (instructions to summarise belong in
 ``request.system``: user messages are summarised).
@@ -58,7 +59,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..clip import one_line
+from ..clip import keep_end, one_line
 from ..images import image_summary, is_image_block
 from ..references.framing import parse_prompt
 from ..session.messages import SESSION_REFERENCE_KIND, blocks_text, display_content, is_checkpoint_source
@@ -85,6 +86,8 @@ if TYPE_CHECKING:
 
 OFFLINE_CONTEXT_WINDOW = 32_768
 OFFLINE_BANNER = "Offline model (no API key needed)"
+#: How the offline answer starts its list of the tools it can call (said on a conversation's first answer).
+TOOLS_INTRO = "Tools I can call here:"
 SWITCH_NOTE = "For real answers, set DEEPSEEK_API_KEY or pick a model with --model (`%dsh models` lists them)."
 
 #: How a ``%dsh fix`` prompt (dsh_jupyter.notebook.workspace.fix) starts, and the labels of the two lines the offline
@@ -424,12 +427,18 @@ def _turn_blocks(request: ModelRequest) -> list[dict[str, Any]]:
         lines.append(f"Note: {problem}.")
     lines.extend(call_notes)
     lines.append("")
-    if request.tools:
+    if request.tools and not _said_before(messages, TOOLS_INTRO):
         offered = ", ".join(t.name for t in request.tools)
-        lines.append(f"Tools I can call here: {offered}. Put `/bash <command>`, `/python <code>` or "
+        lines.append(f"{TOOLS_INTRO} {offered}. Put `/bash <command>`, `/python <code>` or "
                      "`/tool <name> <json>` on a line of its own to have me call one.")
-    lines.append(SWITCH_NOTE)
-    return [{"type": "text", "text": "\n".join(lines)}]
+    if not _said_before(messages, SWITCH_NOTE):
+        lines.append(SWITCH_NOTE)
+    return [{"type": "text", "text": "\n".join(lines).rstrip("\n")}]
+
+
+def _said_before(messages: Sequence[Mapping[str, Any]], text: str) -> bool:
+    """Whether an earlier answer of this conversation already said ``text`` (the boilerplate is said once)."""
+    return any(message.get("role") == "assistant" and text in _text(message) for message in messages)
 
 
 def _fix_answer(text: str) -> str:
@@ -546,6 +555,10 @@ def _fill_required(arguments: dict[str, Any], tool: ToolSpec, verb: str) -> None
             arguments[name] = f"requested with /{verb} in the prompt"
 
 
+#: How much of each line of a tool result the offline answer quotes (a longer line loses its middle).
+RESULT_LINE_CHARS = 400
+
+
 def _tool_result_summary(messages: Sequence[Mapping[str, Any]]) -> str:
     start = len(messages)
     while start > 0 and _tool_results(messages[start - 1]):
@@ -559,7 +572,7 @@ def _tool_result_summary(messages: Sequence[Mapping[str, Any]]) -> str:
         call_id = str(result.get("toolCallId") or "")
         all_lines = blocks_text(content_blocks(result.get("content"))).splitlines()
         shown = all_lines[:10]
-        body = "\n".join(line if len(line) <= 200 else line[:199] + "…" for line in shown)
+        body = "\n".join(keep_end(line, RESULT_LINE_CHARS) for line in shown)
         lines.append("")
         lines.append(f"`{names.get(call_id, 'tool')}` ({call_id or 'no call id'}):")
         lines.append("```")
@@ -569,7 +582,8 @@ def _tool_result_summary(messages: Sequence[Mapping[str, Any]]) -> str:
             lines.append(f"({len(all_lines) - len(shown)} more lines not shown)")
         lines.extend(_received_images(result))
     lines.append("")
-    lines.append("That's the result; I can't interpret it further. " + SWITCH_NOTE)
+    switch = "" if _said_before(messages, SWITCH_NOTE) else " " + SWITCH_NOTE
+    lines.append("That's the result; I can't interpret it further." + switch)
     return "\n".join(lines)
 
 
@@ -591,21 +605,16 @@ def _received_images(result: Mapping[str, Any]) -> list[str]:
 # -- titles and summaries -----------------------------------------------------------------------------------
 
 
-def offline_title(messages: Sequence[Mapping[str, Any]], max_words: int = 6) -> str:
-    """A short title from the first user text: its first ``max_words`` words."""
+def offline_title(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The title of the first user text, by the rule automatic titles share (:func:`~..agent.titles.request_title`)."""
+    from ..agent.titles import request_title  # the agent package imports this module: read it at call time
+
     for message in messages:
         if not is_prompt(message):
             continue
-        text = read_user_message(message).direct
-        text = _MENTION.sub(lambda m: m.group(1), text)
-        text = re.sub(r"^[ \t]*/(bash|python|tool)\b", "", text, flags=re.M)
-        text = _FENCE.sub(" ", text)
-        words = re.findall(r"[^\s`*_#>\"“”()\[\]{}]+", text)
-        words = [w for w in words if re.search(r"\w", w)]
-        if not words:
-            continue
-        title = " ".join(words[:max_words]).rstrip(".,;:!?—-")
-        return title[:1].upper() + title[1:]
+        title = request_title(read_user_message(message).direct)
+        if title:
+            return title
     return "Offline session"
 
 

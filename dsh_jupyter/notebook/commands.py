@@ -490,7 +490,7 @@ class CommandTable:
             if row.mark:
                 cells[0] += f" <em>({html_field(row.mark)})</em>"
             if self.detail_column:
-                cells.append(html_field(row.detail))
+                cells.append(inline_code_html(row.detail))
             style = ' style="font-weight:600"' if row.marked else ""
             body.append(f"<tr{style}>" + "".join(f"<td {_TD}>{cell}</td>" for cell in cells) + "</tr>")
         return (f'<table class="{self.css_class}" style="border-collapse:collapse">'
@@ -501,6 +501,17 @@ class CommandTable:
 
     def __repr__(self) -> str:
         return self._plain()
+
+
+def inline_code_html(text: str) -> str:
+    """Help text as HTML: each `` `span` `` between backticks as code, everything escaped (an odd backtick
+    stays as it is). The ``$`` of ``$CODEX_HOME`` is left to :func:`~..ui.markdown.safe_html`, which keeps it
+    from MathJax."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: the last one is a character
+        parts[-2:] = [parts[-2] + "`" + parts[-1]]
+    return "".join(f"<code>{html_field(part)}</code>" if odd else html_field(part)
+                   for odd, part in ((i % 2 == 1, p) for i, p in enumerate(parts)))
 
 
 def _key_cell(listing: "ModelListing") -> str:

@@ -362,6 +362,7 @@ class NotebookHost:
         return AgentConfig(
             system_prompt=s.system_prompt or DEFAULT_SYSTEM_PROMPT, placement=s.placement, max_steps=s.max_steps,
             auto_compact_fraction=s.auto_compact_fraction or None, model_titles=s.model_titles,
+            notebook=os.environ.get("JPY_SESSION_NAME"),
         )
 
     def _approvals(self) -> ApprovalPolicy:

@@ -33,6 +33,10 @@ from .workspace.edits import UNDO_EVENT, describe_undo, recorded_edits, revertin
 INTERRUPT_GRACE_SECONDS = 5.0
 
 
+#: Why an expression in braces is kept: only names are filled in.
+NOT_A_NAME = "only a variable name (with .attribute or [key] after it) is filled in, not an expression"
+
+
 def interpolate_fields(text: str, namespace: Mapping[str, Any]) -> tuple[str, list[KeptField]]:
     """``{name}`` → value from the notebook namespace, and the fields left as written (with why).
 
@@ -57,6 +61,11 @@ def interpolate_fields(text: str, namespace: Mapping[str, Any]) -> tuple[str, li
         root = re.split(r"[.\[]", field, maxsplit=1)[0]
         if not root or root.isdigit():
             out.append(written)
+            continue
+        if not root.isidentifier():  # an expression (``{len(df)}``) is kept; a JSON example (``{"a": 1}``) too
+            out.append(written)
+            if not field[:1].isspace() and field[:1] not in "\"'":
+                kept.append(KeptField(written, NOT_A_NAME))
             continue
         try:
             out.append(written.format_map(namespace))

@@ -31,6 +31,7 @@ class CandidateJson(TypedDict):
     cwd: NotRequired[str]  # left out when the session recorded none, never null
     sameWorkspace: bool
     createdAt: int
+    notebook: NotRequired[str]  # the notebook the session was made in, when known
 
 
 class RemoteCandidateJson(CandidateJson):
@@ -48,14 +49,21 @@ class SessionReferenceCandidate:
     cwd: str | None
     same_workspace: bool
     created_at: int
+    notebook: str | None = None
 
     def to_json(self) -> CandidateJson:
-        """``sessionId, label, cwd?, sameWorkspace, createdAt`` (``cwd`` left out when unknown, never null)."""
+        """``sessionId, label, cwd?, sameWorkspace, createdAt, notebook?`` (``cwd`` and ``notebook`` left out when
+        unknown, never null)."""
+        record: CandidateJson
         if self.cwd is None:
-            return {"sessionId": self.session_id, "label": self.label, "sameWorkspace": self.same_workspace,
-                    "createdAt": self.created_at}
-        return {"sessionId": self.session_id, "label": self.label, "cwd": self.cwd,
-                "sameWorkspace": self.same_workspace, "createdAt": self.created_at}
+            record = {"sessionId": self.session_id, "label": self.label, "sameWorkspace": self.same_workspace,
+                      "createdAt": self.created_at}
+        else:
+            record = {"sessionId": self.session_id, "label": self.label, "cwd": self.cwd,
+                      "sameWorkspace": self.same_workspace, "createdAt": self.created_at}
+        if self.notebook is not None:
+            record["notebook"] = self.notebook
+        return record
 
     def to_remote_json(self) -> RemoteCandidateJson:
         """:meth:`to_json` plus the canonical ``mention`` a host inserts into the prompt draft."""

@@ -240,7 +240,7 @@ class BoundedCatalog:
         self.kept = {entry.session_id: entry for entry in kept}
         return [SessionReferenceCandidate(session_id=e.session_id, label=e.label, cwd=e.cwd,
                                           same_workspace=e.cwd is not None and e.cwd == target.cwd,
-                                          created_at=e.created_at) for e in kept]
+                                          created_at=e.created_at, notebook=e.notebook) for e in kept]
 
 
 def served_foreign(boundary: Boundary) -> ForeignSessions | None:

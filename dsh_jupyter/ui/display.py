@@ -21,6 +21,7 @@ the exporter and the CLI use these objects without IPython.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import unicodedata
@@ -29,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..agent.titles import notebook_label
 from ..clip import one_line
 from ..escape import escape_controls, escape_html, escape_text, html_field
 from .markdown import markdown_html, safe_html
@@ -231,12 +233,59 @@ def context_text(context: Mapping[str, Any]) -> str:
                      if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str))
 
 
+def _readable(value: Any, indent: str = "") -> list[str]:
+    """A JSON value as indented ``key: value`` lines, strings as written (their line breaks as lines)."""
+    if isinstance(value, Mapping):
+        lines: list[str] = []
+        for key, item in value.items():
+            if isinstance(item, (Mapping, list)) and item:
+                lines += [f"{indent}{key}:", *_readable(item, indent + "  ")]
+            elif isinstance(item, str) and "\n" in item:
+                lines += [f"{indent}{key}:", *(f"{indent}  {line}" for line in item.split("\n"))]
+            else:
+                lines.append(f"{indent}{key}: {_scalar(item)}")
+        return lines
+    if isinstance(value, list):
+        lines = []
+        for item in value:
+            inner = _readable(item, indent + "  ")
+            lines += [f"{indent}- {inner[0].lstrip()}", *inner[1:]] if inner else [f"{indent}-"]
+        return lines
+    return [f"{indent}{_scalar(value)}"]
+
+
+def _scalar(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def readable_context(received: str) -> str:
+    """What the agent received, for people: each framed JSON block (``<referenced-sessions>[…]</…>``) as indented
+    lines with its strings as written (no ``\\u003c`` or ``\\n`` escapes); text that is not valid framing as is."""
+    from ..references.framing import CLOSE_TAG, OPEN_TAG
+
+    pieces: list[str] = []
+    position = 0
+    while (open_at := received.find(OPEN_TAG, position)) >= 0:
+        close_at = received.find(CLOSE_TAG, open_at)
+        if close_at < 0:
+            break
+        try:
+            entries = json.loads(received[open_at + len(OPEN_TAG):close_at])
+        except ValueError:
+            pieces.append(received[position:close_at])
+        else:
+            pieces += [received[position:open_at], OPEN_TAG, "\n", "\n".join(_readable(entries)), "\n"]
+        position = close_at
+    pieces.append(received[position:])
+    return "".join(pieces)
+
+
 def _preview(received: str | None) -> dict[str, Any] | None:
     """The bounded, control-escaped preview of what the agent received, and the note that says how much it shows."""
     if received is None:
         return None
     total = len(received)
-    shown = escape_text(received[:MAX_PREVIEW_CHARS])
+    shown = escape_text(readable_context(received)[:MAX_PREVIEW_CHARS])
     if total > MAX_PREVIEW_CHARS:
         note = f"the first {MAX_PREVIEW_CHARS:,} of {total:,} characters"
     else:
@@ -385,13 +434,13 @@ class ReferenceContextDisplay:
 
 # --------------------------------------------------------------------------- session table
 
-_COLUMNS = ("label", "id", "cwd", "created", "same workspace")
+_COLUMNS = ("label", "notebook", "id", "cwd", "created", "same workspace")
 
 
 class SessionTable:
-    """The sessions of ``%dsh sessions``: label, id, cwd, created (local ISO time), same workspace.
+    """The sessions of ``%dsh sessions``: label, notebook, id, cwd, created (local ISO time), same workspace.
 
-    ``rows`` are candidate-shaped dicts (``sessionId``, ``label``, ``cwd``?, ``createdAt`` epoch ms,
+    ``rows`` are candidate-shaped dicts (``sessionId``, ``label``, ``notebook``?, ``cwd``?, ``createdAt`` epoch ms,
     ``sameWorkspace``, optionally ``current: True`` for the notebook's own session, marked
     "(current)"); they are shown in the order given. Sessions of other tools (Claude Code, Codex) are
     marked in a "tool" column, shown only when there is one among the rows.
@@ -418,13 +467,15 @@ class SessionTable:
         return [*cells[:1], render(self.tools[position]), *cells[1:]]
 
     @staticmethod
-    def _cells(row: Mapping[str, Any]) -> tuple[str, str, str | None, str, bool]:
+    def _cells(row: Mapping[str, Any]) -> tuple[str, str | None, str, str | None, str, bool]:
         session_id = row.get("sessionId", row.get("id"))
         label = row.get("label")
         label = label if isinstance(label, str) else session_id
         cwd = row.get("cwd")
+        notebook = row.get("notebook")
         return (
             label,
+            notebook_label(notebook) if isinstance(notebook, str) else None,
             session_id,
             cwd if isinstance(cwd, str) else None,
             format_created(row.get("createdAt")),
@@ -437,9 +488,10 @@ class SessionTable:
         head = "".join(f"<th {_TH}>{name}</th>" for name in self.columns)
         body = []
         for position, row in enumerate(self.rows):
-            label, session_id, cwd, created, same = self._cells(row)
+            label, notebook, session_id, cwd, created, same = self._cells(row)
             cells = self._with_tool(position, [
                 html_field(label) + (" <em>(current)</em>" if row.get("current") is True else ""),
+                _MISSING if notebook is None else html_field(notebook),
                 f"<code>{html_field(session_id)}</code>",
                 _MISSING if cwd is None else html_field(cwd),
                 html_field(created),
@@ -454,9 +506,10 @@ class SessionTable:
             return "No sessions."
         table = [list(self.columns)]
         for position, row in enumerate(self.rows):
-            label, session_id, cwd, created, same = self._cells(row)
+            label, notebook, session_id, cwd, created, same = self._cells(row)
             table.append(self._with_tool(position, [
                 escape_controls(label) + (" (current)" if row.get("current") is True else ""),
+                _MISSING if notebook is None else escape_controls(notebook),
                 escape_controls(session_id), _MISSING if cwd is None else escape_controls(cwd), created,
                 "✓" if same else ""]))
         widths = [max(display_width(line[col]) for line in table) for col in range(len(self.columns))]

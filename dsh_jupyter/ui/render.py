@@ -52,7 +52,7 @@ TOOL_MARKS: dict[ToolStatus, tuple[str, str]] = {
     "running": ("…", "running"),
     "ok": ("✓", "ok"),
     "error": ("✗", "error"),
-    "stopped": ("⏹ stopped", "stopped"),
+    "stopped": ("■ stopped", "stopped"),
 }
 #: The body of a tool line whose turn ended before the call finished.
 STOPPED_BODY = "(stopped: the turn ended before this call finished; no result was recorded)"
@@ -63,13 +63,13 @@ WAITING = "…"
 def _end_line(item: TurnEnd) -> tuple[str, bool]:
     """What a cell says when its turn ended other than ``completed``, and whether it is a quiet status line."""
     if item.reason == "interrupted":
-        return "⏹ interrupted: the turn was stopped; the log is closed cleanly.", True
+        return "■ interrupted: the turn was stopped; the log is closed cleanly.", True
     if item.reason == "error":
         return f"The turn ended with an error: {item.error}", False
     if item.reason == "max-steps":
         return item.error or "stopped at the step limit", False
     if item.reason == "blocked":
-        return "⛔ blocked by a hook; nothing was recorded", True
+        return "⊘ blocked by a hook; nothing was recorded", True
     return f"the turn ended: {item.reason}", True
 
 
@@ -86,10 +86,10 @@ SHORT_ID = 8
 STATUS_WORDS: dict[str, tuple[str, str]] = {
     "running": ("●", "running"),
     "completed": ("✓", "done"),
-    "interrupted": ("⏹", "interrupted"),
+    "interrupted": ("■", "interrupted"),
     "error": ("✗", "error"),
-    "blocked": ("⛔", "blocked"),
-    "max-steps": ("⏸", "stopped at the step limit"),
+    "blocked": ("⊘", "blocked"),
+    "max-steps": ("‖", "stopped at the step limit"),
 }
 
 

@@ -12,6 +12,8 @@ export interface ISessionCandidate {
   cwd?: string;
   sameWorkspace: boolean;
   createdAt: number;
+  /** The notebook the session was made in, when the server knows it. */
+  notebook?: string;
   /** The canonical `@[label](dsh-session:…)` mention to insert. */
   mention: string;
 }
@@ -52,7 +54,8 @@ function isCandidate(value: unknown): value is ISessionCandidate {
     typeof item.label === 'string' &&
     typeof item.mention === 'string' &&
     typeof item.createdAt === 'number' &&
-    (item.cwd === undefined || typeof item.cwd === 'string')
+    (item.cwd === undefined || typeof item.cwd === 'string') &&
+    (item.notebook === undefined || typeof item.notebook === 'string')
   );
 }
 

@@ -57,12 +57,21 @@ export function hostMention(candidate: ISessionCandidate): string {
   return `@[${label}](${uri[1]})`;
 }
 
+/** A notebook's file name (`reports/q3.ipynb` gives `q3.ipynb`), as the kernel's lists show it. */
+export function notebookName(path: string): string {
+  const trimmed = path.replace(/[/\\]+$/, '');
+  return trimmed.slice(Math.max(trimmed.lastIndexOf('/'), trimmed.lastIndexOf('\\')) + 1) || trimmed;
+}
+
 /**
  * The popup row of a session candidate (TUI layout: id only when it differs from the label).
  */
 export function sessionItem(candidate: ISessionCandidate): IDshCompletionItem {
   const title = escapeControls(candidate.label);
   const parts: string[] = [];
+  if (candidate.notebook !== undefined) {
+    parts.push(escapeControls(notebookName(candidate.notebook)));
+  }
   if (candidate.label !== candidate.sessionId) {
     parts.push(escapeControls(candidate.sessionId));
   }
@@ -76,7 +85,7 @@ export function sessionItem(candidate: ISessionCandidate): IDshCompletionItem {
       kind: 'session',
       title,
       detail: parts.join(' · '),
-      search: [candidate.sessionId, candidate.cwd ?? '', candidate.label]
+      search: [candidate.sessionId, candidate.cwd ?? '', candidate.label, candidate.notebook ?? '']
         .join('\n')
         .toLowerCase(),
       sameWorkspace: candidate.sameWorkspace

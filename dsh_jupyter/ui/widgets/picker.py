@@ -13,6 +13,7 @@ import anywidget
 import traitlets
 from anywidget.experimental import command
 
+from ...agent.titles import notebook_label
 from ...escape import escape_controls, host_mention
 from ..assets import STATIC
 from ..protocols import BodySearch, SessionCandidates
@@ -23,9 +24,12 @@ log = logging.getLogger(__name__)
 
 
 def _shown_row(candidate: Mapping[str, Any]) -> dict[str, str | None]:
-    """A candidate's label, id and cwd as the picker shows them (controls escaped, hidden characters marked)."""
+    """A candidate's label, notebook, id and cwd as the picker shows them (controls escaped, hidden characters
+    marked)."""
     session_id, label, cwd = candidate.get("sessionId"), candidate.get("label"), candidate.get("cwd")
+    notebook = notebook_label(candidate.get("notebook")) if isinstance(candidate.get("notebook"), str) else None
     return {"label": escape_controls(label if isinstance(label, str) else str(session_id)),
+            "notebook": escape_controls(notebook) if notebook is not None else None,
             "sessionId": escape_controls(str(session_id)),
             "cwd": escape_controls(cwd) if isinstance(cwd, str) else None}
 

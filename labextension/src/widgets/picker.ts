@@ -28,7 +28,7 @@ export interface IPickerRow {
   cwd?: unknown;
   createdAt?: unknown;
   sameWorkspace?: boolean;
-  shown?: { label?: string; sessionId?: string; cwd?: string | null };
+  shown?: { label?: string; notebook?: string | null; sessionId?: string; cwd?: string | null };
 }
 
 interface ISearchResponse {
@@ -125,6 +125,9 @@ function render({ model, el, experimental }: RenderProps<IPickerState>): () => v
       }
       const detail = node('div', 'dsh-picker-detail');
       const parts: string[] = [];
+      if (typeof shown.notebook === 'string') {
+        parts.push(displayText(shown.notebook));
+      }
       if (label !== row.sessionId) {
         parts.push(displayText(shown.sessionId ?? row.sessionId));
       }
