@@ -576,7 +576,14 @@ class NotebookPage:
         return self.cell(index).locator(".jp-InputArea-editor")
 
     def source(self, index: int) -> str:
-        """The cell's text as the editor shows it."""
+        """The cell's source as its editor holds it (mention chips and other decorations read as the text
+        they stand for; what the editor draws is :meth:`shown_text`)."""
+        content = self.cell(index).locator(".cm-content")
+        held = content.evaluate("node => node.cmView?.view?.state?.doc?.toString() ?? null")
+        return str(held) if held is not None else str(content.inner_text())
+
+    def shown_text(self, index: int) -> str:
+        """The cell's text as the editor draws it (a mention chip reads as its ``@label``)."""
         return str(self.cell(index).locator(".cm-content").inner_text())
 
     def focus_end(self, index: int) -> None:

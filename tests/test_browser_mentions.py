@@ -172,7 +172,7 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         preview.locator("summary").click()
         expect(text).to_be_visible()
         expect(text).to_contain_text("<referenced-sessions>")
-        expect(text).to_contain_text(f'"sessionId":"{TARGET_ID}"')
+        expect(text).to_contain_text(f"sessionId: {TARGET_ID}")  # shown readably, not as raw JSON
         # Our renderer, not the text/html fallback of the same bundle, drew it.
         expect(output.locator("details.dsh-reference-context")).to_have_count(0)
         # The offline model received the snapshot: its answer reports the referenced session.

@@ -237,8 +237,8 @@ def test_a_mention_in_a_dsh_cell_is_a_chip(browser: Any, server: JupyterServer, 
         expect(chip).to_have_count(1)
         expect(chip).to_have_text("@Quarterly revenue")
         assert LONG_ID in str(chip.get_attribute("title"))
-        assert "dsh-session:" not in nb.source(0)  # the editor shows the chip, not the markup
-        assert nb.source(0).startswith("%%dsh\nCompare @Quarterly revenue with last year")
+        assert "dsh-session:" not in nb.shown_text(0)  # the editor shows the chip, not the markup
+        assert nb.shown_text(0).startswith("%%dsh\nCompare @Quarterly revenue with last year")
         scroller = cell.locator(".cm-scroller")
         assert scroller.evaluate("s => s.scrollWidth <= s.clientWidth + 1"), "the mention makes the cell scroll"
         # An ordinary cell shows markup as it is.
