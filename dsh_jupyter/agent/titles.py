@@ -9,10 +9,11 @@ session of the folder already has the same title.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Collection
 from typing import Any
+
+from ..session.header import notebook_label
 
 MAX_TITLE_CHARS = 80
 #: How long a title made from a request may be (a list's line, not a paragraph).
@@ -72,13 +73,6 @@ def request_title(prompt: str, limit: int = REQUEST_TITLE_CHARS) -> str:
     if not title.endswith("…"):
         title = title.rstrip(".,;:!?—- ")
     return clean_title(title[:1].upper() + title[1:])
-
-
-def notebook_label(notebook: str | None) -> str | None:
-    """The notebook's file name (``reports/q3.ipynb`` gives ``q3.ipynb``), or ``None`` when there is none."""
-    if not notebook or not notebook.strip():
-        return None
-    return os.path.basename(notebook.strip().rstrip("/\\")) or None
 
 
 def unique_title(title: str, notebook: str | None, taken: Collection[str]) -> str:

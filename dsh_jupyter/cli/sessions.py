@@ -23,7 +23,7 @@ def entry_line(entry: CatalogEntry, *, mark: str = "") -> str:
     counts = f"{entry.user_messages}/{entry.assistant_messages}"
     cwd = escape(entry.cwd) if entry.cwd is not None else "(no cwd)"
     label = escape(entry.label)
-    from ..agent.titles import notebook_label
+    from ..session.header import notebook_label
 
     shown = label if entry.title is not None else "(untitled)"
     notebook = notebook_label(entry.notebook)

@@ -183,3 +183,10 @@ class SessionHeader:
         if isinstance(created_at, float) or isinstance(depth, float):
             header = cls(**{**header.__dict__, "created_at": int(created_at), "delegation_depth": int(depth)})
         return header
+
+
+def notebook_label(notebook: str | None) -> str | None:
+    """The notebook's file name (``reports/q3.ipynb`` gives ``q3.ipynb``), or ``None`` when there is none."""
+    if not notebook or not notebook.strip():
+        return None
+    return os.path.basename(notebook.strip().rstrip("/\\")) or None

@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..agent.titles import notebook_label
 from ..clip import one_line
 from ..escape import escape_controls, escape_html, escape_text, html_field
+from ..session.header import notebook_label
 from .markdown import markdown_html, safe_html
 
 #: MIME type of the reference-context bundle (rendered by our JupyterLab mime extension).

@@ -13,8 +13,8 @@ import anywidget
 import traitlets
 from anywidget.experimental import command
 
-from ...agent.titles import notebook_label
 from ...escape import escape_controls, host_mention
+from ...session.header import notebook_label
 from ..assets import STATIC
 from ..protocols import BodySearch, SessionCandidates
 from .prompt import PromptBox
