@@ -239,7 +239,7 @@ def test_hostile_answers_snapshots_and_chat_stay_inert(
         expect(answers).to_contain_text("see `<img src=x onerror=alert(2)>`")
         expect(answers).to_contain_text("$\\href{javascript:alert(49)}{click me}$")
         footer = answers.locator("sub.dsh-turn-footer").first
-        expect(footer).to_contain_text("$\\href javascript:alert 61 t <img src=x (")
+        expect(footer).to_contain_text("$\\href{javascript:alert(61)}{t}$ <img src=x… (")
         assert_benign_look(answers)
         clicked = click_attack_links(page, answers, watch)
         assert clicked >= 10

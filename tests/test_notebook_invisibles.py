@@ -126,7 +126,8 @@ def test_the_mention_picker_rows_carry_the_marked_label_id_and_cwd() -> None:
     from dsh_jupyter.ui.widgets.picker import _shown_row
 
     shown = _shown_row({"sessionId": "s\u200b1", "label": "Budget \u202eslx.exe", "cwd": "/w\u2066"})
-    assert shown == {"label": "Budget ⟨U+202E⟩slx.exe", "sessionId": "s⟨U+200B⟩1", "cwd": "/w⟨U+2066⟩", "notebook": None}
+    assert shown == {"label": "Budget ⟨U+202E⟩slx.exe", "sessionId": "s⟨U+200B⟩1", "cwd": "/w⟨U+2066⟩",
+                     "notebook": None}
     assert _shown_row({"sessionId": "s-2"}) == {"label": "s-2", "sessionId": "s-2", "cwd": None, "notebook": None}
     assert _shown_row({"sessionId": "s-3", "notebook": "dir/q\u202e3.ipynb"})["notebook"] == "q⟨U+202E⟩3.ipynb"
 
