@@ -103,7 +103,11 @@ def footer_flow(browser: Any, server: JupyterServer, request: pytest.FixtureRequ
         expect(nb.cell(2).locator("sub.dsh-turn-footer")).to_have_count(0)
         nb.screenshot(request, "2-done")
 
-        # Saved and opened again, the cell still says which session and model answered it.
+        # Saved and opened again, the cell still says which session and model answered it. The third cell is
+        # let finish first: its result arriving after the save would leave the notebook dirty, and leaving a
+        # dirty notebook asks "leave the page?".
+        expect(nb.cell(2)).to_contain_text("'next cell'", timeout=20_000)
+        nb.wait_idle()
         page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").first.click()
         saved = saved_footer(server, page)
         assert DONE.match(saved["text/plain"].splitlines()[-1]), saved
