@@ -135,7 +135,7 @@ def test_the_live_chat_marks_hidden_characters(
         nb = NotebookPage(page, server, PATH).open()
         nb.run(0)
         panel = nb.run(4).locator(".dsh-panel")
-        area = panel.locator("textarea.dsh-prompt-input")
+        area = panel.locator(".dsh-prompt-input")
         area.fill(PROMPT)
         area.press("Control+Enter")
         expect(panel.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(PROMPT_SHOWN)

@@ -1,5 +1,7 @@
-"""In a real browser: the anywidget session picker of ``%dsh pick`` filters as you type (the search
-runs in Python) and inserts the chosen session's mention into the prompt box, by keyboard and by click.
+"""In a real browser, in JupyterLab 4 and Notebook 7: the anywidget session picker of ``%dsh pick`` filters as
+you type (the search runs in Python) and inserts the chosen session's mention into the prompt box, by keyboard
+and by click. The box shows each mention as a chip reading ``@label`` (what it names on hover) while the text
+it sends keeps the markup; one Backspace removes a chip whole, the caret steps over it, copy gives the markup.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from browser_helpers import (
     JupyterServer,
     NotebookPage,
     require_chromium,
+    require_notebook7,
     running_server,
     watched_page,
     write_notebook,
@@ -34,31 +37,33 @@ print("selected:", panel.picker.selected)
 print("value:", repr(panel.prompt.value))"""
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+@pytest.fixture(scope="module", params=["lab", "notebook"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     require_chromium()
-    root = tmp_path_factory.mktemp("picker-root")
+    if request.param == "notebook":
+        require_notebook7()
+    root = tmp_path_factory.mktemp(f"picker-{request.param}-root")
     folder = root / "work"
     here = os.path.realpath(folder)
     for session_id, title, created_at in SESSIONS:
         cwd = "/elsewhere" if session_id == "other-3" else here
         write_session(folder, session_id, title, cwd=cwd, created_at=created_at)
     write_notebook(root / NOTEBOOK, "%load_ext dsh_jupyter", "panel = %dsh pick\npanel", CHECK)
-    with running_server("lab", root, tmp_path_factory.mktemp("picker-state")) as server:
-        yield server
+    with running_server(request.param, root, tmp_path_factory.mktemp(f"picker-{request.param}-state")) as running:
+        yield running
 
 
 
 def test_picker_filters_in_python_and_inserts_mentions(
-    browser: Any, lab: JupyterServer, request: pytest.FixtureRequest
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
 ) -> None:
     from playwright.sync_api import expect
 
     with watched_page(browser) as (page, watch):
-        nb = NotebookPage(page, lab, NOTEBOOK).open()
+        nb = NotebookPage(page, server, NOTEBOOK).open()
         nb.run(0)
         widgets = nb.run(1)
-        prompt = widgets.locator("textarea.dsh-prompt-input")
+        prompt = widgets.locator(".dsh-prompt-input")
         search = widgets.locator("input.dsh-picker-input")
         rows = widgets.locator("li.dsh-picker-row")
         labels = rows.locator(".dsh-picker-label")
@@ -82,7 +87,14 @@ def test_picker_filters_in_python_and_inserts_mentions(
         nb.screenshot(request, "2-filtered")
         page.keyboard.press("Enter")  # keyboard choice of the highlighted row
         first = format_session_reference_mention("analysis-1", "Quarterly revenue analysis")
-        expect(prompt).to_have_value(f"Compare {first} ")
+        expect(prompt).to_have_js_property("value", f"Compare {first} ")
+        # The box shows the mention as a chip, not its markup; hovering it says what it names.
+        chips = prompt.locator(".jp-DshChip")
+        expect(chips).to_have_text(["@Quarterly revenue analysis"])
+        expect(chips.first).to_have_attribute("title", "Quarterly revenue analysis: session analysis-1")
+        assert "dsh-session:" not in prompt.inner_text()
+        assert prompt.inner_text().replace("\xa0", " ").strip() == "Compare @Quarterly revenue analysis"
+        search.click()
 
         page.keyboard.press("Escape")  # clears the search: all rows again
         expect(labels).to_have_count(3)
@@ -90,16 +102,55 @@ def test_picker_filters_in_python_and_inserts_mentions(
         expect(labels).to_have_text(["Data cleanup notes"])
         rows.first.click()  # mouse choice
         second = format_session_reference_mention("cleanup-2", "Data cleanup notes")
-        expect(prompt).to_have_value(f"Compare {first} {second} ")
+        expect(prompt).to_have_js_property("value", f"Compare {first} {second} ")
         expect(widgets.locator(".dsh-picker-status")).to_have_text("Inserted Data cleanup notes")
+        expect(chips).to_have_text(["@Quarterly revenue analysis", "@Data cleanup notes"])
+        box = prompt.bounding_box()
+        assert box is not None and box["height"] < 120, box  # one line of chips: no sideways scroll, no markup
         nb.screenshot(request, "3-inserted")
+
+        # Copy gives the markup (what the kernel resolves), not the chips' `@label`.
+        prompt.click()
+        page.keyboard.press("Control+a")
+        copied = prompt.evaluate("""el => {
+            const data = new DataTransfer();
+            el.dispatchEvent(new ClipboardEvent('copy', { clipboardData: data, bubbles: true, cancelable: true }));
+            return data.getData('text/plain');
+        }""")
+        assert copied == f"Compare {first} {second} ", copied
+
+        # The caret steps over a chip whole: from the start, 8 steps pass "Compare ", the 9th the chip.
+        page.keyboard.press("Control+Home")
+        for _ in range(9):
+            page.keyboard.press("ArrowRight")
+        page.keyboard.type("!")
+        expect(prompt).to_have_js_property("value", f"Compare {first}! {second} ")
+        # One Backspace after a chip removes the whole mention (never part of its markup).
+        page.keyboard.press("Control+End")
+        page.keyboard.press("Backspace")  # the space after the second chip
+        page.keyboard.press("Backspace")  # the second chip, whole
+        expect(prompt).to_have_js_property("value", f"Compare {first}! ")
+        expect(chips).to_have_text(["@Quarterly revenue analysis"])
+        page.keyboard.press("Control+Home")
+        for _ in range(8):
+            page.keyboard.press("ArrowRight")
+        page.keyboard.press("Delete")  # Delete before a chip removes it whole too
+        expect(prompt).to_have_js_property("value", "Compare ! ")
+        expect(chips).to_have_count(0)
+        # Typed back, the mentions come back as chips in the same box.
+        search.click()
+        page.keyboard.press("Escape")
+        page.keyboard.type("clean")
+        expect(labels).to_have_text(["Data cleanup notes"])
+        rows.first.click()
+        expect(chips).to_have_text(["@Data cleanup notes"])
 
         # Python holds the same state: the query typed, the filtered results, the chosen mentions.
         output = nb.run(2)
         expect(output).to_contain_text("query: 'clean'")
         expect(output).to_contain_text("results: ['cleanup-2']")
         expect(output).to_contain_text(f"selected: {[first, second]!r}")
-        expect(output).to_contain_text(f"value: {f'Compare {first} {second} '!r}")
+        expect(output).to_contain_text(f"value: {f'Compare {second} ! '!r}")
         nb.screenshot(request, "4-python-state")
 
         assert watch.dialogs == []

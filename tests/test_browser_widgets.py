@@ -73,7 +73,7 @@ def test_chat_keys_stay_in_the_widget_and_answers_render(
         nb.run(0)
         out = nb.run(1)
         panel = out.locator(".dsh-panel")
-        area = panel.locator("textarea.dsh-prompt-input")
+        area = panel.locator(".dsh-prompt-input")
         expect(area).to_be_visible()
         expect(panel.locator(".dsh-chat-empty")).to_be_visible()
         expect(panel.locator(".dsh-chat-title")).to_have_text("New session")
@@ -86,14 +86,14 @@ def test_chat_keys_stay_in_the_widget_and_answers_render(
         page.keyboard.type(LINES[1])
         page.keyboard.press("Shift+Enter")  # inside the widget: a newline, never "run cell"
         page.keyboard.type(LINES[2])
-        expect(area).to_have_value("\n".join(LINES))
+        expect(area).to_have_js_property("value", "\n".join(LINES))
         assert nb.page.locator(f"{nb.scope} .jp-Cell").count() == cells_before
         assert _prompt_numbers(nb) == prompts_before  # no cell ran (cell 2 would get a number)
         expect(nb.cell(1).locator(".dsh-chat-empty")).to_be_visible()  # the panel was not re-created
         nb.screenshot(request, "2-typed")
 
         page.keyboard.press("Control+Enter")
-        expect(area).to_have_value("")
+        expect(area).to_have_js_property("value", "")
         user = panel.locator(".dsh-chat-user")
         expect(user).to_contain_text("/bash echo tool-ran-$((6*7))")
         tool = panel.locator(".dsh-chat-tool")
@@ -141,13 +141,14 @@ def test_pick_is_one_output_with_the_answer_under_it(
         nb.screenshot(request, "1-pick")
 
         rows.first.click()
-        area = out.locator("textarea.dsh-prompt-input")
-        expect(area).to_have_value(re.compile(r"^@\[Regional sales Q3\]\(dsh-session:[^)]+\) $"))
+        area = out.locator(".dsh-prompt-input")
+        expect(area.locator(".jp-DshChip")).to_have_text("@Regional sales Q3")  # the markup stays in the text sent
+        assert re.fullmatch(r"@\[Regional sales Q3\]\(dsh-session:[^)]+\) ", area.evaluate("el => el.value"))
         area.click()
         page.keyboard.press("End")
         page.keyboard.type(PICK_QUESTION)
         out.locator("button.dsh-prompt-send").click()
-        expect(area).to_have_value("")
+        expect(area).to_have_js_property("value", "")
         answer = out.locator(".dsh-chat-assistant").last
         expect(answer).to_contain_text(PICK_QUESTION, timeout=KERNEL_TIMEOUT_MS)
         expect(answer).to_contain_text("Regional sales Q3")
@@ -210,7 +211,7 @@ def test_reload_after_a_kernel_restart_shows_the_static_copies(
         nb = NotebookPage(page, server, NOTEBOOK).open()
         nb.run(0)
         chat = nb.run(1)
-        chat.locator("textarea.dsh-prompt-input").click()
+        chat.locator(".dsh-prompt-input").click()
         page.keyboard.type("hello from the chat panel")
         page.keyboard.press("Control+Enter")
         expect(chat.locator(".dsh-chat-assistant").last).to_contain_text("hello from the chat panel",
@@ -218,7 +219,7 @@ def test_reload_after_a_kernel_restart_shows_the_static_copies(
         expect(chat.locator(".dsh-chat-state")).to_have_text("idle", timeout=KERNEL_TIMEOUT_MS)
         pick = nb.run(2)
         pick.locator("li.dsh-picker-row").first.click()
-        pick.locator("textarea.dsh-prompt-input").click()
+        pick.locator(".dsh-prompt-input").click()
         page.keyboard.press("End")
         page.keyboard.type(PICK_QUESTION)
         page.keyboard.press("Control+Enter")

@@ -4,7 +4,7 @@
  * Ctrl/Cmd+Enter. Keys typed here stay here (the notebook's shortcuts never see them).
  */
 
-import { editableChip, editableText, findMentions, textWithChips } from './chips.js';
+import { ChipEditor } from './chip_editor.js';
 import { textElement } from './escape.js';
 import { filterDshItems, IDshCompletionItem } from './items.js';
 import { IModelChoice } from './sidebar_kernel.js';
@@ -32,13 +32,9 @@ export class SidebarPrompt {
     this.node = document.createElement('div');
     this.node.className = 'dsh-sidebar-prompt';
     this.node.setAttribute('data-lm-suppress-shortcuts', 'true');
-    this._input = document.createElement('div');
-    this._input.className = 'dsh-sidebar-input';
-    this._input.contentEditable = 'true';
-    this._input.setAttribute('role', 'textbox');
-    this._input.setAttribute('aria-multiline', 'true');
-    this._input.setAttribute('aria-label', 'Prompt');
-    this._input.dataset.placeholder = `Ask the agent… (@ mentions a variable, session or file; ${
+    this._editor = new ChipEditor('dsh-sidebar-input', 'Prompt');
+    this._input = this._editor.node;
+    this._editor.placeholder = `Ask the agent… (@ mentions a variable, session or file; ${
       MAC ? '⌘' : 'Ctrl'
     }+Enter sends)`;
     this._popup = document.createElement('ul');
@@ -65,7 +61,6 @@ export class SidebarPrompt {
     }
     this._input.addEventListener('keydown', event => this._onKey(event));
     this._input.addEventListener('input', () => this._onInput());
-    this._input.addEventListener('paste', event => this._onPaste(event));
     this._input.addEventListener('blur', () => window.setTimeout(() => this._closePopup(), 150));
     this._send.addEventListener('click', () => void this.send());
     this._model.addEventListener('change', () => void this._onModel());
@@ -73,19 +68,18 @@ export class SidebarPrompt {
 
   /** The text to send: each chip as its mention. */
   get value(): string {
-    return editableText(this._input);
+    return this._editor.value;
   }
 
   /** Replace the text (mentions become chips). */
   set value(text: string) {
-    this._input.replaceChildren(...textWithChips(text));
-    this._input.classList.toggle('dsh-empty', text === '');
+    this._editor.value = text;
   }
 
   /** Enable or disable sending (no kernel, or one without dsh). */
   set enabled(on: boolean) {
     this._enabled = on;
-    this._input.contentEditable = on ? 'true' : 'false';
+    this._editor.editable = on;
     this._sync();
   }
 
@@ -117,7 +111,7 @@ export class SidebarPrompt {
   }
 
   focus(): void {
-    this._input.focus();
+    this._editor.focus();
   }
 
   /** Send the box's text; it is emptied once the kernel took it, and kept (with the error) when not. */
@@ -191,35 +185,11 @@ export class SidebarPrompt {
       void this.send();
     } else if (event.key === 'Enter') {
       event.preventDefault(); // a plain line break, not the block the browser would make
-      document.execCommand('insertLineBreak');
+      this._editor.lineBreak();
     }
-  }
-
-  private _onPaste(event: ClipboardEvent): void {
-    const text = event.clipboardData?.getData('text/plain');
-    if (text === undefined) {
-      return;
-    }
-    event.preventDefault();
-    if (findMentions(text).length === 0) {
-      document.execCommand('insertText', false, text);
-      return;
-    }
-    const range = this._range();
-    if (range === null) {
-      return;
-    }
-    range.deleteContents();
-    const nodes = textWithChips(text);
-    for (const node of nodes.reverse()) {
-      range.insertNode(node);
-    }
-    this._caretAfter(nodes[0]);
-    this._onInput();
   }
 
   private _onInput(): void {
-    this._input.classList.toggle('dsh-empty', this.value === '');
     if (this._status.dataset.level === 'error') {
       this.setStatus('');
     }
@@ -305,22 +275,10 @@ export class SidebarPrompt {
     if (item === undefined || typed === null) {
       return;
     }
-    const insert = item.insertText ?? item.label;
     const range = document.createRange();
     range.setStart(typed.node, typed.start);
     range.setEnd(typed.node, typed.end);
-    range.deleteContents();
-    const [mention] = findMentions(insert);
-    const space = document.createTextNode(' ');
-    if (mention !== undefined && mention.from === 0 && mention.to === insert.length) {
-      range.insertNode(space);
-      range.insertNode(editableChip(mention, insert));
-    } else {
-      range.insertNode(space);
-      range.insertNode(document.createTextNode(insert));
-    }
-    this._caretAfter(space);
-    this._input.classList.remove('dsh-empty');
+    this._editor.insert((item.insertText ?? item.label) + ' ', range);
   }
 
   private _closePopup(): void {
@@ -331,27 +289,7 @@ export class SidebarPrompt {
     this._active = -1;
   }
 
-  private _range(): Range | null {
-    const selection = window.getSelection();
-    if (!selection || selection.rangeCount === 0) {
-      return null;
-    }
-    const range = selection.getRangeAt(0);
-    return this._input.contains(range.commonAncestorContainer) ? range : null;
-  }
-
-  private _caretAfter(node: Node): void {
-    const selection = window.getSelection();
-    if (!selection) {
-      return;
-    }
-    const range = document.createRange();
-    range.setStartAfter(node);
-    range.collapse(true);
-    selection.removeAllRanges();
-    selection.addRange(range);
-  }
-
+  private _editor: ChipEditor;
   private _input: HTMLDivElement;
   private _popup: HTMLUListElement;
   private _model: HTMLSelectElement;

@@ -1,6 +1,7 @@
 /**
- * Prompt box (anywidget view of `dsh_jupyter/ui/widgets/prompt.py`): a textarea synced to `value`, the
- * caret synced to `cursor`, and a Send button (Ctrl/Cmd+Enter) that empties the box and invokes the
+ * Prompt box (anywidget view of `dsh_jupyter/ui/widgets/prompt.py`): editable text synced to `value` in which
+ * each mention (the picker inserts them) shows as a chip reading `@label` while `value` keeps the markup
+ * (`../chip_editor.ts`, the sidebar's prompt box too), the caret synced to `cursor`, and a Send button (Ctrl/Cmd+Enter) that empties the box and invokes the
  * "send_command" command with the text (prompts sent quickly queue up, in order). Python decides whether
  * the prompt starts a turn or is steered into the running one; a prompt it refuses comes back into the box. Text is set with
  * textContent only, status texts through `../escape.ts`.
@@ -11,6 +12,7 @@
 
 import type { RenderProps } from '@anywidget/types';
 
+import { ChipEditor } from '../chip_editor.js';
 import { displayBody } from '../escape.js';
 import { keepKeysInside, node, subscribe } from './dom.js';
 
@@ -33,10 +35,9 @@ const SEND_TIMEOUT_MS = 30000;
 /** How long after its predecessor was last used a new view of the same box takes the focus back. */
 const HAND_OVER_MS = 5000;
 
-/** Where the caret of a focused box was, by its model. */
+/** Where the caret of a focused box was (an offset in its text), by its model. */
 interface IFocusRecord {
-  start: number;
-  end: number;
+  caret: number;
   at: number;
 }
 
@@ -49,9 +50,8 @@ const focused = new WeakMap<object, IFocusRecord>();
 
 function render({ model, el, experimental }: RenderProps<IPromptState>): () => void {
   const root = node('div', 'dsh-prompt');
-  const area = node('textarea', 'dsh-prompt-input');
-  area.rows = 3;
-  area.setAttribute('aria-label', 'Prompt');
+  const editor = new ChipEditor('dsh-prompt-input', 'Prompt');
+  const area = editor.node;
   const bar = node('div', 'dsh-prompt-bar');
   const mac = /Mac|iPhone|iPad/.test(globalThis.navigator?.platform ?? '');
   const hint = node('span', 'dsh-prompt-hint', `Enter: new line · ${mac ? '⌘' : 'Ctrl'}+Enter: send`);
@@ -73,21 +73,25 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
   let localError: string | null = null; // a failure only this view knows about (no answer, or an error reply)
 
   function sync(): void {
-    if (area.value !== model.get('value')) {
-      area.value = model.get('value');
+    if (editor.value !== model.get('value')) {
+      editor.value = model.get('value');
     }
-    area.placeholder = model.get('placeholder');
+    editor.placeholder = model.get('placeholder');
     const busy = model.get('busy');
     button.textContent = pending ? 'Sending…' : busy ? 'Steer' : 'Send';
     button.title = busy ? 'Add this prompt to the running turn' : 'Start a turn with this prompt';
     button.disabled = model.get('disabled');
-    area.disabled = model.get('disabled');
+    editor.editable = !model.get('disabled');
     status.textContent = displayBody(localError ?? model.get('status'));
     status.dataset.level = localError === null ? model.get('status_level') : 'error';
   }
 
   function caretChanged(): boolean {
-    const caret = area.selectionStart === area.value.length ? -1 : area.selectionStart;
+    const at = editor.caret;
+    if (at === null) {
+      return false; // the caret is elsewhere: the box keeps where it was
+    }
+    const caret = at >= editor.value.length ? -1 : at;
     if (model.get('cursor') === caret) {
       return false;
     }
@@ -103,14 +107,14 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
 
   function placeCaret(): void {
     const caret = model.get('cursor');
-    const position = caret < 0 || caret > area.value.length ? area.value.length : caret;
-    if (document.activeElement === area) {
-      area.setSelectionRange(position, position);
+    const length = editor.value.length;
+    if (editor.focused) {
+      editor.caret = caret < 0 || caret > length ? length : caret;
     }
   }
 
   function setBox(text: string): void {
-    area.value = text;
+    editor.value = text;
     model.set('value', text);
     model.set('cursor', -1);
     model.save_changes();
@@ -119,7 +123,8 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
   /** A prompt the kernel did not take goes back in the box, before whatever was typed since. */
   function giveBack(text: string): void {
     if (!disposed) {
-      setBox(area.value ? text + '\n' + area.value : text);
+      const typed = editor.value;
+      setBox(typed ? text + '\n' + typed : text);
     }
   }
 
@@ -152,7 +157,7 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
     // The box empties here, at once, and the text travels in the command itself: a "value" update
     // still on its way (ipywidgets holds updates back while the kernel is busy) is overtaken by this
     // empty value, so the kernel can never put the text just sent back in the box.
-    const text = area.value;
+    const text = editor.value;
     localError = null;
     pending += 1;
     setBox('');
@@ -162,7 +167,7 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
 
   function onInput(): void {
     localError = null;
-    model.set('value', area.value);
+    model.set('value', editor.value);
     caretChanged();
     model.save_changes();
   }
@@ -171,8 +176,11 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
     if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
       event.preventDefault();
       send();
+    } else if (event.key === 'Enter') {
+      // Plain Enter and Shift+Enter insert a newline (a line break, not the block the browser would make).
+      event.preventDefault();
+      editor.lineBreak();
     }
-    // Plain Enter and Shift+Enter insert a newline (the textarea's own behaviour).
   }
 
   function onValue(): void {
@@ -194,8 +202,8 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
   }
 
   function noteFocus(): void {
-    if (document.activeElement === area) {
-      focused.set(model, { start: area.selectionStart, end: area.selectionEnd, at: Date.now() });
+    if (editor.focused) {
+      focused.set(model, { caret: editor.caret ?? editor.value.length, at: Date.now() });
       setFocused(true);
     }
   }
@@ -217,13 +225,12 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
     if (!record || Date.now() - record.at > HAND_OVER_MS || elsewhere || disposed || !area.isConnected) {
       return;
     }
-    area.focus();
-    const end = area.value.length;
-    area.setSelectionRange(Math.min(record.start, end), Math.min(record.end, end));
+    editor.focus();
+    editor.caret = Math.min(record.caret, editor.value.length);
     noteFocus();
   }
 
-  for (const type of ['focus', 'input', 'keyup', 'click', 'select']) {
+  for (const type of ['focus', 'input', 'keyup', 'click', 'mouseup']) {
     area.addEventListener(type, noteFocus);
   }
   area.addEventListener('blur', onBlur);
