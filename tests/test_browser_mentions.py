@@ -38,6 +38,9 @@ CELLS = (
     "%%dsh\nWhat did we conclude in ",
     "import os  # an ordinary Python cell",
     "%%dsh\nAnd compare with ",
+    # Brackets in a prompt are text (Markdown would read them as links); a real mention is a chip.
+    "%%dsh\nSplit the rows into ['north', 'south'] and [x], **bold** stays, see [the docs](https://example.org) "
+    + format_session_reference_mention("cleanup-2", "Data cleanup notes"),
 )
 
 
@@ -112,6 +115,17 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         keyword_class = python_words.first.get_attribute("class")
         assert keyword_class, "the Python cell's keyword carries a highlight class"
         expect(nb.cell(2).locator(f".cm-line span.{keyword_class.split()[0]}")).to_have_count(0)
+
+        # Brackets are not links in a `%%dsh` cell: `['north', 'south']`, `[x]` and `[the docs](…)` stay plain
+        # text (no highlight span at all), Markdown's emphasis is still highlighted, and the one real mention
+        # is the one chip.
+        brackets = nb.cell(5).locator(".cm-line").nth(1)
+        expect(brackets.locator(".jp-DshChip")).to_have_text(["@Data cleanup notes"])
+        for plain in ("north", "x]", "the docs", "example.org"):
+            expect(brackets.locator("span:not(.jp-DshChip)", has_text=plain)).to_have_count(0)
+        expect(brackets.locator("span", has_text="bold")).not_to_have_count(0)
+        brackets.scroll_into_view_if_needed()
+        nb.screenshot(request, "1-brackets-are-text")
 
         # `@` alone opens the popup (no Tab): every session of the folder is offered, except the notebook's
         # own current session (made by the turn above), which cannot be referenced from itself.

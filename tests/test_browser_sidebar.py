@@ -205,6 +205,25 @@ def test_the_sidebar_chats_with_the_notebooks_agent(
         expect(popup).to_be_hidden()
         page.keyboard.type("briefly")
         side.screenshot(request, "3-chip")
+        # The chip keeps its markup: the box's text and a copy of it give the mention, and the caret steps
+        # over the chip whole (9 steps pass "Describe ", the 10th the chip).
+        markup = chip.get_attribute("data-markup")
+        assert markup is not None and markup.startswith("@[x](dsh-variable:"), markup
+        expect(side.input).to_have_js_property("value", f"Describe {markup} briefly")
+        page.keyboard.press("Control+a")
+        copied = side.input.evaluate("""el => {
+            const data = new DataTransfer();
+            el.dispatchEvent(new ClipboardEvent('copy', { clipboardData: data, bubbles: true, cancelable: true }));
+            return data.getData('text/plain');
+        }""")
+        assert copied == f"Describe {markup} briefly", copied
+        page.keyboard.press("Control+Home")
+        for _ in range(10):
+            page.keyboard.press("ArrowRight")
+        page.keyboard.type("!")
+        expect(side.input).to_have_js_property("value", f"Describe {markup}! briefly")
+        page.keyboard.press("Backspace")
+        page.keyboard.press("Control+End")
         page.keyboard.press("Control+Enter")
         user = side.chat.locator(".dsh-chat-user").last
         expect(user).to_contain_text("Describe @x briefly")
@@ -352,6 +371,11 @@ def test_the_sidebar_in_the_dark_theme(
             page.keyboard.press("Enter")
             expect(side.input.locator(".jp-DshChip")).to_have_text("@x")
             side.screenshot(request, "11-dark-chip")
+            # One Backspace after the chip (and its space) removes the whole mention.
+            page.keyboard.press("Backspace")
+            page.keyboard.press("Backspace")
+            expect(side.input.locator(".jp-DshChip")).to_have_count(0)
+            expect(side.input).to_have_js_property("value", "Look at ")
     finally:
         _set_theme(server, "JupyterLab Light")
 
@@ -384,3 +408,72 @@ def test_without_the_server_extension_the_sidebar_says_so_and_still_chats(
         expect(side.chat.locator(".dsh-chat-user").last).to_contain_text("Look at @ the notebook")
         side.idle()
         assert not watch.errors and not watch.dialogs, (watch.errors, watch.dialogs)
+
+
+#: The elements of the sidebar's heading that must be in plain view: no other element drawn over any part.
+HEADING_PARTS = (".dsh-sidebar-heading", ".dsh-chat-header .dsh-chat-title", ".dsh-chat-header .dsh-chat-state")
+
+#: For each part, the elements found at its corners and centre that are neither it nor inside it.
+_COVERED_JS = """parts => parts.map(selector => {
+    const el = document.querySelector(selector);
+    if (!el) { return [selector + ' is missing']; }
+    const box = el.getBoundingClientRect();
+    if (box.width < 4 || box.height < 4) { return [selector + ' has no room']; }
+    const [dx, dy] = [Math.min(6, box.width / 4), Math.min(4, box.height / 4)];  // inside rounded corners
+    const points = [[box.left + dx, box.top + dy], [box.right - dx, box.top + dy], [box.left + dx, box.bottom - dy],
+                    [box.right - dx, box.bottom - dy], [box.left + box.width / 2, box.top + box.height / 2]];
+    const clipped = el.scrollHeight > el.clientHeight + 1;
+    const over = clipped ? [`${selector} is clipped: ${el.scrollHeight}px of text in ${el.clientHeight}px`] : [];
+    for (const [x, y] of points) {
+        const hit = document.elementFromPoint(x, y);
+        if (hit && hit !== el && !el.contains(hit) && !hit.classList.contains('lm-SplitPanel-handle')) {
+            over.push(`${selector} covered at ${Math.round(x)},${Math.round(y)} by ${hit.outerHTML.slice(0, 120)}`);
+        }
+    }
+    return over;
+}).flat()"""
+
+
+def test_the_sidebar_heading_stays_in_plain_view(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    """Narrow and wide, light and dark, with the conversation scrolled: nothing covers the notebook's name, the
+    chat's title or its state, and no answer shows through them as it scrolls under the heading."""
+    from playwright.sync_api import expect
+
+    for theme in ("JupyterLab Light", "JupyterLab Dark"):
+        shade = "dark" if "Dark" in theme else "light"
+        _set_theme(server, theme)
+        try:
+            with watched_page(browser) as (page, _watch):
+                nb = NotebookPage(page, server, SECOND).open()
+                page.wait_for_selector(f"body[data-jp-theme-light='{str(shade == 'light').lower()}']",
+                                       state="attached", timeout=30_000)
+                side = Sidebar(nb).open()
+                if shade == "light":
+                    nb.run(0)
+                    side.ready()
+                    for n in range(3):  # enough conversation to scroll under the heading
+                        side.send(f"Line {n} of a conversation long enough to scroll " + "and wrap " * 12)
+                        expect(side.chat.locator(".dsh-chat-assistant")).to_have_count(n + 1, timeout=KERNEL_TIMEOUT_MS)
+                        side.idle()
+                side.ready()
+                expect(side.chat.locator(".dsh-chat-user")).to_have_count(3)
+                transcript = side.chat.locator(".dsh-sidebar-transcript")
+                for width in (900, 1600):
+                    page.set_viewport_size({"width": width, "height": 800})
+                    page.wait_for_timeout(300)  # the panel's layout follows the window
+                    transcript.evaluate("el => { el.scrollTop = el.scrollHeight / 3; }")
+                    page.wait_for_timeout(100)
+                    covered = page.evaluate(_COVERED_JS, list(HEADING_PARTS))
+                    nb.screenshot(request, f"heading-{shade}-{width}")
+                    assert covered == [], "\n".join(covered)
+                    # What scrolls is drawn below the heading, never over or through it.
+                    heading = side.chat.locator(".dsh-sidebar-heading").bounding_box()
+                    scroller = transcript.bounding_box()
+                    header = side.chat.locator(".dsh-chat-header").bounding_box()
+                    assert heading and scroller and header
+                    assert scroller["y"] >= heading["y"] + heading["height"] - 1, (heading, scroller)
+                    assert header["y"] <= scroller["y"] + 1, (header, scroller)  # stuck to the very top
+        finally:
+            _set_theme(server, "JupyterLab Light")

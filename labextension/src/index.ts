@@ -22,7 +22,8 @@ import {
 import { ICommandPalette, ISessionContextDialogs } from '@jupyterlab/apputils';
 import {
   EditorExtensionRegistry,
-  IEditorExtensionRegistry
+  IEditorExtensionRegistry,
+  IEditorLanguageRegistry
 } from '@jupyterlab/codemirror';
 import { ICompletionProviderManager } from '@jupyterlab/completer';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
@@ -30,7 +31,7 @@ import { CommandToolbarButton } from '@jupyterlab/ui-components';
 
 import { mentionChips } from './chips.js';
 import { DshCompletionProvider } from './completion.js';
-import { DshCellHighlighter } from './highlight.js';
+import { DshCellHighlighter, registerPromptLanguage } from './highlight.js';
 import { CurrentSessions } from './kernel.js';
 import { LiveNotebooks } from './notebook.js';
 import { chatIcon, DshSidebar, OPEN_COMMAND } from './sidebar.js';
@@ -41,12 +42,14 @@ const mentions: JupyterFrontEndPlugin<void> = {
   description:
     'Completes @ mentions of sessions and files in %%dsh cells as you type.',
   autoStart: true,
-  requires: [ICompletionProviderManager, INotebookTracker],
+  requires: [ICompletionProviderManager, INotebookTracker, IEditorLanguageRegistry],
   activate: (
     app: JupyterFrontEnd,
     manager: ICompletionProviderManager,
-    tracker: INotebookTracker
+    tracker: INotebookTracker,
+    languages: IEditorLanguageRegistry
   ): void => {
+    registerPromptLanguage(languages);
     manager.registerProvider(
       new DshCompletionProvider({
         serverSettings: app.serviceManager.serverSettings,
