@@ -664,3 +664,13 @@ def finished_cell(nb: NotebookPage, index: int, timeout: float = KERNEL_TIMEOUT_
 
     expect(nb.cell(index).locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=timeout)
     return nb.cell(index).locator(".jp-OutputArea")
+
+
+def copied_text(locator: Any) -> str:
+    """What copying the current selection inside ``locator`` puts on the clipboard as text (a copy event is
+    dispatched with its own clipboard data, so no clipboard permission is needed)."""
+    return str(locator.evaluate("""el => {
+        const data = new DataTransfer();
+        el.dispatchEvent(new ClipboardEvent('copy', { clipboardData: data, bubbles: true, cancelable: true }));
+        return data.getData('text/plain');
+    }"""))

@@ -145,6 +145,9 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         row = sessions.first
         expect(row.locator(".jp-DshCompleter-title")).to_have_text(TARGET_TITLE)
         expect(row.locator(".jp-DshCompleter-detail")).to_contain_text(TARGET_ID)
+        # Every row reads as label and details, never as the markup picking inserts.
+        expect(popup.locator(".jp-Completer-item")).to_have_count(1)
+        assert "dsh-session:" not in popup.inner_text() and "](" not in popup.inner_text()
         nb.screenshot(request, "2-completion-popup")
 
         row.click()

@@ -14,6 +14,7 @@ import pytest
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
+    copied_text,
     require_chromium,
     require_notebook7,
     running_server,
@@ -112,11 +113,7 @@ def test_picker_filters_in_python_and_inserts_mentions(
         # Copy gives the markup (what the kernel resolves), not the chips' `@label`.
         prompt.click()
         page.keyboard.press("Control+a")
-        copied = prompt.evaluate("""el => {
-            const data = new DataTransfer();
-            el.dispatchEvent(new ClipboardEvent('copy', { clipboardData: data, bubbles: true, cancelable: true }));
-            return data.getData('text/plain');
-        }""")
+        copied = copied_text(prompt)
         assert copied == f"Compare {first} {second} ", copied
 
         # The caret steps over a chip whole: from the start, 8 steps pass "Compare ", the 9th the chip.

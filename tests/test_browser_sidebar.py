@@ -25,6 +25,7 @@ from browser_helpers import (
     KERNEL_TIMEOUT_MS,
     JupyterServer,
     NotebookPage,
+    copied_text,
     require_chromium,
     require_notebook7,
     running_server,
@@ -211,11 +212,7 @@ def test_the_sidebar_chats_with_the_notebooks_agent(
         assert markup is not None and markup.startswith("@[x](dsh-variable:"), markup
         expect(side.input).to_have_js_property("value", f"Describe {markup} briefly")
         page.keyboard.press("Control+a")
-        copied = side.input.evaluate("""el => {
-            const data = new DataTransfer();
-            el.dispatchEvent(new ClipboardEvent('copy', { clipboardData: data, bubbles: true, cancelable: true }));
-            return data.getData('text/plain');
-        }""")
+        copied = copied_text(side.input)
         assert copied == f"Describe {markup} briefly", copied
         page.keyboard.press("Control+Home")
         for _ in range(10):
