@@ -37,6 +37,8 @@ from browser_helpers import (
 FIRST = "work/first.ipynb"
 SECOND = "work/second.ipynb"
 PLAIN = "work/plain.ipynb"
+#: The notebook of the heading's layout test (a conversation of its own, long enough to scroll).
+HEADING = "work/heading.ipynb"
 SIDEBAR = "#dsh-jupyter-chat"
 INPUT = f"{SIDEBAR} .dsh-sidebar-chat:not(.lm-mod-hidden) .dsh-sidebar-input"
 #: The second notebook's prompts: one from a cell, one from the sidebar.
@@ -53,6 +55,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     write_notebook_cells(root / FIRST, [(None, "%load_ext dsh_jupyter"), ("cell-x", "x = 41")])
     write_notebook(root / SECOND, "%load_ext dsh_jupyter", "%%dsh\nHello from a cell")
     write_notebook(root / PLAIN, "1 + 1")
+    write_notebook(root / HEADING, "%load_ext dsh_jupyter")
     with running_server(request.param, root, tmp_path_factory.mktemp(f"sidebar-{request.param}-state")) as running:
         yield running
 
@@ -443,7 +446,7 @@ def test_the_sidebar_heading_stays_in_plain_view(
         _set_theme(server, theme)
         try:
             with watched_page(browser) as (page, _watch):
-                nb = NotebookPage(page, server, SECOND).open()
+                nb = NotebookPage(page, server, HEADING).open()
                 page.wait_for_selector(f"body[data-jp-theme-light='{str(shade == 'light').lower()}']",
                                        state="attached", timeout=30_000)
                 side = Sidebar(nb).open()

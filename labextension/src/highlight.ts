@@ -53,7 +53,8 @@ export function registerPromptLanguage(registry: IEditorLanguageRegistry): void 
       if (typeof parser.configure !== 'function') {
         return support;
       }
-      const language = new Language(support.language.data, parser.configure({ remove: NOT_IN_PROMPTS }), [], 'dsh-prompt');
+      const prompt = parser.configure({ remove: NOT_IN_PROMPTS });
+      const language = new Language(support.language.data, prompt, [], 'dsh-prompt');
       return new LanguageSupport(language, support.support);
     }
   });

@@ -1,4 +1,4 @@
-"""The prompt box widget (view: ``static/prompt.js``): a textarea with Send, steering into a running turn.
+"""The prompt box widget (view: ``static/prompt.js``): editable text with Send, steering into a running turn.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ def _ignore(event: AgentEvent) -> None:
 
 
 class PromptBox(anywidget.AnyWidget):
-    """A prompt textarea (synced ``value`` and caret ``cursor``) with a Send button.
+    """A prompt box (synced ``value`` and caret ``cursor``) with a Send button.
+
+    The view shows each mention in ``value`` as a chip reading ``@label``; ``value`` keeps the markup.
 
     Send calls ``host.submit_async`` (or the ``submit`` callable a :class:`ChatPanel` passes); the
     host decides whether the prompt starts a turn or is steered into the running one. A prompt

@@ -1,12 +1,13 @@
 /**
  * Prompt box (anywidget view of `dsh_jupyter/ui/widgets/prompt.py`): editable text synced to `value` in which
  * each mention (the picker inserts them) shows as a chip reading `@label` while `value` keeps the markup
- * (`../chip_editor.ts`, the sidebar's prompt box too), the caret synced to `cursor`, and a Send button (Ctrl/Cmd+Enter) that empties the box and invokes the
- * "send_command" command with the text (prompts sent quickly queue up, in order). Python decides whether
- * the prompt starts a turn or is steered into the running one; a prompt it refuses comes back into the box. Text is set with
- * textContent only, status texts through `../escape.ts`.
+ * (`../chip_editor.ts`, the sidebar's prompt box too), the caret synced to `cursor`, and a Send button
+ * (Ctrl/Cmd+Enter) that empties the box and invokes the "send_command" command with the text (prompts sent
+ * quickly queue up, in order). Python decides whether the prompt starts a turn or is steered into the running
+ * one; a prompt it refuses comes back into the box. Text is set with textContent only, status texts through
+ * `../escape.ts`.
  *
- * Keys typed here stay here (`keepKeysInside`): Enter is a newline, and no key reaches the notebook's
+ * Keys typed here stay here (`keepKeysInside`): Enter is a line break, and no key reaches the notebook's
  * shortcuts.
  */
 
