@@ -11,7 +11,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,8 +19,8 @@ from typing import Any
 
 import pytest
 from kernel_helpers import KernelRunner, named_outputs, output_text
+from mcp_helpers import http_notes_server, stdio_entry
 
-SERVER = Path(__file__).parent / "mcp_servers" / "notes_server.py"
 TOKEN = "tok-9f2c1d7e5b"
 SECRET = "s3cr3t-notes-value-41"
 
@@ -89,15 +88,8 @@ def result_text(data: dict[str, Any]) -> str:
 def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     folder = tmp_path_factory.mktemp("mcp-http")
     (folder / "note-a.txt").write_text("from the http server")
-    process = subprocess.Popen([sys.executable, str(SERVER), "--http", "0"], cwd=folder, stdout=subprocess.PIPE,
-                               env={"PATH": "/usr/bin:/bin", "NOTES_TOKEN": TOKEN}, text=True)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    match = re.match(r"ready (\d+)", line)
-    assert match, line
-    yield int(match.group(1))
-    process.terminate()
-    process.wait(10)
+    with http_notes_server(folder, TOKEN) as port:
+        yield port
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +97,8 @@ def run(kernel_runner: KernelRunner, http_server: int, tmp_path_factory: pytest.
     work = tmp_path_factory.mktemp("mcp-kernel")
     home = tmp_path_factory.mktemp("mcp-home")
     (work / "note-a.txt").write_text("alpha note")
-    (home / "mcp.json").write_text(json.dumps({"mcpServers": {"notes": {
-        "command": sys.executable, "args": [str(SERVER)], "env": {"NOTES_SECRET_TOKEN": "${NOTES_SECRET}"}}}}))
+    (home / "mcp.json").write_text(json.dumps({"mcpServers": {"notes": stdio_entry(
+        NOTES_SECRET_TOKEN="${NOTES_SECRET}")}}))
     (work / ".mcp.json").write_text(json.dumps({"mcpServers": {
         "web": {"type": "http", "url": f"http://127.0.0.1:{http_server}/mcp",
                 "headers": {"Authorization": "Bearer ${WEB_TOKEN}"}},

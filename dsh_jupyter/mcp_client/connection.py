@@ -44,8 +44,9 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def describe_failure(exc: BaseException, config: ServerConfig) -> str:
-    """Why a server failed, in the user's terms (what was configured, what happened)."""
+def describe_failure(exc: BaseException, config: ServerConfig, http_status: int | None = None) -> str:
+    """Why a server failed, in the user's terms (what was configured, what happened); ``http_status`` is the
+    last error status an HTTP server answered (the SDK reports it only as "an error response")."""
     exc = _leaf(exc)
     if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in ("mcp", "httpx2"):
         return "the MCP SDK is not installed in this kernel's environment: pip install 'dsh-jupyter[mcp]'"
@@ -53,8 +54,7 @@ def describe_failure(exc: BaseException, config: ServerConfig) -> str:
         return f"its command {config.command!r} was not found; install it or fix \"command\" in {config.origin}"
     if isinstance(exc, PermissionError) and config.transport == "stdio":
         return f"its command {config.command!r} cannot be run ({exc.strerror})"
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None)
+    status = getattr(getattr(exc, "response", None), "status_code", None) or http_status
     if isinstance(status, int):
         hint = " (check \"headers\", such as the token)" if status in (401, 403) else ""
         return f"{config.url} answered HTTP {status}{hint}"
@@ -90,6 +90,8 @@ class ServerConnection:
         self._stop: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None
         self._stderr: TextIO | None = None
+        #: The last HTTP error status the server answered (an HTTP server's failure is worded with it).
+        self.http_status: int | None = None
         if config.disabled:
             self.state, self.error = "disabled", "\"disabled\": true in " + config.origin
         elif config.transport == "stdio" and not command_allowed(config.command, allowlist):
@@ -137,7 +139,7 @@ class ServerConnection:
             raise
         except Exception as exc:
             await self._end_task()
-            self._fail(describe_failure(exc, self.config) + self._stderr_note())
+            self._fail(describe_failure(exc, self.config, self.http_status) + self._stderr_note())
             raise McpServerError(self.failure()) from None
 
     async def _serve(self, ready: asyncio.Future[None]) -> None:
@@ -177,8 +179,15 @@ class ServerConnection:
                 import httpx2
                 from mcp.client.streamable_http import streamable_http_client
 
+                self.http_status = None
+
+                async def note_status(response: httpx2.Response) -> None:
+                    if response.status_code >= 400:
+                        self.http_status = response.status_code
+
                 http = await stack.enter_async_context(httpx2.AsyncClient(
-                    headers=dict(self.config.headers), timeout=httpx2.Timeout(30.0, read=300.0)))
+                    headers=dict(self.config.headers), timeout=httpx2.Timeout(30.0, read=300.0),
+                    event_hooks={"response": [note_status]}))
                 transport = streamable_http_client(self.config.url, http_client=http)
             client = await stack.enter_async_context(Client(cast(Any, transport)))
             yield client

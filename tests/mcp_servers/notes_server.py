@@ -7,6 +7,7 @@ HTTP on 127.0.0.1 (``/mcp``), printing ``ready PORT`` once it listens (PORT 0: a
 Tools: ``read_note`` (read-only), ``write_note`` (acts: writes a file in the working directory),
 ``plot`` (read-only, answers an image), ``big`` (read-only, answers a long text), ``crash`` (the process
 exits mid-call), ``hang`` (never answers), ``secret`` (echoes the value of ``$NOTES_SECRET_TOKEN``).
+With ``NOTES_PID_FILE`` set it writes its process id there as it starts.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ def secret() -> str:
 
 
 def main() -> None:
+    pid_file = os.environ.get("NOTES_PID_FILE")
+    if pid_file:
+        Path(pid_file).write_text(str(os.getpid()))
     if "--http" not in sys.argv:
         server.run("stdio")
         return
