@@ -161,3 +161,16 @@ def test_a_server_that_exits_at_start_is_one_line_with_what_it_said(tmp_path: Pa
         assert line.startswith("MCP server 'bad' (") and line.endswith("; it said: no db") and "\n" not in line
     finally:
         mcp.close()
+
+
+def test_a_server_that_answers_garbage_is_named_with_what_it_sent(tmp_path: Path, agent_loop: AgentThread) -> None:
+    junk = "import time; print('hello, not json', flush=True); time.sleep(60)"
+    mcp = clients(tmp_path, {"junk": {"command": sys.executable, "args": ["-c", junk]}}, connect_timeout=3.0)
+    try:
+        started = time.monotonic()
+        (line,) = agent_loop.run(mcp.prepare(ToolRegistry()), timeout=60)
+        assert "did not start within 3 s (DshMagics.mcp_connect_timeout)" in line
+        assert line.endswith("; it sent something that is not MCP: 'hello, not json'")
+        assert time.monotonic() - started < 20
+    finally:
+        mcp.close()

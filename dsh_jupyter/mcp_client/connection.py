@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -28,6 +29,10 @@ MAX_REASON = 240
 #: The most tools one server may contribute (a paginated listing is followed that far).
 MAX_TOOLS = 200
 
+
+# The SDK logs what a server sent that it could not read; without a handler of the user's, Python would print
+# those tracebacks on the kernel's stderr (into a cell). The one-line error says it instead.
+logging.getLogger("mcp").addHandler(logging.NullHandler())
 
 #: Connection tasks cancelled while they connect, kept until they have cleaned up (a process to end).
 _CLEANING: set[asyncio.Task[None]] = set()
@@ -92,6 +97,8 @@ class ServerConnection:
         self._stderr: TextIO | None = None
         #: The last HTTP error status the server answered (an HTTP server's failure is worded with it).
         self.http_status: int | None = None
+        #: The first line of the last message from the server that was not valid MCP.
+        self.garbage: str | None = None
         if config.disabled:
             self.state, self.error = "disabled", "\"disabled\": true in " + config.origin
         elif config.transport == "stdio" and not command_allowed(config.command, allowlist):
@@ -123,7 +130,7 @@ class ServerConnection:
             await self._start(timeout)
 
     async def _start(self, timeout: float) -> None:
-        self.state, self.error = "starting", None
+        self.state, self.error, self.garbage = "starting", None, None
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
         self._task = asyncio.ensure_future(self._serve(ready))
@@ -189,8 +196,18 @@ class ServerConnection:
                     headers=dict(self.config.headers), timeout=httpx2.Timeout(30.0, read=300.0),
                     event_hooks={"response": [note_status]}))
                 transport = streamable_http_client(self.config.url, http_client=http)
-            client = await stack.enter_async_context(Client(cast(Any, transport)))
+            client = await stack.enter_async_context(Client(cast(Any, transport), message_handler=self._on_message))
             yield client
+
+    async def _on_message(self, message: Any) -> None:
+        """The SDK hands over what it could not read as MCP as an exception: kept for the error line."""
+        if isinstance(message, Exception):
+            errors = getattr(message, "errors", None)
+            try:
+                sent = errors()[0].get("input") if callable(errors) else None
+            except Exception:
+                sent = None
+            self.garbage = one_line(repr(sent) if sent is not None else str(message) or type(message).__name__, 120)
 
     async def _list_tools(self, client: Any) -> list[Any]:
         tools: list[Any] = []
@@ -288,7 +305,12 @@ class ServerConnection:
         return f"MCP server {self.name!r} ({self.config.target()}) failed: {self.error or 'not connected'}"
 
     def _stderr_note(self) -> str:
-        """``; it said: <last line of its stderr>`` for a stdio server that wrote something."""
+        """``; it said: <last line of its stderr>`` for a stdio server that wrote something, and what it sent
+        that was not MCP."""
+        garbage = f"; it sent something that is not MCP: {self.garbage}" if self.garbage else ""
+        return self._stderr_tail() + garbage
+
+    def _stderr_tail(self) -> str:
         if self._stderr is None or self._stderr.closed:
             return ""
         try:
