@@ -178,6 +178,7 @@ class McpClients:
         connections = list(self.connections.values())
         self.connections.clear()
         if self._started:
+            self._started = False
             async def stop_all() -> None:
                 await asyncio.gather(*(c.stop() for c in connections), return_exceptions=True)
 

@@ -14,6 +14,7 @@ tools load when the first ``%%dsh`` cell builds its session (or the first comple
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import logging
 import os
@@ -367,6 +368,7 @@ class NotebookHost:
             from ..mcp_client.clients import McpClients
 
             self._mcp = McpClients(AgentThread("dsh-mcp"), self.mcp_settings())
+            atexit.register(self._mcp.close)  # a stdio server's process ends with the kernel's
         return self._mcp
 
     def _mcp_listener(self, agent: Agent) -> Callable[[PromptSubmission, Next], Any]:
