@@ -174,3 +174,17 @@ def test_a_server_that_answers_garbage_is_named_with_what_it_sent(tmp_path: Path
         assert time.monotonic() - started < 20
     finally:
         mcp.close()
+
+
+def test_the_table_groups_acting_tools_first_and_names_problems() -> None:
+    from dsh_jupyter.mcp_client.clients import ServerStatus
+    from dsh_jupyter.mcp_client.display import mcp_table
+
+    ready = ServerStatus("notes", "stdio", "notes-mcp", "~/.dsh/mcp.json", "ready", None,
+                         (("mcp__notes__read", "read"), ("mcp__notes__write", "act")))
+    failed = ServerStatus("web", "http", "http://h/mcp", ".mcp.json", "failed", "http://h/mcp answered HTTP 401", ())
+    text = repr(mcp_table([ready, failed], ["bad entry"], ["~/.dsh/mcp.json (user)"]))
+    assert "acts (asks first): mcp__notes__write; reads: mcp__notes__read" in text
+    assert "failed: http://h/mcp answered HTTP 401" in text and "(listed once it starts)" in text
+    assert "Problem: bad entry" in text and "Read from (later wins): ~/.dsh/mcp.json (user)." in text
+    assert repr(mcp_table([], [], ["x"])).startswith("No MCP servers are configured.")

@@ -184,7 +184,7 @@ def test_a_crash_mid_call_is_one_clear_line_and_the_server_comes_back(run: Run) 
     assert result_text(run.result("read_note", 1)) == "alpha note"
     table = run.text("list after")
     assert re.search(r"^notes\s.*ready", table, re.M) and re.search(r"^broken\s.*failed", table, re.M)
-    assert "mcp__notes__write_note (acts: asks first)" in table and "mcp__notes__read_note (reads)" in table
+    assert "acts (asks first): mcp__notes__write_note; reads: mcp__notes__read_note, mcp__notes__plot" in table
 
 
 @pytest.mark.slow

@@ -7,14 +7,19 @@ from collections.abc import Sequence
 from ..notebook.commands import CommandTable, Row
 from .clients import ServerStatus
 
-#: What the table says about a tool's effect.
-EFFECTS = {"read": "reads", "act": "acts: asks first"}
+#: The groups of a server's tools, acting ones first (they are the ones a person is asked about).
+GROUPS = (("act", "acts (asks first)"), ("read", "reads"))
 
 
 def _tools(status: ServerStatus) -> str:
     if not status.tools:
-        return "" if status.state == "ready" else "(listed once it starts)"
-    return ", ".join(f"{name} ({EFFECTS[effect]})" for name, effect in status.tools)
+        return "(none)" if status.state == "ready" else "(listed once it starts)"
+    groups = []
+    for effect, label in GROUPS:
+        names = [name for name, tool_effect in status.tools if tool_effect == effect]
+        if names:
+            groups.append(f"{label}: {', '.join(names)}")
+    return "; ".join(groups)
 
 
 def mcp_table(rows: Sequence[ServerStatus], problems: Sequence[str], sources: Sequence[str]) -> CommandTable:

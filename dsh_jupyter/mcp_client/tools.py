@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
-import json
 import re
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
@@ -69,10 +68,6 @@ class McpTool(Tool):
     def same_as(self, other: McpTool) -> bool:
         return (self.connection is other.connection and self.tool == other.tool and self.effect == other.effect
                 and self.parameters == other.parameters and self.description == other.description)
-
-    def describe(self, arguments: Mapping[str, Any]) -> tuple[str, str]:
-        shown = json.dumps(dict(arguments), indent=2, ensure_ascii=False)
-        return f"MCP server {self.server!r}, tool {self.tool!r}:\n{shown}", "json"
 
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         meta = {"mcp": {"server": self.server, "tool": self.tool}}
