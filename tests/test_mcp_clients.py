@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from mcp_helpers import http_notes_server, stdio_entry
 
+from dsh_jupyter.mcp_client import connection
 from dsh_jupyter.mcp_client.clients import McpClients, McpSettings
 from dsh_jupyter.mcp_client.tools import exposed_name
 from dsh_jupyter.notebook.runtime import AgentThread
@@ -158,7 +159,8 @@ def test_a_server_that_exits_at_start_is_one_line_with_what_it_said(tmp_path: Pa
     mcp = clients(tmp_path, {"bad": {"command": sys.executable, "args": ["-c", "import sys; sys.exit('no db')"]}})
     try:
         (line,) = agent_loop.run(mcp.prepare(ToolRegistry()), timeout=60)
-        assert line.startswith("MCP server 'bad' (") and line.endswith("; it said: no db") and "\n" not in line
+        assert line.startswith("MCP server 'bad' (") and "\n" not in line
+        assert line.endswith(" failed: it exited before it answered; it said: no db")
     finally:
         mcp.close()
 
@@ -188,3 +190,22 @@ def test_the_table_groups_acting_tools_first_and_names_problems() -> None:
     assert "failed: http://h/mcp answered HTTP 401" in text and "(listed once it starts)" in text
     assert "Problem: bad entry" in text and "Read from (later wins): ~/.dsh/mcp.json (user)." in text
     assert repr(mcp_table([], [], ["x"])).startswith("No MCP servers are configured.")
+
+
+def test_a_server_that_went_away_while_idle_starts_again_at_its_next_use(
+        tmp_path: Path, agent_loop: AgentThread, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connection, "IDLE_CHECK_SECONDS", 0.0)  # every call checks first
+    pid_file = tmp_path / "pid"
+    mcp = clients(tmp_path, {"notes": stdio_entry(NOTES_PID_FILE=str(pid_file))})
+    registry = ToolRegistry()
+    try:
+        agent_loop.run(mcp.prepare(registry), timeout=60)
+        first = int(pid_file.read_text())
+        os.kill(first, 9)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(first):
+            time.sleep(0.05)
+        output, _ = call(agent_loop, registry, "mcp__notes__big", {"n": 2})
+        assert output.text == "xx" and int(pid_file.read_text()) != first
+    finally:
+        mcp.close()

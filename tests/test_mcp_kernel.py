@@ -2,7 +2,7 @@
 
 One notebook for the module, on the offline model (``/tool NAME {json}`` calls a tool), headless (so a call that
 asks is refused at once): the stdio server comes from the user file, the Streamable HTTP one (127.0.0.1, a token
-in a header, taken from the kernel's environment) from the project's ``.mcp.json``, and two broken servers
+in a header, taken from the kernel's environment) from the project's ``.mcp.json``, and a broken server
 from ``DshMagics.mcp_servers``. The tests read the cells and the JSONL log.
 """
 
@@ -26,12 +26,10 @@ SECRET = "s3cr3t-notes-value-41"
 
 
 def cells(work: Path) -> dict[str, str]:
-    broken = {"broken": {"command": sys.executable, "args": ["-c", "import sys; sys.exit('broken server: no config')"]},
-              "slow": {"command": sys.executable, "args": ["-c", "import time; time.sleep(120)"]}}
+    broken = {"broken": {"command": sys.executable, "args": ["-c", "import sys; sys.exit('broken server: no config')"]}}
     return {
         "load": "%load_ext dsh_jupyter\nimport time",
-        "config": f"%config DshMagics.mcp_servers = {broken!r}\n%config DshMagics.mcp_connect_timeout = 6.0\n"
-                  "%config DshMagics.mcp_call_timeout = 3.0",
+        "config": f"%config DshMagics.mcp_servers = {broken!r}\n%config DshMagics.mcp_call_timeout = 3.0",
         "list before": "%dsh mcp",
         "read": "%%dsh\n/tool mcp__notes__read_note {\"name\": \"a\"}",
         "write asks": "%%dsh\n/tool mcp__notes__write_note {\"name\": \"b\", \"text\": \"hello\"}",
@@ -112,7 +110,7 @@ def run(kernel_runner: KernelRunner, http_server: int, tmp_path_factory: pytest.
 @pytest.mark.slow
 def test_servers_are_listed_before_they_start(run: Run) -> None:
     table = run.text("list before")
-    for name in ("notes", "web", "broken", "slow"):
+    for name in ("notes", "web", "broken"):
         assert re.search(rf"^{name}\s", table, re.M), table
     assert "not started" in table and "mcp.json (user)" in table and ".mcp.json (project)" in table
     assert 'unknown key(s) "comand"' in table and "'typo'" in table  # the bad entry, named where it is written
@@ -126,9 +124,8 @@ def test_a_read_only_tool_runs_without_asking_and_is_logged_with_its_server(run:
     assert data["meta"]["approval"]["allowed"] is True and data["meta"]["approval"]["answeredBy"] == "setting"
     cell = run.rich("read")
     assert "alpha note" in cell
-    # the servers that cannot start are named in the turn, one line each, and did not hold it up for long
-    assert "MCP server 'broken'" in cell and "broken server: no config" in cell
-    assert "MCP server 'slow'" in cell and "did not start within 6 s (DshMagics.mcp_connect_timeout)" in cell
+    # the server that cannot start is named in the turn, in one line (one that hangs: tests/test_mcp_clients.py)
+    assert "MCP server 'broken'" in cell and "failed: SystemExit" not in cell and "broken server: no config" in cell
 
 
 @pytest.mark.slow

@@ -26,6 +26,8 @@ State = Literal["not started", "disabled", "blocked", "starting", "ready", "fail
 RETRY_SECONDS = 60.0
 #: Characters of a message (a server's error, its last stderr line) one error line keeps.
 MAX_REASON = 240
+#: Seconds without a call after which a call first checks (a ping) that the server is still there.
+IDLE_CHECK_SECONDS = 5.0
 #: The most tools one server may contribute (a paginated listing is followed that far).
 MAX_TOOLS = 200
 
@@ -59,6 +61,9 @@ def describe_failure(exc: BaseException, config: ServerConfig, http_status: int 
         return f"its command {config.command!r} was not found; install it or fix \"command\" in {config.origin}"
     if isinstance(exc, PermissionError) and config.transport == "stdio":
         return f"its command {config.command!r} cannot be run ({exc.strerror})"
+    if getattr(getattr(exc, "error", None), "message", None) == "Connection closed":
+        return "it exited before it answered" if config.transport == "stdio" else \
+            "the connection closed before it answered"
     status = getattr(getattr(exc, "response", None), "status_code", None) or http_status
     if isinstance(status, int):
         hint = " (check \"headers\", such as the token)" if status in (401, 403) else ""
@@ -99,6 +104,7 @@ class ServerConnection:
         self.http_status: int | None = None
         #: The first line of the last message from the server that was not valid MCP.
         self.garbage: str | None = None
+        self._used = 0.0
         if config.disabled:
             self.state, self.error = "disabled", "\"disabled\": true in " + config.origin
         elif config.transport == "stdio" and not command_allowed(config.command, allowlist):
@@ -110,8 +116,14 @@ class ServerConnection:
     def name(self) -> str:
         return self.config.name
 
+    def _notice_exit(self) -> None:
+        """A connection whose task ended on its own (the server went away while idle) is no longer ready."""
+        if self.state == "ready" and (self._task is None or self._task.done() or self._client is None):
+            self.state, self.tools = "stopped", []
+
     def due(self, *, force: bool = False) -> bool:
         """Whether a prompt should (re)start this server now."""
+        self._notice_exit()
         if self.state in ("disabled", "blocked", "ready", "starting"):
             return False
         return force or self.state != "failed" or time.monotonic() - self.failed_at >= RETRY_SECONDS
@@ -155,6 +167,7 @@ class ServerConnection:
             async with self._connected() as client:
                 tools = await self._list_tools(client)
                 self._client, self.tools, self.state = client, tools, "ready"
+                self._used = time.monotonic()
                 if not ready.done():
                     ready.set_result(None)
                 assert self._stop is not None
@@ -223,11 +236,16 @@ class ServerConnection:
     # -- calling -----------------------------------------------------------------------------------------
     async def call(self, tool: str, arguments: dict[str, Any], *, timeout: float, connect_timeout: float) -> Any:
         """Call ``tool``; the ``CallToolResult``, or :class:`McpServerError` (one line) when that fails."""
+        self._notice_exit()
+        if self.state == "ready" and time.monotonic() - self._used > IDLE_CHECK_SECONDS and not await self._answers():
+            await self.stop()  # it went away while idle: start it again rather than fail the call
+            self.state = "stopped"
         if self.state != "ready":
             await self.start(connect_timeout)
         client = self._client
         if client is None:
             raise McpServerError(self.failure())
+        self._used = time.monotonic()
         try:
             return await asyncio.wait_for(client.call_tool(tool, arguments), timeout)
         except TimeoutError:
@@ -248,6 +266,16 @@ class ServerConnection:
                 raise McpServerError(self.failure()) from None
             raise McpServerError(f"MCP server {self.name!r} answered {tool} with something that is not a valid "
                                  f"MCP result ({describe_failure(exc, self.config)})") from None
+
+    async def _answers(self) -> bool:
+        """Whether the server still answers a ping (asked before a call after a quiet spell)."""
+        try:
+            await asyncio.wait_for(self._client.send_ping(), IDLE_CHECK_SECONDS)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            return False
+        return True
 
     # -- stopping and reporting --------------------------------------------------------------------------
     async def stop(self) -> None:
