@@ -209,3 +209,19 @@ def test_a_server_that_went_away_while_idle_starts_again_at_its_next_use(
         assert output.text == "xx" and int(pid_file.read_text()) != first
     finally:
         mcp.close()
+
+
+def test_stop_cancels_a_start_that_hangs(tmp_path: Path, agent_loop: AgentThread) -> None:
+    hang = {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]}
+    mcp = clients(tmp_path, {"hangs": hang}, connect_timeout=30.0)
+    stop_at = time.monotonic() + 8.0  # the SDK's first import may take seconds on a busy machine
+    try:
+        started = time.monotonic()
+        lines = agent_loop.run(mcp.prepare(ToolRegistry(), stopped=lambda: time.monotonic() > stop_at), timeout=60)
+        assert lines == [] and time.monotonic() - started < 15
+        time.sleep(0.5)
+        (status,) = mcp.status()
+        assert (status.state, status.error) == ("failed", "its start was stopped")
+        assert mcp.connections["hangs"].due()  # tried again at the next prompt
+    finally:
+        mcp.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -26,6 +26,8 @@ from .tools import McpTool
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+#: How often a prompt waiting for servers to start looks at the turn's Stop.
+STOP_POLL_SECONDS = 0.1
 
 
 class LoopRunner(Protocol):
@@ -101,16 +103,25 @@ class McpClients:
             connection.close_files()
 
     # -- before a prompt -------------------------------------------------------------------------------------
-    async def prepare(self, registry: ToolRegistry, *, force: bool = False) -> list[str]:
-        """Start what is due and put the ready servers' tools in ``registry``; the lines to show the user."""
+    async def prepare(self, registry: ToolRegistry, *, force: bool = False,
+                      stopped: Callable[[], bool] = lambda: False) -> list[str]:
+        """Start what is due and put the ready servers' tools in ``registry``; the lines to show the user.
+        ``stopped`` is the turn's Stop: starts still under way are then cancelled."""
         self.refresh()
         lines = [p for p in self.problems if p not in self._shown]
         self._shown = set(self.problems)
         due = [c for c in self.connections.values() if c.due(force=force)]
         if due:
             self._started = True
-            failures = await asyncio.wrap_future(self.runner.submit(self._start_all(due)))
-            lines += failures
+            future = self.runner.submit(self._start_all(due))
+            waiting = asyncio.wrap_future(future)
+            while not waiting.done():
+                await asyncio.wait({waiting}, timeout=STOP_POLL_SECONDS)
+                if stopped() and not waiting.done():
+                    future.cancel()
+                    break
+            if waiting.done() and not waiting.cancelled():
+                lines += waiting.result()
         self.sync_tools(registry)
         return lines
 

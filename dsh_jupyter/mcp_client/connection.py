@@ -154,7 +154,7 @@ class ServerConnection:
             raise McpServerError(self.failure()) from None
         except asyncio.CancelledError:
             await self._end_task()
-            self._fail("its start was interrupted")
+            self._fail("its start was stopped", retry_now=True)
             raise
         except Exception as exc:
             await self._end_task()

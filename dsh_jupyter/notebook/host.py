@@ -375,7 +375,7 @@ class NotebookHost:
         """Before each prompt of ``agent``: its MCP tools brought up to date, problems shown in the turn."""
         async def prepare(submission: PromptSubmission, proceed: Next) -> Decision:
             try:
-                lines = await self.mcp.prepare(agent.tools)
+                lines = await self.mcp.prepare(agent.tools, stopped=lambda: agent.stopping)
             except Exception as exc:  # the prompt goes on with the tools it has
                 lines = [f"MCP servers could not be prepared: {type(exc).__name__}: {exc}"]
             for line in lines:
