@@ -7,6 +7,7 @@ Deferred imports: the MCP SDK and the session services load when the server star
 from __future__ import annotations
 
 import argparse
+
 from .errors import EXIT_OK, EXIT_USAGE, CliError
 
 INSTALL_HINT = "the MCP server needs the mcp package: pip install 'dsh-jupyter[mcp]'"

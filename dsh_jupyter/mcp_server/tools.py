@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, TypeVar
 
 from pydantic import WithJsonSchema
 
@@ -34,19 +34,24 @@ TOOL_NAMES = ("search_sessions", "read_session", "locate_session")
 # The arguments as clients see them (module level: the SDK reads the tools' annotations from here). The schema
 # tells a client each type; the values are checked by the folder itself, so a wrong one is refused in words
 # that name the argument and say what to give instead (not a validator's report).
-def _argument(schema: dict[str, Any], description: str) -> Any:
-    return Annotated[Any, WithJsonSchema({**schema, "description": description})]
+def _described(schema: dict[str, Any], description: str) -> WithJsonSchema:
+    return WithJsonSchema({**schema, "description": description})
 
 
-Query = _argument({"type": "string"}, "words of a session's title, folder or id (empty: every session)")
-Folder = _argument({"type": "string"}, "only sessions made in this folder or below it (relative to the served "
-                                       "folder, or absolute inside it)")
-SourceArg = _argument({"type": "string", "enum": ["all", *SOURCES]},
-                      "dsh-jupyter (notebook sessions), claude-code, codex or all (default)")
-Body = _argument({"type": "boolean"}, "also match the words in the conversations (dsh-jupyter sessions only)")
-Limit = _argument({"type": "integer", "minimum": 1, "maximum": MAX_RESULTS},
-                  f"at most this many sessions, 1 to {MAX_RESULTS} (default {DEFAULT_RESULTS})")
-SessionArg = _argument({"type": "string"}, "a session id, the start of one, or a session's exact title")
+Query: TypeAlias = Annotated[Any, _described(
+    {"type": "string"}, "words of a session's title, folder or id (empty: every session)")]
+Folder: TypeAlias = Annotated[Any, _described(
+    {"type": "string"}, "only sessions made in this folder or below it (relative to the served folder, or absolute "
+                        "inside it)")]
+SourceArg: TypeAlias = Annotated[Any, _described(
+    {"type": "string", "enum": ["all", *SOURCES]}, "dsh-jupyter (notebook sessions), claude-code, codex or all")]
+Body: TypeAlias = Annotated[Any, _described(
+    {"type": "boolean"}, "also match the words in the conversations (dsh-jupyter sessions only)")]
+Limit: TypeAlias = Annotated[Any, _described(
+    {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS},
+    f"at most this many sessions, 1 to {MAX_RESULTS} (default {DEFAULT_RESULTS})")]
+SessionArg: TypeAlias = Annotated[Any, _described(
+    {"type": "string"}, "a session id, the start of one, or a session's exact title")]
 
 class FolderTools:
     """The served folder's tools, each running its blocking part on the folder's one worker thread."""
