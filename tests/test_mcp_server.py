@@ -243,3 +243,18 @@ def test_the_command_refuses_a_missing_root_before_serving(tmp_path: Path, capsy
     assert main(["mcp", "--root", str(tmp_path / "missing")]) == 2
     assert "is not a folder; pass --root" in capsys.readouterr().err
     assert main(["mcp", "--max-reference-bytes", "0"]) == 2
+
+
+async def test_a_session_over_the_budget_is_cut_as_a_mention_cuts_it(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    make_session(sessions_of(root), "s-long", cwd=str(root), title="Long", turns=60, prompt="x" * 20_000)
+    server, tools = build_server(served(root, max_reference_bytes=4096))
+    try:
+        async with Client(server) as client:
+            snapshot = text_of(await client.call_tool("read_session", {"session": "s-long"}))
+    finally:
+        tools.close()
+    assert "## Reference omissions" in snapshot and '"omittedMessages"' in snapshot
+    start, end = snapshot.index("<referenced-sessions>\n"), snapshot.index("\n</referenced-sessions>")
+    assert len(snapshot[start + len("<referenced-sessions>\n"):end].encode("utf-8")) <= 4096 + 2  # the [ ] around

@@ -258,12 +258,11 @@ class ServedFolder:
                               f"the served folder {self.root}; this server only reads the sessions of {self.root}")
         return Located(header.session_id, header.title or header.session_id, header.path, header.tool, header.cwd)
 
-    async def snapshot(self, text: object) -> str:
-        """The framed, bounded, untrusted snapshot of the session ``text`` names: the exact text an
+    async def snapshot(self, found: Located) -> str:
+        """The framed, bounded, untrusted snapshot of the session :meth:`locate` found: the exact text an
         ``@``-mention of it freezes into a prompt (same budget), one session per call."""
         from ..references import SessionReferenceError
 
-        found = self.locate(text)
         try:
             prepared = await self.services.resolver.prepare(
                 self.target(), [], [{"sessionId": found.session_id, "label": found.label}])

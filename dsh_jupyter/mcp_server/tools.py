@@ -87,7 +87,7 @@ class FolderTools:
 
         found = await self._run(lambda: self.folder.locate(session))
         try:
-            return await self.folder.snapshot(found.session_id)
+            return await self.folder.snapshot(found)
         except FolderError as exc:
             raise ToolError(str(exc)) from None
 
