@@ -34,7 +34,8 @@ async def session_tools(url: str, headers: dict[str, str]) -> tuple[set[str], di
     async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
             Client(streamable_http_client(url, http_client=http), read_timeout_seconds=30) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert all(t.annotations is not None and t.annotations.read_only_hint for t in tools.values())
+        reads = {name: bool(t.annotations is not None and t.annotations.read_only_hint) for name, t in tools.items()}
+        assert reads == {**dict.fromkeys(TOOL_NAMES, True), "notebook_read": True, "notebook_edit": False}
         found = json.loads((await client.call_tool("search_sessions", {"query": "churn"})).content[0].text)
         snapshot = (await client.call_tool("read_session", {"session": "s-http"})).content[0].text
         refused = await client.call_tool("search_sessions", {"folder": "/"})
@@ -46,7 +47,7 @@ def test_the_tools_answer_with_the_servers_token_and_refuse_without_it(
     make_session(jp_root_dir, "s-http", created_at=1_787_130_725_417, cwd=str(jp_root_dir), title="Churn study")
     url = endpoint(api, jp_base_url)
     names, found, snapshot, refused = api.run(session_tools(url, jp_auth_header))
-    assert names == set(TOOL_NAMES)
+    assert names == {*TOOL_NAMES, "notebook_read", "notebook_edit"}
     assert [s["sessionId"] for s in found["sessions"]] == ["s-http"]
     assert found["folder"] == str(jp_root_dir.resolve())
     assert "<referenced-sessions>" in snapshot and "question 1 of s-http" in snapshot
@@ -61,3 +62,26 @@ def test_the_tools_answer_with_the_servers_token_and_refuse_without_it(
         return bare.status_code, wrong.status_code
 
     assert api.run(anonymous()) == (403, 403)
+
+
+def test_the_server_and_the_kernel_name_the_same_comm_target() -> None:
+    from dsh_jupyter.notebook.workspace import outside
+    from dsh_jupyter.server import mcp_workspace
+
+    assert mcp_workspace.OUTSIDE_TARGET == outside.OUTSIDE_TARGET
+
+
+async def test_an_edit_with_no_notebook_page_to_ask_is_refused_unapplied(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from dsh_jupyter.notebook.workspace.kernel_record import KernelRecord
+    from dsh_jupyter.notebook.workspace.outside import NO_PAGE, call
+
+    host = SimpleNamespace(kernel_record=KernelRecord(None), live_source=None, main_thread_calls=None,
+                           cwd=str(tmp_path), settings=SimpleNamespace(approval_timeout=5.0))
+    ok, text = await call(host, "notebook_edit", {"action": "insert", "source": "x = 1"})  # type: ignore[arg-type]
+    assert not ok and text == f"notebook_edit: {NO_PAGE}"
+    ok, text = await call(host, "notebook_edit", {"action": "explode"})  # type: ignore[arg-type]
+    assert not ok and text.startswith("notebook_edit: ") and "action" in text
+    ok, text = await call(host, "notebook_run", {})  # type: ignore[arg-type]
+    assert not ok and "unknown notebook tool 'notebook_run'" in text

@@ -5,6 +5,9 @@ request passes Jupyter's own authentication (the server's token or login, ``@tor
 authorisation (resource ``dsh``, action ``read``) like every ``dsh/api`` request, on the server's own port and
 ``base_url``, with no second process, port or credential to configure. The folder served is the server root.
 
+With the server's kernels it also offers ``notebook_read`` and ``notebook_edit`` on notebooks open in the browser
+(:mod:`.mcp_workspace`; an edit is a proposal the person accepts in the page).
+
 The request is handed to the ``mcp`` SDK's Streamable HTTP transport (stateless, JSON answers: every POST is
 one JSON-RPC exchange), which runs its task group for the life of the server. Without the ``mcp`` package the
 route answers 501 with the install line. The SDK loads at the first request, never when the extension starts.
@@ -39,8 +42,9 @@ INSTALL_HINT = "the MCP endpoint needs the mcp package on the server: pip instal
 class McpEndpoint:
     """The served folder's MCP server and its Streamable HTTP transport, started at the first request."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, settings: Any = None) -> None:
         self.root = root
+        self._settings = settings  # the tornado settings: the server's sessions and kernels
         self._manager: StreamableHTTPSessionManager | None = None
         self._tools: FolderTools | None = None
         self._started: asyncio.Event | None = None
@@ -64,6 +68,10 @@ class McpEndpoint:
         assert self._started is not None
         try:
             server, self._tools = build_server(served(self.root))
+            if self._settings is not None:
+                from .mcp_workspace import NotebookBridge, register_workspace_tools
+
+                register_workspace_tools(server, NotebookBridge(self._settings, self.root))
             # Jupyter checks the Host and Origin of every request itself (allow_remote_access, allow_origin).
             server.streamable_http_app(json_response=True, stateless_http=True, transport_security=(
                 TransportSecuritySettings(enable_dns_rebinding_protection=False)))
@@ -157,7 +165,7 @@ def add_endpoint(web_app: Any, root: str, base_url: str) -> McpEndpoint:
     """Register ``dsh/mcp`` under ``base_url``, serving ``root``'s sessions."""
     from jupyter_server.utils import url_path_join
 
-    endpoint = McpEndpoint(root)
+    endpoint = McpEndpoint(root, web_app.settings)
     web_app.settings[SETTINGS_KEY] = endpoint
     web_app.add_handlers(".*$", [(url_path_join(base_url, ROUTE), McpHandler)])
     return endpoint
