@@ -258,3 +258,17 @@ async def test_a_session_over_the_budget_is_cut_as_a_mention_cuts_it(tmp_path: P
     assert "## Reference omissions" in snapshot and '"omittedMessages"' in snapshot
     start, end = snapshot.index("<referenced-sessions>\n"), snapshot.index("\n</referenced-sessions>")
     assert len(snapshot[start + len("<referenced-sessions>\n"):end].encode("utf-8")) <= 4096 + 2  # the [ ] around
+
+
+async def test_a_folder_served_before_its_first_session_finds_it_later(tmp_path: Path) -> None:
+    root = tmp_path / "fresh"
+    root.mkdir()
+    server, tools = build_server(served(root))
+    try:
+        async with Client(server) as client:
+            assert json.loads(text_of(await client.call_tool("search_sessions", {})))["sessions"] == []
+            make_session(sessions_of(root), "s-first", cwd=str(root), title="First steps")
+            found = json.loads(text_of(await client.call_tool("search_sessions", {"query": "first"})))
+            assert [s["sessionId"] for s in found["sessions"]] == ["s-first"]
+    finally:
+        tools.close()

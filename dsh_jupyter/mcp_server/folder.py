@@ -87,8 +87,19 @@ class ServedFolder:
             ServiceSettings(cwd=self.root, max_reference_bytes=max_reference_bytes or 0, foreign_sessions=foreign),
             index_in_background=False, auto_index=True, shared_catalog=False)
 
+        self._store_indexed = False
+
     def close(self) -> None:
         self.services.close()
+
+    def catalog(self) -> Catalog | None:
+        """The catalog, with this folder's store indexed once it exists (a folder served before its first
+        session has none yet; the store it gets later is indexed at the next call)."""
+        catalog = self.services.catalog
+        if catalog is not None and not self._store_indexed and os.path.isdir(self.store_root):
+            catalog.ensure_store(self.store_root, budget=None)
+            self._store_indexed = True
+        return catalog
 
     # -- the folder's bounds ------------------------------------------------------------------------------
     @property
@@ -145,7 +156,7 @@ class ServedFolder:
     def _ours(self, query: str, where: str | None, body: bool, limit: int) -> list[SessionReferenceCandidate]:
         from ..references.candidates import SessionReferenceCandidate, list_candidates
 
-        catalog = self.services.catalog
+        catalog = self.catalog()
         if catalog is None:  # no catalog: a scan of this folder's store answers (no body search)
             if body:
                 raise FolderError("searching the conversations (body) needs the session catalog, which could not "
@@ -188,7 +199,7 @@ class ServedFolder:
         foreign = self.services.foreign
         if foreign is not None and foreign.owns(text):
             return self._foreign(foreign, text)
-        catalog = self.services.catalog
+        catalog = self.catalog()
         direct = self._direct(text)
         if direct is not None:
             return direct
