@@ -4,12 +4,14 @@ A real ``jupyter lab`` (token on), a notebook open in Chromium with ``%load_ext 
 ``mcp`` SDK's Streamable HTTP client (as Claude Code would connect): ``notebook_read`` sees the live cells;
 ``notebook_edit`` shows its insert as a proposal below the cell, not in the notebook, and the call waits; after
 Accept the cell is in the notebook and the call answers with its id. A second proposal rejected in the page is
-not applied and the call says so. Screenshot: ``test-artifacts/…mcp-proposal.png``.
+not applied and the call says so. ``notebook_run`` asks on the cell and runs it only after Accept, its outputs in
+the cell and in the answer. Screenshots: ``test-artifacts/…mcp-proposal.png``, ``…mcp-run-question.png``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -113,6 +115,9 @@ def test_an_outside_agents_edit_is_a_proposal_that_lands_only_after_accept(
         card.locator("button.dsh-proposal-accept").click()
         failed, text = call.wait()
         assert not failed and "Inserted a new code cell" in text, text
+        found = re.search(r"New cell id: (\S+)", text)
+        assert found is not None, text
+        new_id = found.group(1)
         expect(card).to_have_count(0, timeout=10_000)
         assert cell_sources(nb)[2] == "y = x + 1\ny"
 
@@ -124,3 +129,16 @@ def test_an_outside_agents_edit_is_a_proposal_that_lands_only_after_accept(
         failed, text = call.wait()
         assert failed and "notebook_edit was not applied: keep 41" in text, text
         assert cell_sources(nb)[1].startswith("x = 41")
+
+        # a run is asked on the cell itself and runs only after Accept; its outputs come back
+        nb.run(1)  # fresh outputs: x is 41
+        call = Background(server, "notebook_run", {"path": PATH, "cell_id": new_id})
+        expect(card).to_be_visible(timeout=60_000)
+        expect(card.locator(".dsh-proposal-title")).to_have_text("The agent asks to run this cell")
+        expect(card.locator(".dsh-proposal-source")).to_have_text("y = x + 1\ny")
+        assert not call.done
+        nb.screenshot(request, "mcp-run-question")
+        card.locator("button.dsh-proposal-accept").click()
+        failed, text = call.wait()
+        assert not failed and f"Ran cell {new_id}." in text and "42" in text, text
+        expect(nb.cell(2).locator(".jp-OutputArea-output")).to_contain_text("42", timeout=15_000)

@@ -35,7 +35,8 @@ async def session_tools(url: str, headers: dict[str, str]) -> tuple[set[str], di
             Client(streamable_http_client(url, http_client=http), read_timeout_seconds=30) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         reads = {name: bool(t.annotations is not None and t.annotations.read_only_hint) for name, t in tools.items()}
-        assert reads == {**dict.fromkeys(TOOL_NAMES, True), "notebook_read": True, "notebook_edit": False}
+        assert reads == {**dict.fromkeys(TOOL_NAMES, True), "notebook_read": True, "notebook_edit": False,
+                         "notebook_run": False}
         found = json.loads((await client.call_tool("search_sessions", {"query": "churn"})).content[0].text)
         snapshot = (await client.call_tool("read_session", {"session": "s-http"})).content[0].text
         refused = await client.call_tool("search_sessions", {"folder": "/"})
@@ -47,7 +48,7 @@ def test_the_tools_answer_with_the_servers_token_and_refuse_without_it(
     make_session(jp_root_dir, "s-http", created_at=1_787_130_725_417, cwd=str(jp_root_dir), title="Churn study")
     url = endpoint(api, jp_base_url)
     names, found, snapshot, refused = api.run(session_tools(url, jp_auth_header))
-    assert names == {*TOOL_NAMES, "notebook_read", "notebook_edit"}
+    assert names == {*TOOL_NAMES, "notebook_read", "notebook_edit", "notebook_run"}
     assert [s["sessionId"] for s in found["sessions"]] == ["s-http"]
     assert found["folder"] == str(jp_root_dir.resolve())
     assert "<referenced-sessions>" in snapshot and "question 1 of s-http" in snapshot
@@ -83,5 +84,9 @@ async def test_an_edit_with_no_notebook_page_to_ask_is_refused_unapplied(tmp_pat
     assert not ok and text == f"notebook_edit: {NO_PAGE}"
     ok, text = await call(host, "notebook_edit", {"action": "explode"})  # type: ignore[arg-type]
     assert not ok and text.startswith("notebook_edit: ") and "action" in text
-    ok, text = await call(host, "notebook_run", {})  # type: ignore[arg-type]
-    assert not ok and "unknown notebook tool 'notebook_run'" in text
+    ok, text = await call(host, "notebook_run", {"cell_id": "c1"})  # type: ignore[arg-type]
+    assert not ok and text.startswith("notebook_run: no notebook page") and "allow a run" in text
+    ok, text = await call(host, "notebook_run", {"cell_id": "c1", "timeout": -1})  # type: ignore[arg-type]
+    assert not ok and "'timeout' must be a positive number of seconds, got -1" in text
+    ok, text = await call(host, "notebook_delete", {})  # type: ignore[arg-type]
+    assert not ok and "unknown notebook tool 'notebook_delete'" in text

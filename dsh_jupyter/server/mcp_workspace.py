@@ -1,11 +1,12 @@
-"""The workspace tools of ``dsh/mcp``: ``notebook_read`` and ``notebook_edit`` on a notebook open in the browser.
+"""The workspace tools of ``dsh/mcp``: ``notebook_read``, ``notebook_edit`` and ``notebook_run`` on a notebook open
+in the browser.
 
 Only the Jupyter server can offer them: it knows which kernel runs which notebook. A call names the notebook by
 its path (relative to the server root, as JupyterLab shows it); the server opens a comm to that kernel's
 :data:`~dsh_jupyter.notebook.workspace.outside.OUTSIDE_TARGET`, and the kernel runs the agent's own tool over
-the live notebook. ``notebook_edit`` becomes a proposal in the page and waits for the person's Accept or
-Reject there (see :mod:`dsh_jupyter.notebook.workspace.outside`); nothing an outside agent sends is applied
-without it.
+the live notebook. ``notebook_edit`` becomes a proposal in the page, ``notebook_run`` a question on the cell, and
+each waits for the person's Accept or Reject there (see :mod:`dsh_jupyter.notebook.workspace.outside`); nothing
+an outside agent sends is applied or run without it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ CellId: TypeAlias = Annotated[Any, _described({"type": "string"},
 Position: TypeAlias = Annotated[Any, _described({"type": "string", "enum": ["before", "after"]},
                                                 "insert: before or after cell_id (default after)")]
 Source: TypeAlias = Annotated[Any, _described({"type": "string"}, "insert/replace: the cell's new source")]
+Timeout: TypeAlias = Annotated[Any, _described({"type": "number"}, "seconds before the run is interrupted "
+                                               "(default 120, at most 600)")]
 CellType: TypeAlias = Annotated[Any, _described({"type": "string", "enum": ["code", "markdown", "raw"]},
                                                 "code (default), markdown or raw")]
 
@@ -115,7 +118,8 @@ async def _maybe(value: Any) -> Any:
 
 
 def register_workspace_tools(server: MCPServer, bridge: NotebookBridge) -> None:
-    """Add ``notebook_read`` (read-only) and ``notebook_edit`` (acts: a proposal the person accepts) to ``server``."""
+    """Add ``notebook_read`` (read-only), ``notebook_edit`` and ``notebook_run`` (both act, and only after the person
+    accepts in the page) to ``server``."""
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 
@@ -138,6 +142,9 @@ def register_workspace_tools(server: MCPServer, bridge: NotebookBridge) -> None:
         return await run(path, "notebook_edit", {"action": action, "cell_id": cell_id, "position": position,
                                                  "source": source, "cell_type": cell_type})
 
+    async def notebook_run(path: Path_, cell_id: CellId, timeout: Timeout = None) -> str:
+        return await run(path, "notebook_run", {"cell_id": cell_id, "timeout": timeout})
+
     server.add_tool(notebook_read, name="notebook_read", title="Read a notebook", description=(
         "The cells of a notebook open in JupyterLab or Notebook 7 (the live notebook, unsaved edits included): "
         "ids, types, sources, execution counts and outputs as text. Address cells by id in notebook_edit."),
@@ -147,4 +154,10 @@ def register_workspace_tools(server: MCPServer, bridge: NotebookBridge) -> None:
         "in the notebook as a proposal and lands only when the person accepts it there; the answer says whether "
         "they did."), annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
                                                   open_world_hint=False), structured_output=False)
+    server.add_tool(notebook_run, name="notebook_run", title="Ask to run a notebook cell", description=(
+        "Run one code cell of a notebook open in JupyterLab or Notebook 7, by id, as the person would (it changes "
+        "the kernel's variables). The person is asked on the cell itself; it runs only after they accept, and "
+        "the answer carries its outputs."), annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                                                                        open_world_hint=False),
+        structured_output=False)
 
