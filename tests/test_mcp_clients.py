@@ -4,6 +4,7 @@ calls, Stop, failures in one line, and every process ended by ``close``."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
@@ -225,3 +226,39 @@ def test_stop_cancels_a_start_that_hangs(tmp_path: Path, agent_loop: AgentThread
         assert mcp.connections["hangs"].due()  # tried again at the next prompt
     finally:
         mcp.close()
+
+
+def test_a_project_file_starts_nothing_until_trusted_and_asks_again_when_it_changes(
+        tmp_path: Path, agent_loop: AgentThread) -> None:
+    project, record = tmp_path / ".mcp.json", tmp_path / "home" / "mcp-trusted.json"
+    project.write_text(json.dumps({"mcpServers": {"notes": stdio_entry()}}))
+    mcp = clients(tmp_path, {}, project_file=project, trust_file=record)
+    registry = ToolRegistry()
+    try:
+        lines = agent_loop.run(mcp.prepare(registry), timeout=60)
+        assert registry.names() == []  # a cloned folder's file runs nothing by itself
+        assert any(str(project) in line and "`%dsh mcp --trust`" in line for line in lines), lines
+        (status,) = mcp.status()
+        assert status.state == "untrusted" and "%dsh mcp --trust" in (status.error or "")
+
+        said = mcp.trust_project()
+        assert said[0].startswith(f"Trusted {project} as it is now") and "notes:" in said[1]
+        agent_loop.run(mcp.prepare(registry), timeout=60)
+        assert "mcp__notes__read_note" in registry.names()
+
+        # One byte more (a new server, an edited command) and the file is a stranger again.
+        project.write_text(json.dumps({"mcpServers": {"notes": stdio_entry(), "more": {"command": "more-mcp"}}}))
+        agent_loop.run(mcp.prepare(registry), timeout=60)
+        assert registry.names() == [] and {s.state for s in mcp.status()} == {"untrusted"}
+    finally:
+        mcp.close()
+
+
+def test_trusting_without_a_project_file_says_there_is_nothing_to_trust(tmp_path: Path) -> None:
+    mcp = clients(tmp_path, {}, project_file=tmp_path / ".mcp.json", trust_file=tmp_path / "trusted.json")
+    assert mcp.trust_project() == [f"there is no readable project MCP file at {tmp_path / '.mcp.json'}: "
+                                   "nothing to trust"]
+    (tmp_path / ".mcp.json").write_text("{\"mcpServers\": {}}")
+    assert mcp.trust_project()[0].endswith("defines no usable MCP server: nothing to trust")
+    assert not (tmp_path / "trusted.json").exists()
+    assert clients(tmp_path, {}).trust_project()[0].startswith("no project MCP file is read")

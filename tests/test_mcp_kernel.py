@@ -2,7 +2,8 @@
 
 One notebook for the module, on the offline model (``/tool NAME {json}`` calls a tool), headless (so a call that
 asks is refused at once): the stdio server comes from the user file, the Streamable HTTP one (127.0.0.1, a token
-in a header, taken from the kernel's environment) from the project's ``.mcp.json``, and a broken server
+in a header, taken from the kernel's environment) from the project's ``.mcp.json`` (trusted with
+``%dsh mcp --trust``), and a broken server
 from ``DshMagics.mcp_servers``. The tests read the cells and the JSONL log.
 """
 
@@ -31,6 +32,7 @@ def cells(work: Path) -> dict[str, str]:
         "load": "%load_ext dsh_jupyter\nimport time",
         "config": f"%config DshMagics.mcp_servers = {broken!r}\n%config DshMagics.mcp_call_timeout = 3.0",
         "list before": "%dsh mcp",
+        "trust": "%dsh mcp --trust",
         "read": "%%dsh\n/tool mcp__notes__read_note {\"name\": \"a\"}",
         "write asks": "%%dsh\n/tool mcp__notes__write_note {\"name\": \"b\", \"text\": \"hello\"}",
         "http": "%%dsh\n/tool mcp__web__read_note {\"name\": \"a\"}",
@@ -114,6 +116,11 @@ def test_servers_are_listed_before_they_start(run: Run) -> None:
         assert re.search(rf"^{name}\s", table, re.M), table
     assert "not started" in table and "mcp.json (user)" in table and ".mcp.json (project)" in table
     assert 'unknown key(s) "comand"' in table and "'typo'" in table  # the bad entry, named where it is written
+    # The project file came with the folder: its server waits until the person trusts the file.
+    assert re.search(r"^web\s.*untrusted", table, re.M), table
+    assert "defines MCP server(s) web; they start only once you have read the file" in table
+    trusted = run.text("trust")
+    assert "as it is now; a change to the file asks again" in trusted and "web: http://127.0.0.1:" in trusted
 
 
 @pytest.mark.slow

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from ..tools.base import ToolRegistry, ToolRegistryError
-from .config import ServerSet, load_servers
+from .config import ServerSet, load_servers, read_file
 from .connection import McpServerError, ServerConnection
 from .tools import McpTool
+from .trust import ProjectTrust
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -44,6 +45,8 @@ class McpSettings:
 
     user_file: Path | None = None
     project_file: Path | None = None
+    #: The record of trusted project files (``$DSH_HOME/mcp-trusted.json``); None trusts none.
+    trust_file: Path | None = None
     servers: Mapping[str, Any] = field(default_factory=dict)
     connect_timeout: float = 30.0
     call_timeout: float = 120.0
@@ -83,7 +86,7 @@ class McpClients:
     def refresh(self) -> ServerSet:
         """Re-read the configuration and bring the connections in line with it (changed ones restart)."""
         s = self.settings
-        found = load_servers(s.user_file, s.project_file, s.servers)
+        found = load_servers(s.user_file, s.project_file, s.servers, trust=self._trust())
         self.problems = found.problems
         for name in list(self.connections):
             old = self.connections[name]
@@ -95,6 +98,24 @@ class McpClients:
             if name not in self.connections:
                 self.connections[name] = ServerConnection(config, cwd=s.cwd, allowlist=s.allowlist)
         return found
+
+    def _trust(self) -> ProjectTrust | None:
+        return ProjectTrust(self.settings.trust_file) if self.settings.trust_file is not None else None
+
+    def trust_project(self) -> list[str]:
+        """``%dsh mcp --trust``: trust the project file as it is now; the lines saying what was trusted."""
+        path, trust = self.settings.project_file, self._trust()
+        if path is None or trust is None:
+            return ["no project MCP file is read (DshMagics.mcp_project_file is empty): nothing to trust"]
+        found = read_file(path)
+        if not found.fingerprint:
+            return [f"there is no readable project MCP file at {path}: nothing to trust"]
+        if not found.servers:
+            return [f"{path} defines no usable MCP server: nothing to trust", *found.problems]
+        trust.trust(path, found.fingerprint)
+        lines = [f"Trusted {path} as it is now; a change to the file asks again. Its servers:"]
+        lines += [f"  {name}: {config.target()}" for name, config in found.servers.items()]
+        return lines
 
     def _stop_later(self, connection: ServerConnection) -> None:
         if connection.state in ("ready", "starting"):

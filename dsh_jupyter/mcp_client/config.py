@@ -11,7 +11,8 @@ The shape is the one Claude Code, Claude Desktop and Cursor read::
 Sources, later ones winning server by server (:func:`load_servers`): the user file (``$DSH_HOME/mcp.json``
 unless ``DshMagics.mcp_config_file`` names another), the project file ``.mcp.json`` in the notebook's folder
 (``DshMagics.mcp_project_file``), then the ``DshMagics.mcp_servers`` traitlet (the same ``mcpServers``
-mapping). ``${VAR}`` and ``${VAR:-default}`` in ``command``, ``args``, ``env``, ``url`` and ``headers`` are
+mapping). A project file's servers start only once the person trusts the file as it is (:mod:`.trust`).
+``${VAR}`` and ``${VAR:-default}`` in ``command``, ``args``, ``env``, ``url`` and ``headers`` are
 replaced from the kernel's environment, so a token need not be written in a file.
 
 Nothing here starts a server or imports the ``mcp`` SDK: this module is read on every turn.
@@ -24,11 +25,12 @@ import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from ..secrets import default_masker, is_credential_name
+from .trust import ProjectTrust, digest
 
 Transport = Literal["stdio", "http"]
 
@@ -61,6 +63,8 @@ class ServerConfig:
     url: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     disabled: bool = False
+    #: False for a project file's server while that file is not trusted as it is now (:mod:`.trust`).
+    trusted: bool = True
 
     def target(self) -> str:
         """What the server is, in one line: its command line or its URL."""
@@ -75,6 +79,8 @@ class ServerSet:
 
     servers: dict[str, ServerConfig] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    #: For one file: the fingerprint of the bytes read (:func:`~.trust.digest`); empty when there was none.
+    fingerprint: str = ""
 
 
 def _expand(value: str, where: str, env: Mapping[str, str]) -> str:
@@ -168,7 +174,8 @@ def parse_servers(document: Any, origin: str, env: Mapping[str, str] | None = No
 def read_file(path: Path, env: Mapping[str, str] | None = None) -> ServerSet:
     """The servers of one JSON file; a missing file holds none, an unreadable one is a problem."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        text = data.decode("utf-8")
     except FileNotFoundError:
         return ServerSet()
     except (OSError, UnicodeDecodeError) as exc:
@@ -180,22 +187,38 @@ def read_file(path: Path, env: Mapping[str, str] | None = None) -> ServerSet:
         at = f" at line {line}" if line else ""
         return ServerSet(problems=[f"the MCP configuration {path} is not valid JSON{at} ({exc}); fix the file "
                                    "(the agent runs without its servers until then)"])
-    return parse_servers(document, str(path), env)
+    found = parse_servers(document, str(path), env)
+    found.fingerprint = digest(data)
+    return found
 
 
 def load_servers(user_file: Path | None, project_file: Path | None, setting: Mapping[str, Any] | None,
-                 env: Mapping[str, str] | None = None) -> ServerSet:
+                 env: Mapping[str, str] | None = None, *, trust: ProjectTrust | None = None) -> ServerSet:
     """The merged configuration: user file, project file, then ``DshMagics.mcp_servers``; a server defined
-    again replaces the earlier definition as a whole (``"disabled": true`` there turns it off)."""
+    again replaces the earlier definition as a whole (``"disabled": true`` there turns it off).
+
+    The project file's servers are marked untrusted unless ``trust`` holds the file as it is now (without a
+    ``trust`` record nothing in it is trusted); a problem line says how to trust it.
+    """
     merged = ServerSet()
-    sources = [read_file(path, env) for path in (user_file, project_file) if path is not None]
+    sources = [read_file(user_file, env)] if user_file is not None else []
+    if project_file is not None:
+        project = read_file(project_file, env)
+        if project.servers and not (trust is not None and trust.trusts(project_file, project.fingerprint)):
+            project.servers = {name: replace(config, trusted=False) for name, config in project.servers.items()}
+            project.problems.append(
+                f"{project_file} (a project file, which comes with the folder) defines MCP server(s) "
+                f"{', '.join(sorted(project.servers))}; they start only once you have read the file and run "
+                "`%dsh mcp --trust` (a change to the file asks again)")
+        sources.append(project)
     if setting:
         sources.append(parse_servers(dict(setting), "DshMagics.mcp_servers", env))
     for source in sources:
         merged.servers.update(source.servers)
         merged.problems.extend(source.problems)
     for config in merged.servers.values():
-        _watch_secrets(config)
+        if config.trusted:
+            _watch_secrets(config)
     return merged
 
 

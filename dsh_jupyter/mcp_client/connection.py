@@ -20,7 +20,7 @@ from typing import Any, Literal, TextIO, cast
 from ..clip import one_line
 from .config import ServerConfig, command_allowed
 
-State = Literal["not started", "disabled", "blocked", "starting", "ready", "failed", "stopped"]
+State = Literal["not started", "disabled", "blocked", "untrusted", "starting", "ready", "failed", "stopped"]
 
 #: Seconds a server that failed waits before the next prompt tries it again (``%dsh mcp --connect``: at once).
 RETRY_SECONDS = 60.0
@@ -107,6 +107,10 @@ class ServerConnection:
         self._used = 0.0
         if config.disabled:
             self.state, self.error = "disabled", "\"disabled\": true in " + config.origin
+        elif not config.trusted:
+            self.state = "untrusted"
+            self.error = (f"{config.origin} is not trusted as it is now; read it, then run `%dsh mcp --trust` "
+                          "to start its servers")
         elif config.transport == "stdio" and not command_allowed(config.command, allowlist):
             self.state = "blocked"
             self.error = (f"its command {config.command!r} is not in DshMagics.mcp_stdio_command_allowlist; ask "
@@ -124,7 +128,7 @@ class ServerConnection:
     def due(self, *, force: bool = False) -> bool:
         """Whether a prompt should (re)start this server now."""
         self._notice_exit()
-        if self.state in ("disabled", "blocked", "ready", "starting"):
+        if self.state in ("disabled", "blocked", "untrusted", "ready", "starting"):
             return False
         return force or self.state != "failed" or time.monotonic() - self.failed_at >= RETRY_SECONDS
 
@@ -137,7 +141,7 @@ class ServerConnection:
         async with self._lock:
             if self.state == "ready":
                 return
-            if self.state in ("disabled", "blocked"):
+            if self.state in ("disabled", "blocked", "untrusted"):
                 raise McpServerError(f"MCP server {self.name!r} is {self.state}: {self.error}")
             await self._start(timeout)
 

@@ -226,6 +226,9 @@ COMMANDS: tuple[Command, ...] = (
             "ready, failed ...) and its tools, `mcp__SERVER__TOOL`, with whether each reads or acts.", (
                 Argument(("--connect",), "Start the servers that are not running now (a failed one is tried "
                          "again) instead of at the next prompt.", flag=True),
+                Argument(("--trust",), "Trust the project's `.mcp.json` as it is now, so its servers may start "
+                         "(read it first: its commands run in this kernel; a change to the file asks again).",
+                         flag=True),
             )),
     Command("undo", "Revert the agent's last notebook edit in the current session (an inserted cell is deleted, a "
             "replaced cell gets its old source back, a deleted cell returns); again: the edit before.", (

@@ -350,6 +350,7 @@ class NotebookHost:
     def mcp_settings(self) -> McpSettings:
         from ..mcp_client.clients import McpSettings
         from ..mcp_client.config import USER_FILE
+        from ..mcp_client.trust import TRUST_FILE
 
         s = self.settings
         user = os.path.expanduser(s.mcp_config_file) if s.mcp_config_file.strip() else None
@@ -358,6 +359,7 @@ class NotebookHost:
         return McpSettings(
             user_file=Path(user) if user else Path(self.dsh_home()) / USER_FILE,
             project_file=Path(self.cwd, os.path.expanduser(project)) if project else None,
+            trust_file=Path(self.dsh_home()) / TRUST_FILE,
             servers=dict(s.mcp_servers), connect_timeout=s.mcp_connect_timeout, call_timeout=s.mcp_call_timeout,
             allowlist=tuple(allowlist) if allowlist is not None else None, cwd=self.cwd)
 

@@ -444,6 +444,9 @@ class DshMagics(Magics, DshSettings):
 
         clients = self.host.mcp
         clients.configure(self.host.mcp_settings())
+        if args.trust:
+            for line in clients.trust_project():
+                print(line)
         if args.connect:
             for line in clients.connect():
                 print(line)
