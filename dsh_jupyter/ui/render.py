@@ -223,6 +223,8 @@ class TurnFooter:
         }
 
 
+#: The class of a tool line's approval note ("allowed once by you"): small and grey, on the summary's baseline.
+TOOL_NOTE_CLASS = "dsh-tool-note"
 #: The mark before a tool line (U+2699: in the fonts every desktop ships, unlike the wrench emoji).
 TOOL_GLYPH = "\u2699"
 
@@ -230,8 +232,8 @@ TOOL_GLYPH = "\u2699"
 def tool_details_html(item: ToolCall) -> str:
     """One tool call as a collapsed ``<details>``: its summary, its mark, how it was approved, its result."""
     mark = TOOL_MARKS[item.status][0]
-    if item.approval_note:  # how it was allowed or refused (approvals)
-        mark += f" <sub>{html_field(item.approval_note)}</sub>"
+    if item.approval_note:  # how it was allowed or refused (approvals), on the summary's baseline
+        mark += f' <small class="{TOOL_NOTE_CLASS}">{html_field(item.approval_note)}</small>'
     shown = STOPPED_BODY if item.status == "stopped" and not item.result else item.result or ""
     head = html_field(f"{item.name} · {item.summary}")
     return (f"<details><summary>{TOOL_GLYPH} <code>{head}</code> {mark}</summary>"
