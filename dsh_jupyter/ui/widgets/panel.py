@@ -117,6 +117,7 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         kwargs.setdefault("children", order)
         super().__init__(**kwargs)
         self.add_class("dsh-panel")
+        self.add_class(f"dsh-panel-{kind}")  # the chat panel's picker is compact (widgets.css)
         self.transcript.panel_id = self.model_id
         self._publish()
         self._send_static_copy()
