@@ -104,3 +104,28 @@ def test_the_pre_save_hook_settles_a_notebook_and_leaves_other_files(tmp_path: P
     text = {"type": "file", "content": "● running"}
     hook(model=text, path="notes.txt")
     assert text["content"] == "● running"
+
+
+def test_the_pre_save_hook_reads_the_turns_end_from_the_folders_session_log(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh_jupyter.session import SessionHeader, SessionLog
+    from dsh_jupyter.store import JsonlStore
+
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("DSH_SESSIONS_DIR", raising=False)
+    folder = tmp_path / "work"
+    store = JsonlStore(folder / ".dsh" / "sessions")
+    log = SessionLog(SessionHeader(SESSION, int(STARTED * 1000) - 5_000, str(folder)))
+    writer = store.create(log.header)
+    writer.attach(log)
+    try:
+        log.append(TURN_START, {"turn": 1}, time=int(STARTED * 1000) + 200)
+        log.append(TURN_END, {"turn": 1, "reason": {"kind": "completed"}}, time=int(STARTED * 1000) + 7_000)
+    finally:
+        writer.close()
+    nb = notebook(footer())
+    settle_footers_hook(str(tmp_path), Boundary.of(tmp_path))(model={"type": "notebook", "content": nb},
+                                                               path="work/report.ipynb")
+    _html, plain, facts = shown(nb)
+    assert plain == f"✓ done · Quarterly report (01234567) · offline · 7.0 s · {SAVED_MID_TURN}"
+    assert facts["status"] == "completed"
