@@ -8,6 +8,7 @@
   the cells (the stale copy: no outputs, proposals that never showed, edits "running" until they timed out);
 - a notebook saved while a turn runs does not keep "● running" in the file: reopened or turned into HTML it
   says "unfinished when saved" (the page keeps its live footer, and the save after the turn ends writes "✓ done");
+- brackets in a `%%dsh` cell (`['north', 'south']`) are not styled as a Markdown link;
 - a mention in a `%%dsh` cell shows as a chip reading `@label` (the source keeps the markup, the cell does
   not scroll sideways) that Backspace removes whole; screenshots light and dark.
 
@@ -79,7 +80,10 @@ CHIPS_NOTEBOOK = f"{FOLDER}/chips.ipynb"
 #: A long id, as real ones are: its raw markup is far wider than the cell.
 LONG_ID = "quarterly-revenue-" + "0123456789abcdef" * 6
 MENTION = format_session_reference_mention(LONG_ID, "Quarterly revenue")
-CHIP_CELLS = (f"%%dsh\nCompare {MENTION} with last year", "print('a plain cell: @[x](dsh-session:Ingi) stays text')")
+#: Brackets Markdown would read as a link: a `%%dsh` prompt is not rendered, so they are plain text there.
+BRACKETS = "Compare ['north', 'south'] by region"
+CHIP_CELLS = (f"%%dsh\nCompare {MENTION} with last year", "print('a plain cell: @[x](dsh-session:Ingi) stays text')",
+              f"%%dsh\n{BRACKETS}")
 
 
 @pytest.fixture(scope="module", params=["lab", "notebook"])
@@ -345,4 +349,28 @@ def test_a_mention_in_a_dsh_cell_is_a_chip(browser: Any, server: JupyterServer, 
         assert _saved_sources(nb)[0] == "%%dsh\nCompare "
 
         assert watch.dialogs == []
+        assert watch.errors == []
+
+
+def test_brackets_in_a_dsh_cell_are_not_styled_as_a_link(browser: Any, server: JupyterServer,
+                                                         request: pytest.FixtureRequest) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, CHIPS_NOTEBOOK).open()
+        content = nb.cell(2).locator(".cm-content")
+        expect(content).to_have_attribute("data-language", "markdown")  # a prompt: highlighted as Markdown
+        expect(content).to_contain_text(BRACKETS)
+        styled = content.evaluate("""content => {
+            const plain = getComputedStyle(content);
+            return [...content.querySelectorAll('span')]
+                .filter(span => span.textContent.includes('north'))
+                .map(span => { const s = getComputedStyle(span);
+                               return { line: s.textDecorationLine, color: s.color, plain: plain.color }; });
+        }""")
+        assert styled, "the brackets are not in the editor"
+        for span in styled:
+            assert "underline" not in span["line"] and span["color"] == span["plain"], styled
+        nb.cell(2).screenshot(path=str(nb.screenshot(request, "brackets").with_name(
+            nb.screenshot(request, "brackets").stem + "-cell.png")))
         assert watch.errors == []

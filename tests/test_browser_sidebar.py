@@ -129,6 +129,23 @@ class Sidebar:
         self.nb.screenshot(request, step)
 
 
+def _assert_heading_in_view(side: Sidebar) -> None:
+    """However long the conversation, only the transcript scrolls: the heading (the notebook's name) and the
+    chat's header are whole and in view, the header under the heading."""
+    placed = side.chat.evaluate("""chat => {
+        const box = el => el.getBoundingClientRect();
+        const scrolled = [];
+        for (let el = chat; el; el = el.parentElement) { if (el.scrollTop) { scrolled.push(el.className); } }
+        const heading = box(chat.querySelector('.dsh-sidebar-heading'));
+        const header = box(chat.querySelector('.dsh-chat-header'));
+        return { scrolled, headingTop: heading.top, chatTop: box(chat).top, headingBottom: heading.bottom,
+                 headerTop: header.top };
+    }""")
+    assert placed["scrolled"] == [], placed  # no panel around the transcript scrolled
+    assert placed["headingTop"] >= placed["chatTop"] - 0.5, placed
+    assert placed["headerTop"] >= placed["headingBottom"] - 0.5, placed
+
+
 def _prompt_numbers(nb: NotebookPage) -> list[str]:
     return [str(text) for text in nb.page.locator(f"{nb.scope} .jp-InputArea-prompt").all_inner_texts()]
 
@@ -237,6 +254,8 @@ def test_the_sidebar_chats_with_the_notebooks_agent(
         stop.click()
         side.idle()
         expect(side.chat.locator(".dsh-chat-item").last).to_contain_text("Turn interrupted")
+        side.screenshot(request, "4b-stopped")  # a long conversation, scrolled to its end
+        _assert_heading_in_view(side)
         assert _prompt_numbers(nb)[:2] == numbers[:2]  # no cell ran for any of it
         assert not watch.errors and not watch.dialogs, (watch.errors, watch.dialogs)
 
