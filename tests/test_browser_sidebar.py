@@ -138,11 +138,12 @@ def _assert_heading_in_view(side: Sidebar) -> None:
         for (let el = chat; el; el = el.parentElement) { if (el.scrollTop) { scrolled.push(el.className); } }
         const heading = box(chat.querySelector('.dsh-sidebar-heading'));
         const header = box(chat.querySelector('.dsh-chat-header'));
+        const name = chat.querySelector('.dsh-sidebar-heading');
         return { scrolled, headingTop: heading.top, chatTop: box(chat).top, headingBottom: heading.bottom,
-                 headerTop: header.top };
+                 headerTop: header.top, squeezed: name.scrollHeight > name.clientHeight + 1 };
     }""")
     assert placed["scrolled"] == [], placed  # no panel around the transcript scrolled
-    assert placed["headingTop"] >= placed["chatTop"] - 0.5, placed
+    assert placed["headingTop"] >= placed["chatTop"] - 0.5 and not placed["squeezed"], placed
     assert placed["headerTop"] >= placed["headingBottom"] - 0.5, placed
 
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from ..conversation.log_feed import turn_end_reason
 from ..session.events import TURN_END, TURN_START, Event
 from .render import STATUS_WORDS, TURN_MIME, TurnFooter
 
@@ -65,9 +66,8 @@ def turn_outcome(events: Iterable[Event], started_at: float) -> tuple[str, float
         if not started:
             started = event.type == TURN_START and event.time >= since
         elif event.type == TURN_END:
-            reason = event.data.get("reason") if isinstance(event.data, Mapping) else None
-            what = reason.get("kind") if isinstance(reason, Mapping) else reason
-            return (what if isinstance(what, str) and what else "completed"), event.time / 1000
+            reason, _error = turn_end_reason(event.data if isinstance(event.data, Mapping) else {})
+            return reason, event.time / 1000
     return None
 
 
