@@ -70,7 +70,8 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
 
     ``kind="pick"`` (``%dsh pick``) puts the picker and the prompt box first and the answers under
     them. ``kind="sidebar"`` (the JupyterLab / Notebook 7 chat sidebar, which brings its own prompt box)
-    shows only the transcript and the approval questions under it; prompts come through :meth:`submit`.
+    shows only the transcript and the approval questions under it; prompts come through :meth:`submit`, and
+    it follows its session's agent (:meth:`follow`), so turns sent from cells or other panels stream into it.
     Displayed, the panel's output also carries ``text/html`` and ``text/plain`` copies of the conversation,
     updated through its ``display_id`` (at most ``copy_rate`` times a second), so a saved notebook shows
     the conversation where the widget cannot be shown.
