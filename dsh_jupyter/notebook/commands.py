@@ -222,6 +222,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("config", "Show every setting with its value and help; change one with "
             "`%config DshMagics.NAME = VALUE`."),
     Command("models", "Show the models you can use, whether their key is set and which one is in use."),
+    Command("mcp", "Show the MCP servers the agent can use: where each is configured, its state (not started, "
+            "ready, failed ...) and its tools, `mcp__SERVER__TOOL`, with whether each reads or acts.", (
+                Argument(("--connect",), "Start the servers that are not running now (a failed one is tried "
+                         "again) instead of at the next prompt.", flag=True),
+            )),
     Command("undo", "Revert the agent's last notebook edit in the current session (an inserted cell is deleted, a "
             "replaced cell gets its old source back, a deleted cell returns); again: the edit before.", (
                 Argument(("--force",), "Revert even when the cell was changed since the agent's edit (those "

@@ -439,6 +439,19 @@ class DshMagics(Magics, DshSettings):
             in_use = next((i for i, row in enumerate(listings) if row.spec == spec), None)
         return commands.models_table(listings, in_use, mark=mark, unlisted=unlisted if in_use is None else None)
 
+    def _cmd_mcp(self, args: argparse.Namespace) -> Any:
+        from ..mcp_client.display import mcp_table
+
+        clients = self.host.mcp
+        clients.configure(self.host.mcp_settings())
+        if args.connect:
+            for line in clients.connect():
+                print(line)
+        settings = clients.settings
+        sources = [f"{settings.user_file} (user)" if settings.user_file else "",
+                   f"{settings.project_file} (project)" if settings.project_file else "", "DshMagics.mcp_servers"]
+        return mcp_table(clients.status(), clients.problems, [s for s in sources if s])
+
     def _cmd_undo(self, args: argparse.Namespace) -> Any:
         agent = self.host.agent
         if agent is None:
