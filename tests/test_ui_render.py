@@ -446,7 +446,9 @@ def test_kernel_background_footer_says_running_then_done(executed: Any) -> None:
     assert done["status"] == "✓ done" and done["title"] == "Footer check"
     assert done["timing"].endswith(" s") and facts["durationSeconds"] >= 1.0
     assert facts["sessionId"] == running_facts["sessionId"]
-    assert "bg-done" in nb.cells[3].outputs[-1]["data"]["text/plain"]
+    shown = [output.get("data", {}).get("text/plain", "") for output in nb.cells[3].outputs]
+    assert "bg-done" in shown[0]
+    assert "".join(shown).count("needs approval") == 1  # the decision once: on the tool line, not again below
     # A new session's footer names the new session.
     ((other, other_facts),) = footers(nb.cells[6].outputs)
     assert other_facts["sessionId"] != facts["sessionId"] and other["short"] == other_facts["sessionId"][:8]

@@ -90,6 +90,8 @@ STATUS_WORDS: dict[str, tuple[str, str]] = {
     "error": ("✗", "error"),
     "blocked": ("⊘", "blocked"),
     "max-steps": ("‖", "stopped at the step limit"),
+    # a footer saved while its turn ran, whose end the session log did not know (ui/saved_footer.py)
+    "unfinished": ("○", "unfinished when saved"),
 }
 
 
@@ -152,6 +154,8 @@ class TurnFooter:
     started_at: float | None
     ended_at: float | None
     usage: TokenUsage | None = None
+    #: A last fact to add in words (a footer settled when its notebook was saved mid-turn).
+    note: str | None = None
 
     @property
     def short_id(self) -> str:
@@ -169,8 +173,9 @@ class TurnFooter:
         return self.ended_at - self.started_at
 
     def _timing(self) -> str | None:
-        if self.status == "running":
-            return None if self.started_at is None else f"since {_clock_time(self.started_at)}"
+        if self.status in ("running", "unfinished"):
+            word = "since" if self.status == "running" else "started"
+            return None if self.started_at is None else f"{word} {_clock_time(self.started_at)}"
         duration = self.duration
         return None if duration is None else format_duration(duration)
 
@@ -186,7 +191,8 @@ class TurnFooter:
 
     def _facts(self) -> list[str]:
         """The parts after the status and the session, plain text (controls escaped, not HTML-escaped)."""
-        return [escape_controls(fact) for fact in (self.model_label, self._timing(), self._tokens()) if fact]
+        facts = (self.model_label, self._timing(), self._tokens(), self.note)
+        return [escape_controls(fact) for fact in facts if fact]
 
     def _status(self) -> str:
         mark, word = STATUS_WORDS.get(self.status, ("", self.status))
@@ -220,9 +226,12 @@ class TurnFooter:
             "endedAt": _iso(self.ended_at),
             "durationSeconds": None if self.duration is None else round(self.duration, 3),
             "usage": None if self.usage is None else self.usage.to_json(),
+            **({"note": self.note} if self.note else {}),
         }
 
 
+#: The class of a tool line's approval note ("allowed once by you"): small and grey, on the summary's baseline.
+TOOL_NOTE_CLASS = "dsh-tool-note"
 #: The mark before a tool line (U+2699: in the fonts every desktop ships, unlike the wrench emoji).
 TOOL_GLYPH = "\u2699"
 
@@ -230,8 +239,8 @@ TOOL_GLYPH = "\u2699"
 def tool_details_html(item: ToolCall) -> str:
     """One tool call as a collapsed ``<details>``: its summary, its mark, how it was approved, its result."""
     mark = TOOL_MARKS[item.status][0]
-    if item.approval_note:  # how it was allowed or refused (approvals)
-        mark += f" <sub>{html_field(item.approval_note)}</sub>"
+    if item.approval_note:  # how it was allowed or refused (approvals), on the summary's baseline
+        mark += f' <small class="{TOOL_NOTE_CLASS}">{html_field(item.approval_note)}</small>'
     shown = STOPPED_BODY if item.status == "stopped" and not item.result else item.result or ""
     head = html_field(f"{item.name} · {item.summary}")
     return (f"<details><summary>{TOOL_GLYPH} <code>{head}</code> {mark}</summary>"
