@@ -135,6 +135,9 @@ class RecordedRequest:
 class FakeOpenAIServer:
     """The server object the fixture yields. ``base_url`` ends in ``/v1``."""
 
+    #: The request handler (a subclass may speak more wire formats: ``tests/fake_wire.py``).
+    handler_class: type[_Handler]
+
     def __init__(self, port: int = 0) -> None:
         self._behaviours: deque[Behaviour] = deque()
         self._lock = threading.Lock()
@@ -145,7 +148,7 @@ class FakeOpenAIServer:
         self.models = ["fake-model"]
         server = self
 
-        class Handler(_Handler):
+        class Handler(getattr(self, "handler_class", _Handler)):  # type: ignore[misc]
             fake = server
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)

@@ -11,6 +11,10 @@ Specs understood by :func:`resolve_model`:
 ``ollama:<model>``            a local Ollama server (``http://127.0.0.1:11434/v1``, no key)
 ``<model>`` + ``base_url=``   any OpenAI-compatible endpoint (vLLM, llama.cpp, ...); keyless unless
                               ``api_key_env=`` names the variable holding its key
+``<provider>/<model>``        a LiteLLM model id: ``anthropic/claude-sonnet-4-5``, ``gemini/gemini-2.5-flash``,
+                              ``azure/<deployment>``, ``openrouter/<org>/<model>``, ``ollama/llama3.1``...
+                              (extra ``dsh-jupyter[litellm]``; ``litellm:<id>`` says so explicitly;
+                              ``base_url`` is passed on as LiteLLM's ``api_base``)
 ``<model>``                   a bare ``deepseek-*`` name goes to DeepSeek, a bare ``gpt-*``/``o1``/``o3``/
                               ``o4-*`` name to OpenAI
 ============================  ===========================================================================
@@ -36,12 +40,15 @@ from .catalog import (
     OPENAI_KEY_ENV,
     known_context_window,
 )
+from .facts import litellm_providers
+from .litellm_provider import COMMON_PROVIDERS, INSTALL_HINT, LiteLLMProvider, litellm_installed
 from .local import LOCAL_CONTEXT_WINDOW, LocalModel, missing_local_packages
 from .offline import OFFLINE_CONTEXT_WINDOW, OfflineModel
-from .openai_compat import OpenAICompatibleProvider
+from .openai_compat import SWITCH_HINT, OpenAICompatibleProvider
 
 SPEC_HELP = ("use 'offline', 'local', 'deepseek', 'deepseek:<model>', 'openai:<model>', 'ollama:<model>', "
-             "or a model name with base_url=<OpenAI-compatible endpoint>")
+             "a LiteLLM id such as 'anthropic/claude-sonnet-4-5', or a model name with "
+             "base_url=<OpenAI-compatible endpoint>")
 
 DEFAULT_NOTICE = ("Using the offline model (no API key needed). To use DeepSeek, set DEEPSEEK_API_KEY; "
                   "or pick another model with --model (`%dsh models` lists them).")
@@ -60,6 +67,14 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_k
     if not isinstance(spec, str) or not spec.strip():
         raise ModelError("config", f"empty model spec; {SPEC_HELP}")
     spec = spec.strip()
+    litellm_id = litellm_model_id(spec)
+    if litellm_id is not None and (base_url is None or litellm_installed()):
+        # a name such as "openai/gpt-oss-20b" at a base_url of your own needs no LiteLLM to be served
+        if not litellm_installed():
+            raise ModelError("config", f"{spec!r} is a LiteLLM model id, which needs the LiteLLM extra: "
+                                       f"{INSTALL_HINT}; or {SWITCH_HINT}")
+        return LiteLLMProvider(litellm_id, api_base=base_url, api_key_env=api_key_env,
+                               context_window=context_window, accepts_images=accepts_images)
     family, sep, name = spec.partition(":")
     family_l = family.lower()
     if not sep:
@@ -101,6 +116,19 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_k
         return OpenAICompatibleProvider(base_url, spec, api_key_env=api_key_env, context_window=context_window,
                                         accepts_images=accepts_images)
     raise ModelError("config", f"unknown model family {family!r} in {spec!r}; {SPEC_HELP}")
+
+
+def litellm_model_id(spec: str) -> str | None:
+    """The LiteLLM id ``spec`` names (``litellm:<id>``, or ``<provider>/<model>`` with a provider LiteLLM
+    knows, such as ``anthropic/claude-sonnet-4-5``), else ``None``."""
+    family, sep, rest = spec.partition(":")
+    if sep and family.strip().lower() == "litellm":
+        return rest.strip()
+    provider, slash, name = spec.partition("/")
+    if not slash or ":" in provider or not name.strip():
+        return None
+    provider = provider.strip().lower()
+    return spec if provider in COMMON_PROVIDERS or provider in litellm_providers() else None
 
 
 def _no_endpoint_options(spec: str, base_url: str | None, api_key_env: str | None) -> None:
