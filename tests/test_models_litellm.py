@@ -218,3 +218,27 @@ def test_litellm_opens_no_connection_beyond_the_loopback(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr[-3000:]
     hosts = json.loads(result.stdout.strip().splitlines()[-1])
     assert hosts and set(hosts) <= {"127.0.0.1", "localhost", "::1"}, hosts
+
+
+def test_a_bad_model_prices_setting_is_refused_in_the_users_terms() -> None:
+    from traitlets import TraitError
+
+    from dsh_jupyter.notebook.config import DshSettings
+
+    settings = DshSettings()
+    settings.model_prices = {"my-llama": 0, "my-gpt": {"input": 0.5, "output": 1.5}}
+    with pytest.raises(TraitError, match=r"model_prices: a single number for 'my-llama' can only be 0"):
+        settings.model_prices = {"my-llama": 2}
+    assert settings.model_prices == {"my-llama": 0, "my-gpt": {"input": 0.5, "output": 1.5}}, "nothing was lost"
+
+
+async def test_a_price_override_prices_a_server_of_ones_own(fake_wire: FakeWireServer) -> None:
+    fake_wire.queue(text_reply("hi", usage={"prompt_tokens": 1_000_000, "completion_tokens": 0}), text_reply("again"))
+    unpriced = resolve_model("my-llama", base_url=fake_wire.base_url)
+    assert type(unpriced) is OpenAICompatibleProvider and unpriced.prices is None
+    _, usage, _ = await collect(resolve_model("my-llama", base_url=fake_wire.base_url,
+                                              prices=parse_prices("my-llama", {"input": 0.5, "output": 1}))
+                                .stream(_request()))
+    assert usage is not None and usage.cost == pytest.approx(0.5)
+    _, usage, _ = await collect(unpriced.stream(_request()))
+    assert usage is not None and usage.cost is None, "unknown prices give no cost rather than a guess"

@@ -313,8 +313,22 @@ def test_the_footer_adds_the_cost_a_provider_reported(handles: list[FakeHandle])
                 AssistantMessage(turn=1, text="c", seq=4, usage={"inputTokens": 1, "outputTokens": 1, "cost": "free"}),
                 TurnEnded(turn=1, reason="completed")])
     data, metadata = bundle(handles[-1])
-    assert data["text/plain"].splitlines()[-1].endswith("tokens 21 in, 5 out · cost 0.0013")
+    assert data["text/plain"].splitlines()[-1].endswith("tokens 21 in, 5 out · cost $0.0013")
     assert metadata[TURN_MIME]["usage"]["cost"] == pytest.approx(0.0013)
+
+
+@pytest.mark.parametrize(("usage", "ending"), [
+    ({"inputTokens": 10, "outputTokens": 2, "cost": 0.0}, "tokens 10 in, 2 out · free"),
+    ({"inputTokens": 10, "outputTokens": 2}, "tokens 10 in, 2 out"),
+    ({"inputTokens": 10, "outputTokens": 2, "cost": 12.5}, "tokens 10 in, 2 out · cost $12.50"),
+])
+def test_a_free_model_says_free_and_an_unpriced_one_shows_no_cost(handles: list[FakeHandle], usage: dict[str, Any],
+                                                                   ending: str) -> None:
+    view = TurnView(rate=1000.0, session=FakeSession(), clock=Clock())
+    view.start()
+    feed(view, [TurnStarted(turn=1), AssistantMessage(turn=1, text="a", seq=2, usage=usage),
+                TurnEnded(turn=1, reason="completed")])
+    assert bundle(handles[-1])[0]["text/plain"].splitlines()[-1].endswith(ending)
 
 
 @pytest.mark.parametrize(

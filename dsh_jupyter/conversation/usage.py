@@ -14,7 +14,7 @@ class TokenUsage:
     output: int = 0
     cached: int | None = None
     reasoning: int | None = None
-    cost: float | None = None  # as the provider reported it (``None``: it never did)
+    cost: float | None = None  # reported by the provider or computed from the model's prices (``None``: unknown)
 
     def add(self, usage: Mapping[str, object]) -> TokenUsage:
         """These counts plus one model call's ``usage`` object (session format); bad values count as absent."""
@@ -46,4 +46,11 @@ class TokenUsage:
         return record
 
 
-__all__ = ["TokenUsage"]
+def format_cost(cost: float) -> str:
+    """``free``, ``$0.0042``, ``$1.27``: US dollars, with four decimals below a cent."""
+    if cost <= 0:
+        return "free"
+    return f"${cost:.4f}" if cost < 0.01 else f"${cost:,.2f}"
+
+
+__all__ = ["TokenUsage", "format_cost"]

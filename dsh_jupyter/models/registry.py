@@ -40,7 +40,7 @@ from .catalog import (
     OPENAI_KEY_ENV,
     known_context_window,
 )
-from .facts import litellm_providers
+from .facts import Prices, litellm_providers
 from .litellm_provider import COMMON_PROVIDERS, INSTALL_HINT, LiteLLMProvider, litellm_installed
 from .local import LOCAL_CONTEXT_WINDOW, LocalModel, missing_local_packages
 from .offline import OFFLINE_CONTEXT_WINDOW, OfflineModel
@@ -57,11 +57,13 @@ _OPENAI_NAME = re.compile(r"^(gpt-|o1|o3|o4|chatgpt-)")
 
 
 def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_key_env: str | None = None,
-                  context_window: int | None = None, accepts_images: bool | None = None) -> ModelProvider:
+                  context_window: int | None = None, accepts_images: bool | None = None,
+                  prices: Prices | None = None) -> ModelProvider:
     """The provider for ``spec`` (``None``: :func:`default_model_spec`). See the module docstring.
 
     ``accepts_images`` overrides whether an OpenAI-compatible model is sent images (``None``: the catalog's
-    value for its name); the offline and local models ignore it."""
+    value for its name); the offline and local models ignore it. ``prices`` overrides what a call of the
+    model costs (``None``: LiteLLM's model map for hosted providers, else unknown)."""
     if spec is None:
         spec = default_model_spec()[0]
     if not isinstance(spec, str) or not spec.strip():
@@ -74,7 +76,7 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_k
             raise ModelError("config", f"{spec!r} is a LiteLLM model id, which needs the LiteLLM extra: "
                                        f"{INSTALL_HINT}; or {SWITCH_HINT}")
         return LiteLLMProvider(litellm_id, api_base=base_url, api_key_env=api_key_env,
-                               context_window=context_window, accepts_images=accepts_images)
+                               context_window=context_window, accepts_images=accepts_images, prices=prices)
     family, sep, name = spec.partition(":")
     family_l = family.lower()
     if not sep:
@@ -89,7 +91,7 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_k
             family_l, name = "deepseek", DEEPSEEK_DEFAULT_MODEL
         elif base_url is not None:
             return OpenAICompatibleProvider(base_url, spec, api_key_env=api_key_env,
-                                            context_window=context_window, accepts_images=accepts_images)
+                                            context_window=context_window, accepts_images=accepts_images, prices=prices)
         elif spec.lower().startswith("deepseek-"):
             family_l, name = "deepseek", spec
         elif _OPENAI_NAME.match(spec.lower()):
@@ -102,19 +104,19 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_k
     if family_l == "deepseek":
         return OpenAICompatibleProvider(base_url or DEEPSEEK_BASE_URL, name,
                                         api_key_env=api_key_env or DEEPSEEK_KEY_ENV,
-                                        context_window=context_window, accepts_images=accepts_images,
+                                        context_window=context_window, accepts_images=accepts_images, prices=prices,
                                         provider_name="deepseek")
     if family_l == "openai":
         return OpenAICompatibleProvider(base_url or OPENAI_BASE_URL, name, api_key_env=api_key_env or OPENAI_KEY_ENV,
-                                        context_window=context_window, accepts_images=accepts_images,
+                                        context_window=context_window, accepts_images=accepts_images, prices=prices,
                                         provider_name="openai")
     if family_l == "ollama":
         return OpenAICompatibleProvider(base_url or OLLAMA_BASE_URL, name, api_key_env=api_key_env,
-                                        context_window=context_window, accepts_images=accepts_images,
+                                        context_window=context_window, accepts_images=accepts_images, prices=prices,
                                         provider_name="ollama")
     if base_url is not None:  # "org:model"-style names of custom servers
         return OpenAICompatibleProvider(base_url, spec, api_key_env=api_key_env, context_window=context_window,
-                                        accepts_images=accepts_images)
+                                        accepts_images=accepts_images, prices=prices)
     raise ModelError("config", f"unknown model family {family!r} in {spec!r}; {SPEC_HELP}")
 
 

@@ -37,7 +37,7 @@ from ..clip import one_line
 from ..conversation.fold import Transcript
 from ..conversation.items import Answer, Item, Notice, Reasoning, ToolCall, ToolStatus, TurnEnd
 from ..conversation.limits import CELL
-from ..conversation.usage import TokenUsage
+from ..conversation.usage import TokenUsage, format_cost
 from ..escape import escape_controls, html_field
 from .coalescer import UpdateCoalescer, loop_timer
 from .markdown import markdown_html, safe_html
@@ -181,7 +181,7 @@ class TurnFooter:
         parts = [f"{_count(usage.input)} in", f"{_count(usage.output)} out"]
         if usage.cached is not None:
             parts.append(f"{_count(usage.cached)} cached")
-        cost = f" · cost {usage.cost:.4f}" if usage.cost is not None else ""  # only what the provider reported
+        cost = "" if usage.cost is None else f" · {'' if usage.cost <= 0 else 'cost '}{format_cost(usage.cost)}"
         return "tokens " + ", ".join(parts) + cost
 
     def _facts(self) -> list[str]:
