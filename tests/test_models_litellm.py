@@ -242,3 +242,30 @@ async def test_a_price_override_prices_a_server_of_ones_own(fake_wire: FakeWireS
     assert usage is not None and usage.cost == pytest.approx(0.5)
     _, usage, _ = await collect(unpriced.stream(_request()))
     assert usage is not None and usage.cost is None, "unknown prices give no cost rather than a guess"
+
+
+def test_models_lists_what_a_configured_server_serves_and_where_facts_came_from(fake_wire: FakeWireServer) -> None:
+    from dsh_jupyter.models.registry import list_models
+
+    fake_wire.models = ["my-llama", "qwen2.5-coder"]
+    rows = {row.spec: row for row in list_models({"ANTHROPIC_API_KEY": "k"}, base_url=fake_wire.base_url)}
+    served = rows["qwen2.5-coder"]
+    assert served.available and served.key_env is None and fake_wire.base_url in served.note
+    assert served.context_window == 32_768 and served.price == "", "a server of one's own has no known price"
+    claude = rows["anthropic/claude-sonnet-4-5"]
+    assert claude.available and claude.key_present and claude.facts == SOURCE_LITELLM
+    assert claude.price == "$3.00 / $15.00 per 1M"
+    assert not rows["gemini/gemini-2.5-flash"].available, "no Gemini key in this environment"
+    assert [r.path for r in fake_wire.requests if r.method == "GET"] == ["/v1/models"]
+    assert "my-llama" not in {row.spec for row in list_models({}, base_url=None)}, "nothing probed unasked"
+
+
+def test_listing_models_and_their_facts_never_imports_litellm(tmp_path: Path) -> None:
+    script = ("import sys\nfrom dsh_jupyter.models.registry import list_models, resolve_model\n"
+              "rows = list_models(probe=False)\nresolve_model('anthropic/claude-sonnet-4-5')\n"
+              "assert any(r.facts == 'LiteLLM model map' for r in rows)\n"
+              "print('litellm' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "False"

@@ -74,10 +74,10 @@ class Prices:
         return replace(usage, cost=self.cost(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens))
 
     def describe(self) -> str:
-        """``$3.00 / $15.00 per 1M tokens (in/out)``, or ``free``."""
+        """``$3.00 / $15.00 per 1M`` (input / output), or ``free``."""
         if self.free:
             return "free"
-        return f"${self.input * PER_MILLION:.2f} / ${self.output * PER_MILLION:.2f} per 1M tokens (in/out)"
+        return f"${self.input * PER_MILLION:.2f} / ${self.output * PER_MILLION:.2f} per 1M"
 
 
 def parse_prices(model: str, value: object) -> Prices:

@@ -426,7 +426,7 @@ class DshMagics(Magics, DshSettings):
     def _cmd_models(self, args: argparse.Namespace) -> Any:
         from ..models.registry import list_models
 
-        listings = list_models()
+        listings = list_models(base_url=self.host.settings.base_url or None)
         agent = self.host.agent
         if agent is not None:
             info = agent.model.info
