@@ -387,7 +387,8 @@ KERNEL_CELLS = (
 TURN_MIME_KEY = "application/vnd.dsh.turn+json"
 FOOTER = re.compile(r"^(?P<status>[●✓■✗⊘‖] [a-z ]+) · (?P<title>.+) \((?P<short>[0-9a-f]{8})\) · offline · "
                     r"(?P<timing>since \d\d:\d\d:\d\d|(?:under )?\d+\.\d s)"
-                    r"(?: · tokens (?P<tokens>[\d,]+ in, [\d,]+ out))?$")
+                    r"(?: · tokens (?P<tokens>[\d,]+ in, [\d,]+ out))?"
+                    r"(?: · context (?P<context>\d+% of [\d.,]+[KM]? \(compacts at \d+%\)))?$")
 
 
 @pytest.fixture(scope="module")
@@ -487,3 +488,28 @@ def test_a_notice_renders_its_code_spans_and_nothing_live() -> None:
                                       False, waiting=False).html())
     assert shown == "<blockquote><md><p><code>{t}</code> was kept as written &lt;img src=x onerror=alert(1)&gt;</p>" \
                     "</md></blockquote>"
+
+
+def test_the_footer_shows_the_context_meter_once_the_turn_ends(handles: list[FakeHandle]) -> None:
+    from dsh_jupyter.conversation.usage import ContextMeter
+    from dsh_jupyter.ui.render import TURN_MIME
+
+    class MeteredSession(FakeSession):
+        calls = 0
+
+        def context_meter(self) -> ContextMeter:
+            MeteredSession.calls += 1
+            return ContextMeter(24_000, 200_000, 160_000)
+
+    view = TurnView(rate=1000.0, session=MeteredSession(), clock=Clock())
+    view.start()
+    feed(view, [TurnStarted(turn=1), AssistantMessage(turn=1, text="a", seq=2, usage={"inputTokens": 10,
+                                                                                        "outputTokens": 2})])
+    assert "context" not in bundle(handles[-1])[0]["text/plain"].splitlines()[-1], "not measured while running"
+    feed(view, [TurnEnded(turn=1, reason="completed")])
+    data, metadata = bundle(handles[-1])
+    assert data["text/plain"].splitlines()[-1].endswith("tokens 10 in, 2 out · context 12% of 200K (compacts at 80%)")
+    assert metadata[TURN_MIME]["context"] == {"usedTokens": 24_000, "windowTokens": 200_000,
+                                              "compactsAtTokens": 160_000}
+    view.footer()
+    assert MeteredSession.calls == 1, "measured once per turn"
