@@ -37,8 +37,9 @@ class DshSettings(Configurable):
     ).tag(config=True)
     model = Unicode(
         "",
-        help="Model spec: `offline`, `local`, `deepseek[:model]`, `openai:model`, `ollama:model`, or a model name "
-        "served at `base_url` (`%dsh models` lists them). Empty: DeepSeek when `$DEEPSEEK_API_KEY` is set, else "
+        help="Model spec: `offline`, `local`, `deepseek[:model]`, `openai:model`, `ollama:model`, a LiteLLM id "
+        "such as `anthropic/claude-sonnet-4-5` (extra `dsh-jupyter[litellm]`), or a model name served at "
+        "`base_url` (`%dsh models` lists them). Empty: DeepSeek when `$DEEPSEEK_API_KEY` is set, else "
         "the offline model.",
     ).tag(config=True)
     base_url = Unicode(
