@@ -305,6 +305,15 @@ async def test_rate_limit_exhausted(fake_openai: FakeOpenAIServer) -> None:
     assert info.value.kind == "rate_limit" and "gave up after 2 attempts" in info.value.message
 
 
+async def test_a_429_that_gives_up_shows_the_wait_the_server_asked_for(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.queue(http_error(429, "quota", retry_after="120"))
+    provider = _provider(fake_openai, max_retries=0)
+    with pytest.raises(ModelError) as info:
+        await _drain(provider, _request())
+    await provider.close()
+    assert "it asks to wait 120 s; try again then." in info.value.message
+
+
 async def test_unreachable_endpoint_is_a_server_error() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

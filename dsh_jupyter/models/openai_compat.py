@@ -607,8 +607,11 @@ class OpenAICompatibleProvider(ModelProvider):
                                             f"(HTTP 404: {detail}); check the model name and base_url, or "
                                             f"{SWITCH_HINT}.", status)
             if status == 429:
-                return ModelError("rate_limit", f"{where} is rate-limiting requests (HTTP 429: {detail}); wait a "
-                                                "minute and try again.", status, retryable=True)
+                wait = parse_retry_after(getattr(getattr(exc, "response", None), "headers", None))
+                when = (f"it asks to wait {wait:.0f} s; try again then" if wait is not None and wait >= 1
+                        else "wait a minute and try again")
+                return ModelError("rate_limit", f"{where} is rate-limiting requests (HTTP 429: {detail}); {when}.",
+                                  status, retryable=True)
             if status in _RETRYABLE_STATUS or status >= 500:
                 return ModelError("server", f"{where} failed with HTTP {status} ({detail}); try again later.",
                                   status, retryable=status in _RETRYABLE_STATUS or status >= 500)
