@@ -3,7 +3,6 @@ Gemini; the model facts it reads from LiteLLM's map; and proof that LiteLLM open
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import STALL, broken_reply, http_error, text_reply, tool_call_reply
+from fake_openai import FakeOpenAIServer, check_cancel_mid_stream, http_error, serve, text_reply, tool_call_reply
 from fake_wire import FakeWireServer
 
 from dsh_jupyter.models import ModelError, ModelRequest, ReasoningDelta, TextDelta, ToolSpec, collect
@@ -36,13 +35,9 @@ FORMATS = [
 
 
 @pytest.fixture
-def fake_wire() -> Iterator[FakeWireServer]:
+def fake_wire() -> Iterator[FakeOpenAIServer]:
     """A fresh OpenAI / Anthropic / Gemini scripted server on 127.0.0.1 for one test."""
-    server = FakeWireServer()
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from serve(FakeWireServer())
 
 
 def _provider(server: FakeWireServer, model_id: str, base: str, **options: Any) -> LiteLLMProvider:
@@ -119,22 +114,7 @@ def test_either_gemini_variable_gives_the_key(monkeypatch: pytest.MonkeyPatch) -
 
 
 async def test_cancel_mid_stream_closes_the_connection(fake_wire: FakeWireServer) -> None:
-    fake_wire.queue(broken_reply("Hel", "lo", marker=STALL))
-    provider = _provider(fake_wire, "openai/gpt-4o", "v1")
-    cancel = asyncio.Event()
-    received: list[Any] = []
-
-    async def consume() -> None:
-        async for event in provider.stream(_request(), cancel):
-            received.append(event)
-            if len(received) == 2:
-                cancel.set()
-
-    with pytest.raises(ModelError) as info:
-        await asyncio.wait_for(consume(), timeout=20)
-    assert info.value.kind == "cancelled"
-    assert received == [TextDelta("Hel"), TextDelta("lo")]
-    assert await asyncio.to_thread(fake_wire.disconnected.wait, 10), "the HTTP stream was left open"
+    await check_cancel_mid_stream(fake_wire, _provider(fake_wire, "openai/gpt-4o", "v1"), _request())
 
 
 def test_the_key_table_names_the_variables_litellm_documents(monkeypatch: pytest.MonkeyPatch) -> None:

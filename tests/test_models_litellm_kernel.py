@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_openai import text_reply, tool_call_reply
+from fake_openai import FakeOpenAIServer, serve, text_reply, tool_call_reply
 from fake_wire import FakeWireServer
 from kernel_helpers import KernelRunner, output_text
 
@@ -22,12 +22,8 @@ USAGE = {"prompt_tokens": 1200, "completion_tokens": 300, "total_tokens": 1500}
 
 
 @pytest.fixture
-def wire() -> Iterator[FakeWireServer]:
-    server = FakeWireServer()
-    try:
-        yield server
-    finally:
-        server.close()
+def wire() -> Iterator[FakeOpenAIServer]:
+    yield from serve(FakeWireServer())
 
 
 def test_litellm_models_stream_run_tools_and_show_their_cost_in_the_footer(

@@ -18,6 +18,7 @@ from fake_openai import (
     RawEvent,
     Reply,
     broken_reply,
+    check_cancel_mid_stream,
     http_error,
     text_reply,
     tool_call_reply,
@@ -357,22 +358,8 @@ async def test_a_broken_stream_is_bad_stream(fake_openai: FakeOpenAIServer, repl
 
 
 async def test_cancel_mid_stream_returns_promptly_and_closes_the_connection(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.queue(broken_reply("Hel", "lo", marker=STALL))
     provider = _provider(fake_openai)
-    cancel = asyncio.Event()
-    received: list[Any] = []
-
-    async def consume() -> None:
-        async for event in provider.stream(_request(), cancel):
-            received.append(event)
-            if len(received) == 2:
-                cancel.set()
-
-    with pytest.raises(ModelError) as info:
-        await asyncio.wait_for(consume(), timeout=10)
-    assert info.value.kind == "cancelled"
-    assert received == [TextDelta("Hel"), TextDelta("lo")]
-    assert await asyncio.to_thread(fake_openai.disconnected.wait, 10), "the HTTP stream was left open"
+    await check_cancel_mid_stream(fake_openai, provider, _request(), timeout=10)
     await provider.close()
 
 
