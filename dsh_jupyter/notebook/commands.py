@@ -534,12 +534,16 @@ def models_table(listings: Sequence["ModelListing"], in_use: int | None, *, mark
     rows = []
     for position, listing in enumerate(listings):
         window = f"{listing.context_window:,}" if listing.context_window else None
-        rows.append(Row((listing.spec, listing.provider, listing.model, window, _key_cell(listing),
-                         "yes" if listing.available else "no", listing.note or ""),
+        rows.append(Row((listing.spec, listing.provider, listing.model, window, listing.price or None,
+                         listing.facts or None, _key_cell(listing), "yes" if listing.available else "no",
+                         listing.note or ""),
                         marked=position == in_use, mark=mark if position == in_use else ""))
     notes = [unlisted] if unlisted else []
     notes.append('Use one with %%dsh --model SPEC, %dsh new --model SPEC or %config DshMagics.model = "SPEC".')
-    return CommandTable(("spec", "provider", "model", "context (tokens)", "API key", "usable", "note"), rows,
+    notes.append("Window and prices come from LiteLLM's model map when dsh-jupyter[litellm] is installed, else "
+                 "from the built-in table; set prices of your own models with %config DshMagics.model_prices.")
+    return CommandTable(("spec", "provider", "model", "context (tokens)", "price (in / out)", "facts from", "API key",
+                         "usable", "note"), rows,
                         css_class="dsh-models", empty="No models.", code=frozenset({0}), notes=notes)
 
 

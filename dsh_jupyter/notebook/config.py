@@ -9,7 +9,7 @@ from __future__ import annotations
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode
 from traitlets.config import Configurable
 
-from ..traits import DsnUnicode
+from ..traits import DsnUnicode, ModelPrices
 
 
 class DshSettings(Configurable):
@@ -37,8 +37,9 @@ class DshSettings(Configurable):
     ).tag(config=True)
     model = Unicode(
         "",
-        help="Model spec: `offline`, `local`, `deepseek[:model]`, `openai:model`, `ollama:model`, or a model name "
-        "served at `base_url` (`%dsh models` lists them). Empty: DeepSeek when `$DEEPSEEK_API_KEY` is set, else "
+        help="Model spec: `offline`, `local`, `deepseek[:model]`, `openai:model`, `ollama:model`, a LiteLLM id "
+        "such as `anthropic/claude-sonnet-4-5` (extra `dsh-jupyter[litellm]`), or a model name served at "
+        "`base_url` (`%dsh models` lists them). Empty: DeepSeek when `$DEEPSEEK_API_KEY` is set, else "
         "the offline model.",
     ).tag(config=True)
     base_url = Unicode(
@@ -56,6 +57,12 @@ class DshSettings(Configurable):
         help="Whether the model is sent images (plots from tools) as images: `yes`, `no` (a text description "
         "instead), or `auto`: the known value for the model (gpt-4o, vision models of local servers, ...); "
         "other names, such as a `base_url` server's, get descriptions.",
+    ).tag(config=True)
+    model_prices = ModelPrices(
+        help="What models cost, in US dollars per million tokens, for self-hosted endpoints or to correct the "
+        "known prices: `{'my-model': {'input': 0.5, 'output': 1.5, 'cached': 0.1}}`, or `{'my-model': 0}` for a "
+        "free one (the footer then says free). Keys are model specs as `--model` takes them. A model with no "
+        "known price shows no cost.",
     ).tag(config=True)
     placement = CaselessStrEnum(
         ["separate", "prompt-prefix"], default_value="separate",

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ..agent.submit import Submission
     from ..mcp_client.clients import McpClients, McpSettings
     from ..models.base import ModelProvider
+    from ..models.facts import Prices
     from ..query import SessionQuery
     from ..references import ReferenceTarget, SessionReferenceResolver
     from ..references.candidates import RemoteCandidateJson
@@ -93,7 +94,7 @@ class SessionHandle:
 
 
 #: Settings that only change how the current agent behaves (applied to it when it is idle).
-_MODEL_SETTINGS = frozenset({"model", "base_url", "api_key_env", "context_window", "model_images"})
+_MODEL_SETTINGS = frozenset({"model", "base_url", "api_key_env", "context_window", "model_images", "model_prices"})
 #: Settings of the session's approval policy (applied at once, even to a running turn's next call).
 _APPROVAL_SETTINGS = frozenset({"approval", "approval_timeout"})
 #: Settings whose change changes what :meth:`NotebookHost.export_env` gives the kernel.
@@ -275,6 +276,7 @@ class NotebookHost:
                 wanted, base_url=self.settings.base_url or None, api_key_env=self.settings.api_key_env or None,
                 context_window=self.settings.context_window or None,
                 accepts_images={"yes": True, "no": False}.get(self.settings.model_images.lower()),
+                prices=self._prices_for(wanted),
             )
         except ModelError as exc:
             from ..ui.messages import Said, model_error_message
@@ -289,6 +291,16 @@ class NotebookHost:
             )
         self._model, self._model_spec = provider, wanted
         return provider, notice
+
+    def _prices_for(self, spec: str) -> Prices | None:
+        """The ``model_prices`` setting's prices of ``spec`` (``None``: not set for it)."""
+        from ..models.facts import parse_prices
+
+        given = self.settings.model_prices
+        value = given.get(spec)
+        if value is None and ":" in spec:  # "ollama:llama3.1" priced as "llama3.1"
+            value = given.get(spec.partition(":")[2])
+        return None if value is None else parse_prices(spec, value)
 
     # -- what a new agent gets ------------------------------------------------------------------------
     def _tools(self) -> ToolRegistry:
