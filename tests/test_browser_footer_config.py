@@ -1,8 +1,8 @@
-"""In JupyterLab, in a real browser: what a new user meets first reads right (issue 22's small items).
+"""In JupyterLab and Notebook 7, in a real browser: what a new user meets first reads right (issue 22's small items).
 
 ``%dsh config`` shows the settings' help with code as code and ``$CODEX_HOME`` as text (no MathJax), and a
-stopped turn's footer mark is a glyph Debian's fonts have (not an empty box). Screenshots, light and dark:
-``test-artifacts/…-config-{light,dark}.png`` and ``…-stopped-{light,dark}.png``.
+stopped turn's footer mark is a glyph Debian's fonts have (not an empty box). Screenshots, light and dark, in
+each app: ``test-artifacts/…-config-{light,dark}.png`` and ``…-stopped-{light,dark}.png``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from browser_helpers import (
     NotebookPage,
     artifact_path,
     require_chromium,
+    require_notebook7,
     running_server,
     watched_page,
     write_notebook,
@@ -32,12 +33,14 @@ CELLS = (
 )
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+@pytest.fixture(scope="module", params=["lab", "notebook"])
+def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     require_chromium()
-    root: Path = tmp_path_factory.mktemp("edges-root")
+    if request.param == "notebook":
+        require_notebook7()
+    root: Path = tmp_path_factory.mktemp(f"edges-root-{request.param}")
     write_notebook(root / NOTEBOOK, *CELLS)
-    with running_server("lab", root, tmp_path_factory.mktemp("edges-state")) as server:
+    with running_server(request.param, root, tmp_path_factory.mktemp(f"edges-state-{request.param}")) as server:
         yield server
 
 
