@@ -42,6 +42,8 @@ SECOND = "work/second.ipynb"
 PLAIN = "work/plain.ipynb"
 #: The notebook of the heading's layout test (a conversation of its own, long enough to scroll).
 HEADING = "work/heading.ipynb"
+#: The notebook of the two-prompts-in-a-row test.
+QUICK = "work/quick.ipynb"
 SIDEBAR = "#dsh-jupyter-chat"
 INPUT = f"{SIDEBAR} .dsh-sidebar-chat:not(.lm-mod-hidden) .dsh-sidebar-input"
 #: A prompt of the second notebook's third cell, run after the sidebar bound the session (it asks first).
@@ -61,6 +63,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     write_notebook(root / SECOND, "%load_ext dsh_jupyter", "%%dsh\nHello from a cell", f"%%dsh\n{CELL_AFTER}")
     write_notebook(root / PLAIN, "1 + 1")
     write_notebook(root / HEADING, "%load_ext dsh_jupyter")
+    write_notebook(root / QUICK, "%load_ext dsh_jupyter")
     with running_server(request.param, root, tmp_path_factory.mktemp(f"sidebar-{request.param}-state")) as running:
         yield running
 
@@ -518,3 +521,33 @@ def test_the_sidebar_heading_stays_in_plain_view(
                     assert header["y"] <= scroller["y"] + 1, (header, scroller)  # stuck to the very top
         finally:
             _set_theme(server, "JupyterLab Light")
+
+
+def test_a_prompt_typed_while_the_last_one_travels_is_the_next_prompt(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    """The box empties the moment a prompt is sent: what is typed at once after it is the next prompt, never
+    glued to the one just sent (issue 22, item 1, in the sidebar)."""
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, QUICK).open()
+        nb.run(0)
+        side = Sidebar(nb).open()
+        side.ready()
+        side.send("first quick prompt")
+        page.keyboard.type("second quick prompt")
+        page.keyboard.press("Control+Enter")  # sent now, or kept in the box while the first still travels
+        user = side.chat.locator(".dsh-chat-user .dsh-chat-text")
+        expect(user.first).to_have_text("first quick prompt", timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
+        if user.count() < 2:
+            expect(side.input).to_have_text("second quick prompt")
+            page.keyboard.press("Control+Enter")
+        expect(user).to_have_count(2, timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
+        assert user.all_inner_texts() == ["first quick prompt", "second quick prompt"]
+        expect(side.input).to_have_text("")
+        side.screenshot(request, "quick-two-prompts")
+        assert watch.dialogs == []
+        assert watch.errors == []

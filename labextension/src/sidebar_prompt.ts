@@ -114,7 +114,9 @@ export class SidebarPrompt {
     this._editor.focus();
   }
 
-  /** Send the box's text; it is emptied once the kernel took it, and kept (with the error) when not. */
+  /** Send the box's text. The box empties at once, so what is typed while the prompt travels is the next
+   * prompt, never glued to this one; a prompt the kernel did not take comes back, before whatever was
+   * typed since, with the error under the box. */
   async send(): Promise<void> {
     const text = this.value;
     if (this._sending || !this._enabled) {
@@ -126,14 +128,14 @@ export class SidebarPrompt {
     }
     this._sending = true;
     this._closePopup();
+    this.value = '';
     this._sync();
     try {
       const note = await this._host.send(text, this._model.value || null);
-      if (this.value === text) {
-        this.value = '';
-      }
       this.setStatus(note);
     } catch (error) {
+      const typed = this.value;
+      this.value = typed ? `${text}\n${typed}` : text;
       this.setStatus(`Not sent: ${error instanceof Error ? error.message : String(error)}`, 'error');
     } finally {
       this._sending = false;
