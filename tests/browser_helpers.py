@@ -31,7 +31,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -387,6 +387,30 @@ def running_server(app: str, root: Path, state: Path) -> Iterator[JupyterServer]
         server.stop()
 
 
+#: The two apps a parametrized server fixture runs each test in: ``params=APPS``.
+APPS = ("lab", "notebook")
+
+
+def serve(app: str, tmp_path_factory: pytest.TempPathFactory, name: str,
+          prepare: Callable[[Path, Path], object] | None = None) -> Iterator[JupyterServer]:
+    """The browser modules' one way to serve (``yield from serve(...)`` in a module-scoped fixture).
+
+    Skips (fails under ``CI=true``) without chromium or, for ``app="notebook"``, Notebook 7, before any
+    set-up; makes the root ``<name>-<app>`` and its state folder; ``prepare(root, state)`` writes what the
+    module needs (notebooks, sessions, app settings under ``state/settings``); then runs the server until
+    the fixture ends.
+    """
+    require_chromium()
+    if app == "notebook":
+        require_notebook7()
+    root = tmp_path_factory.mktemp(f"{name}-{app}")
+    state = tmp_path_factory.mktemp(f"{name}-{app}-state")
+    if prepare is not None:
+        prepare(root, state)
+    with running_server(app, root, state) as server:
+        yield server
+
+
 # --------------------------------------------------------------------------- the browser
 
 
@@ -585,6 +609,10 @@ class NotebookPage:
     def shown_text(self, index: int) -> str:
         """The cell's text as the editor draws it (a mention chip reads as its ``@label``)."""
         return str(self.cell(index).locator(".cm-content").inner_text())
+
+    def prompt_numbers(self) -> list[str]:
+        """Every cell's prompt as shown (``[3]:``, ``[*]:``, ``[ ]:``), in order: what ran and what did not."""
+        return [str(text) for text in self.page.locator(f"{self.scope} .jp-InputArea-prompt").all_inner_texts()]
 
     def focus_end(self, index: int) -> None:
         """Put the caret at the end of cell ``index`` (edit mode)."""

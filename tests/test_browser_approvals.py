@@ -19,12 +19,11 @@ from typing import Any
 
 import pytest
 from browser_helpers import (
+    APPS,
     JupyterServer,
     NotebookPage,
     finished_cell,
-    require_chromium,
-    require_notebook7,
-    running_server,
+    serve,
     start_cell,
     watched_page,
     write_notebook,
@@ -59,20 +58,18 @@ BACKGROUND_CELLS = (
 )
 
 
-@pytest.fixture(scope="module", params=["lab", "notebook"])
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    if request.param == "notebook":
-        require_notebook7()
-    root = tmp_path_factory.mktemp(f"approvals-{request.param}")
+def write_notebooks(root: Path, _state: Path) -> None:
     hooks = root / "claude-settings.json"
     group = {"matcher": "bash", "hooks": [{"type": "command",
                                            "command": f"{sys.executable} {SCRIPTS / 'guard_commands.py'}"}]}
     hooks.write_text(json.dumps({"hooks": {"PreToolUse": [group]}}))
     write_notebook(root / FOREGROUND, *foreground_cells(hooks))
     write_notebook(root / BACKGROUND, *BACKGROUND_CELLS)
-    with running_server(request.param, root, tmp_path_factory.mktemp("approvals-state")) as running:
-        yield running
+
+
+@pytest.fixture(scope="module", params=APPS)
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    yield from serve(request.param, tmp_path_factory, "approvals", write_notebooks)
 
 
 def question(output: Any) -> Any:

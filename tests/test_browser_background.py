@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,8 +23,7 @@ from browser_helpers import (
     JupyterServer,
     NotebookPage,
     finished_cell,
-    require_chromium,
-    running_server,
+    serve,
     start_cell,
     watched_page,
     write_notebook,
@@ -53,12 +53,11 @@ IDLE_WAIT_MS = 4_000
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    root = tmp_path_factory.mktemp("background-root")
-    write_notebook(root / STEER_NOTEBOOK, *STEER_CELLS)
-    write_notebook(root / IDLE_NOTEBOOK, *IDLE_CELLS)
-    with running_server("lab", root, tmp_path_factory.mktemp("background-state")) as server:
-        yield server
+    def write_notebooks(root: Path, _state: Path) -> None:
+        write_notebook(root / STEER_NOTEBOOK, *STEER_CELLS)
+        write_notebook(root / IDLE_NOTEBOOK, *IDLE_CELLS)
+
+    yield from serve("lab", tmp_path_factory, "background", write_notebooks)
 
 
 

@@ -8,7 +8,6 @@ stopped turn's footer mark is a glyph Debian's fonts have (not an empty box). Sc
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +15,7 @@ from browser_helpers import (
     JupyterServer,
     NotebookPage,
     artifact_path,
-    require_chromium,
-    running_server,
+    serve,
     watched_page,
     write_notebook,
 )
@@ -34,11 +32,7 @@ CELLS = (
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    root: Path = tmp_path_factory.mktemp("edges-root")
-    write_notebook(root / NOTEBOOK, *CELLS)
-    with running_server("lab", root, tmp_path_factory.mktemp("edges-state")) as server:
-        yield server
+    yield from serve("lab", tmp_path_factory, "footer", lambda root, _state: write_notebook(root / NOTEBOOK, *CELLS))
 
 
 def _both_themes(nb: NotebookPage, request: pytest.FixtureRequest, element: Any, step: str) -> None:

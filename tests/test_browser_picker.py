@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
-    require_chromium,
-    running_server,
+    serve,
     watched_page,
     write_notebook,
     write_session,
@@ -36,16 +36,15 @@ print("value:", repr(panel.prompt.value))"""
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    root = tmp_path_factory.mktemp("picker-root")
-    folder = root / "work"
-    here = os.path.realpath(folder)
-    for session_id, title, created_at in SESSIONS:
-        cwd = "/elsewhere" if session_id == "other-3" else here
-        write_session(folder, session_id, title, cwd=cwd, created_at=created_at)
-    write_notebook(root / NOTEBOOK, "%load_ext dsh_jupyter", "panel = %dsh pick\npanel", CHECK)
-    with running_server("lab", root, tmp_path_factory.mktemp("picker-state")) as server:
-        yield server
+    def prepare(root: Path, _state: Path) -> None:
+        folder = root / "work"
+        here = os.path.realpath(folder)
+        for session_id, title, created_at in SESSIONS:
+            cwd = "/elsewhere" if session_id == "other-3" else here
+            write_session(folder, session_id, title, cwd=cwd, created_at=created_at)
+        write_notebook(root / NOTEBOOK, "%load_ext dsh_jupyter", "panel = %dsh pick\npanel", CHECK)
+
+    yield from serve("lab", tmp_path_factory, "picker", prepare)
 
 
 

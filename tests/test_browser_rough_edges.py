@@ -19,17 +19,17 @@ import os
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_helpers import (
+    APPS,
     KERNEL_TIMEOUT_MS,
     JupyterServer,
     NotebookPage,
     read_saved_notebook,
-    require_chromium,
-    require_notebook7,
-    running_server,
+    serve,
     watched_page,
     write_notebook,
     write_session,
@@ -75,20 +75,17 @@ MENTION = format_session_reference_mention(LONG_ID, "Quarterly revenue")
 CHIP_CELLS = (f"%%dsh\nCompare {MENTION} with last year", "print('a plain cell: @[x](dsh-session:Ingi) stays text')")
 
 
-@pytest.fixture(scope="module", params=["lab", "notebook"])
+@pytest.fixture(scope="module", params=APPS)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    if request.param == "notebook":
-        require_notebook7()
-    root = tmp_path_factory.mktemp(f"rough-{request.param}")
-    folder = root / FOLDER
-    write_session(folder, "missing-1", OTHER_TITLE, cwd=os.path.realpath(folder), created_at=1_787_000_000_000)
-    write_notebook(root / PROMPTS_NOTEBOOK, *PROMPT_CELLS)
-    write_notebook(root / POPUP_NOTEBOOK, *POPUP_CELLS)
-    write_notebook(root / CHIPS_NOTEBOOK, *CHIP_CELLS)
-    write_notebook(root / FRESH_NOTEBOOK, *FRESH_CELLS)
-    with running_server(request.param, root, tmp_path_factory.mktemp(f"rough-{request.param}-state")) as running:
-        yield running
+    def prepare(root: Path, _state: Path) -> None:
+        folder = root / FOLDER
+        write_session(folder, "missing-1", OTHER_TITLE, cwd=os.path.realpath(folder), created_at=1_787_000_000_000)
+        write_notebook(root / PROMPTS_NOTEBOOK, *PROMPT_CELLS)
+        write_notebook(root / POPUP_NOTEBOOK, *POPUP_CELLS)
+        write_notebook(root / CHIPS_NOTEBOOK, *CHIP_CELLS)
+        write_notebook(root / FRESH_NOTEBOOK, *FRESH_CELLS)
+
+    yield from serve(request.param, tmp_path_factory, "rough", prepare)
 
 
 def _send_twice_quickly(page: Any, panel: Any, first: str, second: str) -> None:

@@ -18,16 +18,16 @@ import json
 import re
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_helpers import (
+    APPS,
     KERNEL_TIMEOUT_MS,
     JupyterServer,
     NotebookPage,
-    require_chromium,
-    require_notebook7,
-    running_server,
+    serve,
     watched_page,
     write_notebook,
     write_notebook_cells,
@@ -43,17 +43,14 @@ SECOND_PROMPTS = ["Hello from a cell", "Hello from the second notebook"]
 PROPOSE = '/tool notebook_edit {"action": "insert", "cell_id": "cell-x", "source": "y = x + 1"}'
 
 
-@pytest.fixture(scope="module", params=["lab", "notebook"])
+@pytest.fixture(scope="module", params=APPS)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    if request.param == "notebook":
-        require_notebook7()
-    root = tmp_path_factory.mktemp(f"sidebar-{request.param}")
-    write_notebook_cells(root / FIRST, [(None, "%load_ext dsh_jupyter"), ("cell-x", "x = 41")])
-    write_notebook(root / SECOND, "%load_ext dsh_jupyter", "%%dsh\nHello from a cell")
-    write_notebook(root / PLAIN, "1 + 1")
-    with running_server(request.param, root, tmp_path_factory.mktemp(f"sidebar-{request.param}-state")) as running:
-        yield running
+    def write_notebooks(root: Path, _state: Path) -> None:
+        write_notebook_cells(root / FIRST, [(None, "%load_ext dsh_jupyter"), ("cell-x", "x = 41")])
+        write_notebook(root / SECOND, "%load_ext dsh_jupyter", "%%dsh\nHello from a cell")
+        write_notebook(root / PLAIN, "1 + 1")
+
+    yield from serve(request.param, tmp_path_factory, "sidebar", write_notebooks)
 
 
 class Sidebar:
@@ -124,10 +121,6 @@ class Sidebar:
         self.nb.screenshot(request, step)
 
 
-def _prompt_numbers(nb: NotebookPage) -> list[str]:
-    return [str(text) for text in nb.page.locator(f"{nb.scope} .jp-InputArea-prompt").all_inner_texts()]
-
-
 def _set_theme(server: JupyterServer, theme: str) -> None:
     """Choose the app's theme through the settings API (both apps read it on load)."""
     body = json.dumps({"raw": json.dumps({"theme": theme})}).encode()
@@ -165,7 +158,7 @@ def test_the_sidebar_chats_with_the_notebooks_agent(
         nb = NotebookPage(page, server, FIRST).open()
         nb.run(0)
         nb.run(1)
-        numbers = _prompt_numbers(nb)
+        numbers = nb.prompt_numbers()
         side = Sidebar(nb).open()
         side.ready()
         expect(side.chat.locator(".dsh-sidebar-heading")).to_have_text("first.ipynb")
@@ -232,7 +225,7 @@ def test_the_sidebar_chats_with_the_notebooks_agent(
         stop.click()
         side.idle()
         expect(side.chat.locator(".dsh-chat-item").last).to_contain_text("Turn interrupted")
-        assert _prompt_numbers(nb)[:2] == numbers[:2]  # no cell ran for any of it
+        assert nb.prompt_numbers()[:2] == numbers[:2]  # no cell ran for any of it
         assert not watch.errors and not watch.dialogs, (watch.errors, watch.dialogs)
 
 
