@@ -36,6 +36,9 @@ _fixture_counts: Counter[str] = Counter()
 _modules: defaultdict[str, float] = defaultdict(float)
 _started: Counter[str] = Counter()
 _server_logs: list[Path] = []
+#: Per work unit (its ``xdist_group``, else its module): seconds of its tests, and when it started and ended.
+_units: dict[str, list[float]] = {}
+_began = time.time()
 
 
 def kind_of(args: Any) -> str | None:
@@ -75,6 +78,17 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any]) -> Generator[None, 
         _fixture_counts[fixturedef.argname] += 1
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    start = time.time()
+    yield
+    if _FOLDER:
+        groups = [mark.args[0] for mark in item.iter_markers("xdist_group") if mark.args]
+        unit = _units.setdefault(str(groups[0]) if groups else item.nodeid.split("::")[0], [0.0, start, start])
+        unit[0] += time.time() - start
+        unit[2] = time.time()
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if _FOLDER:
         _modules[report.nodeid.split("::")[0]] += report.duration
@@ -104,6 +118,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         "started": started,
         "fixtures": {name: [round(seconds, 2), _fixture_counts[name]] for name, seconds in _fixtures.items()},
         "modules": {name: round(seconds, 2) for name, seconds in _modules.items()},
+        "units": {name: [round(value, 2) for value in (seconds, start - _began, end - _began)]
+                  for name, (seconds, start, end) in _units.items()},
+        "wall": round(time.time() - _began, 1),
     }, indent=1), encoding="utf-8")
 
 
@@ -120,7 +137,8 @@ def summary(folder: Path, top: int = 30) -> str:
             fixtures[name][0] += seconds
             fixtures[name][1] += count
         modules.update(data["modules"])
-        per_worker.append(f"{path.stem}: {sum(data['modules'].values()):.0f} s of tests")
+        per_worker.append(f"{path.stem}: {sum(data['modules'].values()):.0f} s of tests, "
+                          f"last test ended at {max((u[2] for u in data.get('units', {}).values()), default=0):.0f} s")
     lines = ["started: " + ", ".join(f"{kind} {count}" for kind, count in sorted(started.items())), *per_worker,
              "", "fixture set-up (s, count):"]
     lines += [f"  {seconds:8.1f} {int(count):5d}  {name}"
