@@ -661,6 +661,38 @@ def browser(module_chromium: list[ChromiumProcess], tmp_path_factory: pytest.Tem
         yield connected
 
 
+# --------------------------------------------------------------------------- cells that wait on the test
+#: The longest a :func:`held_cell` runs when no test releases it (a test that failed before releasing it).
+HOLD_SECONDS = 120
+
+
+def held_cell(name: str) -> str:
+    """The source of a cell that runs until the test calls :func:`release` with ``name`` (a file the cell waits for in
+    the kernel's working folder, the notebook's), at most :data:`HOLD_SECONDS`: a cell that must still be running
+    while the test looks at something else, for as long as the test needs and not a fixed time longer."""
+    return (f"import pathlib, time\n_held = time.monotonic() + {HOLD_SECONDS}\n"
+            f"while not pathlib.Path({name!r}).exists() and time.monotonic() < _held:\n    time.sleep(0.05)")
+
+
+def release(folder: Path, name: str) -> None:
+    """Let the :func:`held_cell` ``name`` of the notebook in ``folder`` end."""
+    (folder / name).touch()
+
+
+def session_logged(folder: Path, event: str, timeout: float = KERNEL_TIMEOUT_MS / 1000) -> None:
+    """Wait until a session log in ``folder``'s JSONL store (``<folder>/.dsh/sessions``) records ``event`` (such as
+    ``turn/end``): for a test that needs something to have happened in the kernel that the page does not show."""
+    needle = json.dumps(event)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for log in (folder / ".dsh" / "sessions").glob("**/*.jsonl"):
+            with contextlib.suppress(OSError):
+                if needle in log.read_text(encoding="utf-8", errors="replace"):
+                    return
+        time.sleep(0.1)
+    raise AssertionError(f"no session log in {folder / '.dsh' / 'sessions'} recorded {event} within {timeout:.0f} s")
+
+
 # --------------------------------------------------------------------------- cells that wait on the user
 def start_cell(nb: NotebookPage, index: int, *, running: bool = False) -> Any:
     """Run cell ``index`` with Shift+Enter and return its output area once it is queued, running or done (not

@@ -23,6 +23,8 @@ from browser_helpers import (
     JupyterServer,
     NotebookPage,
     finished_cell,
+    held_cell,
+    release,
     serve,
     start_cell,
     watched_page,
@@ -54,7 +56,7 @@ def foreground_cells(hooks: Path) -> tuple[str, ...]:
 BACKGROUND_CELLS = (
     "%load_ext dsh_jupyter",
     "%%dsh --bg\n/bash touch bg.txt; echo bg-done",
-    "import time; time.sleep(12)",
+    held_cell("bg-checked"),  # runs until the test has seen the background turn's answer
 )
 
 
@@ -173,6 +175,7 @@ def test_a_background_turn_asks_in_its_own_cell_while_another_runs(
             "the other cell ended before the background turn got its answer"
         assert (work / "bg.txt").exists()
         nb.screenshot(request, "2-background-allowed")
+        release(work, "bg-checked")
         finished_cell(nb, 2)
         assert watch.dialogs == []
         assert watch.errors == []
