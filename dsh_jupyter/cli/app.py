@@ -43,9 +43,21 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         target = parser if args.group is None else subparser(parser, args.group)
         target.print_help(sys.stderr)
         return EXIT_USAGE
+    if args.group == "mcp":
+        return _run_mcp(args)
     if args.group == "postgres" or args.command == "copy":  # no catalog: the database answers
         return _run_database(args, out)
     return _run_catalog(args, out)
+
+
+def _run_mcp(args: argparse.Namespace) -> int:
+    from .mcp import run_mcp
+
+    try:
+        return run_mcp(args)
+    except CliError as exc:
+        say(str(exc))
+        return exc.code
 
 
 def _run_database(args: argparse.Namespace, out: TextIO) -> int:

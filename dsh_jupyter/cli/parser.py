@@ -1,4 +1,5 @@
-"""The argparse tree of ``dsh-jupyter``: the ``sessions`` group (``copy`` included) and the ``postgres`` group."""
+"""The argparse tree of ``dsh-jupyter``: the ``sessions`` group (``copy`` included), the ``postgres`` group and
+``mcp`` (:mod:`.mcp`)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_session_commands(commands)
     _add_copy_command(commands)
     _add_postgres_commands(groups)
+    _add_mcp_command(groups)
     return parser
 
 
@@ -183,3 +185,21 @@ def _add_postgres_commands(groups: Any) -> None:
         _session_id(p)
         p.add_argument("--with", dest="role", metavar="ROLE", required=True, help="the database role (or group)")
         _dsn(p)
+
+
+def _add_mcp_command(groups: Any) -> None:
+    """``mcp [--root DIR] [--max-reference-bytes N] [--no-foreign]`` (``groups``: the top-level subparsers)."""
+    p = groups.add_parser(
+        "mcp", help="serve a folder's sessions to Claude Code, Codex and other MCP clients (stdio)",
+        description="Serve the sessions of one folder over the Model Context Protocol on stdin/stdout: tools to "
+                    "search them, read one as the bounded, untrusted snapshot an @-mention freezes, and locate its "
+                    "log. Nothing outside the folder is read. Add it to Claude Code with "
+                    "'claude mcp add dsh-jupyter -- dsh-jupyter mcp --root DIR'.")
+    p.add_argument("--root", metavar="DIR", default=None,
+                   help="the folder whose sessions are served (default: the current directory)")
+    p.add_argument("--max-reference-bytes", type=positive, default=None, metavar="N",
+                   help="the budget of one snapshot in bytes (default: 65536, a mention's automatic budget when "
+                        "the model's context window is unknown)")
+    p.add_argument("--no-foreign", action="store_true",
+                   help="leave out Claude Code and Codex transcripts recorded in the folder")
+    p.set_defaults(command="serve")

@@ -9,6 +9,7 @@ from .commands import install_help_requests
 from .frontend_comm import install_current_session_comm, install_variables_comm
 from .sidebar_comm import install_sidebar_comm
 from .workspace.live_document import install_live_document, live_connections
+from .workspace.outside import install_outside_tools
 
 _STATE: dict[int, Any] = {}
 
@@ -32,6 +33,7 @@ def load(ip: Any) -> None:
     disposers.append(install_variables_comm(ip, lambda: magics.host))
     disposers.append(install_sidebar_comm(ip, lambda: magics.host))
     disposers.append(install_live_document(ip, live_connections(ip, magics.host)))
+    disposers.append(install_outside_tools(ip, lambda: magics.host))
     from .warmup import start_after_cell
 
     disposers.append(start_after_cell(ip, lambda: bool(magics.warm_up), then=magics.start_indexing))

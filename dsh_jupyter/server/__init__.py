@@ -36,6 +36,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
 
     from .config import DshServer
     from .handlers import ROUTES
+    from .mcp import add_endpoint as add_mcp_endpoint
     settings = DshServer(parent=serverapp)
     boundary = settings.boundary(serverapp.root_dir)
     postgres = settings.make_postgres()
@@ -45,8 +46,9 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     web_app.settings[SETTINGS_KEY] = state
     base_url = web_app.settings["base_url"]
     web_app.add_handlers(".*$", [(url_path_join(base_url, route), handler) for route, handler in ROUTES])
-    serverapp.log.info("dsh-jupyter: REST endpoints at %sdsh/api/ (candidates, sessions, locate), serving the "
-                       "session stores under the server root%s", base_url,
+    add_mcp_endpoint(web_app, serverapp.root_dir, base_url)
+    serverapp.log.info("dsh-jupyter: REST endpoints at %sdsh/api/ (candidates, sessions, locate) and MCP at dsh/mcp, "
+                       "serving the session stores under the server root%s", base_url,
                        f" and {len(boundary.extra)} extra root(s)" if boundary.extra else "")
     if postgres is not None:
         serverapp.log.info("dsh-jupyter: also serving the PostgreSQL session store %s (what its role may read)",

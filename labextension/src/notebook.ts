@@ -9,7 +9,8 @@
  * - `ping`: say it is there; `read`: the cells of the shared model (unsaved edits included);
  * - `apply`: insert / replace / delete one cell by id (a missing id is refused with `not-found`);
  * - `outputs`: put a run's outputs and execution count into a cell;
- * - `propose`: show an edit where it would land, with Accept / Reject, and answer with the choice.
+ * - `propose`: show an edit where it would land (or, for a `run`, the cell to run), with Accept / Reject, and
+ *   answer with the choice.
  *   A proposal is never part of the notebook model: a save meanwhile does not store it.
  *
  * Messages that make no sense are logged to the console and ignored.
@@ -233,6 +234,9 @@ export class LiveNotebook {
   }
 
   private _apply(edit: IEdit): Json {
+    if (edit.action === 'run') {
+      throw new RequestError('bad-request', 'a run is proposed, never applied as an edit');
+    }
     const shared = this.panel.content.model?.sharedModel;
     if (!shared) {
       throw new RequestError('no-notebook', 'the notebook is not loaded');
@@ -474,7 +478,7 @@ function proposalCard(
     card.appendChild(alert);
     card.dataset.hidden = 'true';
   }
-  if (edit.action === 'insert') {
+  if (edit.action === 'insert' || edit.action === 'run') {
     const source = element('pre', 'dsh-proposal-source');
     source.dir = 'ltr';
     source.append(...codeNodes(edit.source));

@@ -6,9 +6,12 @@
 import { escapeText, hiddenWarning } from './escape.js';
 
 export type CellType = 'code' | 'markdown' | 'raw';
-export type EditAction = 'insert' | 'replace' | 'delete';
+export type EditAction = 'insert' | 'replace' | 'delete' | 'run';
 
-/** One edit the agent asks for, addressed by cell id (`null`: insert at the end). */
+/**
+ * One edit the agent asks for, addressed by cell id (`null`: insert at the end). `run` is no edit: a
+ * proposal to run the cell as it stands (`source`: what it holds when asked), answered like an edit's.
+ */
 export interface IEdit {
   action: EditAction;
   cellId: string | null;
@@ -48,7 +51,7 @@ export function parseEdit(raw: unknown): IEdit | null {
     return null;
   }
   const action = raw.action;
-  if (action !== 'insert' && action !== 'replace' && action !== 'delete') {
+  if (action !== 'insert' && action !== 'replace' && action !== 'delete' && action !== 'run') {
     return null;
   }
   const cellId = raw.cell_id;
@@ -97,7 +100,8 @@ export function parseKernelMessage(data: unknown): KernelMessage | null {
         return null;
       }
       if (data.op === 'apply') {
-        return { type: 'request', request: { id, op: 'apply', edit } };
+        // a run is only ever proposed; applying one would overwrite the cell with its own source
+        return edit.action === 'run' ? null : { type: 'request', request: { id, op: 'apply', edit } };
       }
       const reason = typeof data.reason === 'string' ? data.reason : null;
       return { type: 'request', request: { id, op: 'propose', edit, reason } };
@@ -192,6 +196,8 @@ export function proposalTitle(edit: IEdit): string {
       return 'The agent proposes a change to this cell';
     case 'delete':
       return 'The agent proposes to delete this cell';
+    case 'run':
+      return 'The agent asks to run this cell';
   }
 }
 
@@ -212,5 +218,8 @@ export function codeText(text: string): string {
  * "This edit contains 2 hidden characters (…), shown as ⟨U+…⟩ marks: the cell would not be what it looks like."
  */
 export function proposalWarning(edit: IEdit): string | null {
-  return edit.action === 'delete' ? null : hiddenWarning(edit.source, 'edit');
+  if (edit.action === 'delete') {
+    return null;
+  }
+  return edit.action === 'run' ? hiddenWarning(edit.source, 'code') : hiddenWarning(edit.source, 'edit');
 }

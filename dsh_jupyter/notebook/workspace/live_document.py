@@ -35,7 +35,8 @@ wrong shapes) is ignored with a log line.
 Proposals (:class:`ProposalApprover`): in ``ask`` mode a ``notebook_edit`` call is shown in the notebook
 where it would land (a proposed cell, a line diff, a cell marked for removal) with Accept / Reject; it is
 not part of the notebook model until accepted, so a save in between never stores it. Every other question
-goes to the host's usual approver.
+goes to the host's usual approver. An outside agent's run (:mod:`.outside`) is asked the same way on the cell
+(:meth:`LiveDocument.propose_run`, a ``propose`` request whose edit's action is ``run``; never ``apply``).
 
 Deferred imports: the approval decisions and the subshell router (both load the agent) are imported
 with the first proposal that needs an answer, not at ``%load_ext``.
@@ -422,10 +423,18 @@ class LiveDocument:
 
     async def propose(self, request: ApprovalRequest, edit: Edit, timeout: float) -> ApprovalDecision | None:
         """Show ``edit`` in the notebook with Accept / Reject; the person's decision, or a timeout refusal."""
+        return await self._ask({"edit": edit_to_json(edit), "reason": request.reason}, edit.cell_id or "", timeout)
+
+    async def propose_run(self, request: ApprovalRequest, cell_id: str, source: str,
+                          timeout: float) -> ApprovalDecision | None:
+        """Ask in the notebook, on the cell itself, to run ``cell_id`` (holding ``source``) with Accept / Reject."""
+        edit = {"action": "run", "cell_id": cell_id, "source": source, "cell_type": "code", "position": "after"}
+        return await self._ask({"edit": edit, "reason": request.reason}, cell_id, timeout)
+
+    async def _ask(self, payload: dict[str, Any], cell_id: str, timeout: float) -> ApprovalDecision | None:
         from ...agent.approvals import NOBODY_TO_ASK, ApprovalDecision
 
         connections = self.connections
-        payload = {"edit": edit_to_json(edit), "reason": request.reason}
         reply, request_id = connections._send(self.tab, "propose", payload)
         try:
             answered = await asyncio.to_thread(reply.event.wait, timeout)
@@ -441,7 +450,7 @@ class LiveDocument:
             return None
         except BrowserError as exc:
             if exc.code == "not-found":  # the cell is gone (or went while the proposal was shown)
-                return ApprovalDecision(False, "nobody", reason=missing_cell(edit.cell_id or "", "live"))
+                return ApprovalDecision(False, "nobody", reason=missing_cell(cell_id, "live"))
             log.info("the notebook page could not show a proposal: %s", exc)
             return None
         choice = result.get("choice")

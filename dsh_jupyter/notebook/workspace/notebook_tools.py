@@ -459,17 +459,22 @@ class NotebookRunTool(Tool):
     def describe(self, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
         return describe_notebook_call(self.name, arguments, self.workspace.source_of)
 
+    def parse(self, arguments: Mapping[str, Any]) -> tuple[str, float]:
+        """The cell id and the timeout (capped) of a call; raises ``_BadArguments`` naming what is wrong."""
+        cell_id = _string(dict(arguments), "cell_id", required=True) or ""
+        if not cell_id.strip():
+            raise _BadArguments("'cell_id' is empty; give an id from notebook_read")
+        timeout = arguments.get("timeout", DEFAULT_RUN_TIMEOUT)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise _BadArguments(f"'timeout' must be a positive number of seconds, got {timeout!r}")
+        return cell_id, min(float(timeout), MAX_RUN_TIMEOUT)
+
     async def run(self, arguments: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         try:
-            cell_id = _string(arguments, "cell_id", required=True) or ""
-            if not cell_id.strip():
-                raise _BadArguments("'cell_id' is empty; give an id from notebook_read")
-            timeout = arguments.get("timeout", DEFAULT_RUN_TIMEOUT)
-            if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-                raise _BadArguments(f"'timeout' must be a positive number of seconds, got {timeout!r}")
+            cell_id, timeout = self.parse(arguments)
         except _BadArguments as exc:
             return _error(self.name, str(exc))
-        return await asyncio.to_thread(self.execute, cell_id, min(float(timeout), MAX_RUN_TIMEOUT))
+        return await asyncio.to_thread(self.execute, cell_id, timeout)
 
     def execute(self, cell_id: str, timeout: float) -> ToolOutput:
         try:
