@@ -23,13 +23,15 @@ Figures, all in the same run with the page cache warm:
 * reads alone: ``catalog.read_surface`` of the three sources with every surface event reached (what a warm
   prepare() no longer does).
 
-Goals: warm <= 2x ``cat`` on both shapes; cold <= 4x ``cat`` is reported (its line decoding is the surface
-read's part, store/scan.py).
+Goals: warm <= 2x ``cat`` and cold <= 4x ``cat`` on both shapes, cold in CPU seconds on both sides (the wall
+time of a cold run on a shared machine measures the other jobs and the disk's queue; it is printed too), with
+the cold surface reads alone (store/scan.py, no cache) beside it.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,6 +46,7 @@ sys.path.insert(0, str(HERE))
 from _session_logs import write_session_log  # noqa: E402
 from bench_references import CWD, DATA, SOURCES, big_store  # noqa: E402
 
+from benchmarks._summary import goal  # noqa: E402
 from dsh_jupyter.catalog import Catalog  # noqa: E402
 from dsh_jupyter.query import SessionQuery  # noqa: E402
 from dsh_jupyter.references import ReferenceTarget, SessionReferenceResolver  # noqa: E402
@@ -53,6 +56,20 @@ from dsh_jupyter.store import JsonlStore  # noqa: E402
 from dsh_jupyter.store.scan import STREAM_SURFACE  # noqa: E402
 
 REPEATS = 5
+NAME = "bench_foldcache"
+
+
+def cpu_timed(fn, repeats: int = REPEATS) -> list[float]:  # type: ignore[no-untyped-def]
+    """CPU seconds of each call: this process's threads and the children it waited for (``cat``)."""
+    times = []
+    for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.process_time()
+        fn()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        children = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        times.append(time.process_time() - started + children)
+    return times
 
 
 def timed(fn, repeats: int = REPEATS) -> list[float]:  # type: ignore[no-untyped-def]
@@ -118,8 +135,12 @@ def bench(shape: str, store: JsonlStore) -> bool:
                     for _ in catalog.read_surface(query, session_id, skip_data=skip).events:
                         pass
 
-            cat = timed(lambda: subprocess.run(["cat", *paths], stdout=subprocess.DEVNULL, check=True))
+            def run_cat() -> None:
+                subprocess.run(["cat", *paths], stdout=subprocess.DEVNULL, check=True)
+
+            cat = timed(run_cat)
             cold_t = timed(cold)
+            cat_cpu, cold_cpu = cpu_timed(run_cat), cpu_timed(cold)
             time.sleep(0.1)  # past the fold cache's racy window: the logs were just read, not just written
             prepare()
             before = catalog.folds.stats.unchanged
@@ -131,22 +152,32 @@ def bench(shape: str, store: JsonlStore) -> bool:
             rewrite_t = timed(prepare)
             reads()
             warm_r = timed(reads)
+            cold_r = cpu_timed(lambda: [store.read_surface(s, skip_data=skip) for s in SOURCES])
         finally:
             catalog.close()
-    cat_m, cold_m, warm_m, rewrite_m, warm_rm = (statistics.median(t) for t in (cat, cold_t, warm_t, rewrite_t, warm_r))
+    cat_m, cold_m, warm_m, rewrite_m, warm_rm, cold_rm, cat_c, cold_c = (
+        statistics.median(t) for t in (cat, cold_t, warm_t, rewrite_t, warm_r, cold_r, cat_cpu, cold_cpu))
     ok = warm_m <= WARM_GOAL * cat_m
     print(f"prepare() through the catalog, {shape}: 3 sources of {', '.join(f'{s:.0f}' for s in sizes)} MB "
           f"(medians of {REPEATS}; {len(spilled)} spilled, {sum(spilled) / 2**20:.1f} MB of full snapshots)")
     print(f"  cat of the 3 files            {cat_m:.3f} s")
-    print(f"  cold (full scans)             {cold_m:.3f} s  = {cold_m / cat_m:.1f}x cat   "
-          f"(goal toward <= {COLD_GOAL:.0f}x: {'met' if cold_m <= COLD_GOAL * cat_m else 'not yet'})")
+    print(f"  cold (full scans)             {cold_m:.3f} s  = {cold_m / cat_m:.1f}x cat (wall; the goal: CPU, below)")
     print(f"  warm, nothing reused (before) {rewrite_m:.3f} s  = {rewrite_m / cat_m:.1f}x cat")
     print(f"  warm, reused (after)          {warm_m:.3f} s  = {warm_m / cat_m:.1f}x cat   "
           f"(goal: <= {WARM_GOAL:.0f}x cat: {'met' if ok else 'NOT met'}; {files} spill files after "
           f"{REPEATS + 1} warm calls)")
     print(f"  reads alone, warm             {warm_rm:.3f} s  = {warm_rm / cat_m:.2f}x cat (every surface event "
           "reached, which a warm prepare() no longer needs)")
-    return ok
+    print(f"  cold, CPU seconds             {cold_c:.3f} s  = {cold_c / cat_c:.1f}x cat's {cat_c:.3f} s CPU; the "
+          f"surface reads alone {cold_rm:.3f} s ({cold_rm / cat_c:.1f}x)")
+    goal(NAME, f"warm prepare(), {shape}", f"{warm_m / cat_m:.1f}x cat", f"<= {WARM_GOAL:.0f}x cat",
+         f"cat {cat_m:.3f} s, nothing reused {rewrite_m / cat_m:.1f}x", ok)
+    # Cold on CPU seconds, both sides (prepare()'s threads and cat's process): the wall time of a cold run on a
+    # shared machine measures the neighbours and the disk's queue (printed above).
+    cold_ok = goal(NAME, f"cold prepare(), {shape} (CPU)", f"{cold_c / cat_c:.1f}x cat", f"<= {COLD_GOAL:.0f}x cat",
+                   f"cat {cat_c:.3f} s CPU, wall {cold_m / cat_m:.1f}x, surface reads alone {cold_rm / cat_c:.1f}x",
+                   cold_c <= COLD_GOAL * cat_c)
+    return ok and cold_ok
 
 
 def main() -> int:

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/run_all.py              # all of them
     .venv/bin/python benchmarks/run_all.py bench_store  # only those named (with or without .py, or a path)
+    .venv/bin/python benchmarks/run_all.py --write ...  # also publish the summary (benchmarks/_published.py)
 
 Each benchmark prints its figures with their goals and baselines and exits non-zero when it misses one.
 Figures reported through :func:`benchmarks._summary.goal` go into the table at the end (name, figure, goal,
@@ -23,6 +24,7 @@ HERE = Path(__file__).parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
+from benchmarks._published import publish, row, verdict  # noqa: E402
 from benchmarks._summary import RESULTS_ENV, Figure, read  # noqa: E402
 
 BENCHMARKS = [
@@ -35,19 +37,16 @@ BENCHMARKS = [
 
 
 def table(rows: list[Figure]) -> str:
-    """The summary as a Markdown table (what docs/benchmarks.md shows)."""
+    """The summary as a Markdown table (``--write`` publishes it, with each row's day, in docs/benchmarks.md)."""
     lines = ["| benchmark | figure | measured | goal | baseline | ok |", "| --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        ok = "yes" if r.ok else "**MISSED**"
-        if r.why:
-            ok += f" ({r.why})"
-        cells = [r.benchmark, r.name, r.figure, r.goal, r.baseline, ok]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines += [row([r.benchmark, r.name, r.figure, r.goal, r.baseline, verdict(r)]) for r in rows]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    wanted = [n if n.endswith(".py") else n + ".py" for n in (sys.argv[1:] if argv is None else argv)]
+    args = sys.argv[1:] if argv is None else argv
+    write = "--write" in args
+    wanted = [n if n.endswith(".py") else n + ".py" for n in args if n != "--write"]
     # a name is a module in benchmarks/, or a path to one elsewhere
     unlisted = sorted(p.name for p in HERE.glob("bench_*.py") if p.name not in BENCHMARKS)
     names = wanted or BENCHMARKS + unlisted
@@ -77,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
             summary.extend(figures)
     print("\n######## summary\n")
     print(table(summary))
+    if write:
+        publish(summary, time.strftime("%Y-%m-%d", time.gmtime()))
+        print("\nwritten: benchmarks/latest.json, the tables in docs/benchmarks.md and README.md")
     if failed:
         print("\nfailed:", ", ".join(failed))
     return 1 if failed else 0

@@ -54,3 +54,47 @@ def test_a_benchmark_that_misses_a_goal_fails_the_run(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "| bench_fake | speed | 3 s | <= 1 s | cat 1 s | **MISSED** |" in done.stdout
     assert "failed: " in done.stdout
+
+
+# -- the published summary (run_all.py --write) ---------------------------------------------------------------
+def test_a_run_replaces_the_rows_of_the_benchmarks_it_ran_and_keeps_the_others() -> None:
+    from benchmarks._published import figures_of, merge
+
+    old = merge({}, [Figure("bench_a", "speed", "1 s", "<= 2 s", "-", True),
+                     Figure("bench_b", "size", "9 MB", "<= 5 MB", "-", False)], "2026-11-30")
+    new = merge(old, [Figure("bench_b", "size", "4 MB", "<= 5 MB", "-", True)], "2026-12-02")
+    assert [(d, f.benchmark, f.figure) for d, f in figures_of(new)] == [
+        ("2026-11-30", "bench_a", "1 s"), ("2026-12-02", "bench_b", "4 MB")]
+
+
+def test_the_short_table_counts_goals_and_names_the_missed_ones() -> None:
+    from benchmarks._published import full_table, merge, short_table
+
+    saved = merge({}, [Figure("bench_a", "speed", "1 s", "<= 2 s", "-", True),
+                       Figure("bench_a", "argued", "3x", "<= 2x", "-", True, why="the floor is 2.1x"),
+                       Figure("bench_a", "memory", "9 MB", "<= 5 MB", "-", False)], "2026-12-02")
+    assert "| bench_a | 2 of 3 | memory | 2026-12-02 |" in short_table(saved)
+    assert "| bench_a | argued | 3x | <= 2x | - | yes (the floor is 2.1x) | 2026-12-02 |" in full_table(saved)
+
+
+def test_writing_needs_both_markers_and_keeps_what_is_around_them(tmp_path: Path) -> None:
+    from benchmarks._published import END, START, write_between
+
+    page = tmp_path / "page.md"
+    page.write_text(f"before\n{START}\nold\n{END}\nafter\n", encoding="utf-8")
+    write_between(page, "| new |")
+    assert page.read_text(encoding="utf-8") == f"before\n{START}\n| new |\n{END}\nafter\n"
+    page.write_text("no markers\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="markers"):
+        write_between(page, "| new |")
+    assert page.read_text(encoding="utf-8") == "no markers\n"
+
+
+def test_the_published_tables_are_the_ones_generated_from_latest_json() -> None:
+    from benchmarks._published import DOCS, END, README, START, full_table, load, short_table
+
+    saved = load()
+    assert saved, "benchmarks/latest.json is missing or empty"
+    for path, table in ((README, short_table(saved)), (DOCS, full_table(saved))):
+        text = path.read_text(encoding="utf-8")
+        assert f"{START}\n{table}\n{END}" in text, f"{path.name}: run `python benchmarks/run_all.py --write` again"

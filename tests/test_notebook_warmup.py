@@ -68,6 +68,9 @@ out['at_load'] = ip.user_ns['at_load']
 out['started'] = bool(threads()) or all(m in sys.modules for m in warmup.FIRST_TURN_MODULES)
 warmup.wait()
 out['missing'] = [m for m in warmup.FIRST_TURN_MODULES if m not in sys.modules]
+out['loop'] = [t.name for t in threading.enumerate() if t.name == 'dsh-agent']
+from dsh_jupyter import secrets
+out['masker'] = secrets.default_masker()._seen is not None
 before = set(sys.modules)
 with capture_output():
     ip.run_cell("%%dsh\\nhello there")
@@ -80,6 +83,8 @@ out['new'] = sorted(m for m in set(sys.modules) - before
     assert result["at_load"] == [], "the loading cell itself imported heavy modules"
     assert result["started"] is True
     assert result["missing"] == []
+    assert result["loop"] == ["dsh-agent"], "the agent thread's loop is left for the first prompt to start"
+    assert result["masker"] is True, "the secret masker's values are left for the first logged event to build"
     assert result["answer"] is True
     assert result["new"] == [], "the first turn imported modules the warm-up should have (add them to " \
                                 "FIRST_TURN_MODULES)"
@@ -91,7 +96,7 @@ ip.run_cell("%load_ext dsh_jupyter\\n%config DshMagics.warm_up = False")
 ip.run_cell("x = 1")
 time.sleep(0.5)
 out['warmed'] = [m for m in ('dsh_jupyter.agent', 'dsh_jupyter.ui.render', 'mistune', 'nh3') if m in sys.modules]
-out['threads'] = threads()
+out['threads'] = threads() + [t.name for t in threading.enumerate() if t.name == 'dsh-agent']
 """)
     assert result == {"warmed": [], "threads": []}
 

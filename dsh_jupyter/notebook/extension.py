@@ -36,7 +36,8 @@ def load(ip: Any) -> None:
     disposers.append(install_outside_tools(ip, lambda: magics.host))
     from .warmup import start_after_cell
 
-    disposers.append(start_after_cell(ip, lambda: bool(magics.warm_up), then=magics.start_indexing))
+    disposers.append(start_after_cell(ip, lambda: bool(magics.warm_up), then=magics.start_indexing,
+                                     start_loop=lambda: magics.host.thread.loop))
     if "dsh" not in ip.user_ns:
         from .host import SessionHandle
 

@@ -4,9 +4,11 @@
 Markdown renderer are imported on first use. Without more, that first use is the user's first prompt, which
 then pays for all of it. Once the cell that loaded the extension has finished (IPython's ``post_run_cell``),
 a daemon thread imports those modules and builds the renderer's parser and sanitisers, while the user is
-typing. Then it starts the catalog's background indexing, which the next cell would start anyway (so the
-first prompt does not wait for the indexer to let go of the catalog). It does nothing else: no session is
-created, no network reached.
+typing. It also builds the secret masker's list of values (it reads the environment's names once), and starts
+the agent thread's event loop, which the first prompt would otherwise start while the user waits. Then it
+starts the catalog's background indexing, which the next cell would start anyway (so the first prompt does not
+wait for the indexer to let go of the catalog). It does nothing else: no session is created, no file written,
+no network reached.
 
 A prompt that arrives while the warm-up still runs waits for it (:func:`wait`) instead of doing the same
 work beside it, so nothing is paid twice; Python's import locks make the two safe either way. A failure in
@@ -48,14 +50,17 @@ FIRST_TURN_MODULES = (
 )
 
 
-def _warm(ip: Any, then: Callable[[], None]) -> None:
+def _warm(ip: Any, then: Callable[[], None], start_loop: Callable[[], object]) -> None:
     for name in FIRST_TURN_MODULES:
         importlib.import_module(name)
+    from ..secrets import default_masker
     from ..ui.markdown import markdown_html, safe_html
 
     markdown_html("**warm** `up`")  # builds the parser and the sanitiser once (both are cached)
     safe_html("<b>warm</b>")
     _ = ip.display_formatter.formatters  # IPython builds its formatters on the first display: the turn's first
+    default_masker().values()  # every logged event is masked: the first one would build the list
+    start_loop()
     then()
 
 
@@ -102,16 +107,16 @@ def wait() -> None:
     _WARM_UP.wait()
 
 
-def start_after_cell(ip: Any, enabled: Callable[[], bool], *, then: Callable[[], None] = lambda: None
-                     ) -> Callable[[], None]:
+def start_after_cell(ip: Any, enabled: Callable[[], bool], *, then: Callable[[], None] = lambda: None,
+                     start_loop: Callable[[], object] = lambda: None) -> Callable[[], None]:
     """Start the warm-up when the current cell (the one loading the extension) has run, if ``enabled()`` then
-    says so; ``then`` runs in the thread after the imports. Returns the disposer that unregisters the hook if it
-    has not fired yet."""
+    says so; ``start_loop`` (starting the agent thread's loop) and then ``then`` run in the thread after the
+    imports. Returns the disposer that unregisters the hook if it has not fired yet."""
 
     def after_cell(*_: Any) -> None:
         dispose()
         if enabled():
-            _WARM_UP.start(lambda: _warm(ip, then))
+            _WARM_UP.start(lambda: _warm(ip, then, start_loop))
 
     def dispose() -> None:
         with contextlib.suppress(ValueError):  # it fired already
