@@ -65,7 +65,8 @@ def work_unit(item: pytest.Item) -> str:
         if fixturedefs and fixturedefs[-1].scope in SHARED_SCOPES:
             value = callspec.params[name]
             shown = value if isinstance(value, (str, int)) else callspec.indices[name]
-            unit += f"[{name}={shown}]"
+            # No brackets: xdist reads a node id ending in "]" as a parameter, not a group, and ignores the group.
+            unit += f"::{name}={shown}".replace("[", "(").replace("]", ")")
     return unit
 
 

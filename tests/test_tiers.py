@@ -78,7 +78,13 @@ def test_work_units_split_a_browser_module_by_app_and_go_out_heaviest_first(tmp_
     units = {nodeid: unit for nodeid, _tier, unit in rows}
     sidebar = {unit for nodeid, unit in units.items() if nodeid.startswith("tests/test_browser_sidebar.py")}
     # One unit per app (each starts its server once), not one for the whole module.
-    assert sidebar == {"tests/test_browser_sidebar.py[server=lab]", "tests/test_browser_sidebar.py[server=notebook]"}
+    assert sidebar == {"tests/test_browser_sidebar.py::server=lab", "tests/test_browser_sidebar.py::server=notebook"}
+    # xdist's loadgroup reads each group back from the node id it suffixes (``<id>@<group>``), as one unit.
+    from xdist.scheduler.loadgroup import LoadGroupScheduling
+
+    split = LoadGroupScheduling._split_scope
+    assert {split(None, f"{nodeid}@{unit}") for nodeid, unit in units.items()  # type: ignore[arg-type]
+            if nodeid.startswith("tests/test_browser_sidebar.py")} == sidebar
     # A module without a module-scoped parameter is one unit, as --dist loadscope keeps it; its tiers may differ.
     assert {unit for nodeid, unit in units.items() if "test_kernel_env" in nodeid} == {"tests/test_kernel_env.py"}
     assert {tier for nodeid, tier, _unit in rows if "test_kernel_env" in nodeid} >= {"postgres", "kernel"}
