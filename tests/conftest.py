@@ -47,34 +47,11 @@ def tier(item: pytest.Item) -> str:
 
 #: The order the tiers are handed out in, heaviest first (see :func:`heaviest_first`).
 TIER_ORDER = ("browser", "postgres", "kernel", "unit")
-#: Fixture scopes a work unit must keep on one worker (what they set up is shared by the tests that use them).
-SHARED_SCOPES = frozenset({"module", "package", "class"})
-
-
-def work_unit(item: pytest.Item) -> str:
-    """The ``xdist_group`` of a test: its module, as ``--dist loadscope`` would keep it, split by the value of
-    each module-scoped parametrized fixture it uses (a browser module's ``lab`` and ``notebook`` servers are two
-    units, so two workers can run them at once; each still starts its server once)."""
-    unit = item.nodeid.split("::", 1)[0]
-    callspec = getattr(item, "callspec", None)
-    if callspec is None:
-        return unit
-    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-    for name in sorted(callspec.params):
-        fixturedefs = definitions.get(name)
-        if fixturedefs and fixturedefs[-1].scope in SHARED_SCOPES:
-            value = callspec.params[name]
-            shown = value if isinstance(value, (str, int)) else callspec.indices[name]
-            # No brackets: xdist reads a node id ending in "]" as a parameter, not a group, and ignores the group.
-            unit += f"::{name}={shown}".replace("[", "(").replace("]", ")")
-    return unit
-
-
 def heaviest_first(items: list[pytest.Item], tiers: dict[pytest.Item, str]) -> list[pytest.Item]:
     """``items`` with whole modules reordered by the heaviest tier any of their tests is in (browser first, unit
-    last), each module's own order kept. With ``--no-loadscope-reorder`` xdist hands the work units out in this
-    order, so the long browser units start at once and short unit-test modules fill the end, instead of a
-    browser module starting last and keeping one worker busy alone."""
+    last), each module's own order kept. With ``--dist loadscope --no-loadscope-reorder`` xdist hands the modules
+    out in this order, so the long browser modules start at once and short unit-test modules fill the end, instead
+    of a browser module starting last and keeping one worker busy alone."""
     rank: dict[str, int] = {}
     for item in items:
         module = item.nodeid.split("::", 1)[0]
@@ -82,14 +59,11 @@ def heaviest_first(items: list[pytest.Item], tiers: dict[pytest.Item, str]) -> l
     return sorted(items, key=lambda item: rank[item.nodeid.split("::", 1)[0]])
 
 
-@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers, and before xdist reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tiers = {item: tier(item) for item in items}
-    grouped = config.pluginmanager.hasplugin("xdist")  # the marker is xdist's (``-p no:xdist`` runs without it)
     for item in items:
         item.add_marker(tiers[item])
-        if grouped:
-            item.add_marker(pytest.mark.xdist_group(work_unit(item)))
     items[:] = heaviest_first(items, tiers)
 
 

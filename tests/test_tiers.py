@@ -54,40 +54,28 @@ def test_the_four_tiers_partition_the_suite() -> None:
     assert not any(i.startswith("tests/test_browser_") for i in ids["unit"] | ids["kernel"] | ids["postgres"])
 
 
-#: Prints each collected test's tier and xdist work unit, in the order xdist hands them out (a ``-p`` plugin).
-SHOW_UNITS = """
+#: Prints each collected test's module and tier, in the order xdist hands the modules out (a ``-p`` plugin).
+SHOW_ORDER = """
 def pytest_collection_finish(session):
     for item in session.items:
-        (group,) = [mark.args[0] for mark in item.iter_markers("xdist_group")]
         tiers = [mark.name for mark in item.iter_markers() if mark.name in ("unit", "kernel", "postgres", "browser")]
-        print("UNIT", item.nodeid, tiers[0], group)
+        print("ITEM", item.nodeid.split("::")[0], tiers[0])
 """
 
 
-def test_work_units_split_a_browser_module_by_app_and_go_out_heaviest_first(tmp_path: Path) -> None:
-    (tmp_path / "show_units.py").write_text(SHOW_UNITS, encoding="utf-8")
+def test_modules_go_out_heaviest_tier_first_each_kept_whole(tmp_path: Path) -> None:
+    (tmp_path / "show_order.py").write_text(SHOW_ORDER, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     modules = ["tests/test_escape.py", "tests/test_kernel_env.py", "tests/test_browser_sidebar.py"]
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "-p", "show_units", *modules], cwd=TESTS.parent, env=env, capture_output=True,
+                          "-p", "show_order", *modules], cwd=TESTS.parent, env=env, capture_output=True,
                          text=True, timeout=240, check=True).stdout
-    rows = [line.split()[1:] for line in out.splitlines() if line.startswith("UNIT ")]
-    order = list(dict.fromkeys(nodeid.split("::")[0] for nodeid, _tier, _unit in rows))
-    # Whole modules, heaviest tier first: the browser module, then the one with PostgreSQL tests, then unit tests.
-    assert order == ["tests/test_browser_sidebar.py", "tests/test_kernel_env.py", "tests/test_escape.py"], order
-    units = {nodeid: unit for nodeid, _tier, unit in rows}
-    sidebar = {unit for nodeid, unit in units.items() if nodeid.startswith("tests/test_browser_sidebar.py")}
-    # One unit per app (each starts its server once), not one for the whole module.
-    assert sidebar == {"tests/test_browser_sidebar.py::server=lab", "tests/test_browser_sidebar.py::server=notebook"}
-    # xdist's loadgroup reads each group back from the node id it suffixes (``<id>@<group>``), as one unit.
-    from xdist.scheduler.loadgroup import LoadGroupScheduling
-
-    split = LoadGroupScheduling._split_scope
-    assert {split(None, f"{nodeid}@{unit}") for nodeid, unit in units.items()  # type: ignore[arg-type]
-            if nodeid.startswith("tests/test_browser_sidebar.py")} == sidebar
-    # A module without a module-scoped parameter is one unit, as --dist loadscope keeps it; its tiers may differ.
-    assert {unit for nodeid, unit in units.items() if "test_kernel_env" in nodeid} == {"tests/test_kernel_env.py"}
-    assert {tier for nodeid, tier, _unit in rows if "test_kernel_env" in nodeid} >= {"postgres", "kernel"}
+    rows = [line.split()[1:] for line in out.splitlines() if line.startswith("ITEM ")]
+    runs = [module for index, (module, _tier) in enumerate(rows) if index == 0 or rows[index - 1][0] != module]
+    # Whole modules (each one run of items), heaviest tier first: browser, then the module with PostgreSQL
+    # tests (its kernel and unit tests stay with it), then unit tests; not the alphabetical order.
+    assert runs == ["tests/test_browser_sidebar.py", "tests/test_kernel_env.py", "tests/test_escape.py"], runs
+    assert {tier for module, tier in rows if module == "tests/test_kernel_env.py"} >= {"postgres", "kernel"}
 
 
 # --------------------------------------------------------------------------- reading outputs

@@ -36,7 +36,7 @@ _fixture_counts: Counter[str] = Counter()
 _modules: defaultdict[str, float] = defaultdict(float)
 _started: Counter[str] = Counter()
 _server_logs: list[Path] = []
-#: Per work unit (its ``xdist_group``, else its module): seconds of its tests, and when it started and ended.
+#: Per module: seconds of its tests, and when it started and ended on this worker.
 _units: dict[str, list[float]] = {}
 _began = time.time()
 
@@ -83,8 +83,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
     start = time.time()
     yield
     if _FOLDER:
-        groups = [mark.args[0] for mark in item.iter_markers("xdist_group") if mark.args]
-        unit = _units.setdefault(str(groups[0]) if groups else item.nodeid.split("::")[0], [0.0, start, start])
+        unit = _units.setdefault(item.nodeid.split("::")[0], [0.0, start, start])
         unit[0] += time.time() - start
         unit[2] = time.time()
 
