@@ -106,7 +106,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not _FOLDER:
         return
     workerinput = getattr(session.config, "workerinput", None)
-    if workerinput is None and getattr(session.config.option, "numprocesses", None):
+    if workerinput is None and not _units:
         return  # the xdist controller runs no test: each worker writes its own file
     worker = str(workerinput["workerid"]) if workerinput is not None else "main"
     folder = Path(_FOLDER)
