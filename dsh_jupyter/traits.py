@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traitlets import Unicode
+from traitlets import Dict, TraitError, Unicode
 
 
 class _MaskedDsn(str):
@@ -29,3 +29,21 @@ class DsnUnicode(Unicode):  # type: ignore[type-arg]
 
     def validate(self, obj: Any, value: Any) -> Any:
         return _MaskedDsn(super().validate(obj, value))
+
+
+class ModelPrices(Dict):
+    """``{model: {"input": $, "output": $, "cached": $}}`` in US dollars per million tokens, or ``{model: 0}``
+    for a free one; each entry is checked when set (:func:`dsh_jupyter.models.facts.parse_prices`)."""
+
+    def validate(self, obj: Any, value: Any) -> Any:
+        value = super().validate(obj, value)
+        from .models.facts import parse_prices
+
+        for model, prices in value.items():
+            if not isinstance(model, str) or not model.strip():
+                raise TraitError(f"model_prices keys are model names, got {model!r}")
+            try:
+                parse_prices(model, prices)
+            except ValueError as exc:
+                raise TraitError(f"model_prices: {exc}") from None
+        return value

@@ -135,6 +135,9 @@ class RecordedRequest:
 class FakeOpenAIServer:
     """The server object the fixture yields. ``base_url`` ends in ``/v1``."""
 
+    #: The request handler (a subclass may speak more wire formats: ``tests/fake_wire.py``).
+    handler_class: type[_Handler]
+
     def __init__(self, port: int = 0) -> None:
         self._behaviours: deque[Behaviour] = deque()
         self._lock = threading.Lock()
@@ -145,7 +148,7 @@ class FakeOpenAIServer:
         self.models = ["fake-model"]
         server = self
 
-        class Handler(_Handler):
+        class Handler(getattr(self, "handler_class", _Handler)):  # type: ignore[misc]
             fake = server
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
@@ -356,11 +359,41 @@ def _completion(reply: Reply, model: str) -> dict[str, Any]:
     return result
 
 
-@pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAIServer]:
-    """A fresh scripted server on 127.0.0.1 for one test."""
-    server = FakeOpenAIServer()
+async def check_cancel_mid_stream(server: FakeOpenAIServer, provider: Any, request: Any,
+                                  timeout: float = 20) -> None:
+    """Stream a reply that stalls after two pieces, set the cancel event once both arrived: the stream ends
+    with ``ModelError(kind="cancelled")`` promptly and the HTTP connection is closed (the provider's rule for
+    every wire format)."""
+    import asyncio
+
+    from dsh_jupyter.models import ModelError, TextDelta
+
+    server.queue(broken_reply("Hel", "lo", marker=STALL))
+    cancel = asyncio.Event()
+    received: list[Any] = []
+
+    async def consume() -> None:
+        async for event in provider.stream(request, cancel):
+            received.append(event)
+            if len(received) == 2:
+                cancel.set()
+
+    with pytest.raises(ModelError) as info:
+        await asyncio.wait_for(consume(), timeout=timeout)
+    assert info.value.kind == "cancelled"
+    assert received == [TextDelta("Hel"), TextDelta("lo")]
+    assert await asyncio.to_thread(server.disconnected.wait, 10), "the HTTP stream was left open"
+
+
+def serve(server: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
+    """Yield ``server`` and close it afterwards (the body of a fixture)."""
     try:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAIServer]:
+    """A fresh scripted server on 127.0.0.1 for one test."""
+    yield from serve(FakeOpenAIServer())

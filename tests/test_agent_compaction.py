@@ -118,3 +118,23 @@ async def test_a_prompt_that_cannot_fit_is_refused_before_anything_is_written(tm
     assert len([r for r in model.requests if r.purpose == "turn"]) == 1
     again = await agent.send("a short prompt still works")
     assert again.reason == "completed"
+
+
+async def test_the_context_meter_grows_with_the_session_and_drops_after_compaction(tmp_path: Path) -> None:
+    window = 8192
+    agent, _ = _agent(tmp_path, ScriptedModel(context_window=window), auto=0.5)
+    before = agent.context_meter()
+    assert before is not None and before.window == window and before.compacts_at == window // 2
+    await agent.send("Here is a table:\n" + "row,value\n" * 200)
+    grown = agent.context_meter()
+    assert grown is not None and grown.used > before.used + 200
+    assert grown.text().startswith(f"context {grown.used / window:.0%} of 8,192 (compacts at 50%)")
+    assert agent._needs_compaction() == (grown.used > window // 2)
+    await agent.compact(keep_recent=0)
+    after = agent.context_meter()
+    assert after is not None and after.used < grown.used
+    off, _ = _agent(tmp_path / "off", ScriptedModel(context_window=window), auto=None)
+    meter = off.context_meter()
+    assert meter is not None and meter.compacts_at is None and "compacts" not in meter.text()
+    unknown, _ = _agent(tmp_path / "unknown", ScriptedModel(context_window=None))
+    assert unknown.context_meter() is None

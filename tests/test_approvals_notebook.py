@@ -95,7 +95,7 @@ def test_the_transcript_keeps_the_decision_on_its_tool_line() -> None:
     [item] = transcript.snapshot()
     assert isinstance(item, ToolCall) and item.approval_note == "refused: needs approval"
     shown = TranscriptMarkdown([item], False)
-    assert "<sub>refused: needs approval</sub>" in shown.html()
+    assert '<small class="dsh-tool-note">refused: needs approval</small>' in shown.html()
     assert shown.plain() == "[tool bash: touch X] error (refused: needs approval)"
 
 
@@ -225,7 +225,7 @@ async def test_the_widget_asks_and_becomes_a_record(monkeypatch: pytest.MonkeyPa
     assert widget.state == "answered" and widget.question["shown"] == "git push origin main"
     assert [c for c, _ in widget.question["choices"]] == ["once", "session", "prefix", "deny"]
     assert widget.records == [{"text": "bash `git push origin main`: refused by you: use a branch", "allowed": False}]
-    assert repr(widget) == "bash `git push origin main`: refused by you: use a branch"
+    assert repr(widget) == ""  # answered: the tool line says how, once (the saved copy keeps no second line)
 
 
 async def test_the_widget_question_warns_marks_and_focuses_deny(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -86,6 +86,20 @@ def tool_summary(output: Any, command: str) -> Any:
     return output.locator("details summary").filter(has_text=command)
 
 
+def assert_note_on_the_summary_baseline(summary: Any) -> None:
+    """The approval note ("allowed once by you") sits on the tool summary's baseline, not below it."""
+    placed = summary.evaluate("""summary => {
+        const note = summary.querySelector('.dsh-tool-note');
+        const code = summary.querySelector('code');
+        if (!note || !code) { return null; }
+        const line = el => { const r = el.getBoundingClientRect(); return r.bottom; };
+        return { align: getComputedStyle(note).verticalAlign, noteBottom: line(note), codeBottom: line(code) };
+    }""")
+    assert placed is not None, "the tool summary has no approval note beside its code"
+    assert placed["align"] == "baseline", placed
+    assert abs(placed["noteBottom"] - placed["codeBottom"]) <= 3, placed
+
+
 def test_questions_in_a_blocking_cell(browser: Any, server: JupyterServer, request: pytest.FixtureRequest) -> None:
     from playwright.sync_api import expect
 
@@ -105,7 +119,9 @@ def test_questions_in_a_blocking_cell(browser: Any, server: JupyterServer, reque
         page.keyboard.press("Enter")
         output = finished_cell(nb, 1)
         expect(tool_summary(output, "touch once.txt")).to_contain_text("allowed once by you")
-        expect(output.locator(".dsh-approval-record")).to_contain_text("bash `touch once.txt`: allowed once by you")
+        expect(output.locator(".dsh-approval")).to_have_text("")  # the decision is shown once: on the tool line
+        expect(output).not_to_contain_text("bash `touch once.txt`: allowed once by you")
+        assert_note_on_the_summary_baseline(tool_summary(output, "touch once.txt"))
         assert (work / "once.txt").exists()
         nb.screenshot(request, "2-allowed-once")
 

@@ -1,13 +1,14 @@
-"""In JupyterLab, in a real browser: what a new user meets first reads right (issue 22's small items).
+"""In JupyterLab and Notebook 7, in a real browser: what a new user meets first reads right (issue 22's small items).
 
 ``%dsh config`` shows the settings' help with code as code and ``$CODEX_HOME`` as text (no MathJax), and a
-stopped turn's footer mark is a glyph Debian's fonts have (not an empty box). Screenshots, light and dark:
-``test-artifacts/…-config-{light,dark}.png`` and ``…-stopped-{light,dark}.png``.
+stopped turn's footer mark is a glyph Debian's fonts have (not an empty box). Screenshots, light and dark, in
+each app: ``test-artifacts/…-config-{light,dark}.png`` and ``…-stopped-{light,dark}.png``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +16,9 @@ from browser_helpers import (
     JupyterServer,
     NotebookPage,
     artifact_path,
-    serve,
+    require_chromium,
+    require_notebook7,
+    running_server,
     watched_page,
     write_notebook,
 )
@@ -30,9 +33,15 @@ CELLS = (
 )
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    yield from serve("lab", tmp_path_factory, "footer", lambda root, _state: write_notebook(root / NOTEBOOK, *CELLS))
+@pytest.fixture(scope="module", params=["lab", "notebook"])
+def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    require_chromium()
+    if request.param == "notebook":
+        require_notebook7()
+    root: Path = tmp_path_factory.mktemp(f"edges-root-{request.param}")
+    write_notebook(root / NOTEBOOK, *CELLS)
+    with running_server(request.param, root, tmp_path_factory.mktemp(f"edges-state-{request.param}")) as server:
+        yield server
 
 
 def _both_themes(nb: NotebookPage, request: pytest.FixtureRequest, element: Any, step: str) -> None:

@@ -31,7 +31,8 @@ CELLS = (
     "%%dsh --bg\nA slow background job\n/bash sleep 4; echo footer-job-finished",
     "import time; time.sleep(5); 'next cell'",
 )
-DONE = re.compile(r"^✓ done · .+ \(([0-9a-f]{8})\) · offline · \d+\.\d s · tokens [\d,]+ in, [\d,]+ out$")
+DONE = re.compile(r"^✓ done · .+ \(([0-9a-f]{8})\) · offline · \d+\.\d s · tokens [\d,]+ in, [\d,]+ out"
+                  r"(?: · context .+)?$")
 
 
 def _server(app: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:

@@ -6,6 +6,9 @@
   when the kernel answers "which session is yours?" late (the server leaves it out as well);
 - a notebook opened again in a second page does not take the agent's reads and edits from the page that runs
   the cells (the stale copy: no outputs, proposals that never showed, edits "running" until they timed out);
+- a notebook saved while a turn runs does not keep "● running" in the file: reopened or turned into HTML it
+  says "unfinished when saved" (the page keeps its live footer, and the save after the turn ends writes "✓ done");
+- brackets in a `%%dsh` cell (`['north', 'south']`) are not styled as a Markdown link;
 - a mention in a `%%dsh` cell shows as a chip reading `@label` (the source keeps the markup, the cell does
   not scroll sideways) that Backspace removes whole; screenshots light and dark.
 
@@ -19,17 +22,19 @@ import os
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_helpers import (
-    APPS,
     KERNEL_TIMEOUT_MS,
     JupyterServer,
     NotebookPage,
+    finished_cell,
     read_saved_notebook,
-    serve,
+    require_chromium,
+    require_notebook7,
+    running_server,
+    start_cell,
     watched_page,
     write_notebook,
     write_session,
@@ -68,24 +73,34 @@ FRESH_CELLS = (
     "%%dsh\n/tool notebook_read {}",
     "%%dsh\n/tool notebook_edit " + json.dumps({"action": "insert", "source": "y = x + 1"}),
 )
+SAVED_NOTEBOOK = f"{FOLDER}/saved-mid-turn.ipynb"
+#: A turn that runs until its question is answered: the notebook is saved meanwhile.
+SAVED_CELLS = ("%load_ext dsh_jupyter", "%%dsh\nWait for me\n/bash echo answered", "1 + 1")
 CHIPS_NOTEBOOK = f"{FOLDER}/chips.ipynb"
 #: A long id, as real ones are: its raw markup is far wider than the cell.
 LONG_ID = "quarterly-revenue-" + "0123456789abcdef" * 6
 MENTION = format_session_reference_mention(LONG_ID, "Quarterly revenue")
-CHIP_CELLS = (f"%%dsh\nCompare {MENTION} with last year", "print('a plain cell: @[x](dsh-session:Ingi) stays text')")
+#: Brackets Markdown would read as a link: a `%%dsh` prompt is not rendered, so they are plain text there.
+BRACKETS = "Compare ['north', 'south'] by region"
+CHIP_CELLS = (f"%%dsh\nCompare {MENTION} with last year", "print('a plain cell: @[x](dsh-session:Ingi) stays text')",
+              f"%%dsh\n{BRACKETS}")
 
 
-@pytest.fixture(scope="module", params=APPS)
+@pytest.fixture(scope="module", params=["lab", "notebook"])
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    def prepare(root: Path, _state: Path) -> None:
-        folder = root / FOLDER
-        write_session(folder, "missing-1", OTHER_TITLE, cwd=os.path.realpath(folder), created_at=1_787_000_000_000)
-        write_notebook(root / PROMPTS_NOTEBOOK, *PROMPT_CELLS)
-        write_notebook(root / POPUP_NOTEBOOK, *POPUP_CELLS)
-        write_notebook(root / CHIPS_NOTEBOOK, *CHIP_CELLS)
-        write_notebook(root / FRESH_NOTEBOOK, *FRESH_CELLS)
-
-    yield from serve(request.param, tmp_path_factory, "rough", prepare)
+    require_chromium()
+    if request.param == "notebook":
+        require_notebook7()
+    root = tmp_path_factory.mktemp(f"rough-{request.param}")
+    folder = root / FOLDER
+    write_session(folder, "missing-1", OTHER_TITLE, cwd=os.path.realpath(folder), created_at=1_787_000_000_000)
+    write_notebook(root / PROMPTS_NOTEBOOK, *PROMPT_CELLS)
+    write_notebook(root / POPUP_NOTEBOOK, *POPUP_CELLS)
+    write_notebook(root / CHIPS_NOTEBOOK, *CHIP_CELLS)
+    write_notebook(root / FRESH_NOTEBOOK, *FRESH_CELLS)
+    write_notebook(root / SAVED_NOTEBOOK, *SAVED_CELLS)
+    with running_server(request.param, root, tmp_path_factory.mktemp(f"rough-{request.param}-state")) as running:
+        yield running
 
 
 def _send_twice_quickly(page: Any, panel: Any, first: str, second: str) -> None:
@@ -109,6 +124,25 @@ def _send_twice_quickly(page: Any, panel: Any, first: str, second: str) -> None:
     expect(area).to_have_value("")
 
 
+def _assert_compact_picker(chat: Any) -> None:
+    """The chat panel's picker is compact: search box and bodies switch on one line, at most three results
+    shown at once, and the conversation has most of the panel."""
+    picker = chat.locator(".dsh-picker")
+    search = picker.locator(".dsh-picker-input").bounding_box()
+    switch = picker.locator(".dsh-picker-body").bounding_box()
+    assert search is not None and switch is not None
+    assert abs((search["y"] + search["height"] / 2) - (switch["y"] + switch["height"] / 2)) < 8, (search, switch)
+    rows = picker.evaluate("""picker => {
+        const list = picker.querySelector('.dsh-picker-list');
+        return parseFloat(getComputedStyle(list).maxHeight) / parseFloat(getComputedStyle(list).fontSize);
+    }""")
+    assert rows <= 8, f"the picker's list may grow to {rows} em"
+    box, panel = picker.bounding_box(), chat.bounding_box()
+    transcript = chat.locator(".dsh-chat").bounding_box()
+    assert box is not None and panel is not None and transcript is not None
+    assert box["height"] < 0.2 * panel["height"] and transcript["height"] > 2 * box["height"], (box, panel)
+
+
 def test_prompts_sent_twice_quickly_arrive_as_two_and_leave_the_box_empty(
     browser: Any, server: JupyterServer, request: pytest.FixtureRequest
 ) -> None:
@@ -121,6 +155,7 @@ def test_prompts_sent_twice_quickly_arrive_as_two_and_leave_the_box_empty(
         expect(chat.locator("textarea.dsh-prompt-input")).to_be_visible()
         _send_twice_quickly(page, chat, "first prompt", "second prompt")
         nb.screenshot(request, "1-chat-two-prompts")
+        _assert_compact_picker(chat)
 
         pick = nb.run(2).locator(".dsh-panel")
         expect(pick.locator("textarea.dsh-prompt-input")).to_be_visible()
@@ -200,8 +235,8 @@ def test_the_page_that_runs_the_cells_gets_the_reads_and_the_proposals(
         assert watch.errors == []
 
 
-def _saved_sources(nb: NotebookPage) -> list[str]:
-    """Save the notebook (Ctrl+S) and return its cells' sources as the server wrote them."""
+def _saved(nb: NotebookPage) -> dict[str, Any]:
+    """Save the notebook (Ctrl+S) and return it as the server wrote it."""
     path = nb.server.root / nb.path
     before = path.stat().st_mtime_ns
     nb.page.keyboard.press("Control+s")
@@ -209,9 +244,55 @@ def _saved_sources(nb: NotebookPage) -> list[str]:
     while time.monotonic() < deadline:
         data = read_saved_notebook(path) if path.stat().st_mtime_ns != before else None
         if data is not None:
-            return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in data["cells"]]
+            return data
         time.sleep(0.2)
-    raise AssertionError(f"{nb.path} was not saved within 30 s")
+    raise AssertionError(f"{nb.path} was not saved within 30 s; the server said:\n{nb.server.log_tail()}")
+
+
+def _saved_sources(nb: NotebookPage) -> list[str]:
+    """Save the notebook (Ctrl+S) and return its cells' sources as the server wrote them."""
+    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in _saved(nb)["cells"]]
+
+
+def _output_texts(cell: dict[str, Any]) -> str:
+    """Every text/html and text/plain of a saved cell's outputs, one string."""
+    parts: list[str] = []
+    for output in cell.get("outputs", []):
+        for mime in ("text/html", "text/plain"):
+            value = output.get("data", {}).get(mime, "")
+            parts.append("".join(value) if isinstance(value, list) else value)
+    return "\n".join(parts)
+
+
+def test_a_notebook_saved_mid_turn_does_not_claim_the_turn_still_runs(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from nbconvert import HTMLExporter
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, SAVED_NOTEBOOK).open()
+        nb.run(0)
+        output = start_cell(nb, 1)
+        card = output.locator(".dsh-approval-card:not([hidden])")
+        expect(card).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        status = output.locator("sub.dsh-turn-footer .dsh-turn-status")
+        expect(status).to_have_text("● running")
+        nb.click_editor(2)  # out of the question (it keeps its keys to itself)
+        saved = _output_texts(_saved(nb)["cells"][1])
+        assert "● running" not in saved and "○ unfinished when saved" in saved, saved
+        expect(status).to_have_text("● running")  # the page still shows the live footer
+        body, _ = HTMLExporter().from_filename(str(server.root / SAVED_NOTEBOOK))
+        assert "● running" not in body and "unfinished when saved" in body
+        nb.screenshot(request, "1-saved-mid-turn")
+
+        card.locator("button.dsh-approval-once").click()
+        finished_cell(nb, 1)
+        expect(status).to_have_text("✓ done", timeout=KERNEL_TIMEOUT_MS)
+        nb.click_editor(2)
+        saved = _output_texts(_saved(nb)["cells"][1])
+        assert "✓ done" in saved and "unfinished" not in saved, saved  # the save after the end: the final footer
+        assert watch.errors == []
 
 
 def _switch_theme(page: Any, name: str) -> None:
@@ -268,4 +349,28 @@ def test_a_mention_in_a_dsh_cell_is_a_chip(browser: Any, server: JupyterServer, 
         assert _saved_sources(nb)[0] == "%%dsh\nCompare "
 
         assert watch.dialogs == []
+        assert watch.errors == []
+
+
+def test_brackets_in_a_dsh_cell_are_not_styled_as_a_link(browser: Any, server: JupyterServer,
+                                                         request: pytest.FixtureRequest) -> None:
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, CHIPS_NOTEBOOK).open()
+        content = nb.cell(2).locator(".cm-content")
+        expect(content).to_have_attribute("data-language", "markdown")  # a prompt: highlighted as Markdown
+        expect(content).to_contain_text(BRACKETS)
+        styled = content.evaluate("""content => {
+            const plain = getComputedStyle(content);
+            return [...content.querySelectorAll('span')]
+                .filter(span => span.textContent.includes('north'))
+                .map(span => { const s = getComputedStyle(span);
+                               return { line: s.textDecorationLine, color: s.color, plain: plain.color }; });
+        }""")
+        assert styled, "the brackets are not in the editor"
+        for span in styled:
+            assert "underline" not in span["line"] and span["color"] == span["plain"], styled
+        nb.cell(2).screenshot(path=str(nb.screenshot(request, "brackets").with_name(
+            nb.screenshot(request, "brackets").stem + "-cell.png")))
         assert watch.errors == []

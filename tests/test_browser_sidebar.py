@@ -6,7 +6,8 @@
   running turn;
 - a variable picked from the `@` popup is a chip showing `@x`, and the prompt sent holds its mention;
 - switching notebooks switches the panel's session (JupyterLab), and reloading the page shows the conversation
-  the kernel kept; a session begun in a cell shows its earlier prompts and answers first;
+  the kernel kept; a session begun in a cell shows its conversation so far, and a turn run from a `%%dsh`
+  cell after the sidebar bound the session streams into the sidebar as it runs;
 - bad paths: a kernel without `%load_ext dsh_jupyter` says what to run (and "Load dsh" does it), a kernel
   restart mid-turn says the turn ended with it, a notebook with no kernel says to choose one;
 - screenshots of the sidebar in the light and the dark theme (test-artifacts/).
@@ -18,16 +19,18 @@ import json
 import re
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_helpers import (
-    APPS,
     KERNEL_TIMEOUT_MS,
     JupyterServer,
     NotebookPage,
-    serve,
+    finished_cell,
+    require_chromium,
+    require_notebook7,
+    running_server,
+    start_cell,
     watched_page,
     write_notebook,
     write_notebook_cells,
@@ -38,19 +41,24 @@ SECOND = "work/second.ipynb"
 PLAIN = "work/plain.ipynb"
 SIDEBAR = "#dsh-jupyter-chat"
 INPUT = f"{SIDEBAR} .dsh-sidebar-chat:not(.lm-mod-hidden) .dsh-sidebar-input"
-#: The second notebook's prompts: one from a cell, one from the sidebar.
-SECOND_PROMPTS = ["Hello from a cell", "Hello from the second notebook"]
+#: A prompt of the second notebook's third cell, run after the sidebar bound the session (it asks first).
+CELL_AFTER = "/bash echo from-a-cell-$((6*7))"
+#: The second notebook's prompts: one from a cell, one from the sidebar, one from a cell again.
+SECOND_PROMPTS = ["Hello from a cell", "Hello from the second notebook", CELL_AFTER]
 PROPOSE = '/tool notebook_edit {"action": "insert", "cell_id": "cell-x", "source": "y = x + 1"}'
 
 
-@pytest.fixture(scope="module", params=APPS)
+@pytest.fixture(scope="module", params=["lab", "notebook"])
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    def write_notebooks(root: Path, _state: Path) -> None:
-        write_notebook_cells(root / FIRST, [(None, "%load_ext dsh_jupyter"), ("cell-x", "x = 41")])
-        write_notebook(root / SECOND, "%load_ext dsh_jupyter", "%%dsh\nHello from a cell")
-        write_notebook(root / PLAIN, "1 + 1")
-
-    yield from serve(request.param, tmp_path_factory, "sidebar", write_notebooks)
+    require_chromium()
+    if request.param == "notebook":
+        require_notebook7()
+    root = tmp_path_factory.mktemp(f"sidebar-{request.param}")
+    write_notebook_cells(root / FIRST, [(None, "%load_ext dsh_jupyter"), ("cell-x", "x = 41")])
+    write_notebook(root / SECOND, "%load_ext dsh_jupyter", "%%dsh\nHello from a cell", f"%%dsh\n{CELL_AFTER}")
+    write_notebook(root / PLAIN, "1 + 1")
+    with running_server(request.param, root, tmp_path_factory.mktemp(f"sidebar-{request.param}-state")) as running:
+        yield running
 
 
 class Sidebar:
@@ -119,6 +127,24 @@ class Sidebar:
 
     def screenshot(self, request: pytest.FixtureRequest, step: str) -> None:
         self.nb.screenshot(request, step)
+
+
+def _assert_heading_in_view(side: Sidebar) -> None:
+    """However long the conversation, only the transcript scrolls: the heading (the notebook's name) and the
+    chat's header are whole and in view, the header under the heading."""
+    placed = side.chat.evaluate("""chat => {
+        const box = el => el.getBoundingClientRect();
+        const scrolled = [];
+        for (let el = chat; el; el = el.parentElement) { if (el.scrollTop) { scrolled.push(el.className); } }
+        const heading = box(chat.querySelector('.dsh-sidebar-heading'));
+        const header = box(chat.querySelector('.dsh-chat-header'));
+        const name = chat.querySelector('.dsh-sidebar-heading');
+        return { scrolled, headingTop: heading.top, chatTop: box(chat).top, headingBottom: heading.bottom,
+                 headerTop: header.top, squeezed: name.scrollHeight > name.clientHeight + 1 };
+    }""")
+    assert placed["scrolled"] == [], placed  # no panel around the transcript scrolled
+    assert placed["headingTop"] >= placed["chatTop"] - 0.5 and not placed["squeezed"], placed
+    assert placed["headerTop"] >= placed["headingBottom"] - 0.5, placed
 
 
 def _set_theme(server: JupyterServer, theme: str) -> None:
@@ -225,6 +251,8 @@ def test_the_sidebar_chats_with_the_notebooks_agent(
         stop.click()
         side.idle()
         expect(side.chat.locator(".dsh-chat-item").last).to_contain_text("Turn interrupted")
+        side.screenshot(request, "4b-stopped")  # a long conversation, scrolled to its end
+        _assert_heading_in_view(side)
         assert nb.prompt_numbers()[:2] == numbers[:2]  # no cell ran for any of it
         assert not watch.errors and not watch.dialogs, (watch.errors, watch.dialogs)
 
@@ -237,14 +265,30 @@ def test_switching_notebooks_switches_the_panel_and_a_reload_restores_it(
     with watched_page(browser) as (page, watch):
         second = NotebookPage(page, server, SECOND).open()
         second.run(0)
-        second.run(1)  # the session begins in a cell: the sidebar shows its earlier turns first
+        second.run(1)  # the session begins in a cell: the sidebar shows its conversation so far
         side = Sidebar(second).open()
         side.ready()
-        expect(side.chat.locator(".dsh-chat-notice").first).to_contain_text("Earlier in this session")
         expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(["Hello from a cell"])
+        expect(side.chat.locator(".dsh-chat-assistant")).to_have_count(1)
         side.send("Hello from the second notebook")
         side.answered()
         second_session = side.chat.locator(".dsh-chat-details").inner_text()
+
+        # A turn run from a cell now streams into the sidebar while it runs (its question waits in the cell).
+        output = start_cell(second, 2)
+        expect(side.chat.locator(".dsh-chat-user .dsh-chat-text").last).to_have_text(CELL_AFTER,
+                                                                                  timeout=KERNEL_TIMEOUT_MS)
+        expect(side.chat.locator(".dsh-chat-tool").last).to_contain_text("echo from-a-cell")
+        expect(side.chat.locator(".dsh-chat-state")).to_have_text(re.compile("running"))
+        expect(side.chat.locator("button.dsh-sidebar-send")).to_have_text("Steer")  # the box knows a turn runs
+        side.screenshot(request, "5a-cell-turn-live")
+        output.locator(".dsh-approval-card:not([hidden]) button.dsh-approval-once").click()
+        finished_cell(second, 2)
+        expect(side.chat.locator(".dsh-chat-assistant").last).to_contain_text("from-a-cell-42",
+                                                                               timeout=KERNEL_TIMEOUT_MS)
+        side.idle()
+        expect(side.chat.locator("button.dsh-sidebar-send")).to_have_text("Send")
+        expect(side.chat.locator(".dsh-chat-details")).to_have_text(second_session)  # the same session
 
         if server.app == "lab":  # one page holds both notebooks: the panel follows the active one
             page.locator(".jp-DirListing-item", has_text="first.ipynb").dblclick()  # from the file browser
@@ -270,7 +314,7 @@ def test_switching_notebooks_switches_the_panel_and_a_reload_restores_it(
         side = Sidebar(reloaded).open()
         expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(SECOND_PROMPTS,
                                                                  timeout=KERNEL_TIMEOUT_MS)
-        expect(side.chat.locator(".dsh-chat-assistant")).to_have_count(2)
+        expect(side.chat.locator(".dsh-chat-assistant")).to_have_count(4)  # the cell turn answered twice
         side.screenshot(request, "6-reloaded")
         leaving = [dialog for dialog in watch.dialogs if not dialog.startswith("beforeunload")]  # unsaved notebooks
         assert not watch.errors and not leaving, (watch.errors, watch.dialogs)

@@ -18,6 +18,7 @@ from fake_openai import (
     RawEvent,
     Reply,
     broken_reply,
+    check_cancel_mid_stream,
     http_error,
     text_reply,
     tool_call_reply,
@@ -305,6 +306,15 @@ async def test_rate_limit_exhausted(fake_openai: FakeOpenAIServer) -> None:
     assert info.value.kind == "rate_limit" and "gave up after 2 attempts" in info.value.message
 
 
+async def test_a_429_that_gives_up_shows_the_wait_the_server_asked_for(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.queue(http_error(429, "quota", retry_after="120"))
+    provider = _provider(fake_openai, max_retries=0)
+    with pytest.raises(ModelError) as info:
+        await _drain(provider, _request())
+    await provider.close()
+    assert "it asks to wait 120 s; try again then." in info.value.message
+
+
 async def test_unreachable_endpoint_is_a_server_error() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -348,22 +358,8 @@ async def test_a_broken_stream_is_bad_stream(fake_openai: FakeOpenAIServer, repl
 
 
 async def test_cancel_mid_stream_returns_promptly_and_closes_the_connection(fake_openai: FakeOpenAIServer) -> None:
-    fake_openai.queue(broken_reply("Hel", "lo", marker=STALL))
     provider = _provider(fake_openai)
-    cancel = asyncio.Event()
-    received: list[Any] = []
-
-    async def consume() -> None:
-        async for event in provider.stream(_request(), cancel):
-            received.append(event)
-            if len(received) == 2:
-                cancel.set()
-
-    with pytest.raises(ModelError) as info:
-        await asyncio.wait_for(consume(), timeout=10)
-    assert info.value.kind == "cancelled"
-    assert received == [TextDelta("Hel"), TextDelta("lo")]
-    assert await asyncio.to_thread(fake_openai.disconnected.wait, 10), "the HTTP stream was left open"
+    await check_cancel_mid_stream(fake_openai, provider, _request(), timeout=10)
     await provider.close()
 
 

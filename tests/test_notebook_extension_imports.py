@@ -11,7 +11,7 @@ from pathlib import Path
 from import_helpers import loaded_by_load_ext
 
 HEAVY = ("dsh_jupyter.ui.widgets", "dsh_jupyter.ui.approval_widget", "dsh_jupyter.ui.export", "anywidget",
-         "ipywidgets", "mistune", "nh3", "nbformat")
+         "ipywidgets", "mistune", "nh3", "nbformat", "litellm")
 
 
 def test_load_ext_imports_none_of_the_heavy_presentation_modules(tmp_path: Path) -> None:

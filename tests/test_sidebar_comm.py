@@ -10,31 +10,68 @@ from typing import Any
 import pytest
 from notebook_helpers import FakeHost
 
+from dsh_jupyter.agent import events as ev
 from dsh_jupyter.notebook.host import HostError
-from dsh_jupyter.notebook.sidebar_comm import (
-    EARLIER_NOTE,
-    SIDEBAR_TARGET,
-    SidebarChats,
-    earlier_turns,
-    install_sidebar_comm,
+from dsh_jupyter.notebook.sidebar_comm import SIDEBAR_TARGET, SidebarChats, install_sidebar_comm
+from dsh_jupyter.session.events import (
+    ASSISTANT_MESSAGE,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+    Event,
 )
-from dsh_jupyter.session.events import ASSISTANT_MESSAGE, USER_MESSAGE, Event
+
+
+class FakeAgent:
+    """A session's agent as the sidebar sees it: its id, its log, and listeners that its turns reach."""
+
+    def __init__(self, session_id: str, events: list[Event] | None = None) -> None:
+        self.id = session_id
+        self.session = SimpleNamespace(events=list(events or []))
+        self.listeners: list[Any] = []
+
+    def subscribe(self, listener: Any) -> Any:
+        self.listeners.append(listener)
+        return lambda: self.listeners.remove(listener)
+
+    def emit(self, *events: ev.AgentEvent) -> None:
+        for event in events:
+            for listener in list(self.listeners):
+                listener(event)
 
 
 def session(session_id: str, events: list[Event] | None = None) -> Any:
-    return SimpleNamespace(id=session_id, session=SimpleNamespace(events=list(events or [])))
+    return FakeAgent(session_id, events)
 
 
-#: A session begun in cells: a prompt with a mention, an answer that called a tool, and its final answer.
+#: A session begun in cells: a prompt with a mention, a tool call and its result, and the final answer.
 EARLIER = [
-    Event(USER_MESSAGE, 1, 0, {"role": "user", "source": {"kind": "user"},
+    Event(TURN_START, 1, 0, {}),
+    Event(USER_MESSAGE, 2, 0, {"role": "user", "source": {"kind": "user"},
                                "content": [{"type": "text", "text": "What is in @[df](dsh-variable:df)?"}]}),
-    Event(USER_MESSAGE, 2, 0, {"role": "user", "source": {"kind": "session-reference"}, "content": []}),
     Event(ASSISTANT_MESSAGE, 3, 0, {"message": {"role": "assistant", "content": [
         {"type": "tool-call", "id": "c1", "name": "python", "arguments": "{}"}]}}),
-    Event(ASSISTANT_MESSAGE, 4, 0, {"message": {"role": "assistant", "content": [
+    Event(TOOL_CALL, 4, 0, {"callId": "c1", "name": "python", "arguments": {"code": "df.shape"}}),
+    Event(TOOL_RESULT, 5, 0, {"message": {"role": "tool", "content": [
+        {"type": "tool-result", "toolCallId": "c1", "content": [{"type": "text", "text": "(3, 2)"}]}]}}),
+    Event(ASSISTANT_MESSAGE, 6, 0, {"message": {"role": "assistant", "content": [
         {"type": "text", "text": "Two columns."}]}}),
+    Event(TURN_END, 7, 0, {"reason": {"kind": "completed"}}),
 ]
+
+
+def shown(chats: SidebarChats) -> list[tuple[str, Any]]:
+    """The panel's items as (kind, text or tool name), as the view gets them (a pending update sent now)."""
+    panel = chats.panel()
+    panel._coalescer.flush()
+    return [(item["kind"], item.get("text", item.get("name"))) for item in panel.items]
+
+
+def user_message(text: str) -> ev.MessageRecorded:
+    return ev.MessageRecorded(1, 1, {"role": "user", "source": {"kind": "user"},
+                                  "content": [{"type": "text", "text": text}]})
 
 
 @dataclass
@@ -118,8 +155,9 @@ def test_another_session_gets_its_own_panel_and_the_first_comes_back(host: Sideb
     host.agent = session("other", EARLIER)  # %dsh new / resume in a cell
     other = chats.state()
     assert other["sessionId"] == "other" and other["modelId"] != first
-    assert [(item["kind"], item.get("text")) for item in chats.panel().items] == [
-        ("notice", EARLIER_NOTE), ("user", "What is in @df?"), ("assistant", "Two columns.")]
+    assert shown(chats) == [("user", "What is in @[df](dsh-variable:df)?"), ("tool", "python"),
+                            ("assistant", "Two columns.")]  # the log folded as the cell showed it
+    assert chats.panel().items[1]["result"] == "(3, 2)" and chats.panel().items[1]["done"] is True
     host.agent = session("session-made-by-prompt")
     assert chats.state()["modelId"] == first
 
@@ -187,11 +225,50 @@ def test_the_target_is_registered_in_a_kernel_only_and_removed_again(host: Sideb
     install_sidebar_comm(SimpleNamespace(), lambda: host)()  # terminal IPython: nothing to register
 
 
-def test_earlier_turns_keep_prompts_and_answers_and_the_last_ones() -> None:
-    agent = session("s", EARLIER)
-    assert earlier_turns(agent) == [("user", "What is in @[df](dsh-variable:df)?"), ("assistant", "Two columns.")]
-    assert earlier_turns(agent, limit=1) == [("assistant", "Two columns.")]
-    assert earlier_turns(session("empty")) == []
+def test_a_turn_sent_from_a_cell_streams_into_the_panel_bound_before(host: SidebarHost,
+                                                                     chats: SidebarChats) -> None:
+    host.agent = agent = session("cells")
+    comm = Comm()
+    chats.opened(comm, {"content": {"data": {"kind": "bind", "request": 0}}})
+    agent.emit(ev.TurnStarted(1), user_message("Show the date."), ev.TextDelta(1, "It is "))
+    assert shown(chats) == [("user", "Show the date."), ("assistant", "It is ")]  # streaming, not at the end
+    assert chats.panel().items[-1]["streaming"] is True
+    assert comm.sent[-1]["kind"] == "state" and "request" not in comm.sent[-1]  # the prompt box hears a turn runs
+    agent.emit(ev.TextDelta(1, "Tuesday."), ev.AssistantMessage(1, "It is Tuesday.", 3), ev.TurnEnded(1, "completed"))
+    assert shown(chats) == [("user", "Show the date."), ("assistant", "It is Tuesday.")]
+    assert len([m for m in comm.sent if m["kind"] == "state" and "request" not in m]) == 2  # started, ended
+
+
+def test_the_panels_own_turn_shows_each_event_once(host: SidebarHost, chats: SidebarChats) -> None:
+    host.agent = agent = session("s")
+    chats.answer({"kind": "send", "text": "hello"})
+    submitted = host.submitted[0]
+    agent.subscribe(submitted.listener)  # the host hands the turn's events to the submission's listener too
+    agent.emit(ev.TurnStarted(1), user_message("hello"), ev.TextDelta(1, "Hi"), ev.TextDelta(1, " there."),
+               ev.AssistantMessage(1, "Hi there.", 3), ev.TurnEnded(1, "completed"))
+    assert shown(chats) == [("user", "hello"), ("assistant", "Hi there.")]
+
+
+def test_the_fresh_panel_follows_the_session_its_first_prompt_made(host: SidebarHost, chats: SidebarChats) -> None:
+    chats.answer({"kind": "send", "text": "hello"})
+    agent = host.agent
+    assert isinstance(agent, FakeAgent) and len(agent.listeners) == 1
+    agent.emit(ev.TurnStarted(1), user_message("hello"), ev.TurnEnded(1, "completed"))
+    agent.emit(ev.TurnStarted(2), user_message("from a cell"), ev.AssistantMessage(2, "Done.", 3),
+               ev.TurnEnded(2, "completed"))
+    assert shown(chats) == [("user", "hello"), ("user", "from a cell"), ("assistant", "Done.")]
+
+
+def test_a_resumed_session_is_followed_in_its_new_agent_only(host: SidebarHost, chats: SidebarChats) -> None:
+    host.agent = old = session("s")
+    panel = chats.panel()
+    host.agent = new = session("s")  # %dsh resume s after %dsh new: a new agent object for the same session
+    assert chats.panel() is panel and old.listeners == [] and len(new.listeners) == 1
+    old.emit(ev.TurnStarted(1), user_message("stale"))
+    new.emit(ev.TurnStarted(1), user_message("current"))
+    assert shown(chats) == [("user", "current")]
+    chats.close()
+    assert new.listeners == []  # a closed panel listens to nothing
 
 
 def test_the_sidebar_asks_for_variables_over_its_own_comm(host: SidebarHost, chats: SidebarChats) -> None:

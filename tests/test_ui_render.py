@@ -313,8 +313,22 @@ def test_the_footer_adds_the_cost_a_provider_reported(handles: list[FakeHandle])
                 AssistantMessage(turn=1, text="c", seq=4, usage={"inputTokens": 1, "outputTokens": 1, "cost": "free"}),
                 TurnEnded(turn=1, reason="completed")])
     data, metadata = bundle(handles[-1])
-    assert data["text/plain"].splitlines()[-1].endswith("tokens 21 in, 5 out · cost 0.0013")
+    assert data["text/plain"].splitlines()[-1].endswith("tokens 21 in, 5 out · cost $0.0013")
     assert metadata[TURN_MIME]["usage"]["cost"] == pytest.approx(0.0013)
+
+
+@pytest.mark.parametrize(("usage", "ending"), [
+    ({"inputTokens": 10, "outputTokens": 2, "cost": 0.0}, "tokens 10 in, 2 out · free"),
+    ({"inputTokens": 10, "outputTokens": 2}, "tokens 10 in, 2 out"),
+    ({"inputTokens": 10, "outputTokens": 2, "cost": 12.5}, "tokens 10 in, 2 out · cost $12.50"),
+])
+def test_a_free_model_says_free_and_an_unpriced_one_shows_no_cost(handles: list[FakeHandle], usage: dict[str, Any],
+                                                                   ending: str) -> None:
+    view = TurnView(rate=1000.0, session=FakeSession(), clock=Clock())
+    view.start()
+    feed(view, [TurnStarted(turn=1), AssistantMessage(turn=1, text="a", seq=2, usage=usage),
+                TurnEnded(turn=1, reason="completed")])
+    assert bundle(handles[-1])[0]["text/plain"].splitlines()[-1].endswith(ending)
 
 
 @pytest.mark.parametrize(
@@ -373,7 +387,8 @@ KERNEL_CELLS = (
 TURN_MIME_KEY = "application/vnd.dsh.turn+json"
 FOOTER = re.compile(r"^(?P<status>[●✓■✗⊘‖] [a-z ]+) · (?P<title>.+) \((?P<short>[0-9a-f]{8})\) · offline · "
                     r"(?P<timing>since \d\d:\d\d:\d\d|(?:under )?\d+\.\d s)"
-                    r"(?: · tokens (?P<tokens>[\d,]+ in, [\d,]+ out))?$")
+                    r"(?: · tokens (?P<tokens>[\d,]+ in, [\d,]+ out))?"
+                    r"(?: · context (?P<context>\d+% of [\d.,]+[KM]? \(compacts at \d+%\)))?$")
 
 
 @pytest.fixture(scope="module")
@@ -446,7 +461,9 @@ def test_kernel_background_footer_says_running_then_done(executed: Any) -> None:
     assert done["status"] == "✓ done" and done["title"] == "Footer check"
     assert done["timing"].endswith(" s") and facts["durationSeconds"] >= 1.0
     assert facts["sessionId"] == running_facts["sessionId"]
-    assert "bg-done" in nb.cells[3].outputs[-1]["data"]["text/plain"]
+    shown = [output.get("data", {}).get("text/plain", "") for output in nb.cells[3].outputs]
+    assert "bg-done" in shown[0]
+    assert "".join(shown).count("needs approval") == 1  # the decision once: on the tool line, not again below
     # A new session's footer names the new session.
     ((other, other_facts),) = footers(nb.cells[6].outputs)
     assert other_facts["sessionId"] != facts["sessionId"] and other["short"] == other_facts["sessionId"][:8]
@@ -473,3 +490,28 @@ def test_a_notice_renders_its_code_spans_and_nothing_live() -> None:
                                       False, waiting=False).html())
     assert shown == "<blockquote><md><p><code>{t}</code> was kept as written &lt;img src=x onerror=alert(1)&gt;</p>" \
                     "</md></blockquote>"
+
+
+def test_the_footer_shows_the_context_meter_once_the_turn_ends(handles: list[FakeHandle]) -> None:
+    from dsh_jupyter.conversation.usage import ContextMeter
+    from dsh_jupyter.ui.render import TURN_MIME
+
+    class MeteredSession(FakeSession):
+        calls = 0
+
+        def context_meter(self) -> ContextMeter:
+            MeteredSession.calls += 1
+            return ContextMeter(24_000, 200_000, 160_000)
+
+    view = TurnView(rate=1000.0, session=MeteredSession(), clock=Clock())
+    view.start()
+    feed(view, [TurnStarted(turn=1), AssistantMessage(turn=1, text="a", seq=2, usage={"inputTokens": 10,
+                                                                                        "outputTokens": 2})])
+    assert "context" not in bundle(handles[-1])[0]["text/plain"].splitlines()[-1], "not measured while running"
+    feed(view, [TurnEnded(turn=1, reason="completed")])
+    data, metadata = bundle(handles[-1])
+    assert data["text/plain"].splitlines()[-1].endswith("tokens 10 in, 2 out · context 12% of 200K (compacts at 80%)")
+    assert metadata[TURN_MIME]["context"] == {"usedTokens": 24_000, "windowTokens": 200_000,
+                                              "compactsAtTokens": 160_000}
+    view.footer()
+    assert MeteredSession.calls == 1, "measured once per turn"

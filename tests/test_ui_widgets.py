@@ -25,6 +25,7 @@ from notebook_helpers import (
 )
 
 from dsh_jupyter.agent.events import (
+    ApprovalDecided,
     AssistantMessage,
     MessageRecorded,
     Notice,
@@ -317,6 +318,8 @@ def test_view_items_are_the_form_chat_js_reads() -> None:
         ReasoningDelta(turn=1, text="think"),
         TextDelta(turn=1, text="Let me look."),
         ToolStarted(turn=1, call_id="c1", name="bash", arguments='{"command": "ls -la\\n  /tmp"}'),
+        ApprovalDecided(turn=1, call_id="c1", name="bash",
+                        record={"allowed": True, "answeredBy": "person", "scope": "once"}),
         ToolFinished(turn=1, call_id="c1", name="bash", text="a\nb", is_error=False),
         ToolStarted(turn=1, call_id="c2", name="bash", arguments='{"command": "sleep 9"}'),
         Notice(turn=1, text="hook warned", level="warning"),
@@ -335,8 +338,9 @@ def test_view_items_are_the_form_chat_js_reads() -> None:
                         "doc": [{"tag": "p", "attrs": {}, "children": ["Let me look."]}]}
     assert views[5] == {"id": "i6", "kind": "tool", "callId": "c1", "name": "bash", "summary": "ls -la /tmp",
                         "arguments": '{"command": "ls -la\\n  /tmp"}', "result": "a\nb", "isError": False,
-                        "done": True, "status": "ok"}
+                        "done": True, "status": "ok", "approval": "allowed once by you"}  # the one place it is said
     assert views[6]["status"] == "stopped" and views[6]["done"] is True and views[6]["isError"] is False
+    assert views[6]["approval"] == ""  # no question was asked
     assert views[8] == {"id": "i9", "kind": "end", "reason": "interrupted", "error": "cancelled by user"}
     assert len({v["id"] for v in views}) == len(views)
 

@@ -110,6 +110,15 @@ class AgentState:
             except Exception:  # a broken display must never break the turn
                 log.exception("agent listener failed")
 
+    @property
+    def stopping(self) -> bool:
+        """Whether the user stopped the running turn (hooks and plugins that wait should give up)."""
+        return self._cancel_event is not None and self._cancel_event.is_set()
+
+    def notice(self, text: str, level: str = "info") -> None:
+        """Show ``text`` to the user beside the current turn (hosts and plugins); the model never sees it."""
+        self._emit(ev.Notice(self._turn, text, level))
+
     def inject(self, content: str | Sequence[Mapping[str, Any]], *, source: Mapping[str, Any],
                meta: Mapping[str, Any] | None = None) -> None:
         """Queue a synthetic message (host or plugin) for the next step, or the next turn when idle."""

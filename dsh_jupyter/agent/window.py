@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..conversation.usage import ContextMeter
 from ..images import request_images
 from ..models.base import ModelError, ModelRequest
 from ..session.events import COMPACTION_END, COMPACTION_START, COMPACTION_SUMMARY, USER_MESSAGE, ReplaceOp
@@ -105,14 +106,21 @@ class ContextWindow(AgentState):
         tools = sum(text_tokens(f"{s.name} {s.description} {s.parameters!r}") for s in self._tool_specs())
         return estimate_tokens(messages, self.config.system_prompt) + tools
 
-    def _needs_compaction(self, extra_text: str = "") -> bool:
-        fraction = self.config.auto_compact_fraction
+    def context_meter(self, extra_text: str = "") -> ContextMeter | None:
+        """How full the model's window is with the next request (the surface, the system prompt, the tools
+        and ``extra_text``), and past how many tokens automatic compaction starts; ``None`` when the window
+        is unknown."""
         window = self.model.info.context_window
         limit = self._window_limit()
-        if fraction is None or not window or limit is None:
-            return False
+        if not window or limit is None:
+            return None
+        fraction = self.config.auto_compact_fraction
         size = self._request_size(request_messages(self.session.surface())) + text_tokens(extra_text)
-        return size > min(window * fraction, limit)
+        return ContextMeter(size, window, None if fraction is None else int(min(window * fraction, limit)))
+
+    def _needs_compaction(self, extra_text: str = "") -> bool:
+        meter = self.context_meter(extra_text)
+        return meter is not None and meter.compacts_at is not None and meter.used > meter.compacts_at
 
     async def _fit_window(self, turn: int, extra_text: str = "") -> None:
         """Compact when the next request would not fit: older turns first, then everything if still too big."""

@@ -9,18 +9,18 @@ It changes only when a store is used for the first time, under a file lock, and 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import sqlite3
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
+
+from ..atomic import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def add_roots(home: Path, roots: list[str]) -> list[str]:
                 return []
             now = int(time.time() * 1000)
             entries = [{"root": r, "registered": now} for r in known + added]
-            _write_atomic(path, json.dumps({"version": 1, "stores": entries}, indent=1, ensure_ascii=True))
+            write_atomic(path, json.dumps({"version": 1, "stores": entries}, indent=1, ensure_ascii=True).encode())
             return added
     except (OSError, Timeout) as exc:
         log.warning("catalog: could not record new store(s) in %s (%s); they stay known to the catalog itself",
@@ -136,21 +136,7 @@ def remove_roots(home: Path, roots: list[str]) -> None:
             if kept == known:
                 return
             now = int(time.time() * 1000)
-            _write_atomic(path, json.dumps({"version": 1, "stores": [{"root": r, "registered": now} for r in kept]},
-                                           indent=1, ensure_ascii=True))
+            write_atomic(path, json.dumps({"version": 1, "stores": [{"root": r, "registered": now} for r in kept]},
+                                          indent=1, ensure_ascii=True).encode())
     except (OSError, Timeout) as exc:
         log.warning("catalog: could not update the store list %s: %s", path, exc)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, temp = tempfile.mkstemp(prefix=".catalog-stores.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise

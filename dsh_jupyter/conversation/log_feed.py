@@ -83,11 +83,16 @@ def feed(transcript: Transcript, event: Event) -> None:
     elif kind == TURN_START:
         transcript.turn_started()
     elif kind == TURN_END:
-        reason = data.get("reason")
-        what = reason.get("kind") if isinstance(reason, Mapping) else reason
-        message = reason.get("message") if isinstance(reason, Mapping) else None
-        transcript.turn_ended(what if isinstance(what, str) and what else "completed",
-                              message if isinstance(message, str) else None)
+        transcript.turn_ended(*turn_end_reason(data))
+
+
+def turn_end_reason(data: Mapping[str, Any]) -> tuple[str, str | None]:
+    """How a logged turn ended (a ``turn/end`` event's data): its reason (``completed`` when the record says
+    none) and the error message, if any."""
+    reason = data.get("reason")
+    what = reason.get("kind") if isinstance(reason, Mapping) else reason
+    message = reason.get("message") if isinstance(reason, Mapping) else None
+    return (what if isinstance(what, str) and what else "completed"), (message if isinstance(message, str) else None)
 
 
 def _result(transcript: Transcript, data: Mapping[str, Any]) -> None:

@@ -14,7 +14,7 @@ class TokenUsage:
     output: int = 0
     cached: int | None = None
     reasoning: int | None = None
-    cost: float | None = None  # as the provider reported it (``None``: it never did)
+    cost: float | None = None  # reported by the provider or computed from the model's prices (``None``: unknown)
 
     def add(self, usage: Mapping[str, object]) -> TokenUsage:
         """These counts plus one model call's ``usage`` object (session format); bad values count as absent."""
@@ -46,4 +46,50 @@ class TokenUsage:
         return record
 
 
-__all__ = ["TokenUsage"]
+@dataclass(frozen=True)
+class ContextMeter:
+    """How much of the model's window the next request will use: ``used`` estimated tokens of a
+    ``window``-token window; automatic compaction starts past ``compacts_at`` tokens (``None``: it is off)."""
+
+    used: int
+    window: int
+    compacts_at: int | None = None
+
+    @property
+    def fraction(self) -> float:
+        return self.used / self.window if self.window > 0 else 0.0
+
+    def text(self) -> str:
+        """``context 12% of 200K (compacts at 75%)``."""
+        words = f"context {_percent(self.fraction)} of {_tokens(self.window)}"
+        if self.compacts_at is not None and self.window > 0:
+            words += f" (compacts at {_percent(self.compacts_at / self.window)})"
+        return words
+
+    def to_json(self) -> dict[str, int | None]:
+        return {"usedTokens": self.used, "windowTokens": self.window, "compactsAtTokens": self.compacts_at}
+
+
+def _percent(fraction: float) -> str:
+    if 0 < fraction < 0.01:
+        return "<1%"
+    return f"{fraction:.0%}"
+
+
+def _tokens(count: int) -> str:
+    """``200K``, ``1M``, ``1.05M``, ``8,192``."""
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:.3g}M"
+    if count >= 10_000:
+        return f"{count / 1000:.3g}K"
+    return f"{count:,}"
+
+
+def format_cost(cost: float) -> str:
+    """``free``, ``$0.0042``, ``$1.27``: US dollars, with four decimals below a cent."""
+    if cost <= 0:
+        return "free"
+    return f"${cost:.4f}" if cost < 0.01 else f"${cost:,.2f}"
+
+
+__all__ = ["ContextMeter", "TokenUsage", "format_cost"]

@@ -70,13 +70,8 @@ from .base import (
     content_blocks,
     is_prompt,
 )
-from .catalog import (
-    DEEPSEEK_BASE_URL,
-    DEEPSEEK_DEFAULT_MODEL,
-    DEEPSEEK_KEY_ENV,
-    known_context_window,
-)
-from .catalog import accepts_images as catalog_accepts_images
+from .catalog import DEEPSEEK_BASE_URL, DEEPSEEK_DEFAULT_MODEL, DEEPSEEK_KEY_ENV
+from .facts import ModelFacts, Prices, model_facts
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -270,6 +265,13 @@ class _CancelWatch:
             self._waiter.cancel()
 
 
+def check_base_url(base_url: object) -> None:
+    """Refuse a ``base_url`` that is not an http(s) URL, saying what one looks like."""
+    if not isinstance(base_url, str) or urlsplit(base_url).scheme not in ("http", "https") \
+            or not urlsplit(base_url).hostname:
+        raise ModelError("config", f"base_url must be an http(s) URL such as {DEEPSEEK_BASE_URL!r}, got {base_url!r}")
+
+
 def _default_provider_name(base_url: str) -> str:
     host = (urlsplit(base_url).hostname or "").lower()
     if host.endswith("deepseek.com"):
@@ -314,11 +316,9 @@ class OpenAICompatibleProvider(ModelProvider):
         reasoning_replay: bool | None = None,
         null_tool_call_content: bool = True,
         accepts_images: bool | None = None,
+        prices: Prices | None = None,
     ) -> None:
-        if not isinstance(base_url, str) or urlsplit(base_url).scheme not in ("http", "https") \
-                or not urlsplit(base_url).hostname:
-            raise ModelError("config",
-                             f"base_url must be an http(s) URL such as {DEEPSEEK_BASE_URL!r}, got {base_url!r}")
+        check_base_url(base_url)
         if not isinstance(model, str) or not model.strip():
             raise ModelError("config", f"model must be a non-empty model name, got {model!r}")
         if api_key_env is not None and (not isinstance(api_key_env, str) or not api_key_env.strip()):
@@ -343,9 +343,13 @@ class OpenAICompatibleProvider(ModelProvider):
         self.extra_body = dict(extra_body) if extra_body else None
         self.include_usage = include_usage
         self.on_retry = on_retry
-        window = context_window if context_window is not None else known_context_window(self.model)
-        images = catalog_accepts_images(self.model) if accepts_images is None else bool(accepts_images)
-        self.info = ModelInfo(provider_name or _default_provider_name(self.base_url), self.model, window, images)
+        provider = provider_name or _default_provider_name(self.base_url)
+        facts = self._facts(provider)
+        window = context_window if context_window is not None else facts.context_window
+        images = facts.accepts_images if accepts_images is None else bool(accepts_images)
+        self.info = ModelInfo(provider, self.model, window, images)
+        #: What one token costs (``None``: unknown, so no cost is computed); ``prices=`` overrides the facts.
+        self.prices = prices if prices is not None else facts.prices
         self.reasoning_replay = self.info.provider == "deepseek" if reasoning_replay is None else reasoning_replay
         self.null_tool_call_content = null_tool_call_content
         self._client: AsyncOpenAI | None = None
@@ -356,6 +360,15 @@ class OpenAICompatibleProvider(ModelProvider):
         key = "explicit key" if self._api_key else (f"key from ${self.api_key_env}" if self.api_key_env else "keyless")
         return (f"OpenAICompatibleProvider(provider={self.info.provider!r}, model={self.model!r}, "
                 f"base_url={self.base_url!r}, {key}, context_window={self.info.context_window})")
+
+    @property
+    def where(self) -> str:
+        """Who answers, as errors name it: ``deepseek (https://api.deepseek.com)``."""
+        return f"{self.info.provider} ({self.base_url})"
+
+    def _facts(self, provider: str) -> ModelFacts:
+        """What is known of this model (window, images, prices) before any option overrides it."""
+        return model_facts(self.model, provider)
 
     # -- keys and client -------------------------------------------------------------------------------
 
@@ -455,22 +468,31 @@ class OpenAICompatibleProvider(ModelProvider):
         try:
             watch.check("before it was sent")
             key = self._resolve_key()
-            client = await self._client_for(key, watch)
-            response = await self._open(client, self.request_params(request), key, watch)
+            create = await self._creator(key, watch)
+            response = await self._open(create, self.request_params(request), key, watch)
             try:
                 async for event in self._read(response, key, watch):
                     yield event
             finally:
                 with contextlib.suppress(Exception):  # closing a broken connection may fail again
-                    await response.close()
+                    await self._close_response(response)
         finally:
             watch.close()
 
-    async def _open(self, client: AsyncOpenAI, params: dict[str, Any], key: str, watch: _CancelWatch) -> Any:
+    async def _creator(self, key: str, watch: _CancelWatch) -> Callable[..., Awaitable[Any]]:
+        """What opens a streamed completion from request parameters (the SDK client's ``create``)."""
+        client = await self._client_for(key, watch)
+        return client.chat.completions.create
+
+    async def _close_response(self, response: Any) -> None:
+        await response.close()
+
+    async def _open(self, create: Callable[..., Awaitable[Any]], params: dict[str, Any], key: str,
+                    watch: _CancelWatch) -> Any:
         attempt = 0
         while True:
             try:
-                return await watch.race(client.chat.completions.create(**params), "while waiting for the endpoint")
+                return await watch.race(create(**params), "while waiting for the endpoint")
             except ModelError:
                 raise
             except Exception as exc:  # SDK and transport errors become ModelError below
@@ -515,12 +537,12 @@ class OpenAICompatibleProvider(ModelProvider):
         if finish is None:
             raise ModelError(
                 "bad_stream",
-                f"the stream from {self.info.provider} ({self.base_url}) ended before the model finished its "
+                f"the stream from {self.where} ended before the model finished its "
                 "answer (no finish reason); the answer is incomplete. Try again.",
                 retryable=True,
             )
         if usage is not None:
-            yield usage
+            yield usage if self.prices is None else self.prices.priced(usage)
         yield Finish(finish)
 
     @staticmethod
@@ -564,7 +586,7 @@ class OpenAICompatibleProvider(ModelProvider):
     def _map_error(self, exc: BaseException, key: str) -> ModelError:
         import openai
 
-        where = f"{self.info.provider} ({self.base_url})"
+        where = self.where
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             detail = self._detail(exc, key)
@@ -585,8 +607,11 @@ class OpenAICompatibleProvider(ModelProvider):
                                             f"(HTTP 404: {detail}); check the model name and base_url, or "
                                             f"{SWITCH_HINT}.", status)
             if status == 429:
-                return ModelError("rate_limit", f"{where} is rate-limiting requests (HTTP 429: {detail}); wait a "
-                                                "minute and try again.", status, retryable=True)
+                wait = parse_retry_after(getattr(getattr(exc, "response", None), "headers", None))
+                when = (f"it asks to wait {wait:.0f} s; try again then" if wait is not None and wait >= 1
+                        else "wait a minute and try again")
+                return ModelError("rate_limit", f"{where} is rate-limiting requests (HTTP 429: {detail}); {when}.",
+                                  status, retryable=True)
             if status in _RETRYABLE_STATUS or status >= 500:
                 return ModelError("server", f"{where} failed with HTTP {status} ({detail}); try again later.",
                                   status, retryable=status in _RETRYABLE_STATUS or status >= 500)
@@ -609,7 +634,7 @@ class OpenAICompatibleProvider(ModelProvider):
     def _stream_error(self, exc: BaseException, key: str) -> ModelError:
         import openai
 
-        where = f"{self.info.provider} ({self.base_url})"
+        where = self.where
         if isinstance(exc, json.JSONDecodeError):
             return ModelError("bad_stream", f"{where} sent a stream chunk that is not valid JSON ({exc.msg}); "
                                             "the answer is incomplete. Try again.", retryable=True)

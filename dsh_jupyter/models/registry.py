@@ -11,6 +11,10 @@ Specs understood by :func:`resolve_model`:
 ``ollama:<model>``            a local Ollama server (``http://127.0.0.1:11434/v1``, no key)
 ``<model>`` + ``base_url=``   any OpenAI-compatible endpoint (vLLM, llama.cpp, ...); keyless unless
                               ``api_key_env=`` names the variable holding its key
+``<provider>/<model>``        a LiteLLM model id: ``anthropic/claude-sonnet-4-5``, ``gemini/gemini-2.5-flash``,
+                              ``azure/<deployment>``, ``openrouter/<org>/<model>``, ``ollama/llama3.1``...
+                              (extra ``dsh-jupyter[litellm]``; ``litellm:<id>`` says so explicitly;
+                              ``base_url`` is passed on as LiteLLM's ``api_base``)
 ``<model>``                   a bare ``deepseek-*`` name goes to DeepSeek, a bare ``gpt-*``/``o1``/``o3``/
                               ``o4-*`` name to OpenAI
 ============================  ===========================================================================
@@ -34,14 +38,17 @@ from .catalog import (
     OLLAMA_BASE_URL,
     OPENAI_BASE_URL,
     OPENAI_KEY_ENV,
-    known_context_window,
 )
+from .facts import Prices, litellm_providers, model_facts
+from .litellm_provider import COMMON_PROVIDERS, INSTALL_HINT, LiteLLMProvider, key_variable, litellm_installed, split_id
 from .local import LOCAL_CONTEXT_WINDOW, LocalModel, missing_local_packages
 from .offline import OFFLINE_CONTEXT_WINDOW, OfflineModel
-from .openai_compat import OpenAICompatibleProvider
+from .openai_compat import SWITCH_HINT, OpenAICompatibleProvider
+from .probe import served_models
 
 SPEC_HELP = ("use 'offline', 'local', 'deepseek', 'deepseek:<model>', 'openai:<model>', 'ollama:<model>', "
-             "or a model name with base_url=<OpenAI-compatible endpoint>")
+             "a LiteLLM id such as 'anthropic/claude-sonnet-4-5', or a model name with "
+             "base_url=<OpenAI-compatible endpoint>")
 
 DEFAULT_NOTICE = ("Using the offline model (no API key needed). To use DeepSeek, set DEEPSEEK_API_KEY; "
                   "or pick another model with --model (`%dsh models` lists them).")
@@ -50,16 +57,26 @@ _OPENAI_NAME = re.compile(r"^(gpt-|o1|o3|o4|chatgpt-)")
 
 
 def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_key_env: str | None = None,
-                  context_window: int | None = None, accepts_images: bool | None = None) -> ModelProvider:
+                  context_window: int | None = None, accepts_images: bool | None = None,
+                  prices: Prices | None = None) -> ModelProvider:
     """The provider for ``spec`` (``None``: :func:`default_model_spec`). See the module docstring.
 
     ``accepts_images`` overrides whether an OpenAI-compatible model is sent images (``None``: the catalog's
-    value for its name); the offline and local models ignore it."""
+    value for its name); the offline and local models ignore it. ``prices`` overrides what a call of the
+    model costs (``None``: LiteLLM's model map for hosted providers, else unknown)."""
     if spec is None:
         spec = default_model_spec()[0]
     if not isinstance(spec, str) or not spec.strip():
         raise ModelError("config", f"empty model spec; {SPEC_HELP}")
     spec = spec.strip()
+    litellm_id = litellm_model_id(spec)
+    if litellm_id is not None and (base_url is None or litellm_installed()):
+        # a name such as "openai/gpt-oss-20b" at a base_url of your own needs no LiteLLM to be served
+        if not litellm_installed():
+            raise ModelError("config", f"{spec!r} is a LiteLLM model id, which needs the LiteLLM extra: "
+                                       f"{INSTALL_HINT}; or {SWITCH_HINT}")
+        return LiteLLMProvider(litellm_id, api_base=base_url, api_key_env=api_key_env,
+                               context_window=context_window, accepts_images=accepts_images, prices=prices)
     family, sep, name = spec.partition(":")
     family_l = family.lower()
     if not sep:
@@ -74,7 +91,7 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_k
             family_l, name = "deepseek", DEEPSEEK_DEFAULT_MODEL
         elif base_url is not None:
             return OpenAICompatibleProvider(base_url, spec, api_key_env=api_key_env,
-                                            context_window=context_window, accepts_images=accepts_images)
+                                            context_window=context_window, accepts_images=accepts_images, prices=prices)
         elif spec.lower().startswith("deepseek-"):
             family_l, name = "deepseek", spec
         elif _OPENAI_NAME.match(spec.lower()):
@@ -87,20 +104,33 @@ def resolve_model(spec: str | None = None, *, base_url: str | None = None, api_k
     if family_l == "deepseek":
         return OpenAICompatibleProvider(base_url or DEEPSEEK_BASE_URL, name,
                                         api_key_env=api_key_env or DEEPSEEK_KEY_ENV,
-                                        context_window=context_window, accepts_images=accepts_images,
+                                        context_window=context_window, accepts_images=accepts_images, prices=prices,
                                         provider_name="deepseek")
     if family_l == "openai":
         return OpenAICompatibleProvider(base_url or OPENAI_BASE_URL, name, api_key_env=api_key_env or OPENAI_KEY_ENV,
-                                        context_window=context_window, accepts_images=accepts_images,
+                                        context_window=context_window, accepts_images=accepts_images, prices=prices,
                                         provider_name="openai")
     if family_l == "ollama":
         return OpenAICompatibleProvider(base_url or OLLAMA_BASE_URL, name, api_key_env=api_key_env,
-                                        context_window=context_window, accepts_images=accepts_images,
+                                        context_window=context_window, accepts_images=accepts_images, prices=prices,
                                         provider_name="ollama")
     if base_url is not None:  # "org:model"-style names of custom servers
         return OpenAICompatibleProvider(base_url, spec, api_key_env=api_key_env, context_window=context_window,
-                                        accepts_images=accepts_images)
+                                        accepts_images=accepts_images, prices=prices)
     raise ModelError("config", f"unknown model family {family!r} in {spec!r}; {SPEC_HELP}")
+
+
+def litellm_model_id(spec: str) -> str | None:
+    """The LiteLLM id ``spec`` names (``litellm:<id>``, or ``<provider>/<model>`` with a provider LiteLLM
+    knows, such as ``anthropic/claude-sonnet-4-5``), else ``None``."""
+    family, sep, rest = spec.partition(":")
+    if sep and family.strip().lower() == "litellm":
+        return rest.strip()
+    provider, slash, name = spec.partition("/")
+    if not slash or ":" in provider or not name.strip():
+        return None
+    provider = provider.strip().lower()
+    return spec if provider in COMMON_PROVIDERS or provider in litellm_providers() else None
 
 
 def _no_endpoint_options(spec: str, base_url: str | None, api_key_env: str | None) -> None:
@@ -129,14 +159,38 @@ class ModelListing:
     key_present: bool
     available: bool
     note: str
+    #: Where the window and prices came from (:data:`~.facts.SOURCE_LITELLM`, :data:`~.facts.SOURCE_TABLE`...).
+    facts: str = ""
+    #: What a million tokens cost (``free``; ``""``: unknown).
+    price: str = ""
 
     @property
     def needs_key(self) -> bool:
         return self.key_env is not None
 
 
-def list_models(env: Mapping[str, str] | None = None) -> list[ModelListing]:
-    """The models worth offering, with whether each can be used right now."""
+#: LiteLLM ids ``%dsh models`` offers (any other id works too).
+LITELLM_EXAMPLES = ("anthropic/claude-sonnet-4-5", "anthropic/claude-haiku-4-5", "gemini/gemini-2.5-flash",
+                    "gemini/gemini-2.5-pro", "mistral/mistral-large-latest", "azure/<deployment>",
+                    "openrouter/<org>/<model>")
+
+
+def _listing(spec: str, provider: str, model: str, key_env: str | None, key_present: bool, available: bool,
+             note: str, *, facts_of: tuple[str, str | None] | None = None, window: int | None = None) -> ModelListing:
+    """A row with the model's facts: window (unless given), where they came from, and its price."""
+    facts = model_facts(*facts_of) if facts_of else None
+    prices = facts.prices if facts else None
+    return ModelListing(spec, provider, model, window if window is not None else (facts.context_window if facts
+                                                                                    else None),
+                        key_env, key_present, available, note, (facts.source or "") if facts else "",
+                        prices.describe() if prices else "")
+
+
+def list_models(env: Mapping[str, str] | None = None, *, base_url: str | None = None,
+                probe: bool = True) -> list[ModelListing]:
+    """The models worth offering, with whether each can be used right now and what is known of it: the
+    keys set, the LiteLLM providers (with the extra), and, with ``probe``, the models local servers and the
+    configured ``base_url`` serve (:func:`~.probe.served_models`, a short timeout each)."""
     env = os.environ if env is None else env
 
     def has(name: str) -> bool:
@@ -145,16 +199,34 @@ def list_models(env: Mapping[str, str] | None = None) -> list[ModelListing]:
     missing = missing_local_packages()
     rows = [
         ModelListing("offline", "offline", "offline", OFFLINE_CONTEXT_WINDOW, None, True, True,
-                     "deterministic, no network; reports what it was sent"),
+                     "deterministic, no network; reports what it was sent", "built in", "free"),
         ModelListing("local", "local", "smollm2", LOCAL_CONTEXT_WINDOW, None, True, not missing,
-                     "SmolLM2-135M via llama.cpp" if not missing else "needs pip install 'dsh-jupyter[local]'"),
+                     "SmolLM2-135M via llama.cpp" if not missing else "needs pip install 'dsh-jupyter[local]'",
+                     "built in", "free"),
     ]
     for model, note in ((DEEPSEEK_DEFAULT_MODEL, "default when DEEPSEEK_API_KEY is set"),
                         ("deepseek-chat", ""), ("deepseek-reasoner", "streams its reasoning")):
         spec = "deepseek" if model == DEEPSEEK_DEFAULT_MODEL else f"deepseek:{model}"
-        rows.append(ModelListing(spec, "deepseek", model, known_context_window(model), DEEPSEEK_KEY_ENV,
-                                 has(DEEPSEEK_KEY_ENV), has(DEEPSEEK_KEY_ENV), note))
+        rows.append(_listing(spec, "deepseek", model, DEEPSEEK_KEY_ENV, has(DEEPSEEK_KEY_ENV), has(DEEPSEEK_KEY_ENV),
+                             note, facts_of=(model, "deepseek")))
     for model in ("gpt-4.1", "gpt-4o", "gpt-4o-mini", "o3"):
-        rows.append(ModelListing(f"openai:{model}", "openai", model, known_context_window(model), OPENAI_KEY_ENV,
-                                 has(OPENAI_KEY_ENV), has(OPENAI_KEY_ENV), ""))
+        rows.append(_listing(f"openai:{model}", "openai", model, OPENAI_KEY_ENV, has(OPENAI_KEY_ENV),
+                             has(OPENAI_KEY_ENV), "", facts_of=(model, "openai")))
+    installed = litellm_installed()
+    for model_id in LITELLM_EXAMPLES:
+        provider, name = split_id(model_id)
+        key_env = key_variable(provider, env)
+        present = key_env is None or has(key_env)
+        placeholder = "<" in model_id
+        note = ("needs " + INSTALL_HINT) if not installed else (
+            "put your own name in place of <...>" if placeholder else "")
+        rows.append(_listing(model_id, provider, name, key_env, present, installed and present and not placeholder,
+                             note, facts_of=None if placeholder else (model_id, provider)))
+    if probe:
+        for served in served_models(base_url):
+            where = f"served at {served.server}" + (f"; needs base_url={served.base_url}" if served.base_url and
+                                                   served.base_url != base_url else "")
+            provider = "ollama" if served.spec.startswith("ollama:") else "openai-compatible"
+            rows.append(_listing(served.spec, provider, served.model, None, True, True, where,
+                                 facts_of=(served.model, None)))
     return rows

@@ -222,6 +222,14 @@ COMMANDS: tuple[Command, ...] = (
     Command("config", "Show every setting with its value and help; change one with "
             "`%config DshMagics.NAME = VALUE`."),
     Command("models", "Show the models you can use, whether their key is set and which one is in use."),
+    Command("mcp", "Show the MCP servers the agent can use: where each is configured, its state (not started, "
+            "ready, failed ...) and its tools, `mcp__SERVER__TOOL`, with whether each reads or acts.", (
+                Argument(("--connect",), "Start the servers that are not running now (a failed one is tried "
+                         "again) instead of at the next prompt.", flag=True),
+                Argument(("--trust",), "Trust the project's `.mcp.json` as it is now, so its servers may start "
+                         "(read it first: its commands run in this kernel; a change to the file asks again).",
+                         flag=True),
+            )),
     Command("undo", "Revert the agent's last notebook edit in the current session (an inserted cell is deleted, a "
             "replaced cell gets its old source back, a deleted cell returns); again: the edit before.", (
                 Argument(("--force",), "Revert even when the cell was changed since the agent's edit (those "
@@ -526,12 +534,16 @@ def models_table(listings: Sequence["ModelListing"], in_use: int | None, *, mark
     rows = []
     for position, listing in enumerate(listings):
         window = f"{listing.context_window:,}" if listing.context_window else None
-        rows.append(Row((listing.spec, listing.provider, listing.model, window, _key_cell(listing),
-                         "yes" if listing.available else "no", listing.note or ""),
+        rows.append(Row((listing.spec, listing.provider, listing.model, window, listing.price or None,
+                         listing.facts or None, _key_cell(listing), "yes" if listing.available else "no",
+                         listing.note or ""),
                         marked=position == in_use, mark=mark if position == in_use else ""))
     notes = [unlisted] if unlisted else []
     notes.append('Use one with %%dsh --model SPEC, %dsh new --model SPEC or %config DshMagics.model = "SPEC".')
-    return CommandTable(("spec", "provider", "model", "context (tokens)", "API key", "usable", "note"), rows,
+    notes.append("Window and prices come from LiteLLM's model map when dsh-jupyter[litellm] is installed, else "
+                 "from the built-in table; set prices of your own models with %config DshMagics.model_prices.")
+    return CommandTable(("spec", "provider", "model", "context (tokens)", "price (in / out)", "facts from", "API key",
+                         "usable", "note"), rows,
                         css_class="dsh-models", empty="No models.", code=frozenset({0}), notes=notes)
 
 

@@ -6,10 +6,10 @@
 
 from __future__ import annotations
 
-from traitlets import Bool, CaselessStrEnum, Float, Int, Unicode
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode
 from traitlets.config import Configurable
 
-from ..traits import DsnUnicode
+from ..traits import DsnUnicode, ModelPrices
 
 
 class DshSettings(Configurable):
@@ -37,8 +37,9 @@ class DshSettings(Configurable):
     ).tag(config=True)
     model = Unicode(
         "",
-        help="Model spec: `offline`, `local`, `deepseek[:model]`, `openai:model`, `ollama:model`, or a model name "
-        "served at `base_url` (`%dsh models` lists them). Empty: DeepSeek when `$DEEPSEEK_API_KEY` is set, else "
+        help="Model spec: `offline`, `local`, `deepseek[:model]`, `openai:model`, `ollama:model`, a LiteLLM id "
+        "such as `anthropic/claude-sonnet-4-5` (extra `dsh-jupyter[litellm]`), or a model name served at "
+        "`base_url` (`%dsh models` lists them). Empty: DeepSeek when `$DEEPSEEK_API_KEY` is set, else "
         "the offline model.",
     ).tag(config=True)
     base_url = Unicode(
@@ -56,6 +57,12 @@ class DshSettings(Configurable):
         help="Whether the model is sent images (plots from tools) as images: `yes`, `no` (a text description "
         "instead), or `auto`: the known value for the model (gpt-4o, vision models of local servers, ...); "
         "other names, such as a `base_url` server's, get descriptions.",
+    ).tag(config=True)
+    model_prices = ModelPrices(
+        help="What models cost, in US dollars per million tokens, for self-hosted endpoints or to correct the "
+        "known prices: `{'my-model': {'input': 0.5, 'output': 1.5, 'cached': 0.1}}`, or `{'my-model': 0}` for a "
+        "free one (the footer then says free). Keys are model specs as `--model` takes them. A model with no "
+        "known price shows no cost.",
     ).tag(config=True)
     placement = CaselessStrEnum(
         ["separate", "prompt-prefix"], default_value="separate",
@@ -133,3 +140,28 @@ class DshSettings(Configurable):
         "those names are removed. Off: the kernel's own values are put back."
     ).tag(config=True)
     system_prompt = Unicode("", help="System prompt for the agent. Empty: the built-in one.").tag(config=True)
+    mcp_servers = Dict(
+        help="MCP servers for the agent, in the `mcpServers` shape of Claude Code's `.mcp.json`: "
+        "`{\"notes\": {\"command\": \"uvx\", \"args\": [\"notes-mcp\"]}}` (stdio) or `{\"url\": ..., "
+        "\"headers\": {...}}` (Streamable HTTP), `\"disabled\": true` to turn one off. Merged over the user file "
+        "and the project file (a server named here wins); see docs/mcp.md.",
+    ).tag(config=True)
+    mcp_config_file = Unicode(
+        "", help="The user's MCP configuration (`{\"mcpServers\": {...}}`). Empty: `mcp.json` in the harness home "
+        "(`~/.dsh/mcp.json`)."
+    ).tag(config=True)
+    mcp_project_file = Unicode(
+        ".mcp.json", help="The project's MCP configuration, relative to the notebook's folder (Claude Code's "
+        "`.mcp.json`); its servers win over the user file's. Empty: no project file is read."
+    ).tag(config=True)
+    mcp_connect_timeout = Float(
+        30.0, help="Seconds an MCP server may take to start and list its tools before the prompt goes on without it."
+    ).tag(config=True)
+    mcp_call_timeout = Float(
+        120.0, help="Seconds one MCP tool call may take before it is cancelled and the agent told so."
+    ).tag(config=True)
+    mcp_stdio_command_allowlist = List(
+        Unicode(), default_value=None, allow_none=True,
+        help="Commands stdio MCP servers may run (an admin setting, e.g. in /etc/ipython/ipython_config.py): a "
+        "name (`uvx`) allows that command as written, a path allows that program. None: any command.",
+    ).tag(config=True)

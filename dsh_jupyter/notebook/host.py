@@ -14,6 +14,7 @@ tools load when the first ``%%dsh`` cell builds its session (or the first comple
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import logging
 import os
@@ -37,8 +38,11 @@ if TYPE_CHECKING:
     from ..agent import Agent, AgentConfig
     from ..agent.approvals import ApprovalPolicy, Approver
     from ..agent.events import AgentEvent
+    from ..agent.prompt_submit import Decision, Next, PromptSubmission
     from ..agent.submit import Submission
+    from ..mcp_client.clients import McpClients, McpSettings
     from ..models.base import ModelProvider
+    from ..models.facts import Prices
     from ..query import SessionQuery
     from ..references import ReferenceTarget, SessionReferenceResolver
     from ..references.candidates import RemoteCandidateJson
@@ -90,7 +94,7 @@ class SessionHandle:
 
 
 #: Settings that only change how the current agent behaves (applied to it when it is idle).
-_MODEL_SETTINGS = frozenset({"model", "base_url", "api_key_env", "context_window", "model_images"})
+_MODEL_SETTINGS = frozenset({"model", "base_url", "api_key_env", "context_window", "model_images", "model_prices"})
 #: Settings of the session's approval policy (applied at once, even to a running turn's next call).
 _APPROVAL_SETTINGS = frozenset({"approval", "approval_timeout"})
 #: Settings whose change changes what :meth:`NotebookHost.export_env` gives the kernel.
@@ -125,6 +129,7 @@ class NotebookHost:
         self.live_source: LiveSource | None = None
         self._workspace: Workspace | None = None
         self._process_env: ProcessEnv | None = None
+        self._mcp: McpClients | None = None
 
     # -- configuration-derived services (one wiring: dsh_jupyter.services) ------------------------------
     @property
@@ -197,6 +202,10 @@ class NotebookHost:
         Returns a line for the user when the change cannot apply at once (a turn is running), else ``None``.
         """
         changed = self.services.configure(ServiceSettings.from_config(self.settings, self.cwd))
+        if self._mcp is not None and (name.startswith("mcp_") or name == "dsh_home"):
+            self._mcp.configure(self.mcp_settings())  # read at the next prompt
+        if name.startswith("mcp_"):
+            return None
         if name in _ENV_SETTINGS:
             try:
                 self.export_env()
@@ -267,6 +276,7 @@ class NotebookHost:
                 wanted, base_url=self.settings.base_url or None, api_key_env=self.settings.api_key_env or None,
                 context_window=self.settings.context_window or None,
                 accepts_images={"yes": True, "no": False}.get(self.settings.model_images.lower()),
+                prices=self._prices_for(wanted),
             )
         except ModelError as exc:
             from ..ui.messages import Said, model_error_message
@@ -281,6 +291,16 @@ class NotebookHost:
             )
         self._model, self._model_spec = provider, wanted
         return provider, notice
+
+    def _prices_for(self, spec: str) -> Prices | None:
+        """The ``model_prices`` setting's prices of ``spec`` (``None``: not set for it)."""
+        from ..models.facts import parse_prices
+
+        given = self.settings.model_prices
+        value = given.get(spec)
+        if value is None and ":" in spec:  # "ollama:llama3.1" priced as "llama3.1"
+            value = given.get(spec.partition(":")[2])
+        return None if value is None else parse_prices(spec, value)
 
     # -- what a new agent gets ------------------------------------------------------------------------
     def _tools(self) -> ToolRegistry:
@@ -337,6 +357,46 @@ class NotebookHost:
         if runner is None:
             raise HostError("cells can only be run once the extension is loaded (%load_ext dsh_jupyter)")
         return runner.execute(source, cell_id, timeout)
+
+    # -- MCP servers: their tools join the agent's before each prompt ------------------------------------
+    def mcp_settings(self) -> McpSettings:
+        from ..mcp_client.clients import McpSettings
+        from ..mcp_client.config import USER_FILE
+        from ..mcp_client.trust import TRUST_FILE
+
+        s = self.settings
+        user = os.path.expanduser(s.mcp_config_file) if s.mcp_config_file.strip() else None
+        project = s.mcp_project_file.strip()
+        allowlist = s.mcp_stdio_command_allowlist
+        return McpSettings(
+            user_file=Path(user) if user else Path(self.dsh_home()) / USER_FILE,
+            project_file=Path(self.cwd, os.path.expanduser(project)) if project else None,
+            trust_file=Path(self.dsh_home()) / TRUST_FILE,
+            servers=dict(s.mcp_servers), connect_timeout=s.mcp_connect_timeout, call_timeout=s.mcp_call_timeout,
+            allowlist=tuple(allowlist) if allowlist is not None else None, cwd=self.cwd)
+
+    @property
+    def mcp(self) -> McpClients:
+        """This kernel's MCP servers (none started until a prompt or ``%dsh mcp --connect`` needs them)."""
+        if self._mcp is None:
+            from ..mcp_client.clients import McpClients
+
+            self._mcp = McpClients(AgentThread("dsh-mcp"), self.mcp_settings())
+            atexit.register(self._mcp.close)  # a stdio server's process ends with the kernel's
+        return self._mcp
+
+    def _mcp_listener(self, agent: Agent) -> Callable[[PromptSubmission, Next], Any]:
+        """Before each prompt of ``agent``: its MCP tools brought up to date, problems shown in the turn."""
+        async def prepare(submission: PromptSubmission, proceed: Next) -> Decision:
+            try:
+                lines = await self.mcp.prepare(agent.tools, stopped=lambda: agent.stopping)
+            except Exception as exc:  # the prompt goes on with the tools it has
+                lines = [f"MCP servers could not be prepared: {type(exc).__name__}: {exc}"]
+            for line in lines:
+                agent.notice(line, "warning")
+            return await proceed(submission)
+
+        return prepare
 
     def _hooks(self) -> HookRunner | None:
         bridges: list[Any] = []
@@ -410,6 +470,7 @@ class NotebookHost:
         self._model_changes.clear()  # its model was resolved from the settings as they are now
         self.query.register_live(agent.session)
         self._disposers.append(agent.subscribe(self._on_agent_event))
+        self._disposers.append(agent.prompt_submit.add(self._mcp_listener(agent)))
         self.services.note_session(agent.id, created=created, notebook=os.environ.get("JPY_SESSION_NAME"))
         self.export_env()
         return agent
@@ -677,6 +738,8 @@ class NotebookHost:
                 self.thread.run(bash.jobs.stop_all(), timeout=10)
             except Exception:
                 log.debug("could not stop background jobs", exc_info=True)
+        if self._mcp is not None:  # stdio servers' processes end with the kernel's extension
+            self._mcp.close()
         model = self._model
         if model is not None:
             try:

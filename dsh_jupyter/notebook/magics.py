@@ -120,7 +120,8 @@ class DshMagics(Magics, DshSettings):
     @argument("-n", "--new", action="store_true", help="Start a new session for this prompt.")
     @argument("-m", "--model", default=None, metavar="SPEC",
               help="Model for this session: `offline`, `local`, `deepseek[:model]`, `openai:model`, "
-              "`ollama:model`, or a model name served at `base_url` (`%dsh models` lists them).")
+              "`ollama:model`, a LiteLLM id (`provider/model`, e.g. `gemini/gemini-2.5-pro`), or a model name "
+              "served at `base_url` (`%dsh models` lists them).")
     @argument("-p", "--placement", choices=["separate", "prompt-prefix"], default=None, metavar="WHERE",
               help="Where referenced-session snapshots go: `separate` (their own message before the prompt) or "
               "`prompt-prefix` (one message: snapshots, `## My request:`, prompt). Default: the `placement` "
@@ -426,7 +427,7 @@ class DshMagics(Magics, DshSettings):
     def _cmd_models(self, args: argparse.Namespace) -> Any:
         from ..models.registry import list_models
 
-        listings = list_models()
+        listings = list_models(base_url=self.host.settings.base_url or None)
         agent = self.host.agent
         if agent is not None:
             info = agent.model.info
@@ -438,6 +439,22 @@ class DshMagics(Magics, DshSettings):
             mark, unlisted = "default", f"The next session will use {spec!r}."
             in_use = next((i for i, row in enumerate(listings) if row.spec == spec), None)
         return commands.models_table(listings, in_use, mark=mark, unlisted=unlisted if in_use is None else None)
+
+    def _cmd_mcp(self, args: argparse.Namespace) -> Any:
+        from ..mcp_client.display import mcp_table
+
+        clients = self.host.mcp
+        clients.configure(self.host.mcp_settings())
+        if args.trust:
+            for line in clients.trust_project():
+                print(line)
+        if args.connect:
+            for line in clients.connect():
+                print(line)
+        settings = clients.settings
+        sources = [f"{settings.user_file} (user)" if settings.user_file else "",
+                   f"{settings.project_file} (project)" if settings.project_file else "", "DshMagics.mcp_servers"]
+        return mcp_table(clients.status(), clients.problems, [s for s in sources if s])
 
     def _cmd_undo(self, args: argparse.Namespace) -> Any:
         agent = self.host.agent

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clip import capped
 from ..images import ToolImage
-from ..tools.base import Tool, ToolExecution, ToolOutput
+from ..tools.base import MAX_RESULT_CHARS, Tool, ToolExecution, ToolOutput
 from .protocols import PythonToolHost
 
 if TYPE_CHECKING:
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-MAX_RESULT_CHARS = 20_000
 #: Images attached to one result; further ones are only counted in the text.
 MAX_IMAGES = 8
 #: Display types attached as images, in order of preference (one per output).

@@ -19,10 +19,11 @@ Messages from the browser carry a ``request`` number that the answer repeats:
   short-lived comm per keystroke.
 
 The state (``{"kind": "state", "modelId", "sessionId", "busy", "model", "models"}``) is also sent unasked
-when a sidebar turn ends, so the browser follows a session the turn created. Each session keeps its panel for
-the life of the kernel, so a reloaded page (or a notebook switched back to) shows the conversation again; a
-panel made for a session begun elsewhere (in ``%%dsh`` cells, or resumed after a restart) first shows that
-session's earlier prompts and answers.
+when a turn starts or ends, so the browser follows a session the turn created and its prompt box knows a turn
+runs. Each session keeps its panel for the life of the kernel, so a reloaded page (or a notebook switched back
+to) shows the conversation again. The panel follows the session's agent: every turn streams into it, whichever
+frontend sent the prompt (a ``%%dsh`` cell, ``%dsh chat``, the sidebar), and a panel made for a session begun
+elsewhere (in cells, or resumed after a restart) first shows the session's log folded as exports fold it.
 
 Nothing here imports ipykernel or ipywidgets at load time; outside a kernel nothing is registered.
 """
@@ -42,31 +43,6 @@ if TYPE_CHECKING:
 SIDEBAR_TARGET = "dsh.sidebar"
 
 log = logging.getLogger(__name__)
-
-#: The most earlier prompts and answers the sidebar's new panel of a session shows.
-EARLIER_LIMIT = 60
-EARLIER_NOTE = "Earlier in this session (prompts and answers; the tool calls are in its log, %dsh export):"
-
-
-def earlier_turns(agent: Any, limit: int = EARLIER_LIMIT) -> list[tuple[str, str]]:
-    """The last ``limit`` prompts and answer texts in ``agent``'s log, oldest first (tool calls left out)."""
-    from ..session.events import ASSISTANT_MESSAGE, USER_MESSAGE
-    from ..session.messages import blocks_text, display_content, message_text
-
-    entries: list[tuple[str, str]] = []
-    for event in agent.session.events:
-        data = event.data if isinstance(event.data, Mapping) else {}
-        if event.type == USER_MESSAGE:
-            source = data.get("source")
-            if isinstance(source, Mapping) and source.get("kind") == "user":
-                entries.append(("user", blocks_text(display_content(data))))
-        elif event.type == ASSISTANT_MESSAGE:
-            message = data.get("message")
-            text = message_text(message if isinstance(message, Mapping) else None)
-            if text.strip():
-                entries.append(("assistant", text))
-    return entries[-limit:]
-
 
 def model_choices(host: NotebookHost) -> list[dict[str, Any]]:
     """The sidebar's model picker: the notebook's setting first, then every model ``%dsh models`` lists."""
@@ -111,10 +87,16 @@ class SidebarChats:
             if panel is None:
                 panel = self._panels[agent.id] = ChatPanel(host, kind="sidebar")
                 try:
-                    panel.show_earlier(earlier_turns(agent), EARLIER_NOTE)
+                    panel.replay(agent.session.events)
                 except Exception:  # the conversation from here on is what matters; the log keeps the rest
                     log.warning("dsh: could not show the session's earlier turns in the sidebar", exc_info=True)
+            self._follow(panel, agent)
             return panel
+
+    def _follow(self, panel: ChatPanel, agent: Any) -> None:
+        """Keep ``panel`` showing ``agent``'s turns (a resumed session is a new agent object)."""
+        if panel.followed is not agent:
+            panel.follow(agent, on_turn=self.broadcast)
 
     def state(self) -> dict[str, Any]:
         host = self._host()
@@ -141,7 +123,8 @@ class SidebarChats:
             with self._lock:  # the fresh panel now belongs to the session its prompt created
                 if self._fresh is panel:
                     self._fresh = None
-                self._panels.setdefault(agent.id, panel)
+                if self._panels.setdefault(agent.id, panel) is panel:
+                    self._follow(panel, agent)
         submission.future.add_done_callback(lambda _future: self.broadcast())
         return {"kind": "sent", "mode": submission.mode}
 

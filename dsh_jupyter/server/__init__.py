@@ -9,7 +9,8 @@ the settings (``c.DshServer.*``) in :mod:`dsh_jupyter.server.config`.
 The server serves only session stores at or below its root (plus ``c.DshServer.extra_roots``) and, when
 ``c.DshServer.postgres_dsn`` (default ``$DSH_POSTGRES_DSN``) names one, a PostgreSQL store, reads
 them on a small pool of its own threads with a deadline per request, and indexes the stores of its root
-in a background thread of its own at start.
+in a background thread of its own at start. A notebook it saves mid-turn says so in its turn footers instead of
+"● running" (:mod:`dsh_jupyter.server.saving`).
 
 jupyter-server, the settings and the handlers are imported by :func:`_load_jupyter_server_extension`:
 ``import dsh_jupyter.server`` alone (its helpers, the tests) does not start the web stack.
@@ -37,6 +38,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     from .config import DshServer
     from .handlers import ROUTES
     from .mcp import add_endpoint as add_mcp_endpoint
+    from .saving import settle_footers_hook
     settings = DshServer(parent=serverapp)
     boundary = settings.boundary(serverapp.root_dir)
     postgres = settings.make_postgres()
@@ -53,6 +55,9 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     if postgres is not None:
         serverapp.log.info("dsh-jupyter: also serving the PostgreSQL session store %s (what its role may read)",
                            postgres.where)
+    contents = getattr(serverapp, "contents_manager", None)
+    if contents is not None and hasattr(contents, "register_pre_save_hook"):
+        contents.register_pre_save_hook(settle_footers_hook(serverapp.root_dir, boundary))
     if settings.index_at_start:
         index_in_background(boundary)
 

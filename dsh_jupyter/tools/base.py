@@ -33,6 +33,9 @@ Effect = Literal["read", "act"]
 #: Tool names the OpenAI-compatible function-calling API accepts.
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
+#: The most characters of text a tool result hands the model (python cells, MCP tools); the rest is cut with a note.
+MAX_RESULT_CHARS = 20_000
+
 
 def _no_location() -> SessionLocation | None:
     return None

@@ -33,7 +33,11 @@ AnswerListener = Callable[[dict[str, Any]], None]
 
 
 class ApprovalWidget(anywidget.AnyWidget):
-    """One turn's questions: the current one (``question``) and the one-line records of answered ones."""
+    """One turn's questions: the current one (``question``) and the one-line records of answered ones.
+
+    The view and the saved text show only the question being asked: a decision is shown once, on its call's
+    tool line in the transcript (:attr:`records` keeps the lines for the Python API and the tests).
+    """
 
     _esm = STATIC / "approval.js"
     _css = STATIC / "approval.css"
@@ -63,7 +67,7 @@ class ApprovalWidget(anywidget.AnyWidget):
         self.shown_at = time.monotonic()
 
     def _republish(self) -> None:
-        """Re-send the display so saved notebooks (and frontends without widgets) keep the record line."""
+        """Re-send the display so saved notebooks (and frontends without widgets) no longer show the question."""
         handle = self._handle
         if handle is None:
             return
@@ -125,10 +129,12 @@ class ApprovalWidget(anywidget.AnyWidget):
                 answer(dict(content))
 
     def __repr__(self) -> str:  # the text/plain form: frontends without widgets and saved notebooks
-        lines = [record.get("text", "") for record in self.records if isinstance(record, dict)]
+        lines: list[str] = []
         if self.asking:
             shown = "".join(str(part[1]) for part in self.question.get("parts", []))
             lines.append(f"The agent asks to run {self.question.get('tool')}: {shown}")
             if self.question.get("warning"):
                 lines.append(f"Warning: {self.question['warning']}")
-        return "\n".join(lines) or "(approval questions of this turn appear here)"
+        if lines or self.records:  # answered: its tool line says how
+            return "\n".join(lines)
+        return "(approval questions of this turn appear here)"

@@ -37,7 +37,7 @@ from ..clip import one_line
 from ..conversation.fold import Transcript
 from ..conversation.items import Answer, Item, Notice, Reasoning, ToolCall, ToolStatus, TurnEnd
 from ..conversation.limits import CELL
-from ..conversation.usage import TokenUsage
+from ..conversation.usage import ContextMeter, TokenUsage, format_cost
 from ..escape import escape_controls, html_field
 from .coalescer import UpdateCoalescer, loop_timer
 from .markdown import markdown_html, safe_html
@@ -90,6 +90,8 @@ STATUS_WORDS: dict[str, tuple[str, str]] = {
     "error": ("✗", "error"),
     "blocked": ("⊘", "blocked"),
     "max-steps": ("‖", "stopped at the step limit"),
+    # a footer saved while its turn ran, whose end the session log did not know (ui/saved_footer.py)
+    "unfinished": ("○", "unfinished when saved"),
 }
 
 
@@ -152,6 +154,10 @@ class TurnFooter:
     started_at: float | None
     ended_at: float | None
     usage: TokenUsage | None = None
+    #: How full the window is for the next request (``None``: unknown, or the turn is still running).
+    context: ContextMeter | None = None
+    #: A last fact to add in words (a footer settled when its notebook was saved mid-turn).
+    note: str | None = None
 
     @property
     def short_id(self) -> str:
@@ -169,8 +175,9 @@ class TurnFooter:
         return self.ended_at - self.started_at
 
     def _timing(self) -> str | None:
-        if self.status == "running":
-            return None if self.started_at is None else f"since {_clock_time(self.started_at)}"
+        if self.status in ("running", "unfinished"):
+            word = "since" if self.status == "running" else "started"
+            return None if self.started_at is None else f"{word} {_clock_time(self.started_at)}"
         duration = self.duration
         return None if duration is None else format_duration(duration)
 
@@ -181,12 +188,14 @@ class TurnFooter:
         parts = [f"{_count(usage.input)} in", f"{_count(usage.output)} out"]
         if usage.cached is not None:
             parts.append(f"{_count(usage.cached)} cached")
-        cost = f" · cost {usage.cost:.4f}" if usage.cost is not None else ""  # only what the provider reported
+        cost = "" if usage.cost is None else f" · {'' if usage.cost <= 0 else 'cost '}{format_cost(usage.cost)}"
         return "tokens " + ", ".join(parts) + cost
 
     def _facts(self) -> list[str]:
         """The parts after the status and the session, plain text (controls escaped, not HTML-escaped)."""
-        return [escape_controls(fact) for fact in (self.model_label, self._timing(), self._tokens()) if fact]
+        context = self.context.text() if self.context is not None else None
+        facts = (self.model_label, self._timing(), self._tokens(), context, self.note)
+        return [escape_controls(fact) for fact in facts if fact]
 
     def _status(self) -> str:
         mark, word = STATUS_WORDS.get(self.status, ("", self.status))
@@ -220,9 +229,13 @@ class TurnFooter:
             "endedAt": _iso(self.ended_at),
             "durationSeconds": None if self.duration is None else round(self.duration, 3),
             "usage": None if self.usage is None else self.usage.to_json(),
+            "context": None if self.context is None else self.context.to_json(),
+            **({"note": self.note} if self.note else {}),
         }
 
 
+#: The class of a tool line's approval note ("allowed once by you"): small and grey, on the summary's baseline.
+TOOL_NOTE_CLASS = "dsh-tool-note"
 #: The mark before a tool line (U+2699: in the fonts every desktop ships, unlike the wrench emoji).
 TOOL_GLYPH = "\u2699"
 
@@ -230,8 +243,8 @@ TOOL_GLYPH = "\u2699"
 def tool_details_html(item: ToolCall) -> str:
     """One tool call as a collapsed ``<details>``: its summary, its mark, how it was approved, its result."""
     mark = TOOL_MARKS[item.status][0]
-    if item.approval_note:  # how it was allowed or refused (approvals)
-        mark += f" <sub>{html_field(item.approval_note)}</sub>"
+    if item.approval_note:  # how it was allowed or refused (approvals), on the summary's baseline
+        mark += f' <small class="{TOOL_NOTE_CLASS}">{html_field(item.approval_note)}</small>'
     shown = STOPPED_BODY if item.status == "stopped" and not item.result else item.result or ""
     head = html_field(f"{item.name} · {item.summary}")
     return (f"<details><summary>{TOOL_GLYPH} <code>{head}</code> {mark}</summary>"
@@ -328,6 +341,8 @@ class TurnView:
         self._handles: list[DisplayHandle] = []
         self._frozen = 0  # the last item number already shown in a finished (frozen) output
         self._upto: int | None = None  # while freezing: the last item the current output keeps
+        self._meter: ContextMeter | None = None  # the context meter, measured once when the turn ends
+        self._meter_done = False
         self._coalescer = UpdateCoalescer(self._send, max_rate=rate if rate > 0 else math.inf,
                                           start_timer=loop_timer, isolate=background)
 
@@ -363,7 +378,23 @@ class TurnView:
             title = transcript.title
         started = transcript.started_at if transcript.started_at is not None else self._shown_at
         return TurnFooter(session.id, title, info.provider, info.model, transcript.reason or "running",
-                          started, transcript.ended_at, transcript.usage)
+                          started, transcript.ended_at, transcript.usage,
+                          context=self._context_meter() if transcript.reason else None)
+
+    def _context_meter(self) -> ContextMeter | None:
+        """The session's context meter once the turn has ended (an estimate over the whole surface: not
+        redone for every streamed update)."""
+        if self._meter_done:
+            return self._meter
+        self._meter_done = True
+        measure = getattr(self.session, "context_meter", None)
+        if callable(measure):
+            try:
+                meter = measure()
+            except Exception:  # a footer never breaks the turn's output
+                meter = None
+            self._meter = meter if isinstance(meter, ContextMeter) else None
+        return self._meter
 
     def _new_handle(self) -> None:
         from IPython.display import display

@@ -12,16 +12,17 @@ import logging
 import threading
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import ipywidgets
 from IPython.display import display, update_display
 
-from ...agent.events import AgentEvent
+from ...agent.events import AgentEvent, TurnEnded, TurnStarted
 from ...agent.transcript_feed import apply_event
 from ...conversation.fold import Transcript
 from ...conversation.limits import CELL
+from ...conversation.log_feed import feed
 from ..coalescer import UpdateCoalescer
 from ..protocols import ChatHost
 from .chat import ChatTranscript
@@ -69,7 +70,8 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
 
     ``kind="pick"`` (``%dsh pick``) puts the picker and the prompt box first and the answers under
     them. ``kind="sidebar"`` (the JupyterLab / Notebook 7 chat sidebar, which brings its own prompt box)
-    shows only the transcript and the approval questions under it; prompts come through :meth:`submit`.
+    shows only the transcript and the approval questions under it; prompts come through :meth:`submit`, and
+    it follows its session's agent (:meth:`follow`), so turns sent from cells or other panels stream into it.
     Displayed, the panel's output also carries ``text/html`` and ``text/plain`` copies of the conversation,
     updated through its ``display_id`` (at most ``copy_rate`` times a second), so a saved notebook shows
     the conversation where the widget cannot be shown.
@@ -91,6 +93,12 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         self._settled = threading.Event()
         self._settled.set()
         self._last_submission: PromptSubmission | None = None
+        #: The agent whose every event this panel shows (:meth:`follow`), and how to stop listening to it.
+        self._followed: Any = None
+        self._unfollow: Callable[[], None] | None = None
+        #: The last event shown: a followed agent also hands this panel's own turns to the submission's
+        #: listener, and each event is shown once.
+        self._last_event: AgentEvent | None = None
         self._copy_lock = threading.Lock()
         self._copy: dict[str, str] = {}
         self.transcript = ChatTranscript(on_stop=self.stop, variant=kind)
@@ -110,6 +118,7 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         kwargs.setdefault("children", order)
         super().__init__(**kwargs)
         self.add_class("dsh-panel")
+        self.add_class(f"dsh-panel-{kind}")  # the chat panel's picker is compact (widgets.css)
         self.transcript.panel_id = self.model_id
         self._publish()
         self._send_static_copy()
@@ -164,19 +173,43 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         self.state.add_notice("Stop requested.")
         self._coalescer.poke(final=True)
 
-    def show_earlier(self, entries: Sequence[tuple[str, str]], note: str) -> None:
-        """Show a session's earlier prompts and answers (``("user" | "assistant", text)``, oldest first) under
-        ``note``, before what this panel sends (the sidebar's panel of a session begun in cells or by an
-        earlier kernel)."""
-        if not entries:
-            return
-        self.state.add_notice(note)
-        for role, text in entries:
-            if role == "user":
-                self.state.add_user(readable_prompt(text), steered=False)
-            else:
-                self.state.assistant_message(text)
+    def replay(self, events: Iterable[Any]) -> None:
+        """Show a session's stored events (its log) as the conversation so far: prompts, answers, tool lines
+        and turn ends, folded as exports fold them (the panel of a session begun in cells or by an earlier
+        kernel)."""
+        for event in events:
+            feed(self.state, event)
         self._coalescer.poke(final=True)
+
+    @property
+    def followed(self) -> Any:
+        """The agent this panel follows (``None``: only its own prompts' turns are shown)."""
+        return self._followed
+
+    def follow(self, agent: Any, on_turn: Callable[[], None] | None = None) -> None:
+        """Show every turn of ``agent``'s session as it streams, whichever frontend sent it (a ``%%dsh`` cell,
+        ``%dsh chat``, this panel): the sidebar's panel. ``on_turn`` is called when a turn starts or ends.
+        Following another agent stops following the previous one."""
+        if agent is self._followed:
+            return
+        self.unfollow()
+
+        def shown(event: AgentEvent) -> None:
+            self._on_event(event)
+            if on_turn is not None and isinstance(event, TurnStarted | TurnEnded):
+                try:
+                    on_turn()
+                except Exception:
+                    log.debug("dsh: the panel's turn callback failed", exc_info=True)
+
+        self._followed = agent
+        self._unfollow = agent.subscribe(shown)
+
+    def unfollow(self) -> None:
+        """Stop showing the followed agent's turns (its own prompts' turns are still shown)."""
+        unfollow, self._unfollow, self._followed = self._unfollow, None, None
+        if unfollow is not None:
+            unfollow()
 
     @property
     def items(self) -> list[dict[str, Any]]:
@@ -201,6 +234,7 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
 
     def close(self) -> None:
         """Close the panel and its three widgets (also runs when a half-built panel is collected)."""
+        self.unfollow()
         for name in ("_coalescer", "_copies"):
             coalescer = getattr(self, name, None)
             if coalescer is not None:
@@ -295,7 +329,11 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
         self.questions.children = (widget,)
 
     def _on_event(self, event: AgentEvent) -> None:
-        """The listener the host calls from the agent thread."""
+        """The listener the host calls from the agent thread (each event once: a followed agent's turn that
+        this panel sent reaches it through both listeners, one after the other)."""
+        if event is self._last_event:
+            return
+        self._last_event = event
         try:
             final = apply_event(self.state, event)
         except Exception:

@@ -5,8 +5,10 @@ nbclient or a frontend without widgets shows where the widget cannot be drawn.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ...conversation.fold import Transcript
 from ...conversation.items import Answer, Checkpoint, Context, Item, Note, Prompt, Reasoning, ToolCall
@@ -27,6 +29,8 @@ class PanelFacts:
     model: str = ""
     #: ``idle``, ``running`` or ``error``.
     status: str = "idle"
+    #: The context meter (``context 12% of 200K (compacts at 80%)``; ``""``: unknown or running).
+    context: str = ""
 
     @property
     def heading(self) -> str:
@@ -34,8 +38,8 @@ class PanelFacts:
 
     @property
     def labels(self) -> list[str]:
-        """The short session id and the model (what is known of them)."""
-        return [part for part in (self.session_id[:8], self.model) if part]
+        """The short session id, the model and the context meter (what is known of them)."""
+        return [part for part in (self.session_id[:8], self.model, self.context) if part]
 
     @property
     def details(self) -> list[str]:
@@ -54,7 +58,28 @@ def session_facts(host: object, transcript: Transcript, status: str) -> PanelFac
             model = str(info.model) if str(info.provider) in str(info.model) else f"{info.provider} · {info.model}"
         except Exception:
             log.debug("dsh: could not read the session's header facts", exc_info=True)
-    return PanelFacts(escape_controls(title), escape_controls(session_id), escape_controls(model), status)
+    context = _context_text(agent) if agent is not None and status != "running" else ""
+    return PanelFacts(escape_controls(title), escape_controls(session_id), escape_controls(model), status, context)
+
+
+#: The last context meter text of each agent, with the log position it was measured at (measuring reads the
+#: whole surface, so it is redone only when the log grew).
+_METERS: weakref.WeakKeyDictionary[Any, tuple[int | None, str]] = weakref.WeakKeyDictionary()
+
+
+def _context_text(agent: Any) -> str:
+    try:
+        seq = agent.session.last_seq
+        known = _METERS.get(agent)
+        if known is not None and known[0] == seq:
+            return known[1]
+        meter = agent.context_meter()
+        text = meter.text() if meter is not None else ""
+        _METERS[agent] = (seq, text)
+        return text
+    except Exception:  # a header never breaks the panel
+        log.debug("dsh: could not measure the session's context", exc_info=True)
+        return ""
 
 
 def _static_groups(items: Sequence[Item]) -> Iterator[tuple[str, list[Item]]]:

@@ -53,7 +53,7 @@ def view_item(item: Item) -> dict[str, Any] | None:
     elif isinstance(item, ToolCall):
         view.update(kind="tool", callId=item.call_id, name=item.name, summary=item.summary,
                     arguments=item.arguments, result=item.result or "", isError=item.is_error, done=item.done,
-                    status=item.status)
+                    status=item.status, approval=item.approval_note or "")
     elif isinstance(item, Context):
         summary = context_summary(item)
         if summary is None:

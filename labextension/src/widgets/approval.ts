@@ -1,7 +1,8 @@
 /**
  * Approval question (anywidget view of `dsh_jupyter/ui/approval_widget.py`): the exact command or code the
  * agent wants to run, highlighted, with Allow once / Allow for this session (/ commands starting with a
- * word) / Deny and an optional reason the agent receives. Answered questions stay as one-line records. The
+ * word) / Deny and an optional reason the agent receives. An answered question leaves nothing here: the decision
+ * is shown once, on the call's tool line in the transcript ("allowed once by you"). The
  * view tells the kernel it was drawn ("rendered"), so a kernel without a frontend refuses at once instead
  * of waiting.
  *
@@ -140,23 +141,11 @@ function claimFocus(card: HTMLElement, button: HTMLButtonElement): void {
 function render({ model, el }: RenderProps<IApprovalState>): () => void {
   const root = node('div', 'dsh-approval');
   root.dataset.lmSuppressShortcuts = 'true';
-  const records = node('div', 'dsh-approval-records');
   const card = node('div', 'dsh-approval-card');
   card.setAttribute('role', 'group');
-  root.append(records, card);
+  root.append(card);
   el.append(root);
   let askedFor: string | undefined | null = null; // the call id whose question is on screen
-
-  function drawRecords(): void {
-    records.replaceChildren();
-    for (const record of model.get('records') || []) {
-      const line = node('div', 'dsh-approval-record');
-      line.dataset.allowed = record.allowed ? 'true' : 'false';
-      line.append(node('span', 'dsh-approval-record-mark', record.allowed ? '✓' : '✗'));
-      line.append(node('span', 'dsh-approval-record-text', String(record.text)));
-      records.append(line);
-    }
-  }
 
   function answer(choice: string, reason: string): void {
     const question = model.get('question') || {};
@@ -240,12 +229,11 @@ function render({ model, el }: RenderProps<IApprovalState>): () => void {
   }
 
   function draw(): void {
-    drawRecords();
     drawQuestion();
     root.dataset.state = model.get('state');
   }
 
-  const unsubscribe = subscribe(model, [[['change:records', 'change:question', 'change:state'], draw]]);
+  const unsubscribe = subscribe(model, [[['change:question', 'change:state'], draw]]);
   draw();
   model.send({ kind: 'rendered' });
   return unsubscribe;

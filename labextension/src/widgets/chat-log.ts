@@ -58,6 +58,8 @@ export interface IChatItem {
   isError?: boolean;
   done?: boolean;
   status?: string;
+  /** How the call was allowed or refused ("allowed once by you"; empty when no approval was asked). */
+  approval?: string;
   /** context (and `summary`) */
   references?: IReferenceFacts[];
   /** notice */
@@ -203,7 +205,8 @@ const builders: Readonly<Record<ChatItemKind, Builder>> = {
     const name = node('span', 'dsh-chat-tool-name');
     const args = node('span', 'dsh-chat-tool-args');
     const state = node('span', 'dsh-chat-tool-state');
-    summary.append(name, args, state);
+    const approval = node('span', 'dsh-chat-tool-approval');
+    summary.append(name, args, state, approval);
     const fullArgs = node('pre', 'dsh-chat-tool-full');
     const result = node('pre', 'dsh-chat-tool-result');
     box.append(summary, fullArgs, result);
@@ -213,6 +216,7 @@ const builders: Readonly<Record<ChatItemKind, Builder>> = {
       setText(name, displayText(next.name));
       setText(args, '(' + displayText(next.summary) + ')');
       setText(state, toolState(next));
+      setText(approval, next.approval ? ' · ' + displayText(next.approval) : '');
       box.classList.toggle('dsh-error', !!next.isError);
       setText(fullArgs, shownArgs(next.arguments));
       setText(result, next.done ? shownResult(next.result) : '');
