@@ -31,7 +31,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -387,6 +387,30 @@ def running_server(app: str, root: Path, state: Path) -> Iterator[JupyterServer]
         server.stop()
 
 
+#: The two apps a parametrized server fixture runs each test in: ``params=APPS``.
+APPS = ("lab", "notebook")
+
+
+def serve(app: str, tmp_path_factory: pytest.TempPathFactory, name: str,
+          prepare: Callable[[Path, Path], object] | None = None) -> Iterator[JupyterServer]:
+    """The browser modules' one way to serve (``yield from serve(...)`` in a module-scoped fixture).
+
+    Skips (fails under ``CI=true``) without chromium or, for ``app="notebook"``, Notebook 7, before any
+    set-up; makes the root ``<name>-<app>`` and its state folder; ``prepare(root, state)`` writes what the
+    module needs (notebooks, sessions, app settings under ``state/settings``); then runs the server until
+    the fixture ends.
+    """
+    require_chromium()
+    if app == "notebook":
+        require_notebook7()
+    root = tmp_path_factory.mktemp(f"{name}-{app}")
+    state = tmp_path_factory.mktemp(f"{name}-{app}-state")
+    if prepare is not None:
+        prepare(root, state)
+    with running_server(app, root, state) as server:
+        yield server
+
+
 # --------------------------------------------------------------------------- the browser
 
 
@@ -586,6 +610,10 @@ class NotebookPage:
         """The cell's text as the editor draws it (a mention chip reads as its ``@label``)."""
         return str(self.cell(index).locator(".cm-content").inner_text())
 
+    def prompt_numbers(self) -> list[str]:
+        """Every cell's prompt as shown (``[3]:``, ``[*]:``, ``[ ]:``), in order: what ran and what did not."""
+        return [str(text) for text in self.page.locator(f"{self.scope} .jp-InputArea-prompt").all_inner_texts()]
+
     def focus_end(self, index: int) -> None:
         """Put the caret at the end of cell ``index`` (edit mode)."""
         self.click_editor(index)
@@ -631,6 +659,38 @@ def browser(module_chromium: list[ChromiumProcess], tmp_path_factory: pytest.Tem
         module_chromium.append(_start_chromium(tmp_path_factory.mktemp("chromium") / "profile"))
     with connected_browser(module_chromium[-1]) as connected:
         yield connected
+
+
+# --------------------------------------------------------------------------- cells that wait on the test
+#: The longest a :func:`held_cell` runs when no test releases it (a test that failed before releasing it).
+HOLD_SECONDS = 120
+
+
+def held_cell(name: str) -> str:
+    """The source of a cell that runs until the test calls :func:`release` with ``name`` (a file the cell waits for in
+    the kernel's working folder, the notebook's), at most :data:`HOLD_SECONDS`: a cell that must still be running
+    while the test looks at something else, for as long as the test needs and not a fixed time longer."""
+    return (f"import pathlib, time\n_held = time.monotonic() + {HOLD_SECONDS}\n"
+            f"while not pathlib.Path({name!r}).exists() and time.monotonic() < _held:\n    time.sleep(0.05)")
+
+
+def release(folder: Path, name: str) -> None:
+    """Let the :func:`held_cell` ``name`` of the notebook in ``folder`` end."""
+    (folder / name).touch()
+
+
+def session_logged(folder: Path, event: str, timeout: float = KERNEL_TIMEOUT_MS / 1000) -> None:
+    """Wait until a session log in ``folder``'s JSONL store (``<folder>/.dsh/sessions``) records ``event`` (such as
+    ``turn/end``): for a test that needs something to have happened in the kernel that the page does not show."""
+    needle = json.dumps(event)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for log in (folder / ".dsh" / "sessions").glob("**/*.jsonl"):
+            with contextlib.suppress(OSError):
+                if needle in log.read_text(encoding="utf-8", errors="replace"):
+                    return
+        time.sleep(0.1)
+    raise AssertionError(f"no session log in {folder / '.dsh' / 'sessions'} recorded {event} within {timeout:.0f} s")
 
 
 # --------------------------------------------------------------------------- cells that wait on the user

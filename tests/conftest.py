@@ -15,7 +15,7 @@ if os.environ.get("CI") == "true":
     hypothesis_settings.load_profile("ci")
 
 pytest_plugins = [
-    "fake_openai", "pytest_jupyter.jupyter_server", "browser_helpers", "pg_helpers", "kernel_helpers",
+    "fake_openai", "pytest_jupyter.jupyter_server", "browser_helpers", "pg_helpers", "kernel_helpers", "timing_helpers",
 ]
 
 #: The reference harness's own logs with their expected reads, kept in the repository (see its README).
@@ -45,10 +45,26 @@ def tier(item: pytest.Item) -> str:
     return "unit"
 
 
+#: The order the tiers are handed out in, heaviest first (see :func:`heaviest_first`).
+TIER_ORDER = ("browser", "postgres", "kernel", "unit")
+def heaviest_first(items: list[pytest.Item], tiers: dict[pytest.Item, str]) -> list[pytest.Item]:
+    """``items`` with whole modules reordered by the heaviest tier any of their tests is in (browser first, unit
+    last), each module's own order kept. With ``--dist loadscope --no-loadscope-reorder`` xdist hands the modules
+    out in this order, so the long browser modules start at once and short unit-test modules fill the end, instead
+    of a browser module starting last and keeping one worker busy alone."""
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        rank[module] = min(rank.get(module, len(TIER_ORDER)), TIER_ORDER.index(tiers[item]))
+    return sorted(items, key=lambda item: rank[item.nodeid.split("::", 1)[0]])
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tiers = {item: tier(item) for item in items}
     for item in items:
-        item.add_marker(tier(item))
+        item.add_marker(tiers[item])
+    items[:] = heaviest_first(items, tiers)
 
 
 @pytest.fixture(autouse=True)

@@ -19,12 +19,13 @@ from typing import Any
 
 import pytest
 from browser_helpers import (
+    APPS,
     JupyterServer,
     NotebookPage,
     finished_cell,
-    require_chromium,
-    require_notebook7,
-    running_server,
+    held_cell,
+    release,
+    serve,
     start_cell,
     watched_page,
     write_notebook,
@@ -55,24 +56,22 @@ def foreground_cells(hooks: Path) -> tuple[str, ...]:
 BACKGROUND_CELLS = (
     "%load_ext dsh_jupyter",
     "%%dsh --bg\n/bash touch bg.txt; echo bg-done",
-    "import time; time.sleep(12)",
+    held_cell("bg-checked"),  # runs until the test has seen the background turn's answer
 )
 
 
-@pytest.fixture(scope="module", params=["lab", "notebook"])
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    if request.param == "notebook":
-        require_notebook7()
-    root = tmp_path_factory.mktemp(f"approvals-{request.param}")
+def write_notebooks(root: Path, _state: Path) -> None:
     hooks = root / "claude-settings.json"
     group = {"matcher": "bash", "hooks": [{"type": "command",
                                            "command": f"{sys.executable} {SCRIPTS / 'guard_commands.py'}"}]}
     hooks.write_text(json.dumps({"hooks": {"PreToolUse": [group]}}))
     write_notebook(root / FOREGROUND, *foreground_cells(hooks))
     write_notebook(root / BACKGROUND, *BACKGROUND_CELLS)
-    with running_server(request.param, root, tmp_path_factory.mktemp("approvals-state")) as running:
-        yield running
+
+
+@pytest.fixture(scope="module", params=APPS)
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    yield from serve(request.param, tmp_path_factory, "approvals", write_notebooks)
 
 
 def question(output: Any) -> Any:
@@ -192,6 +191,7 @@ def test_a_background_turn_asks_in_its_own_cell_while_another_runs(
             "the other cell ended before the background turn got its answer"
         assert (work / "bg.txt").exists()
         nb.screenshot(request, "2-background-allowed")
+        release(work, "bg-checked")
         finished_cell(nb, 2)
         assert watch.dialogs == []
         assert watch.errors == []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,12 +23,16 @@ from browser_helpers import (
     JupyterServer,
     NotebookPage,
     finished_cell,
-    require_chromium,
-    running_server,
+    held_cell,
+    release,
+    serve,
+    session_logged,
     start_cell,
     watched_page,
     write_notebook,
 )
+
+from dsh_jupyter.session.events import TURN_END
 
 FOLDER = "work"
 STEER_NOTEBOOK = f"{FOLDER}/background.ipynb"
@@ -37,7 +42,7 @@ STEER_CELLS = (
     "%load_ext dsh_jupyter\n%config DshMagics.approval = \"auto\"  # the background jobs run without asking",
     "%%dsh --bg\nRun the slow job in the background.\n/bash sleep 3; echo slow-job-finished",
     f"%%dsh\n{STEER_PROMPT}",
-    "import time; time.sleep(5)",
+    held_cell("tool-result-seen"),  # runs until the test has seen the background turn's tool result
     "%dsh wait",
 )
 IDLE_CELLS = (
@@ -47,18 +52,15 @@ IDLE_CELLS = (
 )
 #: The offline model's answer after a tool step with nothing steered in.
 TOOL_SUMMARY = "here is what the tool returned"
-#: Long enough for the idle turn (a 2 s sleep plus the offline answer) to end with no cell running.
-IDLE_WAIT_MS = 4_000
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    root = tmp_path_factory.mktemp("background-root")
-    write_notebook(root / STEER_NOTEBOOK, *STEER_CELLS)
-    write_notebook(root / IDLE_NOTEBOOK, *IDLE_CELLS)
-    with running_server("lab", root, tmp_path_factory.mktemp("background-state")) as server:
-        yield server
+    def write_notebooks(root: Path, _state: Path) -> None:
+        write_notebook(root / STEER_NOTEBOOK, *STEER_CELLS)
+        write_notebook(root / IDLE_NOTEBOOK, *IDLE_CELLS)
+
+    yield from serve("lab", tmp_path_factory, "background", write_notebooks)
 
 
 
@@ -112,6 +114,7 @@ def test_background_turn_streams_into_its_cell_while_others_run(
         print(f"[cell 4 running] background cell: {output_text(nb, 1)!r}")
         nb.screenshot(request, "1-while-cell-4-runs")
 
+        release(lab.root / FOLDER, "tool-result-seen")
         finished_cell(nb, 3)
         nb.run(4)  # %dsh wait
         # (b) The final answer, in the background cell, answers the steered prompt.
@@ -152,13 +155,13 @@ def test_background_turn_that_ends_while_the_kernel_is_idle(
         nb.run(0)
         background = nb.run(1)
         expect(kernel_status(nb)).to_have_text(re.compile(r"\| Idle$"))
-        # The scenario needs time to pass with no cell running: the turn ends while the kernel is idle.
-        page.wait_for_timeout(IDLE_WAIT_MS)
+        # The scenario needs the turn to end with no cell running: wait (running nothing) until its log says it ended.
+        session_logged(lab.root / FOLDER, TURN_END)
         idle_text = output_text(nb, 1)
         nb.screenshot(request, "1-idle-after-finish")
         # What the kernel sent while idle travelled under the last request's parent (this cell's);
         # JupyterLab routes a display update by its display id to the cell that made the display.
-        print(f"\n[idle] background cell after {IDLE_WAIT_MS} ms with no cell running: {idle_text!r}")
+        print(f"\n[idle] background cell once its turn ended with no cell running: {idle_text!r}")
 
         expect(nb.run(2).locator(".jp-OutputArea-output")).to_have_text("2")
         answer = background.locator(".jp-RenderedHTMLCommon", has=page.locator("sub.dsh-turn-footer"))

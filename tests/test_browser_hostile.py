@@ -25,14 +25,13 @@ from typing import Any
 
 import pytest
 from browser_helpers import (
+    APPS,
     MODEL_SOURCE,
     JupyterServer,
     NotebookPage,
     PageWatch,
     artifact_path,
-    require_chromium,
-    require_notebook7,
-    running_server,
+    serve,
     watched_page,
     write_notebook,
 )
@@ -178,21 +177,17 @@ def write_source(folder: Path) -> None:
         writer.close()
 
 
-@pytest.fixture(scope="module", params=["lab", "notebook"])
+@pytest.fixture(scope="module", params=APPS)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    if request.param == "notebook":
-        require_notebook7()
-    root = tmp_path_factory.mktemp(f"hostile-{request.param}")
-    write_source(root / "work")
-    write_notebook(root / NOTEBOOK, *CELLS)
-    state = tmp_path_factory.mktemp(f"hostile-{request.param}-state")
-    # Every output shown (the apps fold those after the 50th behind "Show more outputs").
-    tracker = state / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
-    tracker.parent.mkdir(parents=True)
-    tracker.write_text(json.dumps({"maxNumberOutputs": 1000}), encoding="utf-8")
-    with running_server(request.param, root, state) as running:
-        yield running
+    def prepare(root: Path, state: Path) -> None:
+        write_source(root / "work")
+        write_notebook(root / NOTEBOOK, *CELLS)
+        # Every output shown (the apps fold those after the 50th behind "Show more outputs").
+        tracker = state / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+        tracker.parent.mkdir(parents=True)
+        tracker.write_text(json.dumps({"maxNumberOutputs": 1000}), encoding="utf-8")
+
+    yield from serve(request.param, tmp_path_factory, "hostile", prepare)
 
 
 def assert_inert(page: Any, scope: Any, watch: PageWatch, what: str) -> dict[str, Any]:

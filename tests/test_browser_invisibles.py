@@ -25,8 +25,7 @@ from browser_helpers import (
     NotebookPage,
     artifact_path,
     finished_cell,
-    require_chromium,
-    running_server,
+    serve,
     start_cell,
     watched_page,
     write_notebook_cells,
@@ -58,13 +57,12 @@ def write_cells(path: Path, home: Path) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    root = tmp_path_factory.mktemp("invisibles-lab")
-    home = root / "home"
-    (home / "canary").mkdir(parents=True)
-    write_cells(root / PATH, home)
-    with running_server("lab", root, tmp_path_factory.mktemp("invisibles-state")) as running:
-        yield running
+    def prepare(root: Path, _state: Path) -> None:
+        home = root / "home"
+        (home / "canary").mkdir(parents=True)
+        write_cells(root / PATH, home)
+
+    yield from serve("lab", tmp_path_factory, "invisibles", prepare)
 
 
 def test_hidden_characters_are_marked_and_named_in_the_question_and_the_proposal(

@@ -14,6 +14,7 @@ import asyncio
 import re
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +24,7 @@ pytest.importorskip("mcp")
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
-    require_chromium,
-    running_server,
+    serve,
     watched_page,
     write_notebook_cells,
 )
@@ -36,11 +36,10 @@ PROPOSAL = ".dsh-proposal"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    root = tmp_path_factory.mktemp("outside-agent")
-    write_notebook_cells(root / PATH, CELLS)
-    with running_server("lab", root, tmp_path_factory.mktemp("outside-state")) as running:
-        yield running
+    def write_notebook(root: Path, _state: Path) -> None:
+        write_notebook_cells(root / PATH, CELLS)
+
+    yield from serve("lab", tmp_path_factory, "outside-agent", write_notebook)
 
 
 async def call_tool(server: JupyterServer, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:

@@ -18,9 +18,7 @@ import pytest
 from browser_helpers import (
     JupyterServer,
     NotebookPage,
-    require_chromium,
-    require_notebook7,
-    running_server,
+    serve,
     watched_page,
     write_notebook,
     write_session,
@@ -66,12 +64,9 @@ def make_root(path: Path) -> Root:
 
 
 def _server(app: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, Root]]:
-    require_chromium()
-    if app == "notebook":
-        require_notebook7()
-    root = make_root(tmp_path_factory.mktemp(f"{app}-root"))
-    with running_server(app, root.path, tmp_path_factory.mktemp(f"{app}-state")) as server:
-        yield server, root
+    roots: list[Root] = []
+    for server in serve(app, tmp_path_factory, "mentions", lambda root, _state: roots.append(make_root(root))):
+        yield server, roots[0]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,9 +18,7 @@ from browser_helpers import (
     JupyterServer,
     NotebookPage,
     read_saved_notebook,
-    require_chromium,
-    require_notebook7,
-    running_server,
+    serve,
     watched_page,
     write_notebook,
 )
@@ -39,13 +36,7 @@ DONE = re.compile(r"^✓ done · .+ \(([0-9a-f]{8})\) · offline · \d+\.\d s ·
 
 
 def _server(app: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    if app == "notebook":
-        require_notebook7()
-    root: Path = tmp_path_factory.mktemp(f"{app}-output-root")
-    write_notebook(root / NOTEBOOK, *CELLS)
-    with running_server(app, root, tmp_path_factory.mktemp(f"{app}-output-state")) as server:
-        yield server
+    yield from serve(app, tmp_path_factory, "output", lambda root, _state: write_notebook(root / NOTEBOOK, *CELLS))
 
 
 @pytest.fixture(scope="module")

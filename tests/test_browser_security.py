@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +21,7 @@ from browser_helpers import (
     JupyterServer,
     NotebookPage,
     PageWatch,
-    require_chromium,
-    running_server,
+    serve,
     watched_page,
     write_notebook,
     write_session,
@@ -63,15 +63,14 @@ CELLS = (
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    root = tmp_path_factory.mktemp("security-root")
-    folder = root / "lab"
-    here = os.path.realpath(folder)
-    for session_id, title, cwd, created_at in SESSIONS:
-        write_session(folder, session_id, title, cwd=here if cwd is None else (cwd or None), created_at=created_at)
-    write_notebook(root / NOTEBOOK, *CELLS)
-    with running_server("lab", root, tmp_path_factory.mktemp("security-state")) as server:
-        yield server
+    def prepare(root: Path, _state: Path) -> None:
+        folder = root / "lab"
+        here = os.path.realpath(folder)
+        for session_id, title, cwd, created_at in SESSIONS:
+            write_session(folder, session_id, title, cwd=here if cwd is None else (cwd or None), created_at=created_at)
+        write_notebook(root / NOTEBOOK, *CELLS)
+
+    yield from serve("lab", tmp_path_factory, "security", prepare)
 
 
 

@@ -154,10 +154,6 @@ def _assert_heading_in_view(side: Sidebar) -> None:
     assert placed["headerTop"] >= placed["headingBottom"] - 0.5, placed
 
 
-def _prompt_numbers(nb: NotebookPage) -> list[str]:
-    return [str(text) for text in nb.page.locator(f"{nb.scope} .jp-InputArea-prompt").all_inner_texts()]
-
-
 def _set_theme(server: JupyterServer, theme: str) -> None:
     """Choose the app's theme through the settings API (both apps read it on load)."""
     body = json.dumps({"raw": json.dumps({"theme": theme})}).encode()
@@ -195,7 +191,7 @@ def test_the_sidebar_chats_with_the_notebooks_agent(
         nb = NotebookPage(page, server, FIRST).open()
         nb.run(0)
         nb.run(1)
-        numbers = _prompt_numbers(nb)
+        numbers = nb.prompt_numbers()
         side = Sidebar(nb).open()
         side.ready()
         expect(side.chat.locator(".dsh-sidebar-heading")).to_have_text("first.ipynb")
@@ -279,7 +275,7 @@ def test_the_sidebar_chats_with_the_notebooks_agent(
         expect(side.chat.locator(".dsh-chat-item").last).to_contain_text("Turn interrupted")
         side.screenshot(request, "4b-stopped")  # a long conversation, scrolled to its end
         _assert_heading_in_view(side)
-        assert _prompt_numbers(nb)[:2] == numbers[:2]  # no cell ran for any of it
+        assert nb.prompt_numbers()[:2] == numbers[:2]  # no cell ran for any of it
         assert not watch.errors and not watch.dialogs, (watch.errors, watch.dialogs)
 
 

@@ -16,17 +16,17 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_helpers import (
+    APPS,
     KERNEL_TIMEOUT_MS,
     JupyterServer,
     NotebookPage,
     read_saved_notebook,
-    require_chromium,
-    require_notebook7,
-    running_server,
+    serve,
     watched_page,
     write_notebook,
     write_session,
@@ -45,22 +45,15 @@ PICK_QUESTION = "what was the total?"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
-@pytest.fixture(scope="module", params=["lab", "notebook"])
+@pytest.fixture(scope="module", params=APPS)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    if request.param == "notebook":
-        require_notebook7()
-    root = tmp_path_factory.mktemp(f"widgets-{request.param}")
-    folder = root / "work"
-    write_session(folder, "regional-1", "Regional sales Q3", cwd=os.path.realpath(folder),
-                  created_at=1_787_000_000_000)
-    write_notebook(root / NOTEBOOK, *CELLS)
-    with running_server(request.param, root, tmp_path_factory.mktemp(f"widgets-{request.param}-state")) as running:
-        yield running
+    def prepare(root: Path, _state: Path) -> None:
+        folder = root / "work"
+        write_session(folder, "regional-1", "Regional sales Q3", cwd=os.path.realpath(folder),
+                      created_at=1_787_000_000_000)
+        write_notebook(root / NOTEBOOK, *CELLS)
 
-
-def _prompt_numbers(nb: NotebookPage) -> list[str]:
-    return [str(text) for text in nb.page.locator(f"{nb.scope} .jp-InputArea-prompt").all_inner_texts()]
+    yield from serve(request.param, tmp_path_factory, "widgets", prepare)
 
 
 def test_chat_keys_stay_in_the_widget_and_answers_render(
@@ -79,7 +72,7 @@ def test_chat_keys_stay_in_the_widget_and_answers_render(
         expect(panel.locator(".dsh-chat-title")).to_have_text("New session")
         nb.screenshot(request, "1-empty-chat")
 
-        cells_before, prompts_before = nb.page.locator(f"{nb.scope} .jp-Cell").count(), _prompt_numbers(nb)
+        cells_before, prompts_before = nb.page.locator(f"{nb.scope} .jp-Cell").count(), nb.prompt_numbers()
         area.click()
         page.keyboard.type(LINES[0])
         page.keyboard.press("Enter")
@@ -88,7 +81,7 @@ def test_chat_keys_stay_in_the_widget_and_answers_render(
         page.keyboard.type(LINES[2])
         expect(area).to_have_js_property("value", "\n".join(LINES))
         assert nb.page.locator(f"{nb.scope} .jp-Cell").count() == cells_before
-        assert _prompt_numbers(nb) == prompts_before  # no cell ran (cell 2 would get a number)
+        assert nb.prompt_numbers() == prompts_before  # no cell ran (cell 2 would get a number)
         expect(nb.cell(1).locator(".dsh-chat-empty")).to_be_visible()  # the panel was not re-created
         nb.screenshot(request, "2-typed")
 
@@ -116,7 +109,7 @@ def test_chat_keys_stay_in_the_widget_and_answers_render(
         expect(panel.locator(".dsh-chat-details")).to_contain_text("offline")
         tool.locator("summary").click()
         expect(tool.locator(".dsh-chat-tool-result")).to_contain_text("tool-ran-42")
-        assert _prompt_numbers(nb) == prompts_before
+        assert nb.prompt_numbers() == prompts_before
         nb.screenshot(request, "3-answered")
 
         assert watch.dialogs == []

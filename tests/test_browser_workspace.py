@@ -31,12 +31,11 @@ from typing import Any
 import nbformat
 import pytest
 from browser_helpers import (
+    APPS,
     JupyterServer,
     NotebookPage,
     finished_cell,
-    require_chromium,
-    require_notebook7,
-    running_server,
+    serve,
     start_cell,
     watched_page,
     write_notebook_cells,
@@ -88,15 +87,9 @@ def write_workspace(path: Path) -> None:
     write_notebook_cells(path, CELLS)
 
 
-@pytest.fixture(scope="module", params=["lab", "notebook"])
+@pytest.fixture(scope="module", params=APPS)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    if request.param == "notebook":
-        require_notebook7()
-    root = tmp_path_factory.mktemp(f"workspace-{request.param}")
-    write_workspace(root / PATH)
-    with running_server(request.param, root, tmp_path_factory.mktemp("workspace-state")) as running:
-        yield running
+    yield from serve(request.param, tmp_path_factory, "workspace", lambda root, _state: write_workspace(root / PATH))
 
 
 def sources(nb: NotebookPage) -> list[str]:

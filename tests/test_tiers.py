@@ -54,6 +54,30 @@ def test_the_four_tiers_partition_the_suite() -> None:
     assert not any(i.startswith("tests/test_browser_") for i in ids["unit"] | ids["kernel"] | ids["postgres"])
 
 
+#: Prints each collected test's module and tier, in the order xdist hands the modules out (a ``-p`` plugin).
+SHOW_ORDER = """
+def pytest_collection_finish(session):
+    for item in session.items:
+        tiers = [mark.name for mark in item.iter_markers() if mark.name in ("unit", "kernel", "postgres", "browser")]
+        print("ITEM", item.nodeid.split("::")[0], tiers[0])
+"""
+
+
+def test_modules_go_out_heaviest_tier_first_each_kept_whole(tmp_path: Path) -> None:
+    (tmp_path / "show_order.py").write_text(SHOW_ORDER, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    modules = ["tests/test_escape.py", "tests/test_kernel_env.py", "tests/test_browser_sidebar.py"]
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "-p", "show_order", *modules], cwd=TESTS.parent, env=env, capture_output=True,
+                         text=True, timeout=240, check=True).stdout
+    rows = [line.split()[1:] for line in out.splitlines() if line.startswith("ITEM ")]
+    runs = [module for index, (module, _tier) in enumerate(rows) if index == 0 or rows[index - 1][0] != module]
+    # Whole modules (each one run of items), heaviest tier first: browser, then the module with PostgreSQL
+    # tests (its kernel and unit tests stay with it), then unit tests; not the alphabetical order.
+    assert runs == ["tests/test_browser_sidebar.py", "tests/test_kernel_env.py", "tests/test_escape.py"], runs
+    assert {tier for module, tier in rows if module == "tests/test_kernel_env.py"} >= {"postgres", "kernel"}
+
+
 # --------------------------------------------------------------------------- reading outputs
 
 
