@@ -89,7 +89,8 @@ def test_default_mode_refuses_headless_within_seconds(run: Run) -> None:
     cell = run.text("ask")
     assert "refused: needs approval" in cell and 'DshMagics.approval = \\"auto\\"' not in cell
     assert "needs the user's approval" in cell
-    assert "bash `touch X_ask`: refused: nobody could answer here" in cell  # the question's saved record line
+    # The decision is said once, on the tool line: no second, grey record line under it.
+    assert "bash `touch X_ask`: refused: nobody could answer here" not in cell
     first = run.results()[0]
     assert first["meta"]["approval"]["answeredBy"] == "nobody" and first["meta"]["approval"]["mode"] == "ask"
     assert 'DshMagics.approval = "auto"' in result_text(first) and first["meta"]["denied"] is True

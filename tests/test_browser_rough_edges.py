@@ -359,14 +359,22 @@ def test_brackets_in_a_dsh_cell_are_not_styled_as_a_link(browser: Any, server: J
     with watched_page(browser) as (page, watch):
         nb = NotebookPage(page, server, CHIPS_NOTEBOOK).open()
         content = nb.cell(2).locator(".cm-content")
-        expect(content).to_have_attribute("data-language", "markdown")  # a prompt: highlighted as Markdown
+        expect(content).to_have_attribute("data-language", "dsh-prompt")  # a prompt: Markdown without links
         expect(content).to_contain_text(BRACKETS)
         styled = content.evaluate("""content => {
             const plain = getComputedStyle(content);
-            return [...content.querySelectorAll('span')]
-                .filter(span => span.textContent.includes('north'))
-                .map(span => { const s = getComputedStyle(span);
-                               return { line: s.textDecorationLine, color: s.color, plain: plain.color }; });
+            // Every element the text "north" sits in, from its own up to the line (plain text has none but
+            // the line itself): none may be underlined or coloured as a link.
+            const walker = document.createTreeWalker(content, NodeFilter.SHOW_TEXT);
+            const found = [];
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                if (!node.textContent.includes('north')) { continue; }
+                for (let el = node.parentElement; el && el !== content; el = el.parentElement) {
+                    const s = getComputedStyle(el);
+                    found.push({ line: s.textDecorationLine, color: s.color, plain: plain.color, tag: el.className });
+                }
+            }
+            return found;
         }""")
         assert styled, "the brackets are not in the editor"
         for span in styled:
