@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,7 +39,6 @@ from browser_helpers import (
 )
 
 FIRST = "work/first.ipynb"
-SECOND = "work/second.ipynb"
 PLAIN = "work/plain.ipynb"
 #: The notebook of the heading's layout test (a conversation of its own, long enough to scroll).
 HEADING = "work/heading.ipynb"
@@ -60,7 +60,6 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         require_notebook7()
     root = tmp_path_factory.mktemp(f"sidebar-{request.param}")
     write_notebook_cells(root / FIRST, [(None, "%load_ext dsh_jupyter"), ("cell-x", "x = 41")])
-    write_notebook(root / SECOND, "%load_ext dsh_jupyter", "%%dsh\nHello from a cell", f"%%dsh\n{CELL_AFTER}")
     write_notebook(root / PLAIN, "1 + 1")
     write_notebook(root / HEADING, "%load_ext dsh_jupyter")
     write_notebook(root / QUICK, "%load_ext dsh_jupyter")
@@ -284,8 +283,13 @@ def test_switching_notebooks_switches_the_panel_and_a_reload_restores_it(
 ) -> None:
     from playwright.sync_api import expect
 
+    # A notebook (and so a kernel and a session) of its own for each attempt: a re-run after a failure
+    # starts from an empty conversation rather than the one the failed attempt left.
+    path = f"work/second-{uuid.uuid4().hex[:6]}.ipynb"
+    write_notebook(server.root / path, "%load_ext dsh_jupyter", "%%dsh\nHello from a cell", f"%%dsh\n{CELL_AFTER}")
+    name = path.rsplit("/", 1)[1]
     with watched_page(browser) as (page, watch):
-        second = NotebookPage(page, server, SECOND).open()
+        second = NotebookPage(page, server, path).open()
         second.run(0)
         second.run(1)  # the session begins in a cell: the sidebar shows its conversation so far
         side = Sidebar(second).open()
@@ -326,14 +330,14 @@ def test_switching_notebooks_switches_the_panel_and_a_reload_restores_it(
             assert "Hello from the second notebook" not in side.chat.inner_text()
             assert side.chat.locator(".dsh-chat-details").inner_text().split(" · ")[0] != second_session
             side.screenshot(request, "5-first-notebook")
-            page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="second.ipynb").click()
-            expect(side.chat.locator(".dsh-sidebar-heading")).to_have_text("second.ipynb")
+            page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=name).click()
+            expect(side.chat.locator(".dsh-sidebar-heading")).to_have_text(name)
             expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(SECOND_PROMPTS)
             expect(side.chat.locator(".dsh-chat-details")).to_contain_text(second_session)
 
         # A reloaded page shows the conversation the kernel kept.
         watch.dialogs.clear()
-        reloaded = NotebookPage(page, server, SECOND).open()
+        reloaded = NotebookPage(page, server, path).open()
         side = Sidebar(reloaded).open()
         expect(side.chat.locator(".dsh-chat-user .dsh-chat-text")).to_have_text(SECOND_PROMPTS,
                                                                  timeout=KERNEL_TIMEOUT_MS)
