@@ -34,10 +34,11 @@ echo "mypy (strict) ..."
 .venv/bin/mypy
 echo "tsc (strict) over the JupyterLab extension and the anywidget views ..."
 (cd labextension && PATH="$PWD/../.venv/bin:$PATH" && { [ -d node_modules ] || jlpm install >/dev/null; } && jlpm check)
-# --dist loadscope keeps a module on one worker, so a module's server or database starts once;
-# --no-loadscope-reorder hands the modules out in the order tests/conftest.py puts them, heaviest tier first
-# (browser, postgres, kernel, unit), so no browser module starts last while the other workers idle. A failed test
+# --dist loadscope keeps a module on one worker, so a module's server or database starts once, and xdist hands
+# out the modules with the most tests first. (tests/conftest.py can instead put them heaviest tier first, used with
+# --no-loadscope-reorder; on CI's two cores that started every browser module at once and needed 19 reruns where
+# this order needs one to three, for no faster run, so it is not used here.) A failed test
 # is run again up to twice: kernels, servers and browsers on two shared cores can miss a deadline by chance.
 # A rerun is reported ("R" and "N rerun" in the summary): a test that needs one is a test to look at.
-exec .venv/bin/python -m pytest -n "${DSH_TEST_WORKERS:-3}" --dist loadscope --no-loadscope-reorder \
+exec .venv/bin/python -m pytest -n "${DSH_TEST_WORKERS:-3}" --dist loadscope \
   --reruns 2 --reruns-delay 2 "$@"
