@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +16,7 @@ from browser_helpers import (
     JupyterServer,
     NotebookPage,
     copied_text,
-    require_chromium,
-    require_notebook7,
-    running_server,
+    serve,
     watched_page,
     write_notebook,
     write_session,
@@ -40,18 +39,15 @@ print("value:", repr(panel.prompt.value))"""
 
 @pytest.fixture(scope="module", params=["lab", "notebook"])
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    if request.param == "notebook":
-        require_notebook7()
-    root = tmp_path_factory.mktemp(f"picker-{request.param}-root")
-    folder = root / "work"
-    here = os.path.realpath(folder)
-    for session_id, title, created_at in SESSIONS:
-        cwd = "/elsewhere" if session_id == "other-3" else here
-        write_session(folder, session_id, title, cwd=cwd, created_at=created_at)
-    write_notebook(root / NOTEBOOK, "%load_ext dsh_jupyter", "panel = %dsh pick\npanel", CHECK)
-    with running_server(request.param, root, tmp_path_factory.mktemp(f"picker-{request.param}-state")) as running:
-        yield running
+    def prepare(root: Path, _state: Path) -> None:
+        folder = root / "work"
+        here = os.path.realpath(folder)
+        for session_id, title, created_at in SESSIONS:
+            cwd = "/elsewhere" if session_id == "other-3" else here
+            write_session(folder, session_id, title, cwd=cwd, created_at=created_at)
+        write_notebook(root / NOTEBOOK, "%load_ext dsh_jupyter", "panel = %dsh pick\npanel", CHECK)
+
+    yield from serve(request.param, tmp_path_factory, "picker", prepare)
 
 
 

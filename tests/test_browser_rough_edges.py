@@ -22,6 +22,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,9 +32,7 @@ from browser_helpers import (
     NotebookPage,
     finished_cell,
     read_saved_notebook,
-    require_chromium,
-    require_notebook7,
-    running_server,
+    serve,
     start_cell,
     watched_page,
     write_notebook,
@@ -88,19 +87,16 @@ CHIP_CELLS = (f"%%dsh\nCompare {MENTION} with last year", "print('a plain cell: 
 
 @pytest.fixture(scope="module", params=["lab", "notebook"])
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_chromium()
-    if request.param == "notebook":
-        require_notebook7()
-    root = tmp_path_factory.mktemp(f"rough-{request.param}")
-    folder = root / FOLDER
-    write_session(folder, "missing-1", OTHER_TITLE, cwd=os.path.realpath(folder), created_at=1_787_000_000_000)
-    write_notebook(root / PROMPTS_NOTEBOOK, *PROMPT_CELLS)
-    write_notebook(root / POPUP_NOTEBOOK, *POPUP_CELLS)
-    write_notebook(root / CHIPS_NOTEBOOK, *CHIP_CELLS)
-    write_notebook(root / FRESH_NOTEBOOK, *FRESH_CELLS)
-    write_notebook(root / SAVED_NOTEBOOK, *SAVED_CELLS)
-    with running_server(request.param, root, tmp_path_factory.mktemp(f"rough-{request.param}-state")) as running:
-        yield running
+    def prepare(root: Path, _state: Path) -> None:
+        folder = root / FOLDER
+        write_session(folder, "missing-1", OTHER_TITLE, cwd=os.path.realpath(folder), created_at=1_787_000_000_000)
+        write_notebook(root / PROMPTS_NOTEBOOK, *PROMPT_CELLS)
+        write_notebook(root / POPUP_NOTEBOOK, *POPUP_CELLS)
+        write_notebook(root / CHIPS_NOTEBOOK, *CHIP_CELLS)
+        write_notebook(root / FRESH_NOTEBOOK, *FRESH_CELLS)
+        write_notebook(root / SAVED_NOTEBOOK, *SAVED_CELLS)
+
+    yield from serve(request.param, tmp_path_factory, "rough", prepare)
 
 
 def _send_twice_quickly(page: Any, panel: Any, first: str, second: str) -> None:
