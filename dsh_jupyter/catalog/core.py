@@ -48,7 +48,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..references.candidates import SessionReferenceCandidate, select_by_scanning
+from ..references.candidates import select_by_scanning
 from ..session import SessionNotFoundError
 from ..store.jsonl import JsonlStore
 from ..store.paths import session_folder_name
@@ -459,9 +459,7 @@ class Catalog:
                 entries.append(CatalogEntry(c.session_id, "", "", c.cwd, c.created_at,
                                             None if c.label == c.session_id else c.label, indexed=False))
             entries = dedupe(sorted(entries, key=lambda e: e.order_key(target.cwd)), limit)
-        return [SessionReferenceCandidate(session_id=e.session_id, label=e.label, cwd=e.cwd,
-                                          same_workspace=e.cwd is not None and e.cwd == target.cwd,
-                                          created_at=e.created_at, notebook=e.notebook) for e in entries]
+        return [e.candidate(target.cwd) for e in entries]
 
     def read_surface(self, query: Any, session_id: str, *, skip_data: Collection[str] = ()) -> Any:
         """Read a referenced session: from ``query`` (live or its own store), else from the store that holds it.

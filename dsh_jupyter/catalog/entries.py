@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+from ..conversation.spend import Spend
 from ..ranking import workspace_rank
+
+if TYPE_CHECKING:
+    from ..references.candidates import SessionReferenceCandidate
 
 #: File name of a session's log in its folder (``dsh_jupyter.store.paths.LOG_NAME``, spelled out here so a
 #: query does not import the storage backends; a test checks they agree).
@@ -24,6 +28,8 @@ class CatalogEntry:
     fallback that the catalog has not indexed yet (its counts are then unknown and 0). ``body_truncated``
     is ``True`` when the session's conversation is longer than the body index keeps per session: body search
     sees only its first part, ``body_messages`` messages (ids, cwds and titles are always searched in full).
+    ``spend`` is what the session's model calls cost (:mod:`dsh_jupyter.conversation.spend`; nothing known for
+    a session the catalog has not indexed).
     """
 
     session_id: str
@@ -44,6 +50,7 @@ class CatalogEntry:
     live: bool = False
     body_truncated: bool = False
     body_messages: int = 0
+    spend: Spend = field(default_factory=Spend)
 
     @property
     def label(self) -> str:
@@ -64,6 +71,15 @@ class CatalogEntry:
         return (needle in self.session_id.lower() or (self.cwd is not None and needle in self.cwd.lower())
                 or needle in self.label.lower())
 
+    def candidate(self, target_cwd: str | None) -> SessionReferenceCandidate:
+        """This session as a candidate to mention from a session in ``target_cwd``."""
+        from ..references.candidates import SessionReferenceCandidate
+
+        return SessionReferenceCandidate(session_id=self.session_id, label=self.label, cwd=self.cwd,
+                                         same_workspace=self.cwd is not None and self.cwd == target_cwd,
+                                         created_at=self.created_at, notebook=self.notebook,
+                                         cost=self.spend.to_json())
+
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {"sessionId": self.session_id, "label": self.label, "title": self.title}
         if self.cwd is not None:
@@ -79,4 +95,7 @@ class CatalogEntry:
         record["readable"] = self.readable
         record["indexed"] = self.indexed
         record["bodyIndexTruncated"] = self.body_truncated
+        cost = self.spend.to_json()
+        if cost is not None:
+            record["cost"] = cost
         return record

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..conversation.spend import Spend, spend_of_events
 from ..session.projection import project_surface
 from .entries import CatalogEntry
 
@@ -24,12 +25,14 @@ def live_logs(query: Any) -> dict[str, Any]:
 
 
 def live_entry(log: Any) -> CatalogEntry:
-    """A catalog entry for a live log (title as ``SessionQuery.title`` reads it; no store)."""
+    """A catalog entry for a live log (title as ``SessionQuery.title`` reads it, cost from its events in
+    memory; no store)."""
     data = log.title()
     title = data.get("title") if isinstance(data, dict) else None
     header = log.header
     return CatalogEntry(header.id, "", "", header.cwd, int(header.created_at),
-                        title if isinstance(title, str) else None, indexed=False, live=True)
+                        title if isinstance(title, str) else None, indexed=False, live=True,
+                        spend=spend_of_events(log.events()) if callable(getattr(log, "events", None)) else Spend())
 
 
 def live_texts(log: Any) -> list[str]:

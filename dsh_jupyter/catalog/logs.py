@@ -35,8 +35,16 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .._json import loads
+from ..conversation.spend import Spend, message_usage, spend_of_lines
 from ..session import SessionError, SurfaceFold, SurfaceSnapshot
-from ..session.events import KNOWN_TYPES, PACKED_ROW_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, events_from_record
+from ..session.events import (
+    ASSISTANT_MESSAGE,
+    KNOWN_TYPES,
+    PACKED_ROW_TYPES,
+    SESSION_TITLE,
+    SYSTEM_MESSAGE,
+    events_from_record,
+)
 from ..session.projection import PROJECTION_SKIPS, project_event, project_surface
 from ..store.paths import session_folder_name
 from ..store.safe_open import open_log
@@ -86,6 +94,8 @@ class LogRecord:
     ``None`` when the log could not be read past its header; such a log is always read in full again.
     ``body_bytes`` is how much message text the body index holds for it (of ``body_messages`` messages),
     ``body_truncated`` whether text was left out because of the cap (:data:`~.bodies.BODY_CAP`).
+    ``spend`` is what every model call of the log cost (:mod:`dsh_jupyter.conversation.spend`), compacted
+    ones included.
     """
 
     session_id: str
@@ -105,6 +115,7 @@ class LogRecord:
     body_truncated: bool = False
     #: Messages whose text (or, for the last one, its start) the body index holds: body search sees these.
     body_messages: int = 0
+    spend: Spend = field(default_factory=Spend)
 
 
 @dataclass
@@ -201,6 +212,8 @@ def read_full(path: str, folder: str, stat: LogStat, *, body_cap: int = BODY_CAP
             for message in projected.messages:
                 _count(record, message.role)
                 read.add_body(message.text)
+            # The surface alone would miss model calls a compaction replaced: every line is looked at.
+            record.spend = spend_of_lines(_committed_lines(fh, scan.header_bytes, scan.committed_bytes))
         else:
             _stream_surface(fh, scan.header_bytes, scan.committed_bytes, read)
         record.committed = scan.committed_bytes
@@ -250,12 +263,15 @@ def _stream_surface(fh: BinaryIO, start: int, stop: int, read: LogRead) -> None:
     kept: dict[int, str] = {}  # surface seq -> the text indexed for it
     cut: set[int] = set()  # surface seqs whose text was left out or cut
     used = 0
+    spend = Spend()
     for line in _committed_lines(fh, start, stop):
         try:
             events = events_from_record(loads(line))
         except Exception:  # the scanner let this line through; a line it did not decode is skipped
             continue
         for event in events:
+            if event.type == ASSISTANT_MESSAGE:
+                spend = spend.add(message_usage(event.data)[1])
             if event.surface_op is None:
                 continue
             try:
@@ -282,6 +298,7 @@ def _stream_surface(fh: BinaryIO, start: int, stop: int, read: LogRead) -> None:
                 kept[event.seq] = text
                 used += cost
     record = read.record
+    record.spend = spend
     seqs = fold.seqs
     record.surface = len(seqs)
     for seq in seqs:
@@ -365,6 +382,8 @@ def _admit_line(line: bytes, next_seq: int, facts: LogRead, project_event: Any) 
             raise _GiveUp
         if event.source_event_seqs is not None and any(s >= event.seq for s in event.source_event_seqs):
             raise _GiveUp
+        if event.type == ASSISTANT_MESSAGE:
+            facts.record.spend = facts.record.spend.add(message_usage(event.data)[1])
         if event.surface_op is not None:
             if event.surface_op != "append":
                 raise _GiveUp  # a replace op reshapes the surface: read the whole log again

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..conversation.spend import Spend
 from ..secrets import mask_text
 from .bodies import index_text, pack, unpack
 from .entries import CatalogEntry
@@ -26,7 +27,7 @@ T = TypeVar("T")
 #: Columns of ``sessions`` read into a :class:`Row` (with ``store_id``'s root resolved separately).
 ROW_COLUMNS = ("id, store_id, folder, session_id, cwd, created_at, title, readable, events, surface, user_messages, "
                "assistant_messages, size, mtime_ns, ino, committed, tail, next_seq, body_bytes, body_truncated, "
-               "chunks, body_messages")
+               "chunks, body_messages, spend_usd, priced_calls, unpriced_calls")
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,8 @@ class Row:
     @classmethod
     def from_sql(cls, r: tuple[Any, ...]) -> Row:
         record = LogRecord(dec(r[3]) or "", dec(r[4]), int(r[5]), dec(r[6]), bool(r[7]), r[8], r[9], r[10], r[11],
-                           LogStat(r[12], r[13], r[14]), r[15], bytes(r[16]), r[17], r[18], bool(r[19]), int(r[21]))
+                           LogStat(r[12], r[13], r[14]), r[15], bytes(r[16]), r[17], r[18], bool(r[19]), int(r[21]),
+                           Spend(float(r[22]), int(r[23]), int(r[24])))
         return cls(r[0], r[1], os.fsdecode(bytes(r[2])), r[20], record)
 
     @property
@@ -58,7 +60,8 @@ class Row:
         return CatalogEntry(record.session_id, root, self.folder, record.cwd, record.created_at, record.title,
                             record.events, record.surface, record.user_messages, record.assistant_messages,
                             record.stat.size, record.stat.mtime_ns, record.readable, notebook,
-                            body_truncated=record.body_truncated, body_messages=record.body_messages)
+                            body_truncated=record.body_truncated, body_messages=record.body_messages,
+                            spend=record.spend)
 
     def with_read(self, read: LogRead) -> Row:
         """This row as it reads after ``read`` (used when the refreshed row could not be written)."""
@@ -121,7 +124,7 @@ def apply_read(conn: sqlite3.Connection, store_id: int, folder: str, read: LogRe
         enc(title.lower()) if title is not None else None, int(facts.readable), facts.events, facts.surface,
         facts.user_messages, facts.assistant_messages, facts.stat.size, facts.stat.mtime_ns, facts.stat.ino,
         facts.committed, facts.tail, facts.next_seq, facts.body_bytes, int(facts.body_truncated), now_ms(),
-        facts.body_messages,
+        facts.body_messages, facts.spend.usd, facts.spend.priced, facts.spend.unpriced,
     )
     key = os.fsencode(folder)
     found = conn.execute("SELECT id, chunks, session_id, id_lc, cwd_lc, title_lc FROM sessions "
@@ -130,7 +133,8 @@ def apply_read(conn: sqlite3.Connection, store_id: int, folder: str, read: LogRe
         cursor = conn.execute(
             "INSERT INTO sessions(session_id, cwd, created_at, title, id_lc, cwd_lc, title_lc, readable, events, "
             "surface, user_messages, assistant_messages, size, mtime_ns, ino, committed, tail, next_seq, body_bytes, "
-            f"body_truncated, indexed_ms, body_messages, store_id, folder, chunks) VALUES({'?,' * 24}0)",
+            "body_truncated, indexed_ms, body_messages, spend_usd, priced_calls, unpriced_calls, store_id, folder, "
+            f"chunks) VALUES({'?,' * 27}0)",
             (*values, store_id, key),
         )
         rowid, chunks, previous_id = _inserted_id(cursor), 0, None
@@ -140,7 +144,8 @@ def apply_read(conn: sqlite3.Connection, store_id: int, folder: str, read: LogRe
         conn.execute(
             "UPDATE sessions SET session_id=?, cwd=?, created_at=?, title=?, id_lc=?, cwd_lc=?, title_lc=?, "
             "readable=?, events=?, surface=?, user_messages=?, assistant_messages=?, size=?, mtime_ns=?, ino=?, "
-            "committed=?, tail=?, next_seq=?, body_bytes=?, body_truncated=?, indexed_ms=?, body_messages=? WHERE id=?",
+            "committed=?, tail=?, next_seq=?, body_bytes=?, body_truncated=?, indexed_ms=?, body_messages=?, "
+            "spend_usd=?, priced_calls=?, unpriced_calls=? WHERE id=?",
             (*values, rowid),
         )
     conn.execute(_META_INSERT, (rowid, meta_text(values[4]), meta_text(values[5]), meta_text(values[6])))

@@ -25,7 +25,8 @@ import sqlite3
 from pathlib import Path
 
 #: Bumped whenever a table changes; a catalog of another version is rebuilt from the logs.
-SCHEMA_VERSION = 5  # 3: NUL indexed as U+0001 in meta_index; 4: capped body index, failed_logs; 5: body_messages
+SCHEMA_VERSION = 6  # 3: NUL indexed as U+0001 in meta_index; 4: capped body index, failed_logs; 5: body_messages;
+# 6: spend_usd, priced_calls, unpriced_calls
 
 #: File name of the catalog inside ``DSH_HOME``.
 CATALOG_NAME = "catalog.sqlite"
@@ -74,6 +75,9 @@ CREATE TABLE IF NOT EXISTS sessions(
     body_truncated INTEGER NOT NULL DEFAULT 0,  -- 1 when text was left out of the body index (the cap)
     body_messages INTEGER NOT NULL DEFAULT 0,  -- messages whose text (or start of it) the body index holds
     chunks INTEGER NOT NULL DEFAULT 0,
+    spend_usd REAL NOT NULL DEFAULT 0,      -- summed cost of the model calls that had one (conversation.spend)
+    priced_calls INTEGER NOT NULL DEFAULT 0,    -- model calls with a cost
+    unpriced_calls INTEGER NOT NULL DEFAULT 0,  -- model calls without one
     is_primary INTEGER NOT NULL DEFAULT 1,
     indexed_ms INTEGER NOT NULL,
     UNIQUE(store_id, folder)

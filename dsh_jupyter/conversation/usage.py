@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+
+def usage_cost(usage: object) -> float | None:
+    """The ``cost`` of one model call's ``usage`` object (session format), or ``None`` when it has none:
+    no usage, no cost, or a value that is not a finite number ≥ 0 (a bad value counts as absent)."""
+    if not isinstance(usage, Mapping):
+        return None
+    cost = usage.get("cost")
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost) or cost < 0:
+        return None
+    return float(cost)
 
 
 @dataclass(frozen=True)
@@ -27,11 +39,10 @@ class TokenUsage:
             value = count(key)
             return total if value is None else (total or 0) + value
 
-        cost = usage.get("cost")
-        paid = cost if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0 else None
+        paid = usage_cost(usage)
         return TokenUsage(self.input + (count("inputTokens") or 0), self.output + (count("outputTokens") or 0),
                           plus(self.cached, "cacheReadTokens"), plus(self.reasoning, "reasoningTokens"),
-                          self.cost if paid is None else (self.cost or 0.0) + float(paid))
+                          self.cost if paid is None else (self.cost or 0.0) + paid)
 
     def to_json(self) -> dict[str, int | float]:
         """The session format's names: ``inputTokens``, ``outputTokens``, ``cacheReadTokens``?,
@@ -92,4 +103,4 @@ def format_cost(cost: float) -> str:
     return f"${cost:.4f}" if cost < 0.01 else f"${cost:,.2f}"
 
 
-__all__ = ["ContextMeter", "TokenUsage", "format_cost"]
+__all__ = ["ContextMeter", "TokenUsage", "format_cost", "usage_cost"]

@@ -154,7 +154,7 @@ class ServedFolder:
         return [{**c.to_remote_json(), "source": tool_of(c.session_id) or "dsh-jupyter"} for c in found]
 
     def _ours(self, query: str, where: str | None, body: bool, limit: int) -> list[SessionReferenceCandidate]:
-        from ..references.candidates import SessionReferenceCandidate, list_candidates
+        from ..references.candidates import list_candidates
 
         catalog = self.catalog()
         if catalog is None:  # no catalog: a scan of this folder's store answers (no body search)
@@ -175,9 +175,7 @@ class ServedFolder:
             if len(kept) >= limit or len(entries) < wanted:
                 break
             wanted *= 4
-        return [SessionReferenceCandidate(session_id=e.session_id, label=e.label, cwd=e.cwd,
-                                          same_workspace=e.cwd == cwd, created_at=e.created_at, notebook=e.notebook)
-                for e in kept[:limit]]
+        return [e.candidate(cwd) for e in kept[:limit]]
 
     def _others(self, source: str, where: str | None, body: bool) -> _Inside | None:
         """Other tools' transcripts of this folder (of ``source``), or ``None`` when none are to be listed.

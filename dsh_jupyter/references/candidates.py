@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict
 
+from ..conversation.spend import SpendJson
 from ..ranking import workspace_rank
 from ..session.header import is_safe_nonnegative_int
 from .cancellation import CancelFlag, call_cancellable, raise_if_cancelled
@@ -32,6 +33,7 @@ class CandidateJson(TypedDict):
     sameWorkspace: bool
     createdAt: int
     notebook: NotRequired[str]  # the notebook the session was made in, when known
+    cost: NotRequired[SpendJson]  # what its model calls cost, when any call had a known cost
 
 
 class RemoteCandidateJson(CandidateJson):
@@ -50,10 +52,11 @@ class SessionReferenceCandidate:
     same_workspace: bool
     created_at: int
     notebook: str | None = None
+    cost: SpendJson | None = None
 
     def to_json(self) -> CandidateJson:
-        """``sessionId, label, cwd?, sameWorkspace, createdAt, notebook?`` (``cwd`` and ``notebook`` left out when
-        unknown, never null)."""
+        """``sessionId, label, cwd?, sameWorkspace, createdAt, notebook?, cost?`` (``cwd``, ``notebook`` and
+        ``cost`` left out when unknown, never null)."""
         record: CandidateJson
         if self.cwd is None:
             record = {"sessionId": self.session_id, "label": self.label, "sameWorkspace": self.same_workspace,
@@ -63,6 +66,8 @@ class SessionReferenceCandidate:
                       "sameWorkspace": self.same_workspace, "createdAt": self.created_at}
         if self.notebook is not None:
             record["notebook"] = self.notebook
+        if self.cost is not None:
+            record["cost"] = self.cost
         return record
 
     def to_remote_json(self) -> RemoteCandidateJson:

@@ -238,9 +238,7 @@ class BoundedCatalog:
                                           roots=self.store_roots(local), local=local, cancel=cancel)
         kept = [entry for entry in entries if self.boundary.allows(entry.path)][:limit]
         self.kept = {entry.session_id: entry for entry in kept}
-        return [SessionReferenceCandidate(session_id=e.session_id, label=e.label, cwd=e.cwd,
-                                          same_workspace=e.cwd is not None and e.cwd == target.cwd,
-                                          created_at=e.created_at, notebook=e.notebook) for e in kept]
+        return [e.candidate(target.cwd) for e in kept]
 
 
 def served_foreign(boundary: Boundary) -> ForeignSessions | None:
