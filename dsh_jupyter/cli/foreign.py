@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from .output import escape, when
+from .output import cost_cell, escape, when
 
 if TYPE_CHECKING:
     from ..catalog import CatalogEntry
@@ -39,7 +39,8 @@ def foreign_json(header: ForeignHeader) -> dict[str, Any]:
 def foreign_line(header: ForeignHeader, *, mark: str = "") -> str:
     cwd = escape(header.cwd) if header.cwd is not None else "(no cwd)"
     title = escape(header.title) if header.title is not None else "(untitled)"
-    return f"{mark}{when(header.created_at)}  {escape(header.session_id)}  {'-':>7}  {title}  [{cwd}]  ({header.tool})"
+    return (f"{mark}{when(header.created_at)}  {escape(header.session_id)}  {'-':>7}  {cost_cell('')}  {title}  [{cwd}]"
+            f"  ({header.tool})")
 
 
 def merged(entries: Sequence[CatalogEntry], headers: Sequence[ForeignHeader], key_entry: Callable[[Any], Any],

@@ -60,6 +60,11 @@ def when(ms: int) -> str:
         return str(ms)
 
 
+def cost_cell(shown: str) -> str:
+    """A session's cost (``Spend.text``: blank when unknown) as the fixed-width column of ``list``/``search``."""
+    return f"{shown:>9}"
+
+
 def megabytes(size: int | None) -> str:
     return f"{(size or 0) / 2**20:,.1f} MB"
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from .errors import EXIT_OK
 from .foreign import foreign, foreign_json, foreign_line, merged
-from .output import escape, print_json, say, warn_errors, when, write
+from .output import cost_cell, escape, print_json, say, warn_errors, when, write
 from .scope import known_roots, local_store, require_session_text, resolve, scope, scope_or_none
 
 if TYPE_CHECKING:
@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 
 def entry_line(entry: CatalogEntry, *, mark: str = "") -> str:
-    """One session as a ``list``/``search`` line: created, id, user/assistant counts, title, (notebook), [cwd]."""
+    """One session as a ``list``/``search`` line: created, id, user/assistant counts, cost (blank when no model call
+    had a known cost), title, (notebook), [cwd]."""
     counts = f"{entry.user_messages}/{entry.assistant_messages}"
     cwd = escape(entry.cwd) if entry.cwd is not None else "(no cwd)"
     label = escape(entry.label)
@@ -29,7 +30,8 @@ def entry_line(entry: CatalogEntry, *, mark: str = "") -> str:
     notebook = notebook_label(entry.notebook)
     if notebook is not None:
         shown += f"  ({escape(notebook)})"
-    return f"{mark}{when(entry.created_at)}  {escape(entry.session_id)}  {counts:>7}  {shown}  [{cwd}]"
+    cost = cost_cell(entry.spend.text())
+    return f"{mark}{when(entry.created_at)}  {escape(entry.session_id)}  {counts:>7}  {cost}  {shown}  [{cwd}]"
 
 
 def cmd_list(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
@@ -46,7 +48,7 @@ def cmd_list(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     if not rows:
         write(out, "no sessions\n")
         return EXIT_OK
-    write(out, "created           id  user/assistant messages  title  (notebook)  [cwd]\n")
+    write(out, "created           id  user/assistant messages  cost  title  (notebook)  [cwd]\n")
     for row in rows:
         write(out, (entry_line(row) if isinstance(row, CatalogEntry) else foreign_line(row)) + "\n")
     return EXIT_OK

@@ -19,6 +19,7 @@ from .scope import resolve, scope
 
 if TYPE_CHECKING:
     from ..catalog import Catalog, CatalogEntry
+    from ..conversation.spend import Spend
     from ..references.tail import Shown
     from ..sources import ForeignSessions
     from ..store import JsonlStore
@@ -28,6 +29,7 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     """The header comes from the catalog (printed before the log is read); the conversation is read from the
     log's end, one event at a time (:func:`dsh_jupyter.references.tail.last_messages`), so a session of any
     size answers in about the time its last messages take."""
+    from ..conversation.spend import Spend
     from ..references.projection import PROJECTION_SKIPS
     from ..references.tail import conversation_json, last_messages, read_forward
     from ..session import SessionError
@@ -52,9 +54,16 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     ]
     if entry.notebook:
         rows.append(("notebook", escape(entry.notebook)))
+    store = JsonlStore(entry.store)
+    try:
+        turns = _turn_costs(store, entry)
+    except (SessionError, OSError) as exc:
+        raise CliError(f"cannot read session {escape(entry.session_id)} at {entry.path}: {exc}") from exc
+    total = entry.spend if turns is None else sum((spend for _, spend in turns), start=Spend())
+    if total.known:
+        rows.append(("cost", cost_row(total, turns, entry.size)))
     if counted and not args.json:
         _write_rows(out, rows, entry, entry.user_messages, entry.assistant_messages)
-    store = JsonlStore(entry.store)
     skip = frozenset(PROJECTION_SKIPS | {STREAM_SURFACE})
     try:
         windowed = _last_of_big_log(store, entry, skip, args) if counted else None
@@ -74,6 +83,12 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"cannot read session {escape(entry.session_id)} at {entry.path}: {exc}") from exc
     if args.json:
         record = entry.to_json()
+        cost = total.to_json()
+        if cost is not None:
+            record["cost"] = cost
+        if turns is not None:
+            record["turnCosts"] = [{"turn": turn, **known} for turn, spend in turns
+                                   if (known := spend.to_json()) is not None]
         record["capturedThroughSeq"] = captured
         record["conversation"] = conversation_json(user + assistant, shown)
         print_json(record, out)
@@ -82,6 +97,42 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
         _write_rows(out, rows, entry, user, assistant, surface=surface, events=0 if captured is None else captured + 1)
     _write_conversation(out, user + assistant, shown, args.chars, entry.session_id, entry.size)
     return EXIT_OK
+
+
+#: How many turns the ``cost`` row names one by one (the latest ones).
+TURN_COSTS_SHOWN = 10
+
+
+def _turn_costs(store: JsonlStore, entry: CatalogEntry) -> list[tuple[int | None, Spend]] | None:
+    """Each turn's cost in log order (every model call of the log, compacted ones too), or ``None`` for a log
+    over :data:`~dsh_jupyter.store.window.FULL_READ_BYTES` (then only the catalog's total is shown). Lines that
+    are not assistant messages are never decoded."""
+    from ..conversation.spend import line_usage, spend_by_turn
+    from ..store.window import FULL_READ_BYTES
+
+    fh, _ = store._open_log(entry.session_id)
+    with fh:
+        if os.fstat(fh.fileno()).st_size > FULL_READ_BYTES:
+            return None
+        return list(spend_by_turn(found for line in fh if (found := line_usage(line)) is not None))
+
+
+def cost_row(total: Spend, turns: Sequence[tuple[int | None, Spend]] | None, log_bytes: int) -> str:
+    """``show``'s cost line: the session's total, how many model calls had a cost, then the latest turns'
+    costs (those known), e.g. ``≥ $0.0123 (3 of 4 model calls priced); by turn: 1 $0.0041, 2 $0.0082``."""
+    calls = total.priced + total.unpriced
+    text = total.text()
+    if total.unpriced:
+        text += f" ({total.priced:,} of {calls:,} model calls priced)"
+    if turns is None:
+        return text + f"; by turn: not read (the log is {megabytes(log_bytes)})"
+    known = [(turn, spend) for turn, spend in turns if spend.known]
+    if not known:
+        return text
+    shown = known[-TURN_COSTS_SHOWN:]
+    parts = ", ".join(f"{'?' if turn is None else turn} {spend.text()}" for turn, spend in shown)
+    latest = f" (the latest {len(shown)} of {len(known):,})" if len(shown) < len(known) else ""
+    return f"{text}; by turn{latest}: {parts}"
 
 
 def _last_of_big_log(store: JsonlStore, entry: CatalogEntry, skip: frozenset[str],

@@ -438,12 +438,14 @@ _COLUMNS = ("label", "notebook", "id", "cwd", "created", "same workspace")
 
 
 class SessionTable:
-    """The sessions of ``%dsh sessions``: label, notebook, id, cwd, created (local ISO time), same workspace.
+    """The sessions of ``%dsh sessions``: label, notebook, id, cwd, created (local ISO time), cost, same workspace.
 
     ``rows`` are candidate-shaped dicts (``sessionId``, ``label``, ``notebook``?, ``cwd``?, ``createdAt`` epoch ms,
-    ``sameWorkspace``, optionally ``current: True`` for the notebook's own session, marked
-    "(current)"); they are shown in the order given. Sessions of other tools (Claude Code, Codex) are
-    marked in a "tool" column, shown only when there is one among the rows.
+    ``sameWorkspace``, ``cost``? (:class:`~dsh_jupyter.conversation.spend.SpendJson`), optionally
+    ``current: True`` for the notebook's own session, marked "(current)"); they are shown in the order given.
+    Sessions of other tools (Claude Code, Codex) are marked in a "tool" column, shown only when there is one
+    among the rows; the "cost" column is shown when a row has a known cost (a session without one shows
+    nothing there, never a guessed $0).
     """
 
     def __init__(self, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -459,12 +461,25 @@ class SessionTable:
         for row, tool in zip(self.rows, self.tools, strict=True):
             if tool:
                 row["tool"] = tool  # the JSON bundle carries the mark too
-        self.columns = (*_COLUMNS[:1], "tool", *_COLUMNS[1:]) if any(self.tools) else _COLUMNS
+        from ..conversation.spend import Spend
 
-    def _with_tool(self, position: int, cells: list[str], render: Callable[[str], str] = escape_controls) -> list[str]:
-        if len(self.columns) == len(_COLUMNS):
-            return cells
-        return [*cells[:1], render(self.tools[position]), *cells[1:]]
+        self.costs = [Spend.from_json(row.get("cost")).text() for row in self.rows]
+        columns = list(_COLUMNS)
+        if any(self.costs):
+            columns.insert(columns.index("same workspace"), "cost")
+        if any(self.tools):
+            columns.insert(1, "tool")
+        self.columns = tuple(columns)
+
+    def _with_extras(self, position: int, cells: list[str],
+                     render: Callable[[str], str] = escape_controls) -> list[str]:
+        """``cells`` (one per :data:`_COLUMNS`) with the tool and cost cells where :attr:`columns` has them."""
+        cells = list(cells)
+        if "cost" in self.columns:
+            cells.insert(_COLUMNS.index("same workspace"), render(self.costs[position]))
+        if "tool" in self.columns:
+            cells.insert(1, render(self.tools[position]))
+        return cells
 
     @staticmethod
     def _cells(row: Mapping[str, Any]) -> tuple[str, str | None, str, str | None, str, bool]:
@@ -489,7 +504,7 @@ class SessionTable:
         body = []
         for position, row in enumerate(self.rows):
             label, notebook, session_id, cwd, created, same = self._cells(row)
-            cells = self._with_tool(position, [
+            cells = self._with_extras(position, [
                 html_field(label) + (" <em>(current)</em>" if row.get("current") is True else ""),
                 _MISSING if notebook is None else html_field(notebook),
                 f"<code>{html_field(session_id)}</code>",
@@ -507,7 +522,7 @@ class SessionTable:
         table = [list(self.columns)]
         for position, row in enumerate(self.rows):
             label, notebook, session_id, cwd, created, same = self._cells(row)
-            table.append(self._with_tool(position, [
+            table.append(self._with_extras(position, [
                 escape_controls(label) + (" (current)" if row.get("current") is True else ""),
                 _MISSING if notebook is None else escape_controls(notebook),
                 escape_controls(session_id), _MISSING if cwd is None else escape_controls(cwd), created,

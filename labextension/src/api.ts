@@ -14,8 +14,19 @@ export interface ISessionCandidate {
   createdAt: number;
   /** The notebook the session was made in, when the server knows it. */
   notebook?: string;
+  /** What the session's model calls cost, when any of them had a known cost. */
+  cost?: ISessionCost;
   /** The canonical `@[label](dsh-session:…)` mention to insert. */
   mention: string;
+}
+
+/** A session's cost: `usd` sums the calls that had a cost (a lower bound while `unpricedCalls` > 0). */
+export interface ISessionCost {
+  usd: number;
+  pricedCalls: number;
+  unpricedCalls: number;
+  /** How it is shown: `free`, `$0.0123`, or `≥ $0.0123` when some calls had no known cost. */
+  text: string;
 }
 
 /** Options of {@link fetchCandidates}. */
