@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .session import SessionError, SessionHeader, SurfaceSnapshot
 from .store.base import SessionStore
+
+if TYPE_CHECKING:
+    from .conversation.spend import Spend
 
 
 class LiveLog(Protocol):
@@ -87,6 +90,26 @@ class SessionQuery:
         if skip_data:
             return self.store.read_surface(session_id, skip_data=skip_data)
         return self.store.read_surface(session_id)
+
+    def spends(self, session_ids: Sequence[str]) -> dict[str, Spend]:
+        """What the model calls of these sessions cost, where known: a live session's from its events in
+        memory, the others' from the store (:meth:`SessionStore.spends`; nothing for a store that keeps none)."""
+        from .conversation.spend import spend_of_events
+
+        found: dict[str, Spend] = {}
+        stored = []
+        for session_id in session_ids:
+            log = self._live.get(session_id)
+            events = getattr(log, "events", None) if log is not None and len(log) else None
+            if callable(events):
+                spend = spend_of_events(events())
+                if spend.known:
+                    found[session_id] = spend
+            else:
+                stored.append(session_id)
+        if stored:
+            found.update(self.store.spends(stored))
+        return found
 
     def title(self, session_id: str) -> str | None:
         """The latest ``session/title`` title, or ``None`` when the session has none."""

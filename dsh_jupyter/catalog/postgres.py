@@ -19,9 +19,10 @@ policies itself, so that the trigram and word indexes can be used.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ..conversation.spend import Spend
 from ..ranking import workspace_rank
 from ..references.candidates import SessionReferenceCandidate
 from ..session import SessionHeader
@@ -56,10 +57,11 @@ def _like(text: str) -> str:
 
 @dataclass(frozen=True)
 class Found:
-    """One session a candidate or search query returned."""
+    """One session a candidate or search query returned (``spend``: what its model calls cost)."""
 
     header: SessionHeader
     title: str | None
+    spend: Spend = field(default_factory=Spend)
 
     @property
     def label(self) -> str:
@@ -89,7 +91,8 @@ class PostgresCatalog:
                 found.append(Found(SessionHeader.from_line(bytes(raw)), title))
             except ValueError:
                 continue  # an unreadable header is skipped, as list_headers does
-        return found
+        costs = self.store.spends([f.header.id for f in found]) if found else {}
+        return [replace(f, spend=costs[f.header.id]) if f.header.id in costs else f for f in found]
 
     def select_candidates(self, query: SessionQuery, target: ReferenceTarget, needle: str, limit: int,
                           cancel: Any = None, *, body: bool = False) -> list[SessionReferenceCandidate]:
@@ -97,15 +100,16 @@ class PostgresCatalog:
         lives = {sid: lg for sid, lg in live_logs(query).items() if sid != target.session_id}
         found = [f for f in self.search(target.session_id, target.cwd, needle, limit + len(lives), body=body)
                  if f.header.id not in lives]
-        rows: list[tuple[SessionHeader, str]] = [(f.header, f.label) for f in found]
+        rows: list[tuple[SessionHeader, str, Spend]] = [(f.header, f.label, f.spend) for f in found]
         for log in lives.values():
             entry = live_entry(log)
             if entry.matches(needle) or (body and texts_match(live_texts(log), needle)):
-                rows.append((log.header, entry.label))
+                rows.append((log.header, entry.label, entry.spend))
         rows.sort(key=lambda r: (workspace_rank(r[0].cwd, target.cwd), -int(r[0].created_at), r[0].id))
         return [SessionReferenceCandidate(session_id=h.id, label=label, cwd=h.cwd,
                                           same_workspace=h.cwd is not None and h.cwd == target.cwd,
-                                          created_at=int(h.created_at)) for h, label in rows[:limit]]
+                                          created_at=int(h.created_at), cost=spend.to_json())
+                for h, label, spend in rows[:limit]]
 
     def read_surface(self, query: SessionQuery, session_id: str, *,
                      skip_data: Collection[str] = ()) -> SurfaceSnapshot:

@@ -12,7 +12,11 @@ import datetime as _dt
 import json
 import re
 import sys
-from typing import Any, TextIO
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from ..conversation.spend import Spend
 
 # DEL and C1 controls survive ``json.dumps(ensure_ascii=False)``; inside JSON strings they become \uXXXX.
 _JSON_CONTROLS = re.compile("[\x7f-\x9f]")
@@ -63,6 +67,29 @@ def when(ms: int) -> str:
 def cost_cell(shown: str) -> str:
     """A session's cost (``Spend.text``: blank when unknown) as the fixed-width column of ``list``/``search``."""
     return f"{shown:>9}"
+
+
+#: How many turns the ``cost`` row of ``show`` names one by one (the latest ones).
+TURN_COSTS_SHOWN = 10
+
+
+def cost_row(total: Spend, turns: Sequence[tuple[int | None, Spend]] | None, log_bytes: int = 0) -> str:
+    """``show``'s cost line: the session's total, how many model calls had a cost, then the latest turns'
+    costs (those known), e.g. ``≥ $0.0123 (3 of 4 model calls priced); by turn: 1 $0.0041, 2 $0.0082``.
+    ``turns`` ``None``: the log (of ``log_bytes``) was too big to read for them."""
+    calls = total.priced + total.unpriced
+    text = total.text()
+    if total.unpriced:
+        text += f" ({total.priced:,} of {calls:,} model calls priced)"
+    if turns is None:
+        return text + f"; by turn: not read (the log is {megabytes(log_bytes)})"
+    known = [(turn, spend) for turn, spend in turns if spend.known]
+    if not known:
+        return text
+    shown = known[-TURN_COSTS_SHOWN:]
+    parts = ", ".join(f"{'?' if turn is None else turn} {spend.text()}" for turn, spend in shown)
+    latest = f" (the latest {len(shown)} of {len(known):,})" if len(shown) < len(known) else ""
+    return f"{text}; by turn{latest}: {parts}"
 
 
 def megabytes(size: int | None) -> str:

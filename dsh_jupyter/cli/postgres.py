@@ -15,14 +15,15 @@ import re
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from ..catalog.postgres import PostgresCatalog
+from ..catalog.postgres import Found, PostgresCatalog
+from ..conversation.spend import Spend, spend_by_turn
 from ..references.projection import PROJECTION_SKIPS
 from ..references.tail import conversation_json, conversation_lines, read_forward
 from ..session import SessionError
 from ..store.postgres import PostgresStore
 from ..store.postgres_schema import ensure_schema
 from .errors import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError
-from .output import escape, print_json, when, write
+from .output import cost_cell, cost_row, escape, print_json, when, write
 
 #: The name that stands for the database where a folder could be given (``sessions copy --from/--to``).
 POSTGRES = "postgres"
@@ -65,10 +66,22 @@ def _resolve(store: PostgresStore, text: str) -> str:
                    "'dsh-jupyter postgres list'", EXIT_NOT_FOUND)
 
 
-def _line(session_id: str, created_at: int, title: str | None, cwd: str | None, mark: str = "") -> str:
-    shown = escape(title) if title is not None else "(untitled)"
-    where = escape(cwd) if cwd is not None else "(no cwd)"
-    return f"{mark}{when(created_at)}  {escape(session_id)}  {shown}  [{where}]"
+def _line(found: Found, mark: str = "") -> str:
+    """One session as a ``list``/``search`` line: created, id, cost (blank when unknown), title, [cwd]."""
+    header = found.header
+    shown = escape(found.title) if found.title is not None else "(untitled)"
+    where = escape(header.cwd) if header.cwd is not None else "(no cwd)"
+    return (f"{mark}{when(int(header.created_at))}  {escape(header.id)}  {cost_cell(found.spend.text())}  {shown}"
+            f"  [{where}]")
+
+
+def _json(found: Found) -> dict[str, Any]:
+    record: dict[str, Any] = {"sessionId": found.header.id, "label": found.label, "cwd": found.header.cwd,
+                              "createdAt": found.header.created_at}
+    cost = found.spend.to_json()
+    if cost is not None:
+        record["cost"] = cost
+    return record
 
 
 def _init(args: argparse.Namespace, out: TextIO) -> int:
@@ -88,13 +101,12 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
     found = PostgresCatalog(store).search(None, None, "", args.limit or 1_000_000_000)
     found.sort(key=lambda f: (-int(f.header.created_at), f.header.id))
     if args.json:
-        print_json([{"sessionId": f.header.id, "label": f.label, "cwd": f.header.cwd,
-                     "createdAt": f.header.created_at} for f in found], out, indent=None)
+        print_json([_json(f) for f in found], out, indent=None)
         return EXIT_OK
     if not found:
         write(out, "no sessions\n")
     for f in found:
-        write(out, _line(f.header.id, int(f.header.created_at), f.title, f.header.cwd) + "\n")
+        write(out, _line(f) + "\n")
     return EXIT_OK
 
 
@@ -103,15 +115,13 @@ def _search(args: argparse.Namespace, out: TextIO) -> int:
     cwd = os.path.abspath(args.cwd) if args.cwd is not None else os.getcwd()
     found = PostgresCatalog(store).search(None, cwd, args.query.lower(), args.limit, body=args.body)
     if args.json:
-        print_json([{"sessionId": f.header.id, "label": f.label, "cwd": f.header.cwd,
-                     "createdAt": f.header.created_at, "sameWorkspace": f.header.cwd == cwd} for f in found], out,
-                   indent=None)
+        print_json([{**_json(f), "sameWorkspace": f.header.cwd == cwd} for f in found], out, indent=None)
         return EXIT_OK
     if not found:
         write(out, "no session matches\n")
     for f in found:
         mark = "* " if f.header.cwd == cwd else "  "
-        write(out, _line(f.header.id, int(f.header.created_at), f.title, f.header.cwd, mark) + "\n")
+        write(out, _line(f, mark) + "\n")
     return EXIT_OK
 
 
@@ -122,12 +132,18 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
     with store.stream_surface(session_id, skip_data=PROJECTION_SKIPS) as snapshot:  # a chunk of bodies at a time
         user, assistant, shown = read_forward(snapshot.events, max(args.messages, 0), max(args.chars, 1))
     title = store.read_title(session_id)
+    turns = list(spend_by_turn(store.model_calls(session_id)))
+    total = sum((spend for _, spend in turns), start=Spend())
     record: dict[str, Any] = {
         "sessionId": session_id, "owner": store.owner(session_id), "sharedWith": store.shared_with(session_id),
         "title": title.get("title") if title else None, "cwd": snapshot.header.cwd,
         "createdAt": snapshot.header.created_at, "capturedThroughSeq": snapshot.captured_through_seq,
         "conversation": conversation_json(user + assistant, shown),
     }
+    if total.known:
+        record["cost"] = total.to_json()
+        record["turnCosts"] = [{"turn": turn, **known} for turn, spend in turns
+                               if (known := spend.to_json()) is not None]
     if args.json:
         print_json(record, out)
         return EXIT_OK
@@ -136,6 +152,8 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
         shown_value = ", ".join(value) if isinstance(value, list) else ("(none)" if value is None else str(value))
         write(out, f"{key:<11} {escape(shown_value)}\n")
     write(out, f"{'messages':<11} {user + assistant:,} ({user:,} user, {assistant:,} assistant)\n")
+    if total.known:
+        write(out, f"{'cost':<11} {cost_row(total, turns)}\n")
     hint = "; --messages N shows more, 'dsh-jupyter sessions copy --from postgres' copies the whole session"
     for line in conversation_lines(user + assistant, shown, max(args.chars, 1), hint):
         write(out, line + "\n")

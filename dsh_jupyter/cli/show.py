@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from .errors import EXIT_NOT_FOUND, EXIT_OK, CliError
 from .foreign import foreign, foreign_json
-from .output import escape, megabytes, print_json, when, write
+from .output import cost_row, escape, megabytes, print_json, when, write
 from .scope import resolve, scope
 
 if TYPE_CHECKING:
@@ -99,10 +99,6 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-#: How many turns the ``cost`` row names one by one (the latest ones).
-TURN_COSTS_SHOWN = 10
-
-
 def _turn_costs(store: JsonlStore, entry: CatalogEntry) -> list[tuple[int | None, Spend]] | None:
     """Each turn's cost in log order (every model call of the log, compacted ones too), or ``None`` for a log
     over :data:`~dsh_jupyter.store.window.FULL_READ_BYTES` (then only the catalog's total is shown). Lines that
@@ -115,24 +111,6 @@ def _turn_costs(store: JsonlStore, entry: CatalogEntry) -> list[tuple[int | None
         if os.fstat(fh.fileno()).st_size > FULL_READ_BYTES:
             return None
         return list(spend_by_turn(found for line in fh if (found := line_usage(line)) is not None))
-
-
-def cost_row(total: Spend, turns: Sequence[tuple[int | None, Spend]] | None, log_bytes: int) -> str:
-    """``show``'s cost line: the session's total, how many model calls had a cost, then the latest turns'
-    costs (those known), e.g. ``≥ $0.0123 (3 of 4 model calls priced); by turn: 1 $0.0041, 2 $0.0082``."""
-    calls = total.priced + total.unpriced
-    text = total.text()
-    if total.unpriced:
-        text += f" ({total.priced:,} of {calls:,} model calls priced)"
-    if turns is None:
-        return text + f"; by turn: not read (the log is {megabytes(log_bytes)})"
-    known = [(turn, spend) for turn, spend in turns if spend.known]
-    if not known:
-        return text
-    shown = known[-TURN_COSTS_SHOWN:]
-    parts = ", ".join(f"{'?' if turn is None else turn} {spend.text()}" for turn, spend in shown)
-    latest = f" (the latest {len(shown)} of {len(known):,})" if len(shown) < len(known) else ""
-    return f"{text}; by turn{latest}: {parts}"
 
 
 def _last_of_big_log(store: JsonlStore, entry: CatalogEntry, skip: frozenset[str],

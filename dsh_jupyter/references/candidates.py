@@ -8,6 +8,7 @@ bodies. Labels are the latest title, or the session id when there is none or it 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict
@@ -128,7 +129,9 @@ def _select(
                 created_at=int(header.created_at),
             )
         )
-    return selected
+    costs = query.spends([c.session_id for c in selected]) if selected else {}
+    return [dataclasses.replace(c, cost=costs[c.session_id].to_json()) if c.session_id in costs else c
+            for c in selected]
 
 
 #: The scanning path (every header, then titles in rank order), for sources that merge it with their own.

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ..session import Event, SessionFormatError, SessionHeader, SessionLog, SessionNotFoundError, SurfaceSnapshot
 from .artifacts import ArtifactError, load_file, save_file
+
+if TYPE_CHECKING:
+    from ..conversation.spend import Spend
 
 T = TypeVar("T")
 
@@ -210,6 +213,11 @@ class SessionStore(abc.ABC):
 
     def exists(self, session_id: str) -> bool:
         return any(h.id == session_id for h in self.list_headers())
+
+    def spends(self, session_ids: Sequence[str]) -> Mapping[str, Spend]:
+        """What the model calls of these sessions cost, for the stores that keep it per session (the SQL
+        stores); a session left out has no known cost here (the JSONL store's costs are in the catalog)."""
+        return {}
 
     # -- artifacts (:mod:`dsh_jupyter.store.artifacts`) ----------------------------------------------------
     def save_artifact(self, header: SessionHeader, name: str, data: bytes) -> None:

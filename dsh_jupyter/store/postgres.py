@@ -41,8 +41,8 @@ from ..session.words import body_words, event_texts, match_fields
 from .artifacts import ArtifactError, postgres_load, postgres_save
 from .errors import SessionWriteError
 from .jsonl import encode_event
-from .postgres_schema import SCHEMA_VERSION, ensure_schema, installed_version
-from .sql import Queries, Row, SqlStore, SqlWriter, event_row, exists_error, session_key
+from .postgres_schema import SCHEMA_VERSION, SPEND_VERSION, ensure_schema, installed_version
+from .sql import Queries, Row, SqlStore, SqlWriter, batch_spend, event_row, exists_error, session_key
 
 if TYPE_CHECKING:
     import psycopg
@@ -178,15 +178,17 @@ class PostgresWriter(SqlWriter[tuple[Row, Event]]):
                 match = match_fields(self.header, title) if title is not None or not self._materialized else None
                 replaced = any(isinstance(e.surface_op, ReplaceOp) for e in self._events)
                 added, whole = self._batch_words(replaced)
+                spend = batch_spend(row for row, _ in self._buffer)
                 if not self._materialized:
                     cur.execute(
                         "INSERT INTO dsh.sessions (key, header, created_at, updated_at, next_seq, types, title, cwd, "
-                        "match_id, match_cwd, match_label, words, writer_pid, writer_start) "
+                        "match_id, match_cwd, match_label, words, writer_pid, writer_start, spend_usd, priced_calls, "
+                        "unpriced_calls) "
                         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[]), "
-                        f"{_MY_PID}, {_MY_START}) ON CONFLICT DO NOTHING",
+                        f"{_MY_PID}, {_MY_START}, %s, %s, %s) ON CONFLICT DO NOTHING",
                         (self._key, dumpb(self.header.to_json()), int(self.header.created_at), updated,
                          self._next_seq, types, title, self.header.cwd, *(match or ("", "", "")),
-                         whole if whole is not None else added),
+                         whole if whole is not None else added, spend.usd, spend.priced, spend.unpriced),
                     )
                     if cur.rowcount != 1:
                         cur.execute(f"SELECT 1 FROM dsh.sessions s WHERE s.key = %s AND {_LEASE_HELD}", (self._key,))
@@ -199,10 +201,11 @@ class PostgresWriter(SqlWriter[tuple[Row, Event]]):
                         "title = COALESCE(%s, title), match_label = COALESCE(%s, match_label), "
                         "types = ARRAY(SELECT DISTINCT t FROM unnest(types || %s::text[]) AS t ORDER BY t), "
                         "words = CASE WHEN %s::text[] IS NULL THEN words || array_to_tsvector(%s::text[]) "
-                        "ELSE array_to_tsvector(%s::text[]) END "
+                        "ELSE array_to_tsvector(%s::text[]) END, spend_usd = spend_usd + %s, "
+                        "priced_calls = priced_calls + %s, unpriced_calls = unpriced_calls + %s "
                         "WHERE key = %s AND next_seq = %s",
                         (self._next_seq, updated, title, match[2] if match else None, types, whole, added, whole,
-                         self._key, self._stored_seq),
+                         spend.usd, spend.priced, spend.unpriced, self._key, self._stored_seq),
                     )
                     if cur.rowcount != 1:
                         raise SessionWriteError(
@@ -233,6 +236,7 @@ class PostgresStore(SqlStore["Connection", "Connection", PostgresWriter]):
 
     kind = "postgres"
     queries = Queries.of("dsh.sessions", "dsh.events", "%s")
+    _mark = "%s"
 
     def __init__(self, dsn: str, *, create_schema: bool = True, statement_timeout: float | None = None) -> None:
         """``statement_timeout``: seconds a statement may run (and connecting may take) before the database
@@ -242,6 +246,7 @@ class PostgresStore(SqlStore["Connection", "Connection", PostgresWriter]):
         self.where = mask_dsn(dsn)
         self._create_schema = create_schema
         self._schema_ready = False
+        self._spend_columns = False  # the schema has the cost columns (checked until it does)
         self._idle: list[Connection] = []
         self._idle_lock = threading.Lock()
 
@@ -451,6 +456,12 @@ class PostgresStore(SqlStore["Connection", "Connection", PostgresWriter]):
     def _bodies(self, conn: Connection, key: bytes, seqs: Sequence[int]) -> dict[int, bytes]:
         return dict(conn.execute("SELECT seq, body FROM dsh.events WHERE key = %s AND seq = ANY(%s)",
                                  (key, list(seqs))).fetchall())
+
+    def _keeps_spend(self, conn: Connection) -> bool:
+        if not self._spend_columns:
+            version = installed_version(conn)
+            self._spend_columns = version is not None and version >= SPEND_VERSION
+        return self._spend_columns
 
     def _stream_rows(self) -> int:
         return _STREAM_ROWS

@@ -28,8 +28,12 @@ from .artifacts import POSTGRES_POLICIES, POSTGRES_TABLE
 if TYPE_CHECKING:
     import psycopg
 
-#: Schema generation, stored in ``dsh.meta`` (2: the writer lease columns).
-SCHEMA_VERSION = 2
+#: Schema generation, stored in ``dsh.meta`` (2: the writer lease columns; 3: the per-session cost columns).
+SCHEMA_VERSION = 3
+
+#: The generation that added ``spend_usd``, ``priced_calls`` and ``unpriced_calls`` (what the session's model
+#: calls cost, :mod:`dsh_jupyter.conversation.spend`): an upgrade from before fills them from the stored events.
+SPEND_VERSION = 3
 
 #: Serialises concurrent ``ensure_schema`` calls (a transaction-level advisory lock).
 _INIT_LOCK = 0x647368_696E6974  # "dsh" "init"
@@ -58,6 +62,9 @@ CREATE TABLE IF NOT EXISTS dsh.sessions (
 );
 ALTER TABLE dsh.sessions ADD COLUMN IF NOT EXISTS writer_pid integer;
 ALTER TABLE dsh.sessions ADD COLUMN IF NOT EXISTS writer_start timestamptz;
+ALTER TABLE dsh.sessions ADD COLUMN IF NOT EXISTS spend_usd double precision NOT NULL DEFAULT 0;
+ALTER TABLE dsh.sessions ADD COLUMN IF NOT EXISTS priced_calls bigint NOT NULL DEFAULT 0;
+ALTER TABLE dsh.sessions ADD COLUMN IF NOT EXISTS unpriced_calls bigint NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS dsh.events (
     key bytea NOT NULL REFERENCES dsh.sessions (key) ON DELETE CASCADE,
     seq bigint NOT NULL,
@@ -218,15 +225,21 @@ def artifacts_table_present(conn: psycopg.Connection[tuple[object, ...]]) -> boo
 
 def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], *, grant_to: str = "PUBLIC") -> bool:
     """Create or complete the schema and its policies in one transaction; returns True when it changed
-    anything (False when it was already at this version)."""
+    anything (False when it was already at this version). Upgrading from before :data:`SPEND_VERSION` fills
+    each stored session's cost columns from its assistant messages."""
+    from .sql import Queries, backfill_spend
+
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_INIT_LOCK,))
-        if installed_version(conn) == SCHEMA_VERSION and artifacts_table_present(conn):
+        previous = installed_version(conn)
+        if previous == SCHEMA_VERSION and artifacts_table_present(conn):
             return False
         for statement in schema_sql(grant_to):
             conn.execute(statement.encode())  # our own constant SQL
+        if previous is not None and previous < SPEND_VERSION:
+            backfill_spend(conn, Queries.of("dsh.sessions", "dsh.events", "%s"))
         _trigram_indexes(conn)
     return True
 
 
-__all__ = ["SCHEMA_VERSION", "ensure_schema", "installed_version", "schema_sql"]
+__all__ = ["SCHEMA_VERSION", "SPEND_VERSION", "ensure_schema", "installed_version", "schema_sql"]

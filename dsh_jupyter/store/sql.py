@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from .._json import dumps, js_string, loads
+from ..conversation.spend import Spend, line_usage, spend_of_lines
 from ..session import (
     Event,
     SessionCorruptError,
@@ -35,7 +36,7 @@ from ..session import (
     SurfaceSnapshot,
     event_from_json,
 )
-from ..session.events import KNOWN_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, ReplaceOp, SurfaceOp
+from ..session.events import ASSISTANT_MESSAGE, KNOWN_TYPES, SESSION_TITLE, SYSTEM_MESSAGE, ReplaceOp, SurfaceOp
 from .base import BufferedWriter, SessionLocation, SessionStore, SessionWriter
 from .errors import SessionExistsError
 from .repair import resumed
@@ -79,6 +80,24 @@ def event_row(event: Event, line: bytes) -> Row:
     return (event.seq, event.type, op, cited, line[:-1])
 
 
+def batch_spend(rows: Iterable[Row]) -> Spend:
+    """What the model calls among a flush's rows cost (added to the session row's cost columns)."""
+    return spend_of_lines(row[4] for row in rows if row[1] == ASSISTANT_MESSAGE)
+
+
+def backfill_spend(conn: Connection, queries: Queries) -> int:
+    """Set every stored session's cost columns from its assistant messages, when the schema upgrade that
+    added them finds sessions already stored (inside the upgrade's transaction). Returns the sessions set."""
+    totals: dict[bytes, Spend] = {}
+    for key, body in conn.execute(queries.assistant_bodies, (ASSISTANT_MESSAGE,)).fetchall():
+        found = line_usage(bytes(body))
+        if found is not None:
+            totals[bytes(key)] = totals.get(bytes(key), Spend()).add(found[1])
+    for key, spend in totals.items():
+        conn.execute(queries.set_spend, (spend.usd, spend.priced, spend.unpriced, key))
+    return len(totals)
+
+
 def parse_op(op: str) -> SurfaceOp:
     """The surface op stored in an ``op`` column."""
     if op == "append":
@@ -119,6 +138,9 @@ class Queries:
     latest_title: str
     headers: str
     exists: str
+    assistant_bodies: str
+    set_spend: str
+    spends: str  # with ``{keys}``: one placeholder per key
 
     @classmethod
     def of(cls, sessions: str, events: str, mark: str) -> Queries:
@@ -133,6 +155,10 @@ class Queries:
             latest_title=sql("SELECT seq, body FROM {events} WHERE key = ? AND type = ? ORDER BY seq DESC LIMIT 1"),
             headers=sql("SELECT header FROM {sessions}"),
             exists=sql("SELECT 1 FROM {sessions} WHERE key = ?"),
+            assistant_bodies=sql("SELECT key, body FROM {events} WHERE type = ?"),
+            set_spend=sql("UPDATE {sessions} SET spend_usd = ?, priced_calls = ?, unpriced_calls = ? WHERE key = ?"),
+            spends=sql("SELECT key, spend_usd, priced_calls, unpriced_calls FROM {sessions} WHERE key IN (")
+            + "{keys})",
         )
 
 
@@ -188,6 +214,13 @@ class SqlStore(SessionStore, Generic[C, H, W]):
     def _stream_rows(self) -> int:
         """Bodies a :meth:`stream_surface` fetches at a time."""
         return 200
+
+    @abc.abstractmethod
+    def _keeps_spend(self, conn: C) -> bool:
+        """Whether the database's schema has the per-session cost columns (an older one is read as it is)."""
+
+    #: The placeholder of the dialect's SQL (``?`` or ``%s``).
+    _mark = "?"
 
     @abc.abstractmethod
     def _new_writer(self, header: SessionHeader) -> W:
@@ -370,6 +403,35 @@ class SqlStore(SessionStore, Generic[C, H, W]):
                 log.warning("skipping an unreadable session header in %s: %s", self._where, exc)
         return headers
 
+    def spends(self, session_ids: Sequence[str]) -> dict[str, Spend]:
+        """The cost columns of the visible sessions among ``session_ids`` (those with a known cost only)."""
+        wanted = {session_key(sid): sid for sid in session_ids}
+        found: dict[str, Spend] = {}
+        with self._read() as conn:
+            if conn is None or not wanted or not self._keeps_spend(conn):
+                return found
+            keys = list(wanted)
+            for at in range(0, len(keys), 500):
+                chunk = keys[at : at + 500]
+                sql = self.queries.spends.replace("{keys}", ", ".join([self._mark] * len(chunk)))
+                for key, usd, priced, unpriced in conn.execute(sql, chunk).fetchall():
+                    spend = Spend(float(usd), int(priced), int(unpriced))
+                    if spend.known:
+                        found[wanted[bytes(key)]] = spend
+        return found
+
+    def model_calls(self, session_id: str) -> list[tuple[int | None, object]]:
+        """``(turn, usage)`` of each of the session's model calls in order (its assistant messages' bodies only
+        are read), for a cost per turn (:func:`~dsh_jupyter.conversation.spend.spend_by_turn`)."""
+        with self._snapshot(session_id) as (conn, key, _header, _next):
+            rows = conn.execute(self.queries.events_of_type, (key, ASSISTANT_MESSAGE)).fetchall()
+        calls = []
+        for _seq, body in sorted(rows, key=lambda row: int(row[0])):
+            found = line_usage(bytes(body))
+            if found is not None:
+                calls.append(found)
+        return calls
+
     def exists(self, session_id: str) -> bool:
         with self._read() as conn:
             if conn is None:
@@ -400,5 +462,5 @@ class SqlStore(SessionStore, Generic[C, H, W]):
         return resumed(session, writer)
 
 
-__all__ = ["Queries", "Row", "SqlStore", "SqlWriter", "event_row", "events_in_order", "exists_error", "parse_op",
-           "session_key"]
+__all__ = ["Queries", "Row", "SqlStore", "SqlWriter", "backfill_spend", "batch_spend", "event_row",
+           "events_in_order", "exists_error", "parse_op", "session_key"]

@@ -29,10 +29,19 @@ from .jsonl import encode_event
 from .locking import WriterLock
 from .paths import session_folder_name
 from .safe_open import nearest_existing, write_problem
-from .sql import Queries, Row, SqlStore, SqlWriter, event_row, exists_error, session_key
+from .sql import Queries, Row, SqlStore, SqlWriter, backfill_spend, batch_spend, event_row, exists_error, session_key
 
-#: Schema generation stored in ``PRAGMA user_version``.
-SCHEMA_VERSION = 1
+#: Schema generation stored in ``PRAGMA user_version`` (2: the per-session cost columns). A database of an
+#: older generation is read as it is (its sessions show no cost) and upgraded by the first writer.
+SCHEMA_VERSION = 2
+
+#: Columns generation 2 added to ``dsh_sessions``: what the session's model calls cost
+#: (:mod:`dsh_jupyter.conversation.spend`), kept by the writer in each flush's transaction.
+_SPEND_COLUMNS = (
+    ("spend_usd", "REAL NOT NULL DEFAULT 0"),
+    ("priced_calls", "INTEGER NOT NULL DEFAULT 0"),
+    ("unpriced_calls", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS dsh_sessions (
@@ -40,7 +49,10 @@ CREATE TABLE IF NOT EXISTS dsh_sessions (
     header BLOB NOT NULL,
     created_at INTEGER NOT NULL,
     next_seq INTEGER NOT NULL,
-    types TEXT NOT NULL DEFAULT '[]'
+    types TEXT NOT NULL DEFAULT '[]',
+    spend_usd REAL NOT NULL DEFAULT 0,
+    priced_calls INTEGER NOT NULL DEFAULT 0,
+    unpriced_calls INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS dsh_events (
     key BLOB NOT NULL,
@@ -64,6 +76,26 @@ def _insert_events(conn: sqlite3.Connection, key: bytes, rows: list[Row]) -> Non
         "INSERT INTO dsh_events (key, seq, type, op, cited, body) VALUES (?, ?, ?, ?, ?, ?)",
         [(key, *row) for row in rows],
     )
+
+
+def _upgrade(conn: sqlite3.Connection) -> None:
+    """Bring the database to :data:`SCHEMA_VERSION` in one transaction: create the tables, or add the cost
+    columns to an older generation's sessions table and fill them from the events already stored."""
+    with _immediate(conn):
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version >= SCHEMA_VERSION:
+            return  # another process upgraded it meanwhile
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        present = {row[1] for row in conn.execute("PRAGMA table_info(dsh_sessions)")}
+        added = [name for name, _ in _SPEND_COLUMNS if name not in present]
+        for name, kind in _SPEND_COLUMNS:
+            if name in added:
+                conn.execute(f"ALTER TABLE dsh_sessions ADD COLUMN {name} {kind}")
+        if added:
+            backfill_spend(conn, SqliteStore.queries)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 @contextmanager
@@ -123,8 +155,11 @@ class SqliteWriter(SqlWriter[Row]):
                 _insert_events(conn, self._key, self._buffer)
                 known = set(loads(row[1])) if row is not None else set()
                 types = known | {r[1] for r in self._buffer}
-                conn.execute("UPDATE dsh_sessions SET next_seq = ?, types = ? WHERE key = ?",
-                             (self._next_seq, dumps(sorted(types)), self._key))
+                spend = batch_spend(self._buffer)
+                conn.execute("UPDATE dsh_sessions SET next_seq = ?, types = ?, spend_usd = spend_usd + ?, "
+                             "priced_calls = priced_calls + ?, unpriced_calls = unpriced_calls + ? WHERE key = ?",
+                             (self._next_seq, dumps(sorted(types)), spend.usd, spend.priced, spend.unpriced,
+                              self._key))
         except SessionError:
             raise
         except (sqlite3.Error, OSError) as exc:
@@ -173,7 +208,7 @@ class SqliteStore(SqlStore[sqlite3.Connection, WriterLock, SqliteWriter]):
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = FULL")
                 if version < SCHEMA_VERSION:
-                    conn.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+                    _upgrade(conn)
         except BaseException:
             conn.close()
             raise
@@ -187,7 +222,7 @@ class SqliteStore(SqlStore[sqlite3.Connection, WriterLock, SqliteWriter]):
         if not self.path.is_file():
             return None
         conn = self._connect(create=False)
-        if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+        if conn.execute("PRAGMA user_version").fetchone()[0] < 1:  # no tables yet; an older generation reads
             conn.close()
             return None
         self._local.conn = conn
@@ -261,6 +296,9 @@ class SqliteStore(SqlStore[sqlite3.Connection, WriterLock, SqliteWriter]):
         finally:
             if own:
                 conn.close()
+
+    def _keeps_spend(self, conn: sqlite3.Connection) -> bool:
+        return bool(conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION)
 
     def _stored_types(self, raw: Any) -> Iterable[str]:
         types: list[str] = loads(raw)
