@@ -94,15 +94,14 @@ class SessionQuery:
     def spends(self, session_ids: Sequence[str]) -> dict[str, Spend]:
         """What the model calls of these sessions cost, where known: a live session's from its events in
         memory, the others' from the store (:meth:`SessionStore.spends`; nothing for a store that keeps none)."""
-        from .conversation.spend import spend_of_events
+        from .conversation.spend import spend_of_log
 
         found: dict[str, Spend] = {}
         stored = []
         for session_id in session_ids:
             log = self._live.get(session_id)
-            events = getattr(log, "events", None) if log is not None and len(log) else None
-            if callable(events):
-                spend = spend_of_events(events())
+            if log is not None and len(log):
+                spend = spend_of_log(log)
                 if spend.known:
                     found[session_id] = spend
             else:

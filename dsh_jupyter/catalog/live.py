@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..conversation.spend import Spend, spend_of_events
+from ..conversation.spend import spend_of_log
 from ..session.projection import project_surface
 from .entries import CatalogEntry
 
@@ -32,7 +32,7 @@ def live_entry(log: Any) -> CatalogEntry:
     header = log.header
     return CatalogEntry(header.id, "", "", header.cwd, int(header.created_at),
                         title if isinstance(title, str) else None, indexed=False, live=True,
-                        spend=spend_of_events(log.events()) if callable(getattr(log, "events", None)) else Spend())
+                        spend=spend_of_log(log))
 
 
 def live_texts(log: Any) -> list[str]:

@@ -126,6 +126,15 @@ def spend_of_events(events: Iterable[object]) -> Spend:
     return spend
 
 
+def spend_of_log(log: object) -> Spend:
+    """The cost of an in-memory log's model calls (:class:`~dsh_jupyter.session.SessionLog`'s ``events``;
+    an object without events has no known cost)."""
+    events = getattr(log, "events", None)
+    if callable(events):
+        events = events()
+    return spend_of_events(events) if isinstance(events, Iterable) else Spend()
+
+
 def spend_by_turn(usages: Iterable[tuple[int | None, object]]) -> Iterator[tuple[int | None, Spend]]:
     """Each turn's cost in log order, from ``(turn, usage)`` pairs (consecutive calls of a turn summed)."""
     current: tuple[int | None, Spend] | None = None
@@ -141,4 +150,4 @@ def spend_by_turn(usages: Iterable[tuple[int | None, object]]) -> Iterator[tuple
 
 
 __all__ = ["Spend", "SpendJson", "line_usage", "message_usage", "spend_by_turn", "spend_of_events",
-           "spend_of_lines"]
+           "spend_of_lines", "spend_of_log"]
