@@ -84,7 +84,7 @@ def cost_row(total: Spend, turns: Sequence[tuple[int | None, Spend]] | None, log
     if turns is None:
         return text + f"; by turn: not read (the log is {megabytes(log_bytes)})"
     known = [(turn, spend) for turn, spend in turns if spend.known]
-    if not known:
+    if not known or len(turns) < 2:  # a single turn's cost is the total
         return text
     shown = known[-TURN_COSTS_SHOWN:]
     parts = ", ".join(f"{'?' if turn is None else turn} {spend.text()}" for turn, spend in shown)

@@ -86,7 +86,7 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
         cost = total.to_json()
         if cost is not None:
             record["cost"] = cost
-        if turns is not None:
+        if turns is not None and total.known:
             record["turnCosts"] = [{"turn": turn, **known} for turn, spend in turns
                                    if (known := spend.to_json()) is not None]
         record["capturedThroughSeq"] = captured
