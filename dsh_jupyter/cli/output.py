@@ -75,7 +75,7 @@ TURN_COSTS_SHOWN = 10
 
 def cost_row(total: Spend, turns: Sequence[tuple[int | None, Spend]] | None, log_bytes: int = 0) -> str:
     """``show``'s cost line: the session's total, how many model calls had a cost, then the latest turns'
-    costs (those known), e.g. ``≥ $0.0123 (3 of 4 model calls priced); by turn: 1 $0.0041, 2 $0.0082``.
+    costs (those known), e.g. ``≥ $0.0042 (3 of 4 model calls priced); by turn: 1 $0.0012, 2 $0.0030``.
     ``turns`` ``None``: the log (of ``log_bytes``) was too big to read for them."""
     calls = total.priced + total.unpriced
     text = total.text()

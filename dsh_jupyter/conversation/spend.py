@@ -4,7 +4,7 @@
 A session's cost is the sum of the ``cost`` its ``assistant/message`` events' usage objects carry (computed
 from the model's prices, or reported by the provider). Unknown stays unknown: a session none of whose model
 calls had a cost shows nothing; one whose every priced call was free shows ``free``; one mixing priced and
-unpriced calls shows the known sum as a lower bound (``≥ $0.0123``). Compaction never lowers the total: calls
+unpriced calls shows the known sum as a lower bound (``≥ $0.0042``). Compaction never lowers the total: calls
 a summary replaced on the surface were still paid for, so every assistant message of the log counts.
 """
 
@@ -23,7 +23,7 @@ _MARK = b'"' + ASSISTANT_MESSAGE.encode() + b'"'
 
 class SpendJson(TypedDict):
     """A session's cost on the wire: ``usd`` is the sum of the known costs (a lower bound when
-    ``unpricedCalls`` > 0); ``text`` is how it is shown (``free``, ``$0.0123``, ``≥ $0.0123``)."""
+    ``unpricedCalls`` > 0); ``text`` is how it is shown (``free``, ``$0.0042``, ``≥ $0.0042``)."""
 
     usd: float
     pricedCalls: int
@@ -56,7 +56,7 @@ class Spend:
         return self.priced > 0
 
     def text(self) -> str:
-        """``""`` (no call had a cost), ``free``, ``$0.0123``, or ``≥ $0.0123`` when some calls had no cost."""
+        """``""`` (no call had a cost), ``free``, ``$0.0042``, or ``≥ $0.0042`` when some calls had no cost."""
         if not self.known:
             return ""
         if self.unpriced:

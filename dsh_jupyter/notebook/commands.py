@@ -169,7 +169,7 @@ _QUERY = Argument(("query",), "Show only sessions whose title, id or folder cont
 
 #: Every ``%dsh`` subcommand, in the order help lists them.
 COMMANDS: tuple[Command, ...] = (
-    Command("sessions", "List sessions from every known notebook folder: label, id, folder, created, "
+    Command("sessions", "List sessions from every known notebook folder: label, id, folder, created, cost, "
             "same workspace.", (
                 _QUERY,
                 Argument(("--limit",), "Show at most N sessions. Default: the `candidate_limit` setting.",

@@ -25,7 +25,7 @@ export interface ISessionCost {
   usd: number;
   pricedCalls: number;
   unpricedCalls: number;
-  /** How it is shown: `free`, `$0.0123`, or `≥ $0.0123` when some calls had no known cost. */
+  /** How it is shown: `free`, `$0.0042`, or `≥ $0.0042` when some calls had no known cost. */
   text: string;
 }
 
