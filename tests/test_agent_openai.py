@@ -95,6 +95,22 @@ async def test_rate_limit_is_retried(tmp_path: Path, fake_openai: FakeOpenAIServ
     assert result.text == "finally" and len(fake_openai.chat_requests) == 3
 
 
+async def test_a_rate_limit_shows_the_wait_beside_the_turn(tmp_path: Path, fake_openai: FakeOpenAIServer) -> None:
+    from dsh_jupyter.agent import events as ev
+
+    fake_openai.queue(http_error(429, "slow down", retry_after="0.3"), text_reply("finally"))
+    agent = make(tmp_path, fake_openai)
+    notices: list[ev.Notice] = []
+    agent.subscribe(lambda event: notices.append(event) if isinstance(event, ev.Notice) else None)
+    result = await agent.send("hi")
+    assert result.text == "finally"
+    assert [(n.level, n.turn) for n in notices] == [("warning", 1)]
+    retries = agent.model.max_retries  # type: ignore[attr-defined]
+    assert notices[0].text.startswith(f"retrying in 0.3 s (retry 1 of {retries}): ")
+    assert "HTTP 429: slow down" in notices[0].text
+    assert agent.model.on_retry is None  # type: ignore[attr-defined]  # put back after the call
+
+
 async def test_auth_error_ends_the_turn_with_a_clear_message(tmp_path: Path, fake_openai: FakeOpenAIServer) -> None:
     fake_openai.queue(http_error(401, "bad key"))
     agent = make(tmp_path, fake_openai)

@@ -249,3 +249,23 @@ def test_listing_models_and_their_facts_never_imports_litellm(tmp_path: Path) ->
                             cwd=tmp_path, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "False"
+
+
+def test_models_table_says_where_each_fact_came_from_with_and_without_the_map(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh_jupyter.models import facts
+    from dsh_jupyter.models.registry import list_models
+    from dsh_jupyter.notebook.commands import models_table
+
+    def facts_column(env: dict[str, str]) -> dict[str, str]:
+        table = models_table(list_models(env, probe=False), 0, mark="current")
+        header, *lines = table._plain().splitlines()
+        start, end = header.index("facts from"), header.index("API key")
+        return {line.split()[0]: line[start:end].strip() for line in lines
+                if line and not line.startswith(("Use ", "Window "))}
+
+    with_map = facts_column({"ANTHROPIC_API_KEY": "k"})
+    assert with_map["anthropic/claude-sonnet-4-5"] == SOURCE_LITELLM
+    monkeypatch.setattr(facts, "litellm_map", lambda: {})  # as without dsh-jupyter[litellm]
+    without = facts_column({})
+    assert without["deepseek"] == SOURCE_TABLE and SOURCE_LITELLM not in without.values()

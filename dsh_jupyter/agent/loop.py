@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..models.base import BlockCollector, ModelError, ModelProvider, ModelRequest, ReasoningDelta, TextDelta
@@ -365,18 +365,19 @@ class Agent(ToolCalls, ContextWindow):
     # -- one model step ------------------------------------------------------------------------------
     async def _model_step(self, turn: int, step: int) -> tuple[str, list[dict[str, Any]]]:
         collector = BlockCollector()
-        stream = self.model.stream(self._request(), self._cancel_event)
-        try:
-            async for item in stream:
-                collector.add(item)
-                if isinstance(item, TextDelta) and item.text:
-                    self._emit(ev.TextDelta(turn, item.text))
-                elif isinstance(item, ReasoningDelta) and item.text:
-                    self._emit(ev.ReasoningDelta(turn, item.text))
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
+        with self._retries_shown(turn):
+            stream = self.model.stream(self._request(), self._cancel_event)
+            try:
+                async for item in stream:
+                    collector.add(item)
+                    if isinstance(item, TextDelta) and item.text:
+                        self._emit(ev.TextDelta(turn, item.text))
+                    elif isinstance(item, ReasoningDelta) and item.text:
+                        self._emit(ev.ReasoningDelta(turn, item.text))
+            finally:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
         blocks = collector.blocks(id_prefix=f"call_{turn}_{step}_")
         message = assistant_message(blocks, self.model.info.source())
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
@@ -386,6 +387,30 @@ class Agent(ToolCalls, ContextWindow):
         text = blocks_text(blocks)
         self._emit(ev.AssistantMessage(turn, text, event.seq, data.get("usage")))
         return text, [b for b in blocks if b.get("type") == "tool-call"]
+
+    @contextlib.contextmanager
+    def _retries_shown(self, turn: int) -> Iterator[None]:
+        """While a model call runs, each retry the provider waits for (a 429, a 5xx, a dropped connection) is a
+        notice beside the turn saying why and how long it waits; the provider's own ``on_retry`` still runs."""
+        model = self.model
+        if not hasattr(model, "on_retry"):
+            yield
+            return
+        previous = model.on_retry
+        retries = getattr(model, "max_retries", None)
+
+        def show(error: ModelError, delay: float, number: int) -> None:
+            if previous is not None:
+                previous(error, delay, number)
+            of = f" of {retries}" if isinstance(retries, int) else ""
+            self._emit(ev.Notice(turn, f"retrying in {delay:.1f} s (retry {number}{of}): {error.message}",
+                                 "warning"))
+
+        model.on_retry = show
+        try:
+            yield
+        finally:
+            model.on_retry = previous
 
     async def _hook_stop(self, turn: int, text: str, active: bool) -> list[InboxRecord]:
         gate = self._gate()
