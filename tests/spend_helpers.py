@@ -22,8 +22,12 @@ def add_priced_turn(log: SessionLog, turn: int, calls: Sequence[float | None]) -
         usage: dict[str, float | int] = {"inputTokens": 100 * turn, "outputTokens": 10}
         if cost is not None:
             usage["cost"] = cost
+        # Odd steps as the agent loop writes them (the usage after the message), even ones the other way round.
         log.append("assistant/message", {"turn": turn, "step": step, "usage": usage,
-                                         "message": assistant_message([text_block(f"answer {turn}.{step}")], MODEL)})
+                                         "message": assistant_message([text_block(f"answer {turn}.{step}")], MODEL)}
+                   if step % 2 == 0 else
+                   {"turn": turn, "step": step,
+                    "message": assistant_message([text_block(f"answer {turn}.{step}")], MODEL), "usage": usage})
     log.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
 
 

@@ -13,6 +13,7 @@ from dsh_jupyter.conversation.spend import (
     spend_of_events,
     spend_of_lines,
     spend_of_log,
+    usages_in,
 )
 from dsh_jupyter.conversation.usage import TokenUsage, usage_cost
 from dsh_jupyter.session import Event
@@ -96,3 +97,24 @@ def test_decoded_events_and_in_memory_logs_use_the_same_rule() -> None:
 
     assert spend_of_log(Log()) == Spend(0.1, 1, 1)
     assert spend_of_log(object()) == Spend()
+
+
+def _encoded(data: dict[str, object]) -> bytes:
+    from dsh_jupyter.store.jsonl import encode_event
+
+    return encode_event(Event("assistant/message", 7, 1, data, "append"), 7).rstrip(b"\n")
+
+
+@pytest.mark.parametrize("data", [
+    {"turn": 3, "step": 1, "message": {"role": "assistant", "content": []}, "usage": {"cost": 0.5}},  # the loop's
+    {"turn": 3, "step": 1, "usage": {"cost": 0.5, "inputTokens": 1}, "message": {"role": "assistant"}},
+    {"turn": 3, "message": {"role": "assistant", "source": {"usage": {"cost": 9}}}},  # nested: not the call's
+    {"turn": 3, "message": {"role": "assistant", "source": {"usage": {"cost": 9}}}, "usage": {"cost": 0.5}},
+    {"turn": 3, "message": {"role": "assistant", "content": [{"type": "text", "text": "\"usage\":{\"cost\":9}}"}]}},
+    {"turn": 3, "step": 2, "message": {"role": "assistant"}},  # no usage reported
+])
+def test_the_fast_line_reading_agrees_with_decoding_the_whole_line(data: dict[str, object]) -> None:
+    line = _encoded(data)
+    expected = (3, data.get("usage"))
+    assert line_usage(line) == expected
+    assert list(usages_in(b"\n".join([_line("tool/result", 1, {"x": "y" * 100}), line, b""]))) == [expected]

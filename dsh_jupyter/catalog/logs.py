@@ -29,14 +29,15 @@ store's scanner, projection) is imported when a log is actually read.
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .._json import loads
-from ..conversation.spend import Spend, message_usage, spend_of_lines
-from ..session import SessionError, SurfaceFold, SurfaceSnapshot
+from ..conversation.spend import Spend, message_usage, spend_of_buffer, spend_of_events
+from ..session import ReplaceOp, SessionError, SurfaceFold, SurfaceSnapshot
 from ..session.events import (
     ASSISTANT_MESSAGE,
     KNOWN_TYPES,
@@ -212,14 +213,30 @@ def read_full(path: str, folder: str, stat: LogStat, *, body_cap: int = BODY_CAP
             for message in projected.messages:
                 _count(record, message.role)
                 read.add_body(message.text)
-            # The surface alone would miss model calls a compaction replaced: every line is looked at.
-            record.spend = spend_of_lines(_committed_lines(fh, scan.header_bytes, scan.committed_bytes))
+            # Without a compaction every model call is still on the surface, decoded already; after one, the
+            # calls it replaced were still paid for: the file is searched (in place) for every assistant message.
+            if any(isinstance(event.surface_op, ReplaceOp) for event in scan.surface):
+                record.spend = _spend_of_file(fh, scan.header_bytes, scan.committed_bytes)
+            else:
+                record.spend = spend_of_events(scan.surface)
         else:
             _stream_surface(fh, scan.header_bytes, scan.committed_bytes, read)
         record.committed = scan.committed_bytes
         record.tail = _tail_of(fh, scan.committed_bytes)
         record.next_seq = scan.next_seq
         return read
+
+
+def _spend_of_file(fh: BinaryIO, start: int, stop: int) -> Spend:
+    """What the model calls in the log's bytes ``start:stop`` cost (a map of the file, searched in place)."""
+    if stop <= start:
+        return Spend()
+    try:
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return spend_of_buffer(mapped, start, min(stop, len(mapped)))
+    except (OSError, ValueError):  # a file that cannot be mapped: read it
+        fh.seek(start)
+        return spend_of_buffer(fh.read(stop - start))
 
 
 def _count(record: LogRecord, role: str) -> None:

@@ -10,15 +10,22 @@ a summary replaced on the surface were still paid for, so every assistant messag
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Protocol, TypedDict
 
 from .._json import loads
 from ..session.events import ASSISTANT_MESSAGE
 from .usage import format_cost, usage_cost
 
 _MARK = b'"' + ASSISTANT_MESSAGE.encode() + b'"'
+# The lines our writer makes: the turn first in the data, then the usage either right after the step or as the
+# data's last key (a flat object, so what follows it is known exactly: a nested "usage" never matches).
+_HEAD = re.compile(rb'\{"type":"assistant/message","seq":\d{1,16},"time":\d{1,16},"data":\{"turn":(\d{1,16})(?=[,}])'
+                   rb'(?:,"step":\d{1,16},"usage":(\{[^{}]*\}))?')
+_TAIL = re.compile(rb'"usage":(\{[^{}]*\})\},"surfaceOp":"append"\}\Z')
+_USAGE_KEY = b'"usage":'
 
 
 class SpendJson(TypedDict):
@@ -98,6 +105,19 @@ def line_usage(line: bytes) -> tuple[int | None, object] | None:
     not name the type are never decoded, so a log's tool output costs a substring search only."""
     if _MARK not in line:
         return None
+    head = _HEAD.match(line)
+    if head is not None:  # the usual shape: only the usage object is decoded
+        usage = head.group(2)
+        if usage is None:
+            tail = _TAIL.search(line, len(line) - 4096 if len(line) > 4096 else 0)
+            usage = tail.group(1) if tail is not None else None
+        if usage is not None:
+            try:
+                return int(head.group(1)), loads(usage)
+            except (ValueError, RecursionError):
+                pass
+        elif _USAGE_KEY not in line:
+            return int(head.group(1)), None
     try:
         record = loads(line)
     except (ValueError, RecursionError, MemoryError):
@@ -107,23 +127,59 @@ def line_usage(line: bytes) -> tuple[int | None, object] | None:
     return message_usage(record.get("data"))
 
 
+class Buffer(Protocol):
+    """Bytes to search: ``bytes``, or an ``mmap`` of a log (searched in place, never copied whole)."""
+
+    def find(self, sub: bytes, start: int = ..., end: int = ..., /) -> int: ...
+
+    def rfind(self, sub: bytes, start: int = ..., end: int = ..., /) -> int: ...
+
+    def __getitem__(self, index: slice, /) -> bytes: ...
+
+
+def usages_in(buf: Buffer, start: int = 0, stop: int | None = None) -> Iterator[tuple[int | None, object]]:
+    """``(turn, usage)`` of each ``assistant/message`` line of the log lines in ``buf[start:stop]``, in order.
+    The type is searched for in the whole stretch at once, so only those lines are ever looked at one by one."""
+    end_of = len(buf) if stop is None else stop  # type: ignore[arg-type]
+    find, rfind = buf.find, buf.rfind
+    at = find(_MARK, start, end_of)
+    while at >= 0:
+        begin = max(rfind(b"\n", start, at) + 1, start)
+        end = find(b"\n", at, end_of)
+        if end < 0:
+            end = end_of
+        found = line_usage(buf[begin:end])
+        if found is not None:
+            yield found
+        at = find(_MARK, end, end_of)
+
+
+def spend_of_buffer(buf: Buffer, start: int = 0, stop: int | None = None) -> Spend:
+    """The cost of the model calls among the log lines in ``buf[start:stop]`` (:func:`usages_in`)."""
+    return _summed(usage for _turn, usage in usages_in(buf, start, stop))
+
+
+def _summed(usages: Iterable[object]) -> Spend:
+    """The cost of the model calls whose usage objects are ``usages`` (one :class:`Spend` made at the end)."""
+    usd, priced, unpriced = 0.0, 0, 0
+    for usage in usages:
+        cost = usage_cost(usage)
+        if cost is None:
+            unpriced += 1
+        else:
+            usd, priced = usd + cost, priced + 1
+    return Spend(usd, priced, unpriced)
+
+
 def spend_of_lines(lines: Iterable[bytes]) -> Spend:
     """The cost of the model calls among a log's lines."""
-    spend = Spend()
-    for line in lines:
-        found = line_usage(line)
-        if found is not None:
-            spend = spend.add(found[1])
-    return spend
+    return _summed(found[1] for line in lines if (found := line_usage(line)) is not None)
 
 
 def spend_of_events(events: Iterable[object]) -> Spend:
-    """The cost of the model calls among decoded events (an in-memory log's)."""
-    spend = Spend()
-    for event in events:
-        if getattr(event, "type", None) == ASSISTANT_MESSAGE:
-            spend = spend.add(message_usage(getattr(event, "data", None))[1])
-    return spend
+    """The cost of the model calls among decoded events (an in-memory log's, a scan's surface)."""
+    return _summed(message_usage(getattr(event, "data", None))[1] for event in events
+                   if getattr(event, "type", None) == ASSISTANT_MESSAGE)
 
 
 def spend_of_log(log: object) -> Spend:
@@ -149,5 +205,5 @@ def spend_by_turn(usages: Iterable[tuple[int | None, object]]) -> Iterator[tuple
         yield current
 
 
-__all__ = ["Spend", "SpendJson", "line_usage", "message_usage", "spend_by_turn", "spend_of_events",
-           "spend_of_lines", "spend_of_log"]
+__all__ = ["Spend", "SpendJson", "line_usage", "message_usage", "spend_by_turn", "spend_of_buffer",
+           "spend_of_events", "spend_of_lines", "spend_of_log", "usages_in"]
