@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import math
+from typing import Any
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
@@ -40,6 +41,8 @@ OPTIONS_KEY = "dsh_completion_options"
 #: 429: the per-hour cap is spent. 502: the model failed.
 CAPPED = "DSH_COMPLETION_CAP"
 MODEL_FAILED = "DSH_COMPLETION_MODEL"
+#: The media type of a streamed answer.
+NDJSON = "application/x-ndjson"
 
 
 class CompletionHandler(DshApiHandler):
@@ -81,7 +84,7 @@ class CompletionHandler(DshApiHandler):
             self.set_header("Retry-After", str(math.ceil(exc.retry_after)))
             self.fail(ApiError(429, CAPPED, str(exc)))
             return
-        self.set_header("Content-Type", "application/x-ndjson; charset=UTF-8")
+        self.set_header("Content-Type", NDJSON + "; charset=UTF-8")
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Accel-Buffering", "no")
         if hit is not None:
@@ -95,6 +98,13 @@ class CompletionHandler(DshApiHandler):
         except asyncio.CancelledError:
             if not self._gone:
                 raise
+
+    def finish(self, *args: Any, **kwargs: Any) -> Any:
+        """Keep the JSON-lines type of a streamed answer (jupyter-server's ``APIHandler.finish`` would make any
+        body ``application/json``)."""
+        streamed = self._headers.get("Content-Type", "").startswith(NDJSON)
+        result = super().finish(*args, **kwargs) if not streamed else web.RequestHandler.finish(self, *args, **kwargs)
+        return result
 
     def _request(self) -> CompletionRequest:
         try:
