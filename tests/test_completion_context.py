@@ -120,7 +120,7 @@ def test_offline_prose_is_never_code() -> None:
     assert complete_prose(context_of("%%dsh\n", mode="prose", variables=variables)) == \
         "Explain what `sales` shows and what stands out."
     assert complete_prose(context_of("%%dsh\nSummarise", mode="prose", variables=variables)) == \
-        " in `sales`, in plain words."
+        " what stands out in `sales`, in plain words."
     assert complete_prose(context_of("%%dsh\nDone.", mode="prose")) == " Then suggest one next step."
 
 

@@ -76,4 +76,4 @@ def complete_prose(context: CompletionContext) -> str:
     if text.rstrip()[-1:] in ".!?":
         return " Then suggest one next step."
     space = "" if text.endswith(" ") else " "
-    return f"{space}in {subject}, in plain words."
+    return f"{space}what stands out in {subject}, in plain words."
