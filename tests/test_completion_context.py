@@ -273,3 +273,13 @@ def test_bad_options_say_what_is_allowed(name: str, value: object, says: str) ->
 
     with pytest.raises(TraitError, match=says):
         DshCompletion(**{name: value})
+
+
+def test_every_option_is_in_the_docs_table() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "completion.md").read_text(encoding="utf-8")
+    for name in DshCompletion.class_trait_names(config=True):
+        default = DshCompletion.class_traits()[name].default_value
+        shown = f'"{default}"' if isinstance(default, str) else str(default)
+        assert f"| `{name}` | `{shown}` |" in page, f"docs/completion.md does not list {name} with its default"
