@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks._net import free_port  # noqa: E402
 from benchmarks._summary import goal  # noqa: E402
 from dsh_jupyter.completion.backends import llamacpp_infill_request  # noqa: E402
 from dsh_jupyter.completion.context import build_context, parse_request  # noqa: E402
@@ -63,7 +63,8 @@ class ModelServer:
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 time.sleep(MODEL_SECONDS)
                 events = [b'data: {"content": "%s", "stop": false}\n\n' % piece for piece in (b"ius", b" *", b" 2")]
-                events.append(b'data: {"content": "", "stop": true, "tokens_evaluated": 900, "tokens_predicted": 3}\n\n')
+                events.append(b'data: {"content": "", "stop": true, "tokens_evaluated": 900, '
+                              b'"tokens_predicted": 3}\n\n')
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Content-Length", str(sum(map(len, events))))
@@ -92,12 +93,6 @@ def notebook_request(index: int) -> dict[str, Any]:
             "cells": cells, "variables": [{"name": f"frame_{i}", "type": "DataFrame 1,000×12"} for i in range(40)]}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _post(url: str, body: bytes, headers: dict[str, str]) -> float:
     started = time.perf_counter()
     request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json",
@@ -110,7 +105,7 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> float:
 
 
 def start_server(root: Path, model: str) -> tuple[subprocess.Popen[bytes], int]:
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, DSH_HOME=str(root / "dsh-home"), JUPYTER_CONFIG_DIR=str(root / "config"),
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     command = [sys.executable, "-m", "jupyter_server", f"--ServerApp.root_dir={root}", f"--ServerApp.port={port}",

@@ -7,7 +7,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { DshApiError } from './api.js';
+import { apiError } from './api.js';
 import { CompletionMode } from './inline_rules.js';
 
 /** What `GET dsh/api/completion` says the page should default to. */
@@ -37,19 +37,6 @@ export interface ICompletionBody {
 
 function completionUrl(settings: ServerConnection.ISettings): string {
   return URLExt.join(settings.baseUrl, 'dsh', 'api', 'completion');
-}
-
-async function failure(response: Response): Promise<DshApiError> {
-  let code = `HTTP_${response.status}`;
-  let message = response.statusText || 'request failed';
-  try {
-    const body = await response.json();
-    code = String(body?.error?.code ?? code);
-    message = String(body?.error?.message ?? message);
-  } catch {
-    // not JSON: keep the status line
-  }
-  return new DshApiError(response.status, code, message);
 }
 
 /** The server's completion defaults; `null` when it does not answer (no dsh server extension) in time. */
@@ -130,7 +117,7 @@ export async function* streamCompletion(
     settings
   );
   if (!response.ok) {
-    throw await failure(response);
+    throw await apiError(response);
   }
   if (!response.body) {
     return;
