@@ -21,7 +21,7 @@ from browser_helpers import APPS, JupyterServer, NotebookPage, serve, watched_pa
 NOTEBOOK = "work/ghost.ipynb"
 CELLS = ("radius = 2.5\narea = 3.14159 * radius ** 2", "", "%%dsh\n")
 #: Seconds the offline model waits before it answers (the window in which the test types on).
-THINKING = 1.0
+THINKING = 0.6
 
 
 def _prepare(root: Path, state: Path) -> None:
@@ -84,5 +84,28 @@ def test_ghost_text_streams_cancels_accepts_and_prose(browser: Any, server: Jupy
         nb.screenshot(request, "ghost-prose")
         page.keyboard.press("Tab")
         assert nb.source(2) == "%%dsh\nSummarise" + shown
+        expect(ghost).to_have_text(" Then suggest one next step.", timeout=20_000)  # the accepted text goes on
+        page.keyboard.press("Escape")
+        expect(ghost).to_have_count(0)
         report = _report(server)
-        assert report["usage"]["served"] >= 2 and report["inFlight"] == []
+        assert report["usage"]["served"] >= 3 and report["inFlight"] == []
+
+        if server.app != "lab":
+            return  # the off switch is the page's own code, the same in both apps: checked once
+        # The owner turns completions off for this notebook: nothing is sent until they are on again.
+        _palette(page, "Ghost-Text Completions in This Notebook")
+        nb.focus_end(1)
+        page.keyboard.type("\nrad")
+        _palette(page, "Ghost-Text Completions in This Notebook")
+        nb.focus_end(1)
+        page.keyboard.type("i")
+        expect(ghost).to_have_text("us", timeout=20_000)
+        assert _report(server)["usage"]["requests"] == report["usage"]["requests"] + 1, "sent while off"
+
+
+def _palette(page: Any, label: str) -> None:
+    """Run a command from the command palette by its label."""
+    page.keyboard.press("Control+Shift+C")
+    box = page.locator(".lm-CommandPalette-input:visible")
+    box.fill(label)
+    page.locator(".lm-CommandPalette-item:visible", has_text=label).first.click()

@@ -97,3 +97,47 @@ def test_a_client_going_away_cancels_the_model_request(api: Api, jp_http_port: i
         api.run(asyncio.sleep(0.05))
     assert report["cancelled"] == ["typed-on"] and report["usage"]["cancelled"] == 1
     assert report["inFlight"] == [] and report["usage"]["served"] == 0
+
+
+class _Failing:
+    """A backend that fails after ``after`` pieces."""
+
+    name = "failing"
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+
+    async def stream(self, context: Any, max_tokens: int) -> Any:
+        from dsh_jupyter.models.base import ModelError
+
+        for _ in range(self.after):
+            yield "piece"
+        raise ModelError("server", "the model server answered 500")
+
+    async def close(self) -> None:
+        return None
+
+
+def test_a_model_that_cannot_be_made_or_fails_says_why(api: Api, jp_serverapp: Any) -> None:
+    from dsh_jupyter.completion.config import DshCompletion
+    from dsh_jupyter.completion.service import backend_for
+
+    service = jp_serverapp.web_app.settings[SERVICE_KEY]
+    service.make_backend = lambda: backend_for(DshCompletion(model="no-such-model"))
+    code, (error,), _ = post(api, BODY)
+    assert code == 502 and error["error"]["code"] == "DSH_COMPLETION_MODEL"
+    assert "unknown model 'no-such-model'" in error["message"]
+    service._backend = _Failing(0)
+    code, (error,), _ = post(api, {**BODY, "requestId": "b"})
+    assert code == 502 and "the model server answered 500" in error["message"]
+    service._backend = _Failing(1)
+    code, lines, _ = post(api, {**BODY, "requestId": "c", "prefix": "radius = 1\nrad"})
+    assert code == 200 and lines[0] == {"text": "piece"}
+    assert lines[-1]["error"]["message"] == "the completion model failed: the model server answered 500"
+    assert api.get("dsh", "api", "completion")["usage"]["failed"] == 3
+
+
+def test_completions_write_no_session_log(api: Api, jp_root_dir: Any) -> None:
+    post(api, BODY)
+    post(api, {**BODY, "requestId": "p", "mode": "prose", "prefix": "%%dsh\n"})
+    assert not (jp_root_dir / ".dsh").exists() and not list(jp_root_dir.rglob("*.jsonl"))
