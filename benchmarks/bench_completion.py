@@ -88,7 +88,7 @@ def notebook_request(index: int) -> dict[str, Any]:
         source = "\n".join(f"frame_{i}_{j} = sales[sales.region == 'r{j}'].groupby('month').sum()" for j in range(6))
         cells.append({"kind": "markdown" if i % 5 == 0 else "code", "source": source,
                       "outputs": f"<Figure size 640x480 with 1 Axes> {i}" * 4})
-    return {"requestId": f"bench-{index}", "path": "work/big.ipynb", "language": "python", "mode": "code",
+    return {"requestId": f"bench-{index}", "language": "python", "mode": "code",
             "prefix": f"total_{index} = frame_199_0.sum()\nrad", "suffix": "\nprint(total)\n",
             "cells": cells, "variables": [{"name": f"frame_{i}", "type": "DataFrame 1,000×12"} for i in range(40)]}
 

@@ -50,7 +50,7 @@ def context_of(prefix: str, suffix: str = "", **kwargs: Any) -> Any:
 # -- the request -------------------------------------------------------------------------------------------
 def test_a_full_request_is_read() -> None:
     parsed = parse_request({"requestId": "a1", "prefix": "x = ", "suffix": "\n", "language": "python",
-                            "mode": "prose", "path": "nb/a.ipynb",
+                            "mode": "prose",
                             "cells": [{"kind": "markdown", "source": "# Title", "outputs": ""}],
                             "variables": [{"name": "df", "type": "DataFrame 3×2"}]})
     assert parsed.mode == "prose" and parsed.cells == (CellAbove("markdown", "# Title", ""),)

@@ -57,7 +57,6 @@ class CompletionRequest:
     mode: Mode = "code"
     cells: tuple[CellAbove, ...] = ()
     variables: tuple[Variable, ...] = ()
-    path: str = ""
 
 
 def _text(body: Mapping[str, object], name: str, default: str = "") -> str:
@@ -96,8 +95,7 @@ def parse_request(body: object) -> CompletionRequest:
     variables = tuple(Variable(_text(v, "name"), _text(v, "type")) for v in _list(body, "variables", MAX_VARIABLES))
     return CompletionRequest(request_id=request_id, prefix=_text(body, "prefix"), suffix=_text(body, "suffix"),
                              language=_text(body, "language", "python") or "python",
-                             mode="prose" if mode == "prose" else "code", cells=cells, variables=variables,
-                             path=_text(body, "path"))
+                             mode="prose" if mode == "prose" else "code", cells=cells, variables=variables)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ export interface ICellAbove {
 /** The body of `POST dsh/api/completion`. */
 export interface ICompletionBody {
   requestId: string;
-  path: string;
   language: string;
   mode: CompletionMode;
   prefix: string;

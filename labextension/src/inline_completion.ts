@@ -29,7 +29,6 @@ import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/no
 import { ServerConnection } from '@jupyterlab/services';
 
 import { DshApiError } from './api.js';
-import { notebookPath } from './completion.js';
 import {
   CompletionEvent,
   fetchCompletionDefaults,
@@ -196,7 +195,6 @@ export class DshInlineProvider implements IInlineCompletionProvider {
     const events = streamCompletion(
       {
         requestId: `${Date.now().toString(36)}-${++this._requests}`,
-        path: notebookPath(panel) ?? '',
         language,
         mode: completionMode(text),
         prefix: text.slice(0, offset),
