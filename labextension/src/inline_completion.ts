@@ -121,18 +121,27 @@ class KnownVariables {
       return known;
     }
     this._stale.delete(panel);
+    if (!this._watched.has(panel)) {
+      this._watched.add(panel);
+      panel.disposed.connect(() => {
+        this._lists.delete(panel);
+        this._watched.delete(panel);
+      });
+    }
     const asked = listVariables(panel, '').then(list => {
       const entries = list.map(v => ({ name: v.name, type: v.brief || v.type }));
-      this._lists.set(panel, entries);
+      if (!panel.isDisposed) {
+        this._lists.set(panel, entries);
+      }
       return entries;
     });
     const waited = new Promise<null>(resolve => window.setTimeout(() => resolve(null), VARIABLES_WAIT_MS));
-    panel.disposed.connect(() => this._lists.delete(panel));
     return (await Promise.race([asked, waited])) ?? known ?? [];
   }
 
   private _lists = new Map<NotebookPanel, { name: string; type: string }[]>();
   private _stale = new Set<NotebookPanel>();
+  private _watched = new Set<NotebookPanel>();
 }
 
 interface IOpenStream {
