@@ -6,9 +6,10 @@ Run from the repository root::
 
 A real jupyter-server runs on 127.0.0.1 in a child process with ``c.DshCompletion`` pointed at a
 fill-in-the-middle model server (llama.cpp's ``/infill`` API) that this process runs on 127.0.0.1: it takes
-a fixed time to think, then streams three pieces. Each completion is a 200-cell notebook's request as the
-page sends it (sources, output summaries, 40 variables; the prefix changes every time so nothing is
-cached), timed to the last byte.
+a fixed time to think, then streams three pieces. Each completion is a request for the last cell of a 200-cell
+notebook in the page's shape (sources, output summaries, 40 variables), with all 200 cells in it (more than
+the page's 32,000-character cap sends, so the server's bounding does all the work); the prefix changes every
+time so nothing is cached; each is timed to the last byte.
 
 - ``added latency p50`` (goal ≤ 15 ms): the median through ``POST dsh/api/completion`` minus the median of
   the same model server asked directly with the same context (the baseline, measured in the same run);
