@@ -66,6 +66,16 @@ SECRET_VARIABLES = ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OP
 DSH_VARIABLES = ("DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH_HOME")
 #: Notification settings that keep the "news" toast and the update check away.
 QUIET_NOTIFICATIONS = {"fetchNews": "false", "checkForUpdates": False}
+#: The page configuration of the test servers (``labconfig/page_config.json``): see :func:`prepare_state`.
+QUIET_PAGE_CONFIG = {
+    "buildCheck": False,
+    "buildAvailable": False,
+    "disabledExtensions": {
+        "@jupyterlab/apputils-extension:announcements": True,
+        "@jupyterlab/notebook-extension:export": True,
+        "@jupyterlab/notebook-extension:update-raw-mimetype": True,
+    },
+}
 
 SERVER_START_SECONDS = 90.0
 #: Default Playwright timeout (ms) of every page; runs share two cores with other work.
@@ -247,6 +257,13 @@ def prepare_state(state: Path) -> dict[str, str]:
     elif not _labextension_installed():
         missing(f"the labextension is not built ({BUILT_LABEXTENSION}/package.json is missing) nor installed: "
                 "run `jlpm install && jlpm build` in labextension/ or reinstall with scripts/venv.sh")
+
+    # What a test server leaves out of every page load: work no test looks at, run on each load by the
+    # server on the cores the tests share (the build check re-reads every extension, about a second of
+    # CPU; the export menu and the raw cells' format menu import every nbconvert exporter; the announcements ask for news).
+    labconfig = folders["config"] / "labconfig"
+    labconfig.mkdir(exist_ok=True)
+    (labconfig / "page_config.json").write_text(json.dumps(QUIET_PAGE_CONFIG), encoding="utf-8")
 
     notification = folders["settings"] / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     notification.parent.mkdir(parents=True, exist_ok=True)
