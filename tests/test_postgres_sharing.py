@@ -290,7 +290,10 @@ def test_a_schema_of_the_first_version_is_upgraded_by_init(world: World) -> None
     with pytest.raises(PostgresStoreError) as info:  # ...but writing waits for the administrator
         world.store(ALICE).open("before")
     message = str(info.value)
-    assert "older dsh-jupyter (schema 1; this version needs 2)" in message and "postgres init" in message
+    from dsh_jupyter.store.postgres_schema import SCHEMA_VERSION
+
+    assert f"older dsh-jupyter (schema 1; this version needs {SCHEMA_VERSION})" in message
+    assert "postgres init" in message
     assert PASSWORDS[ALICE] not in message
     code, text = cli("postgres", "init", "--dsn", world.server.dsn(world.db))
     assert code == 0, text
