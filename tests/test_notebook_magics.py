@@ -569,3 +569,32 @@ def test_a_model_set_mid_session_answers_the_next_turn(ip: InteractiveShell, cap
     assert models == ["offline", "fake-model"]
     assert host(ip).agent.id == session
     assert "fake-model from this turn on" in out.out + out.err
+
+
+def test_dsh_sessions_shows_what_each_session_cost(ip: InteractiveShell, tmp_path: Path) -> None:
+    """A cost column for the sessions whose model calls had a known cost, blank for the others (the current,
+    unpriced offline session among them)."""
+    from spend_helpers import priced_session
+
+    from dsh_jupyter.store import JsonlStore
+
+    store = JsonlStore(tmp_path / ".dsh" / "sessions")
+    priced_session(store, "paid-one", [[0.001], [0.0025]], cwd=str(tmp_path), title="Paid before", created_at=3)
+    priced_session(store, "mixed-one", [[0.002, None]], cwd=str(tmp_path), title="Mixed before", created_at=2)
+    priced_session(store, "unpriced-one", [[None]], cwd=str(tmp_path), title="Unpriced before", created_at=1)
+    ip.run_cell_magic("dsh", "", "hello")  # the offline model has no price: its session shows no cost
+    bundle = ip.run_line_magic("dsh", "sessions")._repr_mimebundle_()
+
+    plain = bundle["text/plain"].splitlines()
+    assert plain[0].split() == ["label", "notebook", "id", "cwd", "created", "cost", "same", "workspace"]
+    rows = {line.split()[0]: line for line in plain[1:]}
+    assert "$0.0035" in rows["Paid"] and "≥ $0.0020" in rows["Mixed"]
+    assert "$" not in rows["Unpriced"] and "free" not in rows["Unpriced"]  # unknown shows nothing
+    current = [line for line in plain[1:] if "(current)" in line]
+    assert len(current) == 1 and "$" not in current[0] and "free" not in current[0]
+    cost_at = plain[0].index("cost")
+    assert rows["Paid"][cost_at:].startswith("$0.0035") and rows["Mixed"][cost_at:].startswith("≥ $0.0020")
+    sessions = {r["sessionId"]: r for r in bundle["application/vnd.dsh.sessions+json"]["sessions"]}
+    assert sessions["paid-one"]["cost"]["text"] == "$0.0035" and "cost" not in sessions["unpriced-one"]
+    assert "<th" in bundle["text/html"] and ">cost</th>" in bundle["text/html"]
+    assert "≥ &#36;0.0020</td>" in bundle["text/html"]  # "$" escaped so MathJax leaves it alone

@@ -391,3 +391,14 @@ def test_what_the_agent_received_is_shown_readably() -> None:
     assert "&lt;command>" not in preview["text"] and "<command>" in preview["text"]
     html = shown(two_sources(), received=received)._repr_mimebundle_()["text/html"]
     assert "u003c" not in html and "&lt;command&gt;" in html
+
+
+def test_the_cost_column_sits_beside_the_tool_column_and_only_when_a_cost_is_known() -> None:
+    ours = {"sessionId": "s-1", "label": "Ours", "createdAt": 0, "sameWorkspace": False,
+            "cost": {"usd": 1.5, "pricedCalls": 2, "unpricedCalls": 0, "text": "$1.50"}}
+    theirs = {"sessionId": "t-1", "label": "Theirs", "createdAt": 0, "sameWorkspace": True, "tool": "Codex"}
+    plain = SessionTable([ours, theirs])._repr_mimebundle_()["text/plain"].splitlines()
+    assert plain[0].split() == ["label", "tool", "notebook", "id", "cwd", "created", "cost", "same", "workspace"]
+    assert plain[1].rstrip().endswith("$1.50") and "Codex" in plain[2] and "$" not in plain[2]
+    bad = {**theirs, "cost": {"usd": "lots", "pricedCalls": 1, "unpricedCalls": 0, "text": "$9"}}
+    assert "cost" not in SessionTable([bad])._repr_mimebundle_()["text/plain"].splitlines()[0].split()
