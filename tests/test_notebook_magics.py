@@ -592,8 +592,8 @@ def test_dsh_sessions_shows_what_each_session_cost(ip: InteractiveShell, tmp_pat
     assert "$" not in rows["Unpriced"] and "free" not in rows["Unpriced"]  # unknown shows nothing
     current = [line for line in plain[1:] if "(current)" in line]
     assert len(current) == 1 and "$" not in current[0] and "free" not in current[0]
-    cost_at = plain[0].index("cost")
-    assert rows["Paid"][cost_at:].startswith("$0.0035") and rows["Mixed"][cost_at:].startswith("≥ $0.0020")
+    cost_end = plain[0].index("cost") + len("cost")  # amounts right-aligned under the header
+    assert rows["Paid"][:cost_end].endswith(" $0.0035") and rows["Mixed"][:cost_end].endswith(" ≥ $0.0020")
     sessions = {r["sessionId"]: r for r in bundle["application/vnd.dsh.sessions+json"]["sessions"]}
     assert sessions["paid-one"]["cost"]["text"] == "$0.0035" and "cost" not in sessions["unpriced-one"]
     assert "<th" in bundle["text/html"] and ">cost</th>" in bundle["text/html"]

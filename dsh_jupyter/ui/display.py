@@ -42,6 +42,8 @@ SESSIONS_MIME = "application/vnd.dsh.sessions+json"
 
 _TH = 'style="text-align:left;padding:0.1em 1em 0.1em 0;font-weight:600;vertical-align:top"'
 _TD = 'style="text-align:left;padding:0.1em 1em 0.1em 0;vertical-align:top"'
+_TH_RIGHT = _TH.replace("text-align:left", "text-align:right")  # amounts: their digits line up
+_TD_RIGHT = _TD.replace("text-align:left", "text-align:right")
 _MISSING = "—"
 
 
@@ -69,6 +71,11 @@ def display_width(text: str) -> int:
 
 def _pad(text: str, width: int) -> str:
     return text + " " * max(0, width - display_width(text))
+
+
+def _pad_left(text: str, width: int) -> str:
+    """``text`` right-aligned in ``width`` cells (amounts, so their digits line up)."""
+    return " " * max(0, width - display_width(text)) + text
 
 
 def format_created(created_at: Any) -> str:
@@ -500,7 +507,7 @@ class SessionTable:
     def _html(self) -> str:
         if not self.rows:
             return safe_html("<p>No sessions.</p>")
-        head = "".join(f"<th {_TH}>{name}</th>" for name in self.columns)
+        head = "".join(f"<th {_TH_RIGHT if name == 'cost' else _TH}>{name}</th>" for name in self.columns)
         body = []
         for position, row in enumerate(self.rows):
             label, notebook, session_id, cwd, created, same = self._cells(row)
@@ -512,7 +519,8 @@ class SessionTable:
                 html_field(created),
                 "✓" if same else "",
             ], html_field)
-            body.append("<tr>" + "".join(f"<td {_TD}>{cell}</td>" for cell in cells) + "</tr>")
+            body.append("<tr>" + "".join(f"<td {_TD_RIGHT if name == 'cost' else _TD}>{cell}</td>"
+                                         for name, cell in zip(self.columns, cells, strict=True)) + "</tr>")
         return safe_html('<table class="dsh-sessions" style="border-collapse:collapse">'
                          f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
@@ -529,7 +537,8 @@ class SessionTable:
                 "✓" if same else ""]))
         widths = [max(display_width(line[col]) for line in table) for col in range(len(self.columns))]
         return "\n".join(
-            "  ".join(_pad(cell, widths[col]) for col, cell in enumerate(line)).rstrip() for line in table
+            "  ".join(_pad_left(cell, widths[col]) if self.columns[col] == "cost" else
+                      _pad(cell, widths[col]) for col, cell in enumerate(line)).rstrip() for line in table
         )
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
