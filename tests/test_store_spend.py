@@ -9,6 +9,7 @@ from pathlib import Path
 
 from spend_helpers import more_turns, priced_session
 
+from dsh_jupyter.catalog import Catalog
 from dsh_jupyter.conversation.spend import Spend
 from dsh_jupyter.query import SessionQuery
 from dsh_jupyter.references import ReferenceTarget
@@ -32,6 +33,10 @@ def test_each_flush_adds_its_model_calls_to_the_session_row(tmp_path: Path) -> N
     assert costs["unpriced"] is None and costs["paid"] is not None and costs["paid"]["text"] == "≥ $0.0035"
     assert [c.label for c in found if c.session_id == "paid"] == ["Sales"]
     assert JsonlStore(tmp_path / "j").spends(["paid"]) == {}  # the JSONL store's costs are the catalog's
+    # With the catalog on (the default), a SQLite store's sessions are merged into its answer: costs kept.
+    catalog = Catalog(tmp_path / "home" / "catalog.sqlite", background=False)
+    merged = catalog.select_candidates(SessionQuery(store), ReferenceTarget(None, "/work/a"), "", 10)
+    assert {c.session_id: (c.cost or {}).get("text") for c in merged} == {"paid": "≥ $0.0035", "unpriced": None}
 
 
 def _as_generation_one(path: Path) -> None:

@@ -48,6 +48,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..conversation.spend import Spend
 from ..references.candidates import select_by_scanning
 from ..session import SessionNotFoundError
 from ..store.jsonl import JsonlStore
@@ -457,7 +458,8 @@ class Catalog:
             # A store the catalog cannot index (e.g. SQLite): merge its sessions by scanning it.
             for c in select_by_scanning(query, target, needle, limit, cancel):
                 entries.append(CatalogEntry(c.session_id, "", "", c.cwd, c.created_at,
-                                            None if c.label == c.session_id else c.label, indexed=False))
+                                            None if c.label == c.session_id else c.label, indexed=False,
+                                            spend=Spend.from_json(c.cost)))
             entries = dedupe(sorted(entries, key=lambda e: e.order_key(target.cwd)), limit)
         return [e.candidate(target.cwd) for e in entries]
 
