@@ -136,25 +136,44 @@ def cell_from_json(raw: Any) -> Cell | None:
 
 
 def edit_to_json(edit: Edit) -> dict[str, Any]:
-    return {"action": edit.action, "cell_id": edit.cell_id, "source": edit.source, "cell_type": edit.cell_type,
-            "position": edit.position}
+    data: dict[str, Any] = {"action": edit.action, "cell_id": edit.cell_id, "source": edit.source,
+                            "cell_type": edit.cell_type, "position": edit.position}
+    if edit.metadata is not None:
+        data["metadata"] = dict(edit.metadata)
+    if edit.tags is not None:
+        data["tags"] = list(edit.tags)
+    if edit.keep_source:
+        data["keep_source"] = True
+    return data
 
 
-def edit_from_arguments(arguments: Mapping[str, Any]) -> Edit | None:
-    """A ``notebook_edit`` call's arguments as an :class:`Edit`; ``None`` when they make no sense."""
+def edit_from_arguments(arguments: Any) -> Edit | None:
+    """A ``notebook_edit`` call's arguments (or an edit as :func:`edit_to_json` wrote it) as an :class:`Edit`;
+    ``None`` when they make no sense. A replace without a source but with tags or metadata keeps the source."""
+    if not isinstance(arguments, Mapping):
+        return None
     action = arguments.get("action")
     cell_id = arguments.get("cell_id")
-    source = arguments.get("source", "")
     cell_type = arguments.get("cell_type", "code")
     position = arguments.get("position", "after")
-    if action not in ("insert", "replace", "delete") or not isinstance(source, str):
+    metadata, tags = arguments.get("metadata"), arguments.get("tags")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        return None
+    if tags is not None and (not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)):
+        return None
+    keep = arguments.get("keep_source", action == "replace" and arguments.get("source") is None
+                         and (metadata is not None or tags is not None))
+    source = arguments.get("source", "") if not keep else arguments.get("source") or ""
+    if action not in ("insert", "replace", "delete") or not isinstance(source, str) or not isinstance(keep, bool):
         return None
     if cell_id is not None and not isinstance(cell_id, str):
         return None
     if action != "insert" and not cell_id:
         return None
     return Edit(action, cell_id, source, cell_type if cell_type in _CELL_TYPES else "code",
-                position if position in ("before", "after") else "after")
+                position if position in ("before", "after") else "after",
+                metadata=dict(metadata) if metadata is not None else None,
+                tags=tuple(tags) if tags is not None else None, keep_source=keep)
 
 
 # --------------------------------------------------------------------------- the connections
