@@ -85,6 +85,7 @@ class NotebookSnapshot:
     view: View
     cells: tuple[Cell, ...]
     path: str | None = None  # the notebook's path relative to the server root, when the live view knows it
+    selected: str | None = None  # the id of the cell the person has selected (live view)
 
 
 @dataclass(frozen=True)

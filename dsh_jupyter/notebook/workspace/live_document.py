@@ -131,8 +131,10 @@ def cell_from_json(raw: Any) -> Cell | None:
     count = raw.get("execution_count")
     outputs = raw.get("outputs")
     converted = [output_from_json(o) for o in outputs if isinstance(o, Mapping)] if isinstance(outputs, list) else []
+    metadata = raw.get("metadata")
     return Cell(raw["id"], cell_type if cell_type in _CELL_TYPES else "raw", raw["source"],
-                count if isinstance(count, int) else None, tuple(o for o in converted if o is not None))
+                count if isinstance(count, int) else None, tuple(o for o in converted if o is not None),
+                dict(metadata) if isinstance(metadata, Mapping) else {})
 
 
 def edit_to_json(edit: Edit) -> dict[str, Any]:
@@ -301,6 +303,13 @@ class LiveConnections:
         with self._lock:
             return len(self._tabs)
 
+    def tabs_of(self, tab: _Tab) -> list[_Tab]:
+        """``tab`` and the other connected tabs on the same notebook (collaborators of a shared notebook, a
+        second window), ``tab`` first."""
+        with self._lock:
+            others = [t for t in self._tabs.values() if t is not tab and tab.path and t.path == tab.path]
+        return [tab, *others]
+
     def _ordered(self) -> list[_Tab]:
         with self._lock:
             return sorted(self._tabs.values(), key=lambda tab: tab.active_at, reverse=True)
@@ -405,10 +414,11 @@ class LiveDocument:
         result = self._request("read", {})
         raw = result.get("cells")
         cells = [cell_from_json(c) for c in raw] if isinstance(raw, list) else []
-        path = result.get("path")
+        path, selected = result.get("path"), result.get("active_cell_id")
         if isinstance(path, str):
             self.tab.path = path
-        return NotebookSnapshot("live", tuple(c for c in cells if c is not None), self.tab.path)
+        return NotebookSnapshot("live", tuple(c for c in cells if c is not None), self.tab.path,
+                                selected if isinstance(selected, str) else None)
 
     def cell(self, cell_id: str) -> Cell:
         found = next((c for c in self.read().cells if c.id == cell_id), None)
@@ -451,36 +461,70 @@ class LiveDocument:
         return await self._ask({"edit": edit, "reason": request.reason}, cell_id, timeout)
 
     async def _ask(self, payload: dict[str, Any], cell_id: str, timeout: float) -> ApprovalDecision | None:
+        """Show the proposal in every tab of this notebook (each collaborator of a shared notebook has one);
+        the first answer decides, and the others' cards are withdrawn saying who decided."""
         from ...agent.approvals import NOBODY_TO_ASK, ApprovalDecision
 
         connections = self.connections
-        reply, request_id = connections._send(self.tab, "propose", payload)
+        asked = [(tab, *connections._send(tab, "propose", payload)) for tab in connections.tabs_of(self.tab)]
         try:
-            answered = await asyncio.to_thread(reply.event.wait, timeout)
+            answered = await asyncio.to_thread(_first_answer, [reply for _, reply, _ in asked], timeout)
         except asyncio.CancelledError:
-            connections.withdraw(self.tab, request_id, "stopped: the turn was interrupted")
+            for tab, _reply, request_id in asked:
+                connections.withdraw(tab, request_id, "stopped: the turn was interrupted")
             raise
-        if not answered:
-            connections.withdraw(self.tab, request_id, "refused: no answer in time")
+        if answered is None:
+            for tab, _reply, request_id in asked:
+                connections.withdraw(tab, request_id, "refused: no answer in time")
             return ApprovalDecision(False, "timeout", reason=NOBODY_TO_ASK)
+        tab, reply, request_id = asked[answered]
         try:
-            result = connections._result(self.tab, request_id, reply, "propose")
+            result = connections._result(tab, request_id, reply, "propose")
         except LiveUnavailable:
-            return None
+            result = None
         except BrowserError as exc:
+            result = None
             if exc.code == "not-found":  # the cell is gone (or went while the proposal was shown)
+                self._withdraw_others(asked, answered, "the cell was deleted")
                 return ApprovalDecision(False, "nobody", reason=missing_cell(cell_id, "live"))
             log.info("the notebook page could not show a proposal: %s", exc)
+        choice = result.get("choice") if result is not None else None
+        user = result.get("user") if result is not None else None
+        who = user.strip()[:200] if isinstance(user, str) and user.strip() else None
+        decided = "accepted" if choice == "accept" else "rejected"
+        self._withdraw_others(asked, answered, f"{decided} by {who or 'another window'}")
+        if result is None:
             return None
-        choice = result.get("choice")
         reason = result.get("reason")
         reason = reason.strip()[:2000] if isinstance(reason, str) and reason.strip() else None
         if choice == "accept":
-            return ApprovalDecision(True, "person")
+            return ApprovalDecision(True, "person", decided_by=who)
         if choice == "reject":
-            return ApprovalDecision(False, "person", reason=reason)
+            return ApprovalDecision(False, "person", reason=reason, decided_by=who)
         log.info("ignored a proposal answer that makes no sense: %r", result)
         return None
+
+    def _withdraw_others(self, asked: Sequence[tuple[_Tab, _Reply, int]], answered: int, note: str) -> None:
+        for n, (tab, _reply, request_id) in enumerate(asked):
+            if n != answered:
+                self.connections.withdraw(tab, request_id, note)
+
+
+def _first_answer(replies: Sequence[_Reply], timeout: float) -> int | None:
+    """The index of the first reply that came with a body (a tab that went away counts only when every tab
+    did: then the caller sees no body), or ``None`` at the timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = [reply.event.is_set() for reply in replies]
+        for n, reply in enumerate(replies):
+            if done[n] and reply.body is not None:
+                return n
+        if all(done):
+            return 0
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        replies[done.index(False)].event.wait(min(0.05, left))
 
 
 # --------------------------------------------------------------------------- proposals as approvals

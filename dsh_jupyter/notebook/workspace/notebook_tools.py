@@ -149,7 +149,10 @@ def header(snapshot: NotebookSnapshot) -> str:
     line = {"live": LIVE_HEADER, "room": ROOM_HEADER, "file": FILE_HEADER}.get(snapshot.view, KERNEL_HEADER)
     if snapshot.path:
         line += f" of {snapshot.path}"
-    return f"{line}; {len(snapshot.cells)} cell{'s' if len(snapshot.cells) != 1 else ''}."
+    line = f"{line}; {len(snapshot.cells)} cell{'s' if len(snapshot.cells) != 1 else ''}."
+    if snapshot.selected:
+        line += f" The person has cell {snapshot.selected} selected (\"this cell\" in their prompt)."
+    return line
 
 
 def format_output(output: CellOutput) -> str:
