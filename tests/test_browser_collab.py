@@ -49,7 +49,8 @@ def prepare(root: Path, state: Path) -> None:
     config.mkdir(parents=True, exist_ok=True)
     (config / "jupyter_server_config.json").write_text(json.dumps({
         "ServerApp": {"jpserver_extensions": {"jupyter_server_ydoc": True, "jupyter_server_fileid": True}},
-        "YDocExtension": {"document_save_delay": 0.5},
+        # On here whatever the environment says (the suite's other servers run with real-time collaboration off).
+        "YDocExtension": {"document_save_delay": 0.5, "disable_rtc": False},
     }), encoding="utf-8")
 
 

@@ -24,7 +24,8 @@ from dsh_jupyter.notebook.workspace.document import CellNotFound, Edit, Notebook
 from dsh_jupyter.notebook.workspace.edits import RecordedEdit, edit_record, reverting_edit
 from dsh_jupyter.notebook.workspace.notebook_tools import NotebookEditTool, NotebookReadTool, Workspace
 from dsh_jupyter.notebook.workspace.saved_file import SavedNotebook, SaveRaced
-from dsh_jupyter.notebook.workspace.server_document import ServerDocument
+from dsh_jupyter.notebook.workspace.kernel_record import KernelRecord
+from dsh_jupyter.notebook.workspace.server_document import ServerDocument, VSCodeFile
 
 jp_server_config = pytest.fixture(lambda: SERVER_CONFIG)
 api = server_api()
@@ -226,3 +227,46 @@ def test_with_no_page_open_the_agents_tools_edit_the_file_on_disk(api: Api, jp_r
     kept = json.loads((jp_root_dir / "work.ipynb").read_text(encoding="utf-8"))
     assert [c["id"] for c in kept["cells"]] == ["load"], "the person's save is what the file holds"
     del sessions.list_sessions
+
+
+# -- VS Code: the saved file, or a plain refusal -------------------------------------------------------
+def test_in_vscode_replace_and_delete_edit_the_saved_file_and_refuse_plainly_while_it_is_unsaved(
+        tmp_path: Path) -> None:
+    import os
+    import time
+
+    file = tmp_path / "analysis.ipynb"
+    _write(file, _cells())
+    saved_at = file.stat().st_mtime
+    ran: list[tuple[str, float]] = [("x = 1", saved_at - 5)]  # ran before the save: in the file
+    record = SimpleNamespace(shell=SimpleNamespace(user_ns={"__vsc_ipynb_file__": str(file)}),
+                             executions=lambda: list(ran))
+    host = SimpleNamespace(kernel_record=record, live_source=None, main_thread_calls=None)
+    workspace = Workspace(host)  # type: ignore[arg-type]
+    for name in ("JUPYTER_DSH_SERVER_URL", "JUPYTER_DSH_SERVER_KEY"):
+        os.environ.pop(name, None)
+
+    editor = NotebookEditTool(workspace)
+    assert workspace.document().view == "file"
+    done = editor.apply(editor.parse({"action": "replace", "cell_id": "plot", "tags": ["parameters"]}))
+    assert not done.is_error, done.text
+    gone = editor.apply(editor.parse({"action": "delete", "cell_id": "notes"}))
+    assert not gone.is_error, gone.text
+    cells = json.loads(file.read_text(encoding="utf-8"))["cells"]
+    assert [c["id"] for c in cells] == ["load", "plot"] and cells[1]["metadata"]["tags"] == ["parameters"]
+
+    ran.append(("x = 'typed in VS Code, not saved'", time.time() + 5))  # VS Code holds a change the file lacks
+    assert workspace.document() is record, "with unsaved changes the kernel's record answers"
+    with pytest.raises(NotebookError, match=r"VS Code has changes to analysis\.ipynb that are not saved.*Ctrl\+S"):
+        VSCodeFile(file, record.executions).apply(Edit("delete", "plot"))
+    with pytest.raises(NotebookError, match=r"in VS Code once the notebook is saved"):
+        KernelRecord(SimpleNamespace()).apply(Edit("delete", "plot"))
+    assert [c["id"] for c in json.loads(file.read_text(encoding="utf-8"))["cells"]] == ["load", "plot"]
+
+
+def test_the_kernel_and_the_server_agree_on_the_way_back() -> None:
+    from dsh_jupyter.notebook.workspace import server_document
+    from dsh_jupyter.server import shared_notebook
+
+    assert (server_document.URL_VARIABLE, server_document.KEY_VARIABLE, server_document.KEY_HEADER) == (
+        shared_notebook.URL_VARIABLE, shared_notebook.KEY_VARIABLE, shared_notebook.KEY_HEADER)
