@@ -22,9 +22,9 @@ from server_helpers import SERVER_CONFIG, Api, server_api
 from dsh_jupyter.notebook.workspace.applier import ListCells, apply_edit, snapshot_of, source_text
 from dsh_jupyter.notebook.workspace.document import CellNotFound, Edit, NotebookError, merged_metadata
 from dsh_jupyter.notebook.workspace.edits import RecordedEdit, edit_record, reverting_edit
+from dsh_jupyter.notebook.workspace.kernel_record import KernelRecord
 from dsh_jupyter.notebook.workspace.notebook_tools import NotebookEditTool, NotebookReadTool, Workspace
 from dsh_jupyter.notebook.workspace.saved_file import SavedNotebook, SaveRaced
-from dsh_jupyter.notebook.workspace.kernel_record import KernelRecord
 from dsh_jupyter.notebook.workspace.server_document import ServerDocument, VSCodeFile
 
 jp_server_config = pytest.fixture(lambda: SERVER_CONFIG)
