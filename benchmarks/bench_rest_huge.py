@@ -29,7 +29,6 @@ import argparse
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from _net import free_port  # noqa: E402
 from bench_bigref import cat_seconds  # noqa: E402
 
 from dsh_jupyter.references import encode_session_reference_uri  # noqa: E402
@@ -77,17 +77,11 @@ def generate(size_mb: int) -> Path:
 
 
 # -- the server -------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Server:
     """A jupyter-server child process with the dsh extension, on 127.0.0.1."""
 
     def __init__(self, root: Path, home: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         env = dict(os.environ, HOME=str(home), DSH_HOME=str(home / "dsh"),
                    PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
         for name in ("DSH_SESSIONS_DIR", "DSH_POSTGRES_DSN", "CLAUDE_CONFIG_DIR", "CODEX_HOME"):

@@ -33,7 +33,7 @@ BENCHMARKS = [
     "bench_foldcache.py", "bench_postgres.py", "bench_variables.py", "bench_cells.py", "bench_images.py",
     "bench_live_document.py", "bench_escape.py", "bench_huge_session.py", "bench_rest_huge.py",
     "bench_cli_start.py", "bench_markdown.py", "bench_chat_view.py", "bench_transcript.py", "bench_mcp.py",
-    "bench_models.py",
+    "bench_models.py", "bench_completion.py",
 ]
 
 

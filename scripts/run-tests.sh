@@ -2,8 +2,8 @@
 # Fresh machine -> full test suite. Creates .venv, installs the package with its test dependencies (the
 # JupyterLab extension is built from source on the way), installs Debian chromium (browser tests) and
 # postgresql (PostgreSQL store tests) when they are missing and this user may install packages, checks
-# lint (ruff) and strict types (mypy for Python, tsc for labextension/src and the anywidget views in
-# labextension/src/widgets), then runs pytest in three worker processes (pytest-xdist: most
+# lint (ruff), then runs the strict type checks (mypy for Python, tsc for labextension/src and the
+# anywidget views in labextension/src/widgets) beside pytest in three worker processes (pytest-xdist: most
 # tests wait on kernels, servers and browsers, so three keep two cores busy; DSH_TEST_WORKERS=0 runs
 # them in one process). Extra arguments go to pytest.
 set -euo pipefail
@@ -30,15 +30,31 @@ if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
 fi
 echo "ruff check ..."
 .venv/bin/ruff check .
-echo "mypy (strict) ..."
-.venv/bin/mypy
-echo "tsc (strict) over the JupyterLab extension and the anywidget views ..."
-(cd labextension && PATH="$PWD/../.venv/bin:$PATH" && { [ -d node_modules ] || jlpm install >/dev/null; } && jlpm check)
+# The strict type checks (mypy for Python, tsc for labextension/src and the anywidget views) run beside
+# pytest rather than before it (they are about 40 s of a fresh clone's run, most of it waiting on the
+# disk and the cache); their output is printed after pytest's and either one failing fails the command.
+checks=$(mktemp -d)
+echo "mypy (strict) and tsc (strict) over the JupyterLab extension and the anywidget views, beside pytest ..."
+(.venv/bin/mypy >"$checks/mypy.log" 2>&1; echo $? >"$checks/mypy.rc") &
+( (cd labextension && PATH="$PWD/../.venv/bin:$PATH" && { [ -d node_modules ] || jlpm install >/dev/null; } \
+  && jlpm check) >"$checks/tsc.log" 2>&1; echo $? >"$checks/tsc.rc") &
 # --dist loadscope keeps a module on one worker, so a module's server or database starts once, and xdist hands
 # out the modules with the most tests first. (tests/conftest.py can instead put them heaviest tier first, used with
 # --no-loadscope-reorder; on CI's two cores that started every browser module at once and needed 19 reruns where
 # this order needs one to three, for no faster run, so it is not used here.) A failed test
 # is run again up to twice: kernels, servers and browsers on two shared cores can miss a deadline by chance.
 # A rerun is reported ("R" and "N rerun" in the summary): a test that needs one is a test to look at.
-exec .venv/bin/python -m pytest -n "${DSH_TEST_WORKERS:-3}" --dist loadscope \
-  --reruns 2 --reruns-delay 2 "$@"
+set +e
+.venv/bin/python -m pytest -n "${DSH_TEST_WORKERS:-3}" --dist loadscope --reruns 2 --reruns-delay 2 "$@"
+status=$?
+wait
+for check in mypy tsc; do
+  echo "--- $check:"
+  if [ -s "$checks/$check.log" ]; then cat "$checks/$check.log"; else echo "no errors"; fi
+  if [ "$(cat "$checks/$check.rc" 2>/dev/null || echo 1)" != "0" ]; then
+    echo "$check failed" >&2
+    status=1
+  fi
+done
+rm -rf "$checks"
+exit "$status"

@@ -5,11 +5,11 @@
 - :func:`running_server`: ``jupyter lab`` or ``jupyter notebook`` (run with this interpreter, so the
   kernel can import ``dsh_jupyter``) on 127.0.0.1, a free port and a fixed token, in a temporary root,
   with every Jupyter directory (config, data, runtime, settings, workspaces, IPython) in a temporary
-  state folder. News and update checks are switched off through the temporary settings folder. The
+  state folder. News, update and build checks are switched off through the temporary settings. The
   server is stopped by its PID at the end (kernels first, through the REST API).
-- :func:`connected_browser` and the ``browser`` fixture: one headless
-  ``/usr/bin/chromium`` per test module (the toolchain notes' flags; never a downloaded browser), reached
-  by each test through Playwright over CDP, with fresh browser contexts per test.
+- :class:`PlaywrightConnection` and the ``browser`` fixture: one headless ``/usr/bin/chromium`` per test
+  module (the toolchain notes' flags; never a downloaded browser) and one Playwright connection to it over
+  CDP, with fresh browser contexts per test.
 - :class:`NotebookPage`: a notebook opened in Lab or Notebook 7, with the cell helpers the tests share.
 - :func:`write_session` / :func:`write_notebook`: earlier sessions (real JSONL store, ``session/title``
   events) and notebooks made with nbformat.
@@ -19,6 +19,7 @@ Screenshots go to ``test-artifacts/`` at the repository root, named after the te
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -66,6 +67,16 @@ SECRET_VARIABLES = ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OP
 DSH_VARIABLES = ("DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH_HOME")
 #: Notification settings that keep the "news" toast and the update check away.
 QUIET_NOTIFICATIONS = {"fetchNews": "false", "checkForUpdates": False}
+#: The page configuration of the test servers (``labconfig/page_config.json``): see :func:`prepare_state`.
+QUIET_PAGE_CONFIG = {
+    "buildCheck": False,
+    "buildAvailable": False,
+    "disabledExtensions": {
+        "@jupyterlab/apputils-extension:announcements": True,
+        "@jupyterlab/notebook-extension:export": True,
+        "@jupyterlab/notebook-extension:update-raw-mimetype": True,
+    },
+}
 
 SERVER_START_SECONDS = 90.0
 #: Default Playwright timeout (ms) of every page; runs share two cores with other work.
@@ -247,6 +258,14 @@ def prepare_state(state: Path) -> dict[str, str]:
     elif not _labextension_installed():
         missing(f"the labextension is not built ({BUILT_LABEXTENSION}/package.json is missing) nor installed: "
                 "run `jlpm install && jlpm build` in labextension/ or reinstall with scripts/venv.sh")
+
+    # What a test server leaves out of every page load: work no test looks at, run on each load by the
+    # server on the cores the tests share (the build check re-reads every extension, about a second of
+    # CPU; the export menu and the raw cells' format menu import every nbconvert exporter; the
+    # announcements ask for news).
+    labconfig = folders["config"] / "labconfig"
+    labconfig.mkdir(exist_ok=True)
+    (labconfig / "page_config.json").write_text(json.dumps(QUIET_PAGE_CONFIG), encoding="utf-8")
 
     notification = folders["settings"] / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     notification.parent.mkdir(parents=True, exist_ok=True)
@@ -466,23 +485,65 @@ def _stop_chromium(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=10)
 
 
-@contextlib.contextmanager
-def connected_browser(chromium: ChromiumProcess) -> Iterator[Any]:
-    """Playwright's sync API connected to a running chromium; the contexts a test made are closed on exit.
+@dataclass
+class PlaywrightConnection:
+    """Playwright's sync API connected over CDP to one :class:`ChromiumProcess`, kept for a whole module.
 
-    Connect from a function-scoped fixture: between calls the sync API marks its own asyncio loop as the
-    thread's running loop, and pytest-jupyter's autouse per-test loop fixture would otherwise pick that loop
-    up and fail to close it. That is why the Playwright connection is per test, and the chromium per module.
-    """
-    from playwright.sync_api import expect, sync_playwright
+    Starting Playwright (its driver is a Node.js process) and connecting costs about a second of CPU, so a
+    module's tests share one connection, each test opening contexts of its own. Between calls the sync API
+    marks its asyncio loop as the thread's running loop, and pytest-jupyter's autouse per-test loop fixture
+    would pick that loop up and fail to close it: so the mark is lifted between tests (:meth:`lend` sets it
+    for one test and lifts it after)."""
 
-    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.connect_over_cdp(chromium.endpoint)
+    chromium: ChromiumProcess
+    manager: Any
+    browser: Any
+    loop: asyncio.AbstractEventLoop | None
+
+    @classmethod
+    def open(cls, chromium: ChromiumProcess) -> PlaywrightConnection:
+        from playwright.sync_api import expect, sync_playwright
+
+        expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+        manager = sync_playwright()
+        playwright = manager.__enter__()
         try:
-            yield browser
+            browser = playwright.chromium.connect_over_cdp(chromium.endpoint)
+        except BaseException:
+            manager.__exit__(None, None, None)
+            asyncio._set_running_loop(None)
+            raise
+        connection = cls(chromium, manager, browser, asyncio._get_running_loop())
+        asyncio._set_running_loop(None)
+        return connection
+
+    def usable(self, chromium: ChromiumProcess) -> bool:
+        return self.chromium is chromium and chromium.alive() and bool(self.browser.is_connected())
+
+    @contextlib.contextmanager
+    def lend(self) -> Iterator[Any]:
+        """The browser for one test; the contexts the test opened are closed after it."""
+        asyncio._set_running_loop(self.loop)
+        before = set(self.browser.contexts)
+        try:
+            yield self.browser
         finally:
-            browser.close()  # closes the contexts this connection made and disconnects; chromium keeps running
+            try:
+                for context in self.browser.contexts:
+                    if context not in before:
+                        with contextlib.suppress(Exception):
+                            context.close()
+            finally:
+                asyncio._set_running_loop(None)
+
+    def close(self) -> None:
+        asyncio._set_running_loop(self.loop)
+        try:
+            with contextlib.suppress(Exception):
+                self.browser.close()  # disconnects; chromium is stopped by its own fixture
+            self.manager.__exit__(None, None, None)
+        finally:
+            asyncio._set_running_loop(None)
 
 
 #: Uncaught errors the apps themselves raise on load, whatever extensions are enabled: Notebook 7.6's
@@ -652,12 +713,28 @@ def module_chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[C
             _stop_chromium(chromium.process)
 
 
+@pytest.fixture(scope="module")
+def module_playwright(module_chromium: list[ChromiumProcess]) -> Iterator[list[PlaywrightConnection]]:
+    """The Playwright connection the tests of one module share (made on first use, again after a restart)."""
+    connections: list[PlaywrightConnection] = []
+    try:
+        yield connections
+    finally:
+        for connection in connections:
+            connection.close()
+
+
 @pytest.fixture
-def browser(module_chromium: list[ChromiumProcess], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def browser(module_chromium: list[ChromiumProcess], module_playwright: list[PlaywrightConnection],
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A Playwright browser for one test, connected to its module's chromium: each test opens fresh contexts."""
     if not module_chromium or not module_chromium[-1].alive():
         module_chromium.append(_start_chromium(tmp_path_factory.mktemp("chromium") / "profile"))
-    with connected_browser(module_chromium[-1]) as connected:
+    if not module_playwright or not module_playwright[-1].usable(module_chromium[-1]):
+        if module_playwright:
+            module_playwright.pop().close()
+        module_playwright.append(PlaywrightConnection.open(module_chromium[-1]))
+    with module_playwright[-1].lend() as connected:
         yield connected
 
 

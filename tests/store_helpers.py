@@ -309,9 +309,26 @@ def report(*words: object) -> None:
     os.write(1, (" ".join(str(w) for w in words) + "\n").encode())
 
 
-def crash_writer(kind: str, root: str, session_id: str) -> None:
+def crash_writer(kind: str, root: str, session_id: str, pace: str = "0") -> None:
     """The writer that gets killed: (re)open the session, then append turns forever, flushing at each turn
-    end and reporting ``flushed <turn> <last seq>`` on stdout only after the flush returned."""
+    end and reporting ``flushed <turn> <last seq>`` on stdout only after the flush returned. ``pace``
+    (seconds) is a pause in the middle of each turn, as a model's answer would make: the log grows slower
+    (each writer and check reads it whole) and more kills land inside a turn."""
+    pause = float(pace)
+
+    def mid_turn(turn: int) -> Callable[[], None] | None:
+        """A checkpoint flush in the middle of every third turn (so a kill can leave a turn open, repaired by
+        ``open()``), then the pause."""
+        checkpoint = turn % 3 == 0
+
+        def middle() -> None:
+            if checkpoint:
+                writer.flush()
+            if pause:
+                time.sleep(pause)
+
+        return middle if checkpoint or pause else None
+
     store = make_backend_store(kind, root)
     if kind == "postgres":  # what a kernel has imported by its second turn
         import dsh_jupyter.catalog.postgres
@@ -327,8 +344,7 @@ def crash_writer(kind: str, root: str, session_id: str) -> None:
     report("ready", turn)
     while True:
         turn += 1
-        # A checkpoint flush in the middle of some turns, so a kill can leave a turn open (repaired by open()).
-        append_turn(log, turn, mid_turn=writer.flush if turn % 3 == 0 else None)
+        append_turn(log, turn, mid_turn=mid_turn(turn))
         writer.flush()
         report("flushed", turn, log.last_seq)
 
@@ -338,7 +354,7 @@ CRASH_CHILD = r"""
 import sys
 sys.path.insert(0, {helpers!r})
 from store_helpers import crash_writer
-crash_writer(*sys.argv[1:4])
+crash_writer(*sys.argv[1:5])
 """
 
 #: A small script that imports once, then forks one writer per line read from stdin
@@ -348,11 +364,13 @@ CRASH_SERVER = r"""
 import os, sys
 sys.path.insert(0, {helpers!r})
 from store_helpers import crash_writer, report
+if sys.argv[1] == "postgres":  # imported once here, not in every forked writer
+    import dsh_jupyter.catalog.postgres, dsh_jupyter.references.projection
 for _ in iter(sys.stdin.buffer.readline, b""):
     pid = os.fork()
     if pid == 0:
         try:
-            crash_writer(*sys.argv[1:4])
+            crash_writer(*sys.argv[1:5])
         except BaseException as exc:
             report("error", repr(exc).replace("\n", " "))
         finally:
@@ -428,9 +446,9 @@ def check_turns(log: SessionLog, flushed: set[int]) -> int:
 class _Spawner:
     """Runs one writer per :meth:`start`, as a fresh interpreter or forked from a small server script."""
 
-    def __init__(self, mode: str, kind: str, root: Path | str, session_id: str) -> None:
+    def __init__(self, mode: str, kind: str, root: Path | str, session_id: str, pace: float = 0.0) -> None:
         self.mode = mode
-        self.args = [kind, str(root), session_id]
+        self.args = [kind, str(root), session_id, repr(pace)]
         self.env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
         self.server: subprocess.Popen[bytes] | None = None
         if mode == "fork":
@@ -494,7 +512,7 @@ class _Spawner:
 
 
 def run_crash_loop(kind: str, root: Path | str, *, kills: int, seed: int = 0, max_delay: float = 0.1,
-                   session_id: str = "crash-session", mode: str = "fork") -> CrashReport:
+                   session_id: str = "crash-session", mode: str = "fork", pace: float = 0.0) -> CrashReport:
     """Start a writer that appends turns, SIGKILL it at a random moment, check the log; ``kills`` times.
 
     Each writer is its own process that reopens the session with ``store.open`` (which cuts a torn tail
@@ -505,7 +523,7 @@ def run_crash_loop(kind: str, root: Path | str, *, kills: int, seed: int = 0, ma
     flushed: set[int] = set()
     torn = 0
     started = time.monotonic()
-    spawner = _Spawner(mode, kind, root, session_id)
+    spawner = _Spawner(mode, kind, root, session_id, pace)
     try:
         for _ in range(kills):
             for line in spawner.run(rng.uniform(0, max_delay)):

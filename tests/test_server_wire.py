@@ -50,6 +50,8 @@ def py_fields(shape: Any) -> dict[str, bool]:
 @pytest.mark.parametrize(("shape", "ts_file", "interface"), [
     (RemoteCandidateJson, "api.ts", "ISessionCandidate"),
     (VariableCandidate, "variables.ts", "IVariableCandidate"),
+    (wire.CompletionBody, "inline_api.ts", "ICompletionBody"),
+    (wire.CompletionCell, "inline_api.ts", "ICellAbove"),
 ])
 def test_a_python_wire_shape_has_the_fields_of_its_typescript_interface(shape: Any, ts_file: str,
                                                                         interface: str) -> None:

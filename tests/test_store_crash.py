@@ -15,14 +15,15 @@ pytestmark = [
 
 
 def test_jsonl_writer_survives_50_kills(tmp_path: Path) -> None:
-    report = run_crash_loop("jsonl", tmp_path, kills=50, seed=1)
+    # A 5 ms pause inside each turn keeps the log small enough that 50 reopenings stay quick.
+    report = run_crash_loop("jsonl", tmp_path, kills=50, seed=1, pace=0.005)
     assert report.kills == 50
     assert report.flushed_turns > 50, "the writers should get turns done between kills"
     assert report.interrupted_turns > 0, "some kills should land inside a turn after its checkpoint flush"
 
 
 def test_sqlite_writer_survives_kills(tmp_path: Path) -> None:
-    report = run_crash_loop("sqlite", tmp_path, kills=20, seed=2)
+    report = run_crash_loop("sqlite", tmp_path, kills=20, seed=2, pace=0.005)
     assert report.flushed_turns > 20
 
 

@@ -4,7 +4,6 @@ outputs the way the tests rely on."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,33 +15,36 @@ TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "kernel", "postgres", "browser")
 
 
-def collected(processes: dict[str, subprocess.Popen[str]]) -> tuple[dict[str, set[str]], set[int]]:
-    """The test ids each ``pytest --collect-only -q -m X`` printed, by its label; and the suite's size each saw
-    (``selected/total tests collected``)."""
-    found, totals = {}, set()
-    for label, process in processes.items():
-        out, err = process.communicate(timeout=240)
-        assert process.returncode == 0, f"-m {label}: {out[-2000:]}\n{err[-2000:]}"
-        found[label] = {line for line in out.splitlines() if "::" in line and not line.startswith(" ")}
-        summary = re.search(r"^(\d+)/(\d+) tests collected", out, re.M)
-        assert summary is not None and int(summary.group(1)) == len(found[label]), out[-500:]
-        totals.add(int(summary.group(2)))
-    return found, totals
+#: Prints each collected test's id and tier marks, in the order xdist hands the modules out (a ``-p`` plugin).
+SHOW_TIERS = """
+def pytest_collection_finish(session):
+    for item in session.items:
+        tiers = [mark.name for mark in item.iter_markers() if mark.name in ("unit", "kernel", "postgres", "browser")]
+        print("ITEM", item.nodeid, ",".join(tiers) or "-")
+"""
+
+
+def collect(tmp_path: Path, *arguments: str) -> list[tuple[str, str]]:
+    """(test id, its tier marks joined by commas) for each test ``pytest --collect-only`` collects, in order."""
+    (tmp_path / "show_tiers.py").write_text(SHOW_TIERS, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "-p", "show_tiers", *arguments], cwd=TESTS.parent, env=env, capture_output=True,
+                          text=True, timeout=240, check=False)
+    assert done.returncode == 0, f"{arguments}: {done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    return [(parts[1], parts[2]) for parts in (line.split(" ") for line in done.stdout.splitlines())
+            if parts[0] == "ITEM" and len(parts) == 3]
 
 
 @pytest.mark.slow
-def test_the_four_tiers_partition_the_suite() -> None:
-    def collect(*marks: str) -> subprocess.Popen[str]:
-        command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *marks]
-        return subprocess.Popen(command, cwd=TESTS.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=os.environ.copy())
-
-    # Four collections, not five: each one's summary line gives the size of the whole suite.
-    ids, totals = collected({tier: collect("-m", tier) for tier in TIERS})
-    (everything,) = totals
-    assert everything > 2000, everything
-    assert sum(len(tier) for tier in ids.values()) == everything, {k: len(v) for k, v in ids.items()}
-    assert len(set().union(*ids.values())) == everything  # no test in two tiers
+def test_the_four_tiers_partition_the_suite(tmp_path: Path) -> None:
+    # One collection of the whole suite (four ``-m`` collections cost four times the CPU on CI's two cores).
+    rows = collect(tmp_path)
+    assert len(rows) > 2000, len(rows)
+    assert len({test for test, _ in rows}) == len(rows)
+    untiered_or_twice = [(test, tiers) for test, tiers in rows if tiers not in TIERS]
+    assert not untiered_or_twice, untiered_or_twice[:20]  # every test in exactly one tier
+    ids = {tier: {test for test, marked in rows if marked == tier} for tier in TIERS}
     # Each tier holds what its name says (examples that must not drift into another tier).
     assert "tests/test_tiers.py::test_the_four_tiers_partition_the_suite" in ids["unit"]
     assert any(i.startswith("tests/test_notebooks_demo.py::") for i in ids["kernel"])  # the product's demo runner
@@ -54,28 +56,17 @@ def test_the_four_tiers_partition_the_suite() -> None:
     assert not any(i.startswith("tests/test_browser_") for i in ids["unit"] | ids["kernel"] | ids["postgres"])
 
 
-#: Prints each collected test's module and tier, in the order xdist hands the modules out (a ``-p`` plugin).
-SHOW_ORDER = """
-def pytest_collection_finish(session):
-    for item in session.items:
-        tiers = [mark.name for mark in item.iter_markers() if mark.name in ("unit", "kernel", "postgres", "browser")]
-        print("ITEM", item.nodeid.split("::")[0], tiers[0])
-"""
-
-
 def test_modules_go_out_heaviest_tier_first_each_kept_whole(tmp_path: Path) -> None:
-    (tmp_path / "show_order.py").write_text(SHOW_ORDER, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    modules = ["tests/test_escape.py", "tests/test_kernel_env.py", "tests/test_browser_sidebar.py"]
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "-p", "show_order", *modules], cwd=TESTS.parent, env=env, capture_output=True,
-                         text=True, timeout=240, check=True).stdout
-    rows = [line.split()[1:] for line in out.splitlines() if line.startswith("ITEM ")]
-    runs = [module for index, (module, _tier) in enumerate(rows) if index == 0 or rows[index - 1][0] != module]
+    rows = collect(tmp_path, "tests/test_escape.py", "tests/test_kernel_env.py", "tests/test_browser_sidebar.py")
+    modules = [test.split("::")[0] for test, _ in rows]
+    runs = [module for index, module in enumerate(modules) if index == 0 or modules[index - 1] != module]
     # Whole modules (each one run of items), heaviest tier first: browser, then the module with PostgreSQL
     # tests (its kernel and unit tests stay with it), then unit tests; not the alphabetical order.
     assert runs == ["tests/test_browser_sidebar.py", "tests/test_kernel_env.py", "tests/test_escape.py"], runs
-    assert {tier for module, tier in rows if module == "tests/test_kernel_env.py"} >= {"postgres", "kernel"}
+    assert {tiers for test, tiers in rows if test.startswith("tests/test_kernel_env.py")} >= {"postgres", "kernel"}
+    # ``-m TIER`` selects exactly that tier's tests, so each tier runs alone.
+    assert collect(tmp_path, "-m", "kernel", "tests/test_escape.py", "tests/test_kernel_env.py") == [
+        row for row in rows if row[0].startswith("tests/test_kernel_env.py") and row[1] == "kernel"]
 
 
 # --------------------------------------------------------------------------- reading outputs

@@ -35,6 +35,10 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Add the dsh REST handlers under the server's ``base_url``; index the root's stores in the background."""
     from jupyter_server.utils import url_path_join
 
+    from ..completion.config import DshCompletion
+    from ..completion.service import service_for
+    from .completion import OPTIONS_KEY, SERVICE_KEY
+    from .completion import ROUTES as COMPLETION_ROUTES
     from .config import DshServer
     from .handlers import ROUTES
     from .mcp import add_endpoint as add_mcp_endpoint
@@ -46,12 +50,16 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
                         postgres=postgres)
     web_app = serverapp.web_app
     web_app.settings[SETTINGS_KEY] = state
+    completion = DshCompletion(parent=serverapp)
+    web_app.settings[OPTIONS_KEY] = completion
+    web_app.settings[SERVICE_KEY] = service_for(completion)
     base_url = web_app.settings["base_url"]
-    web_app.add_handlers(".*$", [(url_path_join(base_url, route), handler) for route, handler in ROUTES])
+    web_app.add_handlers(".*$", [(url_path_join(base_url, route), handler)
+                                 for route, handler in [*ROUTES, *COMPLETION_ROUTES]])
     add_mcp_endpoint(web_app, serverapp.root_dir, base_url)
     _serve_notebook_applier(serverapp, base_url)
-    serverapp.log.info("dsh-jupyter: REST endpoints at %sdsh/api/ (candidates, sessions, locate) and MCP at dsh/mcp, "
-                       "serving the session stores under the server root%s", base_url,
+    serverapp.log.info("dsh-jupyter: REST endpoints at %sdsh/api/ (candidates, sessions, locate, completion, "
+                       "notebook) and MCP at dsh/mcp, serving the session stores under the server root%s", base_url,
                        f" and {len(boundary.extra)} extra root(s)" if boundary.extra else "")
     if postgres is not None:
         serverapp.log.info("dsh-jupyter: also serving the PostgreSQL session store %s (what its role may read)",

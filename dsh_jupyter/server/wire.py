@@ -141,3 +141,30 @@ class ErrorBody(TypedDict):
 
     error: ErrorDetail
     message: str
+
+
+class CompletionCell(TypedDict):
+    """One cell above the cursor's in a completion request: ``code``/``markdown``/``raw``, its source, its
+    outputs as short text."""
+
+    kind: str
+    source: str
+    outputs: str
+
+
+class CompletionVariable(TypedDict):
+    name: str
+    type: str
+
+
+class CompletionBody(TypedDict):
+    """The body of ``POST dsh/api/completion`` (the labextension's ``ICompletionBody``), read by
+    :func:`dsh_jupyter.completion.context.parse_request`."""
+
+    requestId: str
+    language: str
+    mode: Literal["code", "prose"]
+    prefix: str
+    suffix: str
+    cells: list[CompletionCell]
+    variables: list[CompletionVariable]

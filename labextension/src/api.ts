@@ -59,7 +59,8 @@ function isCandidate(value: unknown): value is ISessionCandidate {
   );
 }
 
-async function apiError(response: Response): Promise<DshApiError> {
+/** The {@link DshApiError} of a failed reply (its JSON error body, else its status line). */
+export async function apiError(response: Response): Promise<DshApiError> {
   let code = `HTTP_${response.status}`;
   let message = response.statusText || 'request failed';
   try {

@@ -11,6 +11,8 @@
  * - `dsh-jupyter:chat-sidebar` puts the chat with the active notebook's agent in a side panel, opened by
  *   the command `dsh-jupyter:open-chat` (palette, and the Chat button of each notebook's toolbar), see
  *   `./sidebar`.
+ * - `dsh-jupyter:inline-completion` offers ghost-text completions of cells from the dsh model through
+ *   JupyterLab's inline completer (off until switched on), see `./inline_completion`.
  * - The mime renderer of reference contexts lives in `./mime` (the package's `mimeExtension`).
  */
 
@@ -32,6 +34,7 @@ import { CommandToolbarButton } from '@jupyterlab/ui-components';
 import { mentionChips } from './chips.js';
 import { DshCompletionProvider } from './completion.js';
 import { DshCellHighlighter, registerPromptLanguage } from './highlight.js';
+import { inlineCompletion } from './inline_completion.js';
 import { CurrentSessions } from './kernel.js';
 import { LiveNotebooks } from './notebook.js';
 import { chatIcon, DshSidebar, OPEN_COMMAND } from './sidebar.js';
@@ -136,4 +139,4 @@ const chatSidebar: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [mentions, chips, liveNotebook, chatSidebar];
+export default [mentions, chips, liveNotebook, chatSidebar, inlineCompletion];
