@@ -64,7 +64,6 @@ from .document import (
     NotebookSnapshot,
     RunResult,
     View,
-    is_dsh_cell,
     missing_cell,
 )
 from .outputs import output_from_json
@@ -435,20 +434,13 @@ class LiveDocument:
         before, after = cell_from_json(result.get("before")), cell_from_json(result.get("after"))
         return AppliedEdit(edit.action, cell_id, before, after, index if isinstance(index, int) else None)
 
+    def put_outputs(self, cell_id: str, outputs: list[dict[str, Any]], count: int | None) -> None:
+        self._request("outputs", {"cell_id": cell_id, "outputs": outputs, "execution_count": count}, cell_id)
+
     def run(self, cell_id: str, timeout: float) -> RunResult:
-        cell = self.cell(cell_id)
-        if cell.cell_type != "code":
-            raise NotebookError(f"cell {cell_id!r} is a {cell.cell_type} cell; only code cells run")
-        if is_dsh_cell(cell.source):
-            raise NotebookError(f"cell {cell_id!r} is a %%dsh prompt; the agent cannot run prompt cells")
-        runner = self.connections.runner
-        if runner is None:
-            raise NotebookError("this kernel cannot run notebook cells for the agent")
-        ran = runner(cell.source, cell_id, timeout)
-        count = ran.cell.execution_count
-        self._request("outputs", {"cell_id": cell_id, "outputs": [dict(o) for o in ran.outputs],
-                                  "execution_count": count}, cell_id)
-        return RunResult(Cell(cell_id, "code", cell.source, count, ran.cell.outputs), "live")
+        from .cell_runner import run_document_cell
+
+        return run_document_cell(self, cell_id, timeout, self.connections.runner, self.put_outputs)
 
     async def propose(self, request: ApprovalRequest, edit: Edit, timeout: float) -> ApprovalDecision | None:
         """Show ``edit`` in the notebook with Accept / Reject; the person's decision, or a timeout refusal."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .applier import cell_of
+from .cell_runner import Runner, run_document_cell
 from .document import (
     AppliedEdit,
     Cell,
@@ -33,8 +34,6 @@ from .document import (
     NotebookSnapshot,
     RunResult,
     View,
-    is_dsh_cell,
-    missing_cell,
 )
 
 URL_VARIABLE = "JUPYTER_DSH_SERVER_URL"  # dsh_jupyter.server.shared_notebook (a test checks they agree)
@@ -43,30 +42,10 @@ KEY_HEADER = "X-Dsh-Kernel-Key"
 #: Seconds a request to the server may take.
 REQUEST_TIMEOUT = 30.0
 
-#: Runs a cell's source as a cell of the kernel and returns what ran (``host.execute_cell``).
-Runner = Callable[[str, str, float], Any]
 
 
 def _cell_or_none(raw: Any) -> Cell | None:
     return cell_of(raw, "") if isinstance(raw, Mapping) else None
-
-
-def _run_cell(document: Any, cell_id: str, timeout: float, runner: Runner | None,
-              put: Callable[[str, list[dict[str, Any]], int | None], None]) -> RunResult:
-    """Run code cell ``cell_id`` of ``document`` with ``runner`` and put its outputs back with ``put``."""
-    cell = next((c for c in document.read().cells if c.id == cell_id), None)
-    if cell is None:
-        raise CellNotFound(missing_cell(cell_id, document.view))
-    if cell.cell_type != "code":
-        raise NotebookError(f"cell {cell_id!r} is a {cell.cell_type} cell; only code cells run")
-    if is_dsh_cell(cell.source):
-        raise NotebookError(f"cell {cell_id!r} is a %%dsh prompt; the agent cannot run prompt cells")
-    if runner is None:
-        raise NotebookError("this kernel cannot run notebook cells for the agent")
-    ran = runner(cell.source, cell_id, timeout)
-    count = ran.cell.execution_count
-    put(cell_id, [dict(o) for o in ran.outputs], count)
-    return RunResult(Cell(cell_id, "code", cell.source, count, ran.cell.outputs, cell.metadata), document.view)
 
 
 class ServerDocument:
@@ -133,7 +112,7 @@ class ServerDocument:
         self._post({"op": "outputs", "cell_id": cell_id, "outputs": outputs, "execution_count": count}, cell_id)
 
     def run(self, cell_id: str, timeout: float) -> RunResult:
-        return _run_cell(self, cell_id, timeout, self.runner, self.put_outputs)
+        return run_document_cell(self, cell_id, timeout, self.runner, self.put_outputs)
 
 
 class VSCodeFile:
@@ -178,7 +157,7 @@ class VSCodeFile:
         asyncio.run(self._saved.outputs(cell_id, outputs, count))
 
     def run(self, cell_id: str, timeout: float) -> RunResult:
-        return _run_cell(self, cell_id, timeout, self.runner, self.put_outputs)
+        return run_document_cell(self, cell_id, timeout, self.runner, self.put_outputs)
 
 
 def _contents(folder: Path) -> Any:
