@@ -270,3 +270,17 @@ def test_the_kernel_and_the_server_agree_on_the_way_back() -> None:
 
     assert (server_document.URL_VARIABLE, server_document.KEY_VARIABLE, server_document.KEY_HEADER) == (
         shared_notebook.URL_VARIABLE, shared_notebook.KEY_VARIABLE, shared_notebook.KEY_HEADER)
+
+
+def test_the_mcp_read_of_a_notebook_no_kernel_runs_comes_from_the_saved_file(api: Api, jp_root_dir: Path,
+                                                                              jp_serverapp: Any) -> None:
+    from dsh_jupyter.server.mcp_workspace import NotebookBridge, NotebookCallError
+
+    _write(jp_root_dir / "closed.ipynb", _cells())
+    bridge = NotebookBridge(jp_serverapp.web_app.settings, str(jp_root_dir))
+    ok, text = api.run(bridge.call("closed.ipynb", "notebook_read", {"cell_ids": ["plot"]}))
+    assert ok and text.startswith("Notebook: the saved file of closed.ipynb") and "print(x)" in text, text
+    ok, text = api.run(bridge.call("missing.ipynb", "notebook_read", {}))
+    assert not ok and "cannot read the notebook file missing.ipynb" in text
+    with pytest.raises(NotebookCallError, match=r"no kernel runs closed\.ipynb"):  # edits still need the person
+        api.run(bridge.call("closed.ipynb", "notebook_edit", {"action": "delete", "cell_id": "plot"}))

@@ -149,6 +149,14 @@ class NotebookApplier:
             return snapshot_json(snapshot_of(store, "room", path), store.cells())
         return snapshot_json(await self.saved(path).read())
 
+    async def snapshot(self, path: str) -> NotebookSnapshot:
+        """The cells of ``path`` as the agent reads them (its room, else its file)."""
+        document = await self.room(path)
+        if document is not None:
+            return snapshot_of(YCells(document), "room", path)
+        snapshot: NotebookSnapshot = await self.saved(path).read()
+        return snapshot
+
     async def apply(self, path: str, edit: Edit) -> dict[str, Any]:
         document = await self.room(path)
         if document is not None:

@@ -55,9 +55,13 @@ MAX_IMAGES = 8
 MAX_RUN_TIMEOUT = 600.0
 
 LIVE_HEADER = "Notebook: the live notebook (unsaved edits included)"
-ROOM_HEADER = ("Notebook: the shared document of its collaboration room (what every collaborator sees, unsaved "
-               "edits included)")
-FILE_HEADER = "Notebook: the saved file (it is not open in any page; edits are saved with a checkpoint first)"
+ROOM_HEADER = "Notebook: the shared document (collaboration room)"
+FILE_HEADER = "Notebook: the saved file"
+#: What each view adds after the cell count.
+VIEW_NOTES = {
+    "room": " Every collaborator sees it, unsaved edits included, and edits land in it.",
+    "file": " No page has it open; an edit is saved with a checkpoint of the file first.",
+}
 KERNEL_HEADER = "Notebook: the kernel's record of executed cells — only cells that ran, in the order they ran"
 
 _ACTIONS = ("insert", "replace", "delete")
@@ -150,6 +154,7 @@ def header(snapshot: NotebookSnapshot) -> str:
     if snapshot.path:
         line += f" of {snapshot.path}"
     line = f"{line}; {len(snapshot.cells)} cell{'s' if len(snapshot.cells) != 1 else ''}."
+    line += VIEW_NOTES.get(snapshot.view, "")
     if snapshot.selected:
         line += f" The person has cell {snapshot.selected} selected (\"this cell\" in their prompt)."
     return line
