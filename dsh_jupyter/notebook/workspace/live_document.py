@@ -54,6 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .applier import cell_of
 from .document import (
     AppliedEdit,
     Cell,
@@ -66,7 +67,6 @@ from .document import (
     View,
     missing_cell,
 )
-from .outputs import output_from_json
 
 if TYPE_CHECKING:
     from ...agent.approvals import ApprovalDecision, ApprovalRequest, Approver
@@ -123,17 +123,11 @@ CellRunner = Callable[[str, str, float], CellRun]
 
 
 def cell_from_json(raw: Any) -> Cell | None:
-    """A cell as the browser sends it (``id``, ``cell_type``, ``source``, ``execution_count``, ``outputs``)."""
+    """A cell as the browser sends it (``id``, ``cell_type``, ``source``, ``execution_count``, ``outputs``,
+    ``metadata``); ``None`` without an id or a source string."""
     if not isinstance(raw, Mapping) or not isinstance(raw.get("id"), str) or not isinstance(raw.get("source"), str):
         return None
-    cell_type = raw.get("cell_type")
-    count = raw.get("execution_count")
-    outputs = raw.get("outputs")
-    converted = [output_from_json(o) for o in outputs if isinstance(o, Mapping)] if isinstance(outputs, list) else []
-    metadata = raw.get("metadata")
-    return Cell(raw["id"], cell_type if cell_type in _CELL_TYPES else "raw", raw["source"],
-                count if isinstance(count, int) else None, tuple(o for o in converted if o is not None),
-                dict(metadata) if isinstance(metadata, Mapping) else {})
+    return cell_of(raw, raw["id"])
 
 
 def edit_to_json(edit: Edit) -> dict[str, Any]:
