@@ -462,3 +462,28 @@ def test_install_registers_the_comm_target_and_removes_it() -> None:
     remove()
     assert manager.targets == {}
     assert install_live_document(object(), connections)() is None  # terminal IPython: nothing to do
+
+
+def test_a_shared_notebooks_proposal_is_shown_in_every_tab_and_the_first_answer_decides() -> None:
+    connections = fast()
+    alice, bob = Browser([code("a", "x = 1")]), Browser([code("a", "x = 1")])
+    alice.propose_answer = None  # Alice looks on; Bob decides
+    bob.propose_answer = {"choice": "accept", "user": "  Bob  "}
+    alice_comm = connect(connections, "alice", alice)
+    bob_comm = connect(connections, "bob", bob)
+    elsewhere = connect(connections, "other", Browser([code("z", "")]))
+    connections.opened(elsewhere, {"content": {"data": {"path": "other.ipynb", "active": False}}})
+    approver = ProposalApprover(Fallback(), connections)
+
+    decision = asyncio.run(approver.ask(edit_request({"action": "insert", "cell_id": "a", "source": "y"}), 5))
+    assert decision == ApprovalDecision(True, "person", decided_by="Bob")
+    assert len(alice_comm.requests("propose")) == 1 and len(bob_comm.requests("propose")) == 1
+    assert elsewhere.requests("propose") == []  # another notebook's tab is not asked
+    assert [m["note"] for m in alice_comm.sent if m["type"] == "withdraw"] == ["accepted by Bob"]
+    assert not [m for m in bob_comm.sent if m["type"] == "withdraw"]
+    assert decision.to_json(edit_request({}), "ask")["decidedBy"] == "Bob"
+
+    bob.propose_answer = {"choice": "reject", "reason": "not now"}  # no name: the note says another window
+    decision = asyncio.run(approver.ask(edit_request({"action": "delete", "cell_id": "a"}), 5))
+    assert decision == ApprovalDecision(False, "person", reason="not now")
+    assert [m["note"] for m in alice_comm.sent if m["type"] == "withdraw"][-1] == "rejected by another window"

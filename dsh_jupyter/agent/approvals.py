@@ -95,10 +95,14 @@ class ApprovalDecision:
     scope: Scope = "once"
     reason: str | None = None
     prefix: str | None = None
+    #: Who answered, when the page says (a collaborator's name in a shared notebook).
+    decided_by: str | None = None
 
     def to_json(self, request: ApprovalRequest, mode: ApprovalMode) -> dict[str, Any]:
         record: dict[str, Any] = {"tool": request.tool, "asked": request.shown, "allowed": self.allowed,
                                   "scope": self.scope, "answeredBy": self.answered_by, "mode": mode}
+        if self.decided_by:
+            record["decidedBy"] = self.decided_by
         if self.reason:
             record["reason"] = self.reason
         if self.prefix:

@@ -54,17 +54,19 @@ def approval_note(record: Mapping[str, object] | None) -> str | None:
     if not record:
         return None
     by, scope, prefix = record.get("answeredBy"), record.get("scope"), record.get("prefix")
+    named = record.get("decidedBy")
+    who = named.strip() if isinstance(named, str) and named.strip() else "you"  # a collaborator of a shared notebook
     if record.get("allowed"):
         if by == "person":
             if scope == "prefix" and prefix:
-                return f"allowed by you for commands starting with {prefix}"
-            return "allowed for this session by you" if scope == "session" else "allowed once by you"
+                return f"allowed by {who} for commands starting with {prefix}"
+            return f"allowed for this session by {who}" if scope == "session" else f"allowed once by {who}"
         if by == "hook":
             return "allowed by a hook"
         return "allowed for this session" if scope == "session" else None  # auto and reading tools: nothing
     reason = record.get("reason")
     if by == "person":
-        return f"refused by you: {reason}" if reason else "refused by you"
+        return f"refused by {who}: {reason}" if reason else f"refused by {who}"
     if by == "hook":
         return "refused by a hook"
     if by == "setting":

@@ -57,8 +57,9 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     web_app.add_handlers(".*$", [(url_path_join(base_url, route), handler)
                                  for route, handler in [*ROUTES, *COMPLETION_ROUTES]])
     add_mcp_endpoint(web_app, serverapp.root_dir, base_url)
-    serverapp.log.info("dsh-jupyter: REST endpoints at %sdsh/api/ (candidates, sessions, locate, completion) and "
-                       "MCP at dsh/mcp, serving the session stores under the server root%s", base_url,
+    _serve_notebook_applier(serverapp, base_url)
+    serverapp.log.info("dsh-jupyter: REST endpoints at %sdsh/api/ (candidates, sessions, locate, completion, "
+                       "notebook) and MCP at dsh/mcp, serving the session stores under the server root%s", base_url,
                        f" and {len(boundary.extra)} extra root(s)" if boundary.extra else "")
     if postgres is not None:
         serverapp.log.info("dsh-jupyter: also serving the PostgreSQL session store %s (what its role may read)",
@@ -68,6 +69,27 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         contents.register_pre_save_hook(settle_footers_hook(serverapp.root_dir, boundary))
     if settings.index_at_start:
         index_in_background(boundary)
+
+
+def _serve_notebook_applier(serverapp: Any, base_url: str) -> None:
+    """``POST dsh/api/notebook`` (:mod:`.shared_notebook`), and the way there in the environment its kernels get
+    (set again once the server listens: its port is final then)."""
+    from jupyter_server.utils import url_path_join
+
+    from .notebook_handler import APPLIER_KEY, KERNEL_KEY, ROUTE
+    from .shared_notebook import NotebookApplier, hand_kernels_the_way_here, kernel_url
+
+    settings = serverapp.web_app.settings
+    settings[APPLIER_KEY] = NotebookApplier(serverapp)
+    settings[KERNEL_KEY] = hand_kernels_the_way_here(kernel_url(serverapp, base_url))
+    serverapp.web_app.add_handlers(".*$", [(url_path_join(base_url, ROUTE[0]), ROUTE[1])])
+
+    def listening() -> None:
+        settings[KERNEL_KEY] = hand_kernels_the_way_here(kernel_url(serverapp, base_url))
+
+    loop = getattr(serverapp, "io_loop", None)
+    if loop is not None:
+        loop.add_callback(listening)
 
 
 # jupyter-server before 2 looked for this name.

@@ -16,7 +16,7 @@ import os
 import time
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, cast
 
 from pydantic import WithJsonSchema
 
@@ -82,7 +82,12 @@ class NotebookBridge:
 
     async def call(self, path: object, tool: str, arguments: Mapping[str, Any]) -> tuple[bool, str]:
         where = self.relative(path)
-        manager = await self.kernel_of(where)
+        try:
+            manager = await self.kernel_of(where)
+        except NotebookCallError:
+            if tool != "notebook_read":
+                raise
+            return await self.read_without_kernel(where, arguments)
         client = manager.client()
         client.start_channels()
         try:
@@ -111,6 +116,38 @@ class NotebookBridge:
                                    "%load_ext dsh_jupyter in the notebook and ask again")
         finally:
             client.stop_channels()
+
+
+    async def read_without_kernel(self, where: str, arguments: Mapping[str, Any]) -> tuple[bool, str]:
+        """``notebook_read`` of a notebook no kernel runs: the server's applier reads its collaboration room, or
+        its saved file (:mod:`.shared_notebook`). Edits and runs still need the person in the page."""
+        from ..notebook.workspace.notebook_tools import NotebookReadTool, Workspace
+        from ..tools.base import ToolExecution
+        from .notebook_handler import APPLIER_KEY
+
+        applier = self._settings.get(APPLIER_KEY)
+        if applier is None:
+            raise NotebookCallError(f"no kernel runs {where}, and this server cannot read notebooks itself")
+        try:
+            snapshot = await applier.snapshot(where)
+        except Exception as exc:  # NotebookError: a missing or unreadable file
+            return False, f"notebook_read: {exc}"
+        workspace = cast("Workspace", _Fixed(snapshot))
+        output = await NotebookReadTool(workspace).run(dict(arguments), ToolExecution.create("mcp", self.root))
+        return not output.is_error, output.text
+
+
+class _Fixed:
+    """A workspace whose one document is a snapshot already read (the tool reads it on a worker thread)."""
+
+    def __init__(self, snapshot: Any) -> None:
+        self.snapshot = snapshot
+
+    def document(self) -> Any:
+        return self
+
+    def read(self) -> Any:
+        return self.snapshot
 
 
 async def _maybe(value: Any) -> Any:

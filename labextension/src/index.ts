@@ -86,8 +86,8 @@ const liveNotebook: JupyterFrontEndPlugin<void> = {
     'Serves the open notebook to its kernel: the agent reads, edits (as proposals) and runs cells.',
   autoStart: true,
   requires: [INotebookTracker],
-  activate: (_app: JupyterFrontEnd, tracker: INotebookTracker): void => {
-    new LiveNotebooks(tracker);
+  activate: (app: JupyterFrontEnd, tracker: INotebookTracker): void => {
+    new LiveNotebooks(tracker, app.serviceManager.user ?? null);
   }
 };
 

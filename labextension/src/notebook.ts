@@ -18,7 +18,7 @@
 
 import { Cell, ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
-import { Kernel, KernelMessage } from '@jupyterlab/services';
+import { Kernel, KernelMessage, User } from '@jupyterlab/services';
 import type { JSONObject } from '@lumino/coreutils';
 
 import { displayParts, displayText } from './escape.js';
@@ -27,6 +27,7 @@ import {
   IEdit,
   KernelRequest,
   lineDiff,
+  mergedMetadata,
   parseKernelMessage,
   proposalTitle,
   proposalWarning
@@ -50,7 +51,10 @@ class RequestError extends Error {
 
 /** Connects every notebook panel of the tracker to its kernel's live document. */
 export class LiveNotebooks {
-  constructor(private readonly _tracker: INotebookTracker) {
+  constructor(
+    private readonly _tracker: INotebookTracker,
+    private readonly _user: User.IManager | null = null
+  ) {
     _tracker.widgetAdded.connect((_, panel) => this._add(panel));
     _tracker.forEach(panel => this._add(panel));
     _tracker.currentChanged.connect(() => this._reportActive());
@@ -59,7 +63,7 @@ export class LiveNotebooks {
   }
 
   private _add(panel: NotebookPanel): void {
-    const live = new LiveNotebook(panel, () => this._tracker.currentWidget === panel);
+    const live = new LiveNotebook(panel, () => this._tracker.currentWidget === panel, this._user);
     this._panels.add(live);
     panel.disposed.connect(() => {
       live.dispose();
@@ -80,7 +84,8 @@ export class LiveNotebooks {
 export class LiveNotebook {
   constructor(
     readonly panel: NotebookPanel,
-    private readonly _isCurrent: () => boolean
+    private readonly _isCurrent: () => boolean,
+    private readonly _user: User.IManager | null = null
   ) {
     const context = panel.sessionContext;
     context.kernelChanged.connect(() => this._kernelChanged());
@@ -202,7 +207,11 @@ export class LiveNotebook {
       case 'ping':
         return { path: this.panel.context.path };
       case 'read':
-        return { path: this.panel.context.path, cells: this._models().map(cellJson) };
+        return {
+          path: this.panel.context.path,
+          cells: this._models().map(cellJson),
+          active_cell_id: this.panel.content.activeCell?.model.id ?? null
+        };
       case 'apply':
         return this._apply(request.edit);
       case 'outputs':
@@ -247,7 +256,11 @@ export class LiveNotebook {
         edit.cellId === null
           ? count
           : this._index(edit.cellId) + (edit.position === 'before' ? 0 : 1);
-      const cell = shared.insertCell(index, { cell_type: edit.cellType, source: edit.source });
+      const cell = shared.insertCell(index, {
+        cell_type: edit.cellType,
+        source: edit.source,
+        metadata: mergedMetadata({}, edit) as JSONObject
+      });
       this._reveal(index);
       return { cell_id: cell.id, index, before: null, after: cellJson(this._models()[index]) };
     }
@@ -258,13 +271,29 @@ export class LiveNotebook {
       return { cell_id: edit.cellId, index, before, after: null };
     }
     const current = this._models()[index];
-    if (current.type === edit.cellType) {
-      current.sharedModel.setSource(edit.source);
+    const touchesMetadata = edit.metadata !== undefined || edit.tags !== undefined;
+    if (edit.keepSource || current.type === edit.cellType) {
+      if (!edit.keepSource) {
+        current.sharedModel.setSource(edit.source);
+      }
+      if (touchesMetadata) {
+        current.sharedModel.setMetadata(
+          mergedMetadata(current.sharedModel.getMetadata() as Record<string, unknown>, edit) as JSONObject
+        );
+      }
     } else {
       const id = current.id; // the cell keeps its id when its type changes
       shared.transact(() => {
         shared.deleteCell(index);
-        shared.insertCell(index, { id, cell_type: edit.cellType, source: edit.source });
+        shared.insertCell(index, {
+          id,
+          cell_type: edit.cellType,
+          source: edit.source,
+          metadata: mergedMetadata(
+            current.sharedModel.getMetadata() as Record<string, unknown>,
+            edit
+          ) as JSONObject
+        });
       });
     }
     this._reveal(index);
@@ -307,9 +336,18 @@ export class LiveNotebook {
     }
     const card = proposalCard(edit, reason, anchor, (choice, why) => {
       if (this._settle(id)) {
-        comm.send({ type: 'reply', id, ok: true, result: { choice, reason: why } });
+        comm.send({ type: 'reply', id, ok: true, result: { choice, reason: why, user: this._who() } });
       }
     });
+    if (this.panel.context.contentsModel?.writable === false) {
+      // Everyone in the room sees the proposal; only someone who may change the notebook decides.
+      for (const button of card.querySelectorAll<HTMLButtonElement>('.dsh-proposal-actions button')) {
+        button.disabled = true;
+      }
+      card.appendChild(
+        element('div', 'dsh-proposal-readonly', 'Read-only for you: someone with write access decides.')
+      );
+    }
     if (!anchor) {
       this.panel.content.node.appendChild(card);
     } else if (edit.action === 'insert' && edit.cellId !== null && edit.position === 'before') {
@@ -372,6 +410,15 @@ export class LiveNotebook {
     });
   }
 
+  /** Who answers, as the session log names them (the collaboration identity, or the server's user). */
+  private _who(): string | null {
+    const identity = this._user?.identity;
+    if (!identity) {
+      return null;
+    }
+    return identity.display_name || identity.name || identity.username || null;
+  }
+
   private _withdraw(id: number): void {
     this._settle(id);
   }
@@ -410,7 +457,8 @@ function cellJson(model: ICellModel | undefined): Json | null {
     cell_type: model.type,
     source: model.sharedModel.getSource(),
     execution_count: code ? code.executionCount : null,
-    outputs: code ? (code.outputs.toJSON() as unknown as JSONObject[]) : []
+    outputs: code ? (code.outputs.toJSON() as unknown as JSONObject[]) : [],
+    metadata: model.sharedModel.getMetadata() as JSONObject
   };
 }
 

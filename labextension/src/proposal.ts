@@ -18,6 +18,12 @@ export interface IEdit {
   source: string;
   cellType: CellType;
   position: 'before' | 'after';
+  /** Cell metadata keys to set (`null`: remove the key); `undefined`: leave the metadata alone. */
+  metadata?: Record<string, unknown>;
+  /** The cell's new tags (`[]`: none); `undefined`: leave them alone. */
+  tags?: string[];
+  /** A change of tags or metadata only: the source and type stay. */
+  keepSource?: boolean;
 }
 
 /** A request of the kernel (`{type: "request", id, op, ...}`). */
@@ -68,13 +74,58 @@ export function parseEdit(raw: unknown): IEdit | null {
   const cellType = CELL_TYPES.includes(raw.cell_type as CellType)
     ? (raw.cell_type as CellType)
     : 'code';
-  return {
+  const metadata = raw.metadata;
+  const tags = raw.tags;
+  if (metadata !== undefined && metadata !== null && !isRecord(metadata)) {
+    return null;
+  }
+  if (
+    tags !== undefined &&
+    tags !== null &&
+    (!Array.isArray(tags) || !tags.every(tag => typeof tag === 'string'))
+  ) {
+    return null;
+  }
+  const edit: IEdit = {
     action,
     cellId: typeof cellId === 'string' ? cellId : null,
     source,
     cellType,
     position: raw.position === 'before' ? 'before' : 'after'
   };
+  if (isRecord(metadata)) {
+    edit.metadata = metadata;
+  }
+  if (Array.isArray(tags)) {
+    edit.tags = tags as string[];
+  }
+  if (raw.keep_source === true) {
+    edit.keepSource = true;
+  }
+  return edit;
+}
+
+/** A cell's metadata after `edit`'s metadata and tags (the kernel's `merged_metadata`, same rule). */
+export function mergedMetadata(
+  current: Record<string, unknown>,
+  edit: IEdit
+): Record<string, unknown> {
+  const merged: Record<string, unknown> = { ...current };
+  for (const [key, value] of Object.entries(edit.metadata ?? {})) {
+    if (value === null) {
+      delete merged[key];
+    } else {
+      merged[key] = value;
+    }
+  }
+  if (edit.tags !== undefined) {
+    if (edit.tags.length) {
+      merged.tags = [...new Set(edit.tags)];
+    } else {
+      delete merged.tags;
+    }
+  }
+  return merged;
 }
 
 /** A kernel message, or `null` when it makes no sense (the caller logs and ignores it). */

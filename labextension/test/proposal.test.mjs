@@ -8,6 +8,7 @@ import {
   diffSummary,
   lineDiff,
   MAX_DIFF_PAIRS,
+  mergedMetadata,
   parseEdit,
   parseKernelMessage,
   proposalTitle,
@@ -92,4 +93,25 @@ test('a proposal with hidden characters is marked and warns in words', () => {
   );
   assert.equal(proposalWarning(parseEdit({ action: 'replace', cell_id: 'c1', source: 'x = 1' })), null);
   assert.equal(proposalWarning(parseEdit({ action: 'delete', cell_id: 'c1' })), null);
+});
+
+test('parseEdit reads tags and metadata, and mergedMetadata applies them as the kernel does', () => {
+  const edit = parseEdit({
+    action: 'replace',
+    cell_id: 'c',
+    tags: ['parameters', 'parameters'],
+    metadata: { scrolled: true, old: null },
+    keep_source: true
+  });
+  assert.deepEqual(edit.tags, ['parameters', 'parameters']);
+  assert.equal(edit.keepSource, true);
+  assert.deepEqual(mergedMetadata({ old: 1, tags: ['x'], kept: 2 }, edit), {
+    kept: 2,
+    scrolled: true,
+    tags: ['parameters']
+  });
+  assert.deepEqual(mergedMetadata({ tags: ['x'] }, { ...edit, metadata: undefined, tags: [] }), {});
+  assert.equal(parseEdit({ action: 'replace', cell_id: 'c', tags: 'parameters' }), null);
+  assert.equal(parseEdit({ action: 'replace', cell_id: 'c', metadata: [1] }), null);
+  assert.equal(parseEdit({ action: 'insert', source: 'x' }).tags, undefined);
 });

@@ -28,11 +28,12 @@ from __future__ import annotations
 import _thread
 import concurrent.futures
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from ..protocols import MainThreadRunner
-from .document import Cell, NotebookError
+from .document import Cell, CellNotFound, NotebookError, RunResult, is_dsh_cell, missing_cell
 from .kernel_record import KernelRecord
 from .outputs import output_from_json
 
@@ -154,3 +155,26 @@ class CellRunner:
     def _interrupted(self, source: str, cell_id: str | None) -> ExecutedCell:
         cell = self.record.get(cell_id) if cell_id else None
         return ExecutedCell(cell or Cell(cell_id or "", "code", source), (), "interrupted")
+
+
+#: Runs a cell's source as a cell of the kernel and returns what ran (``host.execute_cell``).
+Runner = Callable[[str, str, float], Any]
+
+
+def run_document_cell(document: Any, cell_id: str, timeout: float, runner: Runner | None,
+                      put: Callable[[str, list[dict[str, Any]], int | None], None]) -> RunResult:
+    """Run code cell ``cell_id`` of ``document`` (any view but the kernel's) with ``runner`` and put its outputs
+    back into the cell with ``put``; the same checks everywhere (code cells only, never a ``%%dsh`` prompt)."""
+    cell = next((c for c in document.read().cells if c.id == cell_id), None)
+    if cell is None:
+        raise CellNotFound(missing_cell(cell_id, document.view))
+    if cell.cell_type != "code":
+        raise NotebookError(f"cell {cell_id!r} is a {cell.cell_type} cell; only code cells run")
+    if is_dsh_cell(cell.source):
+        raise NotebookError(f"cell {cell_id!r} is a %%dsh prompt; the agent cannot run prompt cells")
+    if runner is None:
+        raise NotebookError("this kernel cannot run notebook cells for the agent")
+    ran = runner(cell.source, cell_id, timeout)
+    count = ran.cell.execution_count
+    put(cell_id, [dict(o) for o in ran.outputs], count)
+    return RunResult(Cell(cell_id, "code", cell.source, count, ran.cell.outputs, cell.metadata), document.view)

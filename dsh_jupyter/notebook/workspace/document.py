@@ -4,6 +4,11 @@ Two views implement :class:`NotebookDocument`:
 
 - the **live** document of JupyterLab and Notebook 7 (unsaved edits included), which the dsh-jupyter
   front-end extension serves over a kernel comm (:mod:`.live_document`);
+- the **room** document (:mod:`.server_document`): with no page of ours connected, the Jupyter server edits
+  the notebook's shared Y document when a real-time collaboration room has it open (every collaborator sees
+  the change), else
+- the **file** on disk, through a contents manager with a checkpoint first and a modification-time check
+  (:mod:`.saved_file`; the server's, or in VS Code the kernel's own over the saved ``.ipynb``);
 - the **kernel** record (:mod:`.kernel_record`): the cells this kernel executed, gathered from IPython's execution
   events and display publisher. It answers everywhere (VS Code, nbclient, papermill, terminal IPython),
   but it only knows what ran, and it can take at most new cells (through ``set_next_input``).
@@ -15,13 +20,14 @@ addressed by id, never by position: a cell the user moved is still found, a dele
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 from ...images import ToolImage
 
 CellType = Literal["code", "markdown", "raw"]
-View = Literal["live", "kernel"]
+View = Literal["live", "room", "file", "kernel"]
 OutputKind = Literal["stream", "result", "display", "error"]
 EditAction = Literal["insert", "replace", "delete"]
 Position = Literal["before", "after"]
@@ -52,13 +58,19 @@ class CellOutput:
 
 @dataclass(frozen=True)
 class Cell:
-    """One cell: its stable id, type, source, execution count and outputs."""
+    """One cell: its stable id, type, source, execution count, outputs and metadata (``tags`` among them)."""
 
     id: str
     cell_type: CellType
     source: str
     execution_count: int | None = None
     outputs: tuple[CellOutput, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        tags = self.metadata.get("tags")
+        return tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ()
 
     @property
     def error(self) -> CellOutput | None:
@@ -73,6 +85,7 @@ class NotebookSnapshot:
     view: View
     cells: tuple[Cell, ...]
     path: str | None = None  # the notebook's path relative to the server root, when the live view knows it
+    selected: str | None = None  # the id of the cell the person has selected (live view)
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,10 @@ class Edit:
 
     ``insert`` puts a new cell ``position`` (``before`` / ``after``) the cell ``cell_id`` (``None``: at the
     end); ``replace`` sets the source (and optionally the type) of ``cell_id``; ``delete`` removes it.
+
+    ``metadata`` (insert, replace) sets those keys of the cell's metadata (a ``None`` value removes the key);
+    ``tags`` (insert, replace) sets the cell's ``tags`` list (``()`` removes them). ``keep_source``: a replace
+    that changes only metadata or tags (the tool fills ``source`` and ``cell_type`` from the cell).
     """
 
     action: EditAction
@@ -88,6 +105,13 @@ class Edit:
     source: str = ""
     cell_type: CellType = "code"
     position: Position = "after"
+    metadata: Mapping[str, Any] | None = None
+    tags: tuple[str, ...] | None = None
+    keep_source: bool = False
+
+    @property
+    def touches_metadata(self) -> bool:
+        return self.metadata is not None or self.tags is not None
 
 
 @dataclass(frozen=True)
@@ -141,9 +165,41 @@ class NotebookDocument(Protocol):
         ...
 
 
+#: How each view is named to the user and the model.
+VIEW_NAMES: dict[View, str] = {
+    "live": "the live notebook",
+    "room": "the notebook's shared document (its collaboration room)",
+    "file": "the saved notebook file",
+    "kernel": "the kernel's record of executed cells",
+}
+
+
+def merged_metadata(current: Mapping[str, Any], edit: Edit) -> dict[str, Any]:
+    """The cell metadata ``current`` after ``edit``'s ``metadata`` and ``tags`` (one rule for every view)."""
+    merged = dict(current)
+    for key, value in (edit.metadata or {}).items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    if edit.tags is not None:
+        if edit.tags:
+            merged["tags"] = list(dict.fromkeys(edit.tags))
+        else:
+            merged.pop("tags", None)
+    return merged
+
+
+def metadata_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``metadata`` of an edit that turns ``after`` back into ``before`` (``None``: remove the key)."""
+    change: dict[str, Any] = {key: None for key in after if key not in before}
+    change.update({key: value for key, value in before.items() if after.get(key) != value})
+    return change
+
+
 def missing_cell(cell_id: str, view: View) -> str:
     """What the agent is told about an id that is not (or no longer) in the notebook."""
-    where = "the live notebook" if view == "live" else "the kernel's record of executed cells"
+    where = VIEW_NAMES[view]
     return (f"there is no cell with id {cell_id!r} in {where} (it was deleted, or the id is not one "
             "notebook_read gave); nothing was changed — read the notebook again for the current ids")
 

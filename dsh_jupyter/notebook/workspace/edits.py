@@ -18,14 +18,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .document import AppliedEdit, Cell, Edit, NotebookDocument, NotebookError, NotebookSnapshot
+from .document import AppliedEdit, Cell, Edit, NotebookDocument, NotebookError, NotebookSnapshot, metadata_change
 
 EDIT_META_KEY = "notebookEdit"
 UNDO_EVENT = "notebook/undo"
 
 
-def cell_json(cell: Cell | None) -> dict[str, str] | None:
-    return None if cell is None else {"cellType": cell.cell_type, "source": cell.source}
+def cell_json(cell: Cell | None) -> dict[str, Any] | None:
+    if cell is None:
+        return None
+    data: dict[str, Any] = {"cellType": cell.cell_type, "source": cell.source}
+    if cell.metadata:
+        data["metadata"] = dict(cell.metadata)
+    return data
 
 
 def edit_record(applied: AppliedEdit, view: str, *, anchor: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -88,7 +93,7 @@ def reverting_edit(edit: RecordedEdit, document: NotebookDocument, *, force: boo
         raise UndoRefused("the agent's last edit added a cell through IPython's set_next_input, and the kernel "
                           "cannot remove cells; delete that cell yourself if you do not want it")
     if document.view == "kernel":
-        raise UndoRefused(f"the agent's last edit ({action} of cell {cell_id}) was made in the live notebook, and "
+        raise UndoRefused(f"the agent's last edit ({action} of cell {cell_id}) was made in the notebook, and "
                           "this frontend only shows the kernel's record, which cannot change cells; reopen the "
                           "notebook in JupyterLab or Notebook 7 with the dsh-jupyter extension and run %dsh undo "
                           "there")
@@ -105,24 +110,34 @@ def reverting_edit(edit: RecordedEdit, document: NotebookDocument, *, force: boo
         if action == "insert":
             return Edit("delete", cell_id)
         before = edit.side("before") or {}
-        return Edit("replace", cell_id, str(before.get("source", "")), _cell_type(before.get("cellType")))
+        return Edit("replace", cell_id, str(before.get("source", "")), _cell_type(before.get("cellType")),
+                    metadata=_metadata_back(before, cell))
     before = edit.side("before") or {}
     if _find(snapshot, cell_id) is not None:
         raise UndoRefused(f"cell {cell_id}, which the agent deleted, is in the notebook again; nothing to revert")
     anchor = edit.record.get("anchor")
     anchor = anchor if isinstance(anchor, Mapping) else {}
     source, cell_type = str(before.get("source", "")), _cell_type(before.get("cellType"))
+    meta = _metadata_back(before, None)
     after_id, before_id = anchor.get("after"), anchor.get("before")
     if isinstance(after_id, str) and _find(snapshot, after_id) is not None:
-        return Edit("insert", after_id, source, cell_type, "after")
+        return Edit("insert", after_id, source, cell_type, "after", metadata=meta)
     if isinstance(before_id, str) and _find(snapshot, before_id) is not None:
-        return Edit("insert", before_id, source, cell_type, "before")
+        return Edit("insert", before_id, source, cell_type, "before", metadata=meta)
     if not anchor and snapshot.cells:  # it was the only cell: put it first
-        return Edit("insert", snapshot.cells[0].id, source, cell_type, "before")
+        return Edit("insert", snapshot.cells[0].id, source, cell_type, "before", metadata=meta)
     if anchor and not force:
         raise UndoRefused(f"the cells around cell {cell_id}, which the agent deleted, are gone too, so its place "
                           "is unknown; %dsh undo --force puts it back at the end")
-    return Edit("insert", None, source, cell_type, "after")
+    return Edit("insert", None, source, cell_type, "after", metadata=meta)
+
+
+def _metadata_back(before: Mapping[str, Any], now: Cell | None) -> dict[str, Any] | None:
+    """The metadata change that gives a cell its recorded ``before`` metadata again (``None``: none needed)."""
+    recorded = before.get("metadata")
+    recorded = dict(recorded) if isinstance(recorded, Mapping) else {}
+    change = metadata_change(recorded, dict(now.metadata) if now is not None else {})
+    return change or None
 
 
 def _cell_type(value: Any) -> Any:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 import traceback as tb
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -85,6 +86,7 @@ class _Entry:
     truncated: int = 0
     image_bytes: int = 0
     finished: bool = False
+    ran_at: float = field(default_factory=time.time)  # wall clock (compared with a file's modification time)
 
     def add(self, output: CellOutput, limit: int) -> None:
         """Append ``output`` (a stream continues the previous one of its name) within ``limit`` characters."""
@@ -423,6 +425,11 @@ class KernelRecord:
         with self._lock:
             return [entry.cell() for entry in self._cells.values()]
 
+    def executions(self) -> list[tuple[str, float]]:
+        """The source of each recorded cell and when it started (seconds since the epoch)."""
+        with self._lock:
+            return [(entry.source, entry.ran_at) for entry in self._cells.values()]
+
     def get(self, cell_id: str) -> Cell | None:
         with self._lock:
             entry = self._cells.get(cell_id)
@@ -447,8 +454,9 @@ class KernelRecord:
         if edit.action != "insert":
             raise EditsUnsupported(
                 f"this frontend only shows the kernel's record of executed cells, so the agent cannot "
-                f"{edit.action} an existing cell here; it can do that in {LIVE_FRONTENDS}, or add a new cell "
-                "(notebook_edit with action insert)")
+                f"{edit.action} an existing cell here; it can do that in {LIVE_FRONTENDS}, in VS Code once the "
+                "notebook is saved (it then edits the saved file), or add a new cell (notebook_edit with action "
+                "insert)")
         if edit.cell_id is not None and self.get(edit.cell_id) is None:
             raise CellNotFound(missing_cell(edit.cell_id, "kernel"))
         if edit.cell_type != "code":

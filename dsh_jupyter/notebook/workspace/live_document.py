@@ -54,6 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .applier import cell_of
 from .document import (
     AppliedEdit,
     Cell,
@@ -64,10 +65,8 @@ from .document import (
     NotebookSnapshot,
     RunResult,
     View,
-    is_dsh_cell,
     missing_cell,
 )
-from .outputs import output_from_json
 
 if TYPE_CHECKING:
     from ...agent.approvals import ApprovalDecision, ApprovalRequest, Approver
@@ -124,37 +123,52 @@ CellRunner = Callable[[str, str, float], CellRun]
 
 
 def cell_from_json(raw: Any) -> Cell | None:
-    """A cell as the browser sends it (``id``, ``cell_type``, ``source``, ``execution_count``, ``outputs``)."""
+    """A cell as the browser sends it (``id``, ``cell_type``, ``source``, ``execution_count``, ``outputs``,
+    ``metadata``); ``None`` without an id or a source string."""
     if not isinstance(raw, Mapping) or not isinstance(raw.get("id"), str) or not isinstance(raw.get("source"), str):
         return None
-    cell_type = raw.get("cell_type")
-    count = raw.get("execution_count")
-    outputs = raw.get("outputs")
-    converted = [output_from_json(o) for o in outputs if isinstance(o, Mapping)] if isinstance(outputs, list) else []
-    return Cell(raw["id"], cell_type if cell_type in _CELL_TYPES else "raw", raw["source"],
-                count if isinstance(count, int) else None, tuple(o for o in converted if o is not None))
+    return cell_of(raw, raw["id"])
 
 
 def edit_to_json(edit: Edit) -> dict[str, Any]:
-    return {"action": edit.action, "cell_id": edit.cell_id, "source": edit.source, "cell_type": edit.cell_type,
-            "position": edit.position}
+    data: dict[str, Any] = {"action": edit.action, "cell_id": edit.cell_id, "source": edit.source,
+                            "cell_type": edit.cell_type, "position": edit.position}
+    if edit.metadata is not None:
+        data["metadata"] = dict(edit.metadata)
+    if edit.tags is not None:
+        data["tags"] = list(edit.tags)
+    if edit.keep_source:
+        data["keep_source"] = True
+    return data
 
 
-def edit_from_arguments(arguments: Mapping[str, Any]) -> Edit | None:
-    """A ``notebook_edit`` call's arguments as an :class:`Edit`; ``None`` when they make no sense."""
+def edit_from_arguments(arguments: Any) -> Edit | None:
+    """A ``notebook_edit`` call's arguments (or an edit as :func:`edit_to_json` wrote it) as an :class:`Edit`;
+    ``None`` when they make no sense. A replace without a source but with tags or metadata keeps the source."""
+    if not isinstance(arguments, Mapping):
+        return None
     action = arguments.get("action")
     cell_id = arguments.get("cell_id")
-    source = arguments.get("source", "")
     cell_type = arguments.get("cell_type", "code")
     position = arguments.get("position", "after")
-    if action not in ("insert", "replace", "delete") or not isinstance(source, str):
+    metadata, tags = arguments.get("metadata"), arguments.get("tags")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        return None
+    if tags is not None and (not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)):
+        return None
+    keep = arguments.get("keep_source", action == "replace" and arguments.get("source") is None
+                         and (metadata is not None or tags is not None))
+    source = arguments.get("source", "") if not keep else arguments.get("source") or ""
+    if action not in ("insert", "replace", "delete") or not isinstance(source, str) or not isinstance(keep, bool):
         return None
     if cell_id is not None and not isinstance(cell_id, str):
         return None
     if action != "insert" and not cell_id:
         return None
     return Edit(action, cell_id, source, cell_type if cell_type in _CELL_TYPES else "code",
-                position if position in ("before", "after") else "after")
+                position if position in ("before", "after") else "after",
+                metadata=dict(metadata) if metadata is not None else None,
+                tags=tuple(tags) if tags is not None else None, keep_source=keep)
 
 
 # --------------------------------------------------------------------------- the connections
@@ -282,6 +296,13 @@ class LiveConnections:
         with self._lock:
             return len(self._tabs)
 
+    def tabs_of(self, tab: _Tab) -> list[_Tab]:
+        """``tab`` and the other connected tabs on the same notebook (collaborators of a shared notebook, a
+        second window), ``tab`` first."""
+        with self._lock:
+            others = [t for t in self._tabs.values() if t is not tab and tab.path and t.path == tab.path]
+        return [tab, *others]
+
     def _ordered(self) -> list[_Tab]:
         with self._lock:
             return sorted(self._tabs.values(), key=lambda tab: tab.active_at, reverse=True)
@@ -386,10 +407,11 @@ class LiveDocument:
         result = self._request("read", {})
         raw = result.get("cells")
         cells = [cell_from_json(c) for c in raw] if isinstance(raw, list) else []
-        path = result.get("path")
+        path, selected = result.get("path"), result.get("active_cell_id")
         if isinstance(path, str):
             self.tab.path = path
-        return NotebookSnapshot("live", tuple(c for c in cells if c is not None), self.tab.path)
+        return NotebookSnapshot("live", tuple(c for c in cells if c is not None), self.tab.path,
+                                selected if isinstance(selected, str) else None)
 
     def cell(self, cell_id: str) -> Cell:
         found = next((c for c in self.read().cells if c.id == cell_id), None)
@@ -406,20 +428,13 @@ class LiveDocument:
         before, after = cell_from_json(result.get("before")), cell_from_json(result.get("after"))
         return AppliedEdit(edit.action, cell_id, before, after, index if isinstance(index, int) else None)
 
+    def put_outputs(self, cell_id: str, outputs: list[dict[str, Any]], count: int | None) -> None:
+        self._request("outputs", {"cell_id": cell_id, "outputs": outputs, "execution_count": count}, cell_id)
+
     def run(self, cell_id: str, timeout: float) -> RunResult:
-        cell = self.cell(cell_id)
-        if cell.cell_type != "code":
-            raise NotebookError(f"cell {cell_id!r} is a {cell.cell_type} cell; only code cells run")
-        if is_dsh_cell(cell.source):
-            raise NotebookError(f"cell {cell_id!r} is a %%dsh prompt; the agent cannot run prompt cells")
-        runner = self.connections.runner
-        if runner is None:
-            raise NotebookError("this kernel cannot run notebook cells for the agent")
-        ran = runner(cell.source, cell_id, timeout)
-        count = ran.cell.execution_count
-        self._request("outputs", {"cell_id": cell_id, "outputs": [dict(o) for o in ran.outputs],
-                                  "execution_count": count}, cell_id)
-        return RunResult(Cell(cell_id, "code", cell.source, count, ran.cell.outputs), "live")
+        from .cell_runner import run_document_cell
+
+        return run_document_cell(self, cell_id, timeout, self.connections.runner, self.put_outputs)
 
     async def propose(self, request: ApprovalRequest, edit: Edit, timeout: float) -> ApprovalDecision | None:
         """Show ``edit`` in the notebook with Accept / Reject; the person's decision, or a timeout refusal."""
@@ -432,36 +447,70 @@ class LiveDocument:
         return await self._ask({"edit": edit, "reason": request.reason}, cell_id, timeout)
 
     async def _ask(self, payload: dict[str, Any], cell_id: str, timeout: float) -> ApprovalDecision | None:
+        """Show the proposal in every tab of this notebook (each collaborator of a shared notebook has one);
+        the first answer decides, and the others' cards are withdrawn saying who decided."""
         from ...agent.approvals import NOBODY_TO_ASK, ApprovalDecision
 
         connections = self.connections
-        reply, request_id = connections._send(self.tab, "propose", payload)
+        asked = [(tab, *connections._send(tab, "propose", payload)) for tab in connections.tabs_of(self.tab)]
         try:
-            answered = await asyncio.to_thread(reply.event.wait, timeout)
+            answered = await asyncio.to_thread(_first_answer, [reply for _, reply, _ in asked], timeout)
         except asyncio.CancelledError:
-            connections.withdraw(self.tab, request_id, "stopped: the turn was interrupted")
+            for tab, _reply, request_id in asked:
+                connections.withdraw(tab, request_id, "stopped: the turn was interrupted")
             raise
-        if not answered:
-            connections.withdraw(self.tab, request_id, "refused: no answer in time")
+        if answered is None:
+            for tab, _reply, request_id in asked:
+                connections.withdraw(tab, request_id, "refused: no answer in time")
             return ApprovalDecision(False, "timeout", reason=NOBODY_TO_ASK)
+        tab, reply, request_id = asked[answered]
         try:
-            result = connections._result(self.tab, request_id, reply, "propose")
+            result = connections._result(tab, request_id, reply, "propose")
         except LiveUnavailable:
-            return None
+            result = None
         except BrowserError as exc:
+            result = None
             if exc.code == "not-found":  # the cell is gone (or went while the proposal was shown)
+                self._withdraw_others(asked, answered, "the cell was deleted")
                 return ApprovalDecision(False, "nobody", reason=missing_cell(cell_id, "live"))
             log.info("the notebook page could not show a proposal: %s", exc)
+        choice = result.get("choice") if result is not None else None
+        user = result.get("user") if result is not None else None
+        who = user.strip()[:200] if isinstance(user, str) and user.strip() else None
+        decided = "accepted" if choice == "accept" else "rejected"
+        self._withdraw_others(asked, answered, f"{decided} by {who or 'another window'}")
+        if result is None:
             return None
-        choice = result.get("choice")
         reason = result.get("reason")
         reason = reason.strip()[:2000] if isinstance(reason, str) and reason.strip() else None
         if choice == "accept":
-            return ApprovalDecision(True, "person")
+            return ApprovalDecision(True, "person", decided_by=who)
         if choice == "reject":
-            return ApprovalDecision(False, "person", reason=reason)
+            return ApprovalDecision(False, "person", reason=reason, decided_by=who)
         log.info("ignored a proposal answer that makes no sense: %r", result)
         return None
+
+    def _withdraw_others(self, asked: Sequence[tuple[_Tab, _Reply, int]], answered: int, note: str) -> None:
+        for n, (tab, _reply, request_id) in enumerate(asked):
+            if n != answered:
+                self.connections.withdraw(tab, request_id, note)
+
+
+def _first_answer(replies: Sequence[_Reply], timeout: float) -> int | None:
+    """The index of the first reply that came with a body (a tab that went away counts only when every tab
+    did: then the caller sees no body), or ``None`` at the timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = [reply.event.is_set() for reply in replies]
+        for n, reply in enumerate(replies):
+            if done[n] and reply.body is not None:
+                return n
+        if all(done):
+            return 0
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        replies[done.index(False)].event.wait(min(0.05, left))
 
 
 # --------------------------------------------------------------------------- proposals as approvals

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from ...clip import capped
@@ -54,6 +55,13 @@ MAX_IMAGES = 8
 MAX_RUN_TIMEOUT = 600.0
 
 LIVE_HEADER = "Notebook: the live notebook (unsaved edits included)"
+ROOM_HEADER = "Notebook: the shared document (collaboration room)"
+FILE_HEADER = "Notebook: the saved file"
+#: What each view adds after the cell count.
+VIEW_NOTES = {
+    "room": " Every collaborator sees it, unsaved edits included, and edits land in it.",
+    "file": " No page has it open; an edit is saved with a checkpoint of the file first.",
+}
 KERNEL_HEADER = "Notebook: the kernel's record of executed cells — only cells that ran, in the order they ran"
 
 _ACTIONS = ("insert", "replace", "delete")
@@ -95,10 +103,31 @@ class Workspace:
             if document is not None:
                 return document
         record = self.host.kernel_record
+        outside = self.outside(record)
+        if outside is not None:
+            return outside
         if record is None:
             raise NotebookError("this kernel keeps no record of its cells (the dsh_jupyter extension is not "
                                 "loaded here); run %load_ext dsh_jupyter")
         return record
+
+    def outside(self, record: KernelRecord | None) -> NotebookDocument | None:
+        """With no page of ours connected: the Jupyter server's room or file of this kernel's notebook, or VS
+        Code's saved file when it holds every cell that ran since it was saved; ``None``: the kernel record."""
+        from .server_document import VSCodeFile, outside_document
+
+        shell = record.shell if record is not None else None
+        runner = getattr(self.host, "execute_cell", None)
+        document = outside_document(shell, runner, record.executions if record is not None else list)
+        if document is None:
+            return None
+        try:
+            snapshot = document.read()
+            if isinstance(document, VSCodeFile):
+                document.check_saved(snapshot.cells)
+        except NotebookError:  # not a notebook's kernel (a console), the server gone, unsaved changes in VS Code
+            return None
+        return document
 
     @property
     def foreground(self) -> bool:
@@ -121,10 +150,14 @@ def find_cell(snapshot: NotebookSnapshot, cell_id: str) -> Cell | None:
 
 # -- formatting ---------------------------------------------------------------------------------------
 def header(snapshot: NotebookSnapshot) -> str:
-    line = LIVE_HEADER if snapshot.view == "live" else KERNEL_HEADER
+    line = {"live": LIVE_HEADER, "room": ROOM_HEADER, "file": FILE_HEADER}.get(snapshot.view, KERNEL_HEADER)
     if snapshot.path:
         line += f" of {snapshot.path}"
-    return f"{line}; {len(snapshot.cells)} cell{'s' if len(snapshot.cells) != 1 else ''}."
+    line = f"{line}; {len(snapshot.cells)} cell{'s' if len(snapshot.cells) != 1 else ''}."
+    line += VIEW_NOTES.get(snapshot.view, "")
+    if snapshot.selected:
+        line += f" The person has cell {snapshot.selected} selected (\"this cell\" in their prompt)."
+    return line
 
 
 def format_output(output: CellOutput) -> str:
@@ -206,6 +239,26 @@ def _bool(arguments: dict[str, Any], name: str, default: bool) -> bool:
     if not isinstance(value, bool):
         raise _BadArguments(f"{name!r} must be true or false, got {value!r}")
     return value
+
+
+def _tags(arguments: dict[str, Any]) -> tuple[str, ...] | None:
+    value = arguments.get("tags")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(t, str) and t.strip() for t in value):
+        raise _BadArguments(f"'tags' must be a list of non-empty strings, got {value!r}")
+    return tuple(t.strip() for t in value)
+
+
+def _metadata(arguments: dict[str, Any]) -> dict[str, Any] | None:
+    value = arguments.get("metadata")
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k for k in value):
+        raise _BadArguments(f"'metadata' must be an object of metadata keys, got {value!r}")
+    if "tags" in value:
+        raise _BadArguments("set tags with 'tags', not inside 'metadata'")
+    return dict(value)
 
 
 def _error(tool: str, message: str) -> ToolOutput:
@@ -316,6 +369,10 @@ def describe_notebook_call(tool: str, arguments: Mapping[str, Any],
     if action == "insert" and isinstance(source, str):
         where = f"{arguments.get('position') or 'after'} cell {cell_id}" if isinstance(cell_id, str) else "at the end"
         return f"# insert a new {kind} cell {where}\n{source}", language
+    if action == "replace" and isinstance(cell_id, str) and source is None:
+        changes = [f"tags {arguments.get('tags')!r}" if arguments.get("tags") is not None else "",
+                   f"metadata {arguments.get('metadata')!r}" if arguments.get("metadata") is not None else ""]
+        return f"# set the {' and '.join(c for c in changes if c)} of cell {cell_id}", "text"
     if action == "replace" and isinstance(cell_id, str) and isinstance(source, str):
         current = _cell_source(cell_id)
         if current is None:
@@ -335,8 +392,9 @@ class NotebookEditTool(Tool):
     effect = "act"
     description = (
         "Change the user's notebook: insert a new cell (before or after a cell id; no cell_id: at the end), "
-        "replace a cell's source, or delete a cell. Cells are addressed by the ids notebook_read gives; an id "
-        "that is no longer there is an error. Returns the new cell's id. Every edit can be undone (%dsh undo)."
+        "replace a cell's source, tags or metadata (e.g. tags [\"parameters\"] for papermill; source may then be "
+        "left out), or delete a cell. Cells are addressed by the ids notebook_read gives; an id that is no longer "
+        "there is an error. Returns the new cell's id. Every edit can be undone (%dsh undo)."
     )
 
     def __init__(self, workspace: Workspace) -> None:
@@ -352,6 +410,10 @@ class NotebookEditTool(Tool):
                 "source": {"type": "string", "description": "insert/replace: the cell's new source."},
                 "cell_type": {"type": "string", "enum": list(_CELL_TYPES),
                               "description": "code (default), markdown or raw."},
+                "tags": {"type": "array", "items": {"type": "string"},
+                         "description": "insert/replace: the cell's tags, replacing its tags ([] removes them)."},
+                "metadata": {"type": "object", "description": "insert/replace: cell metadata keys to set (a null "
+                             "value removes the key)."},
             },
             "required": ["action"],
         }
@@ -362,11 +424,19 @@ class NotebookEditTool(Tool):
         if cell_id is not None and not cell_id.strip():
             raise _BadArguments("'cell_id' is empty; give an id from notebook_read")
         position = _choice(arguments, "position", _POSITIONS, "after")
-        source = _string(arguments, "source", required=action != "delete")
+        tags, metadata = _tags(arguments), _metadata(arguments)
+        if action == "delete" and (tags is not None or metadata is not None):
+            raise _BadArguments("a delete takes no tags or metadata")
+        keep_source = action == "replace" and arguments.get("source") is None and (
+            tags is not None or metadata is not None)
+        source = _string(arguments, "source", required=action != "delete" and not keep_source)
         cell_type = _choice(arguments, "cell_type", _CELL_TYPES, "code")
+        if keep_source and arguments.get("cell_type") is not None:
+            raise _BadArguments("changing 'cell_type' needs the cell's 'source' too")
         if action == "insert" and not (source or "").strip():
             raise _BadArguments("'source' is empty; an inserted cell needs its content")
-        return Edit(action, cell_id, source or "", cell_type, position)  # type: ignore[arg-type]
+        return Edit(action, cell_id, source or "", cell_type, position,  # type: ignore[arg-type]
+                    metadata=metadata, tags=tags, keep_source=keep_source)
 
     def describe(self, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
         return describe_notebook_call(self.name, arguments, self.workspace.source_of)
@@ -396,6 +466,8 @@ class NotebookEditTool(Tool):
                 if before is None:
                     return _error(self.name, missing_cell(edit.cell_id, document.view))
                 index = snapshot.cells.index(before)
+                if edit.keep_source:  # a tags or metadata change keeps the cell's source and type
+                    edit = replace(edit, source=before.source, cell_type=before.cell_type)
             applied = document.apply(edit)
         except CellNotFound as exc:
             return _error(self.name, str(exc) or missing_cell(edit.cell_id or "", "live"))
