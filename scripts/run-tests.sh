@@ -8,7 +8,7 @@
 # them in one process). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/venv.sh test,local,postgres,litellm
+bash scripts/venv.sh test,local,postgres,litellm,collab
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing Debian chromium for the browser tests ..."

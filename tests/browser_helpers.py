@@ -247,6 +247,12 @@ def prepare_state(state: Path) -> dict[str, str]:
         (config_d / "dsh_jupyter.json").write_text(
             json.dumps({"ServerApp": {"jpserver_extensions": {"dsh_jupyter": True}}}), encoding="utf-8")
 
+    # Real-time collaboration (jupyter-collaboration, the `collab` extra) stays off on the test servers: with
+    # it, Notebook 7's save of a notebook the kernel also wrote asks "File Changed". The collaboration tests
+    # switch it on in their own ``jupyter_server_config.json``, which wins over this folder.
+    (config_d / "zz_dsh_tests_rtc_off.json").write_text(
+        json.dumps({"YDocExtension": {"disable_rtc": True}}), encoding="utf-8")
+
     # The working tree's build wins over an installed copy (the user data folder comes first in
     # Jupyter's search path once JUPYTER_PREFER_ENV_PATH is off, below), so the tests never run stale
     # assets an earlier install copied.
