@@ -177,7 +177,11 @@ def test_stop_cancels_a_call(run: Run) -> None:
     elapsed = float(re.search(r"elapsed=([\d.]+)", run.text("stop elapsed")).group(1))  # type: ignore[union-attr]
     assert elapsed < 2.9, elapsed  # well before the 3 s call timeout
     assert "■ interrupted" in run.rich("stop bg") and "stopping the running turn" in run.text("stop")
-    assert "the user interrupted the turn" in result_text(run.results()[6])  # the hang call of the stopped turn
+    # The hang call of the stopped turn: closed by the turn's stop, or by the tool itself when it saw the cancel
+    # first (which one wins is a matter of milliseconds).
+    stopped = result_text(run.results()[6])
+    assert "the user interrupted the turn" in stopped or \
+        "was stopped: the turn was cancelled (the MCP call was cancelled too)" in stopped, stopped
 
 
 @pytest.mark.slow
