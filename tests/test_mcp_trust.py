@@ -56,3 +56,24 @@ def test_only_the_project_files_servers_wait_for_trust(tmp_path: Path) -> None:
     trust.trust(project, digest(project.read_bytes()))
     again = load_servers(user, project, None, trust=trust)
     assert again.servers["theirs"].trusted and again.problems == []
+
+
+def test_a_file_not_trusted_yet_gets_nothing_of_the_environment(tmp_path: Path) -> None:
+    project = tmp_path / ".mcp.json"
+    project.write_bytes(json.dumps({"mcpServers": {
+        "web": {"url": "${BASE_URL}/mcp", "headers": {"Authorization": "Bearer ${SEARCH_TOKEN}"}},
+        "local": {"command": "serve", "args": ["--key", "${SEARCH_TOKEN}"], "env": {"TOKEN": "${SEARCH_TOKEN}"}},
+    }}).encode())
+    env = {"BASE_URL": "https://search.example", "SEARCH_TOKEN": "sk-not-for-them"}
+    trust = ProjectTrust(tmp_path / "trusted.json")
+    waiting = load_servers(None, project, None, env, trust=trust)
+    assert not waiting.servers["web"].trusted and not waiting.servers["local"].trusted
+    shown = repr(waiting.servers)  # what %dsh mcp's table is made from
+    assert "sk-not-for-them" not in shown and "search.example" not in shown and "${SEARCH_TOKEN}" in shown
+    assert waiting.servers["web"].url == "${BASE_URL}/mcp"
+    # A variable the kernel lacks is no problem either while the file waits (it is not read for it).
+    assert [p for p in load_servers(None, project, None, {}, trust=trust).problems if "not set" in p] == []
+    trust.trust(project, digest(project.read_bytes()))
+    trusted = load_servers(None, project, None, env, trust=trust)
+    assert trusted.servers["web"].url == "https://search.example/mcp"
+    assert trusted.servers["local"].args == ("--key", "sk-not-for-them") and trusted.servers["web"].trusted

@@ -83,7 +83,19 @@ class ServerSet:
     fingerprint: str = ""
 
 
+class _Unexpanded(dict[str, str]):
+    """The environment of a file not trusted yet: its ``${VAR}`` stay as written (nothing of the kernel's
+    environment, a token say, goes into what an untrusted file defines or into ``%dsh mcp``'s table)."""
+
+
+#: :func:`read_file`'s ``env`` for a file not trusted yet.
+UNEXPANDED: Mapping[str, str] = _Unexpanded()
+
+
 def _expand(value: str, where: str, env: Mapping[str, str]) -> str:
+    if env is UNEXPANDED:
+        return value
+
     def replace(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
         if name in env:
@@ -135,7 +147,7 @@ def parse_server(name: str, entry: Any, origin: str, env: Mapping[str, str] | No
         raise McpConfigError(f"{where}: \"disabled\" must be true or false")
     if transport == "http":
         url = _expand(_string(entry, "url", where), f"{where} \"url\"", env).strip()
-        if not re.match(r"^https?://", url):
+        if not re.match(r"^https?://", url) and not (env is UNEXPANDED and url.startswith("${")):
             raise McpConfigError(f"{where} needs a \"url\" starting with http:// or https:// (got {json.dumps(url)})")
         return ServerConfig(name, "http", origin, url=url, headers=_pairs(entry, "headers", where, env),
                             disabled=disabled)
@@ -203,8 +215,15 @@ def load_servers(user_file: Path | None, project_file: Path | None, setting: Map
     merged = ServerSet()
     sources = [read_file(user_file, env)] if user_file is not None else []
     if project_file is not None:
-        project = read_file(project_file, env)
-        if project.servers and not (trust is not None and trust.trusts(project_file, project.fingerprint)):
+        # Read as written first: a file not trusted yet gets nothing of the kernel's environment.
+        project = read_file(project_file, UNEXPANDED)
+        trusted = False
+        if project.servers and trust is not None and trust.trusts(project_file, project.fingerprint):
+            expanded = read_file(project_file, env)
+            trusted = expanded.fingerprint == project.fingerprint  # not changed between the two reads
+            if trusted:
+                project = expanded
+        if project.servers and not trusted:
             project.servers = {name: replace(config, trusted=False) for name, config in project.servers.items()}
             project.problems.append(
                 f"{project_file} (a project file, which comes with the folder) defines MCP server(s) "
