@@ -126,6 +126,18 @@ def _variables(source_metadata: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [v for v in variables if isinstance(v, Mapping)] if isinstance(variables, (list, tuple)) else []
 
 
+def _cells(source_metadata: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The notebook cells frozen into the context (``@cell`` mentions), if any."""
+    cells = source_metadata.get("cells")
+    return [c for c in cells if isinstance(c, Mapping)] if isinstance(cells, (list, tuple)) else []
+
+
+def _cell_line(cell: Mapping[str, Any]) -> str:
+    """``cell · code cell [3] · 2 outputs``."""
+    label, brief = cell.get("label") or cell.get("cell"), cell.get("brief") or cell.get("type")
+    return escape_controls(" · ".join(str(part) for part in (label, brief) if part))
+
+
 def _variable_line(variable: Mapping[str, Any]) -> str:
     """``df · DataFrame 1,000×4``."""
     label, brief = variable.get("label") or variable.get("variable"), variable.get("brief") or variable.get("type")
@@ -159,7 +171,8 @@ def _source_state(reference: Mapping[str, Any]) -> str:
 def reference_summary(source_metadata: Mapping[str, Any]) -> str:
     """``Referenced: Regional sales Q3 · 2 messages · complete``: the one line of a reference context."""
     references = _references(source_metadata)
-    variables = "; ".join(one_line(_variable_line(v), MAX_LINE_TITLE_CHARS) for v in _variables(source_metadata))
+    variables = "; ".join([one_line(_cell_line(c), MAX_LINE_TITLE_CHARS) for c in _cells(source_metadata)]
+                          + [one_line(_variable_line(v), MAX_LINE_TITLE_CHARS) for v in _variables(source_metadata)])
     if not references:
         return f"Referenced: {variables}" if variables else "Referenced: no sessions"
     titles = [one_line(_title(r), MAX_LINE_TITLE_CHARS) for r in references[:MAX_LINE_TITLES]]
@@ -372,6 +385,17 @@ class ReferenceContextDisplay:
             if size is not None:
                 rows.append(("Sent", f"a {size:,}-byte summary, frozen into the session log"))
             sources.append({"title": escape_controls(str(variable.get("label") or name)), "state": "variable",
+                            "rows": [list(row) for row in rows]})
+        for cell in _cells(self.source_metadata):
+            cell_id = escape_controls(str(cell.get("cell", "")))
+            brief = cell.get("brief") or cell.get("type")
+            rows = [("Cell", cell_id), ("Holds", escape_controls(str(brief)) if brief else "unknown")]
+            if captured := format_captured(self.captured_at):
+                rows.append(("Captured", captured))
+            size = _int(cell.get("bytes"))
+            if size is not None:
+                rows.append(("Sent", f"its source and outputs ({size:,} bytes), frozen into the session log"))
+            sources.append({"title": escape_controls(str(cell.get("label") or cell_id)), "state": "notebook cell",
                             "rows": [list(row) for row in rows]})
         return {"line": escape_controls(self.summary), "sources": sources, "preview": _preview(self.received)}
 
