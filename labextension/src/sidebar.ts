@@ -20,6 +20,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Panel, Widget } from '@lumino/widgets';
 
 import { DshApiError, fetchCandidates } from './api.js';
+import { cellChoices, cellItems } from './cells.js';
 import { FILE_LIMIT, SESSION_LIMIT } from './completion.js';
 import { textElement } from './escape.js';
 import { listFileCandidates } from './files.js';
@@ -414,8 +415,11 @@ class NotebookChat extends Widget {
       listFileCandidates(contents, cwd, query, FILE_LIMIT)
     ]);
     const current = this._state?.sessionId ?? null;
+    const notebook = this.notebook.content;
+    const cells = cellItems(cellChoices(notebook.model?.cells ?? []), notebook.activeCell?.model.id ?? null, null);
     return {
       items: [
+        ...cells,
         ...named.map(variableItem),
         ...found.filter(candidate => candidate.sessionId !== current).map(sessionItem),
         ...files.map(fileItem)

@@ -1,0 +1,111 @@
+/**
+ * The `@cell` rows of the `@` popup: first `@cell` (the cell the prompt means, with its first line), then
+ * `@cell:<id>` for the notebook's other cells.
+ *
+ * The kernel decides what `@cell` means when the prompt is sent (`dsh_jupyter/notebook/workspace/cell_refs.py`);
+ * the popup shows the same choice: in a `%%dsh` cell the cell just above it (the prompt cell is the selection
+ * while it is typed in, and running it moves the selection on), in the sidebar the cell selected in the page.
+ * This module holds no DOM or JupyterLab runtime code, so it can be tested on plain Node.
+ */
+
+import { escapeControls } from './escape.js';
+import type { IDshCompletionItem } from './items.js';
+
+/** Most `@cell:<id>` rows one popup lists. */
+export const CELL_LIMIT = 30;
+
+/** A cell id the kernel takes in `@cell:<id>` (nbformat's: letters, digits, `-`, `_`). */
+const CELL_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** Characters of a cell's first line shown in its row. */
+const LINE_CHARS = 80;
+
+/** A notebook cell as the popup offers it. */
+export interface ICellChoice {
+  id: string;
+  type: string;
+  source: string;
+}
+
+/** The part of a cell model the popup reads (JupyterLab's `ICellModel` has it). */
+export interface ICellModelLike {
+  id: string;
+  type: string;
+  sharedModel: { getSource(): string };
+}
+
+/** The cells of a notebook model, in order. */
+export function cellChoices(models: Iterable<ICellModelLike>): ICellChoice[] {
+  return Array.from(models, model => ({ id: model.id, type: model.type, source: model.sharedModel.getSource() }));
+}
+
+/** The first line of a cell that is not blank, clipped (`(empty)` for an empty cell). */
+export function firstLine(source: string): string {
+  const line = source.split(/\r\n|[\n\r\u2028\u2029]/).find(text => text.trim() !== '')?.trim() ?? '';
+  if (line === '') {
+    return '(empty)';
+  }
+  return line.length > LINE_CHARS ? line.slice(0, LINE_CHARS - 1) + '…' : line;
+}
+
+/**
+ * The cell a bare `@cell` means: typed in the prompt cell `promptId`, the cell just above it; else the
+ * selected cell `activeId`. `null` when there is none (a prompt in the first cell, nothing selected).
+ */
+export function meantCell(
+  cells: ReadonlyArray<ICellChoice>,
+  activeId: string | null,
+  promptId: string | null
+): ICellChoice | null {
+  if (promptId !== null) {
+    const index = cells.findIndex(cell => cell.id === promptId);
+    if (index >= 0) {
+      return index > 0 ? cells[index - 1] : null;
+    }
+  }
+  return cells.find(cell => cell.id === activeId) ?? null;
+}
+
+function row(insert: string, title: string, detail: string, search: string): IDshCompletionItem {
+  return {
+    label: title,
+    insertText: insert,
+    type: 'cell',
+    dsh: { kind: 'cell', title, detail, search: search.toLowerCase() }
+  };
+}
+
+/**
+ * The popup's cell rows: `@cell` first (when a cell is meant), then `@cell:<id>` for every other cell but the
+ * prompt cell itself, at most {@link CELL_LIMIT}. Each row's detail is the cell's type and first line.
+ */
+export function cellItems(
+  cells: ReadonlyArray<ICellChoice>,
+  activeId: string | null,
+  promptId: string | null
+): IDshCompletionItem[] {
+  const meant = meantCell(cells, activeId, promptId);
+  const rows: IDshCompletionItem[] = [];
+  if (meant !== null) {
+    const where = promptId !== null ? 'the cell above' : 'the selected cell';
+    rows.push(row('@cell', 'cell', `${where} · ${escapeControls(firstLine(meant.source))}`, 'cell'));
+  }
+  for (const cell of cells) {
+    if (rows.length > CELL_LIMIT) {
+      break;
+    }
+    if (cell.id === promptId || !CELL_ID.test(cell.id)) {
+      continue;
+    }
+    const line = firstLine(cell.source);
+    rows.push(
+      row(
+        `@cell:${cell.id}`,
+        `cell:${escapeControls(cell.id)}`,
+        `${cell.type} · ${escapeControls(line)}`,
+        `cell:${cell.id}\n${line}`
+      )
+    );
+  }
+  return rows;
+}
