@@ -71,6 +71,8 @@ def test_named_cells_code_and_other_words_are_left_as_typed() -> None:
                  "@[cell](dsh-cell:plot) already", "@cell-phone"):
         assert not has_cell_mention(text), text
         assert cells.adapt(text) == text
+    assert cells.adapt("one ```python block, then @cell:plot") == \
+        "one ```python block, then @[cell:plot](dsh-cell:plot)"  # a fence opens a line, not mid-sentence
     named = NotebookCells(Reader(live("plot")))
     assert named.adapt("@cell: explain it") == "@[cell](dsh-cell:plot): explain it"
 

@@ -37,10 +37,11 @@ from .document import VIEW_NAMES, Cell, NotebookError, NotebookSnapshot
 #: Characters of one cell's frozen snapshot (within the per-source byte budget, which may be smaller).
 MAX_CELL_REFERENCE_CHARS = 8_000
 
-#: Code (fenced or inline, left alone), or ``@cell`` / ``@cell:<id>`` where a mention may start (as the
-#: browser's popup decides: at the start or after whitespace, an opening bracket or a quote).
+#: Code (a fenced block from a line that opens with ``` to one that closes it, or inline: left alone), or
+#: ``@cell`` / ``@cell:<id>`` where a mention may start (as the browser's popup decides: at the start or
+#: after whitespace, an opening bracket or a quote).
 _HOST_MENTION = re.compile(
-    r"(```[\s\S]*?(?:```|$)|`[^`\n]*`)"
+    r"((?m:^ {0,3}```[\s\S]*?(?:^ {0,3}```|\Z))|`[^`\n]*`)"
     r"|(?<![^\s(\[{\"'])@cell(?::(" + CELL_ID.pattern + r"))?(?![\w-])"
 )
 
