@@ -128,3 +128,40 @@ def test_a_mention_reaches_the_log_as_a_frozen_untrusted_cell_and_shows_as_sourc
     assert ["Cell", "plot"] in source["rows"]
     html = display._repr_mimebundle_()["text/html"]
     assert "<details" in html and "notebook cell" in html
+
+
+class PageSource:
+    """A connected page (the host's ``live_source``) whose document reads ``snapshot``."""
+
+    view = "live"
+
+    def __init__(self, snapshot: NotebookSnapshot) -> None:
+        self.snapshot = snapshot
+
+    def document(self) -> PageSource:
+        return self
+
+    def read(self) -> NotebookSnapshot:
+        return self.snapshot
+
+
+def test_the_sidebar_path_sends_the_selected_cell_and_without_a_page_sends_nothing(tmp_path: Any) -> None:
+    from dsh_jupyter.notebook.config import DshSettings
+    from dsh_jupyter.notebook.host import NotebookHost
+
+    host = NotebookHost(DshSettings(model="offline", model_titles=False, catalog=False), shell=None,
+                        cwd=str(tmp_path))
+    try:
+        with pytest.raises(SessionReferenceError, match="could not read the notebook for @cell"):
+            host.submit_async("what does @cell do?").result(30)
+        assert host.agent is None or not any("what does" in str(e.data) for e in host.agent.session.events)
+        host.live_source = PageSource(live("load-sales"))  # type: ignore[assignment]
+        host.submit_async("what does @cell do?").result(30)
+        assert host.agent is not None
+        messages = [e.data for e in host.agent.session.events if e.type == "user/message"]
+        (context,) = [m for m in messages if (m.get("source") or {}).get("cells")]
+        assert context["source"]["cells"][0]["cell"] == "load-sales"
+        assert "df = load('sales.csv')" in context["content"][0]["text"]
+        assert any(m["content"][0]["text"] == "what does @cell do?" for m in messages)
+    finally:
+        host.close()
