@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._json import dumps
-from .errors import SESSION_REFERENCE_INVALID_REFERENCE, SESSION_REFERENCE_TOO_MANY, SessionReferenceError
+from .errors import SESSION_REFERENCE_INVALID_REFERENCE, SessionReferenceError
+from .host_values import distinct_mentions
 
 #: The URI scheme of a cell reference, colon included.
 CELL_REFERENCE_SCHEME = "dsh-cell:"
@@ -109,14 +110,4 @@ def missing_cell_error(reference: CellReferenceInput) -> SessionReferenceError:
 
 def normalise_cells(references: list[CellReferenceInput]) -> list[CellReferenceInput]:
     """De-duplicated (first label wins) and capped at :data:`MAX_CELL_REFERENCES`."""
-    seen: dict[str, CellReferenceInput] = {}
-    for reference in references:
-        seen.setdefault(reference.cell_id, reference)
-    if len(seen) > MAX_CELL_REFERENCES:
-        raise SessionReferenceError(
-            SESSION_REFERENCE_TOO_MANY,
-            f"a message may mention at most {MAX_CELL_REFERENCES} cells, this one mentions {len(seen)}; "
-            "remove some mentions",
-            details={"count": len(seen), "limit": MAX_CELL_REFERENCES, "cell": list(seen)[MAX_CELL_REFERENCES]},
-        )
-    return list(seen.values())
+    return distinct_mentions(references, lambda r: r.cell_id, MAX_CELL_REFERENCES, "cell")

@@ -12,7 +12,7 @@ import math
 import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._json import dumps
 from ..ranking import workspace_rank
@@ -59,6 +59,15 @@ if TYPE_CHECKING:
     from ..sources import ForeignSessions
 
 log = logging.getLogger(__name__)
+_R = TypeVar("_R")
+
+
+class _HostSnapshot(Protocol):
+    @property
+    def text(self) -> str: ...
+
+
+_S = TypeVar("_S", bound=_HostSnapshot)
 
 
 class CatalogSource(CandidateSource, Protocol):
@@ -457,31 +466,41 @@ def _variable_entry(reference: VariableReferenceInput, snapshot: VariableSnapsho
                            "summary": summary})
 
 
-def _snapshot_variables(source: VariableSnapshots, wanted: Sequence[VariableReferenceInput],
-                        budget: int) -> list[tuple[VariableSnapshot, str]]:
-    """Each mentioned variable's snapshot and its tag-safe JSON object, cut to fit ``budget`` bytes."""
+def _snapshot_host(wanted: Sequence[_R], budget: int, *, name: Callable[[_R], str], noun: str,
+                   read: Callable[[_R], _S | None], entry: Callable[[_R, _S, str], str],
+                   missing: Callable[[_R], SessionReferenceError]) -> list[tuple[_S, str]]:
+    """Each mentioned host value's snapshot (a variable, a cell: ``noun``) and its tag-safe JSON object, cut to
+    fit ``budget`` bytes; one rule for every kind the host hands the core."""
     taken = []
     for reference in wanted:
         try:
-            snapshot = source.snapshot(reference.name, budget)
+            snapshot = read(reference)
         except Exception as exc:
             raise SessionReferenceError(
                 SESSION_REFERENCE_READ_FAILED,
-                f"could not read the variable {reference.name}: {_failure_message(exc)}", exc,
-                details={"variable": reference.name},
+                f"could not read the {noun} {name(reference)}: {_failure_message(exc)}", exc,
+                details={noun: name(reference)},
             ) from exc
         if snapshot is None:
-            raise missing_variable_error(reference)
-        serialized = _fitted(functools.partial(_variable_entry, reference, snapshot), snapshot.text, budget)
+            raise missing(reference)
+        serialized = _fitted(functools.partial(entry, reference, snapshot), snapshot.text, budget)
         if serialized is None:
             raise SessionReferenceError(
                 SESSION_REFERENCE_BUDGET_EXCEEDED,
-                f"the summary of the variable {reference.name} cannot fit the {budget}-byte per-source budget; "
+                f"the {noun} {name(reference)} cannot fit the {budget}-byte per-source budget even cut short; "
                 "raise max_reference_bytes",
-                details={"variable": reference.name, "budget": budget},
+                details={noun: name(reference), "budget": budget},
             )
         taken.append((snapshot, serialized))
     return taken
+
+
+def _snapshot_variables(source: VariableSnapshots, wanted: Sequence[VariableReferenceInput],
+                        budget: int) -> list[tuple[VariableSnapshot, str]]:
+    """Each mentioned variable's snapshot and its tag-safe JSON object, cut to fit ``budget`` bytes."""
+    return _snapshot_host(wanted, budget, name=lambda r: r.name, noun="variable",
+                          read=lambda r: source.snapshot(r.name, budget),
+                          entry=_variable_entry, missing=missing_variable_error)
 
 
 def _cell_entry(reference: CellReferenceInput, snapshot: CellSnapshot, text: str) -> str:
@@ -492,28 +511,9 @@ def _cell_entry(reference: CellReferenceInput, snapshot: CellSnapshot, text: str
 def _snapshot_cells(source: CellSnapshots, wanted: Sequence[CellReferenceInput],
                     budget: int) -> list[tuple[CellSnapshot, str]]:
     """Each mentioned cell's snapshot and its tag-safe JSON object, cut to fit ``budget`` bytes."""
-    taken = []
-    for reference in wanted:
-        try:
-            snapshot = source.snapshot(reference.cell_id, budget)
-        except Exception as exc:
-            raise SessionReferenceError(
-                SESSION_REFERENCE_READ_FAILED,
-                f"could not read the cell {reference.cell_id}: {_failure_message(exc)}", exc,
-                details={"cell": reference.cell_id},
-            ) from exc
-        if snapshot is None:
-            raise missing_cell_error(reference)
-        serialized = _fitted(functools.partial(_cell_entry, reference, snapshot), snapshot.text, budget)
-        if serialized is None:
-            raise SessionReferenceError(
-                SESSION_REFERENCE_BUDGET_EXCEEDED,
-                f"the cell {reference.cell_id} cannot fit the {budget}-byte per-source budget; "
-                "raise max_reference_bytes",
-                details={"cell": reference.cell_id, "budget": budget},
-            )
-        taken.append((snapshot, serialized))
-    return taken
+    return _snapshot_host(wanted, budget, name=lambda r: r.cell_id, noun="cell",
+                          read=lambda r: source.snapshot(r.cell_id, budget),
+                          entry=_cell_entry, missing=missing_cell_error)
 
 
 def merge_foreign(found: list[SessionReferenceCandidate], foreign: ForeignSessions | None, target: ReferenceTarget,
