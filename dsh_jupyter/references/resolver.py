@@ -258,20 +258,18 @@ class SessionReferenceResolver:
         async with watch:
             projections = await self._read_all(watch, inputs, budget) if inputs else []
             watch.check()
+            variables_read, cells_read = variable_source, cell_source
+
+            def host_values() -> tuple[list[tuple[VariableSnapshot, str]], list[tuple[CellSnapshot, str]]]:
+                """The notebook's values (variables, cells) the message mentions, read in one helper thread."""
+                return (_snapshot_variables(variables_read, wanted, budget) if variables_read is not None else [],
+                        _snapshot_cells(cells_read, wanted_cells, budget) if cells_read is not None else [])
+
             variable_entries: list[tuple[VariableSnapshot, str]] = []
-            if wanted:
-                assert variable_source is not None
-                source = variable_source
-                taken = await watch.gather([thread_future(lambda: _snapshot_variables(source, wanted, budget),
-                                                          name="dsh-reference-variables")])
-                variable_entries = taken[0]
             cell_entries: list[tuple[CellSnapshot, str]] = []
-            if wanted_cells:
-                assert cell_source is not None
-                cell_reader = cell_source
-                read = await watch.gather([thread_future(lambda: _snapshot_cells(cell_reader, wanted_cells, budget),
-                                                         name="dsh-reference-cells")])
-                cell_entries = read[0]
+            if wanted or wanted_cells:
+                taken = await watch.gather([thread_future(host_values, name="dsh-reference-host-values")])
+                variable_entries, cell_entries = taken[0]
             watch.check()
             rendered = await watch.gather(
                 [thread_future(lambda: self._render(projections, inputs, budget), name="dsh-reference-render")]
