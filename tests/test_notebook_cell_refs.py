@@ -91,6 +91,9 @@ def test_without_a_page_a_bare_cell_is_refused_in_one_line_that_says_what_to_do(
     assert NotebookCells(Reader(kernel)).adapt("@cell:plot") == "@[cell:plot](dsh-cell:plot)"
     first = refused(NotebookCells(Reader(live("ask", PROMPT, LOAD)), prompt_cell="ask"), "@cell")
     assert "this prompt is the notebook's first cell" in str(first)
+    from dsh_jupyter.ui.messages import describe
+
+    assert describe(error) == message and describe(first) == str(first)  # the cell's own words reach the user
     broken = refused(NotebookCells(Reader(NotebookError("the page went away"))), "@cell")
     assert broken.code == SESSION_REFERENCE_READ_FAILED and "the page went away" in str(broken)
 

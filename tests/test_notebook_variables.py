@@ -215,7 +215,8 @@ def test_kernel_mention_freezes_the_summary_with_untrusted_framing(kernel: dict[
     shown = text_of(kernel["mention"])
     assert "Referenced: df · DataFrame 1,000×4" in shown, shown
     messages = [e for e in log_of(kernel) if e["type"] == "user/message"]
-    contexts = [m for m in messages if (m["data"].get("source") or {}).get("kind") == "session-reference"]
+    contexts = [m for m in messages if (m["data"].get("source") or {}).get("kind") == "session-reference"
+                and (m["data"].get("source") or {}).get("variables")]  # the later @cell prompt has its own
     assert len(contexts) == 1
     context = contexts[0]["data"]
     text = context["content"][0]["text"]

@@ -93,7 +93,8 @@ class NotebookCells:
                 self._snapshot = self._read()
             except NotebookError as exc:
                 raise SessionReferenceError(SESSION_REFERENCE_READ_FAILED,
-                                            f"could not read the notebook for @cell: {exc}") from exc
+                                            f"could not read the notebook for @cell: {exc}", exc,
+                                            details={"cell": None}) from exc
         return self._snapshot
 
     def meant(self) -> str:
@@ -101,7 +102,7 @@ class NotebookCells:
         snapshot = self.notebook()
         if snapshot.selected is None:
             raise SessionReferenceError(SESSION_REFERENCE_INVALID_REFERENCE, no_selection_message(snapshot),
-                                        details={"label": "cell"})
+                                        details={"cell": None, "label": "cell"})
         ids = [cell.id for cell in snapshot.cells]
         if self.prompt_cell is not None and self.prompt_cell in ids:
             index = ids.index(self.prompt_cell)
@@ -110,7 +111,7 @@ class NotebookCells:
                     SESSION_REFERENCE_INVALID_REFERENCE,
                     "@cell in a prompt cell means the cell just above it, and this prompt is the notebook's first "
                     "cell; move the prompt below the cell you mean, or name a cell with @cell:<id>",
-                    details={"label": "cell"})
+                    details={"cell": None, "label": "cell"})
             return ids[index - 1]
         return snapshot.selected
 
