@@ -39,11 +39,16 @@ export function cellChoices(models: Iterable<ICellModelLike>): ICellChoice[] {
   return Array.from(models, model => ({ id: model.id, type: model.type, source: model.sharedModel.getSource() }));
 }
 
-/** The first line of a cell that is not blank, clipped (`(empty)` for an empty cell). */
+/** The first line of a cell that is not blank, clipped (`(empty)` for an empty cell); for a `%%dsh` prompt,
+ * `%%dsh` and the prompt's first line (its magic line alone says nothing). */
 export function firstLine(source: string): string {
-  const line = source.split(/\r\n|[\n\r\u2028\u2029]/).find(text => text.trim() !== '')?.trim() ?? '';
+  const lines = source.split(/\r\n|[\n\r\u2028\u2029]/).filter(text => text.trim() !== '');
+  let line = lines[0]?.trim() ?? '';
   if (line === '') {
     return '(empty)';
+  }
+  if (/^%%dsh(\s|$)/.test(line) && lines.length > 1) {
+    line = `%%dsh ${lines[1].trim()}`;
   }
   return line.length > LINE_CHARS ? line.slice(0, LINE_CHARS - 1) + '…' : line;
 }

@@ -40,6 +40,8 @@ test('@cell comes first with the meant cell\'s first line, then the other cells 
   const many = cellChoices(Array.from({ length: 100 }, (_, i) => model(`c${i}`, 'code', `x = ${i}`)));
   assert.equal(cellItems(many, 'c5', null).length, CELL_LIMIT + 1);
   assert.equal(firstLine('   \n\n'), '(empty)');
+  assert.equal(firstLine('%%dsh --new\n\nwhy does it fail?'), '%%dsh why does it fail?');
+  assert.equal(firstLine('%%dsh'), '%%dsh');
   assert.equal(firstLine('a'.repeat(200)).length, 80);
 });
 
