@@ -218,7 +218,7 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         first = popup.locator(".jp-Completer-item").first
         expect(first).to_have_class(re.compile(r"jp-DshCompleter-cell"))
         expect(first.locator(".jp-DshCompleter-detail")).to_have_text(
-            "the cell above · import os  # an ordinary Python cell")
+            "cell above · import os  # an ordinary Python cell")
         expect(popup.locator(".jp-DshCompleter-cell .jp-DshCompleter-title").nth(1)).to_have_text(
             re.compile(r"^cell:[A-Za-z0-9_-]+$"))
         nb.screenshot(request, "6-cell-in-popup")

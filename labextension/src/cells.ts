@@ -1,6 +1,6 @@
 /**
- * The `@cell` rows of the `@` popup: first `@cell` (the cell the prompt means, with its first line), then
- * `@cell:<id>` for the notebook's other cells.
+ * The `@cell` rows of the `@` popup: first `@cell` (the cell the prompt means, with its first line), and after the
+ * variables `@cell:<id>` for the notebook's other cells.
  *
  * The kernel decides what `@cell` means when the prompt is sent (`dsh_jupyter/notebook/workspace/cell_refs.py`);
  * the popup shows the same choice: in a `%%dsh` cell the cell just above it (the prompt cell is the selection
@@ -81,22 +81,30 @@ function row(insert: string, title: string, detail: string, search: string): IDs
 }
 
 /**
- * The popup's cell rows: `@cell` first (when a cell is meant), then `@cell:<id>` for every other cell but the
- * prompt cell itself, at most {@link CELL_LIMIT}. Each row's detail is the cell's type and first line.
+ * The popup's `@cell` row (the first of the popup), naming the cell it means by its first line; `null` when a
+ * bare `@cell` would mean no cell (a prompt in the first cell, nothing selected).
  */
-export function cellItems(
+export function meantItem(
   cells: ReadonlyArray<ICellChoice>,
   activeId: string | null,
   promptId: string | null
-): IDshCompletionItem[] {
+): IDshCompletionItem | null {
   const meant = meantCell(cells, activeId, promptId);
-  const rows: IDshCompletionItem[] = [];
-  if (meant !== null) {
-    const where = promptId !== null ? 'the cell above' : 'the selected cell';
-    rows.push(row('@cell', 'cell', `${where} · ${escapeControls(firstLine(meant.source))}`, 'cell'));
+  if (meant === null) {
+    return null;
   }
+  const where = promptId !== null ? 'cell above' : 'selected';
+  return row('@cell', 'cell', `${where} · ${escapeControls(firstLine(meant.source))}`, 'cell');
+}
+
+/**
+ * The popup's `@cell:<id>` rows: every cell but the prompt cell itself, at most {@link CELL_LIMIT}, each with
+ * its type and first line (they come after the variables: a name typed is more often a variable's).
+ */
+export function cellIdItems(cells: ReadonlyArray<ICellChoice>, promptId: string | null): IDshCompletionItem[] {
+  const rows: IDshCompletionItem[] = [];
   for (const cell of cells) {
-    if (rows.length > CELL_LIMIT) {
+    if (rows.length >= CELL_LIMIT) {
       break;
     }
     if (cell.id === promptId || !CELL_ID.test(cell.id)) {

@@ -20,7 +20,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Panel, Widget } from '@lumino/widgets';
 
 import { DshApiError, fetchCandidates } from './api.js';
-import { cellChoices, cellItems } from './cells.js';
+import { cellChoices, cellIdItems, meantItem } from './cells.js';
 import { FILE_LIMIT, SESSION_LIMIT } from './completion.js';
 import { textElement } from './escape.js';
 import { listFileCandidates } from './files.js';
@@ -416,11 +416,13 @@ class NotebookChat extends Widget {
     ]);
     const current = this._state?.sessionId ?? null;
     const notebook = this.notebook.content;
-    const cells = cellItems(cellChoices(notebook.model?.cells ?? []), notebook.activeCell?.model.id ?? null, null);
+    const cells = cellChoices(notebook.model?.cells ?? []);
+    const meant = meantItem(cells, notebook.activeCell?.model.id ?? null, null); // the page's selection
     return {
       items: [
-        ...cells,
+        ...(meant ? [meant] : []),
         ...named.map(variableItem),
+        ...cellIdItems(cells, null),
         ...found.filter(candidate => candidate.sessionId !== current).map(sessionItem),
         ...files.map(fileItem)
       ],

@@ -3,10 +3,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { CELL_LIMIT, cellChoices, cellItems, firstLine, meantCell } from '../lib/cells.js';
+import { CELL_LIMIT, cellChoices, cellIdItems, firstLine, meantCell, meantItem } from '../lib/cells.js';
 import { filterDshItems, variableItem } from '../lib/items.js';
 
 const model = (id, type, source) => ({ id, type, sharedModel: { getSource: () => source } });
+const cellItems = (cells, active, prompt) => [meantItem(cells, active, prompt), ...cellIdItems(cells, prompt)].filter(Boolean);
 const CELLS = cellChoices([
   model('notes', 'markdown', '\n# Sales\nmore'),
   model('load-sales', 'code', "df = load('sales.csv')"),
@@ -25,32 +26,35 @@ test('@cell comes first with the meant cell\'s first line, then the other cells 
   assert.deepEqual(
     rows.map(r => [r.insertText, r.dsh.detail]),
     [
-      ['@cell', "the cell above · df = load('sales.csv')"],
+      ['@cell', "cell above · df = load('sales.csv')"],
       ['@cell:notes', 'markdown · # Sales'],
       ['@cell:load-sales', "code · df = load('sales.csv')"]
     ]
   );
-  assert.equal(cellItems(CELLS, 'notes', null)[0].dsh.detail, 'the selected cell · # Sales');
+  assert.equal(cellItems(CELLS, 'notes', null)[0].dsh.detail, 'selected · # Sales');
   assert.equal(cellItems(CELLS, null, null)[0].insertText, '@cell:notes'); // nothing selected: ids only
   const hostile = cellChoices([model('x', 'code', 'print("\x1b[31m")'), model('bad id', 'code', 'y')]);
   assert.deepEqual(cellItems(hostile, 'x', null).map(r => r.dsh.detail), [
-    'the selected cell · print("\\x1b[31m")',
+    'selected · print("\\x1b[31m")',
     'code · print("\\x1b[31m")'
   ]);
   const many = cellChoices(Array.from({ length: 100 }, (_, i) => model(`c${i}`, 'code', `x = ${i}`)));
   assert.equal(cellItems(many, 'c5', null).length, CELL_LIMIT + 1);
+  assert.equal(meantItem(CELLS, 'notes', 'notes'), null);
   assert.equal(firstLine('   \n\n'), '(empty)');
   assert.equal(firstLine('%%dsh --new\n\nwhy does it fail?'), '%%dsh why does it fail?');
   assert.equal(firstLine('%%dsh'), '%%dsh');
   assert.equal(firstLine('a'.repeat(200)).length, 80);
 });
 
-test('cells filter on @cell, their id and first line, ahead of variables', () => {
+test('cells filter on @cell, their id and first line; @cell comes before variables, the ids after', () => {
   const items = [
-    ...cellItems(CELLS, 'ask', 'ask'),
-    variableItem({ name: 'df', kind: 'dataframe', type: 'DataFrame', brief: 'DataFrame 3×2', mention: '@[df](dsh-variable:df)' })
+    meantItem(CELLS, 'ask', 'ask'),
+    variableItem({ name: 'df', kind: 'dataframe', type: 'DataFrame', brief: 'DataFrame 3×2', mention: '@[df](dsh-variable:df)' }),
+    ...cellIdItems(CELLS, 'ask')
   ];
-  assert.deepEqual(filterDshItems(items, '@').map(i => i.label), ['cell', 'cell:notes', 'cell:load-sales', 'df']);
+  assert.deepEqual(filterDshItems(items, '@').map(i => i.label), ['cell', 'df', 'cell:notes', 'cell:load-sales']);
+  assert.deepEqual(filterDshItems(items, '@df').map(i => i.label), ['df', 'cell:load-sales']);
   assert.deepEqual(filterDshItems(items, '@cell:lo').map(i => i.label), ['cell:load-sales']);
   assert.deepEqual(filterDshItems(items, '@sales').map(i => i.label), ['cell:notes', 'cell:load-sales']);
   assert.deepEqual(filterDshItems(items, '@"cell').map(i => i.label), []); // a quoted path is a file
