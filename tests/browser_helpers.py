@@ -248,9 +248,10 @@ def prepare_state(state: Path) -> dict[str, str]:
             json.dumps({"ServerApp": {"jpserver_extensions": {"dsh_jupyter": True}}}), encoding="utf-8")
 
     # Real-time collaboration (jupyter-collaboration, the `collab` extra) stays off on the test servers: with
-    # it, Notebook 7's save of a notebook the kernel also wrote asks "File Changed". The collaboration tests
-    # switch it on in their own ``jupyter_server_config.json``, which wins over this folder.
-    (config_d / "zz_dsh_tests_rtc_off.json").write_text(
+    # it, a save of a notebook the room also saved asks "File Changed". It is set in ``jupyter_config.json``
+    # (an extension's options in ``jupyter_server_config.d`` are not read); the collaboration tests switch it
+    # on in their own ``jupyter_server_config.json``, which wins over this file.
+    (folders["config"] / "jupyter_config.json").write_text(
         json.dumps({"YDocExtension": {"disable_rtc": True}}), encoding="utf-8")
 
     # The working tree's build wins over an installed copy (the user data folder comes first in

@@ -96,6 +96,19 @@ class KernelRunner:
         client.execute(cwd=str(work), env=kernel_environment(env))
         return nb
 
+    def run_papermill(self, source: Path, out: Path, *, engine: str, parameters: dict[str, Any] | None = None,
+                      env: Mapping[str, str | None] | None = None) -> Any:
+        """Run a notebook file with papermill's ``engine`` (``"dsh"``: ours, ``"nbclient"``: papermill's), in the
+        same kernel environment; return the executed copy it wrote to ``out``."""
+        import nbformat
+        import papermill
+
+        with process_environment(env):
+            papermill.execute_notebook(str(source), str(out), parameters=parameters or {}, engine_name=engine,
+                                       kernel_name="python3", cwd=str(out.parent), progress_bar=False,
+                                       execution_timeout=DEFAULT_TIMEOUT)
+        return nbformat.read(out, as_version=4)
+
     def run_demo(self, source: Path, work: Path, *, env: Mapping[str, str | None] | None = None) -> Any:
         """Run a demo notebook file with the product's own runner (:func:`dsh_jupyter.demo.run_notebook`, the
         main job's), in the same kernel environment; return the executed copy it wrote in ``work``."""

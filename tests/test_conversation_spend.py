@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -14,6 +15,7 @@ from dsh_jupyter.conversation.spend import (
     spend_of_lines,
     spend_of_log,
     usages_in,
+    usages_in_file,
 )
 from dsh_jupyter.conversation.usage import TokenUsage, usage_cost
 from dsh_jupyter.session import Event
@@ -118,3 +120,15 @@ def test_the_fast_line_reading_agrees_with_decoding_the_whole_line(data: dict[st
     expected = (3, data.get("usage"))
     assert line_usage(line) == expected
     assert list(usages_in(b"\n".join([_line("tool/result", 1, {"x": "y" * 100}), line, b""]))) == [expected]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
+def test_a_file_read_in_chunks_gives_the_same_calls_as_reading_it_whole(chunk: int) -> None:
+    lines = [_line("assistant/message", seq, {"turn": seq // 3, "usage": {"cost": seq / 100}}) if seq % 2 else
+             _line("tool/result", seq, {"text": "x" * (seq * 13)}) for seq in range(40)]
+    log = b"\n".join(lines)  # the last line has no line feed (a log cut mid-write)
+    whole = list(usages_in(log))
+    assert len(whole) == 20
+    assert list(usages_in_file(io.BytesIO(log), chunk)) == whole
+    assert list(usages_in_file(io.BytesIO(log + b"\n"), chunk)) == whole
+    assert list(usages_in_file(io.BytesIO(b""), chunk)) == []

@@ -40,6 +40,28 @@ def test_an_nbclient_run_gives_the_tools_the_files_cell_ids(kernel_runner: Kerne
     assert "IDS ['check', 'load-data']" in text, text  # execution order: load-data ran again last
 
 
+def test_a_papermill_run_with_our_engine_gives_the_tools_the_files_cell_ids(kernel_runner: KernelRunner,
+                                                                            tmp_path: Path) -> None:
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("%load_ext dsh_jupyter", id="setup"),
+        nbformat.v4.new_code_cell("data = [1, 2]", id="params", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("print('total', sum(data))", id="load-data"),
+        nbformat.v4.new_code_cell(CHECK, id="check"),
+    ])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source = tmp_path / "ids.ipynb"
+    nbformat.write(notebook, source)
+    ran = kernel_runner.run_papermill(source, tmp_path / "out.ipynb", engine="dsh", parameters={"data": [1, 2, 3]})
+    text = stream_text(ran.cells[-1].outputs)
+    assert "READ Notebook: the kernel's record" in text and "id load-data" in text, text
+    assert "RAN False Ran cell load-data." in text and "total 6" in text, text
+    ids = text.split("IDS ", 1)[1].splitlines()[0]
+    injected = next(cell.id for cell in ran.cells if "injected-parameters" in cell.metadata.get("tags", []))
+    # Every cell under its own id (papermill's injected cell under the id papermill gave it), none as exec-N.
+    assert "exec-" not in ids and "'setup'" not in ids and f"'{injected}'" in ids, ids
+    assert ids.endswith("'check', 'load-data']"), ids
+
+
 def test_send_cell_ids_tags_only_the_next_execute_request_and_keeps_the_clients_hook() -> None:
     sent: list[tuple[str, Any]] = []
     session = SimpleNamespace()

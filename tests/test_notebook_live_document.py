@@ -16,14 +16,20 @@ from typing import Any
 import pytest
 
 from dsh_jupyter.agent.approvals import ApprovalDecision, ApprovalRequest
-from dsh_jupyter.notebook.workspace.document import Cell, CellNotFound, CellOutput, Edit, NotebookError
+from dsh_jupyter.notebook.workspace.document import (
+    Cell,
+    CellNotFound,
+    CellOutput,
+    Edit,
+    NotebookError,
+    edit_from_arguments,
+)
 from dsh_jupyter.notebook.workspace.live_document import (
     LiveConnections,
     LiveDocument,
     LiveUnavailable,
     ProposalApprover,
     cell_from_json,
-    edit_from_arguments,
     install_live_document,
 )
 

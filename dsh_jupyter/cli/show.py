@@ -103,14 +103,14 @@ def _turn_costs(store: JsonlStore, entry: CatalogEntry) -> list[tuple[int | None
     """Each turn's cost in log order (every model call of the log, compacted ones too), or ``None`` for a log
     over :data:`~dsh_jupyter.store.window.FULL_READ_BYTES` (then only the catalog's total is shown). Lines that
     are not assistant messages are never decoded."""
-    from ..conversation.spend import spend_by_turn, usages_in
+    from ..conversation.spend import spend_by_turn, usages_in_file
     from ..store.window import FULL_READ_BYTES
 
     fh, _ = store._open_log(entry.session_id)
     with fh:
         if os.fstat(fh.fileno()).st_size > FULL_READ_BYTES:
             return None
-        return list(spend_by_turn(usages_in(fh.read())))
+        return list(spend_by_turn(usages_in_file(fh)))
 
 
 def _last_of_big_log(store: JsonlStore, entry: CatalogEntry, skip: frozenset[str],

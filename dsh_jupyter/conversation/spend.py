@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol, TypedDict
+from typing import BinaryIO, Protocol, TypedDict
 
 from .._json import loads
 from ..session.events import ASSISTANT_MESSAGE
@@ -154,6 +154,20 @@ def usages_in(buf: Buffer, start: int = 0, stop: int | None = None) -> Iterator[
         at = find(_MARK, end, end_of)
 
 
+def usages_in_file(fh: BinaryIO, chunk: int = 1 << 20) -> Iterator[tuple[int | None, object]]:
+    """:func:`usages_in` over a log file read ``chunk`` bytes at a time from where it stands, so a big log is
+    never held whole (a line longer than a chunk is held until its end is read)."""
+    carry = b""
+    while block := fh.read(chunk):
+        buf = carry + block if carry else block
+        cut = buf.rfind(b"\n") + 1
+        if cut:
+            yield from usages_in(buf, 0, cut)
+        carry = buf[cut:]
+    if carry:
+        yield from usages_in(carry)
+
+
 def spend_of_buffer(buf: Buffer, start: int = 0, stop: int | None = None) -> Spend:
     """The cost of the model calls among the log lines in ``buf[start:stop]`` (:func:`usages_in`)."""
     return _summed(usage for _turn, usage in usages_in(buf, start, stop))
@@ -206,4 +220,4 @@ def spend_by_turn(usages: Iterable[tuple[int | None, object]]) -> Iterator[tuple
 
 
 __all__ = ["Spend", "SpendJson", "line_usage", "message_usage", "spend_by_turn", "spend_of_buffer",
-           "spend_of_events", "spend_of_lines", "spend_of_log", "usages_in"]
+           "spend_of_events", "spend_of_lines", "spend_of_log", "usages_in", "usages_in_file"]

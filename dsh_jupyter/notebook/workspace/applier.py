@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from .document import (
+    CELL_TYPES,
     AppliedEdit,
     Cell,
     CellNotFound,
@@ -24,8 +25,6 @@ from .document import (
     missing_cell,
 )
 from .outputs import output_from_json
-
-_CELL_TYPES = ("code", "markdown", "raw")
 
 
 class CellStore(Protocol):
@@ -64,7 +63,7 @@ def cell_of(raw: Mapping[str, Any], fallback_id: str) -> Cell:
     converted = [output_from_json(o) for o in outputs if isinstance(o, Mapping)] if isinstance(outputs, list) else []
     metadata = raw.get("metadata")
     return Cell(cell_id if isinstance(cell_id, str) and cell_id else fallback_id,
-                kind if kind in _CELL_TYPES else "raw", source_text(raw.get("source")),
+                kind if kind in CELL_TYPES else "raw", source_text(raw.get("source")),
                 int(count) if isinstance(count, int | float) and not isinstance(count, bool) else None,
                 tuple(o for o in converted if o is not None),
                 dict(metadata) if isinstance(metadata, Mapping) else {})

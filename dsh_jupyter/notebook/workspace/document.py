@@ -27,6 +27,8 @@ from typing import Any, Literal, Protocol
 from ...images import ToolImage
 
 CellType = Literal["code", "markdown", "raw"]
+#: The cell types a notebook holds (nbformat 4).
+CELL_TYPES: tuple[CellType, ...] = ("code", "markdown", "raw")
 View = Literal["live", "room", "file", "kernel"]
 OutputKind = Literal["stream", "result", "display", "error"]
 EditAction = Literal["insert", "replace", "delete"]
@@ -207,3 +209,49 @@ def missing_cell(cell_id: str, view: View) -> str:
 def is_dsh_cell(source: str) -> bool:
     """Whether ``source`` is a ``%%dsh`` prompt cell."""
     return source.lstrip().startswith("%%dsh")
+
+
+# --------------------------------------------------------------------------- an edit on the wire
+
+
+def edit_to_json(edit: Edit) -> dict[str, Any]:
+    """An :class:`Edit` as the page, the server and the kernel send it to each other (:func:`edit_from_arguments`
+    reads it back)."""
+    data: dict[str, Any] = {"action": edit.action, "cell_id": edit.cell_id, "source": edit.source,
+                            "cell_type": edit.cell_type, "position": edit.position}
+    if edit.metadata is not None:
+        data["metadata"] = dict(edit.metadata)
+    if edit.tags is not None:
+        data["tags"] = list(edit.tags)
+    if edit.keep_source:
+        data["keep_source"] = True
+    return data
+
+
+def edit_from_arguments(arguments: Any) -> Edit | None:
+    """A ``notebook_edit`` call's arguments (or an edit as :func:`edit_to_json` wrote it) as an :class:`Edit`;
+    ``None`` when they make no sense. A replace without a source but with tags or metadata keeps the source."""
+    if not isinstance(arguments, Mapping):
+        return None
+    action = arguments.get("action")
+    cell_id = arguments.get("cell_id")
+    cell_type = arguments.get("cell_type", "code")
+    position = arguments.get("position", "after")
+    metadata, tags = arguments.get("metadata"), arguments.get("tags")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        return None
+    if tags is not None and (not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)):
+        return None
+    keep = arguments.get("keep_source", action == "replace" and arguments.get("source") is None
+                         and (metadata is not None or tags is not None))
+    source = arguments.get("source", "") if not keep else arguments.get("source") or ""
+    if action not in ("insert", "replace", "delete") or not isinstance(source, str) or not isinstance(keep, bool):
+        return None
+    if cell_id is not None and not isinstance(cell_id, str):
+        return None
+    if action != "insert" and not cell_id:
+        return None
+    return Edit(action, cell_id, source, cell_type if cell_type in CELL_TYPES else "code",
+                position if position in ("before", "after") else "after",
+                metadata=dict(metadata) if metadata is not None else None,
+                tags=tuple(tags) if tags is not None else None, keep_source=keep)

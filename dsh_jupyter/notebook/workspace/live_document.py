@@ -59,12 +59,13 @@ from .document import (
     AppliedEdit,
     Cell,
     CellNotFound,
-    CellType,
     Edit,
     NotebookError,
     NotebookSnapshot,
     RunResult,
     View,
+    edit_from_arguments,
+    edit_to_json,
     missing_cell,
 )
 
@@ -84,9 +85,6 @@ ANSWER_WAIT = 3.0
 PING_WAIT = 3.0
 #: The tool whose questions become proposals in the notebook.
 EDIT_TOOL = "notebook_edit"
-
-_CELL_TYPES: tuple[CellType, ...] = ("code", "markdown", "raw")
-
 
 class LiveUnavailable(NotebookError):
     """No browser tab answered: the notebook page was closed or reloaded, or its kernel changed."""
@@ -128,47 +126,6 @@ def cell_from_json(raw: Any) -> Cell | None:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("id"), str) or not isinstance(raw.get("source"), str):
         return None
     return cell_of(raw, raw["id"])
-
-
-def edit_to_json(edit: Edit) -> dict[str, Any]:
-    data: dict[str, Any] = {"action": edit.action, "cell_id": edit.cell_id, "source": edit.source,
-                            "cell_type": edit.cell_type, "position": edit.position}
-    if edit.metadata is not None:
-        data["metadata"] = dict(edit.metadata)
-    if edit.tags is not None:
-        data["tags"] = list(edit.tags)
-    if edit.keep_source:
-        data["keep_source"] = True
-    return data
-
-
-def edit_from_arguments(arguments: Any) -> Edit | None:
-    """A ``notebook_edit`` call's arguments (or an edit as :func:`edit_to_json` wrote it) as an :class:`Edit`;
-    ``None`` when they make no sense. A replace without a source but with tags or metadata keeps the source."""
-    if not isinstance(arguments, Mapping):
-        return None
-    action = arguments.get("action")
-    cell_id = arguments.get("cell_id")
-    cell_type = arguments.get("cell_type", "code")
-    position = arguments.get("position", "after")
-    metadata, tags = arguments.get("metadata"), arguments.get("tags")
-    if metadata is not None and not isinstance(metadata, Mapping):
-        return None
-    if tags is not None and (not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)):
-        return None
-    keep = arguments.get("keep_source", action == "replace" and arguments.get("source") is None
-                         and (metadata is not None or tags is not None))
-    source = arguments.get("source", "") if not keep else arguments.get("source") or ""
-    if action not in ("insert", "replace", "delete") or not isinstance(source, str) or not isinstance(keep, bool):
-        return None
-    if cell_id is not None and not isinstance(cell_id, str):
-        return None
-    if action != "insert" and not cell_id:
-        return None
-    return Edit(action, cell_id, source, cell_type if cell_type in _CELL_TYPES else "code",
-                position if position in ("before", "after") else "after",
-                metadata=dict(metadata) if metadata is not None else None,
-                tags=tuple(tags) if tags is not None else None, keep_source=keep)
 
 
 # --------------------------------------------------------------------------- the connections

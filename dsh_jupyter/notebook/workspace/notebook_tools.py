@@ -35,6 +35,7 @@ from ...tools.base import Tool, ToolExecution, ToolOutput
 from ..protocols import MainThreadRunner
 from .cell_runner import DEFAULT_RUN_TIMEOUT
 from .document import (
+    CELL_TYPES,
     Cell,
     CellNotFound,
     CellOutput,
@@ -65,7 +66,6 @@ VIEW_NOTES = {
 KERNEL_HEADER = "Notebook: the kernel's record of executed cells — only cells that ran, in the order they ran"
 
 _ACTIONS = ("insert", "replace", "delete")
-_CELL_TYPES = ("code", "markdown", "raw")
 _POSITIONS = ("before", "after")
 
 
@@ -408,7 +408,7 @@ class NotebookEditTool(Tool):
                 "position": {"type": "string", "enum": list(_POSITIONS),
                              "description": "insert: before or after cell_id (default after)."},
                 "source": {"type": "string", "description": "insert/replace: the cell's new source."},
-                "cell_type": {"type": "string", "enum": list(_CELL_TYPES),
+                "cell_type": {"type": "string", "enum": list(CELL_TYPES),
                               "description": "code (default), markdown or raw."},
                 "tags": {"type": "array", "items": {"type": "string"},
                          "description": "insert/replace: the cell's tags, replacing its tags ([] removes them)."},
@@ -430,7 +430,7 @@ class NotebookEditTool(Tool):
         keep_source = action == "replace" and arguments.get("source") is None and (
             tags is not None or metadata is not None)
         source = _string(arguments, "source", required=action != "delete" and not keep_source)
-        cell_type = _choice(arguments, "cell_type", _CELL_TYPES, "code")
+        cell_type = _choice(arguments, "cell_type", CELL_TYPES, "code")
         if keep_source and arguments.get("cell_type") is not None:
             raise _BadArguments("changing 'cell_type' needs the cell's 'source' too")
         if action == "insert" and not (source or "").strip():

@@ -34,6 +34,7 @@ from .document import (
     NotebookSnapshot,
     RunResult,
     View,
+    edit_to_json,
 )
 
 URL_VARIABLE = "JUPYTER_DSH_SERVER_URL"  # dsh_jupyter.server.shared_notebook (a test checks they agree)
@@ -98,7 +99,6 @@ class ServerDocument:
         return NotebookSnapshot(self._view, tuple(cells), self.path)
 
     def apply(self, edit: Edit) -> AppliedEdit:
-        from .live_document import edit_to_json
 
         reply = self._post({"op": "apply", "edit": edit_to_json(edit)}, edit.cell_id)
         cell_id, index, note = reply.get("cell_id"), reply.get("index"), reply.get("note")
