@@ -212,6 +212,32 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         mention = format_session_reference_mention("sales-4", "Regional sales Q3")
         assert nb.source(4) == "%%dsh\nAnd compare with " + mention
 
+        # `@cell` comes first in the popup, naming the cell above the prompt by its first line; sent, the
+        # prompt carries that cell (source and outputs) as one more collapsible source.
+        page.keyboard.type(" and @")
+        first = popup.locator(".jp-Completer-item").first
+        expect(first).to_have_class(re.compile(r"jp-DshCompleter-cell"))
+        expect(first.locator(".jp-DshCompleter-detail")).to_have_text(
+            "cell above · import os  # an ordinary Python cell")
+        expect(popup.locator(".jp-DshCompleter-cell .jp-DshCompleter-title").nth(1)).to_have_text(
+            re.compile(r"^cell:[A-Za-z0-9_-]+$"))
+        nb.screenshot(request, "6-cell-in-popup")
+        page.keyboard.press("Enter")
+        expect(popup).to_be_hidden()
+        assert nb.source(4) == f"%%dsh\nAnd compare with {mention} and @cell"
+        output = nb.run(4)
+        summary = output.locator(".jp-DshReferenceContext details.jp-DshReferenceContext-list > summary")
+        expect(summary).to_have_text(re.compile(r"^Referenced: Regional sales Q3 · .*; cell · code cell$"))
+        summary.click()
+        cell_source = output.locator(".jp-DshReferenceContext-source", has_text="notebook cell")
+        expect(cell_source.locator(".jp-DshReferenceContext-label")).to_have_text("cell")
+        expect(cell_source.locator("dd").first).to_have_text(re.compile(r"^[A-Za-z0-9_-]+$"))  # the cell's id
+        received = output.locator("details.jp-DshReferenceContext-preview")
+        received.locator("summary").click()
+        expect(received.locator("pre")).to_contain_text("import os  # an ordinary Python cell")
+        output.scroll_into_view_if_needed()
+        nb.screenshot(request, "6-cell-reference")
+
         assert watch.dialogs == []
         assert watch.errors == []
 

@@ -136,3 +136,11 @@ def test_code_that_spells_a_mention_is_not_read_as_one() -> None:
     parsed = parse_session_reference_text(request.prompt)
     assert parsed.references == [] and [v.name for v in parsed.variables] == ["df"]
     assert "uri = 'dsh-session\u2060:IiI'" in parsed.text
+    from dsh_jupyter.notebook.workspace.cell_refs import has_cell_mention
+
+    cell_code = build_fix_request(failed_cell("@cell\ndef f(): ...\nref = '@[c](dsh-cell:a)'\n1 / 0\n"), {},
+                                  instruction="like @cell")
+    assert parse_session_reference_text(cell_code.prompt).cells == []
+    assert has_cell_mention(cell_code.prompt)  # the user's own words still mention a cell
+    plain = build_fix_request(failed_cell("@cell\ndef f(): ...\n1 / 0\n"), {})
+    assert not has_cell_mention(plain.prompt)

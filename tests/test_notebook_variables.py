@@ -168,6 +168,9 @@ KERNEL_CELLS = {
     "deleted": "del arr\nprint(sum(1 for _ in open(dsh.path)))",
     "missing": "%%dsh\nand now @[arr](dsh-variable:arr)?",
     "lines": "print(sum(1 for _ in open(dsh.path)))",
+    # @cell beside @variable: nbclient reports no selection, so a bare @cell is refused; a named cell works.
+    "no_selection": "%%dsh\nwhy does @cell fail?",
+    "named_cell": "%%dsh\nwhat does @cell:exec-5 print?",  # exec-5: the "path" cell, the fifth to run
 }
 
 
@@ -212,7 +215,8 @@ def test_kernel_mention_freezes_the_summary_with_untrusted_framing(kernel: dict[
     shown = text_of(kernel["mention"])
     assert "Referenced: df · DataFrame 1,000×4" in shown, shown
     messages = [e for e in log_of(kernel) if e["type"] == "user/message"]
-    contexts = [m for m in messages if (m["data"].get("source") or {}).get("kind") == "session-reference"]
+    contexts = [m for m in messages if (m["data"].get("source") or {}).get("kind") == "session-reference"
+                and (m["data"].get("source") or {}).get("variables")]  # the later @cell prompt has its own
     assert len(contexts) == 1
     context = contexts[0]["data"]
     text = context["content"][0]["text"]
@@ -231,6 +235,23 @@ def test_kernel_a_deleted_variable_is_a_clear_error_and_nothing_is_written(kerne
     assert "the variable arr is not defined in the notebook" in shown and "nothing was sent" in shown, shown
     assert int(text_of(kernel["lines"]).strip()) == int(text_of(kernel["deleted"]).strip())
     assert "and now" not in json.dumps(log_of(kernel))
+
+
+@pytest.mark.slow
+def test_kernel_cell_mentions_without_a_page(kernel: dict[str, list[Any]]) -> None:
+    assert list(KERNEL_CELLS).index("path") == 4  # it ran as [5]: exec-5 in the kernel's record
+    shown = text_of(kernel["no_selection"])
+    assert "no cell is selected here: @cell means the cell selected in JupyterLab or Notebook 7" in shown, shown
+    assert "@cell:exec-3 for the cell that ran as [3]" in shown and "nothing was sent" in shown
+    assert len(shown.strip().splitlines()) == 1
+    assert "why does" not in json.dumps(log_of(kernel))
+    named = text_of(kernel["named_cell"])
+    assert "Referenced: cell:exec-5 · code cell [5] · 1 output" in named, named
+    contexts = [e["data"] for e in log_of(kernel) if e["type"] == "user/message"
+                and (e["data"].get("source") or {}).get("cells")]
+    (cell,) = contexts[-1]["source"]["cells"]
+    assert cell["cell"] == "exec-5" and cell["label"] == "cell:exec-5"
+    assert "print(dsh.path)" in contexts[-1]["content"][0]["text"]
 
 
 def test_the_reference_view_lists_frozen_variables() -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..references import ReferenceTarget, SessionReferenceError, SessionReferenceResolver, parse_session_reference_text
+from ..references.cells import HostCells
 from ..references.variables import VariableSnapshots
 from ..session.messages import text_block
 from .config import AgentBusyError, AgentIdleError, TurnResult
@@ -56,18 +57,23 @@ def reference_target(agent: Agent) -> ReferenceTarget:
 
 async def prepare_prompt(agent: Agent, text: str, resolver: SessionReferenceResolver | None,
                          cancel: asyncio.Event | None = None, *,
-                         variables: VariableSnapshots | None = None) -> Submission:
+                         variables: VariableSnapshots | None = None,
+                         cells: HostCells | None = None) -> Submission:
     """Parse mentions and prepare their snapshots (``variables``: the host's variables, for ``dsh-variable:``
-    mentions). Raises ``SessionReferenceError`` on any problem, before anything is written."""
+    mentions; ``cells``: the host's cells, which first adapt its ``@cell`` syntax into ``dsh-cell:`` mentions).
+    Raises ``SessionReferenceError`` on any problem, before anything is written."""
+    if cells is not None:
+        text = await asyncio.to_thread(cells.adapt, text)  # may ask the page for its selection
     parsed = parse_session_reference_text(text)
     content: list[Mapping[str, Any]] = [text_block(parsed.text)]
-    if not parsed.references and not parsed.variables:
+    if not parsed.references and not parsed.variables and not parsed.cells:
         return Submission(content, None)
     if resolver is None:
         raise SessionReferenceError("SESSION_REFERENCE_INVALID_CONFIG",
                                     "this host has no session-reference service configured; remove the mentions")
     prepared = await resolver.prepare(reference_target(agent), content, parsed.references, cancel,
-                                      variables=parsed.variables, variable_source=variables)
+                                      variables=parsed.variables, variable_source=variables,
+                                      cells=parsed.cells, cell_source=cells)
     return Submission(list(prepared.content), prepared.additional_context,
                       spills=dict(getattr(prepared, "spills", {}) or {}))
 
@@ -100,12 +106,12 @@ def dispatch(agent: Agent, submission: Submission, *, placement: Placement | Non
 async def submit(agent: Agent, text: str, resolver: SessionReferenceResolver | None = None, *,
                  placement: Placement | None = None, cancel: asyncio.Event | None = None,
                  on_start: Callable[[], None] | None = None,
-                 variables: VariableSnapshots | None = None) -> Submission:
+                 variables: VariableSnapshots | None = None, cells: HostCells | None = None) -> Submission:
     """Prepare ``text`` and hand it to the agent (:func:`dispatch`); a started turn is awaited here.
 
     ``on_start`` is called once a turn was reserved, before it runs (hosts use it to track the turn);
-    ``variables`` is the host's source of variable snapshots (see :func:`prepare_prompt`)."""
-    submission = await prepare_prompt(agent, text, resolver, cancel, variables=variables)
+    ``variables`` and ``cells`` are the host's sources of variable and cell snapshots (see :func:`prepare_prompt`)."""
+    submission = await prepare_prompt(agent, text, resolver, cancel, variables=variables, cells=cells)
     dispatched = dispatch(agent, submission, placement=placement)
     if dispatched.turn is not None:
         if on_start is not None:

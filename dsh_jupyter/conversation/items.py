@@ -143,11 +143,19 @@ class Context:
     @property
     def variables(self) -> tuple[tuple[str, str], ...]:
         """The notebook variables referenced, as ``(label, brief)`` (``df``, ``DataFrame 1,000×4``)."""
-        entries = self.source.get("variables")
+        return self._labelled("variables", "variable")
+
+    @property
+    def cells(self) -> tuple[tuple[str, str], ...]:
+        """The notebook cells referenced, as ``(label, brief)`` (``cell``, ``code cell [3] · 2 outputs``)."""
+        return self._labelled("cells", "cell")
+
+    def _labelled(self, key: str, name_key: str) -> tuple[tuple[str, str], ...]:
+        entries = self.source.get(key)
         found: list[tuple[str, str]] = []
         for entry in entries if isinstance(entries, list | tuple) else ():
             if isinstance(entry, Mapping):
-                name = entry.get("label") or entry.get("variable")
+                name = entry.get("label") or entry.get(name_key)
                 brief = entry.get("brief") or entry.get("type")
                 found.append((str(name or "?"), str(brief or "")))
         return tuple(found)

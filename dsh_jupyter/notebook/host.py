@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from ..tools.base import ToolRegistry
     from ..tools.env import ProcessEnv, ShellEnvRegistry
     from ..tools.hooks import HookRunner
+    from .workspace.cell_refs import NotebookCells
     from .workspace.cell_runner import ExecutedCell
     from .workspace.notebook_tools import LiveSource, Workspace
 
@@ -694,6 +695,18 @@ class NotebookHost:
 
         return variable_source(self.shell)
 
+    def cell_snapshots(self, prompt_cell: str | None = None) -> NotebookCells:
+        """Where ``@cell`` and ``@cell:<id>`` are read from for one prompt: the notebook the tools see
+        (``prompt_cell``: the id of the cell the prompt was typed in; ``None`` from the sidebar or a prompt box)."""
+        from .workspace.cell_refs import NotebookCells
+
+        return NotebookCells(lambda: self.workspace.document().read(), prompt_cell)
+
+    def running_cell_id(self) -> str | None:
+        """The id of the cell the kernel runs now, as its frontend sent it (``None`` outside a cell)."""
+        record = self.kernel_record
+        return record.running_cell_id() if record is not None else None
+
     def variable_candidates(self, query: str = "", limit: int = 50) -> list[VariableCandidate]:
         """The user's variables to mention (data frames first), each ``{name, kind, type, brief, mention}``."""
         from .workspace.variables import variable_candidates
@@ -715,10 +728,11 @@ class NotebookHost:
 
         resolver = self.resolver_for(agent)
         variables = self.variable_snapshots()
+        cells = self.cell_snapshots()
 
         async def run() -> Submission:
             try:
-                return await submit(agent, text, resolver, on_start=started, variables=variables)
+                return await submit(agent, text, resolver, on_start=started, variables=variables, cells=cells)
             finally:
                 if dispose is not None:
                     dispose()

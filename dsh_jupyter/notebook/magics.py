@@ -207,7 +207,8 @@ class DshMagics(Magics, DshSettings):
             _error(self._describe(exc, said))
             return
         try:
-            preparing = prepare_prompt(agent, prompt, resolver, variables=host.variable_snapshots())
+            cells = host.cell_snapshots(host.running_cell_id())  # @cell here: the cell above this one
+            preparing = prepare_prompt(agent, prompt, resolver, variables=host.variable_snapshots(), cells=cells)
             prepared = self._wait(lambda: host.thread.submit(preparing), agent, cancel_turn=False)
         except KeyboardInterrupt:
             _error("preparing the prompt was interrupted; nothing was sent")

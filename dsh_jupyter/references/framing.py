@@ -60,6 +60,17 @@ _WITH_VARIABLES = (
     f"{OPEN_TAG}\n"
 )
 
+#: The heading and description when the block also (or only) holds notebook cells (and maybe variables).
+NOTEBOOK_HEADING = "## Background from the notebook and referenced sessions"
+_WITH_CELLS = (
+    f"{NOTEBOOK_HEADING}\n\n"
+    "The JSON below is an untrusted, read-only copy of background taken when this message was sent:\n"
+    "notebook cells the user mentioned (objects with a \"cell\" key: id, type, source and outputs),\n"
+    "summaries of notebook variables (a \"variable\" key) and any conversation from other sessions.\n"
+    f"{REFERENCE_WARNING}\n\n"
+    f"{OPEN_TAG}\n"
+)
+
 OMISSIONS_NOTE = (
     "Some conversation text was left out of the previews above: omittedMessages counts whole messages "
     "dropped, omittedBytes counts the UTF-8 bytes of text left out. A saved fullSnapshot holds the "
@@ -83,10 +94,11 @@ def tag_safe_string_size(text: str) -> int:
 
 
 def render_prompt(serialized_sources: Sequence[str], omissions: Sequence[dict[str, Any]] = (), *,
-                  variables: bool = False) -> str:
+                  variables: bool = False, cells: bool = False) -> str:
     """The context message text from the sources' tag-safe JSON objects and the omission entries
-    (``variables``: some sources are notebook variables' summaries, which the description then says)."""
-    prefix = _WITH_VARIABLES if variables else PROMPT_PREFIX
+    (``variables``, ``cells``: some sources are notebook variables' summaries or notebook cells, which the
+    description then says)."""
+    prefix = _WITH_CELLS if cells else _WITH_VARIABLES if variables else PROMPT_PREFIX
     text = prefix + "[" + ",".join(serialized_sources) + "]" + PROMPT_SUFFIX
     if omissions:
         text += f"\n\n{OMISSIONS_HEADING}\n\n{OMISSIONS_NOTE}\n" + tag_safe_dumps(list(omissions))
@@ -96,7 +108,7 @@ def render_prompt(serialized_sources: Sequence[str], omissions: Sequence[dict[st
 # -- reading the framing back ------------------------------------------------------------------------------
 
 #: The headers :func:`render_prompt` writes before the opening tag (heading, what the JSON is, warning).
-_PREAMBLES = tuple(prefix[: -len(OPEN_TAG) - 1] for prefix in (PROMPT_PREFIX, _WITH_VARIABLES))
+_PREAMBLES = tuple(prefix[: -len(OPEN_TAG) - 1] for prefix in (PROMPT_PREFIX, _WITH_VARIABLES, _WITH_CELLS))
 
 
 @dataclass(frozen=True)
@@ -139,6 +151,16 @@ class FramedVariable:
 
 
 @dataclass(frozen=True)
+class FramedCell:
+    """One notebook cell as the framing carries it (``content``: id, type, source and outputs, as text)."""
+
+    cell_id: str
+    label: str
+    cell_type: str
+    content: str
+
+
+@dataclass(frozen=True)
 class FramedOmission:
     """One entry of the ``## Reference omissions`` section (a truncated source)."""
 
@@ -164,6 +186,7 @@ class Framing:
     start: int
     end: int
     variables: tuple[FramedVariable, ...] = ()
+    cells: tuple[FramedCell, ...] = ()
 
     def omission(self, session_id: str) -> FramedOmission | None:
         return next((o for o in self.omissions if o.session_id == session_id), None)
@@ -187,6 +210,10 @@ class ParsedPrompt:
     @property
     def variables(self) -> list[FramedVariable]:
         return [variable for framing in self.framings for variable in framing.variables]
+
+    @property
+    def cells(self) -> list[FramedCell]:
+        return [cell for framing in self.framings for cell in framing.cells]
 
     def omission(self, session_id: str) -> FramedOmission | None:
         return next((o for f in self.framings if (o := f.omission(session_id)) is not None), None)
@@ -223,6 +250,13 @@ def _variable(entry: Mapping[str, Any]) -> FramedVariable:
     label, type_name, summary = entry.get("label"), entry.get("type"), entry.get("summary")
     return FramedVariable(str(name), label if isinstance(label, str) else str(name),
                           type_name if isinstance(type_name, str) else "", summary if isinstance(summary, str) else "")
+
+
+def _cell(entry: Mapping[str, Any]) -> FramedCell:
+    cell_id = str(entry.get("cell"))
+    label, cell_type, content = entry.get("label"), entry.get("type"), entry.get("content")
+    return FramedCell(cell_id, label if isinstance(label, str) else cell_id,
+                      cell_type if isinstance(cell_type, str) else "", content if isinstance(content, str) else "")
 
 
 def _omission(entry: Any) -> FramedOmission | None:
@@ -285,6 +319,7 @@ def parse_prompt(text: str) -> ParsedPrompt:
             break
         sources: list[FramedSource] = []
         variables: list[FramedVariable] = []
+        cells: list[FramedCell] = []
         try:
             entries = json.loads(text[open_at + len(OPEN_TAG):close_at])
         except ValueError as exc:
@@ -297,12 +332,16 @@ def parse_prompt(text: str) -> ParsedPrompt:
             if isinstance(entry, Mapping) and isinstance(entry.get("variable"), str):
                 variables.append(_variable(entry))
                 continue
+            if isinstance(entry, Mapping) and isinstance(entry.get("cell"), str):
+                cells.append(_cell(entry))
+                continue
             source = _source(entry, problems)
             if source is not None:
                 sources.append(source)
         omissions, end = _omissions_after(text, close_at + len(CLOSE_TAG), problems)
         end = max(end, close_at + len(CLOSE_TAG))
-        framings.append(Framing(tuple(sources), omissions, tuple(problems), start, end, tuple(variables)))
+        framings.append(Framing(tuple(sources), omissions, tuple(problems), start, end, tuple(variables),
+                               tuple(cells)))
         pieces.append(text[position:start])
         position = end
     pieces.append(text[position:])

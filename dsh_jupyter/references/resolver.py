@@ -12,7 +12,7 @@ import math
 import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._json import dumps
 from ..ranking import workspace_rank
@@ -23,6 +23,7 @@ from .bounded import BoundedProjection, bound_surface
 from .budget import DEFAULT_REFERENCE_CONTEXT_FRACTION, reference_budget
 from .cancellation import CancelFlag, CancelWatch, cancelled_error, thread_future
 from .candidates import CandidateSource, RemoteCandidateJson, SessionReferenceCandidate, list_candidates
+from .cells import CellReferenceInput, CellSnapshot, CellSnapshots, missing_cell_error, normalise_cells
 from .errors import (
     SESSION_REFERENCE_BUDGET_EXCEEDED,
     SESSION_REFERENCE_INVALID_CONFIG,
@@ -58,6 +59,15 @@ if TYPE_CHECKING:
     from ..sources import ForeignSessions
 
 log = logging.getLogger(__name__)
+_R = TypeVar("_R")
+
+
+class _HostSnapshot(Protocol):
+    @property
+    def text(self) -> str: ...
+
+
+_S = TypeVar("_S", bound=_HostSnapshot)
 
 
 class CatalogSource(CandidateSource, Protocol):
@@ -208,11 +218,14 @@ class SessionReferenceResolver:
         *,
         variables: Sequence[VariableReferenceInput] = (),
         variable_source: VariableSnapshots | None = None,
+        cells: Sequence[CellReferenceInput] = (),
+        cell_source: CellSnapshots | None = None,
     ) -> PreparedReferencedMessage:
         """Snapshot every referenced session (and every mentioned variable) for one message; all or nothing.
 
         ``variables`` are the message's ``dsh-variable:`` mentions, read from the host's ``variable_source``
-        and framed after the sessions under the same per-source budget.
+        and framed after the sessions under the same per-source budget; ``cells`` (``dsh-cell:`` mentions) the same
+        way from ``cell_source``.
 
         Raises :class:`SessionReferenceError` (invalid reference, self reference, too many, read failed,
         budget exceeded, cancelled, a variable that does not exist); on any error nothing is returned to
@@ -223,13 +236,20 @@ class SessionReferenceResolver:
         accepted = copy.deepcopy(list(content))
         inputs = normalise_references(target.session_id, references, self.max_references)
         wanted = normalise_variables(list(variables))
-        if not inputs and not wanted:
+        wanted_cells = normalise_cells(list(cells))
+        if not inputs and not wanted and not wanted_cells:
             return PreparedReferencedMessage(accepted)
         if wanted and variable_source is None:
             raise SessionReferenceError(
                 SESSION_REFERENCE_INVALID_CONFIG,
                 "variables can only be mentioned in a notebook (here there are none); remove the @variable mentions",
                 details={"variable": wanted[0].name},
+            )
+        if wanted_cells and cell_source is None:
+            raise SessionReferenceError(
+                SESSION_REFERENCE_INVALID_CONFIG,
+                "cells can only be mentioned in a notebook (here there are none); remove the @cell mentions",
+                details={"cell": wanted_cells[0].cell_id},
             )
         watch = CancelWatch(cancel)
         watch.check()
@@ -238,13 +258,18 @@ class SessionReferenceResolver:
         async with watch:
             projections = await self._read_all(watch, inputs, budget) if inputs else []
             watch.check()
+            variables_read, cells_read = variable_source, cell_source
+
+            def host_values() -> tuple[list[tuple[VariableSnapshot, str]], list[tuple[CellSnapshot, str]]]:
+                """The notebook's values (variables, cells) the message mentions, read in one helper thread."""
+                return (_snapshot_variables(variables_read, wanted, budget) if variables_read is not None else [],
+                        _snapshot_cells(cells_read, wanted_cells, budget) if cells_read is not None else [])
+
             variable_entries: list[tuple[VariableSnapshot, str]] = []
-            if wanted:
-                assert variable_source is not None
-                source = variable_source
-                taken = await watch.gather([thread_future(lambda: _snapshot_variables(source, wanted, budget),
-                                                          name="dsh-reference-variables")])
-                variable_entries = taken[0]
+            cell_entries: list[tuple[CellSnapshot, str]] = []
+            if wanted or wanted_cells:
+                taken = await watch.gather([thread_future(host_values, name="dsh-reference-host-values")])
+                variable_entries, cell_entries = taken[0]
             watch.check()
             rendered = await watch.gather(
                 [thread_future(lambda: self._render(projections, inputs, budget), name="dsh-reference-render")]
@@ -258,7 +283,8 @@ class SessionReferenceResolver:
             )
             watch.check()
         spills = dict(zip(truncated, results, strict=True))
-        return PreparedReferencedMessage(accepted, self._context(sources, spills, wanted, variable_entries), spills)
+        context = self._context(sources, spills, wanted, variable_entries, wanted_cells, cell_entries)
+        return PreparedReferencedMessage(accepted, context, spills)
 
     def prepare_sync(
         self,
@@ -371,7 +397,9 @@ class SessionReferenceResolver:
     @staticmethod
     def _context(sources: list[RetainedSource], spills: dict[int, SpillResult],
                  variables: Sequence[VariableReferenceInput] = (),
-                 variable_entries: Sequence[tuple[VariableSnapshot, str]] = ()) -> dict[str, Any]:
+                 variable_entries: Sequence[tuple[VariableSnapshot, str]] = (),
+                 cells: Sequence[CellReferenceInput] = (),
+                 cell_entries: Sequence[tuple[CellSnapshot, str]] = ()) -> dict[str, Any]:
         omissions = [
             {
                 "sessionId": sources[i].projection.session_id,
@@ -401,9 +429,33 @@ class SessionReferenceResolver:
                  "type": snapshot.type_name, "brief": snapshot.brief, "bytes": js_utf8_length(serialized)}
                 for ref, (snapshot, serialized) in zip(variables, variable_entries, strict=True)
             ]
-        serialized_all = [s.serialized for s in sources] + [serialized for _, serialized in variable_entries]
-        text = render_prompt(serialized_all, omissions, variables=bool(variable_entries))
+        if cell_entries:
+            metadata["cells"] = [
+                {"cell": snapshot.cell_id, "label": ref.label if ref.label is not None else ref.cell_id,
+                 "type": snapshot.cell_type, "brief": snapshot.brief, "bytes": js_utf8_length(serialized)}
+                for ref, (snapshot, serialized) in zip(cells, cell_entries, strict=True)
+            ]
+        serialized_all = ([s.serialized for s in sources] + [serialized for _, serialized in variable_entries]
+                          + [serialized for _, serialized in cell_entries])
+        text = render_prompt(serialized_all, omissions, variables=bool(variable_entries), cells=bool(cell_entries))
         return user_message([text_block(text)], source=metadata)
+
+
+def _fitted(entry: Callable[[str], str], text: str, budget: int) -> str | None:
+    """``entry(text)``, or ``entry`` of the longest head of ``text`` (marked ``…``) that fits ``budget`` bytes;
+    ``None`` when not even an empty head fits."""
+    serialized = entry(text)
+    if js_utf8_length(serialized) <= budget:
+        return serialized
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if js_utf8_length(entry(text[:middle] + "…")) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    serialized = entry(text[:low] + "…")
+    return serialized if js_utf8_length(serialized) <= budget else None
 
 
 def _variable_entry(reference: VariableReferenceInput, snapshot: VariableSnapshot, summary: str) -> str:
@@ -412,40 +464,54 @@ def _variable_entry(reference: VariableReferenceInput, snapshot: VariableSnapsho
                            "summary": summary})
 
 
-def _snapshot_variables(source: VariableSnapshots, wanted: Sequence[VariableReferenceInput],
-                        budget: int) -> list[tuple[VariableSnapshot, str]]:
-    """Each mentioned variable's snapshot and its tag-safe JSON object, cut to fit ``budget`` bytes."""
+def _snapshot_host(wanted: Sequence[_R], budget: int, *, name: Callable[[_R], str], noun: str,
+                   read: Callable[[_R], _S | None], entry: Callable[[_R, _S, str], str],
+                   missing: Callable[[_R], SessionReferenceError]) -> list[tuple[_S, str]]:
+    """Each mentioned host value's snapshot (a variable, a cell: ``noun``) and its tag-safe JSON object, cut to
+    fit ``budget`` bytes; one rule for every kind the host hands the core."""
     taken = []
     for reference in wanted:
         try:
-            snapshot = source.snapshot(reference.name, budget)
+            snapshot = read(reference)
         except Exception as exc:
             raise SessionReferenceError(
                 SESSION_REFERENCE_READ_FAILED,
-                f"could not read the variable {reference.name}: {_failure_message(exc)}", exc,
-                details={"variable": reference.name},
+                f"could not read the {noun} {name(reference)}: {_failure_message(exc)}", exc,
+                details={noun: name(reference)},
             ) from exc
         if snapshot is None:
-            raise missing_variable_error(reference)
-        serialized = _variable_entry(reference, snapshot, snapshot.text)
-        if js_utf8_length(serialized) > budget:  # the longest head of the summary that fits, marked as cut
-            low, high = 0, len(snapshot.text)
-            while low < high:
-                middle = (low + high + 1) // 2
-                if js_utf8_length(_variable_entry(reference, snapshot, snapshot.text[:middle] + "…")) <= budget:
-                    low = middle
-                else:
-                    high = middle - 1
-            serialized = _variable_entry(reference, snapshot, snapshot.text[:low] + "…")
-        if js_utf8_length(serialized) > budget:
+            raise missing(reference)
+        serialized = _fitted(functools.partial(entry, reference, snapshot), snapshot.text, budget)
+        if serialized is None:
             raise SessionReferenceError(
                 SESSION_REFERENCE_BUDGET_EXCEEDED,
-                f"the summary of the variable {reference.name} cannot fit the {budget}-byte per-source budget; "
+                f"the {noun} {name(reference)} cannot fit the {budget}-byte per-source budget even cut short; "
                 "raise max_reference_bytes",
-                details={"variable": reference.name, "budget": budget},
+                details={noun: name(reference), "budget": budget},
             )
         taken.append((snapshot, serialized))
     return taken
+
+
+def _snapshot_variables(source: VariableSnapshots, wanted: Sequence[VariableReferenceInput],
+                        budget: int) -> list[tuple[VariableSnapshot, str]]:
+    """Each mentioned variable's snapshot and its tag-safe JSON object, cut to fit ``budget`` bytes."""
+    return _snapshot_host(wanted, budget, name=lambda r: r.name, noun="variable",
+                          read=lambda r: source.snapshot(r.name, budget),
+                          entry=_variable_entry, missing=missing_variable_error)
+
+
+def _cell_entry(reference: CellReferenceInput, snapshot: CellSnapshot, text: str) -> str:
+    label = reference.label if reference.label is not None else reference.cell_id
+    return tag_safe_dumps({"cell": reference.cell_id, "label": label, "type": snapshot.cell_type, "content": text})
+
+
+def _snapshot_cells(source: CellSnapshots, wanted: Sequence[CellReferenceInput],
+                    budget: int) -> list[tuple[CellSnapshot, str]]:
+    """Each mentioned cell's snapshot and its tag-safe JSON object, cut to fit ``budget`` bytes."""
+    return _snapshot_host(wanted, budget, name=lambda r: r.cell_id, noun="cell",
+                          read=lambda r: source.snapshot(r.cell_id, budget),
+                          entry=_cell_entry, missing=missing_cell_error)
 
 
 def merge_foreign(found: list[SessionReferenceCandidate], foreign: ForeignSessions | None, target: ReferenceTarget,

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._json import dumps
-from .errors import SESSION_REFERENCE_INVALID_REFERENCE, SESSION_REFERENCE_TOO_MANY, SessionReferenceError
+from .errors import SESSION_REFERENCE_INVALID_REFERENCE, SessionReferenceError
+from .host_values import distinct_mentions
 
 #: The URI scheme of a variable reference, colon included.
 VARIABLE_REFERENCE_SCHEME = "dsh-variable:"
@@ -92,15 +93,4 @@ def missing_variable_error(reference: VariableReferenceInput) -> SessionReferenc
 
 def normalise_variables(references: list[VariableReferenceInput]) -> list[VariableReferenceInput]:
     """De-duplicated (first label wins) and capped at :data:`MAX_VARIABLE_REFERENCES`."""
-    seen: dict[str, VariableReferenceInput] = {}
-    for reference in references:
-        seen.setdefault(reference.name, reference)
-    if len(seen) > MAX_VARIABLE_REFERENCES:
-        raise SessionReferenceError(
-            SESSION_REFERENCE_TOO_MANY,
-            f"a message may mention at most {MAX_VARIABLE_REFERENCES} variables, this one mentions {len(seen)}; "
-            "remove some mentions",
-            details={"count": len(seen), "limit": MAX_VARIABLE_REFERENCES,
-                     "variable": list(seen)[MAX_VARIABLE_REFERENCES]},
-        )
-    return list(seen.values())
+    return distinct_mentions(references, lambda r: r.name, MAX_VARIABLE_REFERENCES, "variable")

@@ -120,16 +120,26 @@ def _references(source_metadata: Any) -> list[Mapping[str, Any]]:
     return list(references)
 
 
-def _variables(source_metadata: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The notebook variables frozen into the context (``@[df](dsh-variable:df)`` mentions), if any."""
-    variables = source_metadata.get("variables")
-    return [v for v in variables if isinstance(v, Mapping)] if isinstance(variables, (list, tuple)) else []
+def _host_entries(source_metadata: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    """The host values frozen into the context under ``key``: ``variables`` (``@[df](dsh-variable:df)``
+    mentions) or ``cells`` (``@cell``), if any."""
+    entries = source_metadata.get(key)
+    return [e for e in entries if isinstance(e, Mapping)] if isinstance(entries, (list, tuple)) else []
 
 
-def _variable_line(variable: Mapping[str, Any]) -> str:
-    """``df · DataFrame 1,000×4``."""
-    label, brief = variable.get("label") or variable.get("variable"), variable.get("brief") or variable.get("type")
+def _host_line(entry: Mapping[str, Any], name_key: str) -> str:
+    """``df · DataFrame 1,000×4``, ``cell · code cell [3] · 2 outputs``."""
+    label, brief = entry.get("label") or entry.get(name_key), entry.get("brief") or entry.get("type")
     return escape_controls(" · ".join(str(part) for part in (label, brief) if part))
+
+
+#: How each kind of host value reads in a reference view: metadata key, name key, the rows' terms, its state,
+#: and what was sent (given the byte count).
+_HOST_KINDS: tuple[tuple[str, str, str, str, str, str], ...] = (
+    ("variables", "variable", "Variable", "Value", "variable", "a {size:,}-byte summary, frozen into the session log"),
+    ("cells", "cell", "Cell", "Holds", "notebook cell",
+     "its source and outputs ({size:,} bytes), frozen into the session log"),
+)
 
 
 def _int(value: Any) -> int | None:
@@ -159,7 +169,8 @@ def _source_state(reference: Mapping[str, Any]) -> str:
 def reference_summary(source_metadata: Mapping[str, Any]) -> str:
     """``Referenced: Regional sales Q3 · 2 messages · complete``: the one line of a reference context."""
     references = _references(source_metadata)
-    variables = "; ".join(one_line(_variable_line(v), MAX_LINE_TITLE_CHARS) for v in _variables(source_metadata))
+    variables = "; ".join(one_line(_host_line(entry, name_key), MAX_LINE_TITLE_CHARS)
+                          for key, name_key, *_ in _HOST_KINDS for entry in _host_entries(source_metadata, key))
     if not references:
         return f"Referenced: {variables}" if variables else "Referenced: no sessions"
     titles = [one_line(_title(r), MAX_LINE_TITLE_CHARS) for r in references[:MAX_LINE_TITLES]]
@@ -362,17 +373,18 @@ class ReferenceContextDisplay:
                                spilled=self._index(position, reference) in self.spills, captured_at=self.captured_at)
             sources.append({"title": _title(reference), "state": _source_state(reference),
                             "rows": [list(row) for row in rows]})
-        for variable in _variables(self.source_metadata):
-            name = escape_controls(str(variable.get("variable", "")))
-            brief = variable.get("brief") or variable.get("type")
-            rows = [("Variable", name), ("Value", escape_controls(str(brief)) if brief else "unknown")]
-            if captured := format_captured(self.captured_at):
-                rows.append(("Captured", captured))
-            size = _int(variable.get("bytes"))
-            if size is not None:
-                rows.append(("Sent", f"a {size:,}-byte summary, frozen into the session log"))
-            sources.append({"title": escape_controls(str(variable.get("label") or name)), "state": "variable",
-                            "rows": [list(row) for row in rows]})
+        for key, name_key, term, value_term, state, sent in _HOST_KINDS:
+            for entry in _host_entries(self.source_metadata, key):
+                name = escape_controls(str(entry.get(name_key, "")))
+                brief = entry.get("brief") or entry.get("type")
+                rows = [(term, name), (value_term, escape_controls(str(brief)) if brief else "unknown")]
+                if captured := format_captured(self.captured_at):
+                    rows.append(("Captured", captured))
+                size = _int(entry.get("bytes"))
+                if size is not None:
+                    rows.append(("Sent", sent.format(size=size)))
+                sources.append({"title": escape_controls(str(entry.get("label") or name)), "state": state,
+                                "rows": [list(row) for row in rows]})
         return {"line": escape_controls(self.summary), "sources": sources, "preview": _preview(self.received)}
 
     def to_json(self) -> dict[str, Any]:

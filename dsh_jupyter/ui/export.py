@@ -157,7 +157,7 @@ def _quote(text: str) -> str:
 
 def _md_references(item: Context) -> str:
     lines = []
-    if item.sessions or not item.variables:
+    if item.sessions or not (item.variables or item.cells):
         names = ", ".join(f"**{md_literal(label)}** ({md_literal(sid)}"
                           + (f", through event {through})" if through is not None else ")")
                           for label, sid, through in item.sessions)
@@ -166,6 +166,10 @@ def _md_references(item: Context) -> str:
         named = ", ".join(f"**{md_literal(name)}**" + (f" ({md_literal(brief)})" if brief else "")
                           for name, brief in item.variables)
         lines.append(f"*Referenced variables:* {named}. *Their summaries are not included here.*")
+    if item.cells:
+        named = ", ".join(f"**{md_literal(name)}**" + (f" ({md_literal(brief)})" if brief else "")
+                          for name, brief in item.cells)
+        lines.append(f"*Referenced cells:* {named}. *Their contents are not included here.*")
     return _quote("\n".join(lines))
 
 
@@ -267,11 +271,18 @@ def _html_item(item: Item) -> str:
                           for label, sid, through in item.sessions)
         variables = ", ".join(f"<b>{html_field(name)}</b>" + (f" ({html_field(brief)})" if brief else "")
                               for name, brief in item.variables)
-        parts = [] if item.variables and not item.sessions else [
+        cells = ", ".join(f"<b>{html_field(name)}</b>" + (f" ({html_field(brief)})" if brief else "")
+                          for name, brief in item.cells)
+        notebook = bool(item.variables or item.cells)
+        parts = [] if notebook and not item.sessions else [
             f'<div>{names or "none"}. Their snapshots are not included here.</div>']
         if variables:
             parts.append(f"<div>Variables: {variables}. Their summaries are not included here.</div>")
-        who = "Referenced sessions" if item.sessions or not item.variables else "Referenced variables"
+        if cells:
+            parts.append(f"<div>Cells: {cells}. Their contents are not included here.</div>")
+        who = "Referenced sessions" if item.sessions or not notebook else \
+            "Referenced variables" if not item.cells else "Referenced cells" if not item.variables else \
+            "Referenced notebook"
         return f'<section class="item refs"><div class="who">{who}</div>{"".join(parts)}</section>'
     if not isinstance(item, ToolCall):
         raise TypeError(f"an export does not show {type(item).__name__} items")

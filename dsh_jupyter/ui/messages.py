@@ -155,7 +155,7 @@ def reference_error_message(error: BaseException, said: Said | None = None) -> s
     said = said or Said()
     code = getattr(error, "code", None)
     details: Mapping[str, object] = getattr(error, "details", None) or {}
-    if isinstance(details.get("variable"), str):  # a @variable mention: the core's own words name it
+    if isinstance(details.get("variable"), str) or "cell" in details:  # @variable, @cell: the words name it
         return str(error)
     if code == codes.SESSION_REFERENCE_INVALID_REFERENCE:
         uri = details.get("uri")

@@ -1,7 +1,7 @@
 /**
- * `@` completion in `%%dsh` cells: the notebook's variables (asked of its kernel, data frames first), then
- * sessions from the dsh server extension, then files of the notebook's folder, in JupyterLab's own
- * completer popup.
+ * `@` completion in `%%dsh` cells: `@cell` (the cell above the prompt), the notebook's variables (asked of its
+ * kernel, data frames first), its cells by id, then sessions from the dsh server extension, then files of the
+ * notebook's folder, in JupyterLab's own completer popup.
  *
  * JupyterLab builds the popup from the completer model and renderer of the highest-ranked provider, so
  * this provider ranks first and brings both. They change nothing for other completions: the model falls
@@ -24,6 +24,7 @@ import { Contents, ServerConnection } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 
 import { fetchCandidates, ISessionCandidate } from './api.js';
+import { cellChoices, cellIdItems, meantItem } from './cells.js';
 import { textElement } from './escape.js';
 import { listFileCandidates } from './files.js';
 import {
@@ -110,11 +111,17 @@ export class DshCompletionProvider implements ICompletionProvider {
       asked
     ]);
     const others = sessions.filter(candidate => candidate.sessionId !== current);
+    const notebook = panel.content;
+    const cells = token.quoted ? [] : cellChoices(notebook.model?.cells ?? []);
+    const prompt = notebook.activeCell?.model.id ?? null; // the %%dsh cell typed in
+    const meant = token.quoted ? null : meantItem(cells, null, prompt);
     return {
       start: token.start,
       end: token.end,
       items: [
+        ...(meant ? [meant] : []),
         ...variables.map(variableItem),
+        ...cellIdItems(cells, prompt),
         ...others.map(sessionItem),
         ...files.map(fileItem)
       ]
@@ -226,6 +233,7 @@ export class DshCompleterModel extends CompleterModel {
 
 /** The letter and colour of each kind of row. */
 const MONOGRAMS: Record<IDshItemInfo['kind'], [string, string]> = {
+  cell: ['c', '5'],
   variable: ['v', '4'],
   session: ['s', '1'],
   directory: ['d', '2'],

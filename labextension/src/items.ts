@@ -14,10 +14,11 @@ import type { IVariableCandidate } from './variables.js';
 
 /** What a dsh completion item carries besides the stock fields. */
 export interface IDshItemInfo {
-  kind: 'variable' | 'session' | 'file' | 'directory';
+  kind: 'cell' | 'variable' | 'session' | 'file' | 'directory';
   /** First line of the row (escaped label or path). */
   title: string;
-  /** Second part of the row: `id · cwd · created` for sessions, type and shape for variables. */
+  /** Second part of the row: `id · cwd · created` for sessions, type and shape for variables, type and first
+   * line for cells. */
   detail: string;
   /** Lowercased text the client-side filter searches (id, cwd, label; or the entry name). */
   search: string;
@@ -130,8 +131,8 @@ export function fileItem(file: IFileCandidate): IDshCompletionItem {
 /**
  * The dsh items that still match `typed`, the text from the completion start to the cursor.
  *
- * Variables match on their name (no spaces), sessions on every word typed, files on their name in the
- * folder typed. Other providers' items are dropped: inside a mention the kernel can only offer unrelated names
+ * Cells match on `cell:<id>` and their first line, variables on their name (no spaces), sessions on every word
+ * typed, files on their name in the folder typed. Other providers' items are dropped: inside a mention the kernel can only offer unrelated names
  * (IPython answers a bare `@` with every magic) or the same sessions and files again. Copies are
  * returned so that the completer's in-place label escaping never touches the originals.
  */
@@ -164,7 +165,7 @@ export function filterDshItems(
       if (info.kind === 'session') {
         return !quoted && words.every(word => info.search.includes(word));
       }
-      if (info.kind === 'variable') {
+      if (info.kind === 'variable' || info.kind === 'cell') {
         return !quoted && !spaced && info.search.includes(needle);
       }
       return !spaced && (info.folder ?? '').toLowerCase() === folder && info.search.includes(name);

@@ -20,6 +20,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Panel, Widget } from '@lumino/widgets';
 
 import { DshApiError, fetchCandidates } from './api.js';
+import { cellChoices, cellIdItems, meantItem } from './cells.js';
 import { FILE_LIMIT, SESSION_LIMIT } from './completion.js';
 import { textElement } from './escape.js';
 import { listFileCandidates } from './files.js';
@@ -414,9 +415,14 @@ class NotebookChat extends Widget {
       listFileCandidates(contents, cwd, query, FILE_LIMIT)
     ]);
     const current = this._state?.sessionId ?? null;
+    const notebook = this.notebook.content;
+    const cells = cellChoices(notebook.model?.cells ?? []);
+    const meant = meantItem(cells, notebook.activeCell?.model.id ?? null, null); // the page's selection
     return {
       items: [
+        ...(meant ? [meant] : []),
         ...named.map(variableItem),
+        ...cellIdItems(cells, null),
         ...found.filter(candidate => candidate.sessionId !== current).map(sessionItem),
         ...files.map(fileItem)
       ],

@@ -1,7 +1,8 @@
 /**
  * The chat sidebar's prompt box: editable text where each mention is a chip (`@label`, the URI kept in what
- * is sent), an `@` popup of the notebook's variables, other sessions and files, a model picker, Send and
- * Ctrl/Cmd+Enter. Keys typed here stay here (the notebook's shortcuts never see them).
+ * is sent), an `@` popup of the notebook's cells (`@cell`: the selected one), variables, other sessions and
+ * files, a model picker, Send and Ctrl/Cmd+Enter. Keys typed here stay here (the notebook's shortcuts never
+ * see them).
  */
 
 import { ChipEditor } from './chip_editor.js';
@@ -34,7 +35,7 @@ export class SidebarPrompt {
     this.node.setAttribute('data-lm-suppress-shortcuts', 'true');
     this._editor = new ChipEditor('dsh-sidebar-input', 'Prompt');
     this._input = this._editor.node;
-    this._editor.placeholder = `Ask the agent… (@ mentions a variable, session or file; ${
+    this._editor.placeholder = `Ask the agent… (@ mentions a cell, variable, session or file; ${
       MAC ? '⌘' : 'Ctrl'
     }+Enter sends)`;
     this._popup = document.createElement('ul');

@@ -51,13 +51,15 @@ class FixRequest:
         return f"fixing the last error: {self.exception}{where} (cell {self.cell_id})"
 
 
-_SCHEMES = re.compile(r"dsh-(session|variable):")
+_SCHEMES = re.compile(r"dsh-(session|variable|cell):")
+#: ``@cell``, the notebook's own mention syntax (a ``@cell`` decorator in the failing code must stay code).
+_CELL_WORD = re.compile(r"@(?=cell(?![\w-]))")
 
 
 def defused(text: str) -> str:
-    """``text`` with reference URIs broken by a word joiner, so code that spells one is never read as a mention
-    when the prompt is sent (the words the user adds to ``%dsh fix`` may still mention things)."""
-    return _SCHEMES.sub("dsh-\\1\u2060:", text)
+    """``text`` with reference URIs and ``@cell`` broken by a word joiner, so code that spells one is never read
+    as a mention when the prompt is sent (the words the user adds to ``%dsh fix`` may still mention things)."""
+    return _CELL_WORD.sub("@\u2060", _SCHEMES.sub("dsh-\\1\u2060:", text))
 
 
 def strip_colours(text: str) -> str:

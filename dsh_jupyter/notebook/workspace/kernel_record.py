@@ -358,6 +358,15 @@ class KernelRecord:
             streams = self._local.streams = []
         return streams
 
+    def _main_running(self) -> _Entry | None:
+        """The cell the kernel's main thread runs (the outermost recorded one), if any."""
+        return next((entry for entry in self._main_stack if entry is not None), None)
+
+    def running_cell_id(self) -> str | None:
+        """The id of the cell the kernel's main thread runs now (a ``%%dsh`` cell sending its prompt), or ``None``."""
+        running = self._main_running()
+        return running.id if running is not None else None
+
     def _running(self) -> _Entry | None:
         """The cell running on this thread (the innermost one), if it is recorded."""
         stack = self._stack()
@@ -465,7 +474,7 @@ class KernelRecord:
         shell = self.shell
         if not hasattr(shell, "set_next_input"):
             raise EditsUnsupported(f"this kernel cannot propose new cells; {LIVE_FRONTENDS} can")
-        running = next((entry for entry in self._main_stack if entry is not None), None)
+        running = self._main_running()
         with self._lock:
             if running is not None and self._inserted_for is running:
                 raise EditsUnsupported(
