@@ -212,9 +212,10 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
         mention = format_session_reference_mention("sales-4", "Regional sales Q3")
         assert nb.source(4) == "%%dsh\nAnd compare with " + mention
 
-        # `@cell` comes first in the popup, naming the cell above the prompt by its first line; sent, the
-        # prompt carries that cell (source and outputs) as one more collapsible source.
-        page.keyboard.type(" and @")
+        # `@cell` in the popup names the cell above the prompt by its first line (after the variables and the
+        # sessions, so `@` and Enter still picks those); sent, the prompt carries that cell (source and
+        # outputs) as one more collapsible source.
+        page.keyboard.type(" and @cell")
         first = popup.locator(".jp-Completer-item").first
         expect(first).to_have_class(re.compile(r"jp-DshCompleter-cell"))
         expect(first.locator(".jp-DshCompleter-detail")).to_have_text(

@@ -1,6 +1,6 @@
 /**
- * `@` completion in `%%dsh` cells: `@cell` (the cell above the prompt), the notebook's variables (asked of its
- * kernel, data frames first), its cells by id, then sessions from the dsh server extension, then files of the
+ * `@` completion in `%%dsh` cells: the notebook's variables (asked of its kernel, data frames first), sessions
+ * from the dsh server extension, `@cell` (the cell above the prompt) and the cells by id, then files of the
  * notebook's folder, in JupyterLab's own completer popup.
  *
  * JupyterLab builds the popup from the completer model and renderer of the highest-ranked provider, so
@@ -119,10 +119,10 @@ export class DshCompletionProvider implements ICompletionProvider {
       start: token.start,
       end: token.end,
       items: [
-        ...(meant ? [meant] : []),
         ...variables.map(variableItem),
-        ...cellIdItems(cells, prompt),
         ...others.map(sessionItem),
+        ...(meant ? [meant] : []),
+        ...cellIdItems(cells, prompt),
         ...files.map(fileItem)
       ]
     };

@@ -420,10 +420,10 @@ class NotebookChat extends Widget {
     const meant = meantItem(cells, notebook.activeCell?.model.id ?? null, null); // the page's selection
     return {
       items: [
-        ...(meant ? [meant] : []),
         ...named.map(variableItem),
-        ...cellIdItems(cells, null),
         ...found.filter(candidate => candidate.sessionId !== current).map(sessionItem),
+        ...(meant ? [meant] : []),
+        ...cellIdItems(cells, null),
         ...files.map(fileItem)
       ],
       note
