@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from ..tools.base import ToolRegistry, ToolRegistryError
-from .config import ServerSet, load_servers, read_file
+from .config import UNEXPANDED, ServerSet, load_servers, read_file
 from .connection import McpServerError, ServerConnection
 from .tools import McpTool
 from .trust import ProjectTrust
@@ -107,7 +107,7 @@ class McpClients:
         path, trust = self.settings.project_file, self._trust()
         if path is None or trust is None:
             return ["no project MCP file is read (DshMagics.mcp_project_file is empty): nothing to trust"]
-        found = read_file(path)
+        found = read_file(path, UNEXPANDED)  # the file as the person read it: nothing of the environment
         if not found.fingerprint:
             return [f"there is no readable project MCP file at {path}: nothing to trust"]
         if not found.servers:

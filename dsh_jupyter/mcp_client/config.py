@@ -24,7 +24,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -183,8 +183,9 @@ def parse_servers(document: Any, origin: str, env: Mapping[str, str] | None = No
     return found
 
 
-def read_file(path: Path, env: Mapping[str, str] | None = None) -> ServerSet:
-    """The servers of one JSON file; a missing file holds none, an unreadable one is a problem."""
+def _read_document(path: Path) -> tuple[Any, str] | ServerSet:
+    """One JSON file's document and the fingerprint of its bytes (:func:`~.trust.digest`); or, for a missing
+    file, an empty :class:`ServerSet`, and for an unreadable one, a set holding the problem."""
     try:
         data = path.read_bytes()
         text = data.decode("utf-8")
@@ -193,14 +194,29 @@ def read_file(path: Path, env: Mapping[str, str] | None = None) -> ServerSet:
     except (OSError, UnicodeDecodeError) as exc:
         return ServerSet(problems=[f"could not read the MCP configuration {path}: {exc}"])
     try:
-        document = json.loads(text)
+        return json.loads(text), digest(data)
     except ValueError as exc:
         line = getattr(exc, "lineno", None)
         at = f" at line {line}" if line else ""
         return ServerSet(problems=[f"the MCP configuration {path} is not valid JSON{at} ({exc}); fix the file "
                                    "(the agent runs without its servers until then)"])
-    found = parse_servers(document, str(path), env)
-    found.fingerprint = digest(data)
+
+
+def read_file(path: Path, env: Mapping[str, str] | None = None,
+              trusted: Callable[[str], bool] | None = None) -> ServerSet:
+    """The servers of one JSON file; a missing file holds none, an unreadable one is a problem. With
+    ``trusted`` (asked with the fingerprint of the bytes read), a file it does not trust is read as written
+    (:data:`UNEXPANDED`) and its servers are marked untrusted."""
+    read = _read_document(path)
+    if isinstance(read, ServerSet):
+        return read
+    document, fingerprint = read
+    if trusted is not None and not trusted(fingerprint):
+        found = parse_servers(document, str(path), UNEXPANDED)
+        found.servers = {name: replace(config, trusted=False) for name, config in found.servers.items()}
+    else:
+        found = parse_servers(document, str(path), env)
+    found.fingerprint = fingerprint
     return found
 
 
@@ -215,16 +231,10 @@ def load_servers(user_file: Path | None, project_file: Path | None, setting: Map
     merged = ServerSet()
     sources = [read_file(user_file, env)] if user_file is not None else []
     if project_file is not None:
-        # Read as written first: a file not trusted yet gets nothing of the kernel's environment.
-        project = read_file(project_file, UNEXPANDED)
-        trusted = False
-        if project.servers and trust is not None and trust.trusts(project_file, project.fingerprint):
-            expanded = read_file(project_file, env)
-            trusted = expanded.fingerprint == project.fingerprint  # not changed between the two reads
-            if trusted:
-                project = expanded
-        if project.servers and not trusted:
-            project.servers = {name: replace(config, trusted=False) for name, config in project.servers.items()}
+        # A file not trusted yet is read as written: it gets nothing of the kernel's environment.
+        project = read_file(project_file, env, lambda fingerprint: trust is not None and
+                            trust.trusts(project_file, fingerprint))
+        if any(not config.trusted for config in project.servers.values()):
             project.problems.append(
                 f"{project_file} (a project file, which comes with the folder) defines MCP server(s) "
                 f"{', '.join(sorted(project.servers))}; they start only once you have read the file and run "
