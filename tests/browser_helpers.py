@@ -363,13 +363,17 @@ class JupyterServer:
             time.sleep(0.2)
         raise RuntimeError(f"jupyter {self.app} was not ready after {timeout:.0f} s:\n{self.log_tail()}")
 
+    def shut_down_kernels(self) -> None:
+        """Shut every kernel (and so every notebook session) of the server down through the API."""
+        status, kernels = self.request("GET", "api/kernels", timeout=5)
+        for kernel in kernels if status == 200 and isinstance(kernels, list) else []:
+            self.request("DELETE", f"api/kernels/{kernel['id']}", timeout=10)
+
     def stop(self) -> None:
         """Shut the kernels down through the API, then stop the server by its PID."""
         if self.process.poll() is None:
             with contextlib.suppress(Exception):
-                status, kernels = self.request("GET", "api/kernels", timeout=5)
-                for kernel in kernels if status == 200 and isinstance(kernels, list) else []:
-                    self.request("DELETE", f"api/kernels/{kernel['id']}", timeout=10)
+                self.shut_down_kernels()
             self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=15)

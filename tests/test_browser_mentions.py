@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,10 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
     """Run a turn, complete ``@qua`` to the target session from the popup, run it, inspect the sources."""
     from playwright.sync_api import expect
 
+    if request.node.execution_count > 1:  # a rerun: start again from the seeded folder and a fresh kernel
+        server.shut_down_kernels()
+        shutil.rmtree(root.path / FOLDER)
+        make_root(root.path)
     with watched_page(browser) as (page, watch):
         nb = NotebookPage(page, server, NOTEBOOK).open()
 
