@@ -20,14 +20,14 @@ ANSWERS = 20
 
 CELL = r"""
 import json, threading, time
-from dsh_jupyter.notebook.approval import answer_subshell, route_to_subshell
+from dsh_jupyter.notebook.approval import answer_subshell, pin_replies
 from dsh_jupyter.ui.approval_widget import ApprovalWidget
 
 started = time.monotonic()
 subshell = answer_subshell(get_ipython().kernel)
 created = time.monotonic() - started
 widget = ApprovalWidget()
-route_to_subshell(widget, subshell)
+pin_replies(widget.comm, subshell)
 widget.question = {"callId": "bench"}
 widget.state = "asking"
 seen = []

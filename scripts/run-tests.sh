@@ -8,6 +8,9 @@
 # them in one process). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Bytecode and pytest's rewritten test modules are cached on disk: each of the workers, kernels and servers
+# the suite starts would otherwise compile every module it imports again (some machines set this).
+unset PYTHONDONTWRITEBYTECODE
 bash scripts/venv.sh test,local,postgres,litellm,collab
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then

@@ -26,12 +26,12 @@ SPEC_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "reference"
 #: (``pytest -m unit`` runs without a kernel, server database or browser). Each is declared in pyproject.toml.
 BROWSER_MODULES = ("test_browser_", "test_postgres_browser")
 POSTGRES_FIXTURES = frozenset({"pg_server", "pg_database"})
-KERNEL_FIXTURES = frozenset({"kernel_runner"})
+KERNEL_FIXTURES = frozenset({"kernel_runner", "kernel_client"})
 
 
 def tier(item: pytest.Item) -> str:
     """``browser`` for the browser modules, ``postgres`` for a test that uses the PostgreSQL server, ``kernel``
-    for one that runs notebook cells on a real kernel (``kernel_runner``), ``unit`` for the rest."""
+    for one that runs notebook cells on a real kernel (``kernel_runner``, ``kernel_client``), ``unit`` for the rest."""
     if item.path.name.startswith(BROWSER_MODULES):
         return "browser"
     uses = set(getattr(item, "fixturenames", ()))

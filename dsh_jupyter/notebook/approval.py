@@ -210,10 +210,15 @@ def _create_subshell() -> str:
         client.stop_channels()
 
 
-def route_to_subshell(widget: Any, subshell_id: str | None) -> None:
-    """Have the kernel hand this widget's incoming messages to the answer subshell's thread."""
-    comm = getattr(widget, "comm", None)
-    if comm is not None and subshell_id is not None:
+def pin_replies(comm: Any, subshell_id: str | None) -> None:
+    """Have the kernel hand every message ``comm`` receives to one thread: the subshell ``subshell_id``, or
+    the main shell for ``None``.
+
+    Left alone, ipykernel routes a frontend's message to the subshell the comm last sent from (the parent of
+    whatever thread called ``send``); when that subshell is gone by then, the message is never handled and
+    the frontend waits for an answer that does not come.
+    """
+    if comm is not None:
         comm._reply_subshell_for = lambda data, default: subshell_id
 
 
@@ -237,7 +242,7 @@ class WidgetApprover:
         from ..ui.approval_widget import ApprovalWidget
 
         widget = ApprovalWidget()
-        route_to_subshell(widget, answer_subshell(self.kernel))
+        pin_replies(getattr(widget, "comm", None), answer_subshell(self.kernel))
         return widget
 
     def prepare_cell(self, *, background: bool) -> None:

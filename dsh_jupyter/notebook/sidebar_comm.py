@@ -172,6 +172,8 @@ class SidebarChats:
 
     def opened(self, comm: Any, message: Any) -> None:
         """A sidebar connected: answer its messages on this comm until it closes."""
+        from .approval import pin_replies
+
         def received(msg: Any) -> None:
             content = msg.get("content") if isinstance(msg, dict) else None
             data = content.get("data") if isinstance(content, dict) else None
@@ -186,6 +188,9 @@ class SidebarChats:
                 if comm in self._comms:
                     self._comms.remove(comm)
 
+        # Its requests go to the main shell whichever thread last sent on it (a broadcast from a turn's
+        # thread would otherwise send the next request to that thread's subshell, maybe gone by then).
+        pin_replies(comm, None)
         comm.on_msg(received)
         comm.on_close(closed)
         with self._lock:

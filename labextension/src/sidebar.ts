@@ -39,6 +39,20 @@ const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 /** How long the `@` popup waits for the server's sessions before showing the rest (milliseconds). */
 export const SESSIONS_ANSWER_MS = 3000;
 
+/** ``answer``, or an empty list (after calling ``late``) when it has not come within ``ms`` milliseconds. */
+function answeredWithin<T>(answer: Promise<T[]>, ms: number, late: () => void): Promise<T[]> {
+  return new Promise<T[]>(resolve => {
+    const timer = window.setTimeout(() => {
+      late();
+      resolve([]);
+    }, ms);
+    void answer.then(items => {
+      window.clearTimeout(timer);
+      resolve(items);
+    });
+  });
+}
+
 /** What to run in a kernel that has no dsh extension loaded. */
 export const LOAD_LINE = '%load_ext dsh_jupyter';
 
@@ -399,16 +413,16 @@ class NotebookChat extends Widget {
       note = (await this._serverNote()) ?? `Sessions are unavailable: ${message(error)}`;
       return [];
     });
-    const sessions = Promise.race([
-      fetched,
-      new Promise<[]>(resolve =>
-        window.setTimeout(() => {
-          note = note ?? 'Sessions did not answer in time (the server is busy); type on to ask again.';
-          resolve([]);
-        }, SESSIONS_ANSWER_MS)
-      )
-    ]);
-    const variables = this._connection ? this._connection.variables(query).catch(() => []) : Promise.resolve([]);
+    const sessions = answeredWithin(fetched, SESSIONS_ANSWER_MS, () => {
+      note = note ?? 'Sessions did not answer in time (the server is busy); type on to ask again.';
+    });
+    // The kernel answers on its own thread even while a cell runs; a kernel that is gone or stuck must
+    // not hold the popup either.
+    const variables = this._connection
+      ? answeredWithin(this._connection.variables(query).catch(() => []), SESSIONS_ANSWER_MS, () => {
+          note = note ?? 'The kernel did not list its variables in time; type on to ask again.';
+        })
+      : Promise.resolve([]);
     const [named, found, files] = await Promise.all([
       variables,
       sessions,

@@ -557,16 +557,11 @@ def subshell_route(kernel: Any) -> Callable[[CommLike], None]:
     """Route a comm's incoming messages to the kernel's approval answer subshell (created once)."""
 
     def route(comm: CommLike) -> None:
-        from ..approval import answer_subshell, route_to_subshell
+        from ..approval import answer_subshell, pin_replies
 
-        route_to_subshell(_Owner(comm), answer_subshell(kernel))
+        pin_replies(comm, answer_subshell(kernel))
 
     return route
-
-
-@dataclass
-class _Owner:
-    comm: CommLike
 
 
 class _Host(Protocol):
