@@ -632,8 +632,7 @@ def surface_of(fh: BinaryIO, path: str, state: FoldState, *, want_surface: bool 
         if lazy is not None:
             surface = cast("list[Event]", lazy)  # a read-only Sequence; see STREAM_SURFACE
         else:
-            for entry in entries:
-                surface.append(entry if isinstance(entry, Event) else _decode_at(fh, path, *entry))
+            surface = _decode_entries(fh, path, entries)
     title: dict[str, Any] | None = None
     if want_title and state.title_at is not None:
         event = _decode_at(fh, path, state.title_at, None)
@@ -716,6 +715,45 @@ def _fast_cited(buf: bytes, data_start: int, op_at: int) -> tuple[int, ...] | No
     if _SEQ_LIST.fullmatch(body) is None:
         return None
     return tuple(int(s) for s in body.split(b",")) if body else ()
+
+
+#: Surviving lines closer together than this are read in one ``pread`` (the gap is read and dropped) ...
+READ_GAP = 256 * 1024
+#: ... as long as one read stays within this many bytes (a single longer line is read alone).
+READ_WINDOW = 4 << 20
+
+
+def _decode_entries(fh: BinaryIO, path: str, entries: list[_Entry]) -> list[Event]:
+    """The events of ``entries`` in order: the lines to decode are read in runs of neighbours (one ``pread`` a
+    run of at most :data:`READ_WINDOW` bytes), not one seek and read a line."""
+    try:
+        fd = fh.fileno()
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+        return [entry if isinstance(entry, Event) else _decode_at(fh, path, *entry) for entry in entries]
+    out: list[Event] = []
+    index, count = 0, len(entries)
+    while index < count:
+        entry = entries[index]
+        if isinstance(entry, Event):
+            out.append(entry)
+            index += 1
+            continue
+        first = entry[0][0]
+        stop, last_end = index + 1, first + entry[0][1]
+        while stop < count:
+            after = entries[stop]
+            if isinstance(after, Event):
+                break
+            offset, length, _line = after[0]
+            if offset < last_end or offset - last_end > READ_GAP or offset + length - first > READ_WINDOW:
+                break
+            last_end = offset + length
+            stop += 1
+        block = os.pread(fd, last_end - first, first)
+        for (offset, length, line_no), seq in cast("list[tuple[tuple[int, int, int], int]]", entries[index:stop]):
+            out.append(_decode_line_at(block[offset - first : offset - first + length], path, line_no, seq))
+        index = stop
+    return out
 
 
 def _decode_at(fh: BinaryIO, path: str, where: tuple[int, int, int], seq: int | None) -> Event:
