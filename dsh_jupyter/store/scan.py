@@ -31,7 +31,7 @@ with its ``dt`` list), it checks, without decoding the data:
 
 * the line is newline-terminated and ends with ``}``, and a log-only line (not a surface event) of up
   to 64 KiB is well-formed JSON: checked by :class:`~dsh_jupyter.store.wellformed.WellFormed` without
-  decoding it (a line it cannot vouch for is decoded in full), or by the envelope pattern itself for the
+  decoding it (a line it cannot vouch for is decoded in full), or by the marker pattern itself for the
   small turn and step markers;
 * ``T`` is a known type, and ``seq`` (or ``seq0`` plus the member count taken from ``dt``) continues
   the log;
@@ -94,13 +94,19 @@ MAX_LINE_BYTES = 32 << 20
 PARSE_MAX = 64 * 1024
 
 _INT = rb"(?:0|[1-9][0-9]{0,15})"
-#: The envelope prefix; group 4 is set when the rest of the line is one of the small data objects the turn
-#: and step markers hold (``{"turn":N[,"step":N][,"reason":{"kind":K}]}``): the match itself then proves
-#: the line is JSON, and it need not be checked again.
+#: The envelope prefix (type, seq, time, up to the data).
 _ENVELOPE = re.compile(
     rb'\{"type":"([^"\\]{1,64})","seq":(0|[1-9][0-9]{0,15}),"time":(0|[1-9][0-9]{0,15}),"data":'
-    rb'(?:(\{"turn":' + _INT + rb'(?:,"step":' + _INT + rb')?(?:,"reason":\{"kind":"[a-z_-]{1,32}"\})?\}\})\Z)?'
 )
+#: The rest of a line that holds one of the small data objects of the turn and step markers
+#: (``{"turn":N[,"step":N][,"reason":{"kind":K}]}`` and the envelope's closing brace): a full match proves the
+#: line is JSON, and it need not be checked again. A separate pattern, tried only on a short rest: an optional
+#: tail group on :data:`_ENVELOPE` cost every line (also the long ones) more than the prefix itself.
+_MARKER_DATA = re.compile(
+    rb'\{"turn":' + _INT + rb'(?:,"step":' + _INT + rb')?(?:,"reason":\{"kind":"[a-z_-]{1,32}"\})?\}\}'
+)
+#: The longest rest :data:`_MARKER_DATA` can match (two 16-digit ints and a 32-letter kind, with the keys).
+_MARKER_MAX = 112
 _PACKED = re.compile(
     rb'\{"type":"(?:text-chunks|reasoning-chunks|tool-call-chunks)","seq0":(0|[1-9][0-9]{0,15}),'
     rb'"time0":(?:0|[1-9][0-9]{0,15}),"data":\{"turn":(?:null|[0-9]+),"step":(?:null|[0-9]+),'
@@ -512,11 +518,14 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
         next_seq = resume.next_seq
     lines = iter(_Lines(fh, scanner.committed))
     envelope_match = _ENVELOPE.match
+    marker_match = _MARKER_DATA.fullmatch
+    marker_max = _MARKER_MAX
     packed_match = _PACKED.match
     tail_match = _OP_TAIL.match
     fast_plain = _FAST_PLAIN
     fast_surface = _FAST_SURFACE
     fold_apply = scanner.apply
+    fold_append = scanner.fold.append
     parse_max = PARSE_MAX
     close_brace = _CLOSE_BRACE
     title_b = _TITLE_B
@@ -532,9 +541,11 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
         if size and buf[end - 1] == close_brace:
             match = envelope_match(buf, start, end)
             if match is not None:
-                kind, seq_b, simple = match.group(1, 2, 4)
+                kind, seq_b = match.group(1, 2)
+                data_at = match.end()
                 if (kind in fast_plain and int(seq_b) == next_seq
-                        and (simple is not None or size > parse_max or well_formed(buf[start:end]))):
+                        and ((end - data_at <= marker_max and marker_match(buf, data_at, end) is not None)
+                             or size > parse_max or well_formed(buf[start:end]))):
                     if kind == title_b:
                         title_at = (offset, size, line_no)
                     next_seq += 1
@@ -545,7 +556,7 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
                     tail = tail_match(buf, op_at, end) if op_at > 0 else None
                     if tail is not None and tail.end() == end:
                         if tail.group(1) is None:
-                            fold_apply(next_seq, "append", None)
+                            fold_append(next_seq)
                             locations[next_seq] = (offset, size, line_no)
                             if kind in skip_b:
                                 cited_append = _fast_cited(buf, match.end(3) + _DATA_KEY, op_at)
