@@ -640,10 +640,8 @@ def surface_of(fh: BinaryIO, path: str, state: FoldState, *, want_surface: bool 
         known = decoded or {}
         entries = [skipped.get(seq) or known.get(seq) or (locations[seq], seq) for seq in state.nodes]
         lazy = _LazySurface.open(fh, path, entries) if stream and entries else None
-        if lazy is not None:
-            surface = cast("list[Event]", lazy)  # a read-only Sequence; see STREAM_SURFACE
-        else:
-            surface = _decode_entries(fh, path, entries)
+        # A lazy surface is a read-only Sequence; see STREAM_SURFACE.
+        surface = cast("list[Event]", lazy) if lazy is not None else _decode_entries(fh, path, entries)
     title: dict[str, Any] | None = None
     if want_title and state.title_at is not None:
         event = _decode_at(fh, path, state.title_at, None)
