@@ -747,20 +747,27 @@ def _decode_entries(fh: BinaryIO, path: str, entries: list[_Entry]) -> list[Even
             out.append(entry)
             index += 1
             continue
+        # A run: this line and the next ones to decode that lie close after it. Events kept as they are (data
+        # skipped) may sit in between: their lines are read with the gap and dropped.
         first = entry[0][0]
         stop, last_end = index + 1, first + entry[0][1]
         while stop < count:
             after = entries[stop]
-            if isinstance(after, Event):
-                break
-            offset, length, _line = after[0]
-            if offset < last_end or offset - last_end > READ_GAP or offset + length - first > READ_WINDOW:
-                break
-            last_end = offset + length
+            if not isinstance(after, Event):
+                offset, length, _line = after[0]
+                if offset < last_end or offset - last_end > READ_GAP or offset + length - first > READ_WINDOW:
+                    break
+                last_end = offset + length
             stop += 1
+        while isinstance(entries[stop - 1], Event):  # a run ends on a line it decodes
+            stop -= 1
         block = os.pread(fd, last_end - first, first)
-        for (offset, length, line_no), seq in cast("list[tuple[tuple[int, int, int], int]]", entries[index:stop]):
-            out.append(_decode_line_at(block[offset - first : offset - first + length], path, line_no, seq))
+        for item in entries[index:stop]:
+            if isinstance(item, Event):
+                out.append(item)
+            else:
+                (offset, length, line_no), seq = item
+                out.append(_decode_line_at(block[offset - first : offset - first + length], path, line_no, seq))
         index = stop
     return out
 
