@@ -117,12 +117,12 @@ def line_pass(paths: list[str]) -> None:
 
 def surviving_decode(paths: list[str]) -> Callable[[], None]:
     """Decoding only the lines that survive the fold (found beforehand), each read on its own: what any reader
-    must decode."""
+    must decode. As in prepare(), surviving lines whose data the projection skips (tool results) are not decoded."""
     survivors: list[tuple[str, list[tuple[int, int, int]]]] = []
     for path in paths:
         with open(path, "rb") as fh:
-            state = fold_lines(fh, path)
-        survivors.append((path, [state.locations[seq] for seq in state.nodes]))
+            state = fold_lines(fh, path, skip_data=PROJECTION_SKIPS)
+        survivors.append((path, [state.locations[seq] for seq in state.nodes if seq not in state.skipped]))
 
     def run() -> None:
         for path, where in survivors:

@@ -726,8 +726,9 @@ def _fast_cited(buf: bytes, data_start: int, op_at: int) -> tuple[int, ...] | No
     return tuple(int(s) for s in body.split(b",")) if body else ()
 
 
-#: Surviving lines closer together than this are read in one ``pread`` (the gap is read and dropped) ...
-READ_GAP = 256 * 1024
+#: Surviving lines closer together than this are read in one ``pread`` (the gap is read and dropped: lines
+#: between them, also surviving ones whose data is skipped); about what one more ``pread`` costs in copying ...
+READ_GAP = 16 * 1024
 #: ... as long as one read stays within this many bytes (a single longer line is read alone).
 READ_WINDOW = 4 << 20
 
