@@ -21,7 +21,11 @@ Figures, all in the same run with the page cache warm:
   surviving lines come from the fold cache, but every call projects every message and renders and writes its
   full snapshots again (the baseline, measured in the same run);
 * reads alone: ``catalog.read_surface`` of the three sources with every surface event reached (what a warm
-  prepare() no longer does).
+  prepare() no longer does);
+* two floors for the cold figure, in CPU seconds: the line-pass floor (store/scan.py's block reader finding every
+  line of the three files and doing nothing with them) and the surviving-line decode (decoding only the lines
+  that survive the fold, found beforehand). A cold prepare() must at least find every line and decode the
+  survivors, so their sum is the least a Python reader can cost.
 
 Goals: warm <= 2x ``cat`` and cold <= 4x ``cat`` on both shapes, cold in CPU seconds on both sides (the wall
 time of a cold run on a shared machine measures the other jobs and the disk's queue; it is printed too), with
@@ -31,12 +35,14 @@ the cold surface reads alone (store/scan.py, no cache) beside it.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -47,13 +53,15 @@ from _session_logs import write_session_log  # noqa: E402
 from bench_references import CWD, DATA, SOURCES, big_store  # noqa: E402
 
 from benchmarks._summary import goal  # noqa: E402
+from dsh_jupyter._json import loads  # noqa: E402
 from dsh_jupyter.catalog import Catalog  # noqa: E402
 from dsh_jupyter.query import SessionQuery  # noqa: E402
 from dsh_jupyter.references import ReferenceTarget, SessionReferenceResolver  # noqa: E402
 from dsh_jupyter.references.projection import PROJECTION_SKIPS  # noqa: E402
 from dsh_jupyter.references.reuse import SavedSpills, WarmProjections  # noqa: E402
+from dsh_jupyter.session import events_from_record  # noqa: E402
 from dsh_jupyter.store import JsonlStore  # noqa: E402
-from dsh_jupyter.store.scan import STREAM_SURFACE  # noqa: E402
+from dsh_jupyter.store.scan import STREAM_SURFACE, _Lines, fold_lines  # noqa: E402
 
 REPEATS = 5
 NAME = "bench_foldcache"
@@ -97,6 +105,32 @@ def session_store(size_mb: int) -> JsonlStore:
         write_session_log(path, size_mb=size_mb, session_id=session_id, cwd=CWD, seed=index)
         marker.write_text(version)
     return store
+
+
+def line_pass(paths: list[str]) -> None:
+    """The line-pass floor: every line of every file found (store/scan.py's block reader), nothing done with it."""
+    for path in paths:
+        with open(path, "rb") as fh:
+            for _ in _Lines(fh, 0):
+                pass
+
+
+def surviving_decode(paths: list[str]) -> Callable[[], None]:
+    """Decoding only the lines that survive the fold (found beforehand), each read on its own: what any reader
+    must decode. As in prepare(), surviving lines whose data the projection skips (tool results) are not decoded."""
+    survivors: list[tuple[str, list[tuple[int, int, int]]]] = []
+    for path in paths:
+        with open(path, "rb") as fh:
+            state = fold_lines(fh, path, skip_data=PROJECTION_SKIPS)
+        survivors.append((path, [state.locations[seq] for seq in state.nodes if seq not in state.skipped]))
+
+    def run() -> None:
+        for path, where in survivors:
+            with open(path, "rb") as fh:
+                for offset, length, _line in where:
+                    events_from_record(loads(os.pread(fh.fileno(), length, offset)))
+
+    return run
 
 
 WARM_GOAL = 2.0
@@ -153,10 +187,12 @@ def bench(shape: str, store: JsonlStore) -> bool:
             reads()
             warm_r = timed(reads)
             cold_r = cpu_timed(lambda: [store.read_surface(s, skip_data=skip) for s in SOURCES])
+            floor_c, decode_c = cpu_timed(lambda: line_pass(paths)), cpu_timed(surviving_decode(paths))
         finally:
             catalog.close()
-    cat_m, cold_m, warm_m, rewrite_m, warm_rm, cold_rm, cat_c, cold_c = (
-        statistics.median(t) for t in (cat, cold_t, warm_t, rewrite_t, warm_r, cold_r, cat_cpu, cold_cpu))
+    cat_m, cold_m, warm_m, rewrite_m, warm_rm, cold_rm, cat_c, cold_c, floor_m, decode_m = (
+        statistics.median(t) for t in (cat, cold_t, warm_t, rewrite_t, warm_r, cold_r, cat_cpu, cold_cpu, floor_c,
+                                       decode_c))
     ok = warm_m <= WARM_GOAL * cat_m
     print(f"prepare() through the catalog, {shape}: 3 sources of {', '.join(f'{s:.0f}' for s in sizes)} MB "
           f"(medians of {REPEATS}; {len(spilled)} spilled, {sum(spilled) / 2**20:.1f} MB of full snapshots)")
@@ -170,12 +206,17 @@ def bench(shape: str, store: JsonlStore) -> bool:
           "reached, which a warm prepare() no longer needs)")
     print(f"  cold, CPU seconds             {cold_c:.3f} s  = {cold_c / cat_c:.1f}x cat's {cat_c:.3f} s CPU; the "
           f"surface reads alone {cold_rm:.3f} s ({cold_rm / cat_c:.1f}x)")
+    print(f"  line-pass floor, CPU          {floor_m:.3f} s  = {floor_m / cat_c:.1f}x cat (one pass over every line of "
+          "the 3 files, doing nothing with them)")
+    print(f"  surviving-line decode, CPU    {decode_m:.3f} s  = {decode_m / cat_c:.1f}x cat (decoding only the lines "
+          "that survive, read one by one)")
     goal(NAME, f"warm prepare(), {shape}", f"{warm_m / cat_m:.1f}x cat", f"<= {WARM_GOAL:.0f}x cat",
          f"cat {cat_m:.3f} s, nothing reused {rewrite_m / cat_m:.1f}x", ok)
     # Cold on CPU seconds, both sides (prepare()'s threads and cat's process): the wall time of a cold run on a
     # shared machine measures the neighbours and the disk's queue (printed above).
     cold_ok = goal(NAME, f"cold prepare(), {shape} (CPU)", f"{cold_c / cat_c:.1f}x cat", f"<= {COLD_GOAL:.0f}x cat",
-                   f"cat {cat_c:.3f} s CPU, wall {cold_m / cat_m:.1f}x, surface reads alone {cold_rm / cat_c:.1f}x",
+                   f"cat {cat_c:.3f} s CPU, wall {cold_m / cat_m:.1f}x, surface reads alone {cold_rm / cat_c:.1f}x, "
+                   f"line-pass floor {floor_m / cat_c:.1f}x, surviving decode {decode_m / cat_c:.1f}x",
                    cold_c <= COLD_GOAL * cat_c)
     return ok and cold_ok
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import SessionFormatError
-from .header import is_safe_nonnegative_int
+from .header import is_safe_nonnegative_int, safe_nonnegative_ints
 
 # Event kinds of the format (reference release-candidate baseline plus the later additions we read).
 TURN_START = "turn/start"
@@ -156,9 +156,9 @@ def event_from_json(record: Any) -> Event:
     cited: tuple[int, ...] | None = None
     if "sourceEventSeqs" in record:
         raw = record["sourceEventSeqs"]
-        if not isinstance(raw, list) or not all(is_safe_nonnegative_int(s) for s in raw):
+        cited = safe_nonnegative_ints(raw) if isinstance(raw, list) else None
+        if cited is None:
             raise SessionFormatError("sourceEventSeqs must be a list of seqs")
-        cited = tuple(int(s) for s in raw)
     return Event(kind, int(seq), int(when), record["data"], op, cited, ignorable)
 
 

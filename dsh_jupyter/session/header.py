@@ -53,6 +53,20 @@ def is_safe_nonnegative_int(value: object) -> TypeGuard[int]:
     return False
 
 
+def safe_nonnegative_ints(values: list[Any]) -> tuple[int, ...] | None:
+    """``values`` as a tuple of ints when every item is a JavaScript "non-negative safe integer", else ``None``.
+
+    The same verdict as :func:`is_safe_nonnegative_int` on each item, but a list of plain ints (what our
+    decoder gives for a list of seqs) is checked in C: its item types, then its least and greatest item."""
+    if not values:
+        return ()
+    if set(map(type, values)) == {int} and min(values) >= 0 and max(values) <= _MAX_SAFE_INTEGER:
+        return tuple(values)
+    if all(is_safe_nonnegative_int(v) for v in values):  # floats such as 3.0, from other decoders
+        return tuple(int(v) for v in values)
+    return None
+
+
 def now_ms() -> int:
     """Current time in integer epoch milliseconds (the format's clock)."""
     return time.time_ns() // 1_000_000

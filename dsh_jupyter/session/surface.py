@@ -34,6 +34,10 @@ class SurfaceFold:
     def __contains__(self, seq: object) -> bool:
         return seq in self._nodes
 
+    def append(self, seq: int) -> None:
+        """Apply an ``append`` op (what :meth:`apply` does for one, without the dispatch)."""
+        self._nodes.append(seq)
+
     def shadowed_by(self, op: ReplaceOp) -> list[int]:
         """The seqs a replace op would remove, validating that both ends are current nodes."""
         try:

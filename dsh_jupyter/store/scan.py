@@ -31,7 +31,7 @@ with its ``dt`` list), it checks, without decoding the data:
 
 * the line is newline-terminated and ends with ``}``, and a log-only line (not a surface event) of up
   to 64 KiB is well-formed JSON: checked by :class:`~dsh_jupyter.store.wellformed.WellFormed` without
-  decoding it (a line it cannot vouch for is decoded in full), or by the envelope pattern itself for the
+  decoding it (a line it cannot vouch for is decoded in full), or by the marker pattern itself for the
   small turn and step markers;
 * ``T`` is a known type, and ``seq`` (or ``seq0`` plus the member count taken from ``dt``) continues
   the log;
@@ -94,13 +94,19 @@ MAX_LINE_BYTES = 32 << 20
 PARSE_MAX = 64 * 1024
 
 _INT = rb"(?:0|[1-9][0-9]{0,15})"
-#: The envelope prefix; group 4 is set when the rest of the line is one of the small data objects the turn
-#: and step markers hold (``{"turn":N[,"step":N][,"reason":{"kind":K}]}``): the match itself then proves
-#: the line is JSON, and it need not be checked again.
+#: The envelope prefix (type, seq, time, up to the data).
 _ENVELOPE = re.compile(
     rb'\{"type":"([^"\\]{1,64})","seq":(0|[1-9][0-9]{0,15}),"time":(0|[1-9][0-9]{0,15}),"data":'
-    rb'(?:(\{"turn":' + _INT + rb'(?:,"step":' + _INT + rb')?(?:,"reason":\{"kind":"[a-z_-]{1,32}"\})?\}\})\Z)?'
 )
+#: The rest of a line that holds one of the small data objects of the turn and step markers
+#: (``{"turn":N[,"step":N][,"reason":{"kind":K}]}`` and the envelope's closing brace): a full match proves the
+#: line is JSON, and it need not be checked again. A separate pattern, tried only on a short rest: an optional
+#: tail group on :data:`_ENVELOPE` cost every line (also the long ones) more than the prefix itself.
+_MARKER_DATA = re.compile(
+    rb'\{"turn":' + _INT + rb'(?:,"step":' + _INT + rb')?(?:,"reason":\{"kind":"[a-z_-]{1,32}"\})?\}\}'
+)
+#: The longest rest :data:`_MARKER_DATA` can match (two 16-digit ints and a 32-letter kind, with the keys).
+_MARKER_MAX = 112
 _PACKED = re.compile(
     rb'\{"type":"(?:text-chunks|reasoning-chunks|tool-call-chunks)","seq0":(0|[1-9][0-9]{0,15}),'
     rb'"time0":(?:0|[1-9][0-9]{0,15}),"data":\{"turn":(?:null|[0-9]+),"step":(?:null|[0-9]+),'
@@ -512,11 +518,14 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
         next_seq = resume.next_seq
     lines = iter(_Lines(fh, scanner.committed))
     envelope_match = _ENVELOPE.match
+    marker_match = _MARKER_DATA.fullmatch
+    marker_max = _MARKER_MAX
     packed_match = _PACKED.match
     tail_match = _OP_TAIL.match
     fast_plain = _FAST_PLAIN
     fast_surface = _FAST_SURFACE
     fold_apply = scanner.apply
+    fold_append = scanner.fold.append
     parse_max = PARSE_MAX
     close_brace = _CLOSE_BRACE
     title_b = _TITLE_B
@@ -532,9 +541,11 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
         if size and buf[end - 1] == close_brace:
             match = envelope_match(buf, start, end)
             if match is not None:
-                kind, seq_b, simple = match.group(1, 2, 4)
+                kind, seq_b = match.group(1, 2)
+                data_at = match.end()
                 if (kind in fast_plain and int(seq_b) == next_seq
-                        and (simple is not None or size > parse_max or well_formed(buf[start:end]))):
+                        and ((end - data_at <= marker_max and marker_match(buf, data_at, end) is not None)
+                             or size > parse_max or well_formed(buf[start:end]))):
                     if kind == title_b:
                         title_at = (offset, size, line_no)
                     next_seq += 1
@@ -545,7 +556,7 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
                     tail = tail_match(buf, op_at, end) if op_at > 0 else None
                     if tail is not None and tail.end() == end:
                         if tail.group(1) is None:
-                            fold_apply(next_seq, "append", None)
+                            fold_append(next_seq)
                             locations[next_seq] = (offset, size, line_no)
                             if kind in skip_b:
                                 cited_append = _fast_cited(buf, match.end(3) + _DATA_KEY, op_at)
@@ -629,11 +640,8 @@ def surface_of(fh: BinaryIO, path: str, state: FoldState, *, want_surface: bool 
         known = decoded or {}
         entries = [skipped.get(seq) or known.get(seq) or (locations[seq], seq) for seq in state.nodes]
         lazy = _LazySurface.open(fh, path, entries) if stream and entries else None
-        if lazy is not None:
-            surface = cast("list[Event]", lazy)  # a read-only Sequence; see STREAM_SURFACE
-        else:
-            for entry in entries:
-                surface.append(entry if isinstance(entry, Event) else _decode_at(fh, path, *entry))
+        # A lazy surface is a read-only Sequence; see STREAM_SURFACE.
+        surface = cast("list[Event]", lazy) if lazy is not None else _decode_entries(fh, path, entries)
     title: dict[str, Any] | None = None
     if want_title and state.title_at is not None:
         event = _decode_at(fh, path, state.title_at, None)
@@ -716,6 +724,53 @@ def _fast_cited(buf: bytes, data_start: int, op_at: int) -> tuple[int, ...] | No
     if _SEQ_LIST.fullmatch(body) is None:
         return None
     return tuple(int(s) for s in body.split(b",")) if body else ()
+
+
+#: Surviving lines closer together than this are read in one ``pread`` (the gap is read and dropped: lines
+#: between them, also surviving ones whose data is skipped); about what one more ``pread`` costs in copying ...
+READ_GAP = 16 * 1024
+#: ... as long as one read stays within this many bytes (a single longer line is read alone).
+READ_WINDOW = 4 << 20
+
+
+def _decode_entries(fh: BinaryIO, path: str, entries: list[_Entry]) -> list[Event]:
+    """The events of ``entries`` in order: the lines to decode are read in runs of neighbours (one ``pread`` a
+    run of at most :data:`READ_WINDOW` bytes), not one seek and read a line."""
+    try:
+        fd = fh.fileno()
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+        return [entry if isinstance(entry, Event) else _decode_at(fh, path, *entry) for entry in entries]
+    out: list[Event] = []
+    index, count = 0, len(entries)
+    while index < count:
+        entry = entries[index]
+        if isinstance(entry, Event):
+            out.append(entry)
+            index += 1
+            continue
+        # A run: this line and the next ones to decode that lie close after it. Events kept as they are (data
+        # skipped) may sit in between: their lines are read with the gap and dropped.
+        first = entry[0][0]
+        stop, last_end = index + 1, first + entry[0][1]
+        while stop < count:
+            after = entries[stop]
+            if not isinstance(after, Event):
+                offset, length, _line = after[0]
+                if offset < last_end or offset - last_end > READ_GAP or offset + length - first > READ_WINDOW:
+                    break
+                last_end = offset + length
+            stop += 1
+        while isinstance(entries[stop - 1], Event):  # a run ends on a line it decodes
+            stop -= 1
+        block = os.pread(fd, last_end - first, first)
+        for item in entries[index:stop]:
+            if isinstance(item, Event):
+                out.append(item)
+            else:
+                (offset, length, line_no), seq = item
+                out.append(_decode_line_at(block[offset - first : offset - first + length], path, line_no, seq))
+        index = stop
+    return out
 
 
 def _decode_at(fh: BinaryIO, path: str, where: tuple[int, int, int], seq: int | None) -> Event:
