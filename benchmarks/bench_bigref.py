@@ -44,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from benchmarks._summary import goal  # noqa: E402
 from dsh_jupyter.query import SessionQuery  # noqa: E402
 from dsh_jupyter.references import ReferenceTarget, SessionReferenceResolver  # noqa: E402
 from dsh_jupyter.references.budget import DEFAULT_MAX_REFERENCE_BYTES  # noqa: E402
@@ -215,6 +216,8 @@ def bench(kind: str, size_mb: int, old: bool, tree: Path | None) -> bool:
     if not ours["exact_peak"]:
         print("  (peak counter could not be reset: growth includes the interpreter's start-up peak)")
     verdict = "met" if ok else "NOT met"
+    why = ""
+    baseline = f"cat {cat:.2f} s"
     if kind == "message":
         decode = measure("decode", store, session_id)
         print(_line("decode only", decode))
@@ -229,10 +232,15 @@ def bench(kind: str, size_mb: int, old: bool, tree: Path | None) -> bool:
                        f"as a Python str, 4 bytes a code point once it holds an astral character); ours is "
                        f"{above:.0f} MB above that (goal <= {GOAL_ABOVE_DECODE_MB} MB: met) and under half the "
                        "reference's peak (met)")
+            why = verdict
         elif not below_reference:
             ok, verdict = False, "NOT met (peak not under half the reference's)"
+        baseline = (f"decoding the line alone {decode['growth'] / 2**20:.0f} MB; reference harness "
+                    f"{REFERENCE_PEAK_MIB} MiB peak; ours {ours['peak'] / 2**20:.0f} MiB peak")
     print(f"  goals: peak RSS growth <= {GOAL_GROWTH_MB} MB, spill <= {cap / 2**20:.2f} MB: {verdict}")
-    return ok
+    subject = f"{log_mb:.0f} MB chat session" if kind == "chat" else f"one {log_mb:.0f} MB message"
+    return goal("bench_bigref", f"prepare() of {subject}: peak RSS growth (spill <= cap)",
+                f"{growth_mb:.1f} MB", f"<= {GOAL_GROWTH_MB} MB", baseline, ok, why=why)
 
 
 def main() -> int:
