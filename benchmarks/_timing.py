@@ -20,3 +20,17 @@ def best(fn: Callable[[], object], number: int, repeat: int = 5) -> float:
 def row(name: str, value: str, goal: str = "", verdict: str = "") -> None:
     """One figure: what, the measured value, the goal and whether it was met."""
     print(f"  {name:<52} {value:>14}  {goal:<22} {verdict}")
+
+
+def child_seconds(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Run ``argv`` to its end (output discarded); returns its (wall, CPU) seconds, CPU being user + system time
+    of the child as the kernel accounts it (what a loaded machine's other processes do not inflate)."""
+    import resource
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
