@@ -49,10 +49,10 @@ from pathlib import Path
 from typing import Any
 
 from ..conversation.spend import Spend
+from ..home import resolve_dsh_home
 from ..session import SessionNotFoundError
 from ..store.jsonl import JsonlStore
 from ..store.paths import session_folder_name
-from ..tools.home import resolve_dsh_home
 from .bodies import BODY_CAP, fts_query, texts_match
 from .connection import Connections
 from .entries import LOG_NAME, CatalogEntry
