@@ -6,8 +6,12 @@ Run from the repository root::
 
 The command line answers ``--help``, ``--version`` and usage errors after building its argparse tree only:
 the catalog, the stores and the readers are imported once a command runs. Goals: ``--help`` and
-``--version`` in under 0.15 s of wall time each (best of 7 fresh interpreters) and at most 0.1 s above
+``--version`` in under 0.15 s of CPU time each (best of 7 fresh interpreters) and at most 0.1 s of CPU above
 ``python -c pass`` measured in the same run; neither loads the catalog or the store modules.
+
+The goals are stated in CPU time (user + system of the child process), not wall time: on the 2-core
+machine the benchmarks share with test runs, the wall time of a 100 ms process swings by 2-3x with the
+load, while its CPU time is what our code costs. The wall times are printed beside them.
 """
 
 from __future__ import annotations
@@ -15,16 +19,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks._timing import row  # noqa: E402
+from benchmarks._summary import goal  # noqa: E402
+from benchmarks._timing import child_seconds  # noqa: E402
 
-WALL_GOAL_S = 0.15
+NAME = "bench_cli_start"
+CPU_GOAL_S = 0.15
 ABOVE_PYTHON_GOAL_S = 0.1
 RUNS = 7
 _LOADED = ("import runpy, sys; sys.argv = ['dsh-jupyter', {arg!r}]\n"
@@ -33,33 +38,29 @@ _LOADED = ("import runpy, sys; sys.argv = ['dsh-jupyter', {arg!r}]\n"
            "'dsh_jupyter.store')))), file=sys.stderr)")
 
 
-def _best(argv: list[str], env: dict[str, str]) -> float:
-    fastest = float("inf")
-    for _ in range(RUNS):
-        started = time.perf_counter()
-        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        fastest = min(fastest, time.perf_counter() - started)
-    return fastest
+def _best(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """The least wall and the least CPU seconds over ``RUNS`` fresh processes."""
+    runs = [child_seconds(argv, env) for _ in range(RUNS)]
+    return min(w for w, _ in runs), min(c for _, c in runs)
 
 
 def main() -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    bare = _best([sys.executable, "-c", "pass"], env)
-    print("dsh-jupyter start-up (best of 7 fresh interpreters):")
-    row("python -c pass (baseline)", f"{bare * 1000:.0f} ms")
-    missed = 0
+    bare_wall, bare = _best([sys.executable, "-c", "pass"], env)
+    print(f"dsh-jupyter start-up (best of {RUNS} fresh interpreters; python -c pass: CPU {bare * 1000:.0f} ms, "
+          f"wall {bare_wall * 1000:.0f} ms):")
+    ok = True
     for arg in ("--help", "--version"):
-        took = _best([sys.executable, "-m", "dsh_jupyter.cli", arg], env)
-        ok = took <= WALL_GOAL_S and took - bare <= ABOVE_PYTHON_GOAL_S
-        missed += not ok
-        row(f"python -m dsh_jupyter.cli {arg}", f"{took * 1000:.0f} ms",
-            f"< {WALL_GOAL_S * 1000:.0f} ms, +{ABOVE_PYTHON_GOAL_S * 1000:.0f} ms", "ok" if ok else "MISSED")
+        wall, cpu = _best([sys.executable, "-m", "dsh_jupyter.cli", arg], env)
+        ok &= goal(NAME, f"dsh-jupyter {arg}, CPU", f"{cpu * 1000:.0f} ms", f"<= {CPU_GOAL_S * 1000:.0f} ms",
+                   f"wall {wall * 1000:.0f} ms", cpu <= CPU_GOAL_S)
+        ok &= goal(NAME, f"dsh-jupyter {arg}, CPU above python -c pass", f"+{(cpu - bare) * 1000:.0f} ms",
+                   f"<= +{ABOVE_PYTHON_GOAL_S * 1000:.0f} ms", f"python -c pass {bare * 1000:.0f} ms",
+                   cpu - bare <= ABOVE_PYTHON_GOAL_S)
         loaded = subprocess.run([sys.executable, "-c", _LOADED.format(arg=arg)], env=env, capture_output=True,
                                 text=True, check=True).stderr.strip()
-        missed += bool(loaded)
-        row(f"  catalog/store modules loaded by {arg}", str(len(loaded.split())), "0", "ok" if not loaded else
-            f"MISSED ({loaded})")
-    return 1 if missed else 0
+        ok &= goal(NAME, f"catalog/store modules loaded by {arg}", loaded or "0", "0", "-", not loaded)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -15,6 +15,11 @@ Half the transcripts are Claude Code sessions (``projects/<key>/<uuid>.jsonl``),
 
 Goal: the warm listing at most 2× the first-line baseline. Data is generated once under
 ``benchmarks/.data/`` (git-ignored) and reused.
+
+The goal's two figures are CPU time of this process (``time.process_time``: user + system, so the stats
+and reads count), best of 3, the wall times printed beside them. Measured once each on the wall clock, on the
+shared 2-core machine, the warm listing read 3.9× a baseline taken a second earlier in one run and 1.4× in
+another: the ratio measured the neighbours.
 """
 
 from __future__ import annotations
@@ -107,6 +112,16 @@ def timed(action: Callable[[], object]) -> tuple[float, object]:
     return time.perf_counter() - started, result
 
 
+def cpu_best(action: Callable[[], object], runs: int = 3) -> tuple[float, float]:
+    """The least CPU and the least wall seconds of ``runs`` calls of ``action``."""
+    cpu = wall = float("inf")
+    for _ in range(runs):
+        started, c0 = time.perf_counter(), time.process_time()
+        action()
+        cpu, wall = min(cpu, time.process_time() - c0), min(wall, time.perf_counter() - started)
+    return cpu, wall
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transcripts", type=int, default=10_000)
@@ -148,12 +163,14 @@ def main() -> int:
     print(f"warm listing (saved index)         : {warm * 1000:8.1f} ms  ({warm / baseline:.1f}× baseline)")
     print(f"warm listing (in memory)           : {in_memory * 1000:8.1f} ms  ({in_memory / baseline:.1f}× baseline)")
     print(f"after one transcript grew          : {appended * 1000:8.1f} ms")
-    ok = warm <= GOAL_WARM_RATIO * baseline
-    print(f"goal: warm ≤ {GOAL_WARM_RATIO}× baseline: {'met' if ok else 'NOT met'}")
     from benchmarks._summary import goal
 
-    goal("bench_foreign", "warm listing of other tools' transcripts", f"{warm * 1000:.1f} ms",
-         f"<= {GOAL_WARM_RATIO}x baseline", f"first line of every file {baseline * 1000:.1f} ms", ok)
+    base_cpu, base_wall = cpu_best(first_lines)
+    warm_cpu, warm_wall = cpu_best(lambda: ForeignSessions(sources, index_path=index).headers())
+    ok = goal("bench_foreign", "warm listing of other tools' transcripts, CPU",
+              f"{warm_cpu * 1000:.1f} ms ({warm_cpu / base_cpu:.1f}x)", f"<= {GOAL_WARM_RATIO}x baseline",
+              f"first line of every file {base_cpu * 1000:.1f} ms CPU; wall {warm_wall * 1000:.0f} vs "
+              f"{base_wall * 1000:.0f} ms", warm_cpu <= GOAL_WARM_RATIO * base_cpu)
     os.unlink(index)
     return 0 if ok else 1
 

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks._summary import goal  # noqa: E402
 from dsh_jupyter.images import PreparedImage, prepare  # noqa: E402
 
 GOALS_S = {"640×480 plot": 0.1, "2400×1600 plot": 0.6, "1600×1200 photo": 0.6}
@@ -60,7 +61,7 @@ def _photo() -> bytes:
 def main() -> int:
     inputs = {"640×480 plot": _plot(6.4, 4.8, 100), "2400×1600 plot": _plot(12, 8, 200), "1600×1200 photo": _photo()}
     prepare("image/png", inputs["640×480 plot"])  # import Pillow's plugins once
-    missed = 0
+    ok = True
     print("prepare(): best of 5")
     for name, data in inputs.items():
         best = float("inf")
@@ -70,12 +71,11 @@ def main() -> int:
             result = prepare("image/png", data)
             best = min(best, time.perf_counter() - started)
         assert isinstance(result, PreparedImage)
-        ok = best <= GOALS_S[name]
-        missed += not ok
-        print(f"  {name:<18} {best * 1000:7.1f} ms  goal <= {GOALS_S[name] * 1000:.0f} ms  {'OK' if ok else 'MISSED'}"
-              f"   {len(data):>9,} B in -> {result.mime} {result.width}×{result.height} {len(result.data):>8,} B")
-    return 1 if missed else 0
-
+        ok &= goal("bench_images", f"prepare() of a {name}", f"{best * 1000:.1f} ms",
+                   f"<= {GOALS_S[name] * 1000:.0f} ms",
+                   f"{len(data):,} B PNG in, {result.mime} {result.width}×{result.height} {len(result.data):,} B out",
+                   best <= GOALS_S[name])
+    return 0 if ok else 1
 
 if __name__ == "__main__":
     sys.exit(main())

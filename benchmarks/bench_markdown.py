@@ -9,7 +9,12 @@ A streaming answer is re-rendered on every display update (up to 20 a second, ``
 render of the same text (the baseline: what parsing alone costs), and one streaming update (the answer
 grown by a few words, ``partial=True``: only its last block is rendered again) beside a whole render of
 that update (what an update would cost without the block cache), for the cell output and the chat
-panel's tree. Goal: a streaming update well under the 50 ms between two updates.
+panel's tree. Goal: a streaming update well under the 50 ms between two updates (≤ 30 ms), a whole render
+≤ 1 s.
+
+Every figure is CPU time of this process (``time.process_time``): a render is pure Python on one thread, and
+on the shared 2-core machine its wall time swings with whatever else runs (a wall-clock run missed the 30 ms
+goal under load while the same code's CPU time stayed far below it).
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks._summary import goal  # noqa: E402
 from dsh_jupyter.ui.markdown import markdown_html, markdown_tree  # noqa: E402
+
+NAME = "bench_markdown"
 
 #: Per figure: the goal in milliseconds.
 GOALS_MS = {"whole render": 1000.0, "streaming update": 30.0, "streaming update (chat tree)": 30.0}
@@ -43,12 +51,12 @@ def answer(size: int) -> str:
 
 
 def best(run: Callable[[int], object], repeat: int = 5) -> float:
-    """The fastest of ``repeat`` runs, in ms (each run gets its number, to make its text new to every cache)."""
+    """The fastest of ``repeat`` runs, in CPU ms (each run gets its number, to make its text new to every cache)."""
     fastest = float("inf")
     for number in range(repeat):
-        started = time.perf_counter()
+        started = time.process_time()
         run(number)
-        fastest = min(fastest, time.perf_counter() - started)
+        fastest = min(fastest, time.process_time() - started)
     return fastest * 1000
 
 
@@ -70,15 +78,12 @@ def main() -> int:
         "streaming update (chat tree)": (best(lambda n: markdown_tree(grown(30 + n), partial=True)),
                                          best(lambda n: markdown_tree(grown(40 + n)), 3), "whole tree of the update"),
     }
-    missed = 0
-    print(f"a {len(text):,}-character answer; best of several runs")
-    for name, (ms, baseline, what) in figures.items():
-        ok = ms <= GOALS_MS[name]
-        missed += not ok
-        print(f"  {name:<30} {ms:8.1f} ms  goal <= {GOALS_MS[name]:.0f} ms  {'OK' if ok else 'MISSED'}"
-              f"   baseline ({what}) {baseline:8.1f} ms  ratio {ms / baseline:5.2f}")
-    return 1 if missed else 0
-
+    ok = True
+    print(f"a {len(text):,}-character answer; best of several runs, CPU time")
+    for name, (took, baseline, what) in figures.items():
+        ok &= goal(NAME, f"{name}, CPU", f"{took:.1f} ms", f"<= {GOALS_MS[name]:.0f} ms",
+                   f"{what} {baseline:.1f} ms (ratio {took / baseline:.2f})", took <= GOALS_MS[name])
+    return 0 if ok else 1
 
 if __name__ == "__main__":
     sys.exit(main())

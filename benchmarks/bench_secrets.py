@@ -20,10 +20,12 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks._summary import goal  # noqa: E402
 from benchmarks._timing import best, row  # noqa: E402
 from dsh_jupyter._json import dumpb  # noqa: E402
 from dsh_jupyter.secrets import SecretMasker  # noqa: E402
 
+NAME = "bench_secrets"
 LINE_GOAL_US = 10.0
 TOOL_GOAL_MS = 1.0
 LONG_LINE_GOAL_S = 1.0
@@ -59,26 +61,25 @@ def main() -> int:
     for count in (0, 4, 20):
         masker = _process_masker(count)
         cost = best(lambda m=masker: m.mask_encoded(event, dumpb), 20_000) - plain  # type: ignore[misc]
-        ok = count > 4 or cost * 1e6 <= LINE_GOAL_US
-        missed += not ok
-        row(f"masking added, {count} secrets set", f"{cost * 1e6:.2f} µs",
-             f"goal <= {LINE_GOAL_US:g} µs" if count <= 4 else "(no goal)", "OK" if ok else "MISSED")
+        if count > 4:
+            row(f"masking added, {count} secrets set", f"{cost * 1e6:.2f} µs", "(no goal)")
+            continue
+        missed += not goal(NAME, f"masking added per log line, {count} secrets set", f"{cost * 1e6:.2f} µs",
+                           f"<= {LINE_GOAL_US:g} µs", f"encode only {plain * 1e6:.2f} µs", cost * 1e6 <= LINE_GOAL_US)
 
     print("per tool result (20 KB of `env`-like output, 4 secrets, one of them present)")
     masker = SecretMasker(_env(4))
     output = ("NAME=value-" + "x" * 30 + "\n") * 450 + "SERVICE_1_TOKEN=tok-0001-abcdefghijklmnop\n"
     cost = best(lambda: masker.mask_text(output), 500)
-    ok = cost * 1e3 <= TOOL_GOAL_MS
-    missed += not ok
-    row("mask_text", f"{cost * 1e3:.3f} ms", f"goal <= {TOOL_GOAL_MS:g} ms", "OK" if ok else "MISSED")
+    missed += not goal(NAME, "mask_text of a 20 KB tool result", f"{cost * 1e3:.3f} ms", f"<= {TOOL_GOAL_MS:g} ms",
+                       "-", cost * 1e3 <= TOOL_GOAL_MS)
 
     print("one 50 MB line with URLs in it (4 secrets)")
     long_text = ("see https://example.com/docs and " + "a" * 1000 + " ") * 48_000
     long_event = {"type": "user/message", "data": {"text": long_text}}
     cost = best(lambda: masker.mask_encoded(long_event, dumpb), 1, repeat=2)
-    ok = cost <= LONG_LINE_GOAL_S
-    missed += not ok
-    row("mask_encoded, nothing to mask", f"{cost:.3f} s", f"goal <= {LONG_LINE_GOAL_S:g} s", "OK" if ok else "MISSED")
+    missed += not goal(NAME, "mask_encoded of a 50 MB line, nothing to mask", f"{cost:.3f} s",
+                       f"<= {LONG_LINE_GOAL_S:g} s", "-", cost <= LONG_LINE_GOAL_S)
     dirty = {"type": "user/message", "data": {"text": long_text + " postgres://admin:s3cret-pw@db/x"}}
     cost = best(lambda: masker.mask_encoded(dirty, dumpb), 1, repeat=2)
     row("mask_encoded, one secret at the end", f"{cost:.3f} s", "(no goal)")
@@ -115,10 +116,8 @@ def _stream_section() -> int:
         base = best(plain, 1, repeat=3)
         cost = best(masked, 1, repeat=3)
     rate = total / cost
-    ok = rate >= STREAM_GOAL_MB_S
-    row("baseline: plain file writes", f"{total / base:.0f} MB/s")
-    row("masked OutputFile", f"{rate:.0f} MB/s", f"goal >= {STREAM_GOAL_MB_S:g} MB/s",
-         ("OK" if ok else "MISSED") + f" ({cost / base:.1f}x the baseline)")
+    ok = goal(NAME, "masked OutputFile, streamed", f"{rate:.0f} MB/s", f">= {STREAM_GOAL_MB_S:g} MB/s",
+              f"plain file writes {total / base:.0f} MB/s ({cost / base:.1f}x)", rate >= STREAM_GOAL_MB_S)
     return 0 if ok else 1
 
 

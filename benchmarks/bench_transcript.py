@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from _timing import best, row  # noqa: E402
-
+from benchmarks._summary import goal  # noqa: E402
+from benchmarks._timing import best  # noqa: E402
 from dsh_jupyter.agent import events as ev  # noqa: E402
 from dsh_jupyter.agent.transcript_feed import apply_event  # noqa: E402
 from dsh_jupyter.conversation.fold import Transcript  # noqa: E402
@@ -100,16 +100,12 @@ def main() -> int:
     print(f"Transcript fold: {len(live):,} live agent events ({TURNS} turns), {len(stored):,} stored events")
     per_event = best(fold_live, 1, 3) / len(live) * 1e6
     baseline = best(dispatch_live, 1, 3) / len(live) * 1e6
-    live_met = per_event <= GOAL_US
-    row("live fold (cell, chat panel), per event", f"{per_event:.2f} µs", f"goal ≤ {GOAL_US:.0f} µs",
-        "met" if live_met else "MISSED")
-    row("  baseline: the events dispatched on their type", f"{baseline:.2f} µs")
+    live_met = goal("bench_transcript", "live fold (cell, chat panel), per event", f"{per_event:.2f} µs",
+                    f"<= {GOAL_US:.0f} µs", f"dispatch on type {baseline:.2f} µs", per_event <= GOAL_US)
     per_event = best(fold_log, 1, 3) / len(stored) * 1e6
     baseline = best(read_log, 1, 3) / len(stored) * 1e6
-    log_met = per_event <= 2 * baseline
-    row("log fold (exports, streamed), per event", f"{per_event:.2f} µs", "goal ≤ 2 × the baseline",
-        "met" if log_met else "MISSED")
-    row("  baseline: the events decoded from JSON", f"{baseline:.2f} µs")
+    log_met = goal("bench_transcript", "log fold (exports, streamed), per event", f"{per_event:.2f} µs",
+                   "<= 2x baseline", f"JSON decode {baseline:.2f} µs", per_event <= 2 * baseline)
     return 0 if live_met and log_met else 1
 
 

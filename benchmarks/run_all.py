@@ -7,8 +7,8 @@
 Each benchmark prints its figures with their goals and baselines and exits non-zero when it misses one.
 Figures reported through :func:`benchmarks._summary.goal` go into the table at the end (name, figure, goal,
 baseline, ok); a benchmark that reports none gets one row with its exit status. The exit status is 1 when any
-benchmark missed a goal or failed. Generated data lives in benchmarks/.data/ (git-ignored) and is reused by
-later runs.
+benchmark exited non-zero or reported a missed figure (even if it exited 0). Generated data lives in
+benchmarks/.data/ (git-ignored) and is reused by later runs.
 """
 
 from __future__ import annotations
@@ -44,6 +44,17 @@ def table(rows: list[Figure]) -> str:
     return "\n".join(lines)
 
 
+def outcome(stem: str, code: int, figures: list[Figure]) -> tuple[list[Figure], bool]:
+    """A benchmark's rows for the table and whether it passed: it exited 0 and missed no figure it reported.
+
+    A benchmark that reported no figure, or crashed with every reported figure met, gets one more row with its
+    exit status (a benchmark that skips, e.g. without PostgreSQL, exits 0 and reports nothing)."""
+    rows = list(figures)
+    if not rows or (code and all(f.ok for f in rows)):
+        rows.append(Figure(stem, "(no figure reported, see its output)", f"exit {code}", "exit 0", "-", code == 0))
+    return rows, code == 0 and all(f.ok for f in rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     write = "--write" in args
@@ -67,13 +78,9 @@ def main(argv: list[str] | None = None) -> int:
                                     env={**os.environ, RESULTS_ENV: str(results)})
             took = time.monotonic() - started
             print(f"######## {name} took {took:.0f} s (exit {result.returncode})", flush=True)
-            figures = read(results)
-            if result.returncode:
+            figures, ok = outcome(path.stem, result.returncode, read(results))
+            if not ok:
                 failed.append(name)
-            if not figures or (result.returncode and all(f.ok for f in figures)):
-                status = "exit 0" if result.returncode == 0 else f"exit {result.returncode}"
-                figures.append(Figure(path.stem, "(its own goals, see its output)", status, "exit 0", "-",
-                                      result.returncode == 0))
             summary.extend(figures)
     print("\n######## summary\n")
     print(table(summary))

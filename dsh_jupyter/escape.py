@@ -106,18 +106,20 @@ _HIDDEN = re.compile(f"[{_class(HIDDEN_RANGES)}]")
 _NOT_LETTERS = re.compile(f"[{_NOT_LETTER}{_class(HIDDEN_RANGES)}]")
 
 
-def _marked(text: str, at: int) -> bool:
-    """Whether the hidden character at ``at`` is marked: always, except a joiner between two letters."""
-    if text[at] not in _JOINERS:
-        return True
-    return at == 0 or at + 1 == len(text) or bool(_NOT_LETTERS.match(text[at - 1]) or _NOT_LETTERS.match(text[at + 1]))
-
-
 def _hidden(text: str) -> list[tuple[int, str]]:
-    """Each marked hidden character of ``text`` as ``(index, character)``, in order."""
+    """Each marked hidden character of ``text`` as ``(index, character)``, in order: every one, except a joiner
+    between two letters (its neighbours are matched in place, without slicing them out)."""
     if text.isascii():
         return []
-    return [(m.start(), m.group(0)) for m in _HIDDEN.finditer(text) if _marked(text, m.start())]
+    last = len(text) - 1
+    not_letter = _NOT_LETTERS.match
+    found: list[tuple[int, str]] = []
+    for match in _HIDDEN.finditer(text):
+        at, char = match.start(), match.group()
+        if char in _JOINERS and 0 < at < last and not not_letter(text, at - 1) and not not_letter(text, at + 1):
+            continue
+        found.append((at, char))
+    return found
 
 
 HiddenNoun = Literal["command", "code", "edit", "text"]

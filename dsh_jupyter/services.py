@@ -373,7 +373,7 @@ class Services:
             return self._env
 
     def dsh_home(self) -> str:
-        from .tools.home import resolve_dsh_home
+        from .home import resolve_dsh_home
 
         return str(resolve_dsh_home(self._settings.dsh_home or None))
 

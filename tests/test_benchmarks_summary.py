@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,77 @@ def test_every_benchmark_is_listed_and_an_unknown_one_fails_the_run(tmp_path: Pa
                           capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
     assert done.returncode == 1
     assert "no benchmark bench_no_such_thing.py" in done.stderr and "failed: bench_no_such_thing.py" in done.stdout
+
+
+#: Benchmarks that may still report without ``_summary.goal`` for now. They belong to another piece of work
+#: (issue 23's reference and store figures) that is rewriting them in parallel; remove each once it reports.
+NOT_YET_REPORTING = {"bench_bigref.py", "bench_foldcache.py", "bench_references.py", "bench_store.py"}
+
+
+def _calls_summary_goal(source: str) -> bool:
+    """Whether a module imports ``goal`` from ``benchmarks._summary`` (anywhere) and calls it."""
+    tree = ast.parse(source)
+    imported = any(isinstance(node, ast.ImportFrom) and node.module == "benchmarks._summary"
+                   and any(alias.name == "goal" and alias.asname is None for alias in node.names)
+                   for node in ast.walk(tree))
+    called = any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "goal"
+                 for node in ast.walk(tree))
+    return imported and called
+
+
+@pytest.mark.parametrize("name", sorted(set(run_all.BENCHMARKS) - NOT_YET_REPORTING))
+def test_every_listed_benchmark_reports_its_figures_through_summary_goal(name: str) -> None:
+    source = (ROOT / "benchmarks" / name).read_text(encoding="utf-8")
+    assert _calls_summary_goal(source), f"{name} prints its goals without benchmarks._summary.goal"
+
+
+def test_the_static_check_tells_a_reporting_module_from_one_that_only_prints() -> None:
+    assert _calls_summary_goal("def main():\n    from benchmarks._summary import goal\n"
+                               "    goal('b', 'n', '1', '2', '-', True)\n")
+    assert not _calls_summary_goal("from benchmarks._summary import goal\n")
+    assert not _calls_summary_goal("print('goal <= 5 ms OK')\n")
+
+
+def _run_fake(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
+    """``run_all.py`` on one fake benchmark whose ``main`` is ``body``."""
+    fake = tmp_path / "bench_fake.py"
+    fake.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom benchmarks._summary import goal\n{body}\n",
+                    encoding="utf-8")
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run_all.py"), str(fake)],
+                          capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
+
+
+def test_a_benchmark_that_exits_0_with_a_missed_figure_fails_the_run(tmp_path: Path) -> None:
+    done = _run_fake(tmp_path, "goal('bench_fake', 'speed', '3 s', '<= 1 s', 'cat 1 s', False)\nsys.exit(0)")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "| bench_fake | speed | 3 s | <= 1 s | cat 1 s | **MISSED** |" in done.stdout
+    assert "failed: " in done.stdout and done.stdout.rstrip().endswith("bench_fake.py")
+
+
+def test_a_benchmark_that_meets_every_goal_passes_the_run(tmp_path: Path) -> None:
+    done = _run_fake(tmp_path, "goal('bench_fake', 'speed', '1 s', '<= 2 s', 'cat 1 s', True)\n"
+                               "goal('bench_fake', 'argued', '3x', '<= 2x', '-', True, why='the floor is 2.5x')")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "| bench_fake | argued | 3x | <= 2x | - | yes (the floor is 2.5x) |" in done.stdout
+    assert "failed:" not in done.stdout and "(no figure reported" not in done.stdout
+
+
+def test_a_benchmark_that_crashes_fails_the_run_even_with_its_figures_met(tmp_path: Path) -> None:
+    done = _run_fake(tmp_path, "goal('bench_fake', 'speed', '1 s', '<= 2 s', '-', True)\nraise RuntimeError('boom')")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "| bench_fake | (no figure reported, see its output) | exit 1 | exit 0 | - | **MISSED** |" in done.stdout
+    assert "failed: " in done.stdout and done.stdout.rstrip().endswith("bench_fake.py")
+
+
+def test_the_outcome_of_each_kind_of_benchmark_run() -> None:
+    met, missed = Figure("b", "x", "1", "2", "-", True), Figure("b", "y", "3", "2", "-", False)
+    assert run_all.outcome("b", 0, [met]) == ([met], True)
+    assert run_all.outcome("b", 0, [met, missed]) == ([met, missed], False)
+    assert run_all.outcome("b", 1, [met, missed]) == ([met, missed], False)
+    rows, ok = run_all.outcome("b", 2, [met])
+    assert not ok and rows[-1] == Figure("b", "(no figure reported, see its output)", "exit 2", "exit 0", "-", False)
+    rows, ok = run_all.outcome("b", 0, [])  # e.g. skipped: no PostgreSQL on this machine
+    assert ok and rows == [Figure("b", "(no figure reported, see its output)", "exit 0", "exit 0", "-", True)]
 
 
 def test_a_benchmark_that_misses_a_goal_fails_the_run(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Where a ``sessions`` command looks: the current folder's services, the store ``--store`` names (or every
 store with ``--all``), and one session by id or unique id prefix within them.
 
-Deferred imports: the catalog loads when a scope is resolved, not for ``--help``.
+Deferred imports: the services (and with them logging, threading and dataclasses) and the catalog load when
+a scope is resolved, not for ``--help`` or ``--version``.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
-from ..services import Services, ServiceSettings
 from .errors import EXIT_NOT_FOUND, EXIT_USAGE, CliError
 from .output import escape, warn_errors
 
 if TYPE_CHECKING:
     from ..catalog import Catalog, CatalogEntry
+    from ..services import Services
     from ..sources import ForeignSessions
 
 
@@ -24,6 +25,8 @@ def services(option: str | None = None) -> Services:
     and the server's are (:mod:`dsh_jupyter.services`), with a private catalog and no background threads."""
     if option is not None and not option.strip():
         raise CliError("--store needs a folder path", EXIT_USAGE)
+    from ..services import Services, ServiceSettings
+
     folder = os.path.abspath(os.path.expanduser(option)) if option is not None else ""
     return Services(ServiceSettings(cwd=os.getcwd(), sessions_dir=folder), index_in_background=False,
                     auto_index=False, shared_catalog=False)

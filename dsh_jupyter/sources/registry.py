@@ -14,12 +14,12 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..home import resolve_dsh_home
 from ..ranking import workspace_rank
 from ..session import SessionNotFoundError
 from ..session.header import SessionHeader
 from ..session.surface import SurfaceSnapshot
 from ..store.safe_open import open_log
-from ..tools.home import resolve_dsh_home
 from .base import ForeignHeader, ForeignSource, ScanState, file_identity, snapshot
 from .claude import ClaudeCodeSource
 from .codex import CodexSource
