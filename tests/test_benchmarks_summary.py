@@ -45,11 +45,6 @@ def test_every_benchmark_is_listed_and_an_unknown_one_fails_the_run(tmp_path: Pa
     assert "no benchmark bench_no_such_thing.py" in done.stderr and "failed: bench_no_such_thing.py" in done.stdout
 
 
-#: Benchmarks that may still report without ``_summary.goal`` for now. They belong to another piece of work
-#: (issue 23's reference and store figures) that is rewriting them in parallel; remove each once it reports.
-NOT_YET_REPORTING = {"bench_bigref.py", "bench_foldcache.py", "bench_references.py", "bench_store.py"}
-
-
 def _calls_summary_goal(source: str) -> bool:
     """Whether a module imports ``goal`` from ``benchmarks._summary`` (anywhere) and calls it."""
     tree = ast.parse(source)
@@ -61,7 +56,7 @@ def _calls_summary_goal(source: str) -> bool:
     return imported and called
 
 
-@pytest.mark.parametrize("name", sorted(set(run_all.BENCHMARKS) - NOT_YET_REPORTING))
+@pytest.mark.parametrize("name", sorted(run_all.BENCHMARKS))
 def test_every_listed_benchmark_reports_its_figures_through_summary_goal(name: str) -> None:
     source = (ROOT / "benchmarks" / name).read_text(encoding="utf-8")
     assert _calls_summary_goal(source), f"{name} prints its goals without benchmarks._summary.goal"
