@@ -416,7 +416,7 @@ class NotebookChat extends Widget {
     const sessions = answeredWithin(fetched, SESSIONS_ANSWER_MS, () => {
       note = note ?? 'Sessions did not answer in time (the server is busy); type on to ask again.';
     });
-    // The kernel answers on its own thread even while a cell runs; a kernel that is gone or stuck must
+    // The kernel answers on its main shell, so a running cell, or a kernel that is gone or stuck, must
     // not hold the popup either.
     const variables = this._connection
       ? answeredWithin(this._connection.variables(query).catch(() => []), SESSIONS_ANSWER_MS, () => {
