@@ -67,16 +67,41 @@ SECRET_VARIABLES = ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OP
 DSH_VARIABLES = ("DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH_HOME")
 #: Notification settings that keep the "news" toast and the update check away.
 QUIET_NOTIFICATIONS = {"fetchNews": "false", "checkForUpdates": False}
-#: The page configuration of the test servers (``labconfig/page_config.json``): see :func:`prepare_state`.
-QUIET_PAGE_CONFIG = {
-    "buildCheck": False,
-    "buildAvailable": False,
-    "disabledExtensions": {
+#: Extensions of JupyterLab and Notebook 7 that no browser test uses, left out of every test page: each one's
+#: plugins cost the page's renderer CPU on every load (together about a second of a JupyterLab load here).
+#: Nothing of dsh-jupyter needs them (its plugins require the notebook, completer and CodeMirror tokens only).
+UNUSED_EXTENSIONS = (
+    "@jupyter/collaboration-extension", "@jupyter/docprovider-extension", "@jupyter-notebook/lab-extension",
+    "@jupyterlab/celltags-extension", "@jupyterlab/csvviewer-extension", "@jupyterlab/debugger-extension",
+    "@jupyterlab/extensionmanager-extension", "@jupyterlab/help-extension", "@jupyterlab/htmlviewer-extension",
+    "@jupyterlab/hub-extension", "@jupyterlab/imageviewer-extension", "@jupyterlab/json-extension",
+    "@jupyterlab/logconsole-extension", "@jupyterlab/lsp-extension", "@jupyterlab/markdownviewer-extension",
+    "@jupyterlab/metadataform-extension", "@jupyterlab/pdf-extension", "@jupyterlab/pluginmanager-extension",
+    "@jupyterlab/running-extension", "@jupyterlab/terminal-extension", "@jupyterlab/toc-extension",
+    "@jupyterlab/vega5-extension", "@jupyterlab/workspaces-extension",
+)
+#: The collaboration front end, which the collaboration tests keep (``page_config(keep=COLLABORATION)``).
+COLLABORATION = ("@jupyter/collaboration-extension", "@jupyter/docprovider-extension")
+
+
+def page_config(keep: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The page configuration of a test server (``labconfig/page_config.json``, see :func:`prepare_state`): no
+    build check, no announcements, no exporters, and none of :data:`UNUSED_EXTENSIONS` but those in ``keep``."""
+    disabled = {
         "@jupyterlab/apputils-extension:announcements": True,
         "@jupyterlab/notebook-extension:export": True,
         "@jupyterlab/notebook-extension:update-raw-mimetype": True,
-    },
-}
+    }
+    disabled.update({name: True for name in UNUSED_EXTENSIONS if name not in keep})
+    return {"buildCheck": False, "buildAvailable": False, "disabledExtensions": disabled}
+
+
+def write_page_config(state: Path, keep: tuple[str, ...] = ()) -> None:
+    """Write :func:`page_config` into the state folder ``state`` (a module's ``prepare`` may, before the server's
+    own set-up, which then keeps it)."""
+    labconfig = state / "config" / "labconfig"
+    labconfig.mkdir(parents=True, exist_ok=True)
+    (labconfig / "page_config.json").write_text(json.dumps(page_config(keep)), encoding="utf-8")
 
 SERVER_START_SECONDS = 90.0
 #: Default Playwright timeout (ms) of every page; runs share two cores with other work.
@@ -267,12 +292,12 @@ def prepare_state(state: Path) -> dict[str, str]:
                 "run `jlpm install && jlpm build` in labextension/ or reinstall with scripts/venv.sh")
 
     # What a test server leaves out of every page load: work no test looks at, run on each load by the
-    # server on the cores the tests share (the build check re-reads every extension, about a second of
-    # CPU; the export menu and the raw cells' format menu import every nbconvert exporter; the
-    # announcements ask for news).
-    labconfig = folders["config"] / "labconfig"
-    labconfig.mkdir(exist_ok=True)
-    (labconfig / "page_config.json").write_text(json.dumps(QUIET_PAGE_CONFIG), encoding="utf-8")
+    # server or the page on the cores the tests share (the build check re-reads every extension, about a
+    # second of CPU; the export menu and the raw cells' format menu import every nbconvert exporter; the
+    # announcements ask for news; the unused extensions' plugins start in the page). A page configuration
+    # the module's ``prepare`` wrote stays.
+    if not (folders["config"] / "labconfig" / "page_config.json").is_file():
+        write_page_config(state)
 
     notification = folders["settings"] / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     notification.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from typing import Any
 import nbformat
 import pytest
 from browser_helpers import (
+    COLLABORATION,
     JupyterServer,
     NotebookPage,
     artifact_path,
@@ -24,6 +25,7 @@ from browser_helpers import (
     start_cell,
     watched_page,
     write_notebook_cells,
+    write_page_config,
 )
 
 pytest.importorskip("jupyter_collaboration", reason="needs the collab extra (jupyter-collaboration)")
@@ -52,6 +54,7 @@ def prepare(root: Path, state: Path) -> None:
         # On here whatever the environment says (the suite's other servers run with real-time collaboration off).
         "YDocExtension": {"document_save_delay": 0.5, "disable_rtc": False},
     }), encoding="utf-8")
+    write_page_config(state, keep=COLLABORATION)  # the other modules' pages leave the collaboration front end out
 
 
 @pytest.fixture(scope="module")

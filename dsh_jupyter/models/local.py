@@ -142,7 +142,10 @@ class LocalServer:
                    "--model_alias", self.alias, "--host", "127.0.0.1", "--port", str(self.port),
                    "--n_ctx", str(self.n_ctx)]
         if self.n_threads:
-            command += ["--n_threads", str(self.n_threads)]
+            # The same count for reading the prompt as for generating: llama_cpp.server otherwise reads prompts
+            # with one thread per core whatever ``n_threads`` says, and on a busy machine those threads wait on
+            # each other.
+            command += ["--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads)]
         self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
         self._finalizer = weakref.finalize(self, _stop_process, self.process, log)
@@ -206,7 +209,8 @@ class LocalModel(ModelProvider):
     """SmolLM2-135M through a llama.cpp server started on first use (see the module docstring).
 
     ``model_path`` serves another GGUF file instead of the bundled one; ``n_ctx`` sets the server's
-    context (and ``info.context_window``).
+    context (and ``info.context_window``); ``n_threads`` the CPU threads it uses, for reading prompts as well
+    as for generating (by default llama.cpp's own choice).
     """
 
     def __init__(self, *, model_path: str | os.PathLike[str] | None = None, n_ctx: int = LOCAL_CONTEXT_WINDOW,

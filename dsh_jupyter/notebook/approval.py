@@ -278,7 +278,9 @@ class WidgetApprover:
                 if not future.done():
                     future.set_result(value)
 
-            loop.call_soon_threadsafe(resolve)
+            if not loop.is_closed():  # a late message, after the loop that asked has ended, has no one to tell
+                with contextlib.suppress(RuntimeError):  # closed between the check and the call
+                    loop.call_soon_threadsafe(resolve)
 
         widget.listen(lambda: settle(rendered, None), lambda answer: settle(answered, answer))
         widget.ask(request)

@@ -207,7 +207,8 @@ class ChatPanel(ipywidgets.VBox):  # ipywidgets ships no type hints (see pyproje
 
     def unfollow(self) -> None:
         """Stop showing the followed agent's turns (its own prompts' turns are still shown)."""
-        unfollow, self._unfollow, self._followed = self._unfollow, None, None
+        # ``getattr``: a panel whose construction failed is still closed when it is collected
+        unfollow, self._unfollow, self._followed = getattr(self, "_unfollow", None), None, None
         if unfollow is not None:
             unfollow()
 
