@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .session.image_blocks import content_text, image_summary, is_image_block, whole_number
+
 if TYPE_CHECKING:
     from PIL.Image import Image as PillowImage
 
@@ -72,7 +74,6 @@ BITMAP_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", 
 
 _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg"}
 
-IMAGE_BLOCK = "image"
 
 
 @dataclass(frozen=True)
@@ -236,30 +237,8 @@ def image_block(image: PreparedImage, *, artifact: str | None, tool: str | None 
     return block
 
 
-def is_image_block(block: object) -> bool:
-    return isinstance(block, Mapping) and block.get("type") == IMAGE_BLOCK
-
-
 def image_blocks(blocks: Iterable[object]) -> list[Mapping[str, Any]]:
     return [b for b in blocks if is_image_block(b)]  # type: ignore[misc]
-
-
-def _number(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def image_summary(block: Mapping[str, Any]) -> str:
-    """``PNG image, 640×480 pixels, 23,456 bytes`` (what every description starts with)."""
-    mime = str(block.get("mediaType") or "image")
-    kind = mime.split("/", 1)[-1].upper() if mime.startswith("image/") else mime
-    parts = [f"{kind} image"]
-    width, height = _number(block.get("width")), _number(block.get("height"))
-    if width and height:
-        parts.append(f"{width}×{height} pixels")
-    size = _number(block.get("bytes"))
-    if size is not None:
-        parts.append(f"{size:,} bytes")
-    return ", ".join(parts)
 
 
 def describe_image(block: Mapping[str, Any]) -> str:
@@ -267,7 +246,7 @@ def describe_image(block: Mapping[str, Any]) -> str:
     tool = block.get("tool")
     by = f" from the `{tool}` tool" if isinstance(tool, str) and tool else ""
     text = f"[Image{by}: {image_summary(block)}"
-    ow, oh = _number(block.get("originalWidth")), _number(block.get("originalHeight"))
+    ow, oh = whole_number(block.get("originalWidth")), whole_number(block.get("originalHeight"))
     if ow and oh:
         text += f" (downscaled from {ow}×{oh})"
     artifact = block.get("artifact")
@@ -377,21 +356,6 @@ def _load(block: Mapping[str, Any], load: LoadArtifact | None) -> bytes | None:
         return load(name)
     except Exception:  # a bad name in the log, a database that went away: the model gets the description
         return None
-
-
-def content_text(blocks: Iterable[object], joiner: str = "\n") -> str:
-    """The text of ``blocks`` with each image block as a one-line note (exports, transcripts)."""
-    parts: list[str] = []
-    for block in blocks:
-        if not isinstance(block, Mapping):
-            continue
-        if block.get("type") == "text" and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-        elif is_image_block(block):
-            artifact = block.get("artifact")
-            where = f" ({artifact})" if isinstance(artifact, str) and artifact else ""
-            parts.append(f"[image: {image_summary(block)}{where}]")
-    return joiner.join(parts)
 
 
 __all__ = [

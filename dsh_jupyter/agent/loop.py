@@ -34,14 +34,7 @@ from ..session.events import (
     USER_MESSAGE,
 )
 from ..session.messages import assistant_message, blocks_text, text_block, user_message
-from ..store.base import SessionStore
-from . import events as ev
-from .config import AgentBusyError, AgentIdleError, TurnResult
-from .hooks import HOOK_FEEDBACK_SOURCE
-from .inbox import REQUEST_DELIMITER, InboxRecord, Placement, thaw
-from .prompt_submit import Allow, Block, PromptSubmission
-from .state import Interrupted
-from .titles import (
+from ..session.titles import (
     FALLBACK_SOURCE,
     MAX_TITLE_SIBLINGS,
     TITLE_INSTRUCTIONS,
@@ -51,6 +44,13 @@ from .titles import (
     request_title,
     unique_title,
 )
+from ..store.base import SessionStore
+from . import events as ev
+from .config import AgentBusyError, AgentIdleError, TurnResult
+from .hooks import HOOK_FEEDBACK_SOURCE
+from .inbox import REQUEST_DELIMITER, InboxRecord, Placement, thaw
+from .prompt_submit import Allow, Block, PromptSubmission
+from .state import Interrupted
 from .tool_calls import ToolCalls
 from .window import ContextWindow
 

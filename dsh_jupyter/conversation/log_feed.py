@@ -14,7 +14,6 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..images import content_text
 from ..session.events import (
     ASSISTANT_MESSAGE,
     SESSION_TITLE,
@@ -27,6 +26,7 @@ from ..session.events import (
     USER_MESSAGE,
     Event,
 )
+from ..session.image_blocks import content_text
 from ..session.messages import blocks_text
 from .fold import Transcript
 from .items import Answer, Checkpoint, Item, Prompt, clip

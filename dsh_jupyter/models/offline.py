@@ -63,6 +63,7 @@ from ..clip import keep_end, one_line
 from ..images import image_summary, is_image_block
 from ..references.framing import parse_prompt
 from ..session.messages import SESSION_REFERENCE_KIND, blocks_text, display_content, is_checkpoint_source
+from ..session.titles import request_title
 from .base import (
     Finish,
     ModelError,
@@ -606,9 +607,7 @@ def _received_images(result: Mapping[str, Any]) -> list[str]:
 
 
 def offline_title(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The title of the first user text, by the rule automatic titles share (:func:`~..agent.titles.request_title`)."""
-    from ..agent.titles import request_title  # the agent package imports this module: read it at call time
-
+    """The title of the first user text, by the rule automatic titles share (:func:`.request_title`)."""
     for message in messages:
         if not is_prompt(message):
             continue

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 #: checks that a first turn after the warm-up imports no module of ours, or mistune or nh3, beyond these).
 FIRST_TURN_MODULES = (
     "dsh_jupyter.agent", "dsh_jupyter.agent.submit", "dsh_jupyter.agent.prompt_submit",
-    "dsh_jupyter.agent.compaction", "dsh_jupyter.agent.titles",
+    "dsh_jupyter.agent.compaction", "dsh_jupyter.session.titles",
     "dsh_jupyter.models.registry", "dsh_jupyter.models.offline", "dsh_jupyter.models.openai_compat",
     "dsh_jupyter.models.local",
     "dsh_jupyter.store", "dsh_jupyter.store.jsonl", "dsh_jupyter.store.sqlite", "dsh_jupyter.store.postgres",

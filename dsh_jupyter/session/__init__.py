@@ -1,5 +1,6 @@
 """What a session is: header, events, message shapes, the surface fold, what a reference projects from it
-(:mod:`.projection`) and the words search matches in it (:mod:`.words`). No storage here."""
+(:mod:`.projection`), the words search matches in it (:mod:`.words`) and the rules of its title
+(:mod:`.titles`, shared by the agent and the offline model). No storage here."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ from agent_helpers import ScriptedModel, say
 
 from dsh_jupyter.agent import Agent, AgentConfig
 from dsh_jupyter.agent import events as ev
-from dsh_jupyter.agent.titles import cut_at_word, request_title, unique_title
 from dsh_jupyter.models.offline import OfflineModel
+from dsh_jupyter.session.titles import cut_at_word, request_title, unique_title
 from dsh_jupyter.store import JsonlStore
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from ..session.header import notebook_label
+from .header import notebook_label
 
 MAX_TITLE_CHARS = 80
 #: How long a title made from a request may be (a list's line, not a paragraph).
