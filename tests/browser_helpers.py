@@ -9,7 +9,8 @@
   server is stopped by its PID at the end (kernels first, through the REST API).
 - :class:`PlaywrightConnection` and the ``browser`` fixture: one headless ``/usr/bin/chromium`` per test
   module (the toolchain notes' flags; never a downloaded browser) and one Playwright connection to it over
-  CDP, with fresh browser contexts per test.
+  CDP; :func:`watched_page` opens each test's pages in the browser's shared context (its HTTP cache kept,
+  all else an origin keeps cleared after its last page) or, for another person, a fresh context.
 - :class:`NotebookPage`: a notebook opened in Lab or Notebook 7, with the cell helpers the tests share.
 - :func:`write_session` / :func:`write_notebook`: earlier sessions (real JSONL store, ``session/title``
   events) and notebooks made with nbformat.
@@ -558,9 +559,12 @@ class PlaywrightConnection:
 
     @contextlib.contextmanager
     def lend(self) -> Iterator[Any]:
-        """The browser for one test; the contexts the test opened are closed after it."""
+        """The browser for one test; the contexts and the shared context's pages the test opened are closed after
+        it."""
         asyncio._set_running_loop(self.loop)
         before = set(self.browser.contexts)
+        shared = self.browser.contexts[0]
+        pages = set(shared.pages)
         try:
             yield self.browser
         finally:
@@ -569,6 +573,10 @@ class PlaywrightConnection:
                     if context not in before:
                         with contextlib.suppress(Exception):
                             context.close()
+                for page in shared.pages:
+                    if page not in pages:
+                        with contextlib.suppress(Exception):
+                            page.close()
             finally:
                 asyncio._set_running_loop(None)
 
@@ -611,18 +619,62 @@ class PageWatch:
         page.on("pageerror", on_error)
 
 
+#: The size of every test page.
+VIEWPORT = {"width": 1400, "height": 1000}
+#: What is cleared of a test server's origin once its last page in the shared context closes: everything a page
+#: keeps but the HTTP cache (and with it V8's cache of compiled scripts, which is what the sharing is for).
+PAGE_STORAGE = "cookies,local_storage,indexeddb,service_workers,cache_storage,file_systems,websql"
+
+
 @contextlib.contextmanager
-def watched_page(browser: Any) -> Iterator[tuple[Any, PageWatch]]:
-    """A fresh browser context and page (1400x1000) with a :class:`PageWatch` attached."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+def watched_page(browser: Any, *, own_context: bool = False) -> Iterator[tuple[Any, PageWatch]]:
+    """A page (:data:`VIEWPORT`) with a :class:`PageWatch` attached.
+
+    By default the page opens in the browser's own context, which the tests of a module share for its HTTP
+    cache: a JupyterLab page then compiles its scripts once per module instead of once per page (about a second
+    of the renderer's CPU a load here). Pages a test opens at once are tabs of one person. When the last page of
+    a server closes, all its origin kept but the cache is cleared (:data:`PAGE_STORAGE`), so tests share nothing
+    else. ``own_context=True`` opens the page in a fresh context of its own instead: another person, with
+    cookies (and so a Jupyter identity) of their own.
+    """
+    context = browser.new_context(viewport=VIEWPORT) if own_context else browser.contexts[0]
+    page = None
     try:
         page = context.new_page()
+        if not own_context:
+            page.set_viewport_size(VIEWPORT)
         page.set_default_timeout(PAGE_TIMEOUT_MS)
         watch = PageWatch()
         watch.attach(page)
         yield page, watch
     finally:
-        context.close()
+        if own_context:
+            context.close()
+        elif page is not None:
+            origin = _origin(page.url)
+            page.close()
+            if origin and not any(_origin(other.url) == origin for other in context.pages):
+                _clear_origin(context, origin)
+
+
+def _origin(url: str) -> str | None:
+    """``http://host:port`` of a page's URL, or ``None`` for ``about:blank`` and the like."""
+    match = re.match(r"(https?://[^/?#]+)", url)
+    return match.group(1) if match else None
+
+
+def _clear_origin(context: Any, origin: str) -> None:
+    """Clear what ``origin`` keeps in the shared ``context`` (:data:`PAGE_STORAGE`), keeping its HTTP cache.
+
+    Through a blank page's DevTools session: chromium answers ``Storage.clearDataForOrigin`` from a page target
+    only, and the page that used the origin is closed first, so nothing writes to it while it is cleared."""
+    blank = context.new_page()
+    try:
+        session = context.new_cdp_session(blank)
+        session.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": PAGE_STORAGE})
+        session.detach()
+    finally:
+        blank.close()
 
 
 class NotebookPage:
@@ -763,7 +815,7 @@ def module_playwright(module_chromium: list[ChromiumProcess]) -> Iterator[list[P
 @pytest.fixture
 def browser(module_chromium: list[ChromiumProcess], module_playwright: list[PlaywrightConnection],
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A Playwright browser for one test, connected to its module's chromium: each test opens fresh contexts."""
+    """A Playwright browser for one test, connected to its module's chromium (pages: :func:`watched_page`)."""
     if not module_chromium or not module_chromium[-1].alive():
         module_chromium.append(_start_chromium(tmp_path_factory.mktemp("chromium") / "profile"))
     if not module_playwright or not module_playwright[-1].usable(module_chromium[-1]):

@@ -103,7 +103,8 @@ def test_two_people_see_the_proposal_one_accepts_both_see_it_and_undo_reverts_it
 ) -> None:
     from playwright.sync_api import expect
 
-    with watched_page(browser) as (page_a, watch_a), watched_page(browser) as (page_b, watch_b):
+    with watched_page(browser, own_context=True) as (page_a, watch_a), \
+            watched_page(browser, own_context=True) as (page_b, watch_b):  # two people: an identity each
         alice = NotebookPage(page_a, server, PATH).open()
         bob = NotebookPage(page_b, server, PATH).open()
         alice.run(0)
