@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .events import ASSISTANT_MESSAGE, USER_MESSAGE, Event
 from .header import SessionHeader
@@ -129,16 +129,16 @@ def project_long_event(event: Event) -> ProjectedMessage | LongMessage | None:
     if not isinstance(blocks, list):
         return None
     texts = [b.get("text") for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"]
-    if not any(isinstance(value, RawString) for value in texts):
-        text = blocks_text(blocks)
+    parts: list[str | RawString] = [value for value in texts if isinstance(value, (str, RawString))]
+    if not any(isinstance(value, RawString) for value in parts):  # the common case: blocks_text's join
+        text = "\n".join(cast("list[str]", parts))
         return ProjectedMessage(role, text, checkpoint) if text else None
-    parts: list[str | RawString] = []
-    for value in texts:
-        if isinstance(value, (str, RawString)):
-            if parts:
-                parts.append("\n")
-            parts.append(value)
-    return LongMessage(role, LongText(parts), checkpoint)
+    joined: list[str | RawString] = []
+    for value in parts:
+        if joined:
+            joined.append("\n")
+        joined.append(value)
+    return LongMessage(role, LongText(joined), checkpoint)
 
 
 def project_surface(snapshot: SurfaceSnapshot) -> ProjectedSession:
