@@ -360,3 +360,23 @@ def test_the_cap_holds_with_a_long_session_id(store: MemoryStore) -> None:
     prepared = resolver.prepare_sync(target_for(store), [], [{"sessionId": source_id}])
     content = spill_path(prepared.spills[0]).read_text("utf-8")
     assert len(content.encode("utf-8")) <= 16_384 and "This transcript is capped" in content
+
+
+def test_a_transcript_is_written_in_few_large_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thousands of fragment pieces go out in writes of about WRITE_BYTES each, the file byte for byte the same."""
+    from dsh_jupyter.references import spill as spill_module
+
+    monkeypatch.setattr(spill_module, "WRITE_BYTES", 1000)
+    pieces = [f"piece {i}\n".encode() for i in range(2000)] + [b"x" * 5000, b"tail"]
+    writes: list[int] = []
+    real = spill_module.write_all
+
+    def counting(fd: int, data: bytes) -> None:
+        writes.append(len(data))
+        real(fd, data)
+
+    monkeypatch.setattr(spill_module, "write_all", counting)
+    result = spill_module.save_transcript(tmp_path, 0, pieces)
+    assert result.path is not None and result.path.read_bytes() == b"".join(pieces)
+    assert result.bytes == sum(map(len, pieces))
+    assert len(writes) < len(pieces) // 50 and max(writes) == 5000 and all(size <= 1000 for size in writes[:-2])

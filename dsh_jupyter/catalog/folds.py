@@ -15,7 +15,8 @@ next read of the same log:
 
 When the surviving lines of a log are small enough (:data:`DECODED_CAP` bytes; :data:`DECODED_TOTAL` for
 all logs together), their decoded events are kept too, so an unchanged log is not even decoded again and
-an appended one decodes only its new surface lines. Events are immutable records shared the way a live
+an appended one decodes only its new surface lines (a streaming reader of a log scanned afresh gets them
+decoded as it reaches them, each kept as it is decoded). Events are immutable records shared the way a live
 session's in-memory log shares them; a bigger surface is decoded on access, one event at a time, as
 without a cache.
 
@@ -43,7 +44,8 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ..session import SessionError, SurfaceSnapshot
 from ..store.identity import FileIdentity
-from ..store.scan import STREAM_SURFACE, fold_lines, surface_of
+from ..store.longline import LONG_LINE_BYTES, RAW_LONG_STRINGS
+from ..store.scan import STREAM_SURFACE, fold_lines, folded_skips, surface_of
 
 if TYPE_CHECKING:
     from ..session import Event
@@ -128,7 +130,7 @@ class FoldCache:
     def scan_left(self, fh: BinaryIO, path: str, *, skip_data: Collection[str] = ()) -> int | None:
         """Bytes a :meth:`scan` of ``fh`` would scan now (the appended part of a kept fold), or ``None`` when
         its fold is not kept and the whole log would be scanned. Reads nothing but ``fstat``."""
-        key = (os.path.abspath(path), frozenset(skip_data) - {STREAM_SURFACE})
+        key = (os.path.abspath(path), folded_skips(skip_data))
         identity = FileIdentity.of(os.fstat(fh.fileno()))
         with self._lock:
             entry = self._entries.get(key)
@@ -153,8 +155,8 @@ class FoldCache:
     def _scan(self, fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset(), want_surface: bool = True,
               want_title: bool = True) -> tuple[ScanResult, _Entry | None]:
         """:meth:`scan`, and the entry it kept for the log (``None``: none, the log could not be kept)."""
-        stream = STREAM_SURFACE in skip_data
-        key = (os.path.abspath(path), skip_data - {STREAM_SURFACE})
+        stream, raw = STREAM_SURFACE in skip_data, RAW_LONG_STRINGS in skip_data
+        key = (os.path.abspath(path), folded_skips(skip_data))
         identity = FileIdentity.of(os.fstat(fh.fileno()))
         with self._lock:
             entry = self._entries.get(key)
@@ -170,20 +172,27 @@ class FoldCache:
         if state is not None:
             assert entry is not None
             try:
-                result = self._surface(fh, path, state, want_surface, want_title, stream, entry.decoded)
+                result = self._surface(fh, path, state, want_surface, want_title, stream, entry.decoded, raw)
             except SessionError:
                 state = None  # a saved line no longer decodes: the cache was wrong, read the log afresh
             else:
-                return result, self._keep(key, fh, identity, state, kind, result)
+                return result, self._keep(key, fh, identity, state, kind, result, raw=raw)
         state = fold_lines(fh, path, skip_data=key[1])
-        result = self._surface(fh, path, state, want_surface, want_title, stream, {})
-        return result, self._keep(key, fh, identity, state, "full", result)
+        # A streaming reader of a log just scanned gets its surface decoded on access, even a small one: the
+        # events it decodes are kept for the next read (``memo``), and those it never looks at (a prepare() whose
+        # projection of this very log is kept already) cost nothing. The saved offsets of a cached entry are
+        # checked by decoding them (a wrong entry costs a rescan, above); these are fresh from this scan.
+        memo: dict[int, Event] | None = {} if stream and surviving_bytes(state) <= self.decoded_cap else None
+        result = (self._surface(fh, path, state, want_surface, want_title, stream, {}, raw) if memo is None else
+                  surface_of(fh, path, state, want_surface=want_surface, want_title=want_title, stream=True,
+                             memo=memo, raw=raw))
+        return result, self._keep(key, fh, identity, state, "full", result, memo, raw=raw)
 
     def _surface(self, fh: BinaryIO, path: str, state: FoldState, want_surface: bool, want_title: bool,
-                 stream: bool, decoded: dict[int, Event]) -> ScanResult:
+                 stream: bool, decoded: dict[int, Event], raw: bool) -> ScanResult:
         small = want_surface and surviving_bytes(state) <= self.decoded_cap
         return surface_of(fh, path, state, want_surface=want_surface, want_title=want_title,
-                          stream=stream and not small, decoded=decoded)
+                          stream=stream and not small, decoded=decoded, raw=raw)
 
     def _reuse(self, fh: BinaryIO, path: str, entry: _Entry, identity: FileIdentity,
                skip_data: frozenset[str]) -> tuple[FoldState | None, str]:
@@ -199,7 +208,11 @@ class FoldCache:
         return fold_lines(fh, path, skip_data=skip_data, resume=saved), "appended"
 
     def _keep(self, key: tuple[str, frozenset[str]], fh: BinaryIO, identity: FileIdentity, state: FoldState,
-              kind: str, result: ScanResult) -> _Entry | None:
+              kind: str, result: ScanResult, memo: dict[int, Event] | None = None, *, raw: bool = False
+              ) -> _Entry | None:
+        """Keep what a read found; ``memo``: the dict a streamed surface fills as it decodes (kept as the decoded
+        events, its cost counted at once); ``raw``: the read left long strings undecoded (events of long lines are
+        then not kept: they are for that reader only)."""
         with self._lock:
             setattr(self.stats, kind, getattr(self.stats, kind) + 1)
         if state.bad_line is not None or identity.size != state.file_size:
@@ -209,12 +222,14 @@ class FoldCache:
                 self._entries.pop(key, None)
             return None
         cost = surviving_bytes(state)
-        decoded: dict[int, Event] = {}
-        if cost <= self.decoded_cap and isinstance(result.surface, list):
-            decoded = {event.seq: event for event in result.surface if event.seq not in state.skipped}
+        decoded: dict[int, Event] = {} if memo is None else memo
+        if memo is None and cost <= self.decoded_cap and isinstance(result.surface, list):
+            locations = state.locations
+            decoded = {event.seq: event for event in result.surface if event.seq not in state.skipped
+                       and not (raw and locations[event.seq][1] > LONG_LINE_BYTES)}
         racy = time.time_ns() - max(identity.mtime_ns, identity.ctime_ns) < self.racy_ns
         entry = _Entry(identity, state, fingerprint(fh, state.committed, state.header_bytes), decoded,
-                       cost if decoded else 0, racy)
+                       cost if decoded or memo is not None else 0, racy)
         with self._lock:
             self._entries[key] = entry
             self._entries.move_to_end(key)

@@ -25,14 +25,18 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..session.longtext import LongText
 from ..session.projection import (
     ASSISTANT,
     USER,
+    LongMessage,
     ProjectedMessage,
     ProjectedSession,
     format_version,
-    project_event,
     source_data,
+)
+from ..session.projection import (
+    project_long_event as project_event,  # the one seam bound_surface projects through (a test stands in for it)
 )
 from .framing import tag_safe_string_size
 from .utf8 import head_end, js_utf8, tag_safe_size_of_utf8
@@ -133,15 +137,21 @@ class BoundedProjection:
         return source_data(self.session_id, label, self.cwd, self.captured_through_seq, pairs)
 
     # -- intake --------------------------------------------------------------------------------------
-    def add(self, message: ProjectedMessage) -> None:
-        """Measure one projected message (in model order), keeping only the text described above."""
-        text = message.text
+    def add(self, message: ProjectedMessage | LongMessage) -> None:
+        """Measure one projected message (in model order), keeping only the text described above.
+
+        A :class:`~dsh_jupyter.session.projection.LongMessage` is measured a piece at a time, and its text is
+        built whole only where it is kept whole (when it fits the budget or the spill's room)."""
         clip = self._clip
-        measured = _measure(text, max(clip, self._spill_room or 0), clip)
-        if measured is None:  # lone surrogates: measured on one JavaScript-style copy
-            data = js_utf8(text)
-            measured = _Measure(len(data), tag_safe_string_size(text), data, data)
-            del data
+        if isinstance(message, LongMessage):
+            long_text = message.text
+            measured = _measure_pieces(long_text, max(clip, self._spill_room or 0), clip)
+            room = self._spill_room
+            whole = room is None or measured.size <= max(self.budget, room)
+            text = long_text.text() if whole else ""
+        else:
+            text = message.text
+            measured = _measure(text, max(clip, self._spill_room or 0), clip) or _measure_whole(text)
         size = measured.size
         index = len(self.flags)
         self.flags.append((_ASSISTANT_FLAG if message.role == ASSISTANT else 0)
@@ -168,6 +178,8 @@ class BoundedProjection:
         self.held[index] = held
 
     def _add_to_spill(self, role: str, text: str, size: int, head: bytes) -> None:
+        # ``text`` may be "" for a text over both the budget and the spill's room (a long message): only its
+        # ``head`` is used then.
         """``head``: at least the first ``min(size, room)`` bytes of the text's UTF-8."""
         room = self._spill_room
         if room is None:
@@ -218,6 +230,36 @@ def _measure(text: str, head: int, tail: int) -> _Measure | None:
         return None
 
 
+def _measure_whole(text: str) -> _Measure:
+    """:func:`_measure` of a text with lone surrogates, on one JavaScript-style copy."""
+    data = js_utf8(text)
+    return _Measure(len(data), tag_safe_string_size(text), data, data)
+
+
+def _measure_pieces(text: LongText, head: int, tail: int) -> _Measure:
+    """:func:`_measure` of a text read a piece at a time (never built whole): pieces hold whole characters and
+    never split a surrogate pair, so their sizes add up to the whole text's."""
+    size = 0
+    json_size = 2
+    first = bytearray()
+    for piece in text.pieces():
+        measured = _measure(piece, 0, 0) or _measure_whole(piece)
+        size += measured.size
+        json_size += measured.json_size - 2
+        if len(first) < head:
+            first += js_utf8(piece[:head])[: head - len(first)]
+    last: list[bytes] = []
+    held = 0
+    for piece in text.pieces_from_end():
+        if held >= tail:
+            break
+        data = js_utf8(piece[-tail:])
+        last.append(data)
+        held += len(data)
+    ends = b"".join(reversed(last))
+    return _Measure(size, json_size, bytes(first), ends[max(0, len(ends) - tail) :] if tail else b"")
+
+
 def _encoded_head(text: str, size: int) -> bytes:
     """At least the first ``size`` bytes of ``text``'s UTF-8 (all of it when shorter), encoded
     :data:`MEASURE_SLICE` code points at a time: a huge text is neither copied nor encoded whole."""
@@ -262,7 +304,7 @@ def bound_surface(snapshot: SurfaceSnapshot, budget: int, spill_bytes: int | Non
     for event in snapshot.events:
         if abandoned is not None and abandoned():
             raise ReadAbandoned(header.id)
-        message = project_event(event)
+        message = project_event(event)  # a LongMessage for a text the store left undecoded (RAW_LONG_STRINGS)
         if message is not None:
             bounded.add(message)
     return bounded

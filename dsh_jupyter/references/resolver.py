@@ -18,6 +18,7 @@ from .._json import dumps
 from ..ranking import workspace_rank
 from ..session.messages import SESSION_REFERENCE_KIND, text_block, user_message
 from ..session.projection import PROJECTION_SKIPS
+from ..store.longline import RAW_LONG_STRINGS
 from ..store.scan import STREAM_SURFACE
 from .bounded import BoundedProjection, bound_surface
 from .budget import DEFAULT_REFERENCE_CONTEXT_FRACTION, reference_budget
@@ -328,7 +329,9 @@ class SessionReferenceResolver:
     def _read_and_project(self, session_id: str, budget: int, abandoned: Callable[[], bool]) -> BoundedProjection:
         """One source read (in a worker thread), projected and reduced event by event (a JSONL store then
         decodes one surface event at a time)."""
-        skip = PROJECTION_SKIPS | {STREAM_SURFACE}
+        # Streamed (one event decoded at a time), and a huge message's long strings left undecoded: bound_surface
+        # reads them a piece at a time (store/longline.py).
+        skip = PROJECTION_SKIPS | {STREAM_SURFACE, RAW_LONG_STRINGS}
         foreign = self.foreign
         if foreign is not None and foreign.owns(session_id):  # another tool's transcript, read through its source
             snapshot = foreign.read_surface(session_id)

@@ -265,6 +265,24 @@ def _open_unique(folder: Path, stem: str) -> tuple[Path, int]:
             attempt += 1
 
 
+#: Bytes of transcript pieces written with one ``write`` (a transcript comes as thousands of small pieces).
+WRITE_BYTES = 1 << 20
+
+
+def _batched(pieces: Sequence[bytes]) -> Iterator[bytes]:
+    """``pieces`` joined into runs of about :data:`WRITE_BYTES` (a piece longer than that comes alone)."""
+    batch: list[bytes] = []
+    held = 0
+    for piece in pieces:
+        if held and held + len(piece) > WRITE_BYTES:
+            yield b"".join(batch)
+            batch, held = [], 0
+        batch.append(piece)
+        held += len(piece)
+    if batch:
+        yield batch[0] if len(batch) == 1 else b"".join(batch)
+
+
 def save_transcript(folder: Path | None, input_index: int, content: str | Sequence[bytes]) -> SpillResult:
     """Write ``content`` (text, or UTF-8 pieces written one after another) as ``session-reference-<input_index+1>.txt``
     in ``folder`` (the target's session folder)."""
@@ -277,8 +295,8 @@ def save_transcript(folder: Path | None, input_index: int, content: str | Sequen
         folder.mkdir(parents=True, exist_ok=True)
         path, fd = _open_unique(folder, f"session-reference-{input_index + 1}")
         try:
-            for piece in pieces:
-                write_all(fd, piece)
+            for batch in _batched(pieces):
+                write_all(fd, batch)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -14,11 +14,13 @@ in ``envelope.displayContent``; only that part is projected.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .events import ASSISTANT_MESSAGE, USER_MESSAGE, Event
 from .header import SessionHeader
+from .longtext import LongText, RawString
 from .messages import blocks_text, display_content, is_checkpoint_source, is_direct_user_source
 from .surface import SurfaceSnapshot
 
@@ -80,8 +82,17 @@ def _text(blocks: Any) -> str:
     return blocks_text(blocks) if isinstance(blocks, list) else ""
 
 
-def project_event(event: Event) -> ProjectedMessage | None:
-    """The projected form of one surface event, or ``None`` when it is left behind."""
+@dataclass(frozen=True)
+class LongMessage:
+    """A projected message whose text holds a string the store left undecoded (:mod:`.longtext`)."""
+
+    role: str
+    text: LongText
+    checkpoint: bool = False
+
+
+def _blocks(event: Event) -> tuple[str, Any, bool] | None:
+    """``(role, content blocks, checkpoint)`` of a surface event projection keeps, or ``None``."""
     if event.type == USER_MESSAGE:
         message = event.data if isinstance(event.data, dict) else None
         if message is None:
@@ -90,13 +101,44 @@ def project_event(event: Event) -> ProjectedMessage | None:
         checkpoint = is_checkpoint_source(source)
         if not checkpoint and not is_direct_user_source(source):
             return None
-        text = _text(display_content(message))
-        return ProjectedMessage(USER, text, checkpoint) if text else None
+        return USER, display_content(message), checkpoint
     if event.type == ASSISTANT_MESSAGE:
         message = event.message
-        text = _text(message.get("content")) if message is not None else ""
-        return ProjectedMessage(ASSISTANT, text) if text else None
+        return ASSISTANT, message.get("content") if message is not None else None, False
     return None
+
+
+def project_event(event: Event) -> ProjectedMessage | None:
+    """The projected form of one surface event, or ``None`` when it is left behind."""
+    found = _blocks(event)
+    if found is None:
+        return None
+    role, blocks, checkpoint = found
+    text = _text(blocks)
+    return ProjectedMessage(role, text, checkpoint) if text else None
+
+
+def project_long_event(event: Event) -> ProjectedMessage | LongMessage | None:
+    """:func:`project_event` of an event that may hold undecoded strings (a surface read with
+    :data:`~dsh_jupyter.store.longline.RAW_LONG_STRINGS`): a text block whose text is one makes a
+    :class:`LongMessage` (the same text, joined the same way, read a piece at a time)."""
+    found = _blocks(event)
+    if found is None:
+        return None
+    role, blocks, checkpoint = found
+    if not isinstance(blocks, list):
+        return None
+    texts = [b.get("text") for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"]
+    parts: list[str | RawString] = [value for value in texts if isinstance(value, (str, RawString))]
+    if not any(isinstance(value, RawString) for value in parts):  # the common case: blocks_text's join
+        text = "\n".join(cast("list[str]", parts))
+        return ProjectedMessage(role, text, checkpoint) if text else None
+    joined: list[str | RawString] = []
+    for value in parts:
+        if joined:
+            joined.append("\n")
+        joined.append(value)
+    return LongMessage(role, LongText(joined), checkpoint)
 
 
 def project_surface(snapshot: SurfaceSnapshot) -> ProjectedSession:

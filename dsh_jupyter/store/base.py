@@ -69,7 +69,11 @@ class SessionWriter(abc.ABC):
 
     def attach(self, log: SessionLog) -> None:
         """Persist every event later appended to ``log`` (buffered until :meth:`flush`)."""
-        log.subscribe(lambda event: self.append([event]))
+        log.subscribe(self._append_one)
+
+    def _append_one(self, event: Event) -> None:
+        """:meth:`append` of one event (what :meth:`attach` calls for every event a log appends)."""
+        self.append([event])
 
     def __enter__(self) -> SessionWriter:
         return self
@@ -127,6 +131,13 @@ class BufferedWriter(SessionWriter, Generic[T]):
                 seq += 1
             self._buffer.extend(encoded)
             self._next_seq = seq
+
+    def _append_one(self, event: Event) -> None:
+        with self._mutex:
+            self._check_open()
+            encoded = self._encode(event, self._next_seq)
+            self._buffer.append(encoded)
+            self._next_seq += 1
 
     def flush(self) -> None:
         with self._mutex:

@@ -76,8 +76,9 @@ def _make_dirs(path: Path) -> list[Path]:
     return changed
 
 
-def encode_event(event: Event, expected_seq: int) -> bytes:
-    """Validate one event for appending and return its line (with newline), secret values masked."""
+def encode_event(event: Event, expected_seq: int, *, newline: bool = True) -> bytes:
+    """Validate one event for appending and return its line (with newline, unless ``newline`` is false: the body a
+    SQL store keeps), secret values masked."""
     if not isinstance(event, Event):
         raise TypeError(f"append() takes Event objects, got {type(event).__name__}")
     if event.seq != expected_seq:
@@ -91,10 +92,12 @@ def encode_event(event: Event, expected_seq: int) -> bytes:
             "if readers that do not know it may skip it"
         )
     try:
-        line = mask_encoded(event.to_json(), dumpb) + b"\n"
+        line = mask_encoded(event.to_json(), dumpb)
     except (TypeError, ValueError) as exc:
         raise SessionFormatError(f"event seq {event.seq} ({event.type}) holds data that is not JSON: {exc}") from None
-    if len(line) > MAX_LINE_BYTES:  # readers refuse longer lines: never write one
+    if newline:
+        line += b"\n"
+    if len(line) + (not newline) > MAX_LINE_BYTES:  # readers refuse longer lines: never write one
         raise SessionFormatError(
             f"event seq {event.seq} ({event.type}) is {len(line) / 2**20:.0f} MiB, over the "
             f"{MAX_LINE_BYTES >> 20} MiB that one logged event may hold; put large data in a file and mention it"

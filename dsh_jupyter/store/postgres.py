@@ -126,7 +126,7 @@ class PostgresWriter(SqlWriter[tuple[Row, Event]]):
         super().attach(log)
 
     def _encode(self, event: Event, seq: int) -> tuple[Row, Event]:
-        return event_row(event, encode_event(event, seq)), event
+        return event_row(event, encode_event(event, seq, newline=False)), event
 
     def _release(self) -> None:
         """Give the lease back, then close the connection. Its server process ends and the lease with it in

@@ -57,7 +57,7 @@ import io
 import os
 import re
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NoReturn, cast, overload
 
@@ -72,6 +72,7 @@ from ..session import (
     events_from_record,
 )
 from ..session.events import KNOWN_TYPES, PACKED_ROW_TYPES, SESSION_TITLE, SURFACE_TYPES, SYSTEM_MESSAGE, TURN_END
+from .longline import LONG_LINE_BYTES, RAW_LONG_STRINGS, long_record
 from .wellformed import WellFormed
 
 BLOCK_SIZE = 1 << 20
@@ -494,7 +495,7 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
     :class:`SessionCorruptError`, and an unknown event type is a bad line too): the state then describes
     the readable prefix, with ``bad_line`` and ``bad_reason`` saying what stopped it. For a viewer that shows
     what can be read of a damaged log; never for a writer resuming it."""
-    skip_data = frozenset(skip_data) - {STREAM_SURFACE}
+    skip_data = folded_skips(skip_data)
     skip_b = frozenset(t.encode() for t in skip_data)
     if resume is None:
         header, header_bytes = read_header(fh, path)
@@ -630,18 +631,21 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
 
 
 def surface_of(fh: BinaryIO, path: str, state: FoldState, *, want_surface: bool = True, want_title: bool = True,
-               stream: bool = False, decoded: Mapping[int, Event] | None = None) -> ScanResult:
+               stream: bool = False, decoded: Mapping[int, Event] | None = None,
+               memo: dict[int, Event] | None = None, raw: bool = False) -> ScanResult:
     """Decode what a fold found: the surviving surface events (those in ``state.skipped`` come as they are)
     and the latest title. ``stream``: the surface is a read-only sequence decoded on access
-    (:data:`STREAM_SURFACE`). ``decoded`` holds events already decoded from these very lines (a cache)."""
+    (:data:`STREAM_SURFACE`). ``decoded`` holds events already decoded from these very lines (a cache);
+    ``memo``: a streamed surface adds each event it decodes there, by seq (for a cache to keep), but none it
+    decoded with long strings left raw; ``raw``: :data:`~.longline.RAW_LONG_STRINGS`."""
     surface: list[Event] = []
     if want_surface:
         skipped, locations = state.skipped, state.locations
         known = decoded or {}
         entries = [skipped.get(seq) or known.get(seq) or (locations[seq], seq) for seq in state.nodes]
-        lazy = _LazySurface.open(fh, path, entries) if stream and entries else None
+        lazy = _LazySurface.open(fh, path, entries, memo, raw) if stream and entries else None
         # A lazy surface is a read-only Sequence; see STREAM_SURFACE.
-        surface = cast("list[Event]", lazy) if lazy is not None else _decode_entries(fh, path, entries)
+        surface = cast("list[Event]", lazy) if lazy is not None else _decode_entries(fh, path, entries, raw)
     title: dict[str, Any] | None = None
     if want_title and state.title_at is not None:
         event = _decode_at(fh, path, state.title_at, None)
@@ -659,7 +663,13 @@ def scan_surface(fh: BinaryIO, path: str, *, want_surface: bool = True, want_tit
     """
     state = fold_lines(fh, path, skip_data=skip_data)
     return surface_of(fh, path, state, want_surface=want_surface, want_title=want_title,
-                      stream=STREAM_SURFACE in skip_data)
+                      stream=STREAM_SURFACE in skip_data, raw=RAW_LONG_STRINGS in skip_data)
+
+
+def folded_skips(skip_data: Collection[str]) -> frozenset[str]:
+    """The event types a fold skips: ``skip_data`` without the pseudo types that only say how the surface is
+    decoded (:data:`STREAM_SURFACE`, :data:`~.longline.RAW_LONG_STRINGS`), so one fold serves them all."""
+    return frozenset(skip_data) - {STREAM_SURFACE, RAW_LONG_STRINGS}
 
 
 #: A pseudo event type for ``skip_data``: the surface then comes back as a read-only sequence that decodes
@@ -674,27 +684,40 @@ _Entry = Event | tuple[tuple[int, int, int], int]
 class _LazySurface(Sequence[Event]):
     """Surface events decoded on access (see :data:`STREAM_SURFACE`)."""
 
-    def __init__(self, fd: int, path: str, entries: list[_Entry]) -> None:
+    def __init__(self, fd: int, path: str, entries: list[_Entry], memo: dict[int, Event] | None = None,
+                 raw: bool = False) -> None:
         self._fd = fd
         self._path = path
         self._entries = entries
+        self._memo = memo
+        self._raw = raw
         self._close = weakref.finalize(self, os.close, fd)
 
     @classmethod
-    def open(cls, fh: BinaryIO, path: str, entries: list[_Entry]) -> _LazySurface | None:
-        """A lazy surface over ``fh``'s file, or ``None`` when ``fh`` has no descriptor to share."""
+    def open(cls, fh: BinaryIO, path: str, entries: list[_Entry], memo: dict[int, Event] | None = None,
+             raw: bool = False) -> _LazySurface | None:
+        """A lazy surface over ``fh``'s file, or ``None`` when ``fh`` has no descriptor to share. Each event it
+        decodes is added to ``memo`` (by seq) when one is given; ``raw``: see :data:`RAW_LONG_STRINGS`."""
         try:
             fd = os.dup(fh.fileno())
         except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
             return None
-        return cls(fd, path, entries)
+        return cls(fd, path, entries, memo, raw)
 
     def _event(self, entry: _Entry) -> Event:
         if isinstance(entry, Event):
             return entry
         (offset, length, line_no), seq = entry
+        memo = self._memo
+        if memo is not None:
+            known = memo.get(seq)
+            if known is not None:
+                return known
         line = os.pread(self._fd, length, offset)
-        return _decode_line_at(line, self._path, line_no, seq)
+        event = _decode_line_at(line, self._path, line_no, seq, self._raw)
+        if memo is not None and not (self._raw and length > LONG_LINE_BYTES):  # raw strings are for this reader only
+            memo[seq] = event
+        return event
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -733,13 +756,13 @@ READ_GAP = 16 * 1024
 READ_WINDOW = 4 << 20
 
 
-def _decode_entries(fh: BinaryIO, path: str, entries: list[_Entry]) -> list[Event]:
+def _decode_entries(fh: BinaryIO, path: str, entries: list[_Entry], raw: bool = False) -> list[Event]:
     """The events of ``entries`` in order: the lines to decode are read in runs of neighbours (one ``pread`` a
     run of at most :data:`READ_WINDOW` bytes), not one seek and read a line."""
     try:
         fd = fh.fileno()
     except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
-        return [entry if isinstance(entry, Event) else _decode_at(fh, path, *entry) for entry in entries]
+        return [entry if isinstance(entry, Event) else _decode_at(fh, path, *entry, raw) for entry in entries]
     out: list[Event] = []
     index, count = 0, len(entries)
     while index < count:
@@ -768,22 +791,32 @@ def _decode_entries(fh: BinaryIO, path: str, entries: list[_Entry]) -> list[Even
                 out.append(item)
             else:
                 (offset, length, line_no), seq = item
-                out.append(_decode_line_at(block[offset - first : offset - first + length], path, line_no, seq))
+                out.append(_decode_line_at(block[offset - first : offset - first + length], path, line_no, seq, raw))
         index = stop
     return out
 
 
-def _decode_at(fh: BinaryIO, path: str, where: tuple[int, int, int], seq: int | None) -> Event:
+def _decode_at(fh: BinaryIO, path: str, where: tuple[int, int, int], seq: int | None, raw: bool = False) -> Event:
     """Re-read one committed line (found by a scan) and decode it in full."""
     offset, length, line_no = where
     fh.seek(offset)
-    return _decode_line_at(fh.read(length), path, line_no, seq)
+    return _decode_line_at(fh.read(length), path, line_no, seq, raw)
 
 
-def _decode_line_at(line: bytes, path: str, line_no: int, seq: int | None) -> Event:
-    """Decode one committed line found by a scan: its event ``seq`` (the last one for ``None``)."""
+def _decode_line_at(line: bytes, path: str, line_no: int, seq: int | None, raw: bool = False) -> Event:
+    """Decode one committed line found by a scan: its event ``seq`` (the last one for ``None``). ``raw``: a line
+    over :data:`~.longline.LONG_LINE_BYTES` keeps its long strings undecoded where it can (:mod:`.longline`)."""
+    events: list[Event] | None = None
+    if raw and len(line) > LONG_LINE_BYTES:
+        record = long_record(line)
+        if record is not None:
+            try:
+                events = events_from_record(record)
+            except (SessionFormatError, RecursionError, MemoryError):
+                events = None  # decoded in full below, which says what is wrong exactly as a full read does
     try:
-        events = events_from_record(loads(line))
+        if events is None:
+            events = events_from_record(loads(line))
     except (ValueError, SessionFormatError, RecursionError, MemoryError) as exc:
         raise SessionCorruptError(
             f"corrupt session log: event line {line_no} cannot be decoded ({_describe(exc)}). Restore the file from a "

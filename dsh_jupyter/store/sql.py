@@ -67,8 +67,8 @@ def session_key(session_id: str) -> bytes:
     return js_string(session_id).encode("utf-8", "surrogatepass")
 
 
-def event_row(event: Event, line: bytes) -> Row:
-    """The row of an event whose JSONL line (with its newline) is ``line``."""
+def event_row(event: Event, body: bytes) -> Row:
+    """The row of an event whose JSONL line (without its newline) is ``body``."""
     op: str | None = None
     cited: str | None = None
     if event.surface_op is not None:
@@ -77,7 +77,7 @@ def event_row(event: Event, line: bytes) -> Row:
             cited = dumps(list(event.source_event_seqs or ()))
         else:
             op = "append"
-    return (event.seq, event.type, op, cited, line[:-1])
+    return (event.seq, event.type, op, cited, body)
 
 
 def batch_spend(rows: Iterable[Row]) -> Spend:

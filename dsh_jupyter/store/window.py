@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from .._json import loads
 from ..session import SessionError, events_from_record
-from .scan import OVERLONG, STREAM_SURFACE, FoldState, _Lines, fold_lines, surface_of
+from .scan import OVERLONG, FoldState, _Lines, fold_lines, folded_skips, surface_of
 
 if TYPE_CHECKING:
     from ..session import SessionHeader
@@ -48,7 +48,7 @@ def fold_window(fh: BinaryIO, path: str, header: SessionHeader, header_bytes: in
         return None
     if not events:
         return None
-    state = FoldState(header, header_bytes, start, size, events[0].seq, 0, [], {}, {}, None, skip - {STREAM_SURFACE})
+    state = FoldState(header, header_bytes, start, size, events[0].seq, 0, [], {}, {}, None, folded_skips(skip))
     folded = fold_lines(fh, path, skip_data=skip, resume=state, stop_at_damage=True)
     if folded.bad_line is not None:
         return None  # something reaches before the window, or is damaged: a full read says what
