@@ -633,9 +633,9 @@ def watched_page(browser: Any, *, own_context: bool = False) -> Iterator[tuple[A
     By default the page opens in the browser's own context, which the tests of a module share for its HTTP
     cache: a JupyterLab page then compiles its scripts once per module instead of once per page (about a second
     of the renderer's CPU a load here). Pages a test opens at once are tabs of one person. When the last page of
-    a server closes, all its origin kept but the cache is cleared (:data:`PAGE_STORAGE`), so tests share nothing
-    else. ``own_context=True`` opens the page in a fresh context of its own instead: another person, with
-    cookies (and so a Jupyter identity) of their own.
+    a server closes, everything the server's origin kept but the cache is cleared (:data:`PAGE_STORAGE`), so tests
+    share nothing else. ``own_context=True`` opens the page in a fresh context of its own instead: another person,
+    with cookies (and so a Jupyter identity) of their own.
     """
     context = browser.new_context(viewport=VIEWPORT) if own_context else browser.contexts[0]
     page = None
