@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from .events import ASSISTANT_MESSAGE, USER_MESSAGE, Event
 from .header import SessionHeader
@@ -126,13 +126,13 @@ def project_long_event(event: Event) -> ProjectedMessage | LongMessage | None:
     if found is None:
         return None
     role, blocks, checkpoint = found
-    if not isinstance(blocks, list):
-        return None
-    texts = [b.get("text") for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"]
-    parts: list[str | RawString] = [value for value in texts if isinstance(value, (str, RawString))]
-    if not any(isinstance(value, RawString) for value in parts):  # the common case: blocks_text's join
-        text = "\n".join(cast("list[str]", parts))
+    texts = [b.get("text") for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"] \
+        if isinstance(blocks, list) else []
+    if not any(isinstance(value, RawString) for value in texts):  # the common case: the one projection rule
+        text = _text(blocks)
         return ProjectedMessage(role, text, checkpoint) if text else None
+    # blocks_text's join (text blocks, "\n" between them), with the undecoded strings kept as they are
+    parts = [value for value in texts if isinstance(value, (str, RawString))]
     joined: list[str | RawString] = []
     for value in parts:
         if joined:
