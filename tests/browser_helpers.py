@@ -73,6 +73,7 @@ QUIET_NOTIFICATIONS = {"fetchNews": "false", "checkForUpdates": False}
 #: Nothing of dsh-jupyter needs them (its plugins require the notebook, completer and CodeMirror tokens only).
 UNUSED_EXTENSIONS = (
     "@jupyter/collaboration-extension", "@jupyter/docprovider-extension", "@jupyter-notebook/lab-extension",
+    "@jupyter-notebook/terminal-extension",
     "@jupyterlab/celltags-extension", "@jupyterlab/csvviewer-extension", "@jupyterlab/debugger-extension",
     "@jupyterlab/extensionmanager-extension", "@jupyterlab/help-extension", "@jupyterlab/htmlviewer-extension",
     "@jupyterlab/hub-extension", "@jupyterlab/imageviewer-extension", "@jupyterlab/json-extension",
@@ -92,6 +93,10 @@ def page_config(keep: tuple[str, ...] = ()) -> dict[str, Any]:
         "@jupyterlab/apputils-extension:announcements": True,
         "@jupyterlab/notebook-extension:export": True,
         "@jupyterlab/notebook-extension:update-raw-mimetype": True,
+        # Plugins that need a provider from UNUSED_EXTENSIONS (their activation would fail in the console).
+        "@jupyterlab/fileeditor-extension:language-server": True,
+        "@jupyterlab/notebook-extension:language-server": True,
+        "@jupyterlab/notebook-extension:toc": True,
     }
     disabled.update({name: True for name in UNUSED_EXTENSIONS if name not in keep})
     return {"buildCheck": False, "buildAvailable": False, "disabledExtensions": disabled}
@@ -604,6 +609,9 @@ class PageWatch:
 
     dialogs: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: What the page logged at the console's error level (a test asserts on what concerns it: pages that
+    #: are refused on purpose log failed requests here too).
+    console_errors: list[str] = field(default_factory=list)
 
     def attach(self, page: Any) -> None:
         def on_dialog(dialog: Any) -> None:
@@ -615,8 +623,13 @@ class PageWatch:
             if not any(message == known and where in stack for known, where in KNOWN_APP_ERRORS):
                 self.errors.append(f"{message}\n{stack}")
 
+        def on_console(message: Any) -> None:
+            if message.type == "error":
+                self.console_errors.append(message.text)
+
         page.on("dialog", on_dialog)
         page.on("pageerror", on_error)
+        page.on("console", on_console)
 
 
 #: The size of every test page.

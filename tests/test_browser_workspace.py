@@ -323,3 +323,8 @@ def test_the_agent_works_in_the_live_notebook(
 
         assert watch.dialogs == []
         assert watch.errors == []
+        # `%load_ext` and the restart pinged the page: the ping is closed once, by the kernel that sent it (a
+        # comm the kernel opens has 32 hex digits for its id; those with dashes are the page's, such as the
+        # widget manager's that a restarted kernel without ipywidgets refuses, which is JupyterLab's own).
+        closed_twice = [line for line in watch.console_errors if re.search(r"Comm not found .* [0-9a-f]{32}$", line)]
+        assert closed_twice == []

@@ -108,6 +108,7 @@ const chatSidebar: JupyterFrontEndPlugin<void> = {
       tracker,
       contents: app.serviceManager.contents,
       serverSettings: app.serviceManager.serverSettings,
+      events: app.serviceManager.events,
       selectKernel: dialogs ? context => dialogs.selectKernel(context) : undefined
     });
     app.shell.add(sidebar, 'right', { rank: 650 });

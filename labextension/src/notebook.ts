@@ -423,10 +423,11 @@ export class LiveNotebook {
     this._settle(id);
   }
 
-  /** The kernel loaded dsh (`%load_ext`): connect again. */
-  private readonly _pinged = (comm: Kernel.IComm): void => {
+  /** The kernel loaded dsh (`%load_ext`): connect again. The kernel closes the ping itself as soon as it sent
+   * it (it cannot know whether a page listens), so closing it here too would be a second close that each side
+   * reports as a comm it does not know. */
+  private readonly _pinged = (): void => {
     this._open();
-    comm.close();
   };
 
   private _kernel: Kernel.IKernelConnection | null = null;

@@ -15,7 +15,7 @@ import type { ISessionContext } from '@jupyterlab/apputils';
 import { PathExt } from '@jupyterlab/coreutils';
 import { NotebookActions, NotebookPanel, INotebookTracker } from '@jupyterlab/notebook';
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
-import { Contents, Kernel, ServerConnection } from '@jupyterlab/services';
+import { Contents, Event, Kernel, ServerConnection } from '@jupyterlab/services';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Panel, Widget } from '@lumino/widgets';
 
@@ -35,6 +35,9 @@ export const SIDEBAR_ID = 'dsh-jupyter-chat';
 export const OPEN_COMMAND = 'dsh-jupyter:open-chat';
 
 const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
+
+/** The schema of jupyter-server's events for kernel actions (start, interrupt, restart, shutdown). */
+const KERNEL_ACTIONS = 'https://events.jupyter.org/jupyter_server/kernel_actions/v1';
 
 /** How long the `@` popup waits for the server's sessions before showing the rest (milliseconds). */
 export const SESSIONS_ANSWER_MS = 3000;
@@ -75,6 +78,9 @@ export interface ISidebarOptions {
   tracker: INotebookTracker;
   contents: Contents.IManager;
   serverSettings: ServerConnection.ISettings;
+  /** The server's event bus: it tells of a kernel restarted elsewhere (another tab, the REST API), which the
+   * kernel's own messages may never tell this page. */
+  events?: Event.IManager;
   /** Opens the app's kernel chooser for a notebook (absent: the notice only says what to do). */
   selectKernel?: (context: ISessionContext) => Promise<unknown>;
 }
@@ -120,6 +126,28 @@ class NotebookChat extends Widget {
     notebook.sessionContext.kernelChanged.connect(this._onKernelChanged, this);
     notebook.sessionContext.statusChanged.connect(this._onStatus, this);
     NotebookActions.executed.connect(this._onExecuted, this);
+  }
+
+  /** The server restarted kernel `kernelId`. A restart asked for on this page reads "restarting" first and
+   * JupyterLab reconnects its socket after it. One made elsewhere (another tab, the REST API) may show nothing
+   * here: the new kernel's "starting" can be lost, and the server's socket of this page can stay on the old
+   * kernel's channels. So a chat that still holds its connection then has lost it: the page's kernel
+   * connection is made again (as JupyterLab does after its own restarts) and the new kernel asked at once. */
+  kernelRestarted(kernelId: string): void {
+    const kernel = this.notebook.sessionContext.session?.kernel;
+    if (this._connection === null || !kernel || kernel.id !== kernelId) {
+      return;
+    }
+    this._lost('The kernel restarted.');
+    void kernel
+      .reconnect()
+      .catch(() => undefined) // the kernel connection says so itself (its status), and _bind then too
+      .then(() => {
+        if (this.isVisible && !this.isDisposed) {
+          this._retryOnIdle = false;
+          this.start();
+        }
+      });
   }
 
   /** Connect to the kernel unless connected or connecting already. */
@@ -172,7 +200,7 @@ class NotebookChat extends Widget {
       return;
     }
     this._setNotice({
-      text: kernel.status === 'busy' ? 'Waiting for the kernel: a cell is running…' : 'Connecting to the kernel…',
+      text: this._lostNote + (kernel.status === 'busy' ? 'Waiting for the kernel: a cell is running…' : 'Connecting to the kernel…'),
       level: 'info'
     });
     try {
@@ -481,7 +509,13 @@ export class DshSidebar extends Panel {
     this._empty = textElement('div', 'Open a notebook to chat with its agent here.', 'dsh-sidebar-empty');
     this.node.append(this._warning, this._empty);
     _options.tracker.currentChanged.connect(() => this._follow(), this);
+    _options.events?.stream.connect(this._onEvent, this);
     this._follow();
+  }
+
+  dispose(): void {
+    this._options.events?.stream.disconnect(this._onEvent, this);
+    super.dispose();
   }
 
   /** The chat of the active notebook, if any. */
@@ -521,6 +555,17 @@ export class DshSidebar extends Panel {
     this._empty.hidden = chat !== undefined;
     if (chat && this.isVisible) {
       chat.start();
+    }
+  }
+
+  private _onEvent(_sender: unknown, event: Event.Emission): void {
+    if (event.schema_id === KERNEL_ACTIONS && event.action === 'restart' && event.status === 'success') {
+      const kernelId = event.kernel_id;
+      if (typeof kernelId === 'string') {
+        for (const chat of this._chats.values()) {
+          chat.kernelRestarted(kernelId);
+        }
+      }
     }
   }
 

@@ -62,7 +62,15 @@ export class SidebarPrompt {
     }
     this._input.addEventListener('keydown', event => this._onKey(event));
     this._input.addEventListener('input', () => this._onInput());
-    this._input.addEventListener('blur', () => window.setTimeout(() => this._closePopup(), 150));
+    // Late, so that a click on a row lands first; and only if the box is still left then (focus that went
+    // away and came back, as a click elsewhere and back does, keeps the popup the new `@` opens).
+    this._input.addEventListener('blur', () =>
+      window.setTimeout(() => {
+        if (document.activeElement !== this._input) {
+          this._closePopup();
+        }
+      }, 150)
+    );
     this._send.addEventListener('click', () => void this.send());
     this._model.addEventListener('change', () => void this._onModel());
   }

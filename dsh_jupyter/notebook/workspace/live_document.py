@@ -5,7 +5,8 @@ Who opens what:
 - each notebook panel of the browser opens its own comm to the kernel target :data:`LIVE_TARGET`
   (``labextension/src/notebook.ts``) when its kernel is ready, and again after a restart or a change of
   kernel; the open data says ``{"path": ..., "active": bool}``;
-- the kernel, as the extension loads, opens a comm to the front-end target :data:`PING_TARGET`; a notebook
+- the kernel, as the extension loads, opens a comm to the front-end target :data:`PING_TARGET` and closes it
+  at once (the page never closes it: a second close is an unknown comm to either side); a notebook
   panel that gets it (re)opens its document comm. So a page opened before ``%load_ext`` connects too,
   and a page reloaded later connects on its own. Consoles register no target (they close the ping).
 
