@@ -39,10 +39,10 @@ def main() -> int:
     from IPython.core.interactiveshell import InteractiveShell
 
     from benchmarks._summary import goal
-    from dsh_jupyter.notebook.workspace.cell_runner import execute_cell
-    from dsh_jupyter.notebook.workspace.kernel_record import KernelRecord
-    from dsh_jupyter.notebook.workspace.notebook_tools import NotebookReadTool, Workspace
     from dsh_jupyter.tools.base import ToolExecution
+    from dsh_jupyter.workspace.cell_runner import execute_cell
+    from dsh_jupyter.workspace.kernel_record import KernelRecord
+    from dsh_jupyter.workspace.notebook_tools import NotebookReadTool, Workspace
 
     shell = InteractiveShell.instance()
     shell.history_manager.enabled = False  # IPython's own SQLite history would dominate every figure

@@ -38,7 +38,7 @@ def main() -> int:
     import numpy as np
     import pandas as pd
 
-    from dsh_jupyter.notebook.workspace.variables import list_variables, summarise, variable_candidates
+    from dsh_jupyter.workspace.variables import list_variables, summarise, variable_candidates
 
     frame = pd.DataFrame(np.random.default_rng(0).random((3_000_000, 8)), columns=[f"c{i}" for i in range(8)])
     array = np.zeros(10_000_000)

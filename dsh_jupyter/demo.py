@@ -32,7 +32,7 @@ def run_notebook(source: Path, workdir: Path, timeout: int = 180) -> Path:
 
     workdir.mkdir(parents=True, exist_ok=True)
     nb = nbformat.read(source, as_version=4)
-    from .notebook.workspace.cell_ids import send_cell_ids
+    from .workspace.cell_ids import send_cell_ids
 
     client = send_cell_ids(NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                           resources={"metadata": {"path": str(workdir)}}))

@@ -1,6 +1,6 @@
 """A notebook document for tests: an in-memory live view the user can also change (move, add, delete cells).
 
-It implements :class:`dsh_jupyter.notebook.workspace.document.NotebookDocument` the way the live view must: cells are
+It implements :class:`dsh_jupyter.workspace.document.NotebookDocument` the way the live view must: cells are
 addressed by id only, a missing id raises :class:`CellNotFound`, new cells get fresh ids.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
-from dsh_jupyter.notebook.workspace.document import (
+from dsh_jupyter.workspace.document import (
     AppliedEdit,
     Cell,
     CellNotFound,

@@ -3,6 +3,8 @@
 - the core (sessions, stores, references, catalog, sources, agent, models, tools and the low modules)
   imports neither the presentation wing (``dsh_jupyter.ui``) nor the IPython host (``dsh_jupyter.notebook``);
 - ``dsh_jupyter.ui`` imports neither the host nor the server extension nor the CLI;
+- ``dsh_jupyter.workspace`` (the notebook as the agent's workspace, which the host and the server's shared
+  notebook both use) imports neither the host, the presentation wing, the server extension nor the CLI;
 - no two modules import each other, directly or around a circle (top-level and function-level imports
   alike; imports under ``if TYPE_CHECKING:`` never run, so they do not count).
 """
@@ -19,6 +21,7 @@ CORE = ("session", "store", "references", "catalog", "sources", "agent", "models
         "services", "query", "secrets", "images", "clip", "escape")
 HOST = "dsh_jupyter.notebook"
 UI = "dsh_jupyter.ui"
+WORKSPACE = "dsh_jupyter.workspace"
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,12 @@ def ui_violations(edges: list[Import]) -> list[Import]:
     return [edge for edge in edges if _within(edge.source, UI) and any(_within(edge.target, a) for a in above)]
 
 
+def workspace_violations(edges: list[Import]) -> list[Import]:
+    above = (HOST, UI, "dsh_jupyter.server", "dsh_jupyter.cli")
+    return [edge for edge in edges
+            if _within(edge.source, WORKSPACE) and any(_within(edge.target, a) for a in above)]
+
+
 @pytest.fixture(scope="module")
 def edges() -> list[Import]:
     return import_graph(PACKAGE)
@@ -129,6 +138,12 @@ def test_the_core_imports_neither_presentation_nor_host(edges: list[Import]) -> 
 
 def test_presentation_imports_neither_host_nor_server_nor_cli(edges: list[Import]) -> None:
     assert [str(edge) for edge in ui_violations(edges)] == []
+
+
+def test_the_workspace_imports_neither_host_nor_presentation_nor_server(edges: list[Import]) -> None:
+    assert ("dsh_jupyter.workspace.cell_runner", "dsh_jupyter.workspace.document") in {
+        (edge.source, edge.target) for edge in edges}
+    assert [str(edge) for edge in workspace_violations(edges)] == []
 
 
 def test_no_import_circles(edges: list[Import]) -> None:

@@ -181,7 +181,7 @@ def test_a_server_that_answers_garbage_is_named_with_what_it_sent(tmp_path: Path
 
 def test_the_table_groups_acting_tools_first_and_names_problems() -> None:
     from dsh_jupyter.mcp_client.clients import ServerStatus
-    from dsh_jupyter.mcp_client.display import mcp_table
+    from dsh_jupyter.notebook.mcp_table import mcp_table
 
     ready = ServerStatus("notes", "stdio", "notes-mcp", "~/.dsh/mcp.json", "ready", None,
                          (("mcp__notes__read", "read"), ("mcp__notes__write", "act")))

@@ -66,7 +66,7 @@ def test_the_tools_answer_with_the_servers_token_and_refuse_without_it(
 
 
 def test_the_server_and_the_kernel_name_the_same_comm_target() -> None:
-    from dsh_jupyter.notebook.workspace import outside
+    from dsh_jupyter.notebook import outside
     from dsh_jupyter.server import mcp_workspace
 
     assert mcp_workspace.OUTSIDE_TARGET == outside.OUTSIDE_TARGET
@@ -75,8 +75,8 @@ def test_the_server_and_the_kernel_name_the_same_comm_target() -> None:
 async def test_an_edit_with_no_notebook_page_to_ask_is_refused_unapplied(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from dsh_jupyter.notebook.workspace.kernel_record import KernelRecord
-    from dsh_jupyter.notebook.workspace.outside import NO_PAGE, call
+    from dsh_jupyter.notebook.outside import NO_PAGE, call
+    from dsh_jupyter.workspace.kernel_record import KernelRecord
 
     host = SimpleNamespace(kernel_record=KernelRecord(None), live_source=None, main_thread_calls=None,
                            cwd=str(tmp_path), settings=SimpleNamespace(approval_timeout=5.0))

@@ -19,13 +19,13 @@ import nbformat
 import pytest
 from server_helpers import SERVER_CONFIG, Api, server_api
 
-from dsh_jupyter.notebook.workspace.applier import ListCells, apply_edit, snapshot_of, source_text
-from dsh_jupyter.notebook.workspace.document import CellNotFound, Edit, NotebookError, merged_metadata
-from dsh_jupyter.notebook.workspace.edits import RecordedEdit, edit_record, reverting_edit
-from dsh_jupyter.notebook.workspace.kernel_record import KernelRecord
-from dsh_jupyter.notebook.workspace.notebook_tools import NotebookEditTool, NotebookReadTool, Workspace
-from dsh_jupyter.notebook.workspace.saved_file import SavedNotebook, SaveRaced
-from dsh_jupyter.notebook.workspace.server_document import ServerDocument, VSCodeFile
+from dsh_jupyter.workspace.applier import ListCells, apply_edit, snapshot_of, source_text
+from dsh_jupyter.workspace.document import CellNotFound, Edit, NotebookError, merged_metadata
+from dsh_jupyter.workspace.edits import RecordedEdit, edit_record, reverting_edit
+from dsh_jupyter.workspace.kernel_record import KernelRecord
+from dsh_jupyter.workspace.notebook_tools import NotebookEditTool, NotebookReadTool, Workspace
+from dsh_jupyter.workspace.saved_file import SavedNotebook, SaveRaced
+from dsh_jupyter.workspace.server_document import ServerDocument, VSCodeFile
 
 jp_server_config = pytest.fixture(lambda: SERVER_CONFIG)
 api = server_api()
@@ -265,8 +265,8 @@ def test_in_vscode_replace_and_delete_edit_the_saved_file_and_refuse_plainly_whi
 
 
 def test_the_kernel_and_the_server_agree_on_the_way_back() -> None:
-    from dsh_jupyter.notebook.workspace import server_document
     from dsh_jupyter.server import shared_notebook
+    from dsh_jupyter.workspace import server_document
 
     assert (server_document.URL_VARIABLE, server_document.KEY_VARIABLE, server_document.KEY_HEADER) == (
         shared_notebook.URL_VARIABLE, shared_notebook.KEY_VARIABLE, shared_notebook.KEY_HEADER)

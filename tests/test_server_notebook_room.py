@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from server_helpers import SERVER_CONFIG, Api, server_api
 
-from dsh_jupyter.notebook.workspace.applier import source_text
+from dsh_jupyter.workspace.applier import source_text
 
 pytest.importorskip("jupyter_server_ydoc", reason="needs the collab extra (jupyter-collaboration)")
 

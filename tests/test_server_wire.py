@@ -10,11 +10,11 @@ from typing import Any, NotRequired, get_origin, get_type_hints
 
 import pytest
 
-from dsh_jupyter.notebook.frontend_comm import VariableCandidate
 from dsh_jupyter.references.candidates import RemoteCandidateJson, SessionReferenceCandidate
 from dsh_jupyter.server import wire
 from dsh_jupyter.server.detail import Damage
 from dsh_jupyter.server.errors import error_body
+from dsh_jupyter.workspace.variables import VariableCandidate
 
 SRC = Path(__file__).resolve().parents[1] / "labextension" / "src"
 _COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)

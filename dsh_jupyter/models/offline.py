@@ -91,7 +91,7 @@ OFFLINE_BANNER = "Offline model (no API key needed)"
 TOOLS_INTRO = "Tools I can call here:"
 SWITCH_NOTE = "For real answers, set DEEPSEEK_API_KEY or pick a model with --model (`%dsh models` lists them)."
 
-#: How a ``%dsh fix`` prompt (dsh_jupyter.notebook.workspace.fix) starts, and the labels of the two lines the offline
+#: How a ``%dsh fix`` prompt (dsh_jupyter.workspace.fix) starts, and the labels of the two lines the offline
 #: answer quotes from it: the exception and the failing line.
 FIX_REQUEST_MARKER = "[dsh fix]"
 FIX_EXCEPTION_LABEL = "Exception: "

@@ -31,11 +31,12 @@ from typing import TYPE_CHECKING, Protocol
 from IPython.core.completer import CompletionContext, SimpleCompletion, SimpleMatcherResult, context_matcher
 
 from ..escape import host_mention
-from .frontend_comm import VariableCandidate
 from .protocols import CompletionHost, FileCandidates, SessionCandidates
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
+
+    from ..workspace.variables import VariableCandidate
 
 log = logging.getLogger(__name__)
 

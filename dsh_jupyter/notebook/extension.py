@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
+from ..workspace.live_document import install_live_document, live_connections
 from .commands import install_help_requests
 from .frontend_comm import install_current_session_comm, install_variables_comm
+from .outside import install_outside_tools
 from .sidebar_comm import install_sidebar_comm
-from .workspace.live_document import install_live_document, live_connections
-from .workspace.outside import install_outside_tools
 
 _STATE: dict[int, Any] = {}
 
@@ -32,7 +33,9 @@ def load(ip: Any) -> None:
     disposers.append(install_current_session_comm(ip, lambda: magics.host))
     disposers.append(install_variables_comm(ip, lambda: magics.host))
     disposers.append(install_sidebar_comm(ip, lambda: magics.host))
-    disposers.append(install_live_document(ip, live_connections(ip, magics.host)))
+    kernel = getattr(ip, "kernel", None)
+    route = _answer_subshell_route(kernel) if kernel is not None else None
+    disposers.append(install_live_document(ip, live_connections(magics.host, route)))
     disposers.append(install_outside_tools(ip, lambda: magics.host))
     from .warmup import start_after_cell
 
@@ -56,3 +59,15 @@ def unload(ip: Any) -> None:
     with contextlib.suppress(ValueError):
         ip.events.unregister("pre_run_cell", magics.refresh_views)
     magics.host.close()
+
+
+def _answer_subshell_route(kernel: Any) -> Callable[[Any], None]:
+    """Route a page comm's incoming messages to ``kernel``'s approval answer subshell (made, and the approval
+    module imported, when the first page connects: ``%load_ext`` stays light)."""
+
+    def route(comm: Any) -> None:
+        from .approval import answer_subshell, pin_replies
+
+        pin_replies(comm, answer_subshell(kernel))
+
+    return route

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+
+if TYPE_CHECKING:
+    from ..workspace.variables import VariableCandidate
 
 CURRENT_SESSION_TARGET = "dsh.current-session"
 
@@ -26,17 +29,6 @@ class CurrentSessionAnswer(TypedDict):
     """The answer on :data:`CURRENT_SESSION_TARGET` (``None``: no session yet)."""
 
     sessionId: str | None
-
-
-class VariableCandidate(TypedDict):
-    """One variable the ``@`` popup may offer: ``kind`` is ``dataframe``, ``series``, ``array`` or ``other``,
-    ``brief`` its type and shape for people, ``mention`` the ``@[name](dsh-variable:name)`` to insert."""
-
-    name: str
-    kind: str
-    type: str
-    brief: str
-    mention: str
 
 
 class VariablesAnswer(TypedDict):

@@ -27,12 +27,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..services import ServiceError, Services, ServiceSettings
 from ..ui.messages import session_name
+from ..workspace.cell_runner import CellRunner
+from ..workspace.kernel_record import KernelRecord
+from ..workspace.live_document import with_proposals
 from .config import DshSettings
-from .frontend_comm import VariableCandidate
 from .runtime import AgentThread
-from .workspace.cell_runner import CellRunner
-from .workspace.kernel_record import KernelRecord
-from .workspace.live_document import with_proposals
 
 if TYPE_CHECKING:
     from ..agent import Agent, AgentConfig
@@ -51,9 +50,10 @@ if TYPE_CHECKING:
     from ..tools.base import ToolRegistry
     from ..tools.env import ProcessEnv, ShellEnvRegistry
     from ..tools.hooks import HookRunner
-    from .workspace.cell_refs import NotebookCells
-    from .workspace.cell_runner import ExecutedCell
-    from .workspace.notebook_tools import LiveSource, Workspace
+    from ..workspace.cell_refs import NotebookCells
+    from ..workspace.cell_runner import ExecutedCell
+    from ..workspace.notebook_tools import LiveSource, Workspace
+    from ..workspace.variables import VariableCandidate
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -320,12 +320,12 @@ class NotebookHost:
 
             registry.register(PythonTool(self, lock=self.kernel_lock))
         if self.settings.notebook_tools and self.shell is not None:
-            from .workspace.notebook_tools import notebook_tools
+            from ..workspace.notebook_tools import notebook_tools
 
             for tool in notebook_tools(self.workspace):
                 registry.register(tool)
         if self.settings.variables_tool and self.shell is not None:
-            from .workspace.variables import VariablesTool
+            from ..workspace.variables import VariablesTool
 
             registry.register(VariablesTool(self.shell))
         return registry
@@ -335,7 +335,7 @@ class NotebookHost:
     def workspace(self) -> Workspace:
         """The document the notebook tools use: the live notebook when connected, else the kernel record."""
         if self._workspace is None:
-            from .workspace.notebook_tools import Workspace
+            from ..workspace.notebook_tools import Workspace
 
             self._workspace = Workspace(self)
         return self._workspace
@@ -691,14 +691,14 @@ class NotebookHost:
 
     def variable_snapshots(self) -> VariableSnapshots | None:
         """Where ``@[df](dsh-variable:df)`` mentions are read from: this kernel's namespace."""
-        from .workspace.variable_refs import variable_source
+        from ..workspace.variable_refs import variable_source
 
         return variable_source(self.shell)
 
     def cell_snapshots(self, prompt_cell: str | None = None) -> NotebookCells:
         """Where ``@cell`` and ``@cell:<id>`` are read from for one prompt: the notebook the tools see
         (``prompt_cell``: the id of the cell the prompt was typed in; ``None`` from the sidebar or a prompt box)."""
-        from .workspace.cell_refs import NotebookCells
+        from ..workspace.cell_refs import NotebookCells
 
         return NotebookCells(lambda: self.workspace.document().read(), prompt_cell)
 
@@ -709,7 +709,7 @@ class NotebookHost:
 
     def variable_candidates(self, query: str = "", limit: int = 50) -> list[VariableCandidate]:
         """The user's variables to mention (data frames first), each ``{name, kind, type, brief, mention}``."""
-        from .workspace.variables import variable_candidates
+        from ..workspace.variables import variable_candidates
 
         return variable_candidates(self.shell, query, limit) if self.shell is not None else []
 

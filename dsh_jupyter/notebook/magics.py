@@ -24,11 +24,11 @@ from IPython.display import display
 
 from ..ui.display import ReferenceContextDisplay, SessionTable, show_notice
 from ..ui.messages import NO_VARIABLE, KeptField, Said, blocked_message, describe, interpolation_notice, usage_message
+from ..workspace.document import NotebookError
+from ..workspace.edits import UNDO_EVENT, describe_undo, recorded_edits, reverting_edit, undo_record
 from . import commands, warmup
 from .config import DshSettings
 from .host import HostError, NotebookHost
-from .workspace.document import NotebookError
-from .workspace.edits import UNDO_EVENT, describe_undo, recorded_edits, reverting_edit, undo_record
 
 INTERRUPT_GRACE_SECONDS = 5.0
 
@@ -442,7 +442,7 @@ class DshMagics(Magics, DshSettings):
         return commands.models_table(listings, in_use, mark=mark, unlisted=unlisted if in_use is None else None)
 
     def _cmd_mcp(self, args: argparse.Namespace) -> Any:
-        from ..mcp_client.display import mcp_table
+        from .mcp_table import mcp_table
 
         clients = self.host.mcp
         clients.configure(self.host.mcp_settings())
@@ -483,7 +483,7 @@ class DshMagics(Magics, DshSettings):
         return None
 
     def _cmd_fix(self, args: argparse.Namespace) -> Any:
-        from .workspace.fix import NO_ERROR, build_fix_request
+        from ..workspace.fix import NO_ERROR, build_fix_request
 
         host = self.host
         record = host.kernel_record

@@ -8,13 +8,10 @@ they can be driven by a test double and none of them imports the host module (wh
 
 from __future__ import annotations
 
-import concurrent.futures
-from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from ..ui.protocols import BodySearch, ChatHost, Listener, PromptHost, SessionCandidates
-
-_T = TypeVar("_T")
+from ..workspace.cell_runner import MainThreadRunner
 
 
 class FileCandidates(Protocol):
@@ -25,12 +22,6 @@ class FileCandidates(Protocol):
 
 class CompletionHost(SessionCandidates, FileCandidates, Protocol):
     """What ``@`` completion in ``%%dsh`` cells needs: sessions, then files."""
-
-
-class MainThreadRunner(Protocol):
-    """Runs callables on the kernel's main thread (while a foreground cell waits and pumps them)."""
-
-    def submit(self, fn: Callable[[], _T]) -> concurrent.futures.Future[_T]: ...
 
 
 class KernelShell(Protocol):

@@ -41,9 +41,9 @@ FIRST_TURN_MODULES = (
     "dsh_jupyter.references", "dsh_jupyter.references.resolver", "dsh_jupyter.references.mentions",
     "dsh_jupyter.tools", "dsh_jupyter.tools.bash", "dsh_jupyter.tools.env",
     "dsh_jupyter.notebook.approval", "dsh_jupyter.notebook.python_tool",
-    "dsh_jupyter.notebook.workspace.notebook_tools", "dsh_jupyter.notebook.workspace.variables",
-    "dsh_jupyter.notebook.workspace.variable_refs", "dsh_jupyter.notebook.workspace.cell_refs",
-    "dsh_jupyter.notebook.workspace.edits",
+    "dsh_jupyter.workspace.notebook_tools", "dsh_jupyter.workspace.variables",
+    "dsh_jupyter.workspace.variable_refs", "dsh_jupyter.workspace.cell_refs",
+    "dsh_jupyter.workspace.edits",
     "dsh_jupyter.mcp_client.clients",  # every prompt asks it for the MCP servers (the SDK stays unloaded)
     "dsh_jupyter.ui.render", "dsh_jupyter.ui.coalescer", "dsh_jupyter.conversation.fold",
     "dsh_jupyter.agent.transcript_feed", "dsh_jupyter.ui.approval_choices", "dsh_jupyter.ui.markdown",

@@ -3,9 +3,9 @@ in the browser.
 
 Only the Jupyter server can offer them: it knows which kernel runs which notebook. A call names the notebook by
 its path (relative to the server root, as JupyterLab shows it); the server opens a comm to that kernel's
-:data:`~dsh_jupyter.notebook.workspace.outside.OUTSIDE_TARGET`, and the kernel runs the agent's own tool over
+:data:`~dsh_jupyter.notebook.outside.OUTSIDE_TARGET`, and the kernel runs the agent's own tool over
 the live notebook. ``notebook_edit`` becomes a proposal in the page, ``notebook_run`` a question on the cell, and
-each waits for the person's Accept or Reject there (see :mod:`dsh_jupyter.notebook.workspace.outside`); nothing
+each waits for the person's Accept or Reject there (see :mod:`dsh_jupyter.notebook.outside`); nothing
 an outside agent sends is applied or run without it.
 """
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 #: The most a call waits for the kernel (an edit waits for the person, within the kernel's approval_timeout).
 CALL_TIMEOUT = 900.0
-OUTSIDE_TARGET = "dsh.outside-agent"  # dsh_jupyter.notebook.workspace.outside (a test checks they agree)
+OUTSIDE_TARGET = "dsh.outside-agent"  # dsh_jupyter.notebook.outside (a test checks they agree)
 
 
 class NotebookCallError(ValueError):
@@ -121,8 +121,8 @@ class NotebookBridge:
     async def read_without_kernel(self, where: str, arguments: Mapping[str, Any]) -> tuple[bool, str]:
         """``notebook_read`` of a notebook no kernel runs: the server's applier reads its collaboration room, or
         its saved file (:mod:`.shared_notebook`). Edits and runs still need the person in the page."""
-        from ..notebook.workspace.notebook_tools import NotebookReadTool, Workspace
         from ..tools.base import ToolExecution
+        from ..workspace.notebook_tools import NotebookReadTool, Workspace
         from .notebook_handler import APPLIER_KEY
 
         applier = self._settings.get(APPLIER_KEY)

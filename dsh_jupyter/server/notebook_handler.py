@@ -16,7 +16,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from .._json import dumps
-from ..notebook.workspace.document import NotebookError, edit_from_arguments
+from ..workspace.document import NotebookError, edit_from_arguments
 from .shared_notebook import KEY_HEADER, NotebookApplier, error_code, key_matches
 
 #: The tornado settings keys of the applier and of the kernels' key.

@@ -1,14 +1,14 @@
 """The server-side notebook applier: the agent's reads and edits of a notebook no page of ours serves.
 
-The kernel's notebook tools ask the live page first (:mod:`dsh_jupyter.notebook.workspace.live_document`);
+The kernel's notebook tools ask the live page first (:mod:`dsh_jupyter.workspace.live_document`);
 when none is connected they ask this server (``POST dsh/api/notebook``), which uses
 
 - the notebook's **room** when jupyter-collaboration has it open: the edit goes into the shared Y document, so
   every collaborator sees it at once and the room's own autosave writes it to disk;
 - else the **file**, through the server's contents manager, with a checkpoint first and a check that no save
-  raced the edit (:class:`~dsh_jupyter.notebook.workspace.saved_file.SavedNotebook`).
+  raced the edit (:class:`~dsh_jupyter.workspace.saved_file.SavedNotebook`).
 
-Both apply edits with the one rule of :mod:`dsh_jupyter.notebook.workspace.applier`; cells are addressed by the
+Both apply edits with the one rule of :mod:`dsh_jupyter.workspace.applier`; cells are addressed by the
 notebook's own ids.
 
 The kernel authenticates with a key this server makes at start and hands its kernels in the environment
@@ -33,8 +33,8 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..notebook.workspace.applier import apply_edit, set_outputs, snapshot_of
-from ..notebook.workspace.document import AppliedEdit, Cell, CellNotFound, Edit, NotebookError, NotebookSnapshot
+from ..workspace.applier import apply_edit, set_outputs, snapshot_of
+from ..workspace.document import AppliedEdit, Cell, CellNotFound, Edit, NotebookError, NotebookSnapshot
 
 #: The environment variables the server's kernels get (``%dsh env`` does not show them: no ``DSH_`` prefix).
 URL_VARIABLE = "JUPYTER_DSH_SERVER_URL"
@@ -67,7 +67,7 @@ def key_matches(given: str | None, key: str) -> bool:
 
 
 class YCells:
-    """A :class:`~dsh_jupyter.notebook.workspace.applier.CellStore` over a room's ``YNotebook``."""
+    """A :class:`~dsh_jupyter.workspace.applier.CellStore` over a room's ``YNotebook``."""
 
     def __init__(self, ynotebook: Any) -> None:
         self.notebook = ynotebook
@@ -138,7 +138,7 @@ class NotebookApplier:
             return None
 
     def saved(self, path: str) -> Any:
-        from ..notebook.workspace.saved_file import SavedNotebook
+        from ..workspace.saved_file import SavedNotebook
 
         return SavedNotebook(self.serverapp.contents_manager, path)
 
@@ -174,7 +174,7 @@ class NotebookApplier:
 
 
 def error_code(exc: NotebookError) -> tuple[int, str]:
-    from ..notebook.workspace.saved_file import SaveRaced
+    from ..workspace.saved_file import SaveRaced
 
     if isinstance(exc, CellNotFound):
         return 404, "not-found"

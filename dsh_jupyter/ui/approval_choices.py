@@ -1,7 +1,7 @@
 """What an approval question offers: its answers, the one focused first and how much of the command is shown.
 
-One rule for the widget (:mod:`.approval_widget`) and the terminal prompt
-(:mod:`dsh_jupyter.notebook.approval`); light, so choosing an approver never imports anywidget.
+One rule for the widget (:mod:`.approval_widget`) and the IPython host's terminal prompt; light, so choosing an
+approver never imports anywidget.
 """
 
 from __future__ import annotations

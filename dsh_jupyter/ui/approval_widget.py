@@ -1,10 +1,10 @@
 """The approval question as an anywidget (view: ``static/approval.js`` and ``static/approval.css``).
 
-Kept apart from the approvers (:mod:`dsh_jupyter.notebook.approval`, which ask through it) so that
+Kept apart from the approvers (the IPython host's, which ask through it) so that
 choosing an approver never imports anywidget; this module is imported only when a question is shown.
 The view sends two kinds of messages: ``{"kind": "rendered"}`` once it is drawn, and ``{"kind": "answer",
-"choice": once|session|prefix|deny, "reason": text}``. They are handled on the kernel's answer subshell thread (see
-:mod:`dsh_jupyter.notebook.approval`), so everything here is thread-safe.
+"choice": once|session|prefix|deny, "reason": text}``. They are handled on the kernel's answer subshell thread
+(which the host's approvers make), so everything here is thread-safe.
 """
 
 from __future__ import annotations

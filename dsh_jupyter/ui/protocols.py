@@ -1,8 +1,8 @@
 """What the widgets need from the notebook host, as :class:`typing.Protocol` seams.
 
 The picker, the prompt box and the panels depend on these small protocols, never on the host itself, so
-they can be driven by a test double and the presentation package never imports :mod:`dsh_jupyter.notebook`
-(whose host implements every method here under the same name).
+they can be driven by a test double and the presentation package never imports the IPython host
+(whose ``NotebookHost`` implements every method here under the same name).
 """
 
 from __future__ import annotations

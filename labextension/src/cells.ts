@@ -2,7 +2,7 @@
  * The `@cell` rows of the `@` popup: first `@cell` (the cell the prompt means, with its first line), and after the
  * variables `@cell:<id>` for the notebook's other cells.
  *
- * The kernel decides what `@cell` means when the prompt is sent (`dsh_jupyter/notebook/workspace/cell_refs.py`);
+ * The kernel decides what `@cell` means when the prompt is sent (`dsh_jupyter/workspace/cell_refs.py`);
  * the popup shows the same choice: in a `%%dsh` cell the cell just above it (the prompt cell is the selection
  * while it is typed in, and running it moves the selection on), in the sidebar the cell selected in the page.
  * This module holds no DOM or JupyterLab runtime code, so it can be tested on plain Node.

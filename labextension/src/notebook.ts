@@ -1,5 +1,5 @@
 /**
- * The open notebook served to its kernel (the kernel side is dsh_jupyter/notebook/workspace/live_document.py).
+ * The open notebook served to its kernel (the kernel side is dsh_jupyter/workspace/live_document.py).
  *
  * Each notebook panel opens one comm to the kernel target `dsh.live-notebook` when its kernel is ready
  * (a kernel without dsh loaded closes it again) and whenever the kernel pings the front-end target

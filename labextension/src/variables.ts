@@ -10,7 +10,7 @@
 
 import { NotebookPanel } from '@jupyterlab/notebook';
 
-/** The comm target of the kernel side (dsh_jupyter/notebook/workspace/variable_refs.py). */
+/** The comm target of the kernel side (dsh_jupyter/workspace/variable_refs.py). */
 export const VARIABLES_TARGET = 'dsh.variables';
 
 /**

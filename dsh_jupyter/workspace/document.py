@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from ...images import ToolImage
+from ..images import ToolImage
 
 CellType = Literal["code", "markdown", "raw"]
 #: The cell types a notebook holds (nbformat 4).

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...clip import fitted
-from ...models.offline import FIX_EXCEPTION_LABEL, FIX_LINE_LABEL, FIX_REQUEST_MARKER
+from ..clip import fitted
+from ..models.offline import FIX_EXCEPTION_LABEL, FIX_LINE_LABEL, FIX_REQUEST_MARKER
 from .document import Cell
 from .variables import is_code, list_variables
 

@@ -21,12 +21,22 @@ import threading
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
-from ...clip import fitted
-from ...references.mentions import format_variable_mention
-from ...tools.base import Tool, ToolExecution, ToolOutput
-from ..frontend_comm import VariableCandidate
+from ..clip import fitted
+from ..references.mentions import format_variable_mention
+from ..tools.base import Tool, ToolExecution, ToolOutput
+
+
+class VariableCandidate(TypedDict):
+    """One variable the ``@`` popup may offer: ``kind`` is ``dataframe``, ``series``, ``array`` or ``other``,
+    ``brief`` its type and shape for people, ``mention`` the ``@[name](dsh-variable:name)`` to insert."""
+
+    name: str
+    kind: str
+    type: str
+    brief: str
+    mention: str
 
 #: Characters of one variable's summary (the default).
 MAX_SUMMARY_CHARS = 2_000

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from dsh_jupyter.agent.approvals import ApprovalDecision, ApprovalRequest
-from dsh_jupyter.notebook.workspace.document import (
+from dsh_jupyter.workspace.document import (
     Cell,
     CellNotFound,
     CellOutput,
@@ -24,7 +24,7 @@ from dsh_jupyter.notebook.workspace.document import (
     NotebookError,
     edit_from_arguments,
 )
-from dsh_jupyter.notebook.workspace.live_document import (
+from dsh_jupyter.workspace.live_document import (
     LiveConnections,
     LiveDocument,
     LiveUnavailable,
@@ -218,7 +218,7 @@ def test_messages_that_make_no_sense_are_ignored_with_a_log_line(caplog: pytest.
     connections = fast()
     browser = Browser([code("a", "x = 1")])
     comm = connect(connections, "c1", browser)
-    caplog.set_level(logging.INFO, logger="dsh_jupyter.notebook.workspace.live_document")
+    caplog.set_level(logging.INFO, logger="dsh_jupyter.workspace.live_document")
     for nonsense in [None, "text", 12, [], {"type": "shout"}, {"type": "reply"}, {"type": "reply", "id": True},
                      {"type": "reply", "id": 99, "ok": True}, {"type": "reply", "id": "1"}]:
         comm.deliver(nonsense)

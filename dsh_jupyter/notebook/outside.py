@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ...agent.approvals import ApprovalDecision, ApprovalRequest
-    from ..host import NotebookHost
-    from .live_document import LiveDocument
-    from .notebook_tools import Workspace
+    from ..agent.approvals import ApprovalDecision, ApprovalRequest
+    from ..workspace.live_document import LiveDocument
+    from ..workspace.notebook_tools import Workspace
+    from .host import NotebookHost
 
 OUTSIDE_TARGET = "dsh.outside-agent"
 TOOLS = ("notebook_read", "notebook_edit", "notebook_run")
@@ -38,8 +38,8 @@ log = logging.getLogger(__name__)
 
 async def call(host: NotebookHost, tool: str, arguments: Mapping[str, Any]) -> tuple[bool, str]:
     """Run one outside call; ``(ok, text)``."""
-    from ...tools.base import ToolExecution
-    from .notebook_tools import NotebookReadTool, Workspace
+    from ..tools.base import ToolExecution
+    from ..workspace.notebook_tools import NotebookReadTool, Workspace
 
     workspace = Workspace(host)
     if tool == "notebook_read":
@@ -53,7 +53,7 @@ async def call(host: NotebookHost, tool: str, arguments: Mapping[str, Any]) -> t
 
 
 def _question(tool: str, arguments: Mapping[str, Any], described: tuple[str, str] | None) -> ApprovalRequest:
-    from ...agent.approvals import ApprovalRequest
+    from ..agent.approvals import ApprovalRequest
 
     shown, language = described if described is not None else ("", "text")
     return ApprovalRequest(tool, f"outside-{uuid.uuid4().hex[:8]}", dict(arguments), shown, language,
@@ -61,7 +61,7 @@ def _question(tool: str, arguments: Mapping[str, Any], described: tuple[str, str
 
 
 async def _page(host: NotebookHost) -> LiveDocument | None:
-    from .live_document import LiveConnections
+    from ..workspace.live_document import LiveConnections
 
     live = host.live_source
     return await asyncio.to_thread(live.document) if isinstance(live, LiveConnections) else None
@@ -73,7 +73,7 @@ def _refused(tool: str, decision: ApprovalDecision | None) -> tuple[bool, str]:
 
 
 async def _edit(host: NotebookHost, workspace: Workspace, arguments: Mapping[str, Any]) -> tuple[bool, str]:
-    from .notebook_tools import NotebookEditTool, _BadArguments
+    from ..workspace.notebook_tools import NotebookEditTool, _BadArguments
 
     editor = NotebookEditTool(workspace)
     try:
@@ -92,8 +92,8 @@ async def _edit(host: NotebookHost, workspace: Workspace, arguments: Mapping[str
 
 
 async def _run(host: NotebookHost, workspace: Workspace, arguments: Mapping[str, Any]) -> tuple[bool, str]:
-    from .document import CellNotFound, NotebookError
-    from .notebook_tools import NotebookRunTool, _BadArguments
+    from ..workspace.document import CellNotFound, NotebookError
+    from ..workspace.notebook_tools import NotebookRunTool, _BadArguments
 
     runner = NotebookRunTool(workspace)
     try:

@@ -15,7 +15,8 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from kernel_helpers import KernelRunner, named_outputs, output_text
 
-from dsh_jupyter.notebook.workspace.variables import (
+from dsh_jupyter.tools.base import ToolExecution
+from dsh_jupyter.workspace.variables import (
     MAX_SUMMARY_CHARS,
     VariablesTool,
     brief_of,
@@ -25,7 +26,6 @@ from dsh_jupyter.notebook.workspace.variables import (
     user_variables,
     variable_candidates,
 )
-from dsh_jupyter.tools.base import ToolExecution
 
 
 class Raises:

@@ -6,7 +6,7 @@ holds. nbclient sends none, so the record falls back to ``exec-N``. :func:`send_
 ``NotebookClient`` send them::
 
     from nbclient import NotebookClient
-    from dsh_jupyter.notebook.workspace.cell_ids import send_cell_ids
+    from dsh_jupyter.workspace.cell_ids import send_cell_ids
 
     send_cell_ids(NotebookClient(nb, kernel_name="python3")).execute()
 

@@ -12,8 +12,8 @@ from kernel_helpers import KernelRunner, named_outputs, output_text
 
 from dsh_jupyter.models.base import ModelRequest
 from dsh_jupyter.models.offline import FIX_REQUEST_MARKER, OfflineModel
-from dsh_jupyter.notebook.workspace.document import Cell, CellOutput
-from dsh_jupyter.notebook.workspace.fix import MAX_FIX_PROMPT_CHARS, build_fix_request, failing_line, used_names
+from dsh_jupyter.workspace.document import Cell, CellOutput
+from dsh_jupyter.workspace.fix import MAX_FIX_PROMPT_CHARS, build_fix_request, failing_line, used_names
 
 TRACEBACK = (
     "\x1b[0;31m---------------------------------------------------------------------------\x1b[0m",
@@ -136,7 +136,7 @@ def test_code_that_spells_a_mention_is_not_read_as_one() -> None:
     parsed = parse_session_reference_text(request.prompt)
     assert parsed.references == [] and [v.name for v in parsed.variables] == ["df"]
     assert "uri = 'dsh-session\u2060:IiI'" in parsed.text
-    from dsh_jupyter.notebook.workspace.cell_refs import has_cell_mention
+    from dsh_jupyter.workspace.cell_refs import has_cell_mention
 
     cell_code = build_fix_request(failed_cell("@cell\ndef f(): ...\nref = '@[c](dsh-cell:a)'\n1 / 0\n"), {},
                                   instruction="like @cell")

@@ -16,9 +16,10 @@ from notebook_documents import FakeDocument, sample_cells
 
 from dsh_jupyter.agent.approvals import describe_call
 from dsh_jupyter.images import ToolImage
-from dsh_jupyter.notebook.workspace.document import Cell, CellOutput, NotebookDocument
-from dsh_jupyter.notebook.workspace.kernel_record import KernelRecord
-from dsh_jupyter.notebook.workspace.notebook_tools import (
+from dsh_jupyter.tools.base import ToolExecution, ToolOutput, ToolRegistry
+from dsh_jupyter.workspace.document import Cell, CellOutput, NotebookDocument
+from dsh_jupyter.workspace.kernel_record import KernelRecord
+from dsh_jupyter.workspace.notebook_tools import (
     KERNEL_HEADER,
     LIVE_HEADER,
     NotebookEditTool,
@@ -27,7 +28,6 @@ from dsh_jupyter.notebook.workspace.notebook_tools import (
     Workspace,
     notebook_tools,
 )
-from dsh_jupyter.tools.base import ToolExecution, ToolOutput, ToolRegistry
 
 _T = TypeVar("_T")
 
@@ -306,7 +306,7 @@ def test_run_in_the_kernel_view_reruns_the_recorded_source(shell: Any) -> None:
     ip.run_cell("counter = globals().get('counter', 0) + 1\nprint('run', counter)\ncounter * 10",
                 store_history=True, cell_id="k1")
     ip.run_cell("1/0", store_history=True, cell_id="k2")
-    from dsh_jupyter.notebook.workspace.cell_runner import CellRunner
+    from dsh_jupyter.workspace.cell_runner import CellRunner
 
     record.runner = CellRunner(record, Host(), __import__("threading").Lock())
     workspace = Workspace(Host(kernel_record=record))
@@ -423,7 +423,7 @@ def test_kernel_background_turn_runs_a_cell_off_the_main_thread_and_cannot_inser
 
 
 def test_run_of_a_cell_with_top_level_await_says_why_it_failed() -> None:
-    from dsh_jupyter.notebook.workspace.document import RunResult
+    from dsh_jupyter.workspace.document import RunResult
 
     class AwaitingDocument(FakeDocument):
         def run(self, cell_id: str, timeout: float) -> RunResult:
@@ -439,7 +439,7 @@ def test_run_of_a_cell_with_top_level_await_says_why_it_failed() -> None:
 def test_kernel_record_addressing_survives_new_runs_reorders_and_dropped_cells() -> None:
     import threading
 
-    from dsh_jupyter.notebook.workspace.cell_runner import CellRunner
+    from dsh_jupyter.workspace.cell_runner import CellRunner
 
     ip = InteractiveShell.instance()
     record = KernelRecord(ip, max_cells=4)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..notebook.commands import CommandTable, Row
-from .clients import ServerStatus
+from ..mcp_client.clients import ServerStatus
+from .commands import CommandTable, Row
 
 #: The groups of a server's tools, acting ones first (they are the ones a person is asked about).
 GROUPS = (("act", "acts (asks first)"), ("read", "reads"))

@@ -15,12 +15,12 @@ from notebook_documents import FakeDocument, sample_cells
 
 from dsh_jupyter.agent import Agent
 from dsh_jupyter.notebook.magics import DshMagics
-from dsh_jupyter.notebook.workspace.document import Cell, Edit
-from dsh_jupyter.notebook.workspace.edits import UNDO_EVENT, UndoRefused, recorded_edits, reverting_edit
-from dsh_jupyter.notebook.workspace.kernel_record import KernelRecord
-from dsh_jupyter.notebook.workspace.notebook_tools import Workspace, notebook_tools
 from dsh_jupyter.store import JsonlStore
 from dsh_jupyter.tools.base import ToolRegistry
+from dsh_jupyter.workspace.document import Cell, Edit
+from dsh_jupyter.workspace.edits import UNDO_EVENT, UndoRefused, recorded_edits, reverting_edit
+from dsh_jupyter.workspace.kernel_record import KernelRecord
+from dsh_jupyter.workspace.notebook_tools import Workspace, notebook_tools
 
 
 class Live:
@@ -148,7 +148,7 @@ def test_a_deleted_cell_returns_to_its_place_between_its_neighbours() -> None:
     assert record["anchor"] == {"after": "b"}
     document.user_insert(0, "user added")
     document.user_move("d", 1)
-    from dsh_jupyter.notebook.workspace.edits import RecordedEdit
+    from dsh_jupyter.workspace.edits import RecordedEdit
 
     revert = reverting_edit(RecordedEdit(5, record), document)
     assert revert == Edit("insert", "b", "1/0", "code", "after")
@@ -164,7 +164,7 @@ def test_the_kernel_view_cannot_undo_and_says_why(tmp_path: Path) -> None:
     live_edit = {"action": "replace", "cellId": "b", "index": 1, "view": "live",
                  "before": {"cellType": "code", "source": "x"}, "after": {"cellType": "code", "source": "y"}}
     kernel = KernelRecord(InteractiveShell.instance())
-    from dsh_jupyter.notebook.workspace.edits import RecordedEdit
+    from dsh_jupyter.workspace.edits import RecordedEdit
 
     with pytest.raises(UndoRefused, match="JupyterLab or Notebook 7"):
         reverting_edit(RecordedEdit(3, live_edit), kernel)

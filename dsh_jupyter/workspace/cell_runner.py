@@ -2,7 +2,7 @@
 
 :func:`execute_cell` runs a source as a cell would. It uses ``shell.run_cell(source, store_history=True,
 cell_id=...)``, nested inside the running ``%%dsh`` magic. Measured in ipykernel 7.4 / IPython 9.18
-(tests/test_notebook_cells.py, the kernel test): the nested call works because ``run_cell`` is re-entrant
+(tests/test_workspace_cells.py, the kernel test): the nested call works because ``run_cell`` is re-entrant
 for synchronous code (the builtin and display traps count their nesting, ``displayhook.exec_result`` is set
 and reset around the inner run only); it applies IPython's transforms and magics, shows a final expression's
 value, counts as an execution (``In``/``Out`` and the execution count advance) and fires the cell events, so
@@ -30,12 +30,18 @@ import concurrent.futures
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
-from ..protocols import MainThreadRunner
 from .document import Cell, CellNotFound, NotebookError, RunResult, is_dsh_cell, missing_cell
 from .kernel_record import KernelRecord
 from .outputs import output_from_json
+
+_T = TypeVar("_T")
+
+class MainThreadRunner(Protocol):
+    """Runs callables on the kernel's main thread (while a foreground cell waits and pumps them)."""
+
+    def submit(self, fn: Callable[[], _T]) -> concurrent.futures.Future[_T]: ...
 
 DEFAULT_RUN_TIMEOUT = 120.0
 

@@ -71,7 +71,7 @@ from .document import (
 )
 
 if TYPE_CHECKING:
-    from ...agent.approvals import ApprovalDecision, ApprovalRequest, Approver
+    from ..agent.approvals import ApprovalDecision, ApprovalRequest, Approver
     from .notebook_tools import LiveSource as NotebookSource
 
 log = logging.getLogger(__name__)
@@ -407,7 +407,7 @@ class LiveDocument:
     async def _ask(self, payload: dict[str, Any], cell_id: str, timeout: float) -> ApprovalDecision | None:
         """Show the proposal in every tab of this notebook (each collaborator of a shared notebook has one);
         the first answer decides, and the others' cards are withdrawn saying who decided."""
-        from ...agent.approvals import NOBODY_TO_ASK, ApprovalDecision
+        from ..agent.approvals import NOBODY_TO_ASK, ApprovalDecision
 
         connections = self.connections
         asked = [(tab, *connections._send(tab, "propose", payload)) for tab in connections.tabs_of(self.tab)]
@@ -554,28 +554,16 @@ def ping_pages() -> None:
         log.debug("could not ping the notebook pages", exc_info=True)
 
 
-def subshell_route(kernel: Any) -> Callable[[CommLike], None]:
-    """Route a comm's incoming messages to the kernel's approval answer subshell (created once)."""
-
-    def route(comm: CommLike) -> None:
-        from ..approval import answer_subshell, pin_replies
-
-        pin_replies(comm, answer_subshell(kernel))
-
-    return route
-
-
 class _Host(Protocol):
     live_source: NotebookSource | None
 
     def execute_cell(self, source: str, cell_id: str | None, timeout: float) -> CellRun: ...
 
 
-def live_connections(shell: Any, host: _Host) -> LiveConnections:
-    """The kernel's connections to its notebook pages, made the host's live source."""
-    kernel = getattr(shell, "kernel", None)
-    connections = LiveConnections(subshell_route(kernel) if kernel is not None else None,
-                                  runner=_cell_runner(host))
+def live_connections(host: _Host, route: Callable[[CommLike], None] | None = None) -> LiveConnections:
+    """The kernel's connections to its notebook pages, made the host's live source; ``route`` places each
+    page's comm (the host sends its incoming messages to the subshell that answers approvals)."""
+    connections = LiveConnections(route, runner=_cell_runner(host))
     host.live_source = connections
     return connections
 

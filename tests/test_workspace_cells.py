@@ -13,10 +13,10 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from kernel_helpers import KernelRunner, stream_text
 
-from dsh_jupyter.notebook.workspace.cell_runner import CellRunner, execute_cell
-from dsh_jupyter.notebook.workspace.document import CellNotFound, Edit, EditsUnsupported, NotebookError
-from dsh_jupyter.notebook.workspace.kernel_record import KernelRecord
-from dsh_jupyter.notebook.workspace.outputs import strip_ansi, trim_traceback
+from dsh_jupyter.workspace.cell_runner import CellRunner, execute_cell
+from dsh_jupyter.workspace.document import CellNotFound, Edit, EditsUnsupported, NotebookError
+from dsh_jupyter.workspace.kernel_record import KernelRecord
+from dsh_jupyter.workspace.outputs import strip_ansi, trim_traceback
 
 
 class NoRunner:
@@ -329,7 +329,7 @@ def test_kernel_records_displays_and_execute_cell_nests_in_a_running_cell(tmp_pa
 
 
 def test_execute_cell_hands_on_bounded_printed_text(shell: InteractiveShell, record: KernelRecord) -> None:
-    from dsh_jupyter.notebook.workspace.kernel_record import MAX_CAPTURED_STREAM_CHARS
+    from dsh_jupyter.workspace.kernel_record import MAX_CAPTURED_STREAM_CHARS
 
     done = execute_cell(record, "for _ in range(30): print('z' * 50_000)", cell_id="loud")
     texts = [o["text"] for o in done.outputs if o["output_type"] == "stream"]

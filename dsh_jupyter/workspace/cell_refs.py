@@ -24,14 +24,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ...clip import fitted
-from ...references.cells import CELL_ID, CellSnapshot
-from ...references.errors import (
+from ..clip import fitted
+from ..references.cells import CELL_ID, CellSnapshot
+from ..references.errors import (
     SESSION_REFERENCE_INVALID_REFERENCE,
     SESSION_REFERENCE_READ_FAILED,
     SessionReferenceError,
 )
-from ...references.mentions import format_cell_mention
+from ..references.mentions import format_cell_mention
 from .document import VIEW_NAMES, Cell, NotebookError, NotebookSnapshot
 
 #: Characters of one cell's frozen snapshot (within the per-source byte budget, which may be smaller).

@@ -1,11 +1,11 @@
-"""The kernel's variables as reference snapshots (notebook/workspace/variable_refs.py)."""
+"""The kernel's variables as reference snapshots (workspace/variable_refs.py)."""
 
 from __future__ import annotations
 
 import pandas as pd
 from IPython.core.interactiveshell import InteractiveShell
 
-from dsh_jupyter.notebook.workspace.variable_refs import MAX_REFERENCE_CHARS, NamespaceVariables, variable_source
+from dsh_jupyter.workspace.variable_refs import MAX_REFERENCE_CHARS, NamespaceVariables, variable_source
 
 
 def test_snapshots_read_the_namespace_within_the_budget() -> None:

@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 from references_helpers import MemoryStore, context_text, make_resolver, prompt_data, target_for
 
-from dsh_jupyter.notebook.workspace.cell_refs import (
+from dsh_jupyter.references import SessionReferenceError, parse_session_reference_text
+from dsh_jupyter.references.errors import SESSION_REFERENCE_INVALID_REFERENCE, SESSION_REFERENCE_READ_FAILED
+from dsh_jupyter.ui.display import ReferenceContextDisplay
+from dsh_jupyter.workspace.cell_refs import (
     MAX_CELL_REFERENCE_CHARS,
     NotebookCells,
     has_cell_mention,
     outputs_brief,
 )
-from dsh_jupyter.notebook.workspace.document import Cell, CellOutput, NotebookError, NotebookSnapshot
-from dsh_jupyter.references import SessionReferenceError, parse_session_reference_text
-from dsh_jupyter.references.errors import SESSION_REFERENCE_INVALID_REFERENCE, SESSION_REFERENCE_READ_FAILED
-from dsh_jupyter.ui.display import ReferenceContextDisplay
+from dsh_jupyter.workspace.document import Cell, CellOutput, NotebookError, NotebookSnapshot
 
 LOAD = Cell("load-sales", "code", "df = load('sales.csv')\ndf.head()", 2,
             (CellOutput("result", "   region  total\n0  north    10", execution_count=2),))

@@ -1,5 +1,5 @@
 """A headless nbclient run of a notebook whose cells have ids: the kernel hears each cell's own id
-(:func:`~dsh_jupyter.notebook.workspace.cell_ids.send_cell_ids`, which the demo runner uses), and the agent's
+(:func:`~dsh_jupyter.workspace.cell_ids.send_cell_ids`, which the demo runner uses), and the agent's
 notebook tools read and run those cells by those ids."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 import nbformat
 from kernel_helpers import KernelRunner, stream_text
 
-from dsh_jupyter.notebook.workspace.cell_ids import send_cell_ids
+from dsh_jupyter.workspace.cell_ids import send_cell_ids
 
 CHECK = """
-from dsh_jupyter.notebook.workspace.notebook_tools import NotebookReadTool, NotebookRunTool
+from dsh_jupyter.workspace.notebook_tools import NotebookReadTool, NotebookRunTool
 from dsh_jupyter.tools.base import ToolExecution
 _ws = get_ipython().magics_manager.registry["DshMagics"].host.workspace
 _read = await NotebookReadTool(_ws).run({"cell_ids": ["load-data"]}, ToolExecution.create("t", "."))

@@ -29,11 +29,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from ...clip import capped
-from ...images import ToolImage
-from ...tools.base import Tool, ToolExecution, ToolOutput
-from ..protocols import MainThreadRunner
-from .cell_runner import DEFAULT_RUN_TIMEOUT
+from ..clip import capped
+from ..images import ToolImage
+from ..tools.base import Tool, ToolExecution, ToolOutput
+from .cell_runner import DEFAULT_RUN_TIMEOUT, MainThreadRunner
 from .document import (
     CELL_TYPES,
     Cell,

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...references.variables import VariableSnapshot
+from ..references.variables import VariableSnapshot
 from .variables import NamespaceShell, summarise
 
 if TYPE_CHECKING:
-    from ...references.variables import VariableSnapshots
+    from ..references.variables import VariableSnapshots
 
 #: Characters of one variable's frozen summary (within the per-source byte budget, which may be smaller).
 MAX_REFERENCE_CHARS = 6_000
