@@ -10,6 +10,12 @@ exported for the user's own ``!`` and ``%%bash`` cells. Widgets and the complete
 Deferred imports: the agent, the models, the tools, the references, the store errors and the workspace
 tools load when the first ``%%dsh`` cell builds its session (or the first completion needs them), so
 ``%load_ext dsh_jupyter`` stays under 150 ms (``benchmarks/bench_notebook.py``).
+
+Why one module of over 700 lines: it is one class, the kernel's composition point, and most of its methods
+are a few lines that hand a part to the cells, widgets and comms. What has a rule of its own already lives
+elsewhere (sessions and their parts in ``services``, turns in ``agent``, approvals in :mod:`.approval`, cells in
+``workspace``); splitting the class would spread the one current-session lifecycle (new, resume, leave,
+close) over modules that each need all of it.
 """
 
 from __future__ import annotations
