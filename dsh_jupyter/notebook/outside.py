@@ -2,12 +2,13 @@
 
 The Jupyter server opens a comm to :data:`OUTSIDE_TARGET` on the notebook's kernel with ``{"tool": one of
 :data:`TOOLS`, "arguments": {...}}``; the kernel answers once with ``{"ok": bool, "text": str}`` and closes
-the comm. The tools are the agent's own (:mod:`.notebook_tools`) over the same live notebook,
-and an edit is the same proposal in the page (:meth:`~.live_document.LiveDocument.propose`): it lands only when
-the person accepts it there, is refused when they reject it, when nobody answers within ``approval_timeout``,
-or when no notebook page with the extension is connected (there is nobody to ask). A run is asked the same way,
-on the cell itself (:meth:`~.live_document.LiveDocument.propose_run`), and runs only after Accept. Nothing is
-approved here.
+the comm. The tools are the agent's own (:mod:`dsh_jupyter.workspace.notebook_tools`) over the same live
+notebook, and an edit is the same proposal in the page
+(:meth:`~dsh_jupyter.workspace.live_document.LiveDocument.propose`): it lands only when the person accepts it
+there, is refused when they reject it, when nobody answers within ``approval_timeout``, or when no notebook
+page with the extension is connected (there is nobody to ask). A run is asked the same way, on the cell itself
+(:meth:`~dsh_jupyter.workspace.live_document.LiveDocument.propose_run`), and runs only after Accept. Nothing
+is approved here.
 
 The work runs on a thread of its own (the proposal's reply reaches the kernel on the approval subshell while
 the main thread stays free). Outside a kernel nothing is registered.

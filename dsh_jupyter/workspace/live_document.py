@@ -29,18 +29,19 @@ Messages, all JSON objects with a ``type``:
   "error": "not-found" | "not-code" | ..., "message": text}``, and ``{"type": "active", "active": bool}``.
 
 Replies travel on the shell channel while the kernel's main thread may be blocked in the ``%%dsh`` cell:
-each comm routes its messages to the approval answer subshell (:func:`.approval.answer_subshell`), so they
+each comm routes its messages to the approval answer subshell (the ``route`` the host gives), so they
 are handled within milliseconds on that thread. Anything that makes no sense (unknown type, unknown id,
 wrong shapes) is ignored with a log line.
 
 Proposals (:class:`ProposalApprover`): in ``ask`` mode a ``notebook_edit`` call is shown in the notebook
 where it would land (a proposed cell, a line diff, a cell marked for removal) with Accept / Reject; it is
 not part of the notebook model until accepted, so a save in between never stores it. Every other question
-goes to the host's usual approver. An outside agent's run (:mod:`.outside`) is asked the same way on the cell
-(:meth:`LiveDocument.propose_run`, a ``propose`` request whose edit's action is ``run``; never ``apply``).
+goes to the host's usual approver. An outside agent's run (the host's ``outside`` comm) is asked the same
+way on the cell (:meth:`LiveDocument.propose_run`, a ``propose`` request whose edit's action is ``run``;
+never ``apply``).
 
-Deferred imports: the approval decisions and the subshell router (both load the agent) are imported
-with the first proposal that needs an answer, not at ``%load_ext``.
+Deferred imports: the approval decisions (they load the agent) are imported with the first proposal that
+needs an answer, not at ``%load_ext``.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ ANSWER_WAIT = 3.0
 PING_WAIT = 3.0
 #: The tool whose questions become proposals in the notebook.
 EDIT_TOOL = "notebook_edit"
+
 
 class LiveUnavailable(NotebookError):
     """No browser tab answered: the notebook page was closed or reloaded, or its kernel changed."""
