@@ -178,9 +178,8 @@ class BoundedProjection:
         self.held[index] = held
 
     def _add_to_spill(self, role: str, text: str, size: int, head: bytes) -> None:
-        # ``text`` may be "" for a text over both the budget and the spill's room (a long message): only its
-        # ``head`` is used then.
-        """``head``: at least the first ``min(size, room)`` bytes of the text's UTF-8."""
+        """``head``: at least the first ``min(size, room)`` bytes of the text's UTF-8. ``text`` may be "" for a
+        text over both the budget and the spill's room (a long message): only its ``head`` is used then."""
         room = self._spill_room
         if room is None:
             self.spill.append(SpillPart(role, text, True))

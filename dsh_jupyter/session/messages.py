@@ -11,7 +11,7 @@ readers check each field before they use it; a user message also carries open-en
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, NotRequired, TypedDict
 
 #: A block or a message as read from a log: arbitrary JSON, checked field by field where it is used.
@@ -150,12 +150,16 @@ def is_direct_user_source(source: Any) -> bool:
     return isinstance(source, Mapping) and source.get("kind") == "user"
 
 
+def block_texts(blocks: Iterable[Any], kinds: type | tuple[type, ...] = str) -> Iterator[Any]:
+    """The ``text`` of every ``text`` block whose text is of ``kinds`` (a ``str``; a reader of long logs also
+    takes the store's undecoded strings), in order. Reasoning, tool calls and images are skipped."""
+    return (b["text"] for b in blocks
+            if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), kinds))
+
+
 def blocks_text(blocks: Iterable[Any], joiner: str = "\n") -> str:
-    """The ``text`` of every ``text`` block, joined (reasoning, tool calls and images are skipped)."""
-    return joiner.join(
-        b["text"] for b in blocks
-        if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
-    )
+    """The texts of :func:`block_texts`, joined."""
+    return joiner.join(block_texts(blocks))
 
 
 def message_text(message: Mapping[str, Any] | None) -> str:

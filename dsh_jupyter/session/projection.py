@@ -14,14 +14,13 @@ in ``envelope.displayContent``; only that part is projected.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .events import ASSISTANT_MESSAGE, USER_MESSAGE, Event
 from .header import SessionHeader
 from .longtext import LongText, RawString
-from .messages import blocks_text, display_content, is_checkpoint_source, is_direct_user_source
+from .messages import block_texts, blocks_text, display_content, is_checkpoint_source, is_direct_user_source
 from .surface import SurfaceSnapshot
 
 USER = "user"
@@ -126,15 +125,13 @@ def project_long_event(event: Event) -> ProjectedMessage | LongMessage | None:
     if found is None:
         return None
     role, blocks, checkpoint = found
-    texts = [b.get("text") for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"] \
-        if isinstance(blocks, list) else []
+    texts = list(block_texts(blocks, (str, RawString))) if isinstance(blocks, list) else []
     if not any(isinstance(value, RawString) for value in texts):  # the common case: the one projection rule
         text = _text(blocks)
         return ProjectedMessage(role, text, checkpoint) if text else None
-    # blocks_text's join (text blocks, "\n" between them), with the undecoded strings kept as they are
-    parts = [value for value in texts if isinstance(value, (str, RawString))]
+    # blocks_text's join ("\n" between the texts), with the undecoded strings kept as they are
     joined: list[str | RawString] = []
-    for value in parts:
+    for value in texts:
         if joined:
             joined.append("\n")
         joined.append(value)
