@@ -225,6 +225,23 @@ async def test_cancel_mid_stream_ends_interrupted_and_log_reopens(tmp_path: Path
     writer.close()
 
 
+async def test_a_cancel_between_reserving_and_running_the_turn_is_kept(tmp_path: Path) -> None:
+    """A Stop pressed after the host reserved the turn (``begin``) but before the turn's coroutine ran: the turn
+    still ends as interrupted, and the model is never asked (the cancel used to be dropped, so it ran to its end)."""
+    model = ScriptedModel(say("should not be said"))
+    agent, _ = make_agent(tmp_path, model)
+    turn = agent.begin("go")
+    agent.cancel()
+    result = await asyncio.wait_for(turn, 5)
+    assert result.reason == "interrupted"
+    assert not model.requests
+    assert agent.session.events[-1].type == "turn/end"
+    assert agent.session.events[-1].data["reason"] == {"kind": "interrupted"}
+    again = await agent.send("next")  # the stop belonged to that turn only
+    assert again.reason == "completed"
+    await agent.close()
+
+
 async def test_cancel_mid_tool_leaves_no_dangling_call(tmp_path: Path) -> None:
     tools = ToolRegistry()
     tools.register(SlowTool())

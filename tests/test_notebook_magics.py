@@ -257,10 +257,20 @@ def test_background_turn_and_steering(ip: InteractiveShell, capsys: pytest.Captu
 
 def test_interrupt_cancels_the_turn_cleanly(ip: InteractiveShell) -> None:
     ip.run_line_magic("config", 'DshMagics.approval = "auto"')  # these tools run without asking here
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
+    stop = threading.Event()
+
+    def interrupt_once_the_tool_runs() -> None:  # as a person presses Stop while the command runs
+        while not stop.wait(0.02):
+            agent = host(ip).agent
+            if agent is not None and any(e.type == "tool/call" for e in list(agent.session.events)):
+                _thread.interrupt_main()
+                return
+
+    presser = threading.Thread(target=interrupt_once_the_tool_runs, daemon=True)
+    presser.start()
     run(ip, "", "wait a while\n/bash sleep 20")
-    timer.cancel()
+    stop.set()
+    presser.join()
     events = log_events(ip)
     assert events[-1]["type"] == "turn/end" and events[-1]["data"]["reason"]["kind"] == "interrupted"
     result = next(e for e in events if e["type"] == "tool/result")

@@ -96,6 +96,8 @@ class Agent(ToolCalls, ContextWindow):
             if self._running:
                 raise AgentBusyError("a turn is already running in this session; steer() into it or wait for it")
             self._running = True
+            # From here on the turn is the user's to stop: a cancel() before its coroutine runs is kept here.
+            self._tool_cancel = threading.Event()
         return self._run_turn(record)
 
     def steer(self, content: str | Sequence[Mapping[str, Any]], *, contexts: Sequence[Mapping[str, Any]] = (),
@@ -109,7 +111,8 @@ class Agent(ToolCalls, ContextWindow):
             self._pending.append(record)
 
     def cancel(self) -> None:
-        """Interrupt the running turn (thread-safe); it ends as ``interrupted`` and drops queued input."""
+        """Interrupt the running turn (thread-safe); it ends as ``interrupted`` and drops queued input. A turn
+        reserved with :meth:`begin` whose coroutine has not run yet is stopped too: it ends at once."""
         tool_cancel = self._tool_cancel
         if tool_cancel is not None:
             tool_cancel.set()
@@ -213,7 +216,9 @@ class Agent(ToolCalls, ContextWindow):
         self._loop = asyncio.get_running_loop()
         watch_model(self.model)  # its key is masked whatever the variable is called
         self._cancel_event = asyncio.Event()
-        self._tool_cancel = threading.Event()
+        self._tool_cancel = self._tool_cancel or threading.Event()  # begin() made it
+        if self._tool_cancel.is_set():  # the user stopped the turn between begin() and now
+            self._cancel_event.set()
         turn = self._turn + 1
         try:
             gate = self._gate()
