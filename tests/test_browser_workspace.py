@@ -92,6 +92,18 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     yield from serve(request.param, tmp_path_factory, "workspace", lambda root, _state: write_workspace(root / PATH))
 
 
+@pytest.fixture
+def workspace(server: JupyterServer) -> JupyterServer:
+    """``server`` with the notebook as the walk expects it and no session or kernel: a rerun after a failure
+    starts where the first try did, not in the notebook and kernel that try left behind."""
+    status, running = server.request("GET", "api/sessions")
+    for session in running if status == 200 and isinstance(running, list) else []:
+        server.request("DELETE", f"api/sessions/{session['id']}", timeout=30)
+    server.shut_down_kernels()
+    write_workspace(server.root / PATH)
+    return server
+
+
 def sources(nb: NotebookPage) -> list[str]:
     """Every cell's source as its editor shows it (cells whose editor is not drawn yet are scrolled into view
     first: editors are made and drawn lazily)."""
@@ -164,9 +176,11 @@ def use_theme(nb: NotebookPage, name: str) -> None:
 
 
 def test_the_agent_works_in_the_live_notebook(
-    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+    browser: Any, workspace: JupyterServer, request: pytest.FixtureRequest
 ) -> None:
     from playwright.sync_api import expect
+
+    server = workspace
 
     with watched_page(browser) as (page, watch):
         nb = NotebookPage(page, server, PATH).open()
