@@ -246,11 +246,18 @@ def bench(shape: str, store: JsonlStore) -> bool:
          f"cat {cat_m:.3f} s, nothing reused {rewrite_m / cat_m:.1f}x", ok)
     # Cold on CPU seconds, both sides (prepare()'s threads and cat's process): the wall time of a cold run on a
     # shared machine measures the neighbours and the disk's queue (printed above).
+    floors = (typed_m + decode_m) / cat_c
+    why = ""
+    if cold_c > COLD_GOAL * cat_c and floors > COLD_GOAL:  # still a miss: said, not excused
+        why = (f"the goal is below what a line-by-line Python reader can reach on this machine: the typed floor "
+               f"and the surviving-line decode alone already add up to {floors:.1f}x cat; the cold prepare() is "
+               f"{cold_c / (typed_m + decode_m):.2f}x that sum. Meeting {COLD_GOAL:.0f}x needs the line scan in "
+               "native code")
     cold_ok = goal(NAME, f"cold prepare(), {shape} (CPU)", f"{cold_c / cat_c:.1f}x cat", f"<= {COLD_GOAL:.0f}x cat",
                    f"cat {cat_c:.3f} s CPU, wall {cold_m / cat_m:.1f}x, surface reads alone {cold_rm / cat_c:.1f}x, "
                    f"line-pass floor {floor_m / cat_c:.1f}x, typed floor {typed_m / cat_c:.1f}x, surviving decode "
                    f"{decode_m / cat_c:.1f}x",
-                   cold_c <= COLD_GOAL * cat_c)
+                   cold_c <= COLD_GOAL * cat_c, why=why)
     return ok and cold_ok
 
 
