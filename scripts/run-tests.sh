@@ -46,9 +46,10 @@ echo "mypy (strict) and tsc (strict) over the JupyterLab extension and the anywi
 # --no-loadscope-reorder; on CI's two cores that started every browser module at once and needed 19 reruns where
 # this order needs one to three, for no faster run, so it is not used here.) A failed test
 # is run again up to twice: kernels, servers and browsers on two shared cores can miss a deadline by chance.
-# A rerun is reported ("R" and "N rerun" in the summary): a test that needs one is a test to look at.
+# A rerun is reported ("R", "N rerun" and, through -rR, the test's name in the summary): a test that needs one is
+# a test to look at.
 set +e
-.venv/bin/python -m pytest -n "${DSH_TEST_WORKERS:-3}" --dist loadscope --reruns 2 --reruns-delay 2 "$@"
+.venv/bin/python -m pytest -n "${DSH_TEST_WORKERS:-3}" --dist loadscope --reruns 2 --reruns-delay 2 -rfER "$@"
 status=$?
 wait
 for check in mypy tsc; do
