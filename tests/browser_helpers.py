@@ -690,6 +690,20 @@ def _clear_origin(context: Any, origin: str) -> None:
         blank.close()
 
 
+#: Installed on a cell's prompt before :meth:`NotebookPage.run` presses Shift+Enter: the prompt's
+#: ``data-dsh-test-ran`` is set once it shows ``[*]`` (this run queued or started), and not before.
+_WATCH_PROMPT = """el => {
+    delete el.dataset.dshTestRan;
+    el.__dshTestWatch?.disconnect();
+    const seen = () => { if (el.textContent.includes('*')) { el.dataset.dshTestRan = '1'; } };
+    el.__dshTestWatch = new MutationObserver(seen);
+    el.__dshTestWatch.observe(el, { childList: true, characterData: true, subtree: true });
+}"""
+
+#: The prompt watched by :data:`_WATCH_PROMPT` showed ``[*]`` and now shows a count: the run ended.
+_RAN_AND_COUNTED = "el => el.dataset.dshTestRan !== undefined && /\\[\\d+\\]/.test(el.textContent)"
+
+
 class NotebookPage:
     """A notebook opened in JupyterLab (``app="lab"``) or Notebook 7, with cell helpers.
 
@@ -782,19 +796,29 @@ class NotebookPage:
         self.page.keyboard.press("Control+End")
 
     def run(self, index: int, *, timeout: float = KERNEL_TIMEOUT_MS) -> Any:
-        """Run cell ``index`` with Shift+Enter and wait until its execution count is shown; its output area."""
-        from playwright.sync_api import expect
+        """Run cell ``index`` with Shift+Enter and wait until this run's execution count is shown; its output area.
+
+        The prompt is watched from before the key press: the run counts once the prompt showed ``[*]`` (queued or
+        running) and then a count. A cell run before still shows its old count (after a kernel restart even the
+        same number), so waiting for any count would return before this run even started."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         prompt = self.cell(index).locator(".jp-InputArea-prompt")
         for _attempt in range(3):
+            prompt.evaluate(_WATCH_PROMPT)
             self.click_editor(index)
             self.page.keyboard.press("Shift+Enter")
-            try:  # queued ([*]) or done ([n]); a key press lost while the page settles leaves [ ]
-                expect(prompt).not_to_have_text(re.compile(r"^\[ \]"), timeout=5_000)
+            try:  # a key press lost while the page settles never shows [*]
+                self.page.wait_for_function("el => el.dataset.dshTestRan !== undefined", arg=prompt.element_handle(),
+                                            timeout=5_000)
                 break
-            except AssertionError:
+            except PlaywrightTimeout:
                 continue
-        expect(prompt).to_have_text(re.compile(r"\[\d+\]"), timeout=timeout)
+        try:
+            self.page.wait_for_function(_RAN_AND_COUNTED, arg=prompt.element_handle(), timeout=timeout)
+        except PlaywrightTimeout:
+            raise AssertionError(f"cell {index} did not finish this run within {timeout / 1000:.0f} s: its prompt "
+                                 f"shows {prompt.inner_text()!r}") from None
         return self.cell(index).locator(".jp-OutputArea")
 
     def screenshot(self, request: pytest.FixtureRequest, step: str) -> Path:

@@ -304,9 +304,19 @@ def test_the_agent_works_in_the_live_notebook(
         # 6. After a kernel restart the notebook connects again once the extension is loaded.
         status, kernels = server.request("GET", "api/kernels")
         assert status == 200 and len(kernels) == 1
+        panel = nb.page.locator(".jp-NotebookPanel[data-dsh-live-opens]").first
+        opens = int(panel.get_attribute("data-dsh-live-opens") or 0)
         status, _ = server.request("POST", f"api/kernels/{kernels[0]['id']}/restart", timeout=60)
         assert status == 200
+        # The server's restart event reaches the page (its kernel socket may hear nothing of the new kernel): the
+        # page connects again and opens its comm at once, before any cell runs (the kernel refuses it until
+        # `%load_ext`). Without that, the ping of the `%load_ext` below could be lost, and the panel stay unconnected.
+        expect(panel).not_to_have_attribute("data-dsh-live-opens", str(opens))
+        opens = int(panel.get_attribute("data-dsh-live-opens") or 0)
         nb.run(0)
+        # The page answers `%load_ext`'s ping by opening its comm again. A cell sent before that comm_open reaches the
+        # kernel runs first, and the agent then reads the saved file (as a Run All right after a restart does).
+        expect(panel).not_to_have_attribute("data-dsh-live-opens", str(opens))
         output = nb.run(index_of(nb, READ_ALL))
         expect(output.locator("details pre").first).to_contain_text("the live notebook")
         expect(output.locator("details pre").first).to_contain_text("x = 7")

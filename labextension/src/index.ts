@@ -37,6 +37,7 @@ import { DshCellHighlighter, registerPromptLanguage } from './highlight.js';
 import { inlineCompletion } from './inline_completion.js';
 import { CurrentSessions } from './kernel.js';
 import { LiveNotebooks } from './notebook.js';
+import { kernelRestarts } from './restarts.js';
 import { chatIcon, DshSidebar, OPEN_COMMAND } from './sidebar.js';
 import { MentionTrigger } from './trigger.js';
 
@@ -87,7 +88,7 @@ const liveNotebook: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   requires: [INotebookTracker],
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker): void => {
-    new LiveNotebooks(tracker, app.serviceManager.user ?? null);
+    new LiveNotebooks(tracker, app.serviceManager.user ?? null, kernelRestarts(app.serviceManager.events));
   }
 };
 
@@ -108,7 +109,7 @@ const chatSidebar: JupyterFrontEndPlugin<void> = {
       tracker,
       contents: app.serviceManager.contents,
       serverSettings: app.serviceManager.serverSettings,
-      events: app.serviceManager.events,
+      restarts: kernelRestarts(app.serviceManager.events),
       selectKernel: dialogs ? context => dialogs.selectKernel(context) : undefined
     });
     app.shell.add(sidebar, 'right', { rank: 650 });

@@ -22,6 +22,7 @@ import { Kernel, KernelMessage, User } from '@jupyterlab/services';
 import type { JSONObject } from '@lumino/coreutils';
 
 import { displayParts, displayText } from './escape.js';
+import { KernelRestarts } from './restarts.js';
 import {
   diffSummary,
   IEdit,
@@ -40,6 +41,9 @@ export const PING_TARGET = 'dsh.live-notebook-ping';
 
 type Json = JSONObject;
 
+/** How long after this page saw its kernel restart a restart the server reports is taken for the same one. */
+const SEEN_RESTART_MS = 60_000;
+
 class RequestError extends Error {
   constructor(
     readonly code: string,
@@ -53,7 +57,8 @@ class RequestError extends Error {
 export class LiveNotebooks {
   constructor(
     private readonly _tracker: INotebookTracker,
-    private readonly _user: User.IManager | null = null
+    private readonly _user: User.IManager | null = null,
+    private readonly _restarts: KernelRestarts | null = null
   ) {
     _tracker.widgetAdded.connect((_, panel) => this._add(panel));
     _tracker.forEach(panel => this._add(panel));
@@ -63,7 +68,7 @@ export class LiveNotebooks {
   }
 
   private _add(panel: NotebookPanel): void {
-    const live = new LiveNotebook(panel, () => this._tracker.currentWidget === panel, this._user);
+    const live = new LiveNotebook(panel, () => this._tracker.currentWidget === panel, this._user, this._restarts);
     this._panels.add(live);
     panel.disposed.connect(() => {
       live.dispose();
@@ -85,7 +90,8 @@ export class LiveNotebook {
   constructor(
     readonly panel: NotebookPanel,
     private readonly _isCurrent: () => boolean,
-    private readonly _user: User.IManager | null = null
+    private readonly _user: User.IManager | null = null,
+    restarts: KernelRestarts | null = null
   ) {
     const context = panel.sessionContext;
     context.kernelChanged.connect(() => this._kernelChanged());
@@ -93,13 +99,39 @@ export class LiveNotebook {
       if (status === 'restarting' || status === 'autorestarting' || status === 'dead') {
         this._forget();
       }
+      if (status === 'restarting' || status === 'autorestarting') {
+        this._restartSeenAt = Date.now(); // JupyterLab reconnects after a restart it sees: nothing to mend
+      }
     });
     void context.ready.then(() => this._kernelChanged());
+    if (restarts) {
+      this._stopRestarts = restarts.onRestart(kernelId => this._restarted(kernelId, restarts));
+    }
   }
 
   dispose(): void {
     this._disposed = true;
+    this._stopRestarts();
     this._close();
+  }
+
+  /** The server restarted kernel `kernelId`. When it is this panel's and the page did not see the restart (made
+   * in another tab or through the REST API), the page may never hear the new kernel's ping (see restarts.ts):
+   * the connection is made again and the comm opened at once. A kernel that has not loaded dsh yet refuses it,
+   * and its `%load_ext` pings as usual; one that loaded it already accepts it. A restart the page saw is left to
+   * JupyterLab (a second reconnection would drop replies to cells sent in between, as a Restart and Run All
+   * does). */
+  private _restarted(kernelId: string, restarts: KernelRestarts): void {
+    const kernel = this._kernel;
+    if (!kernel || kernel.isDisposed || kernel.id !== kernelId || Date.now() - this._restartSeenAt < SEEN_RESTART_MS) {
+      return;
+    }
+    this._forget();
+    void restarts.reconnect(kernel).then(() => {
+      if (this._kernel === kernel) {
+        this._open();
+      }
+    });
   }
 
   /** Tell the kernel whether this panel is the one the user works in now. */
@@ -154,7 +186,10 @@ export class LiveNotebook {
     };
     this._reportedActive = this._active();
     comm.open({ path: this.panel.context.path, active: this._reportedActive });
-    this.panel.node.dataset.dshLive = 'connected'; // for tests and for a look in the inspector
+    // For tests and for a look in the inspector: connected now, and how many comms this panel has opened (a
+    // kernel restarted where this page could not see it leaves `connected` as it was; the count still moves).
+    this.panel.node.dataset.dshLive = 'connected';
+    this.panel.node.dataset.dshLiveOpens = String(++this._opens);
   }
 
   /** The kernel went away (restart, change): its comm is gone, and so are its proposals. */
@@ -434,6 +469,9 @@ export class LiveNotebook {
   private _comm: Kernel.IComm | null = null;
   private _reportedActive = false;
   private _disposed = false;
+  private _opens = 0;
+  private _restartSeenAt = -Infinity;
+  private _stopRestarts: () => void = () => undefined;
   private readonly _proposals = new Map<number, IPendingProposal>();
   private _watched: INotebookModel | null = null;
 }

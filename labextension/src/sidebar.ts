@@ -15,7 +15,7 @@ import type { ISessionContext } from '@jupyterlab/apputils';
 import { PathExt } from '@jupyterlab/coreutils';
 import { NotebookActions, NotebookPanel, INotebookTracker } from '@jupyterlab/notebook';
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
-import { Contents, Event, Kernel, ServerConnection } from '@jupyterlab/services';
+import { Contents, Kernel, ServerConnection } from '@jupyterlab/services';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Panel, Widget } from '@lumino/widgets';
 
@@ -25,6 +25,7 @@ import { FILE_LIMIT, SESSION_LIMIT } from './completion.js';
 import { textElement } from './escape.js';
 import { listFileCandidates } from './files.js';
 import { fileItem, IDshCompletionItem, sessionItem, variableItem } from './items.js';
+import { KernelRestarts } from './restarts.js';
 import { NotLoadedError, SidebarConnection, ISidebarState } from './sidebar_kernel.js';
 import { IPromptHost, SidebarPrompt } from './sidebar_prompt.js';
 
@@ -36,8 +37,6 @@ export const OPEN_COMMAND = 'dsh-jupyter:open-chat';
 
 const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 
-/** The schema of jupyter-server's events for kernel actions (start, interrupt, restart, shutdown). */
-const KERNEL_ACTIONS = 'https://events.jupyter.org/jupyter_server/kernel_actions/v1';
 
 /** How long the `@` popup waits for the server's sessions before showing the rest (milliseconds). */
 export const SESSIONS_ANSWER_MS = 3000;
@@ -78,9 +77,9 @@ export interface ISidebarOptions {
   tracker: INotebookTracker;
   contents: Contents.IManager;
   serverSettings: ServerConnection.ISettings;
-  /** The server's event bus: it tells of a kernel restarted elsewhere (another tab, the REST API), which the
+  /** The restarts the server reports: a kernel restarted elsewhere (another tab, the REST API), which the
    * kernel's own messages may never tell this page. */
-  events?: Event.IManager;
+  restarts?: KernelRestarts;
   /** Opens the app's kernel chooser for a notebook (absent: the notice only says what to do). */
   selectKernel?: (context: ISessionContext) => Promise<unknown>;
 }
@@ -133,21 +132,18 @@ class NotebookChat extends Widget {
    * here: the new kernel's "starting" can be lost, and the server's socket of this page can stay on the old
    * kernel's channels. So a chat that still holds its connection then has lost it: the page's kernel
    * connection is made again (as JupyterLab does after its own restarts) and the new kernel asked at once. */
-  kernelRestarted(kernelId: string): void {
+  kernelRestarted(kernelId: string, restarts: KernelRestarts): void {
     const kernel = this.notebook.sessionContext.session?.kernel;
     if (this._connection === null || !kernel || kernel.id !== kernelId) {
       return;
     }
     this._lost('The kernel restarted.');
-    void kernel
-      .reconnect()
-      .catch(() => undefined) // the kernel connection says so itself (its status), and _bind then too
-      .then(() => {
-        if (this.isVisible && !this.isDisposed) {
-          this._retryOnIdle = false;
-          this.start();
-        }
-      });
+    void restarts.reconnect(kernel).then(() => {
+      if (this.isVisible && !this.isDisposed) {
+        this._retryOnIdle = false;
+        this.start();
+      }
+    });
   }
 
   /** Connect to the kernel unless connected or connecting already. */
@@ -509,12 +505,13 @@ export class DshSidebar extends Panel {
     this._empty = textElement('div', 'Open a notebook to chat with its agent here.', 'dsh-sidebar-empty');
     this.node.append(this._warning, this._empty);
     _options.tracker.currentChanged.connect(() => this._follow(), this);
-    _options.events?.stream.connect(this._onEvent, this);
+    const restarts = _options.restarts;
+    this._stopRestarts = restarts?.onRestart(kernelId => this._kernelRestarted(kernelId, restarts)) ?? null;
     this._follow();
   }
 
   dispose(): void {
-    this._options.events?.stream.disconnect(this._onEvent, this);
+    this._stopRestarts?.();
     super.dispose();
   }
 
@@ -558,14 +555,9 @@ export class DshSidebar extends Panel {
     }
   }
 
-  private _onEvent(_sender: unknown, event: Event.Emission): void {
-    if (event.schema_id === KERNEL_ACTIONS && event.action === 'restart' && event.status === 'success') {
-      const kernelId = event.kernel_id;
-      if (typeof kernelId === 'string') {
-        for (const chat of this._chats.values()) {
-          chat.kernelRestarted(kernelId);
-        }
-      }
+  private _kernelRestarted(kernelId: string, restarts: KernelRestarts): void {
+    for (const chat of this._chats.values()) {
+      chat.kernelRestarted(kernelId, restarts);
     }
   }
 
@@ -589,4 +581,5 @@ export class DshSidebar extends Panel {
   private _warning: HTMLDivElement;
   private _empty: HTMLDivElement;
   private _serverCheck: Promise<string | null> | null = null;
+  private _stopRestarts: (() => void) | null;
 }
