@@ -37,7 +37,6 @@ export const OPEN_COMMAND = 'dsh-jupyter:open-chat';
 
 const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 
-
 /** How long the `@` popup waits for the server's sessions before showing the rest (milliseconds). */
 export const SESSIONS_ANSWER_MS = 3000;
 
