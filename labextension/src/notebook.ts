@@ -117,16 +117,16 @@ export class LiveNotebook {
 
   /** The server restarted kernel `kernelId`. When it is this panel's and the page did not see the restart (made
    * in another tab or through the REST API), the page may never hear the new kernel's ping (see restarts.ts):
-   * the connection is made again and the comm opened at once. A kernel that has not loaded dsh yet refuses it,
-   * and its `%load_ext` pings as usual; one that loaded it already accepts it. A restart the page saw is left to
-   * JupyterLab (a second reconnection would drop replies to cells sent in between, as a Restart and Run All
-   * does). */
+   * the connection is made again and the comm opened at once (the old one closed first, which also lets
+   * JupyterLab drop the old kernel's subshell it keeps for the comm's target). A kernel that has not loaded dsh
+   * yet refuses the comm, and its `%load_ext` pings as usual; one that loaded it already accepts it. A restart
+   * the page saw is left to JupyterLab (a second reconnection would drop replies to cells sent in between, as a
+   * Restart and Run All does). */
   private _restarted(kernelId: string, restarts: KernelRestarts): void {
     const kernel = this._kernel;
     if (!kernel || kernel.isDisposed || kernel.id !== kernelId || Date.now() - this._restartSeenAt < SEEN_RESTART_MS) {
       return;
     }
-    this._forget();
     void restarts.reconnect(kernel).then(() => {
       if (this._kernel === kernel) {
         this._open();
