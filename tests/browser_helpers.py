@@ -795,12 +795,12 @@ class NotebookPage:
         self.click_editor(index)
         self.page.keyboard.press("Control+End")
 
-    def run(self, index: int, *, timeout: float = KERNEL_TIMEOUT_MS) -> Any:
-        """Run cell ``index`` with Shift+Enter and wait until this run's execution count is shown; its output area.
+    def start(self, index: int) -> bool:
+        """Press Shift+Enter in cell ``index`` until this run shows: ``True`` once its prompt showed ``[*]`` (queued
+        or running), ``False`` when three presses never did (a key press lost while the page settles shows nothing).
 
-        The prompt is watched from before the key press: the run counts once the prompt showed ``[*]`` (queued or
-        running) and then a count. A cell run before still shows its old count (after a kernel restart even the
-        same number), so waiting for any count would return before this run even started."""
+        The prompt is watched from before the key press: a cell run before still shows its old count (after a
+        kernel restart even the same number), so a count alone does not tell that this run started."""
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         prompt = self.cell(index).locator(".jp-InputArea-prompt")
@@ -808,12 +808,20 @@ class NotebookPage:
             prompt.evaluate(_WATCH_PROMPT)
             self.click_editor(index)
             self.page.keyboard.press("Shift+Enter")
-            try:  # a key press lost while the page settles never shows [*]
+            try:
                 self.page.wait_for_function("el => el.dataset.dshTestRan !== undefined", arg=prompt.element_handle(),
                                             timeout=5_000)
-                break
+                return True
             except PlaywrightTimeout:
                 continue
+        return False
+
+    def run(self, index: int, *, timeout: float = KERNEL_TIMEOUT_MS) -> Any:
+        """Run cell ``index`` (:meth:`start`) and wait until this run's execution count is shown; its output area."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        self.start(index)
+        prompt = self.cell(index).locator(".jp-InputArea-prompt")
         try:
             self.page.wait_for_function(_RAN_AND_COUNTED, arg=prompt.element_handle(), timeout=timeout)
         except PlaywrightTimeout:
@@ -897,26 +905,22 @@ def session_logged(folder: Path, event: str, timeout: float = KERNEL_TIMEOUT_MS 
 
 # --------------------------------------------------------------------------- cells that wait on the user
 def start_cell(nb: NotebookPage, index: int, *, running: bool = False) -> Any:
-    """Run cell ``index`` with Shift+Enter and return its output area once it is queued, running or done (not
-    ``[ ]``), for a cell that then waits on the page (a question, a proposal); :func:`finished_cell` waits for
-    its end. (:meth:`NotebookPage.run` is both at once.) ``running``: only once it shows ``[*]``, and an
-    ``AssertionError`` saying what it shows when it never did."""
+    """Run cell ``index`` (:meth:`NotebookPage.start`) and return its output area once this run is queued or
+    running, for a cell that then waits on the page (a question, a proposal); :func:`finished_cell` waits for its
+    end. (:meth:`NotebookPage.run` is both at once.) ``running``: only once it shows ``[*]`` (this run, still
+    queued or running), and an ``AssertionError`` saying what it shows when it never did."""
     from playwright.sync_api import expect
 
-    prompt = nb.cell(index).locator(".jp-InputArea-prompt")
-    for _attempt in range(3):
-        nb.editor(index).click()
-        nb.page.keyboard.press("Shift+Enter")
-        try:  # a key press lost while the page settles leaves [ ]
-            if running:
-                expect(prompt).to_have_text(re.compile(r"^\[\*\]"), timeout=5_000)
-            else:
-                expect(prompt).not_to_have_text(re.compile(r"^\[ \]"), timeout=5_000)
-            return nb.cell(index).locator(".jp-OutputArea")
-        except AssertionError:
-            continue
+    started = nb.start(index)
     if running:
-        raise AssertionError(f"cell {index} did not start: its prompt shows {prompt.inner_text()!r}")
+        prompt = nb.cell(index).locator(".jp-InputArea-prompt")
+        try:
+            if started:
+                expect(prompt).to_have_text(re.compile(r"^\[\*\]"), timeout=5_000)
+        except AssertionError:
+            started = False
+        if not started:
+            raise AssertionError(f"cell {index} did not start: its prompt shows {prompt.inner_text()!r}")
     return nb.cell(index).locator(".jp-OutputArea")
 
 
