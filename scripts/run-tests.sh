@@ -3,8 +3,8 @@
 # JupyterLab extension is built from source on the way), installs Debian chromium (browser tests) and
 # postgresql (PostgreSQL store tests) when they are missing and this user may install packages, checks
 # lint (ruff), then runs the strict type checks (mypy for Python, tsc for labextension/src and the
-# anywidget views in labextension/src/widgets) beside pytest in three worker processes (pytest-xdist: most
-# tests wait on kernels, servers and browsers, so three keep two cores busy; DSH_TEST_WORKERS=0 runs
+# anywidget views in labextension/src/widgets) beside pytest in four worker processes (pytest-xdist: most
+# tests wait on kernels, servers and browsers, so four keep two cores busy; DSH_TEST_WORKERS=0 runs
 # them in one process). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,13 +34,15 @@ fi
 echo "ruff check ..."
 .venv/bin/ruff check .
 # The strict type checks (mypy for Python, tsc for labextension/src and the anywidget views) run beside
-# pytest rather than before it (they are about 40 s of a fresh clone's run, most of it waiting on the
-# disk and the cache); their output is printed after pytest's and either one failing fails the command.
+# pytest rather than before it, at the lowest CPU priority (nice 19): on a fresh clone they need about 45 s of
+# CPU (mypy has no cache yet), which they take from the moments the tests leave a core idle (the tests wait
+# on kernels, servers and browsers much of the time) instead of from the tests. Their output is printed after
+# pytest's and either one failing fails the command.
 checks=$(mktemp -d)
 echo "mypy (strict) and tsc (strict) over the JupyterLab extension and the anywidget views, beside pytest ..."
-(.venv/bin/mypy >"$checks/mypy.log" 2>&1; echo $? >"$checks/mypy.rc") &
+(nice -n 19 .venv/bin/mypy >"$checks/mypy.log" 2>&1; echo $? >"$checks/mypy.rc") &
 ( (cd labextension && PATH="$PWD/../.venv/bin:$PATH" && { [ -d node_modules ] || jlpm install >/dev/null; } \
-  && jlpm check) >"$checks/tsc.log" 2>&1; echo $? >"$checks/tsc.rc") &
+  && nice -n 19 jlpm check) >"$checks/tsc.log" 2>&1; echo $? >"$checks/tsc.rc") &
 # --dist loadscope keeps a module on one worker, so a module's server or database starts once, and xdist hands
 # out the modules with the most tests first. (tests/conftest.py can instead put them heaviest tier first, used with
 # --no-loadscope-reorder; on CI's two cores that started every browser module at once and needed 19 reruns where
@@ -49,7 +51,7 @@ echo "mypy (strict) and tsc (strict) over the JupyterLab extension and the anywi
 # A rerun is reported ("R", "N rerun" and, through -rR, the test's name in the summary): a test that needs one is
 # a test to look at.
 set +e
-.venv/bin/python -m pytest -n "${DSH_TEST_WORKERS:-3}" --dist loadscope --reruns 2 --reruns-delay 2 -rfER "$@"
+.venv/bin/python -m pytest -n "${DSH_TEST_WORKERS:-4}" --dist loadscope --reruns 2 --reruns-delay 2 -rfER "$@"
 status=$?
 wait
 for check in mypy tsc; do
