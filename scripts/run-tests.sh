@@ -43,10 +43,9 @@ echo "mypy (strict) and tsc (strict) over the JupyterLab extension and the anywi
 (nice -n 19 .venv/bin/mypy >"$checks/mypy.log" 2>&1; echo $? >"$checks/mypy.rc") &
 ( (cd labextension && PATH="$PWD/../.venv/bin:$PATH" && { [ -d node_modules ] || jlpm install >/dev/null; } \
   && nice -n 19 jlpm check) >"$checks/tsc.log" 2>&1; echo $? >"$checks/tsc.rc") &
-# --dist loadscope keeps a module on one worker, so a module's server or database starts once, and xdist hands
-# out the modules with the most tests first. (tests/conftest.py can instead put them heaviest tier first, used with
-# --no-loadscope-reorder; on CI's two cores that started every browser module at once and needed 19 reruns where
-# this order needs one to three, for no faster run, so it is not used here.) A failed test
+# --dist loadscope keeps a module on one worker, so a module's server or database starts once;
+# tests/schedule_helpers.py hands the modules out longest first (by tests/module_seconds.json) and keeps one worker
+# off the browser modules while others are left, so CPU-bound tests fill the time the browsers wait. A failed test
 # is run again up to twice: kernels, servers and browsers on two shared cores can miss a deadline by chance.
 # A rerun is reported ("R", "N rerun" and, through -rR, the test's name in the summary): a test that needs one is
 # a test to look at.

@@ -16,6 +16,7 @@ if os.environ.get("CI") == "true":
 
 pytest_plugins = [
     "fake_openai", "pytest_jupyter.jupyter_server", "browser_helpers", "pg_helpers", "kernel_helpers", "timing_helpers",
+    "schedule_helpers",
 ]
 
 #: The reference harness's own logs with their expected reads, kept in the repository (see its README).
@@ -24,7 +25,6 @@ SPEC_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "reference"
 
 #: The test tiers, heaviest first: a test is in the first tier whose machinery it uses, else in ``unit``
 #: (``pytest -m unit`` runs without a kernel, server database or browser). Each is declared in pyproject.toml.
-BROWSER_MODULES = ("test_browser_", "test_postgres_browser")
 POSTGRES_FIXTURES = frozenset({"pg_server", "pg_database"})
 KERNEL_FIXTURES = frozenset({"kernel_runner", "kernel_client"})
 
@@ -32,7 +32,9 @@ KERNEL_FIXTURES = frozenset({"kernel_runner", "kernel_client"})
 def tier(item: pytest.Item) -> str:
     """``browser`` for the browser modules, ``postgres`` for a test that uses the PostgreSQL server, ``kernel``
     for one that runs notebook cells on a real kernel (``kernel_runner``, ``kernel_client``), ``unit`` for the rest."""
-    if item.path.name.startswith(BROWSER_MODULES):
+    from schedule_helpers import is_browser  # after pytest_plugins loads it
+
+    if is_browser(str(item.path)):
         return "browser"
     uses = set(getattr(item, "fixturenames", ()))
     callspec = getattr(item, "callspec", None)
@@ -45,26 +47,10 @@ def tier(item: pytest.Item) -> str:
     return "unit"
 
 
-#: The order the tiers are handed out in, heaviest first (see :func:`heaviest_first`).
-TIER_ORDER = ("browser", "postgres", "kernel", "unit")
-def heaviest_first(items: list[pytest.Item], tiers: dict[pytest.Item, str]) -> list[pytest.Item]:
-    """``items`` with whole modules reordered by the heaviest tier any of their tests is in (browser first, unit
-    last), each module's own order kept. With ``--dist loadscope --no-loadscope-reorder`` xdist hands the modules
-    out in this order, so the long browser modules start at once and short unit-test modules fill the end, instead
-    of a browser module starting last and keeping one worker busy alone."""
-    rank: dict[str, int] = {}
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        rank[module] = min(rank.get(module, len(TIER_ORDER)), TIER_ORDER.index(tiers[item]))
-    return sorted(items, key=lambda item: rank[item.nodeid.split("::", 1)[0]])
-
-
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    tiers = {item: tier(item) for item in items}
     for item in items:
-        item.add_marker(tiers[item])
-    items[:] = heaviest_first(items, tiers)
+        item.add_marker(tier(item))
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "kernel", "postgres", "browser")
 
 
-#: Prints each collected test's id and tier marks, in the order xdist hands the modules out (a ``-p`` plugin).
+#: Prints each collected test's id and tier marks, in collection order (a ``-p`` plugin).
 SHOW_TIERS = """
 def pytest_collection_finish(session):
     for item in session.items:
@@ -56,13 +56,12 @@ def test_the_four_tiers_partition_the_suite(tmp_path: Path) -> None:
     assert not any(i.startswith("tests/test_browser_") for i in ids["unit"] | ids["kernel"] | ids["postgres"])
 
 
-def test_modules_go_out_heaviest_tier_first_each_kept_whole(tmp_path: Path) -> None:
+def test_a_module_stays_whole_and_each_tier_runs_alone(tmp_path: Path) -> None:
     rows = collect(tmp_path, "tests/test_escape.py", "tests/test_kernel_env.py", "tests/test_browser_sidebar.py")
     modules = [test.split("::")[0] for test, _ in rows]
     runs = [module for index, module in enumerate(modules) if index == 0 or modules[index - 1] != module]
-    # Whole modules (each one run of items), heaviest tier first: browser, then the module with PostgreSQL
-    # tests (its kernel and unit tests stay with it), then unit tests; not the alphabetical order.
-    assert runs == ["tests/test_browser_sidebar.py", "tests/test_kernel_env.py", "tests/test_escape.py"], runs
+    # Whole modules (each one run of items, in the order given: tests/schedule_helpers.py orders them for xdist).
+    assert runs == ["tests/test_escape.py", "tests/test_kernel_env.py", "tests/test_browser_sidebar.py"], runs
     assert {tiers for test, tiers in rows if test.startswith("tests/test_kernel_env.py")} >= {"postgres", "kernel"}
     # ``-m TIER`` selects exactly that tier's tests, so each tier runs alone.
     assert collect(tmp_path, "-m", "kernel", "tests/test_escape.py", "tests/test_kernel_env.py") == [

@@ -147,5 +147,32 @@ def summary(folder: Path, top: int = 30) -> str:
     return "\n".join(lines)
 
 
+def module_seconds(folder: Path) -> dict[str, float]:
+    """Seconds per module (set-up, calls and teardown) over the workers' files in ``folder``."""
+    modules: Counter[str] = Counter()
+    for path in sorted(folder.glob("*.json")):
+        modules.update(json.loads(path.read_text(encoding="utf-8"))["modules"])
+    return {name: round(seconds, 1) for name, seconds in sorted(modules.items())}
+
+
+def main(argv: Sequence[str]) -> None:
+    import argparse
+
+    from schedule_helpers import MODULE_SECONDS
+
+    parser = argparse.ArgumentParser(description="Sum the timing files a DSH_TEST_TIMES run wrote.")
+    parser.add_argument("folder", type=Path, help="the DSH_TEST_TIMES folder of a finished run")
+    parser.add_argument("top", type=int, nargs="?", default=30, help="how many fixtures and modules to list")
+    parser.add_argument("--write-weights", action="store_true",
+                        help=f"also write each module's seconds to {MODULE_SECONDS.name}, which orders the modules "
+                             "among the xdist workers (tests/schedule_helpers.py)")
+    args = parser.parse_args(argv)
+    print(summary(args.folder, args.top))
+    if args.write_weights:
+        seconds = module_seconds(args.folder)
+        MODULE_SECONDS.write_text(json.dumps(seconds, indent=0) + "\n", encoding="utf-8")
+        print(f"\nwrote the seconds of {len(seconds)} modules to {MODULE_SECONDS}")
+
+
 if __name__ == "__main__":
-    print(summary(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 30))
+    main(sys.argv[1:])
