@@ -250,6 +250,30 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: The port this test process's jupyter servers listen on when it is free (:func:`server_ports`).
+_SERVER_PORT: list[int] = []
+
+
+def server_ports() -> Iterator[int]:
+    """Ports to try for a jupyter server: first this process's own (the same for each of its servers, one after
+    another), then free ones. One origin for all of a worker's servers lets its chromium (:func:`worker_chromium`)
+    keep JupyterLab's scripts in its HTTP cache from module to module; a second server running beside the first
+    gets another port."""
+    if not _SERVER_PORT:
+        _SERVER_PORT.append(free_port())
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: a closed one's port is free
+        try:
+            sock.bind(("127.0.0.1", _SERVER_PORT[0]))
+            free = True
+        except OSError:
+            free = False
+    if free:
+        yield _SERVER_PORT[0]
+    while True:
+        yield free_port()
+
+
 def _labextension_installed() -> bool:
     """True when the environment already ships the built labextension (a wheel install)."""
     from jupyter_core.paths import ENV_JUPYTER_PATH, SYSTEM_JUPYTER_PATH
@@ -376,13 +400,26 @@ class JupyterServer:
             return "(no server log)"
         return "\n".join(text.splitlines()[-lines:])
 
+    def listening(self) -> bool:
+        """This server process has bound its port: it wrote its runtime file (``jpserver-<pid>.json``, written
+        once it listens) naming the port. Until then, whatever answers on the port is another server."""
+        info = self.log_path.parent / "runtime" / f"jpserver-{self.process.pid}.json"
+        try:
+            return bool(json.loads(info.read_text(encoding="utf-8")).get("port") == self.port)
+        except (OSError, ValueError, AttributeError):
+            return False
+
     def wait_ready(self, timeout: float = SERVER_START_SECONDS) -> None:
-        """Until ``/api/status`` and the dsh candidates endpoint answer 200 (or the server dies)."""
+        """Until this process listens (:meth:`listening`) and ``/api/status`` and the dsh candidates endpoint answer
+        200 (or the server dies)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"jupyter {self.app} exited with {self.process.returncode} while starting:\n"
                                    f"{self.log_tail()}")
+            if not self.listening():
+                time.sleep(0.2)
+                continue
             with contextlib.suppress(OSError):
                 status, _ = self.request("GET", "api/status", timeout=2)
                 if status == 200:
@@ -422,8 +459,9 @@ def running_server(app: str, root: Path, state: Path) -> Iterator[JupyterServer]
     module = "jupyterlab" if app == "lab" else "notebook"
     log_path = state / f"jupyter-{app}.log"
     server: JupyterServer | None = None
-    for _attempt in range(3):  # a free port may be taken between choosing and binding it
-        port = free_port()
+    ports = server_ports()
+    for _attempt in range(3):  # a port may be taken (by a server still running, or between choosing and binding)
+        port = next(ports)
         command = [
             sys.executable, "-m", module, "--no-browser", "--allow-root",
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
@@ -481,7 +519,7 @@ CHROMIUM_START_SECONDS = 60.0
 
 @dataclass
 class ChromiumProcess:
-    """A headless Debian chromium of our own, shared by the tests of one module (the ``module_chromium`` fixture)."""
+    """A headless Debian chromium of our own, shared by the browser tests of one worker (``worker_chromium``)."""
 
     process: subprocess.Popen[bytes]
     endpoint: str  # http://127.0.0.1:<port>, for Playwright's connect_over_cdp
@@ -529,10 +567,10 @@ def _stop_chromium(process: subprocess.Popen[bytes]) -> None:
 
 @dataclass
 class PlaywrightConnection:
-    """Playwright's sync API connected over CDP to one :class:`ChromiumProcess`, kept for a whole module.
+    """Playwright's sync API connected over CDP to one :class:`ChromiumProcess`, kept for a worker's whole run.
 
     Starting Playwright (its driver is a Node.js process) and connecting costs about a second of CPU, so a
-    module's tests share one connection, each test opening contexts of its own. Between calls the sync API
+    worker's tests share one connection, each test opening contexts of its own. Between calls the sync API
     marks its asyncio loop as the thread's running loop, and pytest-jupyter's autouse per-test loop fixture
     would pick that loop up and fail to close it: so the mark is lifted between tests (:meth:`lend` sets it
     for one test and lifts it after)."""
@@ -643,12 +681,12 @@ PAGE_STORAGE = "cookies,local_storage,indexeddb,service_workers,cache_storage,fi
 def watched_page(browser: Any, *, own_context: bool = False) -> Iterator[tuple[Any, PageWatch]]:
     """A page (:data:`VIEWPORT`) with a :class:`PageWatch` attached.
 
-    By default the page opens in the browser's own context, which the tests of a module share for its HTTP
-    cache: a JupyterLab page then compiles its scripts once per module instead of once per page (about a second
-    of the renderer's CPU a load here). Pages a test opens at once are tabs of one person. When the last page of
-    a server closes, everything the server's origin kept but the cache is cleared (:data:`PAGE_STORAGE`), so tests
-    share nothing else. ``own_context=True`` opens the page in a fresh context of its own instead: another person,
-    with cookies (and so a Jupyter identity) of their own.
+    By default the page opens in the browser's own context, which a worker's browser tests share for its HTTP
+    cache: with its servers on one port (:func:`server_ports`), a JupyterLab page then compiles its scripts once
+    per worker instead of once per page or module. Pages a test opens at once are tabs of one person. When the
+    last page of a server closes, everything the server's origin kept but the cache is cleared
+    (:data:`PAGE_STORAGE`), so tests share nothing else. ``own_context=True`` opens the page in a fresh context of
+    its own instead: another person, with cookies (and so a Jupyter identity) of their own.
     """
     context = browser.new_context(viewport=VIEWPORT) if own_context else browser.contexts[0]
     page = None
@@ -835,9 +873,11 @@ class NotebookPage:
         return path
 
 
-@pytest.fixture(scope="module")
-def module_chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ChromiumProcess]]:
-    """The chromium the tests of one module share (started on first use, restarted if it died)."""
+@pytest.fixture(scope="session")
+def worker_chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ChromiumProcess]]:
+    """The chromium the browser tests of one pytest process (an xdist worker) share, module after module (started
+    on first use, restarted if it died). Its servers listen on one port (:func:`server_ports`), so JupyterLab's
+    scripts stay in its HTTP cache; what a page keeps besides is cleared when the page closes (:func:`watched_page`)."""
     started: list[ChromiumProcess] = []
     try:
         yield started
@@ -846,9 +886,9 @@ def module_chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[C
             _stop_chromium(chromium.process)
 
 
-@pytest.fixture(scope="module")
-def module_playwright(module_chromium: list[ChromiumProcess]) -> Iterator[list[PlaywrightConnection]]:
-    """The Playwright connection the tests of one module share (made on first use, again after a restart)."""
+@pytest.fixture(scope="session")
+def worker_playwright(worker_chromium: list[ChromiumProcess]) -> Iterator[list[PlaywrightConnection]]:
+    """The Playwright connection to :func:`worker_chromium` (made on first use, again after a restart)."""
     connections: list[PlaywrightConnection] = []
     try:
         yield connections
@@ -858,16 +898,16 @@ def module_playwright(module_chromium: list[ChromiumProcess]) -> Iterator[list[P
 
 
 @pytest.fixture
-def browser(module_chromium: list[ChromiumProcess], module_playwright: list[PlaywrightConnection],
+def browser(worker_chromium: list[ChromiumProcess], worker_playwright: list[PlaywrightConnection],
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A Playwright browser for one test, connected to its module's chromium (pages: :func:`watched_page`)."""
-    if not module_chromium or not module_chromium[-1].alive():
-        module_chromium.append(_start_chromium(tmp_path_factory.mktemp("chromium") / "profile"))
-    if not module_playwright or not module_playwright[-1].usable(module_chromium[-1]):
-        if module_playwright:
-            module_playwright.pop().close()
-        module_playwright.append(PlaywrightConnection.open(module_chromium[-1]))
-    with module_playwright[-1].lend() as connected:
+    """A Playwright browser for one test, connected to its worker's chromium (pages: :func:`watched_page`)."""
+    if not worker_chromium or not worker_chromium[-1].alive():
+        worker_chromium.append(_start_chromium(tmp_path_factory.mktemp("chromium") / "profile"))
+    if not worker_playwright or not worker_playwright[-1].usable(worker_chromium[-1]):
+        if worker_playwright:
+            worker_playwright.pop().close()
+        worker_playwright.append(PlaywrightConnection.open(worker_chromium[-1]))
+    with worker_playwright[-1].lend() as connected:
         yield connected
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -62,3 +63,16 @@ def test_a_server_that_cannot_start_reports_its_log(tmp_path: Path) -> None:
             bh.running_server("lab", missing_root, tmp_path / "state"):
         pass
     assert "no-such-root" in str(caught.value)
+
+
+def test_a_workers_servers_take_its_own_port_first_then_free_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bh, "_SERVER_PORT", [])
+    first, second = bh.server_ports(), bh.server_ports()
+    own = next(first)
+    assert next(second) == own  # each server of this process tries the same port first (one origin, one cache)
+    others = [next(first) for _ in range(3)]  # when it is taken: free ports
+    assert all(1024 <= port <= 65535 for port in others)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as running:  # a server of this process listens on it
+        running.bind(("127.0.0.1", own))
+        running.listen()
+        assert next(bh.server_ports()) != own  # a second server beside it starts elsewhere
