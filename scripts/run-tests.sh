@@ -35,9 +35,9 @@ echo "ruff check ..."
 .venv/bin/ruff check .
 # The strict type checks (mypy for Python, tsc for labextension/src and the anywidget views) run beside
 # pytest rather than before it, at the lowest CPU priority (nice 19): on a fresh clone they need about 45 s of
-# CPU (mypy has no cache yet), which they take from the moments the tests leave a core idle (the tests wait
-# on kernels, servers and browsers much of the time) instead of from the tests. Their output is printed after
-# pytest's and either one failing fails the command.
+# CPU (mypy has no cache yet), and the tests keep both cores busy, so the tests come first and the checks take
+# what is left (they still end long before the tests). Their output is printed after pytest's and either one
+# failing fails the command.
 checks=$(mktemp -d)
 echo "mypy (strict) and tsc (strict) over the JupyterLab extension and the anywidget views, beside pytest ..."
 (nice -n 19 .venv/bin/mypy >"$checks/mypy.log" 2>&1; echo $? >"$checks/mypy.rc") &
@@ -45,7 +45,7 @@ echo "mypy (strict) and tsc (strict) over the JupyterLab extension and the anywi
   && nice -n 19 jlpm check) >"$checks/tsc.log" 2>&1; echo $? >"$checks/tsc.rc") &
 # --dist loadscope keeps a module on one worker, so a module's server or database starts once;
 # tests/schedule_helpers.py hands the modules out longest first (by tests/module_seconds.json) and keeps one worker
-# off the browser modules while others are left, so CPU-bound tests fill the time the browsers wait. A failed test
+# off the browser modules while others are left, so the run ends with short modules on every worker. A failed test
 # is run again up to twice: kernels, servers and browsers on two shared cores can miss a deadline by chance.
 # A rerun is reported ("R", "N rerun" and, through -rR, the test's name in the summary): a test that needs one is
 # a test to look at.

@@ -7,9 +7,9 @@ one worker busy while the others have finished. :class:`SpreadScheduling` instea
 * gives each worker that asks for work the longest module left, by the seconds a module took in a recent run
   (:data:`MODULE_SECONDS`, written by ``python tests/timing_helpers.py <folder> --write-weights``; a module not in
   it is estimated from its tests), so the run ends with short modules on every worker;
-* keeps one worker off the browser modules while other modules are left: browser tests mostly wait on chromium,
-  servers and kernels, so a worker running CPU-bound tests beside them uses the time they leave idle, and the
-  browsers do not all load pages at once.
+* keeps one worker off the browser modules while other modules are left, so not every worker loads pages and
+  starts kernels at once: a run is CPU-bound on two cores (about 5 % idle), and browser tests wait on deadlines
+  that CPU-bound unit tests do not have.
 
 A module still runs on one worker from start to end (its server, database or browser starts once), as with
 xdist's own loadscope.
