@@ -1,8 +1,12 @@
-"""The PostgreSQL store's pieces that need no server: DSN masking, the wiring of the setting."""
+"""The PostgreSQL store's own pieces: DSN masking and the wiring of the setting (no server needed), and its pool
+of idle read connections (on the suite's server)."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
+from store_helpers import write_session
 
 from dsh_jupyter.notebook.config import DshSettings
 from dsh_jupyter.services import ServiceError, Services, ServiceSettings
@@ -50,3 +54,14 @@ def test_a_store_with_no_server_is_one_clear_error() -> None:
     message = str(info.value)
     assert message.startswith("cannot connect to the session database postgresql://dave@127.0.0.1:1/hub")
     assert "pw-123" not in message and "postgres_dsn" in message
+
+
+def test_a_store_dropped_without_close_closes_its_idle_readers(pg_database: str) -> None:
+    store = PostgresStore(pg_database)
+    write_session(store, "s-1")
+    assert store.exists("s-1")  # a read: its connection goes back to the idle pool
+    idle = list(store._idle)
+    assert idle and not any(conn.closed for conn in idle)
+    del store
+    gc.collect()
+    assert all(conn.closed for conn in idle)  # closed by the store as it went, not left open to the collector

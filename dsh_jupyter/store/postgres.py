@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -231,6 +232,15 @@ class PostgresWriter(SqlWriter[tuple[Row, Event]]):
         self._materialized = True
 
 
+def _close_idle(idle: list[Connection], lock: threading.Lock) -> None:
+    """Close a store's idle read connections (``idle`` is emptied in place: the store keeps the same list)."""
+    with lock:
+        connections = idle[:]
+        idle.clear()
+    for conn in connections:
+        conn.close()
+
+
 class PostgresStore(SqlStore["Connection", "Connection", PostgresWriter]):
     """Sessions in the PostgreSQL database at ``dsn``, seen with the privileges of the DSN's role."""
 
@@ -249,6 +259,9 @@ class PostgresStore(SqlStore["Connection", "Connection", PostgresWriter]):
         self._spend_columns = False  # the schema has the cost columns (checked until it does)
         self._idle: list[Connection] = []
         self._idle_lock = threading.Lock()
+        # A store dropped without close() (a kernel's services replaced, a test's store) closes its idle readers
+        # as it goes, rather than leaving open connections to the garbage collector.
+        weakref.finalize(self, _close_idle, self._idle, self._idle_lock)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.where!r})"
@@ -369,10 +382,7 @@ class PostgresStore(SqlStore["Connection", "Connection", PostgresWriter]):
 
     def close(self) -> None:
         """Close the idle read connections (writers close their own)."""
-        with self._idle_lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        _close_idle(self._idle, self._idle_lock)
 
     def _writer_connection(self) -> Connection:
         """A new connection for a writer, with the schema in place."""
