@@ -16,7 +16,7 @@ if os.environ.get("CI") == "true":
 
 pytest_plugins = [
     "fake_openai", "pytest_jupyter.jupyter_server", "browser_helpers", "pg_helpers", "kernel_helpers", "timing_helpers",
-    "schedule_helpers",
+    "schedule_helpers", "rerun_helpers",
 ]
 
 #: The reference harness's own logs with their expected reads, kept in the repository (see its README).
