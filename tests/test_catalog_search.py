@@ -40,13 +40,12 @@ def expected(sessions: dict[str, tuple], where: Filter, limit: int) -> list[str]
     return [sid for _, _, sid in sorted(kept)[:limit]]
 
 
-def database(sessions: dict[str, tuple]) -> sqlite3.Connection:
-    folder = tempfile.mkdtemp()
-    conn = connect(Path(folder) / "c.sqlite", busy_ms=1000)
+def database(sessions: dict[str, tuple], folder: Path) -> sqlite3.Connection:
+    conn = connect(folder / "c.sqlite", busy_ms=1000)
     ensure_schema(conn)
 
     def fill(c: sqlite3.Connection) -> None:
-        store_id, _ = upsert_store(c, folder)
+        store_id, _ = upsert_store(c, str(folder))
         for n, (sid, (cwd, created, title)) in enumerate(sessions.items()):
             apply_read(c, store_id, f"f{n}", facts(sid, cwd, created, title))
 
@@ -54,9 +53,9 @@ def database(sessions: dict[str, tuple]) -> sqlite3.Connection:
     return conn
 
 
-def test_a_title_with_nul_is_found_by_text_after_the_nul() -> None:
+def test_a_title_with_nul_is_found_by_text_after_the_nul(tmp_path: Path) -> None:
     sessions = {"aa": ("a", 0, "aa\x00aab"), "b": (None, 0, "x\x01aab")}
-    conn = database(sessions)
+    conn = database(sessions, tmp_path)
     where = Filter(None, "aab", None, frozenset(), None)
     original = search.DENSE
     search.DENSE = 1000  # the indexed plan
@@ -81,16 +80,17 @@ def test_the_query_follows_the_rules_for_any_text(rows: list[tuple], data: st.Da
         needle = field[start : data.draw(st.integers(start + 1, len(field)))]
     else:
         needle = data.draw(TEXT)
-    conn = database(sessions)
     exclude = frozenset([rows[0][0]]) if rows else frozenset()
     where = Filter(target_cwd, needle.lower(), None, exclude, None)
     original = search.DENSE
     search.DENSE = dense  # 0 and 2 force the walk, 1000 the indexed plan
-    try:
-        got = [row.session_id for row in select(conn, where, limit)]
-    finally:
-        search.DENSE = original
-        conn.close()
+    with tempfile.TemporaryDirectory() as folder:  # one database per example (hypothesis: no tmp_path)
+        conn = database(sessions, Path(folder))
+        try:
+            got = [row.session_id for row in select(conn, where, limit)]
+        finally:
+            search.DENSE = original
+            conn.close()
     assert got == expected(sessions, where, limit)
 
 

@@ -100,11 +100,14 @@ async def test_starts_on_first_use_streams_and_stops_at_close(stand_in: dict[str
     server = model._server
     assert server is not None and server.process is not None
     pid = server.process.pid
+    log = Path(server.log_path or "")
+    assert log.is_file()  # what llama.cpp says goes to a log while it runs
     await collect(model.stream(ModelRequest([user_message("again")])))
     assert model._server is server  # one server per model
     assert model._provider is not None and model._provider.null_tool_call_content is False  # llama.cpp refuses null
     await model.close()
     assert _wait_gone(pid) and model.base_url is None
+    assert not log.exists()  # and goes with the server: nothing is left in the temporary folder
     await model.close()  # idempotent
 
 
@@ -125,10 +128,12 @@ async def test_garbage_collection_stops_the_server(stand_in: dict[str, Path]) ->
     await collect(model.stream(ModelRequest([user_message("hi")])))
     assert model._server is not None and model._server.process is not None
     pid = model._server.process.pid
+    log = Path(model._server.log_path or "")
     await model._provider.close()  # type: ignore[union-attr]
     del model
     gc.collect()
     assert _wait_gone(pid)
+    assert not log.exists()
 
 
 @pytest.mark.parametrize("ending", ["exit", "kill"])
@@ -139,7 +144,7 @@ def test_server_never_outlives_its_process(stand_in: dict[str, Path], ending: st
         from dsh_jupyter.models.local import LocalServer
         server = LocalServer(Path({str(stand_in['gguf'])!r}), startup_timeout=60)
         server.start()
-        print(server.process.pid, flush=True)
+        print(server.process.pid, server.log_path, flush=True)
         sys.stdin.readline()  # wait for the test to look at the server
         if {ending!r} == "kill":
             time.sleep(60)
@@ -148,14 +153,16 @@ def test_server_never_outlives_its_process(stand_in: dict[str, Path], ending: st
                               text=True)
     try:
         assert parent.stdin is not None and parent.stdout is not None
-        pid = int(parent.stdout.readline())
-        assert _alive(pid)
+        pid_text, log = parent.stdout.readline().split(maxsplit=1)
+        pid = int(pid_text)
+        assert _alive(pid) and Path(log.strip()).is_file()
         parent.stdin.write("go\n")
         parent.stdin.flush()
         if ending == "kill":
             parent.kill()  # no atexit, no finalizers: the watchdog inside the server must notice
         parent.wait(timeout=30)
         assert _wait_gone(pid), f"the server outlived its parent ({ending})"
+        assert not Path(log.strip()).exists(), f"the server's log outlived its parent ({ending})"
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -174,6 +181,9 @@ def test_a_server_that_dies_while_starting_gives_its_log(stand_in: dict[str, Pat
     assert info.value.kind == "config"
     assert "exited with code 3" in info.value.message and "could not load model" in info.value.message
     assert not server.running
+    log = Path(server.log_path or "")
+    assert f"(log {log})" in info.value.message and "could not load model" in log.read_text()  # kept: it is named
+    log.unlink()
 
 
 async def test_a_crash_under_a_request_is_explained(stand_in: dict[str, Path],
@@ -186,6 +196,9 @@ async def test_a_crash_under_a_request_is_explained(stand_in: dict[str, Path],
     assert "was killed by SIGILL" in info.value.message and "GGML_NATIVE=OFF" in info.value.message
     assert model.base_url is None  # forgotten: the next request starts a new server
     await model.close()
+    log = info.value.message.split("(log ", 1)[1].split("):", 1)[0]
+    assert Path(log).is_file()  # kept: the error names it
+    Path(log).unlink()
 
 
 async def test_a_request_longer_than_the_window_is_explained(stand_in: dict[str, Path],

