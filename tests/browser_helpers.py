@@ -650,9 +650,14 @@ KNOWN_APP_ERRORS = [
 
 @dataclass
 class PageWatch:
-    """What a page did that a test must notice: dialogs (alert/confirm/prompt) and uncaught errors."""
+    """What a page did that a test must notice: dialogs (alert/confirm/prompt, dismissed) and uncaught errors.
+
+    A "leave the page?" (``beforeunload``) is answered "leave" and counted in ``leaving`` instead: the test
+    reloads or leaves on purpose, and dismissing it would cancel that navigation, so the reload would wait out
+    its timeout. (On a busy machine a late display update can mark a notebook changed just after it was saved.)"""
 
     dialogs: list[str] = field(default_factory=list)
+    leaving: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     #: What the page logged at the console's error level (a test asserts on what concerns it: pages that
     #: are refused on purpose log failed requests here too).
@@ -660,6 +665,10 @@ class PageWatch:
 
     def attach(self, page: Any) -> None:
         def on_dialog(dialog: Any) -> None:
+            if dialog.type == "beforeunload":
+                self.leaving.append(dialog.message)
+                dialog.accept()
+                return
             self.dialogs.append(f"{dialog.type}: {dialog.message}")
             dialog.dismiss()
 
