@@ -153,6 +153,19 @@ def require_notebook7() -> None:
         missing(f"Jupyter Notebook {notebook.__version__} is installed; the browser test needs Notebook 7 or later")
 
 
+def boxes_of(page: Any, *locators: Any, timeout: float = PAGE_TIMEOUT_MS) -> list[dict[str, float]]:
+    """The bounding boxes of ``locators``, read again until every one has a box: a widget view that JupyterLab
+    draws again (a panel's views are re-created when its static copy is updated) has none for a moment."""
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        boxes = [locator.bounding_box() for locator in locators]
+        if all(box is not None for box in boxes):
+            return boxes
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not every element has a box on the page after {timeout / 1000:.0f} s: {boxes}")
+        page.wait_for_timeout(100)
+
+
 def artifact_path(request: pytest.FixtureRequest, step: str) -> Path:
     """``test-artifacts/<test name>--<step>.png`` (folder created on demand)."""
     ARTIFACTS.mkdir(exist_ok=True)

@@ -25,6 +25,7 @@ from browser_helpers import (
     KERNEL_TIMEOUT_MS,
     JupyterServer,
     NotebookPage,
+    boxes_of,
     read_saved_notebook,
     serve,
     watched_page,
@@ -147,12 +148,9 @@ def test_pick_is_one_output_with_the_answer_under_it(
         expect(answer).to_contain_text("Regional sales Q3")
         expect(out.locator(".dsh-chat-state")).to_have_text("idle", timeout=KERNEL_TIMEOUT_MS)
         # Under the picker and the box, in the same output.
-        parts = [out.locator(sel) for sel in (".dsh-picker", ".dsh-prompt", ".dsh-chat")]
-        for part in parts:
-            expect(part).to_be_visible()  # a view that is being drawn again has no box for a moment
-        boxes = [part.bounding_box() for part in parts]
-        tops = [box["y"] for box in boxes if box is not None]
-        assert tops == sorted(tops) and len(set(tops)) == 3
+        tops = [box["y"] for box in boxes_of(page, *(out.locator(sel) for sel in (".dsh-picker", ".dsh-prompt",
+                                                                                   ".dsh-chat")))]
+        assert tops == sorted(tops) and len(set(tops)) == 3, tops
         assert out.locator(".jp-OutputArea-child").count() == 1
         nb.screenshot(request, "2-answered")
 
