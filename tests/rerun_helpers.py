@@ -21,8 +21,7 @@ _tries: list[tuple[str, str, str]] = []
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.outcome != "rerun":  # type: ignore[comparison-overlap]  # the outcome pytest-rerunfailures adds
         return
-    where = getattr(report, "node", None)  # the xdist worker that ran it, when there is one
-    worker = getattr(getattr(where, "gateway", None), "id", "") if where is not None else ""
+    worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "")  # xdist's, when there is one
     text = str(report.longrepr) if report.longrepr is not None else "(no report)"
     _tries.append((report.nodeid, f"{report.when} on {worker}" if worker else report.when, text))
 

@@ -82,10 +82,10 @@ def test_the_query_follows_the_rules_for_any_text(rows: list[tuple], data: st.Da
         needle = data.draw(TEXT)
     exclude = frozenset([rows[0][0]]) if rows else frozenset()
     where = Filter(target_cwd, needle.lower(), None, exclude, None)
-    original = search.DENSE
-    search.DENSE = dense  # 0 and 2 force the walk, 1000 the indexed plan
     with tempfile.TemporaryDirectory() as folder:  # one database per example (hypothesis: no tmp_path)
         conn = database(sessions, Path(folder))
+        original = search.DENSE
+        search.DENSE = dense  # 0 and 2 force the walk, 1000 the indexed plan
         try:
             got = [row.session_id for row in select(conn, where, limit)]
         finally:

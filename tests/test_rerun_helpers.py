@@ -15,7 +15,7 @@ TESTS = Path(__file__).resolve().parent
 FLAKY = """
 from pathlib import Path
 
-def test_flaky(tmp_path_factory):
+def test_flaky():
     marker = Path(__file__).with_name("tried")
     if not marker.exists():
         marker.write_text("once")
