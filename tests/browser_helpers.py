@@ -33,6 +33,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -667,7 +668,11 @@ class PageWatch:
 
     A "leave the page?" (``beforeunload``) is answered "leave" and counted in ``leaving`` instead: the test
     reloads or leaves on purpose, and dismissing it would cancel that navigation, so the reload would wait out
-    its timeout. (On a busy machine a late display update can mark a notebook changed just after it was saved.)"""
+    its timeout. (On a busy machine a late display update can mark a notebook changed just after it was saved.)
+
+    ``runs_sent`` counts the cell runs the page asked a kernel for (``execute_request`` messages with
+    ``store_history`` on its kernel websockets): :meth:`NotebookPage.start` reads it to tell a key press that went
+    through on a slow page from one the page lost."""
 
     dialogs: list[str] = field(default_factory=list)
     leaving: list[str] = field(default_factory=list)
@@ -675,6 +680,7 @@ class PageWatch:
     #: What the page logged at the console's error level (a test asserts on what concerns it: pages that
     #: are refused on purpose log failed requests here too).
     console_errors: list[str] = field(default_factory=list)
+    runs_sent: int = 0
 
     def attach(self, page: Any) -> None:
         def on_dialog(dialog: Any) -> None:
@@ -694,9 +700,25 @@ class PageWatch:
             if message.type == "error":
                 self.console_errors.append(message.text)
 
+        def on_frame(payload: str | bytes) -> None:
+            data = payload.encode("utf-8", "replace") if isinstance(payload, str) else payload
+            if _EXECUTE_REQUEST in data and _STORE_HISTORY in data:
+                self.runs_sent += 1
+
         page.on("dialog", on_dialog)
         page.on("pageerror", on_error)
         page.on("console", on_console)
+        page.on("websocket", lambda socket: socket.on("framesent", on_frame))
+        _WATCHES[page] = self
+
+
+#: How a cell run shows in a frame the page sends on a kernel websocket (JSON or Jupyter's binary protocol alike):
+#: the request's type in its header, and ``store_history`` in its content (the app's own silent requests, such as
+#: completions, do not store history).
+_EXECUTE_REQUEST = b'"msg_type":"execute_request"'
+_STORE_HISTORY = b'"store_history":true'
+#: The watch of each page :func:`watched_page` opened.
+_WATCHES: weakref.WeakKeyDictionary[Any, PageWatch] = weakref.WeakKeyDictionary()
 
 
 #: The size of every test page.
@@ -873,22 +895,26 @@ class NotebookPage:
         or running), ``False`` when three presses never did (a key press lost while the page settles shows nothing).
 
         The prompt is watched from before the key press: a cell run before still shows its old count (after a
-        kernel restart even the same number), so a count alone does not tell that this run started."""
+        kernel restart even the same number), so a count alone does not tell that this run started. A press whose
+        ``[*]`` is late (a starved renderer) counts as gone through once the page sent the kernel a run request
+        (:attr:`PageWatch.runs_sent`), so only a press the page lost is pressed again."""
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         prompt = self.cell(index).locator(".jp-InputArea-prompt")
+        watch = _WATCHES.get(self.page)
         for _attempt in range(3):
             prompt.evaluate(_WATCH_PROMPT)
             self.click_editor(index)
+            sent = watch.runs_sent if watch is not None else 0
             self.page.keyboard.press("Shift+Enter")
             try:
                 self.page.wait_for_function(_RAN, arg=prompt.element_handle(), timeout=5_000, polling=_POLL_MS)
                 return True
             except PlaywrightTimeout:
-                # On a starved renderer the wait can time out although the press went through: ask the page once
-                # more (an evaluate waits for the renderer however long it takes) before pressing again, which
-                # would run the cell twice.
-                if prompt.evaluate(_RAN):
+                # On a starved renderer the wait can time out although the press went through. The page asked the
+                # kernel for a run since the press: it went through, and pressing again would run the cell twice.
+                # Else ask the page once more (an evaluate waits for the renderer however long it takes).
+                if (watch is not None and watch.runs_sent > sent) or prompt.evaluate(_RAN):
                     return True
         return False
 

@@ -6,7 +6,9 @@ import json
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import browser_helpers as bh
 import pytest
@@ -76,3 +78,27 @@ def test_a_workers_servers_take_its_own_port_first_then_free_ones(monkeypatch: p
         running.bind(("127.0.0.1", own))
         running.listen()
         assert next(bh.server_ports()) != own  # a second server beside it starts elsewhere
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[bh.JupyterServer]:
+    yield from bh.serve("lab", tmp_path_factory, "harness",
+                        lambda root, _state: bh.write_notebook(root / "count.ipynb", "print('ran')"))
+
+
+def test_a_press_the_page_took_is_not_pressed_again_when_its_prompt_is_late(
+        browser: Any, lab: bh.JupyterServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A starved renderer can draw ``[*]`` after the helper stopped waiting for it: the run request the page sent
+    the kernel tells that the press went through, and the cell runs once, not once a press."""
+    from playwright.sync_api import expect
+
+    with bh.watched_page(browser) as (page, watch):
+        nb = bh.NotebookPage(page, lab, "count.ipynb").open()
+        assert watch.runs_sent == 0
+        monkeypatch.setattr(bh, "_RAN", "el => false")  # the prompt never seems to show [*] in time
+        assert nb.start(0)
+        monkeypatch.undo()
+        expect(nb.cell(0).locator(".jp-InputArea-prompt")).to_have_text("[1]:", timeout=bh.KERNEL_TIMEOUT_MS)
+        assert watch.runs_sent == 1
+        expect(nb.cell(0).locator(".jp-OutputArea")).to_have_text("ran")
+
