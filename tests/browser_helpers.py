@@ -45,6 +45,7 @@ import pytest
 from dsh_jupyter.session import SessionHeader, SessionLog
 from dsh_jupyter.session.messages import assistant_message, text_block, user_message
 from dsh_jupyter.store import JsonlStore
+from dsh_jupyter.workspace.server_document import KEY_VARIABLE, URL_VARIABLE
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
@@ -67,6 +68,10 @@ SERVER_CONFIG = REPO / "jupyter-config" / "server-config" / "dsh_jupyter.json"
 SECRET_VARIABLES = ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_API_KEY")
 #: dsh variables of the calling process that would point the kernel at other sessions.
 DSH_VARIABLES = ("DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH_HOME")
+#: Where a Jupyter server tells its kernels to reach it (its URL and key). A server of the tests' own process (the
+#: in-process servers of the server tests) sets them in ``os.environ`` and leaves them there, so a later kernel or
+#: server of the same worker would inherit the address of a server that is not its own.
+SERVER_VARIABLES = (URL_VARIABLE, KEY_VARIABLE)
 #: Notification settings that keep the "news" toast and the update check away.
 QUIET_NOTIFICATIONS = {"fetchNews": "false", "checkForUpdates": False}
 #: Extensions of JupyterLab and Notebook 7 that no browser test uses, left out of every test page: each one's
@@ -348,7 +353,8 @@ def prepare_state(state: Path) -> dict[str, str]:
     notification.write_text(json.dumps(QUIET_NOTIFICATIONS), encoding="utf-8")
 
     env = dict(os.environ)
-    for name in (*SECRET_VARIABLES, *DSH_VARIABLES, "JUPYTER_PATH", "JUPYTERLAB_DIR", "JUPYTER_CONFIG_PATH"):
+    for name in (*SECRET_VARIABLES, *DSH_VARIABLES, *SERVER_VARIABLES, "JUPYTER_PATH", "JUPYTERLAB_DIR",
+                 "JUPYTER_CONFIG_PATH"):
         env.pop(name, None)
     bin_dir = str(Path(sys.executable).parent)
     env.update({

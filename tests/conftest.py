@@ -62,7 +62,7 @@ def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     monkeypatch.setenv("CODEX_HOME", str(home / "codex"))
     from kernel_helpers import SCRUBBED  # after pytest_plugins loads it (so its asserts are rewritten)
 
-    for name in SCRUBBED:  # model keys, and what names another session or store (the server and kernels read them)
+    for name in SCRUBBED:  # model keys, what names another session or store, a server's address (kernels read them)
         monkeypatch.delenv(name, raising=False)
 
 

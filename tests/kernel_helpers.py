@@ -19,16 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import DSH_VARIABLES, SECRET_VARIABLES
+from browser_helpers import DSH_VARIABLES, SECRET_VARIABLES, SERVER_VARIABLES
 
 #: Seconds one cell may run before nbclient stops the notebook (the slowest cells run an agent turn with tools).
 DEFAULT_TIMEOUT = 180
 
 #: Variables a test kernel never inherits, and every test starts without (tests/conftest.py): the model keys (the
-#: kernel runs keyless) and those naming some other session or store.
+#: kernel runs keyless), those naming some other session or store, and a Jupyter server's address (no server
+#: started this kernel: with an address left by an in-process server it would edit notebooks through that server).
 #: The same rule as the browser tests' server (``browser_helpers``), which keeps its own ``DSH_HOME``.
-SCRUBBED = (*SECRET_VARIABLES, *(name for name in DSH_VARIABLES if name != "DSH_HOME"), "DSH_POSTGRES_DSN",
-            "DSH_FOREIGN_SESSIONS")
+SCRUBBED = (*SECRET_VARIABLES, *(name for name in DSH_VARIABLES if name != "DSH_HOME"), *SERVER_VARIABLES,
+            "DSH_POSTGRES_DSN", "DSH_FOREIGN_SESSIONS")
 
 #: ``on_cell_executed(cell, cell_index, execute_reply)``, as nbclient calls it after each cell.
 CellCallback = Callable[[Any, int, dict[str, Any]], None]

@@ -39,8 +39,11 @@ def test_server_environment_is_isolated_and_keyless(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-real-key")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-other-key")
     monkeypatch.setenv("DSH_SESSIONS_DIR", "/somewhere/else")
+    monkeypatch.setenv("JUPYTER_DSH_SERVER_URL", "http://127.0.0.1:8888/")  # left by an in-process server
+    monkeypatch.setenv("JUPYTER_DSH_SERVER_KEY", "key-of-another-server")
     env = bh.prepare_state(tmp_path)
     assert "DEEPSEEK_API_KEY" not in env and "OPENAI_API_KEY" not in env and "DSH_SESSIONS_DIR" not in env
+    assert "JUPYTER_DSH_SERVER_URL" not in env and "JUPYTER_DSH_SERVER_KEY" not in env
     assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
     for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
                  "JUPYTERLAB_WORKSPACES_DIR", "IPYTHONDIR", "DSH_HOME"):

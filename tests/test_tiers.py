@@ -96,8 +96,12 @@ def test_the_kernel_environment_drops_keys_and_foreign_sessions(monkeypatch: pyt
     monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test")
     monkeypatch.setenv("DSH_SESSION_ID", "someone-else")
     monkeypatch.setenv("KEEP_ME", "1")
+    # What an in-process Jupyter server of an earlier test leaves in os.environ: the kernel was not started by it.
+    monkeypatch.setenv("JUPYTER_DSH_SERVER_URL", "http://127.0.0.1:8888/")
+    monkeypatch.setenv("JUPYTER_DSH_SERVER_KEY", "key-of-another-server")
     env = kernel_environment({"DSH_SESSION_ID": "given", "KEEP_ME": None, "DSH_HOME": "/h"})
     assert "DEEPSEEK_API_KEY" not in env and env["DSH_SESSION_ID"] == "given" and env["DSH_HOME"] == "/h"
+    assert "JUPYTER_DSH_SERVER_URL" not in env and "JUPYTER_DSH_SERVER_KEY" not in env
     assert "KEEP_ME" not in env and not set(SCRUBBED) - {"DSH_SESSION_ID"} & set(env)
     assert os.environ["DSH_SESSION_ID"] == "someone-else"  # the test process keeps its own
 

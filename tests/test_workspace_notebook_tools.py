@@ -419,7 +419,9 @@ def test_kernel_background_turn_runs_a_cell_off_the_main_thread_and_cannot_inser
     ran = text(2) + text(4)  # the turn's view is in its own cell (or re-sent under %dsh wait)
     assert "Ran cell exec-2." in ran and "cell v 1" in ran and "] 100" in ran
     assert text(3) == "main slept\n"  # the background run's output did not land in the cell running then
-    assert "a background (--bg) turn has none" in text(5) + text(6)
+    refused = text(5) + text(6)
+    # The turn's view in full when it fails: it failed once under load, and 50 runs since did not repeat it.
+    assert "a background (--bg) turn has none" in refused, refused
 
 
 def test_run_of_a_cell_with_top_level_await_says_why_it_failed() -> None:
