@@ -105,3 +105,19 @@ def test_a_press_the_page_took_is_not_pressed_again_when_its_prompt_is_late(
         assert watch.runs_sent == 1
         expect(nb.cell(0).locator(".jp-OutputArea")).to_have_text("ran")
 
+
+
+def test_a_test_page_leaves_its_origin_nothing_but_the_http_cache(browser: Any, lab: bh.JupyterServer) -> None:
+    """Pages of a worker share one context for its HTTP cache; what a page stored on the server's origin is gone
+    once it closes (the blank tab that clears it stays for the next page)."""
+    url = f"{lab.base_url}api/status?token={lab.token}"
+    with bh.watched_page(browser) as (page, _watch):
+        page.goto(url)
+        page.evaluate("() => { localStorage.setItem('dsh-harness', 'kept?'); document.cookie = 'dsh-harness=1'; }")
+        assert page.evaluate("() => localStorage.getItem('dsh-harness')") == "kept?"
+    blanks = [p for p in browser.contexts[0].pages if p.url == "about:blank"]
+    with bh.watched_page(browser) as (page, _watch):
+        page.goto(url)
+        assert page.evaluate("() => localStorage.getItem('dsh-harness')") is None
+        assert "dsh-harness" not in page.evaluate("() => document.cookie")
+    assert [p for p in browser.contexts[0].pages if p.url == "about:blank"] == blanks
