@@ -74,6 +74,10 @@ DSH_VARIABLES = ("DSH_SESSIONS_DIR", "DSH_SESSION_ID", "DSH_SESSION_JSONL", "DSH
 SERVER_VARIABLES = (URL_VARIABLE, KEY_VARIABLE)
 #: Notification settings that keep the "news" toast and the update check away.
 QUIET_NOTIFICATIONS = {"fetchNews": "false", "checkForUpdates": False}
+#: Editor settings of every test page: a caret that does not blink. CodeMirror blinks it with a CSS animation, and
+#: while an editor has focus (a cell left in edit mode, as one a run adds at the end of a notebook is) the page then
+#: draws frames without end: about 10-17 % of a core here, against 1 % for a page at rest.
+STEADY_CARET = {"defaultConfig": {"cursorBlinkRate": 0}}
 #: Extensions of JupyterLab and Notebook 7 that no browser test uses, left out of every test page: each one's
 #: plugins cost the page's renderer CPU on every load (together about a second of a JupyterLab load here).
 #: Nothing of dsh-jupyter needs them (its plugins require the notebook, completer and CodeMirror tokens only).
@@ -351,6 +355,10 @@ def prepare_state(state: Path) -> dict[str, str]:
     notification = folders["settings"] / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     notification.parent.mkdir(parents=True, exist_ok=True)
     notification.write_text(json.dumps(QUIET_NOTIFICATIONS), encoding="utf-8")
+    editor = folders["settings"] / "@jupyterlab" / "codemirror-extension" / "plugin.jupyterlab-settings"
+    if not editor.is_file():  # a module's ``prepare`` may have written editor settings of its own
+        editor.parent.mkdir(parents=True, exist_ok=True)
+        editor.write_text(json.dumps(STEADY_CARET), encoding="utf-8")
 
     env = dict(os.environ)
     for name in (*SECRET_VARIABLES, *DSH_VARIABLES, *SERVER_VARIABLES, "JUPYTER_PATH", "JUPYTERLAB_DIR",

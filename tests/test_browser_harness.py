@@ -104,6 +104,10 @@ def test_a_press_the_page_took_is_not_pressed_again_when_its_prompt_is_late(
         expect(nb.cell(0).locator(".jp-InputArea-prompt")).to_have_text("[1]:", timeout=bh.KERNEL_TIMEOUT_MS)
         assert watch.runs_sent == 1
         expect(nb.cell(0).locator(".jp-OutputArea")).to_have_text("ran")
+        # A caret that does not blink: a focused editor's page draws no frames while it waits (STEADY_CARET).
+        nb.click_editor(0)
+        layer = nb.cell(0).locator(".cm-cursorLayer")
+        assert layer.evaluate("el => getComputedStyle(el).animationDuration") == "0s"
 
 
 
