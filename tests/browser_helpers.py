@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import nbformat
 import pytest
@@ -695,6 +695,10 @@ class PageWatch:
     #: are refused on purpose log failed requests here too).
     console_errors: list[str] = field(default_factory=list)
     runs_sent: int = 0
+    #: Load events of this page (the first load, reloads, navigations).
+    loads: int = 0
+    #: Load events of every page this process watched (the timing report counts them per module).
+    all_loads: ClassVar[int] = 0
 
     def attach(self, page: Any) -> None:
         def on_dialog(dialog: Any) -> None:
@@ -719,9 +723,14 @@ class PageWatch:
             if _EXECUTE_REQUEST in data and _STORE_HISTORY in data:
                 self.runs_sent += 1
 
+        def on_load(_page: Any) -> None:
+            self.loads += 1
+            PageWatch.all_loads += 1
+
         page.on("dialog", on_dialog)
         page.on("pageerror", on_error)
         page.on("console", on_console)
+        page.on("load", on_load)
         page.on("websocket", lambda socket: socket.on("framesent", on_frame))
         _WATCHES[page] = self
 

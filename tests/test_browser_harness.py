@@ -96,8 +96,10 @@ def test_a_press_the_page_took_is_not_pressed_again_when_its_prompt_is_late(
     from playwright.sync_api import expect
 
     with bh.watched_page(browser) as (page, watch):
+        loads = bh.PageWatch.all_loads
         nb = bh.NotebookPage(page, lab, "count.ipynb").open()
         assert watch.runs_sent == 0
+        assert watch.loads == 1 and bh.PageWatch.all_loads == loads + 1  # what the timing report counts
         monkeypatch.setattr(bh, "_RAN", "el => false")  # the prompt never seems to show [*] in time
         assert nb.start(0)
         monkeypatch.undo()

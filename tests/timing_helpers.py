@@ -1,6 +1,7 @@
 """Where the suite's time goes: set ``DSH_TEST_TIMES=<folder>`` and each pytest process (every xdist worker) writes
 ``<folder>/<worker>.json`` with the seconds spent setting up each fixture (summed by fixture name), the seconds of
-each module's tests, and how many jupyter servers, kernels, chromiums and PostgreSQL clusters it started.
+each module's tests, how many pages each module's browser tests loaded, and how many jupyter servers, kernels,
+chromiums and PostgreSQL clusters it started.
 
 The counts come from the processes this pytest process starts (``subprocess.Popen`` commands) plus the kernels
 the jupyter servers it started report in their logs. ``python tests/timing_helpers.py <folder>`` prints the sums.
@@ -34,6 +35,8 @@ _FOLDER = os.environ.get("DSH_TEST_TIMES")
 _fixtures: defaultdict[str, float] = defaultdict(float)
 _fixture_counts: Counter[str] = Counter()
 _modules: defaultdict[str, float] = defaultdict(float)
+#: Per module: how many pages its tests loaded (each costs chromium about 3 s of CPU).
+_loads: Counter[str] = Counter()
 _started: Counter[str] = Counter()
 _server_logs: list[Path] = []
 #: Per module: seconds of its tests, and when it started and ended on this worker.
@@ -78,14 +81,22 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any]) -> Generator[None, 
         _fixture_counts[fixturedef.argname] += 1
 
 
+def _page_loads() -> int:
+    """Load events of the browser tests' pages in this process so far (``browser_helpers.PageWatch``)."""
+    helpers = sys.modules.get("browser_helpers")
+    return int(getattr(getattr(helpers, "PageWatch", None), "all_loads", 0))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
-    start = time.time()
+    start, loads = time.time(), _page_loads()
     yield
     if _FOLDER:
-        unit = _units.setdefault(item.nodeid.split("::")[0], [0.0, start, start])
+        module = item.nodeid.split("::")[0]
+        unit = _units.setdefault(module, [0.0, start, start])
         unit[0] += time.time() - start
         unit[2] = time.time()
+        _loads[module] += _page_loads() - loads
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -117,6 +128,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         "started": started,
         "fixtures": {name: [round(seconds, 2), _fixture_counts[name]] for name, seconds in _fixtures.items()},
         "modules": {name: round(seconds, 2) for name, seconds in _modules.items()},
+        "page_loads": {name: count for name, count in _loads.items() if count},
         "units": {name: [round(value, 2) for value in (seconds, start - _began, end - _began)]
                   for name, (seconds, start, end) in _units.items()},
         "wall": round(time.time() - _began, 1),
@@ -128,22 +140,25 @@ def summary(folder: Path, top: int = 30) -> str:
     started: Counter[str] = Counter()
     fixtures: defaultdict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     modules: Counter[str] = Counter()
+    loads: Counter[str] = Counter()
     per_worker = []
     for path in sorted(folder.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         started.update(data["started"])
+        loads.update(data.get("page_loads", {}))
         for name, (seconds, count) in data["fixtures"].items():
             fixtures[name][0] += seconds
             fixtures[name][1] += count
         modules.update(data["modules"])
         per_worker.append(f"{path.stem}: {sum(data['modules'].values()):.0f} s of tests, "
                           f"last test ended at {max((u[2] for u in data.get('units', {}).values()), default=0):.0f} s")
-    lines = ["started: " + ", ".join(f"{kind} {count}" for kind, count in sorted(started.items())), *per_worker,
-             "", "fixture set-up (s, count):"]
+    lines = ["started: " + ", ".join(f"{kind} {count}" for kind, count in sorted(started.items())),
+             f"page loads: {sum(loads.values())}", *per_worker, "", "fixture set-up (s, count):"]
     lines += [f"  {seconds:8.1f} {int(count):5d}  {name}"
               for name, (seconds, count) in sorted(fixtures.items(), key=lambda kv: -kv[1][0])[:top]]
-    lines += ["", "module (s, set-up + call + teardown):"]
-    lines += [f"  {seconds:8.1f}  {name}" for name, seconds in modules.most_common(top)]
+    lines += ["", "module (s, set-up + call + teardown; pages loaded):"]
+    lines += [f"  {seconds:8.1f}  {name}" + (f"  ({loads[name]} pages)" if loads[name] else "")
+              for name, seconds in modules.most_common(top)]
     return "\n".join(lines)
 
 
