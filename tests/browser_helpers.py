@@ -684,9 +684,11 @@ class PageWatch:
     reloads or leaves on purpose, and dismissing it would cancel that navigation, so the reload would wait out
     its timeout. (On a busy machine a late display update can mark a notebook changed just after it was saved.)
 
-    ``runs_sent`` counts the cell runs the page asked a kernel for (``execute_request`` messages with
-    ``store_history`` on its kernel websockets): :meth:`NotebookPage.start` reads it to tell a key press that went
-    through on a slow page from one the page lost."""
+    ``runs_sent`` lists the cell runs the page asked a kernel for (the ids of the ``execute_request`` messages
+    with ``store_history`` it sent on its kernel websockets), and ``counts`` the execution count each answered
+    run got (by request id, from the ``execute_reply`` the page received): :class:`NotebookPage` reads them to
+    tell a key press that went through on a slow page from one the page lost, and a run that ended from one that
+    did not."""
 
     dialogs: list[str] = field(default_factory=list)
     leaving: list[str] = field(default_factory=list)
@@ -694,7 +696,8 @@ class PageWatch:
     #: What the page logged at the console's error level (a test asserts on what concerns it: pages that
     #: are refused on purpose log failed requests here too).
     console_errors: list[str] = field(default_factory=list)
-    runs_sent: int = 0
+    runs_sent: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
     #: Load events of this page (the first load, reloads, navigations).
     loads: int = 0
     #: Load events of every page this process watched (the timing report counts them per module).
@@ -718,10 +721,18 @@ class PageWatch:
             if message.type == "error":
                 self.console_errors.append(message.text)
 
-        def on_frame(payload: str | bytes) -> None:
+        def on_sent(payload: str | bytes) -> None:
             data = payload.encode("utf-8", "replace") if isinstance(payload, str) else payload
             if _EXECUTE_REQUEST in data and _STORE_HISTORY in data:
-                self.runs_sent += 1
+                found = _MSG_ID.search(data)  # the header comes first: its id is the first one
+                self.runs_sent.append(found.group(1).decode("ascii", "replace") if found else "")
+
+        def on_received(payload: str | bytes) -> None:
+            data = payload.encode("utf-8", "replace") if isinstance(payload, str) else payload
+            if _EXECUTE_REPLY in data:
+                count = _EXECUTION_COUNT.search(data)
+                for found in _MSG_ID.finditer(data):  # the reply's own id and its request's (in its parent header)
+                    self.counts[found.group(1).decode("ascii", "replace")] = int(count.group(1)) if count else -1
 
         def on_load(_page: Any) -> None:
             self.loads += 1
@@ -731,7 +742,11 @@ class PageWatch:
         page.on("pageerror", on_error)
         page.on("console", on_console)
         page.on("load", on_load)
-        page.on("websocket", lambda socket: socket.on("framesent", on_frame))
+        def on_socket(socket: Any) -> None:
+            socket.on("framesent", on_sent)
+            socket.on("framereceived", on_received)
+
+        page.on("websocket", on_socket)
         _WATCHES[page] = self
 
 
@@ -740,6 +755,10 @@ class PageWatch:
 #: completions, do not store history).
 _EXECUTE_REQUEST = b'"msg_type":"execute_request"'
 _STORE_HISTORY = b'"store_history":true'
+#: A run's answer, and what :class:`PageWatch` reads of the frames: message ids and the execution count.
+_EXECUTE_REPLY = b'"msg_type":"execute_reply"'
+_MSG_ID = re.compile(rb'"msg_id":\s*"([^"\\]{1,100})"')
+_EXECUTION_COUNT = re.compile(rb'"execution_count":\s*(\d+)')
 #: The watch of each page :func:`watched_page` opened.
 _WATCHES: weakref.WeakKeyDictionary[Any, PageWatch] = weakref.WeakKeyDictionary()
 
@@ -809,13 +828,22 @@ def _clear_origin(context: Any, origin: str) -> None:
 
 
 #: Installed on a cell's prompt before :meth:`NotebookPage.run` presses Shift+Enter: the prompt's
-#: ``data-dsh-test-ran`` is set once it shows ``[*]`` (this run queued or started), and not before.
+#: ``data-dsh-test-ran`` is set once it shows ``[*]`` (this run queued or started), and not before. A fast run can
+#: go from ``[*]`` to its count before the observer is called: the records' old values and removed nodes still
+#: show the ``[*]`` then.
 _WATCH_PROMPT = """el => {
     delete el.dataset.dshTestRan;
     el.__dshTestWatch?.disconnect();
-    const seen = () => { if (el.textContent.includes('*')) { el.dataset.dshTestRan = '1'; } };
+    const starred = text => (text ?? '').includes('*');
+    const seen = records => {
+        if (starred(el.textContent) || records.some(r => starred(r.oldValue)
+                || [...r.removedNodes].some(node => starred(node.textContent)))) {
+            el.dataset.dshTestRan = '1';
+        }
+    };
     el.__dshTestWatch = new MutationObserver(seen);
-    el.__dshTestWatch.observe(el, { childList: true, characterData: true, subtree: true });
+    el.__dshTestWatch.observe(el, { childList: true, characterData: true, characterDataOldValue: true,
+                                    subtree: true });
 }"""
 
 #: The prompt watched by :data:`_WATCH_PROMPT` showed ``[*]``: this run was queued or started.
@@ -839,6 +867,8 @@ class NotebookPage:
         self.page = page
         self.server = server
         self.path = path
+        #: How many run requests the page had sent before the last press of :meth:`start` (``None``: no watch).
+        self._sent: int | None = None
         self.scope = (".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook" if server.app == "lab"
                       else ".jp-NotebookPanel .jp-Notebook")
 
@@ -934,7 +964,7 @@ class NotebookPage:
         for _attempt in range(3):
             prompt.evaluate(_WATCH_PROMPT)
             self.click_editor(index)
-            sent = watch.runs_sent if watch is not None else 0
+            self._sent = len(watch.runs_sent) if watch is not None else None
             self.page.keyboard.press("Shift+Enter")
             try:
                 self.page.wait_for_function(_RAN, arg=prompt.element_handle(), timeout=5_000, polling=_POLL_MS)
@@ -943,22 +973,45 @@ class NotebookPage:
                 # On a starved renderer the wait can time out although the press went through. The page asked the
                 # kernel for a run since the press: it went through, and pressing again would run the cell twice.
                 # Else ask the page once more (an evaluate waits for the renderer however long it takes).
-                if (watch is not None and watch.runs_sent > sent) or prompt.evaluate(_RAN):
+                if self._request() is not None or prompt.evaluate(_RAN):
                     return True
         return False
+
+    def _request(self) -> str | None:
+        """The id of the run request the page sent after the last press of :meth:`start`, once it was sent."""
+        watch = _WATCHES.get(self.page)
+        sent = self._sent
+        if watch is None or sent is None or len(watch.runs_sent) <= sent:
+            return None
+        return watch.runs_sent[sent]
 
     def run(self, index: int, *, timeout: float = KERNEL_TIMEOUT_MS) -> Any:
         """Run cell ``index`` (:meth:`start`) and wait until this run's execution count is shown; its output area."""
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
+        from playwright.sync_api import expect
 
         self.start(index)
         prompt = self.cell(index).locator(".jp-InputArea-prompt")
-        try:
-            self.page.wait_for_function(_RAN_AND_COUNTED, arg=prompt.element_handle(), timeout=timeout,
-                                        polling=_POLL_MS)
-        except PlaywrightTimeout:
-            raise AssertionError(f"cell {index} did not finish this run within {timeout / 1000:.0f} s: its prompt "
-                                 f"shows {prompt.inner_text()!r}") from None
+        watch = _WATCHES.get(self.page)
+        deadline = time.monotonic() + timeout / 1000
+        while True:
+            try:  # the prompt showed [*], then a count
+                self.page.wait_for_function(_RAN_AND_COUNTED, arg=prompt.element_handle(), polling=_POLL_MS,
+                                            timeout=min(1.0, max(0.1, deadline - time.monotonic())) * 1000)
+                break
+            except PlaywrightTimeout:
+                pass
+            # Or the kernel answered this run's request: its count is what the prompt shows next (the prompt may
+            # be drawn anew, without the watch, or have gone from [*] to a count unseen).
+            request = self._request()
+            if watch is not None and request is not None and request in watch.counts:
+                count = watch.counts[request]
+                drawn = rf"^\[{count}\]" if count >= 0 else r"^\[\d+\]"
+                expect(prompt).to_have_text(re.compile(drawn), timeout=PAGE_TIMEOUT_MS)
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"cell {index} did not finish this run within {timeout / 1000:.0f} s: its "
+                                     f"prompt shows {prompt.inner_text()!r}")
         return self.cell(index).locator(".jp-OutputArea")
 
     def screenshot(self, request: pytest.FixtureRequest, step: str) -> Path:

@@ -98,14 +98,22 @@ def test_a_press_the_page_took_is_not_pressed_again_when_its_prompt_is_late(
     with bh.watched_page(browser) as (page, watch):
         loads = bh.PageWatch.all_loads
         nb = bh.NotebookPage(page, lab, "count.ipynb").open()
-        assert watch.runs_sent == 0
+        assert watch.runs_sent == []
         assert watch.loads == 1 and bh.PageWatch.all_loads == loads + 1  # what the timing report counts
         monkeypatch.setattr(bh, "_RAN", "el => false")  # the prompt never seems to show [*] in time
         assert nb.start(0)
         monkeypatch.undo()
         expect(nb.cell(0).locator(".jp-InputArea-prompt")).to_have_text("[1]:", timeout=bh.KERNEL_TIMEOUT_MS)
-        assert watch.runs_sent == 1
+        assert len(watch.runs_sent) == 1 and watch.counts[watch.runs_sent[0]] == 1
         expect(nb.cell(0).locator(".jp-OutputArea")).to_have_text("ran")
+        # A run whose [*] the prompt's watch never sees (a prompt drawn anew, or one whose [*] came and went between
+        # two looks) ends when the kernel answers its request, with the count it gave.
+        monkeypatch.setattr(bh, "_RAN", "el => false")
+        monkeypatch.setattr(bh, "_RAN_AND_COUNTED", "el => false")
+        nb.run(0)
+        monkeypatch.undo()
+        assert len(watch.runs_sent) == 2 and watch.counts[watch.runs_sent[1]] == 2
+        expect(nb.cell(0).locator(".jp-InputArea-prompt")).to_have_text("[2]:")
         # A caret that does not blink: a focused editor's page draws no frames while it waits (STEADY_CARET).
         nb.click_editor(0)
         layer = nb.cell(0).locator(".cm-cursorLayer")
@@ -127,3 +135,18 @@ def test_a_test_page_leaves_its_origin_nothing_but_the_http_cache(browser: Any, 
         assert page.evaluate("() => localStorage.getItem('dsh-harness')") is None
         assert "dsh-harness" not in page.evaluate("() => document.cookie")
     assert [p for p in browser.contexts[0].pages if p.url == "about:blank"] == blanks
+
+
+@pytest.mark.parametrize("redraw", ["text", "node"])
+def test_the_prompt_watch_sees_a_star_that_came_and_went_in_one_task(browser: Any, redraw: str) -> None:
+    """A fast run's prompt can go from ``[*]`` to its count before the watch's observer is called: it still
+    counts as this run's ``[*]`` (as a text change, or as a text node drawn anew)."""
+    with bh.watched_page(browser) as (page, _watch):
+        page.set_content("<div class='jp-InputArea-prompt'>[1]:</div>")
+        prompt = page.locator(".jp-InputArea-prompt")
+        prompt.evaluate(bh._WATCH_PROMPT)
+        assert not prompt.evaluate(bh._RAN)
+        change = ("el => { el.firstChild.data = '[*]:'; el.firstChild.data = '[2]:'; }" if redraw == "text" else
+                  "el => { el.textContent = '[*]:'; el.textContent = '[2]:'; }")
+        prompt.evaluate(change)
+        page.wait_for_function(bh._RAN_AND_COUNTED, arg=prompt.element_handle(), timeout=5_000)
