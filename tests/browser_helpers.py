@@ -1119,6 +1119,34 @@ def finished_cell(nb: NotebookPage, index: int, timeout: float = KERNEL_TIMEOUT_
     return nb.cell(index).locator(".jp-OutputArea")
 
 
+def run_from_palette(page: Any, label: str) -> None:
+    """Run the command ``label`` from the command palette (Ctrl+Shift+C). A key press the page lost while it
+    settles is pressed again (after a look that the palette did not open slowly meanwhile: a second press would
+    close it)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    box = page.locator(".lm-CommandPalette-input:visible")
+    for _attempt in range(3):
+        if box.count():
+            break
+        page.keyboard.press("Control+Shift+C")
+        try:
+            box.wait_for(state="visible", timeout=5_000)
+            break
+        except PlaywrightTimeout:
+            continue
+    box.fill(label)
+    page.locator(".lm-CommandPalette-item:visible", has_text=label).first.click()
+
+
+def use_theme(nb: NotebookPage, name: str) -> None:
+    """Switch the app to the theme ``name`` ("JupyterLab Dark" / "JupyterLab Light") from the command palette."""
+    run_from_palette(nb.page, name)
+    light = "false" if "Dark" in name else "true"
+    nb.page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached", timeout=30_000)
+    nb.page.wait_for_timeout(300)  # the theme's stylesheet applies
+
+
 def copied_text(locator: Any) -> str:
     """What copying the current selection inside ``locator`` puts on the clipboard as text (a copy event is
     dispatched with its own clipboard data, so no clipboard permission is needed)."""

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import APPS, JupyterServer, NotebookPage, serve, watched_page, write_notebook
+from browser_helpers import (
+    APPS,
+    JupyterServer,
+    NotebookPage,
+    run_from_palette,
+    serve,
+    watched_page,
+    write_notebook,
+)
 
 NOTEBOOK = "work/ghost.ipynb"
 CELLS = ("radius = 2.5\narea = 3.14159 * radius ** 2", "", "%%dsh\n")
@@ -95,23 +103,17 @@ def test_ghost_text_streams_cancels_accepts_and_prose(browser: Any, server: Jupy
         if server.app != "lab":
             return  # the off switch is the page's own code, the same in both apps: checked once
         # The owner turns completions off for this notebook: nothing is sent until they are on again.
-        _palette(page, "Ghost-Text Completions in This Notebook")
+        run_from_palette(page, "Ghost-Text Completions in This Notebook")
         sent = _report(server)["usage"]["requests"]
         nb.focus_end(1)
         page.keyboard.type("\nrad")
         page.wait_for_timeout(1_500)  # five times the debounce delay: a request would have gone by now
         assert _report(server)["usage"]["requests"] == sent, "sent while off"
         expect(ghost).to_have_count(0)
-        _palette(page, "Ghost-Text Completions in This Notebook")
+        run_from_palette(page, "Ghost-Text Completions in This Notebook")
         nb.focus_end(1)
         page.keyboard.type("i")
         expect(ghost).to_have_text("us", timeout=20_000)
         assert _report(server)["usage"]["requests"] > sent
 
 
-def _palette(page: Any, label: str) -> None:
-    """Run a command from the command palette by its label."""
-    page.keyboard.press("Control+Shift+C")
-    box = page.locator(".lm-CommandPalette-input:visible")
-    box.fill(label)
-    page.locator(".lm-CommandPalette-item:visible", has_text=label).first.click()

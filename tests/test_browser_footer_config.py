@@ -19,10 +19,10 @@ from browser_helpers import (
     require_chromium,
     require_notebook7,
     running_server,
+    use_theme,
     watched_page,
     write_notebook,
 )
-from test_browser_workspace import use_theme
 
 NOTEBOOK = "work/edges.ipynb"
 CELLS = (

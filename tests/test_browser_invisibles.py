@@ -27,11 +27,12 @@ from browser_helpers import (
     finished_cell,
     serve,
     start_cell,
+    use_theme,
     watched_page,
     write_notebook_cells,
 )
 from test_browser_approvals import question, tool_summary
-from test_browser_workspace import proposal, use_theme
+from test_browser_workspace import proposal
 
 PATH = "work/invisibles.ipynb"
 ATTACK = "echo hello \u202e; rm -rf ~ #\u202c"

@@ -37,6 +37,7 @@ from browser_helpers import (
     finished_cell,
     serve,
     start_cell,
+    use_theme,
     watched_page,
     write_notebook_cells,
 )
@@ -162,17 +163,6 @@ def save(nb: NotebookPage, server: JupyterServer) -> list[str]:
     assert path.stat().st_mtime_ns != stamp, "the notebook was not saved"
     time.sleep(0.2)  # the write may still be completing
     return ["".join(cell["source"]) for cell in saved_cells(server)]
-
-
-def use_theme(nb: NotebookPage, name: str) -> None:
-    """Switch JupyterLab to the theme ``name`` ("JupyterLab Dark" / "JupyterLab Light") with the palette."""
-    page = nb.page
-    page.keyboard.press("Control+Shift+C")
-    page.locator(".lm-CommandPalette-input").fill(name)
-    page.locator(".lm-CommandPalette-item").filter(has_text=name).first.click()
-    light = "false" if "Dark" in name else "true"
-    page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached", timeout=30_000)
-    page.wait_for_timeout(300)  # the theme's stylesheet applies
 
 
 def test_the_agent_works_in_the_live_notebook(
