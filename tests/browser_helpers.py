@@ -734,6 +734,10 @@ class PageWatch:
                 for found in _MSG_ID.finditer(data):  # the reply's own id and its request's (in its parent header)
                     self.counts[found.group(1).decode("ascii", "replace")] = int(count.group(1)) if count else -1
 
+        def on_socket(socket: Any) -> None:
+            socket.on("framesent", on_sent)
+            socket.on("framereceived", on_received)
+
         def on_load(_page: Any) -> None:
             self.loads += 1
             PageWatch.all_loads += 1
@@ -741,12 +745,8 @@ class PageWatch:
         page.on("dialog", on_dialog)
         page.on("pageerror", on_error)
         page.on("console", on_console)
-        page.on("load", on_load)
-        def on_socket(socket: Any) -> None:
-            socket.on("framesent", on_sent)
-            socket.on("framereceived", on_received)
-
         page.on("websocket", on_socket)
+        page.on("load", on_load)
         _WATCHES[page] = self
 
 
