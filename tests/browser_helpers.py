@@ -722,13 +722,13 @@ class PageWatch:
                 self.console_errors.append(message.text)
 
         def on_sent(payload: str | bytes) -> None:
-            data = payload.encode("utf-8", "replace") if isinstance(payload, str) else payload
+            data = _frame_bytes(payload)
             if _EXECUTE_REQUEST in data and _STORE_HISTORY in data:
                 found = _MSG_ID.search(data)  # the header comes first: its id is the first one
                 self.runs_sent.append(found.group(1).decode("ascii", "replace") if found else "")
 
         def on_received(payload: str | bytes) -> None:
-            data = payload.encode("utf-8", "replace") if isinstance(payload, str) else payload
+            data = _frame_bytes(payload)
             if _EXECUTE_REPLY in data:
                 count = _EXECUTION_COUNT.search(data)
                 for found in _MSG_ID.finditer(data):  # the reply's own id and its request's (in its parent header)
@@ -759,6 +759,13 @@ _STORE_HISTORY = b'"store_history":true'
 _EXECUTE_REPLY = b'"msg_type":"execute_reply"'
 _MSG_ID = re.compile(rb'"msg_id":\s*"([^"\\]{1,100})"')
 _EXECUTION_COUNT = re.compile(rb'"execution_count":\s*(\d+)')
+
+
+def _frame_bytes(payload: str | bytes) -> bytes:
+    """A websocket frame as bytes (Jupyter's binary protocol comes as bytes, its JSON one as text)."""
+    return payload.encode("utf-8", "replace") if isinstance(payload, str) else payload
+
+
 #: The watch of each page :func:`watched_page` opened.
 _WATCHES: weakref.WeakKeyDictionary[Any, PageWatch] = weakref.WeakKeyDictionary()
 
@@ -995,12 +1002,15 @@ class NotebookPage:
         watch = _WATCHES.get(self.page)
         deadline = time.monotonic() + timeout / 1000
         while True:
+            handle = prompt.element_handle()  # again each round: the prompt may have been drawn anew
             try:  # the prompt showed [*], then a count
-                self.page.wait_for_function(_RAN_AND_COUNTED, arg=prompt.element_handle(), polling=_POLL_MS,
+                self.page.wait_for_function(_RAN_AND_COUNTED, arg=handle, polling=_POLL_MS,
                                             timeout=min(1.0, max(0.1, deadline - time.monotonic())) * 1000)
                 break
             except PlaywrightTimeout:
                 pass
+            finally:
+                handle.dispose()  # a handle lives as long as the page otherwise
             # Or the kernel answered this run's request: its count is what the prompt shows next (the prompt may
             # be drawn anew, without the watch, or have gone from [*] to a count unseen).
             request = self._request()
