@@ -40,6 +40,8 @@ from dsh_jupyter.references import (
 )
 from dsh_jupyter.session import SessionNotFoundError
 from dsh_jupyter.session.messages import text_block
+from dsh_jupyter.store.jsonl import JsonlStore
+from dsh_jupyter.store.postgres import PostgresStore
 
 CONTENT = [text_block("go")]
 
@@ -255,8 +257,9 @@ def test_sync_cancel_returns_promptly_while_a_read_never_completes(store: Memory
     query.release.set()
 
 
-def test_reads_run_in_parallel(store: MemoryStore) -> None:
+def test_a_store_whose_reads_wait_on_a_server_reads_the_sources_side_by_side(store: MemoryStore) -> None:
     barrier = threading.Barrier(3, timeout=5)
+    store.concurrent_reads = True  # as the PostgreSQL store says
 
     class BarrierQuery(SessionQuery):
         def read_surface(self, session_id: str, **kwargs):  # type: ignore[no-untyped-def]
@@ -266,6 +269,47 @@ def test_reads_run_in_parallel(store: MemoryStore) -> None:
     resolver = SessionReferenceResolver(BarrierQuery(store))
     prepared = resolver.prepare_sync(target_for(store), CONTENT, [{"sessionId": s} for s in ["one", "two", "three"]])
     assert [d["sessionId"] for d in prompt_data(context_text(prepared))] == ["one", "two", "three"]
+
+
+def test_a_local_store_reads_the_sources_in_turn_in_one_thread(store: MemoryStore) -> None:
+    assert not store.concurrent_reads and not JsonlStore.concurrent_reads and PostgresStore.concurrent_reads
+    reads: list[tuple[str, int]] = []
+    inside = threading.Semaphore(1)
+
+    class OneAtATime(SessionQuery):
+        def read_surface(self, session_id: str, **kwargs):  # type: ignore[no-untyped-def]
+            assert inside.acquire(blocking=False), "two reads ran at once"
+            try:
+                reads.append((session_id, threading.get_ident()))
+                time.sleep(0.05)  # side by side, the next read would start meanwhile
+                return super().read_surface(session_id)
+            finally:
+                inside.release()
+
+    resolver = SessionReferenceResolver(OneAtATime(store))
+    prepared = resolver.prepare_sync(target_for(store), CONTENT, [{"sessionId": s} for s in ["one", "two", "three"]])
+    assert [d["sessionId"] for d in prompt_data(context_text(prepared))] == ["one", "two", "three"]
+    assert [name for name, _ in reads] == ["one", "two", "three"]
+    assert len({thread for _, thread in reads}) == 1 and reads[0][1] != threading.get_ident()
+
+
+def test_a_cancel_between_reads_in_turn_stops_before_the_next_source(store: MemoryStore) -> None:
+    cancel = threading.Event()
+    read: list[str] = []
+
+    class CancelAfterFirst(SessionQuery):
+        def read_surface(self, session_id: str, **kwargs):  # type: ignore[no-untyped-def]
+            read.append(session_id)
+            cancel.set()
+            return super().read_surface(session_id)
+
+    resolver = SessionReferenceResolver(CancelAfterFirst(store))
+    with pytest.raises(SessionReferenceError) as info:
+        resolver.prepare_sync(target_for(store), CONTENT, [{"sessionId": s} for s in ["one", "two", "three"]],
+                              cancel=cancel)
+    assert info.value.code == SESSION_REFERENCE_CANCELLED
+    time.sleep(0.1)  # a read still running in the helper thread would have added its source by now
+    assert read == ["one"]
 
 
 def test_prepare_sync_works_inside_a_running_event_loop(store: MemoryStore) -> None:

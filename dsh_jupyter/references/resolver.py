@@ -351,13 +351,26 @@ class SessionReferenceResolver:
 
     async def _read_all(self, watch: CancelWatch, inputs: list[SessionReferenceInput],
                         budget: int) -> list[BoundedProjection]:
-        futures = [
-            thread_future(functools.partial(self._read_and_project, ref.session_id, budget, watch.is_set),
-                          name="dsh-reference-read")
-            for ref in inputs
-        ]
+        def read_in_turn() -> list[BoundedProjection]:
+            read = []
+            for ref in inputs:
+                if watch.is_set():  # cancelled: nobody waits for the rest
+                    break
+                read.append(self._read_and_project(ref.session_id, budget, watch.is_set))
+            return read
+
+        # A store whose reads wait on a server reads the sources side by side; a local one reads them in turn,
+        # in one helper thread (store.base.SessionStore.concurrent_reads).
+        side_by_side = len(inputs) > 1 and self.query.store.concurrent_reads
         try:
-            return await watch.gather(futures)
+            if side_by_side:
+                return await watch.gather([
+                    thread_future(functools.partial(self._read_and_project, ref.session_id, budget, watch.is_set),
+                                  name="dsh-reference-read")
+                    for ref in inputs
+                ])
+            (read,) = await watch.gather([thread_future(read_in_turn, name="dsh-reference-read")])
+            return read
         except SessionReferenceError:
             raise
         except Exception as exc:

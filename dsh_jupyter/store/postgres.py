@@ -245,6 +245,7 @@ class PostgresStore(SqlStore["Connection", "Connection", PostgresWriter]):
     """Sessions in the PostgreSQL database at ``dsn``, seen with the privileges of the DSN's role."""
 
     kind = "postgres"
+    concurrent_reads = True  # each read waits on the server
     queries = Queries.of("dsh.sessions", "dsh.events", "%s")
     _mark = "%s"
 
