@@ -855,6 +855,16 @@ _WATCH_PROMPT = """el => {
 
 #: The prompt watched by :data:`_WATCH_PROMPT` showed ``[*]``: this run was queued or started.
 _RAN = "el => el.dataset.dshTestRan !== undefined"
+#: What has the keyboard focus, and what is open over the page (for a cell that did not start).
+_FOCUS = """() => {
+  const el = document.activeElement;
+  const what = !el || el === document.body ? 'nothing (the page body)'
+    : `<${el.tagName.toLowerCase()} class="${el.className}">` + (el.closest('.jp-Cell') ? ' in a cell' : '')
+      + (el.closest('#dsh-jupyter-chat') ? ' in the dsh sidebar' : '');
+  const open = [...document.querySelectorAll('.jp-Completer, .jp-Dialog, .jp-InlineCompleter')]
+    .filter(node => node.offsetParent !== null).map(node => node.className.split(' ')[0]);
+  return what + (open.length ? `; open: ${open.join(', ')}` : '; no completer or dialog open');
+}"""
 #: How often a wait on a cell's prompt looks (ms): Playwright's default, every animation frame, costs the page's
 #: renderer about 50 ms of CPU a second while a cell runs; ten times a second costs about 2 ms.
 _POLL_MS = 100
@@ -984,6 +994,14 @@ class NotebookPage:
                     return True
         return False
 
+    def not_started(self, index: int) -> str:
+        """Why a press of :meth:`start` did not run cell ``index``, in the words of an :class:`AssertionError`: what
+        its prompt shows, what has the keyboard focus, and whether a completer or a dialog was open."""
+        prompt = str(self.cell(index).locator(".jp-InputArea-prompt").inner_text())
+        focus = self.page.evaluate(_FOCUS)
+        return (f"cell {index} did not start after three presses of Shift+Enter: its prompt shows {prompt!r}; the "
+                f"keyboard focus was on {focus}")
+
     def _request(self) -> str | None:
         """The id of the run request the page sent after the last press of :meth:`start`, once it was sent."""
         watch = _WATCHES.get(self.page)
@@ -997,7 +1015,8 @@ class NotebookPage:
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
         from playwright.sync_api import expect
 
-        self.start(index)
+        if not self.start(index):
+            raise AssertionError(self.not_started(index))
         prompt = self.cell(index).locator(".jp-InputArea-prompt")
         watch = _WATCHES.get(self.page)
         deadline = time.monotonic() + timeout / 1000
@@ -1105,19 +1124,19 @@ def start_cell(nb: NotebookPage, index: int, *, running: bool = False) -> Any:
     """Run cell ``index`` (:meth:`NotebookPage.start`) and return its output area once this run is queued or
     running, for a cell that then waits on the page (a question, a proposal); :func:`finished_cell` waits for its
     end. (:meth:`NotebookPage.run` is both at once.) ``running``: only once it shows ``[*]`` (this run, still
-    queued or running), and an ``AssertionError`` saying what it shows when it never did."""
+    queued or running), and an ``AssertionError`` saying what it shows when it does not. Presses that never started
+    the cell fail at once with what the page showed (:meth:`NotebookPage.not_started`)."""
     from playwright.sync_api import expect
 
-    started = nb.start(index)
+    if not nb.start(index):
+        raise AssertionError(nb.not_started(index))
     if running:
         prompt = nb.cell(index).locator(".jp-InputArea-prompt")
         try:
-            if started:
-                expect(prompt).to_have_text(re.compile(r"^\[\*\]"), timeout=5_000)
+            expect(prompt).to_have_text(re.compile(r"^\[\*\]"), timeout=5_000)
         except AssertionError:
-            started = False
-        if not started:
-            raise AssertionError(f"cell {index} did not start: its prompt shows {prompt.inner_text()!r}")
+            raise AssertionError(f"cell {index} started but no longer runs: its prompt shows "
+                                 f"{prompt.inner_text()!r}") from None
     return nb.cell(index).locator(".jp-OutputArea")
 
 

@@ -118,6 +118,14 @@ def test_a_press_the_page_took_is_not_pressed_again_when_its_prompt_is_late(
         nb.click_editor(0)
         layer = nb.cell(0).locator(".cm-cursorLayer")
         assert layer.evaluate("el => getComputedStyle(el).animationDuration") == "0s"
+        # Presses that never started the cell fail at once, saying what the page showed, instead of a wait for a
+        # run that will not come.
+        monkeypatch.setattr(bh.NotebookPage, "start", lambda self, index: False)
+        for attempt in (lambda: nb.run(0), lambda: bh.start_cell(nb, 0)):
+            with pytest.raises(AssertionError, match=r"cell 0 did not start after three presses of Shift\+Enter: "
+                                                     r"its prompt shows '\[2\]:'; the keyboard focus was on <div "
+                                                     r"class=\"cm-content.*\"> in a cell; no completer or dialog open"):
+                attempt()
 
 
 
