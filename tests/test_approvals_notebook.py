@@ -195,7 +195,8 @@ def test_the_approver_follows_the_shell() -> None:
 class Frontend:
     """Plays the view: draws each shown widget (``rendered``) and answers with ``answer``."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, answer: dict[str, Any] | None, *, draw: bool = True) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, answer: dict[str, Any] | None, *, draw: bool = True,
+                 delay: float = 0.05) -> None:
         from dsh_jupyter.ui.approval_widget import ApprovalWidget
 
         self.shown: list[ApprovalWidget] = []
@@ -205,7 +206,7 @@ class Frontend:
             original(widget, background=background)
             self.shown.append(widget)
             if draw:
-                threading.Timer(0.05, self._play, (widget, answer)).start()
+                threading.Timer(delay, self._play, (widget, answer)).start()
 
         monkeypatch.setattr(ApprovalWidget, "show", show)
 
@@ -249,6 +250,48 @@ async def test_nobody_drawing_the_widget_refuses_promptly(monkeypatch: pytest.Mo
     frontend = Frontend(monkeypatch, None, draw=False)
     assert await asyncio.wait_for(WidgetApprover(None).ask(request(), 60), 3) is None
     assert frontend.shown[0].records[-1]["text"].endswith("refused: nobody could answer here")
+
+
+async def test_a_page_with_the_extension_gives_a_slow_browser_longer_to_draw_the_question(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connected page means a person is looking: a question its busy browser draws after RENDER_WAIT is still
+    asked (up to WATCHED_RENDER_WAIT), while a kernel without such a page refuses after RENDER_WAIT."""
+    monkeypatch.setattr(approval, "RENDER_WAIT", 0.2)
+    monkeypatch.setattr(approval, "WATCHED_RENDER_WAIT", 5.0)
+    Frontend(monkeypatch, {"choice": "once"}, delay=0.8)
+    assert await asyncio.wait_for(WidgetApprover(None, lambda: True).ask(request(), 60), 5) == \
+        ApprovalDecision(True, "person")
+    unwatched = Frontend(monkeypatch, {"choice": "once"}, delay=0.8)
+    assert await asyncio.wait_for(WidgetApprover(None, lambda: False).ask(request(), 60), 5) is None
+    assert unwatched.shown[0].records[-1]["text"].endswith("refused: nobody could answer here")
+    monkeypatch.setattr(approval, "WATCHED_RENDER_WAIT", 0.3)  # still bounded: a page that never draws it
+    Frontend(monkeypatch, None, draw=False)
+    assert await asyncio.wait_for(WidgetApprover(None, lambda: True).ask(request(), 60), 3) is None
+
+
+def test_the_host_says_a_page_is_connected_while_the_live_document_has_a_tab(ip: InteractiveShell) -> None:
+    host = ip.magics_manager.registry["DshMagics"].host
+
+    class Live:  # the live document's connections (workspace/live_document.py): the tabs connected now
+        connected = 0
+
+    class Kernel:
+        session = object()
+
+    class ZMQInteractiveShell:
+        kernel = Kernel()
+
+    host.live_source = None
+    assert host.page_connected() is False
+    live = Live()
+    host.live_source = live
+    assert host.page_connected() is False
+    live.connected = 1
+    assert host.page_connected() is True
+    approver = approver_for(ZMQInteractiveShell(), host)
+    assert isinstance(approver, WidgetApprover) and approver.watched is not None and approver.watched() is True
+    live.connected = 0
+    assert approver.watched() is False
 
 
 async def test_no_answer_in_time_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,6 +55,11 @@ log = logging.getLogger(__name__)
 
 #: Seconds a shown question waits for its view to say it was drawn before "nobody is looking".
 RENDER_WAIT = 3.0
+#: The same wait while a notebook page with dsh's extension is connected to the kernel: a person is looking,
+#: and a browser busy with other work (a large output, a machine short of CPU) can take longer than
+#: :data:`RENDER_WAIT` to draw the question. Without such a page (nbclient, papermill, a frontend without the
+#: extension) a headless run still learns within :data:`RENDER_WAIT` that nobody can answer.
+WATCHED_RENDER_WAIT = 30.0
 
 
 class MainThreadRunner(Protocol):
@@ -233,8 +238,10 @@ class WidgetApprover:
     empty widget in it as the turn starts; its questions appear there, one after another.
     """
 
-    def __init__(self, kernel: Any) -> None:
+    def __init__(self, kernel: Any, watched: Callable[[], bool] | None = None) -> None:
         self.kernel = kernel
+        #: Whether a page with dsh's extension is connected now (:data:`WATCHED_RENDER_WAIT`).
+        self.watched = watched
         self._slot: ApprovalWidget | None = None
         self._lock = threading.Lock()
 
@@ -288,7 +295,9 @@ class WidgetApprover:
             widget.show(background=False)  # on the agent thread, under the running cell
         try:
             if not widget.rendered:
-                wait = max(0.0, min(widget.shown_at + RENDER_WAIT, deadline) - time.monotonic())
+                looking = self.watched is not None and self.watched()
+                limit = WATCHED_RENDER_WAIT if looking else RENDER_WAIT
+                wait = max(0.0, min(widget.shown_at + limit, deadline) - time.monotonic())
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(rendered), wait)
                 if not widget.rendered:
@@ -319,7 +328,7 @@ def approver_for(shell: Any, host: ApproverHost) -> Approver | None:
     """The way this IPython can ask a person, or ``None`` (then calls needing approval are refused)."""
     kernel = getattr(shell, "kernel", None)
     if kernel is not None and getattr(kernel, "session", None) is not None:
-        return WidgetApprover(kernel)
+        return WidgetApprover(kernel, getattr(host, "page_connected", None))
     if type(shell).__name__ == "TerminalInteractiveShell":
         return StdinApprover(host)
     return None

@@ -451,6 +451,10 @@ class NotebookHost:
             self._approver = approver or False
         return self._approver or None
 
+    def page_connected(self) -> bool:
+        """Whether a notebook page with dsh's extension is connected to this kernel now (a person is looking)."""
+        return bool(getattr(self.live_source, "connected", 0))
+
     def approval_slot(self, *, background: bool) -> None:
         """Before a turn starts (main thread): reserve the place in the cell where its questions appear."""
         approver = self.approver
