@@ -1135,7 +1135,7 @@ def start_cell(nb: NotebookPage, index: int, *, running: bool = False) -> Any:
         try:
             expect(prompt).to_have_text(re.compile(r"^\[\*\]"), timeout=5_000)
         except AssertionError:
-            raise AssertionError(f"cell {index} started but no longer runs: its prompt shows "
+            raise AssertionError(f"cell {index} was started, but its prompt did not show [*] within 5 s: it shows "
                                  f"{prompt.inner_text()!r}") from None
     return nb.cell(index).locator(".jp-OutputArea")
 
