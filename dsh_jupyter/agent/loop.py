@@ -106,7 +106,7 @@ class Agent(ToolCalls, ContextWindow):
         record = InboxRecord.create(content, source=source, contexts=contexts,
                                     placement=placement or self.config.placement, kind="steer")
         with self._lock:
-            if not self._running:
+            if not self._running or self._closing:
                 raise AgentIdleError("no turn is running to steer into; send() starts a new turn")
             self._pending.append(record)
 
@@ -211,6 +211,16 @@ class Agent(ToolCalls, ContextWindow):
             pending, self._pending = self._pending, []
         return pending
 
+    def _last_look(self) -> list[InboxRecord]:
+        """The turn is about to end: what came in since the last look (the turn then goes on with it), or nothing,
+        and then :meth:`steer` is refused until the turn has ended. Without this, a prompt steered in after the
+        last look was left in the inbox, unread, while the turn ended."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+            if not pending:
+                self._closing = True
+        return pending
+
     # -- the turn ------------------------------------------------------------------------------------
     async def _run_turn(self, record: InboxRecord) -> TurnResult:
         self._loop = asyncio.get_running_loop()
@@ -251,6 +261,7 @@ class Agent(ToolCalls, ContextWindow):
         finally:
             with self._lock:
                 self._running = False
+                self._closing = False
             self._cancel_event = None
             self._tool_cancel = None
 
@@ -262,6 +273,7 @@ class Agent(ToolCalls, ContextWindow):
                          hook_contexts: list[dict[str, Any]]) -> TurnResult:
         result = TurnResult(turn, "completed")
         first_turn_prompt = self.session.title() is None
+        titled = False
         open_calls: dict[str, int] = {}
         step = 0
         step_open = False
@@ -304,7 +316,10 @@ class Agent(ToolCalls, ContextWindow):
                     pending = await self._hook_stop(turn, text, stop_hook_active)
                     stop_hook_active = stop_hook_active or bool(pending)
                 if not calls and not pending:
-                    break
+                    titled = titled or await self._title_from_model(first_turn_prompt, record, direct)
+                    pending = self._last_look()  # after the title's model call: a prompt may come meanwhile
+                    if not pending:
+                        break
                 if step >= self.config.max_steps:
                     result.reason = "max-steps"
                     result.error = f"stopped after {step} steps (the configured maximum)"
@@ -337,11 +352,18 @@ class Agent(ToolCalls, ContextWindow):
             result.reason = "error"
             self._finish(turn, result)
             raise
-        if first_turn_prompt and self.config.model_titles and direct is not None and \
-                self._title_source_kind() == "fallback":  # before the turn ends: its footer shows the final title
-            await self._model_title(blocks_text(thaw(record.content), ""), direct.seq)
+        if not titled:  # a turn stopped at its step limit
+            await self._title_from_model(first_turn_prompt, record, direct)
         self._finish(turn, result)
         return result
+
+    async def _title_from_model(self, first_turn_prompt: bool, record: InboxRecord, direct: Event | None) -> bool:
+        """The model's title for a session's first turn, before the turn ends (its footer shows the final title),
+        when the model titles sessions and no title but the fallback is set; ``True`` once that was decided."""
+        if first_turn_prompt and self.config.model_titles and direct is not None and \
+                self._title_source_kind() == "fallback":
+            await self._model_title(blocks_text(thaw(record.content), ""), direct.seq)
+        return True
 
     def _drain_injects(self) -> list[InboxRecord]:
         with self._lock:

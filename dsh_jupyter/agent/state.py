@@ -59,6 +59,9 @@ class AgentState:
         self._lock = threading.Lock()
         self._pending: list[InboxRecord] = []
         self._running = False
+        # The running turn has looked at its inbox for the last time: steering is refused from then on (the prompt
+        # starts a turn of its own once this one has ended), so nothing steered in is left behind unread.
+        self._closing = False
         self._cancel_event: asyncio.Event | None = None
         self._tool_cancel: threading.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -10,6 +10,7 @@ through it, so a turn that starts or ends between the check and the act never lo
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -24,6 +25,10 @@ from .loop import Agent
 
 #: How often a prompt may bounce between "just ended" and "just started" before we give up (never in practice).
 _DISPATCH_ATTEMPTS = 8
+#: Seconds to wait before trying again while a turn is ending: it refuses steering once it has looked at its
+#: inbox for the last time, and a new turn can start only once it has written its end (milliseconds). The waits
+#: double from this one: all of them together come to about 2.5 s.
+_ENDING_WAIT = 0.01
 
 
 @dataclass
@@ -86,17 +91,20 @@ def dispatch(agent: Agent, submission: Submission, *, placement: Placement | Non
     """
     contexts = submission.contexts
     start = not agent.busy
+    wait = _ENDING_WAIT
     for _ in range(_DISPATCH_ATTEMPTS):
         if start:
             try:
                 return Dispatched("started", agent.begin(submission.content, contexts=contexts, placement=placement))
             except AgentBusyError:
                 start = False  # a turn started meanwhile: steer into it
-                continue
         try:
             agent.steer(submission.content, contexts=contexts, placement=placement)
         except AgentIdleError:
-            start = True  # the turn ended meanwhile: start one
+            if agent.busy:  # the running turn is ending (it refuses steering): a new one can start in milliseconds
+                time.sleep(wait)
+                wait *= 2
+            start = True  # the turn ended (or is ending): start one
             continue
         submission.steered = True
         return Dispatched("steered")
