@@ -71,6 +71,7 @@ class Sidebar:
         self.page = nb.page
         self.root = nb.page.locator(SIDEBAR)
         self.chat = self.root.locator(".dsh-sidebar-chat:not(.lm-mod-hidden)")
+        self._answers = 0  # answers shown when the last prompt was sent (see answered)
 
     def open(self) -> Sidebar:
         from playwright.sync_api import expect
@@ -101,7 +102,9 @@ class Sidebar:
         self.page.keyboard.type(text)
 
     def send(self, text: str) -> None:
-        """Type ``text`` into the prompt box and send it with Ctrl+Enter."""
+        """Type ``text`` into the prompt box and send it with Ctrl+Enter (:meth:`answered` then waits for an answer
+        after the ones shown now)."""
+        self._answers = self.chat.locator(".dsh-chat-assistant").count()
         self.type(text)
         self.page.keyboard.press("Control+Enter")
 
@@ -114,13 +117,15 @@ class Sidebar:
         return card
 
     def answered(self) -> Any:
-        """The last answer, once it shows, after the turn ended."""
+        """The last answer, once the prompt :meth:`send` sent has one, after its turn ended. (The previous answer and
+        "idle" still show while the prompt travels to the kernel: waiting on those alone let a test go on before
+        its turn had even started.)"""
         from playwright.sync_api import expect
 
-        answer = self.chat.locator(".dsh-chat-assistant").last
-        expect(answer).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
+        answers = self.chat.locator(".dsh-chat-assistant")
+        expect(answers.nth(self._answers)).to_be_visible(timeout=KERNEL_TIMEOUT_MS)
         self.idle()
-        return answer
+        return answers.last
 
     def idle(self) -> None:
         from playwright.sync_api import expect
