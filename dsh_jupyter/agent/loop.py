@@ -316,7 +316,9 @@ class Agent(ToolCalls, ContextWindow):
                     pending = await self._hook_stop(turn, text, stop_hook_active)
                     stop_hook_active = stop_hook_active or bool(pending)
                 if not calls and not pending:
-                    titled = titled or await self._title_from_model(first_turn_prompt, record, direct)
+                    if not titled:
+                        await self._title_from_model(first_turn_prompt, record, direct)
+                        titled = True
                     pending = self._last_look()  # after the title's model call: a prompt may come meanwhile
                     if not pending:
                         break
@@ -357,13 +359,12 @@ class Agent(ToolCalls, ContextWindow):
         self._finish(turn, result)
         return result
 
-    async def _title_from_model(self, first_turn_prompt: bool, record: InboxRecord, direct: Event | None) -> bool:
+    async def _title_from_model(self, first_turn_prompt: bool, record: InboxRecord, direct: Event | None) -> None:
         """The model's title for a session's first turn, before the turn ends (its footer shows the final title),
-        when the model titles sessions and no title but the fallback is set; ``True`` once that was decided."""
+        when the model titles sessions and no title but the fallback is set."""
         if first_turn_prompt and self.config.model_titles and direct is not None and \
                 self._title_source_kind() == "fallback":
             await self._model_title(blocks_text(thaw(record.content), ""), direct.seq)
-        return True
 
     def _drain_injects(self) -> list[InboxRecord]:
         with self._lock:
