@@ -28,13 +28,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 from browser_helpers import (
     APPS,
     JupyterServer,
     NotebookPage,
     finished_cell,
+    read_saved_notebook,
     serve,
     start_cell,
     use_theme,
@@ -148,7 +148,14 @@ def command_mode_on(nb: NotebookPage, index: int) -> None:
 
 
 def saved_cells(server: JupyterServer) -> list[dict[str, Any]]:
-    return list(nbformat.read(server.root / PATH, as_version=4)["cells"])
+    """The cells of the notebook file the server saved, once it reads whole (a read during a save can find it empty
+    or half-written: :func:`read_saved_notebook`)."""
+    path = server.root / PATH
+    deadline = time.monotonic() + 15
+    while (saved := read_saved_notebook(path)) is None:
+        assert time.monotonic() < deadline, f"{path} was still empty or half-written after 15 s"
+        time.sleep(0.1)
+    return list(saved["cells"])
 
 
 def save(nb: NotebookPage, server: JupyterServer) -> list[str]:
@@ -161,7 +168,6 @@ def save(nb: NotebookPage, server: JupyterServer) -> list[str]:
     while path.stat().st_mtime_ns == stamp and time.monotonic() < deadline:
         time.sleep(0.1)
     assert path.stat().st_mtime_ns != stamp, "the notebook was not saved"
-    time.sleep(0.2)  # the write may still be completing
     return ["".join(cell["source"]) for cell in saved_cells(server)]
 
 
