@@ -82,6 +82,9 @@ def main() -> None:
     port = int(sys.argv[sys.argv.index("--http") + 1])
     sock = socket.socket()
     sock.bind(("127.0.0.1", port))
+    # Listening before saying so: a client that connects before uvicorn has started waits in the backlog instead
+    # of being refused (under load the gap lasted long enough for a test's first connection to fail).
+    sock.listen(128)
     print(f"ready {sock.getsockname()[1]}", flush=True)
     app = server.streamable_http_app()
     token = os.environ.get("NOTES_TOKEN")
