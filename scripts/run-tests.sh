@@ -3,7 +3,7 @@
 # JupyterLab extension is built from source on the way), installs Debian chromium (browser tests) and
 # postgresql (PostgreSQL store tests) when they are missing and this user may install packages, checks
 # lint (ruff), then runs the strict type checks (mypy for Python, tsc for labextension/src and the
-# anywidget views in labextension/src/widgets) beside pytest in four worker processes (pytest-xdist: most
+# anywidget views in labextension/src/widgets) side by side, then pytest in four worker processes (pytest-xdist: most
 # tests wait on kernels, servers and browsers, so four keep two cores busy; DSH_TEST_WORKERS=0 runs
 # them in one process). Extra arguments go to pytest.
 set -euo pipefail
@@ -33,16 +33,27 @@ if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
 fi
 echo "ruff check ..."
 .venv/bin/ruff check .
-# The strict type checks (mypy for Python, tsc for labextension/src and the anywidget views) run beside
-# pytest rather than before it, at the lowest CPU priority (nice 19): on a fresh clone they need about 45 s of
-# CPU (mypy has no cache yet), and the tests keep both cores busy, so the tests come first and the checks take
-# what is left (they still end long before the tests). Their output is printed after pytest's and either one
-# failing fails the command.
+# The strict type checks (mypy for Python, tsc for labextension/src and the anywidget views) run side by side
+# before pytest, one on each core (about 45 s on a fresh clone, where mypy has no cache yet). Run beside pytest
+# instead, their CPU came out of the tests' (both cores are busy throughout the suite) and pytest's own time
+# grew by about as much as they took. A failing check is printed now and fails the command after pytest, so
+# one run still tells everything.
 checks=$(mktemp -d)
-echo "mypy (strict) and tsc (strict) over the JupyterLab extension and the anywidget views, beside pytest ..."
-(nice -n 19 .venv/bin/mypy >"$checks/mypy.log" 2>&1; echo $? >"$checks/mypy.rc") &
+echo "mypy (strict) and tsc (strict) over the JupyterLab extension and the anywidget views ..."
+(.venv/bin/mypy >"$checks/mypy.log" 2>&1; echo $? >"$checks/mypy.rc") &
 ( (cd labextension && PATH="$PWD/../.venv/bin:$PATH" && { [ -d node_modules ] || jlpm install >/dev/null; } \
-  && nice -n 19 jlpm check) >"$checks/tsc.log" 2>&1; echo $? >"$checks/tsc.rc") &
+  && jlpm check) >"$checks/tsc.log" 2>&1; echo $? >"$checks/tsc.rc") &
+wait
+checks_status=0
+for check in mypy tsc; do
+  echo "--- $check:"
+  if [ -s "$checks/$check.log" ]; then cat "$checks/$check.log"; else echo "no errors"; fi
+  if [ "$(cat "$checks/$check.rc" 2>/dev/null || echo 1)" != "0" ]; then
+    echo "$check failed" >&2
+    checks_status=1
+  fi
+done
+rm -rf "$checks"
 # --dist loadscope keeps a module on one worker, so a module's server or database starts once;
 # tests/schedule_helpers.py hands the modules out longest first (by tests/module_seconds.json) and keeps one worker
 # off the browser modules while others are left, so the run ends with short modules on every worker. A failed test
@@ -52,14 +63,8 @@ echo "mypy (strict) and tsc (strict) over the JupyterLab extension and the anywi
 set +e
 .venv/bin/python -m pytest -n "${DSH_TEST_WORKERS:-4}" --dist loadscope --reruns 2 --reruns-delay 2 -rfER "$@"
 status=$?
-wait
-for check in mypy tsc; do
-  echo "--- $check:"
-  if [ -s "$checks/$check.log" ]; then cat "$checks/$check.log"; else echo "no errors"; fi
-  if [ "$(cat "$checks/$check.rc" 2>/dev/null || echo 1)" != "0" ]; then
-    echo "$check failed" >&2
-    status=1
-  fi
-done
-rm -rf "$checks"
+if [ "$checks_status" != "0" ]; then
+  echo "the type checks failed (their output is above pytest's)" >&2
+  status=1
+fi
 exit "$status"
