@@ -9,6 +9,7 @@ import shutil
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from server_helpers import Api, make_session, payload, server_api, server_config
@@ -215,6 +216,44 @@ def test_the_fallback_without_a_catalog_keeps_to_the_boundary(tmp_path: Path) ->
         sessions.list_candidates(tmp_path / "root", "x", 10, boundary=boundary, body=True,
                                  catalog_for=lambda store: None)
     assert info.value.status == 503 and info.value.code == "DSH_BUSY"
+
+
+def test_a_listing_never_says_complete_beside_rows_from_before_the_indexing_that_completed_it(
+        tmp_path: Path) -> None:
+    """The background indexer can finish a log while a listing ranks: the rows then come from before it, and
+    "complete", measured after, would vouch for them. The listing ranks again when what is indexed changed while
+    it ranked (a fresh-clone run failed this way: complete, and no row for the session just indexed)."""
+    from dsh_jupyter.catalog import Catalog
+
+    folder = tmp_path / "project"
+    make_session(folder, "early", created_at=5, cwd=None)
+    catalog = Catalog(tmp_path / "home" / "catalog.sqlite", background=False)
+    catalog.ensure_store(folder / ".dsh" / "sessions", budget=None)
+    make_session(folder, "late", created_at=9, cwd=None, turns=4)  # "question 1 of late", ...
+
+    class IndexedWhileRanking:
+        """The catalog, whose first ranking read the index just before "late" came into it."""
+
+        def __init__(self) -> None:
+            self.rankings = 0
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(catalog, name)
+
+        def candidates(self, *args: Any, **kwargs: Any) -> Any:
+            found = catalog.candidates(*args, **kwargs)  # reads "late" into the index as it goes
+            self.rankings += 1
+            return [e for e in found if e.session_id != "late"] if self.rankings == 1 else found
+
+    view = IndexedWhileRanking()
+    listing = sessions.list_sessions(folder, "late", 10, boundary=Boundary.of(tmp_path), body=True,
+                                     catalog_for=lambda root: view)
+    assert listing["complete"] is True and listing["indexing"] == 0
+    assert [row["sessionId"] for row in listing["sessions"]] == ["late"] and view.rankings == 2
+    # Nothing indexed meanwhile: one ranking.
+    again = sessions.list_sessions(folder, "late", 10, boundary=Boundary.of(tmp_path), body=True,
+                                   catalog_for=lambda root: view)
+    assert [row["sessionId"] for row in again["sessions"]] == ["late"] and view.rankings == 3
 
 
 def test_a_read_the_store_refuses_is_a_403_without_its_path(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ store's own id encoding, which maps every id to one folder name inside the store
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -38,7 +39,7 @@ from ..session import SessionError, SessionNotFoundError
 from ..sources import enabled_by_env, foreign_sessions, tool_of
 from ..store import JsonlStore
 from ..store.errors import LogAccessError
-from ..store.paths import decode_segment
+from ..store.paths import decode_segment, list_session_folders
 from ..store.postgres import PostgresStoreError
 from ..store.safe_open import open_log
 from .boundary import Boundary, require_log, require_store
@@ -285,13 +286,24 @@ def list_candidates(folder: Path, query: str, limit: int, *, boundary: Boundary,
     return _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres, exclude)[0]
 
 
-def _ranked_rows(folder: Path, query: str, limit: int, boundary: Boundary, body: bool,
-                 catalog_for: Callable[[Path], ServerCatalog | None] | None, postgres: ServedPostgres | None,
-                 exclude: str | None = None) -> tuple[list[SessionRow], JsonlStore, BoundedCatalog | None]:
-    """:func:`list_candidates`, with the folder's store and the catalog view that answered (``None``: none)."""
+_Opened = tuple[SessionQuery, JsonlStore, ServerCatalog | None]
+
+
+def _open(folder: Path, boundary: Boundary, catalog_for: Callable[[Path], ServerCatalog | None] | None) -> _Opened:
+    """``folder``'s store (refused outside ``boundary``), as a query and as a store, and the catalog (``None``:
+    none could be opened)."""
     source = allowed_store(folder, boundary)
     store = _store_of(source)
-    catalog = (catalog_for or server_catalog)(store.root)
+    return source, store, (catalog_for or server_catalog)(store.root)
+
+
+def _ranked_rows(folder: Path, query: str, limit: int, boundary: Boundary, body: bool,
+                 catalog_for: Callable[[Path], ServerCatalog | None] | None, postgres: ServedPostgres | None,
+                 exclude: str | None = None, opened: _Opened | None = None,
+                 ) -> tuple[list[SessionRow], JsonlStore, BoundedCatalog | None]:
+    """:func:`list_candidates`, with the folder's store and the catalog view that answered (``None``: none);
+    ``opened``: what :func:`_open` gave for ``folder`` already."""
+    source, store, catalog = opened or _open(folder, boundary, catalog_for)
     target = synthetic_target(folder)
     if exclude is not None:  # the session asking: each source leaves its target out
         target = dataclasses.replace(target, session_id=exclude)
@@ -334,7 +346,22 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
     ``sessionId`` its folder stands for, ``problem``; ``unreadableCount`` is exact even beyond the
     :data:`MAX_UNREADABLE` named), and whether the answer covers every session (``complete``: false while
     a store is still being indexed, when body search may miss what is not indexed yet; ``notes`` say so)."""
-    rows, store, bounded = _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres, exclude)
+    opened = _open(folder, boundary, catalog_for)
+    _, store, catalog = opened
+    # What the catalog has not indexed is looked at before and after the ranking. A log indexed meanwhile (in the
+    # background, or by the ranking itself) may or may not be among the rows, so they are ranked once more:
+    # "complete" then never stands beside rows from before the indexing that completed it. (Before the ranking
+    # the sessions are named by their folders, so no log is opened twice.)
+    unindexed_before = _not_indexed(catalog, store, _folder_ids(store))
+    pending_before = _pending(catalog, boundary, store)
+    rows, store, bounded = _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres, exclude, opened)
+    headers = store.list_headers()
+    unindexed = _not_indexed(catalog, store, [header.id for header in headers])
+    pending = _pending(catalog, boundary, store)
+    if (unindexed_before & {header.id for header in headers}) - unindexed or set(pending_before) - set(pending):
+        rows, store, bounded = _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres, exclude,
+                                            opened)
+    waiting = len(unindexed)
     known = bounded.kept if bounded is not None else {}
     for row in rows:
         entry = known.get(row["sessionId"])
@@ -349,8 +376,6 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
             total = entry.user_messages + entry.assistant_messages
             row["bodySearch"] = {"messages": entry.body_messages,
                                  "moreMessages": max(0, total - entry.body_messages)}
-    headers = store.list_headers()
-    waiting = _not_indexed(bounded.catalog if bounded is not None else None, store, headers)
     unreadable: list[UnreadableEntry] = []
     for item in store.unreadable:
         folder_name = item.path.name if item.path.name != "session.jsonl" else item.path.parent.name
@@ -363,8 +388,6 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
         except ValueError:
             where = boundary.shown(item.path.parent)
         unreadable.append({"entry": where, "sessionId": session_id, "problem": item.reason})
-    own = os.path.realpath(store.root)
-    pending = [root for root in (bounded.pending() if bounded is not None else []) if os.path.realpath(root) != own]
     notes = []
     if unreadable:
         notes.append(f"{len(unreadable):,} entries of this folder's session store cannot be read as sessions and "
@@ -387,22 +410,43 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
             "indexing": waiting, "complete": not pending and not waiting, "notes": notes}
 
 
-def _not_indexed(catalog: ServerCatalog | None, store: JsonlStore, headers: Sequence[Any]) -> int:
-    """How many of the store's sessions ``headers`` the catalog has not indexed as their logs are now (a log
+def _not_indexed(catalog: ServerCatalog | None, store: JsonlStore, session_ids: Iterable[str]) -> frozenset[str]:
+    """Those of the store's sessions ``session_ids`` that the catalog has not indexed as their logs are now (a log
     too big to read within a request is indexed in the background)."""
     indexed = getattr(catalog, "indexed", None)
     if indexed is None:
-        return 0
-    waiting = 0
-    for header in headers:
-        entry = indexed(store.root, header.id)
+        return frozenset()
+    waiting = set()
+    for session_id in session_ids:
+        entry = indexed(store.root, session_id)
         try:
-            info = os.stat(store.log_path(header.id), follow_symlinks=False)
+            info = os.stat(store.log_path(session_id), follow_symlinks=False)
         except OSError:
             continue
         if entry is None or entry.size != info.st_size or entry.mtime_ns != info.st_mtime_ns:
-            waiting += 1
-    return waiting
+            waiting.add(session_id)
+    return frozenset(waiting)
+
+
+def _folder_ids(store: JsonlStore) -> list[str]:
+    """The session ids the store's folders stand for, read from their names alone (no log is opened)."""
+    try:
+        folders, _ = list_session_folders(store.root)
+    except (LogAccessError, OSError):
+        return []
+    ids = []
+    for name, _path in folders:
+        with contextlib.suppress(ValueError):
+            ids.append(decode_segment(name))
+    return ids
+
+
+def _pending(catalog: ServerCatalog | None, boundary: Boundary, store: JsonlStore) -> list[str]:
+    """The other stores inside ``boundary`` that the catalog has not finished indexing."""
+    if catalog is None:
+        return []
+    own = os.path.realpath(store.root)
+    return [root for root in BoundedCatalog(catalog, boundary).pending() if os.path.realpath(root) != own]
 
 
 def _find(folder: Path, session_id: str, boundary: Boundary, postgres: ServedPostgres | None = None
