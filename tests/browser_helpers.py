@@ -1169,8 +1169,13 @@ def run_from_palette(page: Any, label: str) -> None:
 
 
 def use_theme(nb: NotebookPage, name: str) -> None:
-    """Switch the app to the theme ``name`` ("JupyterLab Dark" / "JupyterLab Light") from the command palette."""
-    run_from_palette(nb.page, name)
+    """Switch the app to the theme ``name`` ("JupyterLab Dark" / "JupyterLab Light") from the Settings menu, which
+    takes clicks wherever the keyboard focus is (the palette's shortcut does not reach the page while an approval
+    card holds the keys)."""
+    page = nb.page
+    page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Settings$")).click()
+    page.locator(".lm-Menu-item", has_text=re.compile(r"^Theme$")).click()
+    page.locator(".lm-Menu-item", has_text=re.compile(rf"^{re.escape(name)}$")).click()
     light = "false" if "Dark" in name else "true"
     nb.page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached", timeout=30_000)
     nb.page.wait_for_timeout(300)  # the theme's stylesheet applies

@@ -153,8 +153,6 @@ def both_themes(nb: NotebookPage, request: pytest.FixtureRequest, card: Any, ste
     card.scroll_into_view_if_needed()
     nb.page.screenshot(path=str(artifact_path(request, f"{step}-light")), clip=_around(card))
     for theme in ("JupyterLab Dark", "JupyterLab Light"):
-        # The card keeps its keys (and takes the focus back for a moment): the palette needs the page's.
-        nb.page.evaluate("document.activeElement && document.activeElement.blur()")
         use_theme(nb, theme)
         if theme.endswith("Dark"):
             card.scroll_into_view_if_needed()
