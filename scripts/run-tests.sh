@@ -2,8 +2,8 @@
 # Fresh machine -> full test suite. Creates .venv, installs the package with its test dependencies (the
 # JupyterLab extension is built from source on the way), installs Debian chromium (browser tests) and
 # postgresql (PostgreSQL store tests) when they are missing and this user may install packages, checks
-# lint (ruff), then runs the strict type checks (mypy for Python, tsc for labextension/src and the
-# anywidget views in labextension/src/widgets) side by side, then pytest in four worker processes (pytest-xdist: most
+# lint (ruff), runs the strict type checks (mypy for Python, tsc for labextension/src and the anywidget
+# views in labextension/src/widgets) side by side, then pytest in four worker processes (pytest-xdist: most
 # tests wait on kernels, servers and browsers, so four keep two cores busy; DSH_TEST_WORKERS=0 runs
 # them in one process). Extra arguments go to pytest.
 set -euo pipefail
