@@ -354,13 +354,12 @@ def list_sessions(folder: Path, query: str, limit: int, *, boundary: Boundary, b
     # the sessions are named by their folders, so no log is opened twice.)
     unindexed_before = _not_indexed(catalog, store, _folder_ids(store))
     pending_before = _pending(catalog, boundary, store)
-    rows, store, bounded = _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres, exclude, opened)
+    rows, _, bounded = _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres, exclude, opened)
     headers = store.list_headers()
     unindexed = _not_indexed(catalog, store, [header.id for header in headers])
     pending = _pending(catalog, boundary, store)
     if (unindexed_before & {header.id for header in headers}) - unindexed or set(pending_before) - set(pending):
-        rows, store, bounded = _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres, exclude,
-                                            opened)
+        rows, _, bounded = _ranked_rows(folder, query, limit, boundary, body, catalog_for, postgres, exclude, opened)
     waiting = len(unindexed)
     known = bounded.kept if bounded is not None else {}
     for row in rows:
@@ -429,7 +428,9 @@ def _not_indexed(catalog: ServerCatalog | None, store: JsonlStore, session_ids: 
 
 
 def _folder_ids(store: JsonlStore) -> list[str]:
-    """The session ids the store's folders stand for, read from their names alone (no log is opened)."""
+    """The session ids the store's folders stand for, read from their names alone (no log is opened). A folder
+    named by a hash (an id whose encoding is too long for a file name, :func:`~..store.paths.session_folder_name`)
+    stands for no id here: such a session indexed while a listing ranks does not make it rank again."""
     try:
         folders, _ = list_session_folders(store.root)
     except (LogAccessError, OSError):
