@@ -10,7 +10,7 @@ import time
 import pytest
 
 from dsh_jupyter.references import SESSION_REFERENCE_CANCELLED, SessionReferenceError
-from dsh_jupyter.references.cancellation import CancelWatch, call_cancellable, thread_future
+from dsh_jupyter.references.cancellation import POLL_MAX, CancelWatch, call_cancellable, poll_intervals, thread_future
 
 
 def test_call_cancellable_returns_results_and_raises_failures() -> None:
@@ -70,3 +70,34 @@ def test_gather_requires_an_entered_watch() -> None:
             await CancelWatch(None).gather([])
 
     asyncio.run(main())
+
+
+class _CountingFlag:
+    """A cancel flag that is never set and counts how often it is asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def is_set(self) -> bool:
+        self.asked += 1
+        return False
+
+
+def test_a_flag_that_cannot_be_awaited_is_polled_quickly_at_first_then_seldom() -> None:
+    """Each poll wakes the waiting thread, which takes the GIL from the reader it waits for: a long wait must not
+    poll every 2 ms (about 150 polls in 0.3 s), while a cancel in the first moments is still seen at once."""
+    intervals = poll_intervals()
+    first = [next(intervals) for _ in range(8)]
+    assert first[0] <= 0.002 and first == sorted(first) and first[-1] == POLL_MAX <= 0.02
+
+    async def main() -> int:
+        flag = _CountingFlag()
+        async with CancelWatch(flag) as watch:
+            await watch.gather([thread_future(functools.partial(_after, 0.3, 0))])
+        return flag.asked
+
+    assert asyncio.run(main()) < 40
+
+    flag = _CountingFlag()
+    assert call_cancellable(functools.partial(_after, 0.3, 5), flag) == 5
+    assert flag.asked < 40

@@ -69,13 +69,14 @@ from ..session import (
     SessionFormatError,
     SessionHeader,
     SurfaceFold,
+    SurfaceOp,
     events_from_record,
 )
 from ..session.events import KNOWN_TYPES, PACKED_ROW_TYPES, SESSION_TITLE, SURFACE_TYPES, SYSTEM_MESSAGE, TURN_END
 from .longline import LONG_LINE_BYTES, RAW_LONG_STRINGS, long_record
 from .wellformed import WellFormed
 
-BLOCK_SIZE = 1 << 20
+BLOCK_SIZE = 1 << 18
 
 #: The most bytes a header line may take. A real header is a few hundred bytes (id, time, cwd); the
 #: reader never reads further than this, so a header-less file, a 50 MB first line or a device that
@@ -454,14 +455,34 @@ def scan_events(fh: BinaryIO, path: str) -> ScanResult:
     return stream.result(events=events)
 
 
+#: A surface event the fold leaves undecoded (its type is in ``skip_data``), as the fold found it: type, seq, time,
+#: surface op and the ``sourceEventSeqs`` list (its text between the brackets, ``None`` when the line has none or
+#: one the fast pattern does not read). Made into an :class:`Event` only when the surface is read: most such lines
+#: of a long log (tool results) are shadowed by a later compaction before then.
+Undecoded = tuple[bytes, int, bytes, SurfaceOp, bytes | None]
+
+
+def _skipped_event(skipped: dict[int, Undecoded | Event], seq: int) -> Event:
+    """The event (``data=None``) of a surviving line the fold left undecoded, made once and kept in its place."""
+    found = skipped[seq]
+    if isinstance(found, Event):
+        return found
+    kind, _, time_b, op, cited = found
+    event = skipped[seq] = Event(kind.decode(), seq, int(time_b), None, op,
+                                 None if cited is None else _parse_cited(cited))
+    return event
+
+
 @dataclass
 class FoldState:
     """Where a surface scan (:func:`fold_lines`) stopped: everything needed to materialise the surface again
     without rescanning, or to continue the scan over lines appended since.
 
     ``locations`` maps each surviving surface seq to its line ``(offset, length, line_no)``; ``skipped``
-    holds the surviving events left undecoded for ``skip_data`` (``data=None``); ``line_no`` counts the
-    event lines read so far. A state whose ``bad_line`` is set ended in a tolerated crash tail."""
+    holds the surviving events left undecoded for ``skip_data``: each as the fold found it (:data:`Undecoded`)
+    until :func:`surface_of` first makes it an event with ``data=None`` and keeps that event in its place (so
+    every later read of the state shares it); ``line_no`` counts the event lines read so far. A state whose
+    ``bad_line`` is set ended in a tolerated crash tail."""
 
     header: SessionHeader
     header_bytes: int
@@ -471,7 +492,7 @@ class FoldState:
     line_no: int
     nodes: list[int]
     locations: dict[int, tuple[int, int, int]]
-    skipped: dict[int, Event]
+    skipped: dict[int, Undecoded | Event]
     title_at: tuple[int, int, int] | None
     skip_data: frozenset[str]
     bad_line: int | None = None
@@ -500,7 +521,7 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
     if resume is None:
         header, header_bytes = read_header(fh, path)
         scanner = _Scanner(path, header, header_bytes)
-        skipped: dict[int, Event] = {}
+        skipped: dict[int, Undecoded | Event] = {}
         locations: dict[int, tuple[int, int, int]] = {}  # surface seq -> (offset, length, line_no)
         title_at: tuple[int, int, int] | None = None
         line_no = 0
@@ -526,12 +547,14 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
     fast_plain = _FAST_PLAIN
     fast_surface = _FAST_SURFACE
     fold_apply = scanner.apply
-    fold_append = scanner.fold.append
+    fold_append = scanner.fold.appender()
     parse_max = PARSE_MAX
     close_brace = _CLOSE_BRACE
     title_b = _TITLE_B
     well_formed = WellFormed().check
-    committed = scanner.committed
+    # Lines follow each other: what is committed ends where the first bad line starts, or after the last line
+    # (below), so a line that passes needs no bookkeeping for it.
+    offset, size = scanner.committed - 1, 0
     # Up to the first bad line: every line is checked (the fast patterns first, else decoded in full).
     for buf, start, end, offset in lines:
         line_no += 1
@@ -550,7 +573,6 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
                     if kind == title_b:
                         title_at = (offset, size, line_no)
                     next_seq += 1
-                    committed = offset + size + 1
                     continue
                 if kind in fast_surface and int(seq_b) == next_seq:
                     op_at = buf.rfind(_OP_KEY, match.end(3) + _DATA_KEY, end)
@@ -560,13 +582,12 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
                             fold_append(next_seq)
                             locations[next_seq] = (offset, size, line_no)
                             if kind in skip_b:
-                                cited_append = _fast_cited(buf, match.end(3) + _DATA_KEY, op_at)
-                                skipped[next_seq] = Event(kind.decode(), next_seq, int(match.group(3)), None,
-                                                          "append", cited_append)
+                                skipped[next_seq] = (kind, next_seq, match.group(3), "append",
+                                                     _cited_list(buf, match.end(3) + _DATA_KEY, op_at))
                             next_seq += 1
-                            committed = offset + size + 1
                             continue
-                        cited = _fast_cited(buf, match.end(3) + _DATA_KEY, op_at)
+                        cited_b = _cited_list(buf, match.end(3) + _DATA_KEY, op_at)
+                        cited = None if cited_b is None else _parse_cited(cited_b)
                         if cited is not None:
                             scanner.next_seq = next_seq
                             op = ReplaceOp(int(tail.group(1)), int(tail.group(2)))
@@ -580,10 +601,8 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
                                 skipped.pop(gone, None)
                             locations[next_seq] = (offset, size, line_no)
                             if kind in skip_b:
-                                skipped[next_seq] = Event(kind.decode(), next_seq, int(match.group(3)), None, op,
-                                                          cited)
+                                skipped[next_seq] = (kind, next_seq, match.group(3), op, cited_b)
                             next_seq += 1
-                            committed = offset + size + 1
                             continue
             else:
                 packed = packed_match(buf, start, end)
@@ -592,7 +611,6 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
                     members = _packed_members(buf, packed.end(), end, well_formed=checked)
                     if members and (not checked or well_formed(buf[start:end])):
                         next_seq += members
-                        committed = offset + size + 1
                         continue
         # Slow path: decode this line in full.
         line = buf[start:end]
@@ -617,8 +635,9 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
             elif event.type == SESSION_TITLE:
                 title_at = (offset, size, line_no)
         next_seq += len(decoded)
-        committed = offset + size + 1
-    scanner.committed = committed
+    else:
+        offset += size + 1
+    scanner.committed = offset
     # After a bad line: the rest is a crash tail unless a turn/end follows (then the log is corrupt).
     if not stop_at_damage:
         for buf, start, end, _offset in lines:
@@ -642,7 +661,8 @@ def surface_of(fh: BinaryIO, path: str, state: FoldState, *, want_surface: bool 
     if want_surface:
         skipped, locations = state.skipped, state.locations
         known = decoded or {}
-        entries = [skipped.get(seq) or known.get(seq) or (locations[seq], seq) for seq in state.nodes]
+        entries = [_skipped_event(skipped, seq) if seq in skipped else known.get(seq) or (locations[seq], seq)
+                   for seq in state.nodes]
         lazy = _LazySurface.open(fh, path, entries, memo, raw) if stream and entries else None
         # A lazy surface is a read-only Sequence; see STREAM_SURFACE.
         surface = cast("list[Event]", lazy) if lazy is not None else _decode_entries(fh, path, entries, raw)
@@ -736,17 +756,20 @@ class _LazySurface(Sequence[Event]):
             yield self._event(entry)
 
 
-def _fast_cited(buf: bytes, data_start: int, op_at: int) -> tuple[int, ...] | None:
-    """The envelope's ``sourceEventSeqs`` right before ``surfaceOp``; ``None`` when it is not there."""
+def _cited_list(buf: bytes, data_start: int, op_at: int) -> bytes | None:
+    """The text of the envelope's ``sourceEventSeqs`` list right before ``surfaceOp`` (between its brackets);
+    ``None`` when it is not there."""
     if buf[op_at - 1] != _CLOSE_BRACKET:
         return None
     key_at = buf.rfind(_CITED_KEY, data_start, op_at)
-    if key_at < 0:
-        return None
-    body = buf[key_at + len(_CITED_KEY) : op_at - 1]
+    return None if key_at < 0 else buf[key_at + len(_CITED_KEY) : op_at - 1]
+
+
+def _parse_cited(body: bytes) -> tuple[int, ...] | None:
+    """The seqs of a ``sourceEventSeqs`` list's text; ``None`` when it is not a plain list of seqs."""
     if _SEQ_LIST.fullmatch(body) is None:
         return None
-    return tuple(int(s) for s in body.split(b",")) if body else ()
+    return tuple(map(int, body.split(b","))) if body else ()
 
 
 #: Surviving lines closer together than this are read in one ``pread`` (the gap is read and dropped: lines
