@@ -223,7 +223,9 @@ class _Lines:
         base = self.offset  # file offset of the next line's first byte
         block = self.block_size
         max_line = self.max_line
-        head: list[bytes] = []  # the pieces read so far of a line that began in an earlier block
+        # The pieces read so far of a line that began in an earlier block: views of the blocks, so such a line is
+        # copied once, when its pieces are joined.
+        head: list[memoryview] = []
         held = 0  # its length so far
         skipping = False  # that line is overlong: its bytes are counted, never held
         want = block
@@ -239,7 +241,7 @@ class _Lines:
                     if not skipping and held > max_line:
                         skipping, head = True, []
                     elif not skipping:
-                        head.append(chunk)
+                        head.append(memoryview(chunk))
                     # A line longer than a block: grow the read so a huge line costs few reads. Never more
                     # than the cap needs: a line is known to be overlong one byte past the cap.
                     want = block if skipping else max(block, min(held, max_line + 1 - held))
@@ -248,7 +250,7 @@ class _Lines:
                 if skipping or length > max_line:
                     yield OVERLONG, 0, length, base
                 else:
-                    head.append(chunk[:newline])
+                    head.append(memoryview(chunk)[:newline])
                     yield b"".join(head), 0, length, base
                 base += length + 1
                 head, held, skipping = [], 0, False
@@ -268,7 +270,7 @@ class _Lines:
             if held > max_line:
                 skipping = True
             elif held:
-                head.append(chunk[pos:] if pos else chunk)
+                head.append(memoryview(chunk)[pos:])
             want = block if skipping else max(block, min(held, max_line + 1 - held))
         self.torn = held
 
