@@ -491,3 +491,20 @@ def test_events_from_another_thread_while_reading() -> None:
 def test_items_are_plain_json_able_dataclasses() -> None:
     state = fold(user_recorded("q"), ToolStarted(turn=1, call_id="c", name="bash", arguments="{}"))
     assert json.loads(json.dumps([vars(i) for i in state.snapshot()]))[1]["call_id"] == "c"
+
+
+def test_feed_reads_its_types_and_leaves_the_transcript_as_it_was_for_every_other() -> None:
+    """An export drops the events outside FED_TYPES before masking them: feeding one must change nothing."""
+    from dsh_jupyter.conversation.fold import Transcript
+    from dsh_jupyter.conversation.log_feed import FED_TYPES
+    from dsh_jupyter.session import Event
+    from dsh_jupyter.session.events import KNOWN_TYPES, SYSTEM_MESSAGE
+
+    assert FED_TYPES <= KNOWN_TYPES
+    message = user_message("shown only if fed")
+    for kind in sorted((KNOWN_TYPES | {SYSTEM_MESSAGE}) - FED_TYPES):
+        transcript = Transcript()
+        transcript.turn_started()
+        before = transcript.take_all()
+        feed(transcript, Event(kind, 7, 1, {"turn": 1, "title": "t", "message": message, **message}))
+        assert transcript.take_all() == [] and transcript.title == "", (kind, before)

@@ -332,3 +332,31 @@ def test_referenced_variables_are_named_in_markdown_and_html() -> None:
     page = render(log, "html")
     assert '<div class="who">Referenced variables</div><div>Variables: <b>sales</b> (DataFrame 6×3).' in page
     assert "Referenced sessions" not in page
+
+
+def test_an_export_masks_only_the_events_it_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunk rows, step markers and request records are most of a long log's events and show nothing: masking
+    them was about a quarter of a big export's CPU. Only the types the transcript reads are masked (and shown)."""
+    from dsh_jupyter.conversation.log_feed import FED_TYPES
+    from dsh_jupyter.ui import export
+
+    log = sample_log()
+    plain = render(log, "md")
+    log.append("turn/start", {"turn": 3})
+    log.append("request/context", {"turn": 3, "step": 1, "messages": 4})
+    log.append("step/start", {"turn": 3, "step": 1})
+    log.append("assistant/chunk", {"turn": 3, "step": 1, "index": 0, "text": "par"})
+    log.append("step/end", {"turn": 3, "step": 1})
+    log.append("turn/end", {"turn": 3, "reason": {"kind": "completed"}})
+    masked: list[str] = []
+    real = export.mask_fields
+
+    def counting(event: Any) -> Any:
+        masked.append(event.type)
+        return real(event)
+
+    monkeypatch.setattr(export, "mask_fields", counting)
+    text = render(log, "md")
+    assert masked and set(masked) <= FED_TYPES, sorted(set(masked) - FED_TYPES)
+    assert masked.count("turn/start") == 3
+    assert text.count("### Prompt") == plain.count("### Prompt")

@@ -11,7 +11,7 @@ message (the surface a reference carries).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..session.events import (
@@ -57,33 +57,26 @@ def _blocks(message: Mapping[str, Any]) -> list[Any]:
     return list(content) if isinstance(content, list) else []
 
 
-def feed(transcript: Transcript, event: Event) -> None:
-    """Fold one stored event into ``transcript`` (events it does not show are ignored)."""
-    kind, data = event.type, _data(event)
-    if kind == USER_MESSAGE:
-        transcript.message(data)
-    elif kind == ASSISTANT_MESSAGE:
-        blocks = _blocks(_message(data))
-        reasoning = "\n".join(b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "reasoning"
-                              and isinstance(b.get("text"), str) and b["text"])
-        if reasoning.strip():
-            transcript.reasoning_delta(reasoning, whole=True)
-        usage = data.get("usage")
-        transcript.assistant_message(blocks_text(blocks), usage if isinstance(usage, Mapping) else None)
-    elif kind == TOOL_CALL:
-        arguments = data.get("arguments")
-        transcript.tool_started(str(data.get("callId", "")), str(data.get("name", "tool")),
-                                arguments if isinstance(arguments, str) else json.dumps(arguments))
-    elif kind == TOOL_RESULT:
-        _result(transcript, data)
-    elif kind == SESSION_TITLE:
-        title = data.get("title")
-        if isinstance(title, str) and title.strip():
-            transcript.set_title(title)
-    elif kind == TURN_START:
-        transcript.turn_started()
-    elif kind == TURN_END:
-        transcript.turn_ended(*turn_end_reason(data))
+def _assistant(transcript: Transcript, data: Mapping[str, Any]) -> None:
+    blocks = _blocks(_message(data))
+    reasoning = "\n".join(b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "reasoning"
+                          and isinstance(b.get("text"), str) and b["text"])
+    if reasoning.strip():
+        transcript.reasoning_delta(reasoning, whole=True)
+    usage = data.get("usage")
+    transcript.assistant_message(blocks_text(blocks), usage if isinstance(usage, Mapping) else None)
+
+
+def _call(transcript: Transcript, data: Mapping[str, Any]) -> None:
+    arguments = data.get("arguments")
+    transcript.tool_started(str(data.get("callId", "")), str(data.get("name", "tool")),
+                            arguments if isinstance(arguments, str) else json.dumps(arguments))
+
+
+def _title(transcript: Transcript, data: Mapping[str, Any]) -> None:
+    title = data.get("title")
+    if isinstance(title, str) and title.strip():
+        transcript.set_title(title)
 
 
 def turn_end_reason(data: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -108,6 +101,27 @@ def _result(transcript: Transcript, data: Mapping[str, Any]) -> None:
         inner = block.get("content")
         transcript.tool_finished(call_id, "tool", content_text(inner if isinstance(inner, list) else []),
                                  is_error=block.get("isError") is True, stopped=stopped, unmatched=False)
+
+
+_FEEDERS: dict[str, Callable[[Transcript, Mapping[str, Any]], None]] = {
+    USER_MESSAGE: lambda transcript, data: transcript.message(data),
+    ASSISTANT_MESSAGE: _assistant,
+    TOOL_CALL: _call,
+    TOOL_RESULT: _result,
+    SESSION_TITLE: _title,
+    TURN_START: lambda transcript, data: transcript.turn_started(),
+    TURN_END: lambda transcript, data: transcript.turn_ended(*turn_end_reason(data)),
+}
+#: The event types :func:`feed` reads. Every other one (chunk rows, step markers, request context, ...) leaves the
+#: transcript as it was, so a reader may drop those before doing any work on them: an export masks only these.
+FED_TYPES = frozenset(_FEEDERS)
+
+
+def feed(transcript: Transcript, event: Event) -> None:
+    """Fold one stored event into ``transcript`` (events it does not show are ignored)."""
+    feeder = _FEEDERS.get(event.type)
+    if feeder is not None:
+        feeder(transcript, _data(event))
 
 
 def transcript_items(events: Iterable[Event], tally: Tally | None = None, *, limits: Limits = EXPORT,

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..conversation.items import Answer, Checkpoint, Context, Item, Note, Prompt, ToolCall
 from ..conversation.limits import EXPORT
-from ..conversation.log_feed import transcript_items
+from ..conversation.log_feed import FED_TYPES, transcript_items
 from ..conversation.tally import Tally
 from ..escape import escape_controls, escape_text, html_field
 from ..secrets import mask_fields, mask_text
@@ -389,7 +389,8 @@ def stream_export(header: SessionHeader, title: str | None, events: Iterable[Eve
     tally = Tally(title=title)
     doc = ExportedSession.of(header, title)
     doc.cwd = mask_text(doc.cwd) if doc.cwd else doc.cwd
-    items = transcript_items(map(mask_fields, events), tally, kinds=EXPORTED)
+    shown = (event for event in events if event.type in FED_TYPES)  # chunk rows and markers: nothing to mask
+    items = transcript_items(map(mask_fields, shown), tally, kinds=EXPORTED)
     for piece in _RENDERERS[check_format(fmt)](doc, items, tally):
         out.write(piece)
     return tally
