@@ -96,12 +96,16 @@ class ForeignSessions:
                 log.debug("skipping %s: %s", path, exc)
                 return None
             state = self.index.put(name, identity, state)
+        return self._row(source, name, state)
+
+    def _row(self, source: ForeignSource, path: str, state: ScanState) -> ForeignHeader | None:
+        """The listing row of a transcript from its scanned facts (kept in the index until the file changes)."""
         native = source.native_id(path, state)
         if native is None:
             return None
-        header = ForeignHeader(source.prefix + native, source.tool, name, state.cwd, state.created_at,
+        header = ForeignHeader(source.prefix + native, source.tool, path, state.cwd, state.created_at,
                                state.best_title())
-        self.index.remember(name, header)
+        self.index.remember(path, header)
         return header
 
     def headers(self, max_age: float = 0.0) -> list[ForeignHeader]:
@@ -120,14 +124,17 @@ class ForeignSessions:
                 for path in source.discover():
                     seen.add(path)
                     entry = known.get(path)
-                    if entry is not None and entry.header is not None:  # the fast path: unchanged since listed
+                    if entry is not None:  # the fast path: unchanged since it was scanned (one lstat, no open)
                         try:
                             info = lstat(path)
                         except OSError:
                             continue
                         if (is_regular(info.st_mode)
                                 and entry.identity == (info.st_size, info.st_mtime_ns, info.st_ino)):
-                            found.append(entry.header)
+                            # Its row, kept since the last listing, or made from the facts the index holds.
+                            row = entry.header if entry.header is not None else self._row(source, path, entry.state)
+                            if row is not None:
+                                found.append(row)
                             continue
                     header = self._header(source, path)
                     if header is not None:
