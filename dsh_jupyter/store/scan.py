@@ -457,11 +457,11 @@ def scan_events(fh: BinaryIO, path: str) -> ScanResult:
     return stream.result(events=events)
 
 
-#: A surface event the fold leaves undecoded (its type is in ``skip_data``), as the fold found it: type, seq, time,
-#: surface op and the ``sourceEventSeqs`` list (its text between the brackets, ``None`` when the line has none or
-#: one the fast pattern does not read). Made into an :class:`Event` only when the surface is read: most such lines
-#: of a long log (tool results) are shadowed by a later compaction before then.
-Undecoded = tuple[bytes, int, bytes, SurfaceOp, bytes | None]
+#: A surface event the fold leaves undecoded (its type is in ``skip_data``), as the fold found it (its seq is the
+#: key it is kept under): type, time, surface op and the ``sourceEventSeqs`` list (its text between the brackets,
+#: ``None`` when the line has none or one the fast pattern does not read). Made into an :class:`Event` only when
+#: the surface is read: most such lines of a long log (tool results) are shadowed by a later compaction before then.
+Undecoded = tuple[bytes, bytes, SurfaceOp, bytes | None]
 
 
 def _skipped_event(skipped: dict[int, Undecoded | Event], seq: int) -> Event:
@@ -469,7 +469,7 @@ def _skipped_event(skipped: dict[int, Undecoded | Event], seq: int) -> Event:
     found = skipped[seq]
     if isinstance(found, Event):
         return found
-    kind, _, time_b, op, cited = found
+    kind, time_b, op, cited = found
     event = skipped[seq] = Event(kind.decode(), seq, int(time_b), None, op,
                                  None if cited is None else _parse_cited(cited))
     return event
@@ -584,7 +584,7 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
                             fold_append(next_seq)
                             locations[next_seq] = (offset, size, line_no)
                             if kind in skip_b:
-                                skipped[next_seq] = (kind, next_seq, match.group(3), "append",
+                                skipped[next_seq] = (kind, match.group(3), "append",
                                                      _cited_list(buf, match.end(3) + _DATA_KEY, op_at))
                             next_seq += 1
                             continue
@@ -603,7 +603,7 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
                                 skipped.pop(gone, None)
                             locations[next_seq] = (offset, size, line_no)
                             if kind in skip_b:
-                                skipped[next_seq] = (kind, next_seq, match.group(3), op, cited_b)
+                                skipped[next_seq] = (kind, match.group(3), op, cited_b)
                             next_seq += 1
                             continue
             else:
