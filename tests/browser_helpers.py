@@ -92,6 +92,8 @@ UNUSED_EXTENSIONS = (
     "@jupyterlab/running-extension", "@jupyterlab/terminal-extension", "@jupyterlab/toc-extension",
     "@jupyterlab/vega5-extension", "@jupyterlab/workspaces-extension",
 )
+#: Server extensions of the environment whose front ends are in :data:`UNUSED_EXTENSIONS` (see :func:`prepare_state`).
+UNUSED_SERVER_EXTENSIONS = ("jupyter_lsp", "jupyter_server_terminals")
 #: The collaboration front end, which the collaboration tests keep (``page_config(keep=COLLABORATION)``).
 COLLABORATION = ("@jupyter/collaboration-extension", "@jupyter/docprovider-extension")
 
@@ -324,6 +326,14 @@ def prepare_state(state: Path) -> dict[str, str]:
     else:
         (config_d / "dsh_jupyter.json").write_text(
             json.dumps({"ServerApp": {"jpserver_extensions": {"dsh_jupyter": True}}}), encoding="utf-8")
+
+    # The server halves of the front-end extensions the test pages leave out (UNUSED_EXTENSIONS: the language
+    # servers and terminals) are not loaded either: about 0.35 s of each test server's start here, and no test
+    # opens a terminal or a language server. Set in a ``jupyter_server_config.d`` file, the one place the
+    # server reads which extensions to load from.
+    (config_d / "zz-dsh-tests-unused.json").write_text(
+        json.dumps({"ServerApp": {"jpserver_extensions": {name: False for name in UNUSED_SERVER_EXTENSIONS}}}),
+        encoding="utf-8")
 
     # Real-time collaboration (jupyter-collaboration, the `collab` extra) stays off on the test servers: with
     # it, a save of a notebook the room also saved asks "File Changed". It is set in ``jupyter_config.json``

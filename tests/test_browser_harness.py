@@ -50,6 +50,8 @@ def test_server_environment_is_isolated_and_keyless(tmp_path: Path, monkeypatch:
         assert Path(env[name]).is_relative_to(tmp_path), name
     enabled = json.loads((tmp_path / "config" / "jupyter_server_config.d" / "dsh_jupyter.json").read_text())
     assert enabled["ServerApp"]["jpserver_extensions"]["dsh_jupyter"] is True
+    unused = json.loads((tmp_path / "config" / "jupyter_server_config.d" / "zz-dsh-tests-unused.json").read_text())
+    assert unused["ServerApp"]["jpserver_extensions"] == {name: False for name in bh.UNUSED_SERVER_EXTENSIONS}
     notification = tmp_path / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     assert json.loads(notification.read_text()) == bh.QUIET_NOTIFICATIONS
     if (bh.BUILT_LABEXTENSION / "package.json").is_file():
@@ -127,6 +129,13 @@ def test_a_press_the_page_took_is_not_pressed_again_when_its_prompt_is_late(
                                                      r"class=\"cm-content.*\"> in a cell; no completer or dialog open"):
                 attempt()
 
+
+
+def test_a_test_server_loads_dsh_but_not_the_unused_server_extensions(lab: bh.JupyterServer) -> None:
+    """The test servers leave out the server halves of the front ends the test pages leave out; dsh's is loaded."""
+    assert lab.request("GET", "api/terminals")[0] == 404  # jupyter_server_terminals
+    assert lab.request("GET", "lsp/status")[0] == 404  # jupyter_lsp
+    assert lab.request("GET", "dsh/api/candidates?limit=1")[0] == 200
 
 
 def test_a_test_page_leaves_its_origin_nothing_but_the_http_cache(browser: Any, lab: bh.JupyterServer) -> None:

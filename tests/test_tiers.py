@@ -36,10 +36,25 @@ def collect(tmp_path: Path, *arguments: str) -> list[tuple[str, str]]:
             if parts[0] == "ITEM" and len(parts) == 3]
 
 
+def whole_suite(session: pytest.Session) -> list[tuple[str, str]] | None:
+    """This run's own collection as :func:`collect` gives it, when it is the whole suite with nothing deselected
+    (a full run, where each xdist worker collects every test); else ``None``."""
+    option = session.config.option
+    if option.markexpr or option.keyword or option.deselect or getattr(option, "lf", False):
+        return None
+    files = {path.relative_to(TESTS.parent).as_posix() for path in TESTS.glob("test_*.py")}
+    items = session.items
+    if {item.nodeid.split("::")[0] for item in items} != files:
+        return None
+    return [(item.nodeid, ",".join(mark.name for mark in item.iter_markers() if mark.name in TIERS) or "-")
+            for item in items]
+
+
 @pytest.mark.slow
-def test_the_four_tiers_partition_the_suite(tmp_path: Path) -> None:
-    # One collection of the whole suite (four ``-m`` collections cost four times the CPU on CI's two cores).
-    rows = collect(tmp_path)
+def test_the_four_tiers_partition_the_suite(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    # One collection of the whole suite: the run's own when it collected everything (a worker of the full run
+    # does), else a ``--collect-only`` of its own (four ``-m`` collections cost four times the CPU on CI's two cores).
+    rows = whole_suite(request.session) or collect(tmp_path)
     assert len(rows) > 2000, len(rows)
     assert len({test for test, _ in rows}) == len(rows)
     untiered_or_twice = [(test, tiers) for test, tiers in rows if tiers not in TIERS]
