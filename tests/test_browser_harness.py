@@ -130,7 +130,6 @@ def test_a_press_the_page_took_is_not_pressed_again_when_its_prompt_is_late(
                 attempt()
 
 
-
 def test_a_test_server_loads_dsh_but_not_the_unused_server_extensions(lab: bh.JupyterServer) -> None:
     """The test servers leave out the server halves of the front ends the test pages leave out; dsh's is loaded."""
     assert lab.request("GET", "api/terminals")[0] == 404  # jupyter_server_terminals

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from kernel_helpers import EVERY_MIME, SCRUBBED, kernel_environment, output_text, output_texts, stream_text
@@ -40,7 +42,8 @@ def whole_suite(session: pytest.Session) -> list[tuple[str, str]] | None:
     """This run's own collection as :func:`collect` gives it, when it is the whole suite with nothing deselected
     (a full run, where each xdist worker collects every test); else ``None``."""
     option = session.config.option
-    if option.markexpr or option.keyword or option.deselect or getattr(option, "lf", False):
+    if option.markexpr or option.keyword or option.deselect or getattr(option, "lf", False) \
+            or getattr(option, "stepwise", False):
         return None
     files = {path.relative_to(TESTS.parent).as_posix() for path in TESTS.glob("test_*.py")}
     items = session.items
@@ -69,6 +72,22 @@ def test_the_four_tiers_partition_the_suite(tmp_path: Path, request: pytest.Fixt
     assert "tests/test_kernel_env.py::test_postgres_exports_the_session" in ids["postgres"]  # the heavier one wins
     assert all(i.startswith(("tests/test_browser_", "tests/test_postgres_browser.py")) for i in ids["browser"])
     assert not any(i.startswith("tests/test_browser_") for i in ids["unit"] | ids["kernel"] | ids["postgres"])
+
+
+def test_the_runs_own_collection_serves_only_when_it_is_the_whole_suite() -> None:
+    def session(files: list[str], **options: object) -> Any:
+        option = SimpleNamespace(**{"markexpr": "", "keyword": "", "deselect": [], "lf": False, "stepwise": False,
+                                    **options})
+        marks = [SimpleNamespace(name="unit"), SimpleNamespace(name="slow")]
+        items = [SimpleNamespace(nodeid=f"{name}::test_one", iter_markers=lambda: iter(marks)) for name in files]
+        return SimpleNamespace(config=SimpleNamespace(option=option), items=items)
+
+    every = sorted(path.relative_to(TESTS.parent).as_posix() for path in TESTS.glob("test_*.py"))
+    assert whole_suite(session(every)) == [(f"{name}::test_one", "unit") for name in every]
+    assert whole_suite(session(every[1:])) is None  # a module missing: not the whole suite
+    for deselecting in ({"markexpr": "unit"}, {"keyword": "tiers"}, {"deselect": ["x"]}, {"lf": True},
+                        {"stepwise": True}):
+        assert whole_suite(session(every, **deselecting)) is None, deselecting
 
 
 def test_a_module_stays_whole_and_each_tier_runs_alone(tmp_path: Path) -> None:
