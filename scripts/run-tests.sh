@@ -41,11 +41,11 @@ echo "ruff check ..."
 checks=$(mktemp -d)
 echo "mypy (strict) and tsc (strict) over the JupyterLab extension and the anywidget views ..."
 (.venv/bin/mypy >"$checks/mypy.log" 2>&1; echo $? >"$checks/mypy.rc") &
-# Beside them, one collection of the suite writes pytest's cache of rewritten test modules (and the package's
-# bytecode). Each pytest worker collects the whole suite; on a fresh clone all four would otherwise rewrite every
-# test module at once (about 14 s of CPU each, against 5 s with the cache). Its output is not needed: a module that
-# fails to collect fails pytest below, with the error.
-(.venv/bin/python -m pytest --collect-only -q -p no:cacheprovider >/dev/null 2>&1 || true) &
+# Beside them, one collection of what pytest will run (the whole suite, or what the arguments select) writes
+# pytest's cache of rewritten test modules (and the package's bytecode). Each pytest worker collects all of it; on a
+# fresh clone all four would otherwise rewrite every test module at once (about 14 s of CPU each for the suite,
+# against 5 s with the cache). Its output is not needed: a module that fails to collect fails pytest below.
+(.venv/bin/python -m pytest --collect-only -q -p no:cacheprovider "$@" >/dev/null 2>&1 || true) &
 ( (cd labextension && PATH="$PWD/../.venv/bin:$PATH" && { [ -d node_modules ] || jlpm install >/dev/null; } \
   && jlpm check) >"$checks/tsc.log" 2>&1; echo $? >"$checks/tsc.rc") &
 wait
