@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from notebook_helpers import block_markup
 
 from dsh_jupyter.conversation.items import Answer
-from dsh_jupyter.ui.markdown import MARKDOWN_TAGS, markdown_html, markdown_tree, safe_html
+from dsh_jupyter.ui import markdown
+from dsh_jupyter.ui.markdown import MARKDOWN_TAGS, _parser, markdown_html, markdown_tree, safe_html
 from dsh_jupyter.ui.render import TranscriptMarkdown
 
 CORPUS: list[dict[str, str]] = json.loads(
@@ -166,6 +169,44 @@ def test_benign_markdown_keeps_its_look() -> None:
         assert expected in html, expected
     assert audit(markdown_html(text)).problems == []
 
+
+
+#: Pieces of Markdown for texts the parser with the bare-URL rule and the one without must render alike: every
+#: inline rule's start, words full of ``h`` (where that rule is tried), and near misses of a bare URL.
+_PIECES = ["h", "http", "https", "http:/", "https:", ":/", "//", "www.example.org", "the", "which", " ", "  ",
+           "\n", "\n\n", "*", "**", "_", "`", "~~", "[", "](", ")", "![", "<", ">", "&", "\\", "#", "- ", "1. ",
+           "|", "---", "<br>", "<https:x>", "hello", "x", "é", "😀"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=40).map("".join))
+def test_a_text_without_a_bare_url_renders_the_same_without_the_url_rule(text: str) -> None:
+    assume("://" not in text)
+    assert _parser(False)(text) == _parser(True)(text)
+
+
+def test_the_corpus_without_bare_urls_renders_the_same_without_the_url_rule() -> None:
+    texts = [entry["text"] for entry in CORPUS] + [(Path(__file__).parent / "test_ui_markdown.py").read_text()]
+    plain = [text for text in texts if "://" not in text]
+    assert len(plain) > 20
+    for text in plain:
+        assert _parser(False)(text) == _parser(True)(text), text[:80]
+
+
+def test_only_a_text_with_a_bare_url_is_parsed_with_the_url_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[bool] = []
+
+    def recording(bare_urls: bool) -> Any:
+        asked.append(bare_urls)
+        return _parser(bare_urls)
+
+    monkeypatch.setattr(markdown, "_parser", recording)
+    linked = block_markup(markdown_html("the chart is at https://example.org/chart-4181 (hourly)"))
+    assert linked == ('<p>the chart is at <a href="https://example.org/chart-4181" rel="noopener noreferrer">'
+                      "https://example.org/chart-4181</a> (hourly)</p>")
+    plain = block_markup(markdown_html("which **heading** holds http-less text 4181?"))
+    assert plain == "<p>which <strong>heading</strong> holds http-less text 4181?</p>"
+    assert asked == [True, False]
 
 def test_math_is_shown_as_written_and_never_typeset() -> None:
     html = markdown_html("costs $5 and $6, or \\(x\\)")

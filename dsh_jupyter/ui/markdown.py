@@ -35,7 +35,8 @@ markup around escaped text, through the same sanitiser with our classes and a fe
 a long answer is rendered in pieces of a few kB cut at blank lines that cannot join the next block
 (outside fences, before a line that is neither indented nor a list item), each cached, so an update
 renders only its last piece (a 100 kB answer: about 7 ms instead of 130, ``benchmarks/bench_markdown.py``);
-the final, complete text is rendered whole (a text with reference definitions always is).
+the final, complete text is rendered whole (a text with reference definitions always is). A text without
+``://`` is parsed without the bare-URL rule, which would stop the parser at every ``h`` (:func:`_parser`).
 
 mistune and nh3 are imported with the first text sanitised, so ``%load_ext`` loads neither.
 """
@@ -125,8 +126,18 @@ def _one_block(fragment: str, css_class: str) -> str:
 _BROKEN_TARGET = re.compile("[\x00-\x1f\x7f-\x9f]|%(?:[01][0-9a-f]|7f)", re.IGNORECASE)
 
 
+#: What a bare URL that becomes a link always holds (mistune's ``url`` rule: ``https?://`` and more).
+_URL_MARK = "://"
+
+
 @functools.cache
-def _parser() -> Callable[[str], str]:
+def _parser(bare_urls: bool) -> Callable[[str], str]:
+    """The Markdown parser; ``bare_urls``: with the rule that makes a bare ``https://…`` a link.
+
+    That rule may start at any ``h``, so with it the inline parser stops at every ``h`` of the text (about one
+    letter in twenty of English prose) and tries every rule there: a text without :data:`_URL_MARK`, where
+    the rule can never match, renders the same without it and about twice as fast (:func:`_render` chooses;
+    ``benchmarks/bench_markdown.py``)."""
     import mistune
 
     class Renderer(mistune.HTMLRenderer):
@@ -144,13 +155,13 @@ def _parser() -> Callable[[str], str]:
             return text if _BROKEN_TARGET.search(url) else super().image(text, url, title)
 
     renderer = Renderer(escape=True, allow_harmful_protocols=True)
-    return cast(Callable[[str], str], mistune.create_markdown(renderer=renderer,
-                                                              plugins=["strikethrough", "table", "url"]))
+    plugins = ["strikethrough", "table", "url"] if bare_urls else ["strikethrough", "table"]
+    return cast(Callable[[str], str], mistune.create_markdown(renderer=renderer, plugins=plugins))
 
 
 def _render(text: str) -> str:
     """Markdown (controls already escaped) to sanitised HTML, not yet made one block."""
-    return _cleaner(False).clean(_parser()(text)).rstrip("\n")
+    return _cleaner(False).clean(_parser(_URL_MARK in text)(text)).rstrip("\n")
 
 
 @functools.lru_cache(maxsize=512)
