@@ -135,7 +135,7 @@ def _parser(bare_urls: bool) -> Callable[[str], str]:
     """The Markdown parser; ``bare_urls``: with the rule that makes a bare ``https://…`` a link.
 
     That rule may start at any ``h``, so with it the inline parser stops at every ``h`` of the text (about one
-    letter in twenty of English prose) and tries every rule there: a text without :data:`_URL_MARK`, where
+    letter in sixteen of English prose) and tries every rule there: a text without :data:`_URL_MARK`, where
     the rule can never match, renders the same without it and about twice as fast (:func:`_render` chooses;
     ``benchmarks/bench_markdown.py``)."""
     import mistune
