@@ -333,13 +333,7 @@ def crash_writer(kind: str, root: str, session_id: str, pace: str = "0") -> None
     if kind == "postgres":  # what a kernel has imported by its second turn
         import dsh_jupyter.catalog.postgres
         import dsh_jupyter.references.projection  # noqa: F401
-    if store.exists(session_id):
-        log, writer = _open_when_free(store, session_id)
-    else:
-        header = new_header(session_id)
-        log = SessionLog(header)
-        writer = store.create(header)
-        writer.attach(log)
+    log, writer = _open_or_create(store, session_id)
     turn = sum(1 for e in log.events if e.type == "turn/start")
     report("ready", turn)
     while True:
@@ -394,6 +388,17 @@ def _open_when_free(store: SessionStore, session_id: str) -> tuple[SessionLog, A
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.01)
+
+
+def _open_or_create(store: SessionStore, session_id: str) -> tuple[SessionLog, Any]:
+    """The session reopened (:func:`_open_when_free`), or created when no writer stored it yet: a writer killed
+    before its first flush leaves nothing behind (sessions are stored lazily)."""
+    if store.exists(session_id):
+        return _open_when_free(store, session_id)
+    log = SessionLog(new_header(session_id))
+    writer = store.create(log.header)
+    writer.attach(log)
+    return log, writer
 
 
 def make_backend_store(kind: str, root: str) -> SessionStore:
@@ -537,7 +542,9 @@ def run_crash_loop(kind: str, root: Path | str, *, kills: int, seed: int = 0, ma
                 assert not flushed, "turns were reported flushed but the session does not exist"
     finally:
         spawner.close()
-    log, writer = _open_when_free(store, session_id)
+    # Every writer may have been killed before its first flush (likelier for fresh interpreters on a busy
+    # machine): then this process creates the session.
+    log, writer = _open_or_create(store, session_id)
     with writer:
         next_turn = sum(1 for e in log.events if e.type == "turn/start") + 1
         append_turn(log, next_turn)

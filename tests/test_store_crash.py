@@ -30,3 +30,12 @@ def test_sqlite_writer_survives_kills(tmp_path: Path) -> None:
 def test_fresh_interpreters_reopen_after_kills(tmp_path: Path) -> None:
     report = run_crash_loop("jsonl", tmp_path, kills=4, seed=3, mode="spawn")
     assert report.flushed_turns >= 1
+
+
+def test_writers_killed_before_their_first_flush_leave_a_session_to_create(tmp_path: Path) -> None:
+    # Each writer is killed at once, inside the 5 s pause of its first turn: none ever flushed, so nothing was
+    # stored (sessions are stored lazily), and the last opening creates the session (a busy machine can do this
+    # to the fresh interpreters of the tests above).
+    report = run_crash_loop("jsonl", tmp_path, kills=2, max_delay=0.0, pace=5.0)
+    assert report.flushed_turns == 1  # the last opening's own turn
+    assert report.interrupted_turns == 0
