@@ -35,6 +35,12 @@ print("query:", repr(panel.picker.query))
 print("results:", [row["sessionId"] for row in panel.picker.results])
 print("selected:", panel.picker.selected)
 print("value:", repr(panel.prompt.value))"""
+#: Makes each pick come back from the kernel 2 s late, as on a loaded machine: keys typed meanwhile reach the box
+#: before the kernel's insertion does.
+SLOW_PICKS = """\
+import time
+pick = panel.picker.choose
+panel.picker.choose = lambda which: (time.sleep(2), pick(which))[1]"""
 
 
 @pytest.fixture(scope="module", params=["lab", "notebook"])
@@ -45,7 +51,8 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         for session_id, title, created_at in SESSIONS:
             cwd = "/elsewhere" if session_id == "other-3" else here
             write_session(folder, session_id, title, cwd=cwd, created_at=created_at)
-        write_notebook(root / NOTEBOOK, "%load_ext dsh_jupyter", "panel = %dsh pick\npanel", CHECK)
+        write_notebook(root / NOTEBOOK, "%load_ext dsh_jupyter", "panel = %dsh pick\npanel", CHECK,
+                       SLOW_PICKS)
 
     yield from serve(request.param, tmp_path_factory, "picker", prepare)
 
@@ -145,6 +152,20 @@ def test_picker_filters_in_python_and_inserts_mentions(
         expect(output).to_contain_text(f"selected: {[first, second]!r}")
         expect(output).to_contain_text(f"value: {f'Compare {second} ! '!r}")
         nb.screenshot(request, "4-python-state")
+
+        # A pick that comes back late reaches the box after the keys typed since: they stay (the kernel's insertion,
+        # at the caret it knew, is merged into what the box shows, never put in its place).
+        nb.run(3)
+        rows.first.click()  # "Data cleanup notes" again, back 2 s later
+        prompt.click()
+        page.keyboard.press("Control+End")
+        page.keyboard.type("which grew?")
+        merged = f"Compare {second} {second} ! which grew?"  # inserted after the chip, as the last one was
+        expect(prompt).to_have_js_property("value", merged)
+        expect(chips).to_have_text(["@Data cleanup notes", "@Data cleanup notes"])
+        nb.screenshot(request, "5-picked-late")
+        output = nb.run(2)
+        expect(output).to_contain_text(f"value: {merged!r}")  # the kernel holds the merged text too
 
         assert watch.dialogs == []
         assert watch.errors == []

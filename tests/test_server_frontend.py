@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 LABEXT = Path(__file__).resolve().parents[1] / "labextension"
-PURE_MODULES = ("context", "escape", "items", "mentions", "inline_rules")
+PURE_MODULES = ("context", "escape", "items", "mentions", "inline_rules", "merge")
 
 
 def test_frontend_units_pass_under_node() -> None:

@@ -246,6 +246,45 @@ def test_insert_at_the_caret_with_spacing() -> None:
         empty.insert(3)  # type: ignore[arg-type]
 
 
+class _RecordingComm:
+    """A comm that keeps what a widget sends its views (ipywidgets sends state only once it has a comm)."""
+
+    kernel = object()
+    comm_id = "recording"
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def send(self, data: dict[str, Any] | None = None, buffers: Any = None) -> None:
+        self.sent.append(data or {})
+
+    def on_msg(self, _handler: Any) -> None:
+        pass
+
+    def close(self, *_args: Any, **_kwargs: Any) -> None:
+        pass
+
+
+def test_each_text_change_of_the_kernel_goes_out_with_the_text_it_started_from(host: FakeHost) -> None:
+    """The view merges a kernel change into what was typed meanwhile (labextension/src/merge.ts): for that, each
+    change of ``value`` the kernel makes travels in one update with the text it started from and a new number."""
+    box = PromptBox(host, value="compare")
+    comm = _RecordingComm()
+    box.comm = comm
+
+    def last_update() -> dict[str, Any]:
+        return dict(comm.sent[-1]["state"])
+
+    box.insert("@[a](dsh-session:b)")  # the picker's insertion
+    assert last_update() == {"value": "compare @[a](dsh-session:b) ", "kernel_edit": {"base": "compare", "n": 1}}
+    box.submit()  # sent from Python: the kernel empties the box
+    update = last_update()
+    assert update["value"] == "" and update["kernel_edit"] == {"base": "compare @[a](dsh-session:b) ", "n": 2}
+    host.submitted[-1].future.set_exception(RuntimeError("too many references: at most 3"))
+    update = last_update()  # given back
+    assert update["value"] == "compare @[a](dsh-session:b) " and update["kernel_edit"] == {"base": "", "n": 3}
+
+
 def test_send_command_sends_and_labels(host: FakeHost) -> None:
     box = PromptBox(host)
     assert invoke(box, "send_command", {"value": "first"}) == {"mode": "sent"}
@@ -611,6 +650,7 @@ typeInto(area, "hello");
 assert.equal(model.get("value"), "hello");
 assert.equal(model.get("cursor"), -1);  // no caret in the box: it stays at the end (the browser tests move it)
 model.set("value", "he @[x](dsh-session:Ing) llo");  // a mention inserted from Python
+await tick();  // a new value is shown once the rest of its update is in (a microtask later)
 assert.equal(area.value, "he @[x](dsh-session:Ing) llo");
 // ...shows as a chip reading @x that keeps the markup; the text around it stays text.
 const chip = el.byClass("jp-DshChip")[0];
@@ -647,6 +687,25 @@ await tick();
 assert.equal(area.value, "he @[x](dsh-session:Ing) llo");
 assert.equal(button.textContent, "Steer");
 assert.equal(button.disabled, false);
+// A change the kernel made before the keys typed since reached it (a mention picked, sent with the text it
+// started from and a new number, in one update whatever the order of its keys) is merged: the keys stay.
+typeInto(area, "he @[x](dsh-session:Ing) llo what was");
+model.set("value", "he @[x](dsh-session:Ing) llo @[y](dsh-session:Ing) ");
+model.set("kernel_edit", { base: "he @[x](dsh-session:Ing) llo", n: 1 });
+await tick();
+assert.equal(area.value, "he @[x](dsh-session:Ing) llo @[y](dsh-session:Ing)  what was");
+assert.equal(model.get("value"), area.value);  // and the merged text goes back to the kernel
+// Both changed the same words: what was typed stays.
+typeInto(area, "typed over");
+model.set("kernel_edit", { base: "he @[x](dsh-session:Ing) llo @[y](dsh-session:Ing)  what was", n: 2 });
+model.set("value", "he @[x](dsh-session:Ing) llo @[z](dsh-session:Ing) what was");
+await tick();
+assert.equal(area.value, "typed over");
+assert.equal(model.get("value"), "typed over");
+// A value set without a new edit (from Python directly) is shown as it is.
+model.set("value", "set from Python");
+await tick();
+assert.equal(area.value, "set from Python");
 console.log("ok");
 """
     assert run_view_scenario(tmp_path, STATIC / "prompt.js", scenario).strip() == "ok"

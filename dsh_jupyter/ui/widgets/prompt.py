@@ -38,6 +38,9 @@ class PromptBox(anywidget.AnyWidget):
     value = traitlets.Unicode("").tag(sync=True)
     #: Caret position in ``value`` (``-1``: at the end); mentions are inserted there.
     cursor = traitlets.Int(-1).tag(sync=True)
+    #: The kernel's last change of ``value``: the text it started from (``base``) and its number (``n``). A view
+    #: typed into meanwhile merges the change into what it shows instead of dropping the keys typed since.
+    kernel_edit = traitlets.Dict({"base": "", "n": 0}).tag(sync=True)
     placeholder = traitlets.Unicode(
         "Ask the agent… (mention sessions with the picker; Ctrl+Enter sends)"
     ).tag(sync=True)
@@ -62,6 +65,7 @@ class PromptBox(anywidget.AnyWidget):
         self._listener = listener
         self._submit = submit
         self.last_submission: PromptSubmission | None = None
+        self._edits = 0  # the kernel's changes of ``value`` so far (``kernel_edit["n"]``)
 
     def insert(self, text: str) -> None:
         """Insert ``text`` at the caret, with a space on each side where a word would otherwise touch it."""
@@ -74,9 +78,7 @@ class PromptBox(anywidget.AnyWidget):
             text = " " + text
         if not after or not after[0].isspace():
             text = text + " "
-        with self.hold_sync():
-            self.value = before + text + after
-            self.cursor = -1 if not after else len(before) + len(text)
+        self._set_text(before + text + after, -1 if not after else len(before) + len(text))
 
     def submit(self, sent: str | None = None) -> PromptSubmission:
         """Hand the prompt to the host and clear the box; raises (keeping the text) when that fails.
@@ -99,11 +101,18 @@ class PromptBox(anywidget.AnyWidget):
         self.last_submission = submission
         with self.hold_sync():
             if sent is None:
-                self.value = ""
-                self.cursor = -1
+                self._set_text("", -1)
             self._set_status(f"Prompt {STEERED_NOTE}." if submission.steered else "Sent.", "info")
         submission.future.add_done_callback(lambda future: self._finished(submission))
         return submission
+
+    def _set_text(self, value: str, cursor: int) -> None:
+        """The kernel's change of ``value`` (and ``cursor``), sent with the text it started from (``kernel_edit``)."""
+        with self.hold_sync():
+            self._edits += 1
+            self.kernel_edit = {"base": self.value, "n": self._edits}
+            self.value = value
+            self.cursor = cursor
 
     def _set_status(self, text: str, level: str) -> None:
         with self.hold_sync():
@@ -122,8 +131,7 @@ class PromptBox(anywidget.AnyWidget):
             return
         if not submission.recorded.is_set() and not self.value.strip():
             with self.hold_sync():
-                self.value = submission.text
-                self.cursor = -1
+                self._set_text(submission.text, -1)
                 why = one_line_error(error, submission.text)
                 self._set_status(f"Not sent: {why} (your prompt is back in the box)", "error")
         else:

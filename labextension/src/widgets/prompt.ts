@@ -15,14 +15,22 @@ import type { RenderProps } from '@anywidget/types';
 
 import { ChipEditor } from '../chip_editor.js';
 import { displayBody } from '../escape.js';
+import { caretAfter, mergeEdits } from '../merge.js';
 import { keepKeysInside, node, subscribe } from './dom.js';
 
 export { keepKeys } from './dom.js';
+
+/** The kernel's last change of `value`: the text it started from, and its number (each change a new one). */
+export interface IKernelEdit {
+  base: string;
+  n: number;
+}
 
 /** The traits of `PromptBox` this view reads and writes. */
 export interface IPromptState {
   value: string;
   cursor: number;
+  kernel_edit: IKernelEdit;
   placeholder: string;
   busy: boolean;
   disabled: boolean;
@@ -184,7 +192,47 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
     }
   }
 
+  let seenEdit = model.get('kernel_edit')?.n ?? 0;
+  let settling = false; // a value change waits for the rest of its update (the kernel's edit may come after it)
+
+  /**
+   * A new `value`. From the kernel's own change (a mention inserted, a prompt given back) while keys typed here
+   * had not reached it yet, the change is merged into what the box shows (`../merge.ts`) and the result goes back
+   * to the kernel: no key typed is lost. Any other new value is shown as it is.
+   */
   function onValue(): void {
+    if (!settling) {
+      settling = true;
+      queueMicrotask(settle);
+    }
+  }
+
+  function settle(): void {
+    settling = false;
+    if (disposed) {
+      return;
+    }
+    const edit = model.get('kernel_edit');
+    const fresh = edit !== undefined && edit !== null && edit.n !== seenEdit;
+    if (fresh) {
+      seenEdit = edit.n;
+    }
+    const incoming = model.get('value');
+    const typed = editor.value;
+    if (fresh && typed !== incoming && typed !== edit.base) {
+      const merged = mergeEdits(edit.base, incoming, typed);
+      const caret = editor.focused ? editor.caret : null;
+      const text = merged === null ? typed : merged.text; // both changed the same words: what was typed stays
+      editor.value = text;
+      if (caret !== null) {
+        editor.caret = merged === null ? caret : caretAfter(merged, caret);
+      }
+      model.set('value', text);
+      caretChanged();
+      model.save_changes();
+      sync();
+      return;
+    }
     sync();
     placeCaret();
   }
@@ -242,7 +290,7 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
   area.addEventListener('click', saveCaret);
   button.addEventListener('click', send);
   const unsubscribe = subscribe(model, [
-    ['change:value', onValue],
+    [['change:value', 'change:kernel_edit'], onValue],
     [['change:placeholder', 'change:busy', 'change:status_level', 'change:disabled'], sync],
     ['change:status', onStatus]
   ]);
