@@ -208,6 +208,27 @@ def test_choose_errors(host: FakeHost, which: Any, error: type[Exception], messa
     assert picker.selected == []
 
 
+def test_choose_command_inserts_where_the_page_shows_the_caret(host: FakeHost) -> None:
+    """The box's updates can still be on their way when a pick arrives (ipywidgets holds them back while the kernel
+    is busy; the pick's command overtakes them): the view sends the box's text and caret as its page shows them,
+    and the mention goes there, with that text as the change's base (for the view's merge)."""
+    prompt = PromptBox(host, value="Compare")  # the kernel's copy: the last keys have not come yet
+    picker = MentionPicker(host, target=prompt)
+    picker.search("")
+    response = invoke(picker, "choose_command", {"sessionId": "id-1", "text": "Compare  with this", "cursor": 8})
+    mention = response["mention"]
+    assert prompt.value == f"Compare {mention} with this"
+    assert prompt.cursor == len(f"Compare {mention}")
+    assert prompt.kernel_edit["base"] == "Compare  with this"
+    # Anything else than a str and an int is not the page's state: the kernel's own copy is used.
+    for bad in ({"text": 3, "cursor": 0}, {"text": "x", "cursor": True}, {"text": "x"}):
+        box = PromptBox(host, value="mine")
+        other = MentionPicker(host, target=box)
+        other.search("")
+        assert "mention" in invoke(other, "choose_command", {"sessionId": "id-1", **bad})
+        assert box.value.startswith("mine ")
+
+
 def test_choose_command_reports_errors(host: FakeHost) -> None:
     picker = MentionPicker(host)
     assert "no result 3" in invoke(picker, "choose_command", {"index": 3})["error"]
@@ -493,7 +514,10 @@ def test_picker_view_in_node(tmp_path: Path, host: FakeHost) -> None:
     import json
 
     scenario = r"""
-const model = new Model({ query: "", placeholder: "search", _revision: 0 });
+const model = new Model({ query: "", placeholder: "search", _revision: 0, target: "IPY_MODEL_box-1" });
+// The prompt box as this page shows it (the kernel's copy may lag behind): sent with each pick.
+model.widget_manager = { get_model: async (id) => { assert.equal(id, "box-1");
+                                                    return new Model({ value: "Compare  please", cursor: 8 }); } };
 const { calls, invoke } = fakeInvoke();
 const el = new Element("div");
 const dispose = view.render({ model, el, experimental: { invoke } });
@@ -534,9 +558,11 @@ const down = input.fire("keydown", { key: "ArrowDown" });
 assert.ok(down.defaultPrevented);
 assert.equal(items[1].getAttribute("aria-selected"), "true");
 input.fire("keydown", { key: "Enter" });
+await tick();
 const choose = calls[calls.length - 1];
 assert.equal(choose.name, "choose_command");
 assert.equal(choose.msg.sessionId, ROWS[1].sessionId);
+assert.deepEqual([choose.msg.text, choose.msg.cursor], ["Compare  please", 8]);
 choose.answer({ mention: ROWS[1].mention });
 await tick();
 assert.ok(el.byClass("dsh-picker-status")[0].textContent.startsWith("Inserted "));

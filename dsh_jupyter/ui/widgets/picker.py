@@ -12,6 +12,7 @@ from typing import Any, cast
 import anywidget
 import traitlets
 from anywidget.experimental import command
+from ipywidgets import widget_serialization
 
 from ...escape import escape_controls, host_mention
 from ...session.header import notebook_label
@@ -58,6 +59,9 @@ class MentionPicker(anywidget.AnyWidget):
     results = traitlets.List(traitlets.Dict())
     #: At most this many candidates per search.
     limit = traitlets.Int(50)
+    #: The prompt box the mentions go into (``None``: they are only recorded in ``selected``). Synced so that a view
+    #: sends the box's text and caret as its page shows them with each pick (:meth:`choose_command`).
+    target = traitlets.Instance(PromptBox, allow_none=True).tag(sync=True, **widget_serialization)
 
     _MAX_VIEWS = 64
 
@@ -67,10 +71,9 @@ class MentionPicker(anywidget.AnyWidget):
         if target is not None and not isinstance(target, PromptBox):
             raise TypeError(f"MentionPicker target must be a PromptBox or None, got {type(target).__name__}")
         self.host = host
-        self.target = target
         self._last_seq: dict[str, int] = {}
         self._seq_lock = threading.Lock()
-        super().__init__(**kwargs)
+        super().__init__(target=target, **kwargs)
 
     # -- Python API
 
@@ -110,12 +113,15 @@ class MentionPicker(anywidget.AnyWidget):
 
     def choose(self, which: int | str) -> str:
         """Pick a result by index in ``results`` or by session id; insert its mention; return it."""
+        return self._choose(which, None)
+
+    def _choose(self, which: int | str, shown: tuple[str, int] | None) -> str:
         candidate = self._find(which)
         mention = str(candidate["mention"])
         if mention not in self.selected:
             self.selected = [*self.selected, mention]
         if self.target is not None:
-            self.target.insert(mention)
+            self.target.insert(mention, shown=shown)
         return mention
 
     # -- internals
@@ -205,12 +211,16 @@ class MentionPicker(anywidget.AnyWidget):
 
     @command
     def choose_command(self, msg: Any, buffers: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
-        """View → kernel: ``{"sessionId"}`` (preferred) or ``{"index"}``; answers ``{"mention"}`` or ``{"error"}``."""
+        """View → kernel: ``{"sessionId"}`` (preferred) or ``{"index"}``, with the prompt box's ``text`` and ``cursor``
+        as the page shows them (the box's updates can still be on their way: ipywidgets holds them back while the
+        kernel is busy, and this command overtakes them); answers ``{"mention"}`` or ``{"error"}``."""
         if not isinstance(msg, Mapping):
             return {"error": "choose needs a sessionId or an index"}, []
         which = msg.get("sessionId", msg.get("index"))
+        text, cursor = msg.get("text"), msg.get("cursor")
+        shown = (text, cursor) if isinstance(text, str) and type(cursor) is int else None
         try:
-            mention = self.choose(which)
+            mention = self._choose(which, shown)
         except Exception as error:
             return {"error": one_line_error(error)}, []
         return {"mention": mention, "selected": list(self.selected)}, []

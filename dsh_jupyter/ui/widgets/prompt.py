@@ -67,18 +67,21 @@ class PromptBox(anywidget.AnyWidget):
         self.last_submission: PromptSubmission | None = None
         self._edits = 0  # the kernel's changes of ``value`` so far (``kernel_edit["n"]``)
 
-    def insert(self, text: str) -> None:
-        """Insert ``text`` at the caret, with a space on each side where a word would otherwise touch it."""
+    def insert(self, text: str, *, shown: tuple[str, int] | None = None) -> None:
+        """Insert ``text`` at the caret, with a space on each side where a word would otherwise touch it.
+
+        ``shown``: the box's text and caret as a view showed them (newer than ``value`` and ``cursor`` while the
+        view's updates are on their way); the insertion goes there."""
         if not isinstance(text, str):
             raise TypeError(f"PromptBox.insert needs a str, got {type(text).__name__}")
-        value = self.value
-        at = len(value) if self.cursor < 0 or self.cursor > len(value) else self.cursor
+        value, cursor = (self.value, self.cursor) if shown is None else shown
+        at = len(value) if cursor < 0 or cursor > len(value) else cursor
         before, after = value[:at], value[at:]
         if before and not before[-1].isspace():
             text = " " + text
         if not after or not after[0].isspace():
             text = text + " "
-        self._set_text(before + text + after, -1 if not after else len(before) + len(text))
+        self._set_text(before + text + after, -1 if not after else len(before) + len(text), base=value)
 
     def submit(self, sent: str | None = None) -> PromptSubmission:
         """Hand the prompt to the host and clear the box; raises (keeping the text) when that fails.
@@ -106,11 +109,12 @@ class PromptBox(anywidget.AnyWidget):
         submission.future.add_done_callback(lambda future: self._finished(submission))
         return submission
 
-    def _set_text(self, value: str, cursor: int) -> None:
-        """The kernel's change of ``value`` (and ``cursor``), sent with the text it started from (``kernel_edit``)."""
+    def _set_text(self, value: str, cursor: int, *, base: str | None = None) -> None:
+        """The kernel's change of ``value`` (and ``cursor``), sent with the text it started from (``kernel_edit``):
+        ``base``, or else ``value`` as the kernel has it."""
         with self.hold_sync():
             self._edits += 1
-            self.kernel_edit = {"base": self.value, "n": self._edits}
+            self.kernel_edit = {"base": self.value if base is None else base, "n": self._edits}
             self.value = value
             self.cursor = cursor
 

@@ -19,7 +19,17 @@ export interface IPickerState {
   placeholder: string;
   body: boolean;
   _revision: number;
+  /** The prompt box the mentions go into (`IPY_MODEL_<id>`), or `null`. */
+  target: string | null;
 }
+
+/** What this view reads of the target prompt box's model. */
+interface IPromptShown {
+  value: string;
+  cursor: number;
+}
+
+const MODEL_REF = 'IPY_MODEL_';
 
 /** One search result as `search_command` answers it. */
 export interface IPickerRow {
@@ -186,6 +196,26 @@ function render({ model, el, experimental }: RenderProps<IPickerState>): () => v
     }
   }
 
+  /**
+   * The prompt box's text and caret as this page shows them, sent with a pick: the kernel's copy can lag behind
+   * (ipywidgets holds the box's updates back while the kernel is busy, and the pick's command overtakes them), and
+   * the mention goes where the caret is here. `{}` when the box cannot be read (the kernel then uses its copy).
+   */
+  async function promptShown(): Promise<{ text?: string; cursor?: number }> {
+    const ref = model.get('target');
+    if (typeof ref !== 'string' || !ref.startsWith(MODEL_REF)) {
+      return {};
+    }
+    try {
+      const box = await model.widget_manager.get_model<IPromptShown>(ref.slice(MODEL_REF.length));
+      const text = box.get('value');
+      const cursor = box.get('cursor');
+      return typeof text === 'string' && Number.isInteger(cursor) ? { text, cursor } : {};
+    } catch {
+      return {};
+    }
+  }
+
   async function choose(index: number): Promise<void> {
     const row = rows[index];
     if (!row) {
@@ -194,7 +224,8 @@ function render({ model, el, experimental }: RenderProps<IPickerState>): () => v
     try {
       const [response] = await experimental.invoke<{ error?: unknown } | null>('choose_command', {
         sessionId: row.sessionId,
-        index
+        index,
+        ...(await promptShown())
       });
       if (disposed) {
         return;
