@@ -193,7 +193,10 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
   }
 
   let seenEdit = model.get('kernel_edit')?.n ?? 0;
-  let settling = false; // a value change waits for the rest of its update (the kernel's edit may come after it)
+  // A value change is applied a microtask later: the rest of its update is in by then (the kernel's edit may
+  // come after it), and so is the caret of a key typed here (applied inside onInput, placeCaret put the caret
+  // back where the last key-up left it, and keys typed in the middle of the text came out reversed).
+  let settling = false;
 
   /**
    * A new `value`. From the kernel's own change (a mention inserted, a prompt given back) while keys typed here
