@@ -154,13 +154,14 @@ def test_picker_filters_in_python_and_inserts_mentions(
         nb.screenshot(request, "4-python-state")
 
         # A pick that comes back late reaches the box after the keys typed since: they stay (the kernel's insertion,
-        # at the caret it knew, is merged into what the box shows, never put in its place).
+        # at the caret the page showed when the row was clicked, is merged into what the box shows, never put in
+        # its place).
         nb.run(3)
         rows.first.click()  # "Data cleanup notes" again, back 2 s later
         prompt.click()
         page.keyboard.press("Control+End")
         page.keyboard.type("which grew?")
-        merged = f"Compare {second} {second} !? which grew?"  # inserted after the chip, as the last one was
+        merged = f"Compare {second} {second} !? which grew?"  # after the chip: the caret the last pick left
         expect(prompt).to_have_js_property("value", merged)
         expect(chips).to_have_text(["@Data cleanup notes", "@Data cleanup notes"])
         nb.screenshot(request, "5-picked-late")
