@@ -6,6 +6,7 @@ import _thread
 import json
 import os
 import re
+import signal
 import stat
 import threading
 from collections.abc import Iterator
@@ -255,6 +256,16 @@ def test_background_turn_and_steering(ip: InteractiveShell, capsys: pytest.Captu
     assert sum(1 for e in events if e["type"] == "turn/start") == 1
 
 
+@pytest.fixture
+def python_handles_sigint() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt, as ipykernel arranges while a cell runs. A pytest started in the background
+    (``pytest &`` in a script) inherits SIGINT ignored, and ``_thread.interrupt_main`` then does nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("python_handles_sigint")
 def test_interrupt_cancels_the_turn_cleanly(ip: InteractiveShell) -> None:
     ip.run_line_magic("config", 'DshMagics.approval = "auto"')  # these tools run without asking here
     stop = threading.Event()
