@@ -7,12 +7,14 @@ it sends keeps the markup; one Backspace removes a chip whole, the caret steps o
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_helpers import (
+    KERNEL_TIMEOUT_MS,
     JupyterServer,
     NotebookPage,
     copied_text,
@@ -41,6 +43,8 @@ SLOW_PICKS = """\
 import time
 pick = panel.picker.choose
 panel.picker.choose = lambda which: (time.sleep(2), pick(which))[1]"""
+#: Keeps the kernel busy for 3 s: what the page sends meanwhile (a prompt, then the keys typed after it) waits.
+BUSY = "import time\ntime.sleep(3)"
 
 
 @pytest.fixture(scope="module", params=["lab", "notebook"])
@@ -52,7 +56,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             cwd = "/elsewhere" if session_id == "other-3" else here
             write_session(folder, session_id, title, cwd=cwd, created_at=created_at)
         write_notebook(root / NOTEBOOK, "%load_ext dsh_jupyter", "panel = %dsh pick\npanel", CHECK,
-                       SLOW_PICKS)
+                       SLOW_PICKS, BUSY)
 
     yield from serve(request.param, tmp_path_factory, "picker", prepare)
 
@@ -167,6 +171,31 @@ def test_picker_filters_in_python_and_inserts_mentions(
         nb.screenshot(request, "5-picked-late")
         output = nb.run(2)
         expect(output).to_contain_text(f"value: {merged!r}")  # the kernel holds the merged text too
+
+        # A prompt the kernel refuses once it has left the box comes back above what was typed since. Sent while
+        # the kernel is busy, its refusal (no such session) comes after the next keys were typed in the page.
+        prompt.click()
+        page.keyboard.press("Control+a")
+        page.keyboard.press("Backspace")
+        expect(prompt).to_have_js_property("value", "")  # the <br> the browser leaves in an emptied box is no text
+        expect(prompt).to_have_class(re.compile(r"\bdsh-empty\b"))  # so the grey hint is back
+        gone = format_session_reference_mention("gone-9", "Deleted notes")
+        prompt.evaluate("(box, text) => { box.focus(); document.execCommand('insertText', false, text); }",
+                        f"summarise {gone}")
+        expect(prompt).to_have_js_property("value", f"summarise {gone}")
+        assert nb.start(4)  # the kernel sleeps
+        prompt.click()
+        page.keyboard.press("Control+End")
+        page.keyboard.press("Control+Enter")
+        expect(prompt).to_have_js_property("value", "")
+        page.keyboard.type("then plot it")
+        given_back = f"summarise {gone}\nthen plot it"
+        status = widgets.locator(".dsh-prompt-status")
+        expect(status).to_contain_text("your prompt is back in the box", timeout=KERNEL_TIMEOUT_MS)
+        expect(prompt).to_have_js_property("value", given_back)
+        nb.screenshot(request, "6-given-back")
+        output = nb.run(2)
+        expect(output).to_contain_text(f"value: {given_back!r}")
 
         assert watch.dialogs == []
         assert watch.errors == []

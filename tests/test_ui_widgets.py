@@ -303,7 +303,8 @@ def test_each_text_change_of_the_kernel_goes_out_with_the_text_it_started_from(h
     assert update["value"] == "" and update["kernel_edit"] == {"base": "compare @[a](dsh-session:b) ", "n": 2}
     host.submitted[-1].future.set_exception(RuntimeError("too many references: at most 3"))
     update = last_update()  # given back
-    assert update["value"] == "compare @[a](dsh-session:b) " and update["kernel_edit"] == {"base": "", "n": 3}
+    assert update["value"] == "compare @[a](dsh-session:b) "
+    assert update["kernel_edit"] == {"base": "", "n": 3, "joiner": "\n"}  # above anything typed since, on its line
 
 
 def test_send_command_sends_and_labels(host: FakeHost) -> None:
@@ -344,6 +345,39 @@ def test_failure_before_the_log_gives_the_prompt_back(host: FakeHost) -> None:
     host.submitted[-1].future.set_exception(RuntimeError("too many references: at most 3"))
     assert box.value == "analyse @[a](dsh-session:ImEi)"
     assert box.status.startswith("Not sent: too many references")
+
+
+def test_a_prompt_given_back_goes_above_what_was_typed_since(host: FakeHost) -> None:
+    """The next prompt, typed while the first one was being prepared, stays, and the refused one is not lost."""
+    box = PromptBox(host)
+    # Sent from Python (the kernel emptied the box): the kernel puts it back above what it has received since.
+    box.value = "analyse @[a](dsh-session:ImEi)"
+    box.submit()
+    box.value = "and then plot it"  # typed in the page meanwhile
+    host.submitted[-1].future.set_exception(RuntimeError("too many references: at most 3"))
+    assert box.value == "analyse @[a](dsh-session:ImEi)\nand then plot it"
+    assert box.kernel_edit == {"base": "and then plot it", "n": 2, "joiner": "\n"}
+    assert box.status.startswith("Not sent: too many references") and box.status_level == "error"
+    box.value = "again"
+    box.submit()
+    box.value = "   "  # only blanks typed since: the prompt alone comes back
+    host.submitted[-1].future.set_exception(RuntimeError("no model"))
+    assert box.value == "again"
+
+
+def test_a_prompt_a_view_sent_is_given_back_by_the_view(host: FakeHost) -> None:
+    """Sent from a view, the prompt goes back through ``returned``: the view puts it above what it shows, which the
+    kernel may not have received yet (its copy of the box can even still hold the prompt itself)."""
+    box = PromptBox(host)
+    box.value = "analyse @[a](dsh-session:ImEi)"  # the page's last update before the send reached the kernel
+    assert invoke(box, "send_command", {"value": "analyse @[a](dsh-session:ImEi)"}) == {"mode": "sent"}
+    host.submitted[-1].future.set_exception(RuntimeError("too many references: at most 3"))
+    assert box.value == "analyse @[a](dsh-session:ImEi)"  # left to the view
+    assert box.returned == {"text": "analyse @[a](dsh-session:ImEi)", "n": 1, "applied": False}
+    assert box.status == "Not sent: too many references: at most 3 (your prompt is back in the box)"
+    assert invoke(box, "send_command", {"value": "second"}) == {"mode": "sent"}
+    host.submitted[-1].future.set_exception(RuntimeError("no model"))
+    assert box.returned == {"text": "second", "n": 2, "applied": False}
 
 
 def test_failure_after_the_prompt_was_recorded_does_not_resend(host: FakeHost) -> None:
@@ -732,6 +766,14 @@ assert.equal(model.get("value"), "typed over");
 model.set("value", "set from Python");
 await tick();
 assert.equal(area.value, "set from Python");
+// A prompt the kernel gives back while keys it has not seen were typed goes on its own line above them.
+typeInto(area, "");
+typeInto(area, "plot it");
+model.set("kernel_edit", { base: "", n: 3, joiner: "\n" });
+model.set("value", "the refused prompt");
+await tick();
+assert.equal(area.value, "the refused prompt\nplot it");
+assert.equal(model.get("value"), area.value);
 console.log("ok");
 """
     assert run_view_scenario(tmp_path, STATIC / "prompt.js", scenario).strip() == "ok"
@@ -995,6 +1037,36 @@ def test_nbconvert_html_shows_each_conversation(tmp_path: Path, kernel_runner: K
 
 
 # --------------------------------------------------------------------------- the views in node: keys, answers, header
+
+
+def test_prompt_view_gives_back_a_prompt_the_kernel_returned_once(tmp_path: Path) -> None:
+    """``PromptBox.returned``: the first view of the box puts the prompt back above what it shows and marks it
+    applied; a second view of the same box, and views drawn later, leave it; one drawn while it waits does it."""
+    scenario = PROMPT_VIEW + r"""
+const area = el.byClass("dsh-prompt-input")[0];
+const other = new Element("div");
+view.render({ model, el: other, experimental: { invoke } });  // the same box shown twice in the page
+typeInto(area, "then plot it");  // typed after the send, maybe not in the kernel yet
+model.set("status", "Not sent: no such session (your prompt is back in the box)");
+model.set("returned", { text: "summarise @[gone](dsh-session:Ing)", n: 1, applied: false });
+await tick();
+assert.equal(area.value, "summarise @[gone](dsh-session:Ing)\nthen plot it");
+assert.equal(model.get("value"), area.value);  // saved for the kernel
+assert.deepEqual(model.get("returned"), { text: "summarise @[gone](dsh-session:Ing)", n: 1, applied: true });
+assert.equal(other.byClass("dsh-prompt-input")[0].value, area.value);  // not twice
+assert.equal(el.byClass("dsh-prompt-status")[0].textContent,
+             "Not sent: no such session (your prompt is back in the box)");
+const later = new Element("div");
+view.render({ model, el: later, experimental: { invoke } });  // drawn again (a reload): nothing more
+assert.equal(model.get("value"), "summarise @[gone](dsh-session:Ing)\nthen plot it");
+// Refused while no view of its box was showing: it comes back in the next one drawn.
+const unseen = new Model({ ...model.state, value: "", returned: { text: "second", n: 2, applied: false } });
+view.render({ model: unseen, el: new Element("div"), experimental: { invoke } });
+assert.equal(unseen.get("value"), "second");
+assert.equal(unseen.get("returned").applied, true);
+console.log("ok");
+"""
+    assert run_view_scenario(tmp_path, STATIC / "prompt.js", scenario).strip() == "ok"
 
 
 def test_prompt_view_keeps_keys_and_empties_as_it_sends(tmp_path: Path) -> None:

@@ -57,6 +57,9 @@ interface IPiece {
 function readEditable(root: Node): { text: string; pieces: IPiece[] } {
   let text = '';
   const pieces: IPiece[] = [];
+  if (isEmptied(root)) {
+    return { text, pieces: [{ node: root.firstChild as Node, start: 0, atomic: true }] };
+  }
   const walk = (node: Node): void => {
     for (const child of Array.from(node.childNodes)) {
       if (child.nodeType === TEXT_NODE) {
@@ -81,6 +84,19 @@ function readEditable(root: Node): { text: string; pieces: IPiece[] } {
   };
   walk(root);
   return { text, pieces };
+}
+
+/** A box whose text was all deleted: the browser leaves one `<br>` in it (so the empty line keeps its height),
+ * which is no text. Only the whole box: a `<br>` alone in a part of it (the part before the caret) is a newline. */
+function isEmptied(root: Node): boolean {
+  const only = root.firstChild;
+  return (
+    root.nodeType === ELEMENT_NODE &&
+    only !== null &&
+    only === root.lastChild &&
+    only.nodeType === ELEMENT_NODE &&
+    (only as HTMLElement).tagName === 'BR'
+  );
 }
 
 /**

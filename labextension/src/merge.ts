@@ -62,8 +62,10 @@ export function spliceBetween(before: string, after: string): ISplice {
  * `theirs` and `ours` are two changes of `base`: `ours` with the change `theirs` made applied too, or `null` when
  * both changed the same part of `base` (one of them would be lost; the caller keeps `ours`). Where both only
  * inserted at the same place, the change of `theirs` comes first: it was made before the keys it raced with.
+ * `joiner` goes between the text `theirs` put there and text typed right after it, unless one of them already
+ * has it there (a refused prompt given back stays on its own line above what was typed since).
  */
-export function mergeEdits(base: string, theirs: string, ours: string): IMerged | null {
+export function mergeEdits(base: string, theirs: string, ours: string, joiner = ''): IMerged | null {
   if (ours === base) {
     return { text: theirs, at: 0, removed: ours.length, inserted: theirs.length };
   }
@@ -73,8 +75,13 @@ export function mergeEdits(base: string, theirs: string, ours: string): IMerged 
   const kernel = spliceBetween(base, theirs);
   const typed = spliceBetween(base, ours);
   let at: number;
+  let text = kernel.text;
   if (kernel.end <= typed.start) {
     at = kernel.start; // before what was typed: the typed text's positions there are the base's
+    const meets = kernel.end === typed.start && text.length > 0 && typed.text.length > 0;
+    if (meets && joiner && !text.endsWith(joiner) && !typed.text.startsWith(joiner)) {
+      text += joiner;
+    }
   } else if (typed.end <= kernel.start) {
     at = kernel.start + ours.length - base.length; // after it: shifted by what typing added
   } else {
@@ -82,10 +89,10 @@ export function mergeEdits(base: string, theirs: string, ours: string): IMerged 
   }
   const removed = kernel.end - kernel.start;
   return {
-    text: ours.slice(0, at) + kernel.text + ours.slice(at + removed),
+    text: ours.slice(0, at) + text + ours.slice(at + removed),
     at,
     removed,
-    inserted: kernel.text.length
+    inserted: text.length
   };
 }
 

@@ -33,8 +33,18 @@ test('the kernel emptying the box after a send keeps what was typed after the te
   assert.equal(mergeEdits('first prompt', '', 'first prompt and more').text, ' and more');
 });
 
-test('a prompt given back into a box typed into meanwhile comes before the new text', () => {
+test('a prompt given back into a box typed into meanwhile comes before the new text, on its own line', () => {
+  // Without a joiner the two texts meet as they are; the kernel's give-back sends a newline as its joiner.
   assert.equal(mergeEdits('', 'the refused prompt', 'next').text, 'the refused promptnext');
+  const merged = mergeEdits('', 'the refused prompt', 'next', '\n');
+  assert.equal(merged.text, 'the refused prompt\nnext');
+  assert.equal(caretAfter(merged, 'next'.length), merged.text.length); // the caret stays after "next"
+  // The kernel knew some of the typed text: its give-back already ends with the newline, none is added.
+  assert.equal(mergeEdits('ne', 'the refused prompt\nne', 'next', '\n').text, 'the refused prompt\nnext');
+  assert.equal(mergeEdits('ne', 'the refused prompt\nne', 'xne', '\n').text, 'the refused prompt\nxne');
+  // Typed text that starts with the joiner, or keys typed elsewhere, get none either.
+  assert.equal(mergeEdits('', 'back', '\nnext', '\n').text, 'back\nnext');
+  assert.equal(mergeEdits('a', 'back\na', 'ab', '\n').text, 'back\nab');
 });
 
 test('both changing the same words is no merge (the caller keeps what was typed)', () => {

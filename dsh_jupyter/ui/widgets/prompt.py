@@ -39,8 +39,13 @@ class PromptBox(anywidget.AnyWidget):
     #: Caret position in ``value`` (``-1``: at the end); mentions are inserted there.
     cursor = traitlets.Int(-1).tag(sync=True)
     #: The kernel's last change of ``value``: the text it started from (``base``) and its number (``n``). A view
-    #: typed into meanwhile merges the change into what it shows instead of dropping the keys typed since.
+    #: typed into meanwhile merges the change into what it shows instead of dropping the keys typed since. A
+    #: ``joiner`` (a prompt given back: a newline) goes between the kernel's text and keys typed right after it.
     kernel_edit = traitlets.Dict({"base": "", "n": 0}).tag(sync=True)
+    #: A prompt a view sent that did not reach the log (``text``, and its number ``n``): the view puts it back
+    #: above what its box shows and marks it ``applied``. The kernel cannot do that itself: what the page shows
+    #: may not have reached it (ipywidgets holds a view's updates back while the kernel is busy).
+    returned = traitlets.Dict({"text": "", "n": 0, "applied": True}).tag(sync=True)
     placeholder = traitlets.Unicode(
         "Ask the agent… (mention sessions with the picker; Ctrl+Enter sends)"
     ).tag(sync=True)
@@ -66,6 +71,7 @@ class PromptBox(anywidget.AnyWidget):
         self._submit = submit
         self.last_submission: PromptSubmission | None = None
         self._edits = 0  # the kernel's changes of ``value`` so far (``kernel_edit["n"]``)
+        self._returns = 0  # prompts a view sent and the kernel gave back (``returned["n"]``)
 
     def insert(self, text: str, *, shown: tuple[str, int] | None = None) -> None:
         """Insert ``text`` at the caret, with a space on each side where a word would otherwise touch it.
@@ -106,15 +112,17 @@ class PromptBox(anywidget.AnyWidget):
             if sent is None:
                 self._set_text("", -1)
             self._set_status(f"Prompt {STEERED_NOTE}." if submission.steered else "Sent.", "info")
-        submission.future.add_done_callback(lambda future: self._finished(submission))
+        from_view = sent is not None
+        submission.future.add_done_callback(lambda future: self._finished(submission, from_view=from_view))
         return submission
 
-    def _set_text(self, value: str, cursor: int, *, base: str | None = None) -> None:
+    def _set_text(self, value: str, cursor: int, *, base: str | None = None, joiner: str = "") -> None:
         """The kernel's change of ``value`` (and ``cursor``), sent with the text it started from (``kernel_edit``):
-        ``base``, or else ``value`` as the kernel has it."""
+        ``base``, or else ``value`` as the kernel has it; ``joiner``: see :attr:`kernel_edit`."""
         with self.hold_sync():
             self._edits += 1
-            self.kernel_edit = {"base": self.value if base is None else base, "n": self._edits}
+            edit = {"base": self.value if base is None else base, "n": self._edits}
+            self.kernel_edit = {**edit, "joiner": joiner} if joiner else edit
             self.value = value
             self.cursor = cursor
 
@@ -123,7 +131,7 @@ class PromptBox(anywidget.AnyWidget):
             self.status = text
             self.status_level = level
 
-    def _finished(self, submission: PromptSubmission) -> None:
+    def _finished(self, submission: PromptSubmission, *, from_view: bool = False) -> None:
         future = submission.future
         if future.cancelled():
             self._set_status("Cancelled.", "info")
@@ -133,10 +141,17 @@ class PromptBox(anywidget.AnyWidget):
             if self.status in ("Sent.", f"Prompt {STEERED_NOTE}."):
                 self._set_status("", "info")
             return
-        if not submission.recorded.is_set() and not self.value.strip():
+        if not submission.recorded.is_set():
+            # Back above whatever was typed since it was sent.
+            why = one_line_error(error, submission.text)
             with self.hold_sync():
-                self._set_text(submission.text, -1)
-                why = one_line_error(error, submission.text)
+                if from_view:
+                    self._returns += 1
+                    self.returned = {"text": submission.text, "n": self._returns, "applied": False}
+                else:  # the kernel emptied the box: what it holds now came after (a view merges what it has not seen)
+                    typed = self.value
+                    back = f"{submission.text}\n{typed}" if typed.strip() else submission.text
+                    self._set_text(back, -1, joiner="\n")
                 self._set_status(f"Not sent: {why} (your prompt is back in the box)", "error")
         else:
             self._set_status(f"Turn failed: {one_line_error(error)}", "error")

@@ -24,6 +24,15 @@ export { keepKeys } from './dom.js';
 export interface IKernelEdit {
   base: string;
   n: number;
+  /** Put between the kernel's inserted text and text typed right after it (see `mergeEdits`). */
+  joiner?: string;
+}
+
+/** A prompt this box sent that the kernel refused after taking it: back in the box once (`applied` then). */
+export interface IReturned {
+  text: string;
+  n: number;
+  applied: boolean;
 }
 
 /** The traits of `PromptBox` this view reads and writes. */
@@ -31,6 +40,7 @@ export interface IPromptState {
   value: string;
   cursor: number;
   kernel_edit: IKernelEdit;
+  returned: IReturned;
   placeholder: string;
   busy: boolean;
   disabled: boolean;
@@ -137,6 +147,21 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
     }
   }
 
+  /**
+   * A prompt sent from here that the kernel refused once it had taken it (a mention of a session gone, say): back
+   * above what the box shows, which the kernel may not have seen yet. The first view of the box to see it does it
+   * (also one drawn after the refusal, when no view was showing) and marks it applied for the others.
+   */
+  function onReturned(): void {
+    const back = model.get('returned');
+    if (disposed || !back || back.applied !== false || typeof back.text !== 'string') {
+      return;
+    }
+    model.set('returned', { ...back, applied: true });
+    giveBack(back.text);
+    sync();
+  }
+
   async function deliver(text: string): Promise<void> {
     try {
       const [response] = await experimental.invoke<{ error?: unknown } | null>(
@@ -223,7 +248,7 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
     const incoming = model.get('value');
     const typed = editor.value;
     if (fresh && typed !== incoming && typed !== edit.base) {
-      const merged = mergeEdits(edit.base, incoming, typed);
+      const merged = mergeEdits(edit.base, incoming, typed, typeof edit.joiner === 'string' ? edit.joiner : '');
       const caret = editor.focused ? editor.caret : null;
       const text = merged === null ? typed : merged.text; // both changed the same words: what was typed stays
       editor.value = text;
@@ -294,10 +319,12 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
   button.addEventListener('click', send);
   const unsubscribe = subscribe(model, [
     [['change:value', 'change:kernel_edit'], onValue],
+    ['change:returned', onReturned],
     [['change:placeholder', 'change:busy', 'change:status_level', 'change:disabled'], sync],
     ['change:status', onStatus]
   ]);
   sync();
+  onReturned();
 
   return () => {
     disposed = true;
