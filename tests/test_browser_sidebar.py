@@ -58,7 +58,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         write_notebook_cells(root / FIRST, [(None, "%load_ext dsh_jupyter"), ("cell-x", "x = 41")])
         write_notebook(root / PLAIN, "1 + 1")
         write_notebook(root / HEADING, "%load_ext dsh_jupyter")
-        write_notebook(root / QUICK, "%load_ext dsh_jupyter")
+        write_notebook(root / QUICK, "%load_ext dsh_jupyter", "import time\ntime.sleep(3)")
 
     yield from serve(request.param, tmp_path_factory, "sidebar", prepare)
 
@@ -563,5 +563,19 @@ def test_a_prompt_typed_while_the_last_one_travels_is_the_next_prompt(
         assert user.all_inner_texts() == ["first quick prompt", "second quick prompt"]
         expect(side.input).to_have_text("")
         side.screenshot(request, "quick-two-prompts")
+
+        # A prompt the kernel refuses once it has taken it (it names a session that is gone) comes back above what
+        # was typed since. Sent while the kernel is busy, the refusal comes after the next keys were typed.
+        gone = "@[Deleted notes](dsh-session:ImdvbmUtOSI)"
+        assert nb.start(1)  # the kernel sleeps
+        side.input.evaluate("(box, text) => { box.focus(); document.execCommand('insertText', false, text); }",
+                            f"summarise {gone}")
+        page.keyboard.press("Control+Enter")
+        expect(side.input).to_have_js_property("value", "")
+        page.keyboard.type("then plot it")
+        status = side.chat.locator(".dsh-sidebar-status")
+        expect(status).to_contain_text("Not sent: the mention @Deleted notes", timeout=KERNEL_TIMEOUT_MS)
+        expect(side.input).to_have_js_property("value", f"summarise {gone}\nthen plot it")
+        side.screenshot(request, "quick-given-back")
         assert watch.dialogs == []
         assert watch.errors == []

@@ -212,6 +212,26 @@ def test_a_failing_submit_says_why_and_keeps_the_panel_usable(host: SidebarHost,
     assert chats.answer({"kind": "send", "text": "hi"})["kind"] == "sent"  # type: ignore[index]
 
 
+def test_a_prompt_refused_after_it_was_taken_goes_back_to_the_sidebar_that_sent_it(
+        host: SidebarHost, chats: SidebarChats) -> None:
+    """Refused before it reached the log (a mention of a session that is gone), after the answer "sent": the
+    prompt comes back unasked on the comm that sent it, with why, for the sidebar to put back in its box."""
+    comm, other = Comm(), Comm()
+    chats.opened(comm, {"content": {"data": {"kind": "bind", "request": 0}}})
+    chats.opened(other, {"content": {"data": {"kind": "bind", "request": 0}}})
+    assert comm.message({"kind": "send", "text": "summarise @[gone](dsh-session:Ing)", "request": 1})["kind"] == "sent"
+    host.submitted[-1].future.set_exception(ValueError("the mention @gone points to a session that no longer exists"))
+    back = [m for m in comm.sent if m["kind"] == "returned"]
+    assert back == [{"kind": "returned", "text": "summarise @[gone](dsh-session:Ing)",
+                     "message": "the mention @gone points to a session that no longer exists"}]
+    assert not any(m["kind"] == "returned" for m in other.sent)  # only to the sidebar that sent it
+    # Once recorded, a failure of the turn is the turn's, shown in the panel: nothing comes back.
+    comm.message({"kind": "send", "text": "hello", "request": 2})
+    host.emit([user_message("hello")])
+    host.submitted[-1].future.set_exception(RuntimeError("model went away"))
+    assert len([m for m in comm.sent if m["kind"] == "returned"]) == 1
+
+
 def test_the_target_is_registered_in_a_kernel_only_and_removed_again(host: SidebarHost) -> None:
     targets: dict[str, Any] = {}
     manager = SimpleNamespace(targets=targets, register_target=targets.__setitem__)

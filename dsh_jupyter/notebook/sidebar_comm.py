@@ -11,7 +11,9 @@ Messages from the browser carry a ``request`` number that the answer repeats:
 - ``{"kind": "bind"}``: answered with the state below;
 - ``{"kind": "send", "text": str, "model": str | None}``: the prompt goes through the panel (a new turn, run
   on the agent thread, so the notebook stays free; or a steer into the running one); answered
-  ``{"kind": "sent", "mode": "sent" | "steered"}`` or ``{"kind": "error", "message": str}``;
+  ``{"kind": "sent", "mode": "sent" | "steered"}`` or ``{"kind": "error", "message": str}``. A prompt refused
+  after that answer, before it reached the log (a mention of a session that is gone, say), comes back unasked on
+  the same comm: ``{"kind": "returned", "text": str, "message": str}``, and the sidebar puts it back in its box;
 - ``{"kind": "model", "model": str | None}``: the model of the sidebar's next prompts (``None``: the
   notebook's ``DshMagics.model``); checked at once, answered with the state or an error;
 - ``{"kind": "variables", "query": str, "limit": int}``: the ``@`` popup's variables, answered as the
@@ -107,8 +109,10 @@ class SidebarChats:
 
     # -- requests
 
-    def send(self, text: str, model: str | None) -> dict[str, Any]:
-        """Send ``text`` from the sidebar: a turn on the agent thread (or a steer); its panel shows it."""
+    def send(self, text: str, model: str | None,
+             returned: Callable[[str, str], None] | None = None) -> dict[str, Any]:
+        """Send ``text`` from the sidebar: a turn on the agent thread (or a steer); its panel shows it.
+        ``returned(text, why)`` is called when the prompt is refused later, before it reached the log."""
         if not text.strip():
             return {"kind": "error", "message": "nothing to send: the prompt box is empty; type a prompt first"}
         host = self._host()
@@ -125,6 +129,15 @@ class SidebarChats:
                     self._fresh = None
                 if self._panels.setdefault(agent.id, panel) is panel:
                     self._follow(panel, agent)
+        if returned is not None:
+            from ..ui.widgets.submission import one_line_error
+
+            def refused(future: Any) -> None:
+                if future.cancelled() or submission.recorded.is_set() or future.exception() is None:
+                    return
+                returned(text, one_line_error(future.exception(), text))
+
+            submission.future.add_done_callback(refused)
         submission.future.add_done_callback(lambda _future: self.broadcast())
         return {"kind": "sent", "mode": submission.mode}
 
@@ -138,8 +151,10 @@ class SidebarChats:
         self.model = model
         return self.state()
 
-    def answer(self, data: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The answer to one browser message (``None`` for a message of an unknown kind)."""
+    def answer(self, data: Mapping[str, Any],
+               returned: Callable[[str, str], None] | None = None) -> dict[str, Any] | None:
+        """The answer to one browser message (``None`` for a message of an unknown kind); ``returned``: see
+        :meth:`send`."""
         from ..ui.widgets.submission import one_line_error
 
         kind = data.get("kind")
@@ -150,7 +165,7 @@ class SidebarChats:
                 text, model = data.get("text"), data.get("model")
                 if not isinstance(text, str) or not (model is None or isinstance(model, str)):
                     return {"kind": "error", "message": "the prompt must be text"}
-                reply = self.send(text, model or None)
+                reply = self.send(text, model or None, returned)
             elif kind == "model":
                 model = data.get("model")
                 if not (model is None or isinstance(model, str)):
@@ -174,12 +189,18 @@ class SidebarChats:
         """A sidebar connected: answer its messages on this comm until it closes."""
         from .approval import pin_replies
 
+        def returned(text: str, why: str) -> None:
+            try:
+                comm.send({"kind": "returned", "text": text, "message": why})
+            except Exception:
+                log.debug("dsh: could not give a refused prompt back to its sidebar", exc_info=True)
+
         def received(msg: Any) -> None:
             content = msg.get("content") if isinstance(msg, dict) else None
             data = content.get("data") if isinstance(content, dict) else None
             if not isinstance(data, dict):
                 return
-            reply = self.answer(data)
+            reply = self.answer(data, returned)
             if reply is not None:
                 comm.send({**reply, "request": data.get("request")})
 

@@ -206,6 +206,7 @@ class NotebookChat extends Widget {
       }
       this._connection = connection;
       connection.onState = next => this._show(next);
+      connection.onReturned = (text, why) => this._prompt.giveBack(text, why);
       connection.onClosed = () => this._lost('The kernel closed the chat (it restarted, shut down or unloaded dsh).');
       this._setNotice(null);
       this._prompt.enabled = true;

@@ -86,6 +86,9 @@ interface IPending {
 export class SidebarConnection {
   /** Called with each state the kernel sends unasked (a turn ended). */
   onState: ((state: ISidebarState) => void) | null = null;
+  /** Called with a prompt sent from here that the kernel refused after taking it (before it reached the log),
+   * and why. */
+  onReturned: ((text: string, why: string) => void) | null = null;
   /** Called once when the comm closes (the kernel restarted, shut down or unloaded the extension). */
   onClosed: (() => void) | null = null;
 
@@ -192,6 +195,10 @@ export class SidebarConnection {
     const request = typeof data.request === 'number' ? data.request : null;
     const pending = request === null ? undefined : this._pending.get(request);
     if (pending === undefined) {
+      if (data.kind === 'returned' && typeof data.text === 'string') {
+        this.onReturned?.(data.text, String(data.message ?? ''));
+        return;
+      }
       const state = parseState(data);
       if (state !== null) {
         this.onState?.(state);

@@ -139,17 +139,26 @@ export class SidebarPrompt {
     this._closePopup();
     this.value = '';
     this._sync();
+    const returns = this._returns;
     try {
       const note = await this._host.send(text, this._model.value || null);
-      this.setStatus(note);
+      if (this._returns === returns) {
+        this.setStatus(note); // (a refusal that overtook the answer keeps its own line)
+      }
     } catch (error) {
-      const typed = this.value;
-      this.value = typed ? `${text}\n${typed}` : text;
-      this.setStatus(`Not sent: ${error instanceof Error ? error.message : String(error)}`, 'error');
+      this.giveBack(text, error instanceof Error ? error.message : String(error));
     } finally {
       this._sending = false;
       this._sync();
     }
+  }
+
+  /** A prompt the kernel did not take: back in the box, above whatever was typed since, with why under it. */
+  giveBack(text: string, why: string): void {
+    const typed = this.value;
+    this.value = typed ? `${text}\n${typed}` : text;
+    this._returns += 1;
+    this.setStatus(`Not sent: ${why}`, 'error');
   }
 
   private _sync(): void {
@@ -312,6 +321,8 @@ export class SidebarPrompt {
   private _busy = false;
   private _enabled = true;
   private _sending = false;
+  /** Prompts given back so far (see {@link giveBack}). */
+  private _returns = 0;
   private _chosen: string | null = null;
 }
 
