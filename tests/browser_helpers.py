@@ -223,6 +223,38 @@ def write_session(
     return last
 
 
+#: What a :data:`WAIT_FOR_GO` cell prints once the kernel runs it.
+WAITING = "waiting for go"
+#: A cell that keeps the kernel busy until :func:`let_go` makes the file ``go`` beside its notebook (at most 30 s):
+#: what the page sends to the main shell meanwhile (the chat sidebar's requests) waits, in order, behind it. Widget
+#: messages need not wait: ipykernel hands them to the thread their comm last sent from. Run it with :func:`hold`.
+WAIT_FOR_GO = f"""\
+import pathlib, time
+print({WAITING!r}, flush=True)
+go = pathlib.Path("go")
+for _ in range(300):
+    if go.exists():
+        break
+    time.sleep(0.1)
+go.unlink(missing_ok=True)"""
+
+
+def hold(nb: NotebookPage, index: int) -> None:
+    """Run cell ``index`` of ``nb``, a :data:`WAIT_FOR_GO` cell, and return once the kernel is inside it (its output
+    says so): what the page sends from then on waits behind it until :func:`let_go`. (The cell's ``[*]`` alone can
+    show before the page sent the run, and a message sent after it could then overtake it.)"""
+    from playwright.sync_api import expect
+
+    if not nb.start(index):
+        raise AssertionError(nb.not_started(index))
+    expect(nb.cell(index).locator(".jp-OutputArea")).to_contain_text(WAITING, timeout=KERNEL_TIMEOUT_MS)
+
+
+def let_go(folder: Path) -> None:
+    """Let a :data:`WAIT_FOR_GO` cell of a notebook in ``folder`` finish."""
+    (folder / "go").touch()
+
+
 def write_notebook(path: Path, *sources: str) -> Path:
     """A notebook of code cells with the ``python3`` kernel, written with nbformat."""
     cells = [nbformat.v4.new_code_cell(source) for source in sources]

@@ -18,6 +18,7 @@ from browser_helpers import (
     JupyterServer,
     NotebookPage,
     copied_text,
+    let_go,
     serve,
     watched_page,
     write_notebook,
@@ -43,8 +44,20 @@ SLOW_PICKS = """\
 import time
 pick = panel.picker.choose
 panel.picker.choose = lambda which: (time.sleep(2), pick(which))[1]"""
-#: Keeps the kernel busy for 3 s: what the page sends meanwhile (a prompt, then the keys typed after it) waits.
-BUSY = "import time\ntime.sleep(3)"
+#: Holds each prompt sent from the box in the kernel until the test makes the file ``go`` beside the notebook
+#: (:func:`let_go`; at most 30 s). Widget messages do not wait behind a running cell (ipykernel hands them to the
+#: thread their comm last sent from), so the prompt is held where the box's command handles it.
+SEND_ON_GO = """\
+import pathlib, time
+send = panel.prompt.submit
+def send_on_go(sent=None, go=pathlib.Path("go")):
+    for _ in range(600):
+        if go.exists():
+            break
+        time.sleep(0.05)
+    go.unlink(missing_ok=True)
+    return send(sent)
+panel.prompt.submit = send_on_go"""
 
 
 @pytest.fixture(scope="module", params=["lab", "notebook"])
@@ -56,7 +69,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             cwd = "/elsewhere" if session_id == "other-3" else here
             write_session(folder, session_id, title, cwd=cwd, created_at=created_at)
         write_notebook(root / NOTEBOOK, "%load_ext dsh_jupyter", "panel = %dsh pick\npanel", CHECK,
-                       SLOW_PICKS, BUSY)
+                       SLOW_PICKS, SEND_ON_GO, "")  # the empty cell: a run of the last one selects it
 
     yield from serve(request.param, tmp_path_factory, "picker", prepare)
 
@@ -172,8 +185,8 @@ def test_picker_filters_in_python_and_inserts_mentions(
         output = nb.run(2)
         expect(output).to_contain_text(f"value: {merged!r}")  # the kernel holds the merged text too
 
-        # A prompt the kernel refuses once it has left the box comes back above what was typed since. Sent while
-        # the kernel is busy, its refusal (no such session) comes after the next keys were typed in the page.
+        # A prompt the kernel refuses once it has left the box comes back above what was typed since. Held in the
+        # kernel, its refusal (no such session) comes after the next keys were typed in the page.
         prompt.click()
         page.keyboard.press("Control+a")
         page.keyboard.press("Backspace")
@@ -183,12 +196,12 @@ def test_picker_filters_in_python_and_inserts_mentions(
         prompt.evaluate("(box, text) => { box.focus(); document.execCommand('insertText', false, text); }",
                         f"summarise {gone}")
         expect(prompt).to_have_js_property("value", f"summarise {gone}")
-        assert nb.start(4)  # the kernel sleeps
-        prompt.click()
-        page.keyboard.press("Control+End")
-        page.keyboard.press("Control+Enter")
+        nb.run(4)  # prompts wait in the kernel for `go`
+        widgets.locator(".dsh-prompt-send").click()
         expect(prompt).to_have_js_property("value", "")
-        page.keyboard.type("then plot it")
+        prompt.press_sequentially("then plot it")
+        expect(prompt).to_have_js_property("value", "then plot it")  # the kernel has not answered yet
+        let_go(server.root / "work")  # the kernel goes on: the prompt, refused, comes back now
         given_back = f"summarise {gone}\nthen plot it"
         status = widgets.locator(".dsh-prompt-status")
         expect(status).to_contain_text("your prompt is back in the box", timeout=KERNEL_TIMEOUT_MS)

@@ -26,10 +26,13 @@ from typing import Any
 import pytest
 from browser_helpers import (
     KERNEL_TIMEOUT_MS,
+    WAIT_FOR_GO,
     JupyterServer,
     NotebookPage,
     copied_text,
     finished_cell,
+    hold,
+    let_go,
     serve,
     start_cell,
     watched_page,
@@ -58,7 +61,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         write_notebook_cells(root / FIRST, [(None, "%load_ext dsh_jupyter"), ("cell-x", "x = 41")])
         write_notebook(root / PLAIN, "1 + 1")
         write_notebook(root / HEADING, "%load_ext dsh_jupyter")
-        write_notebook(root / QUICK, "%load_ext dsh_jupyter", "import time\ntime.sleep(3)")
+        write_notebook(root / QUICK, "%load_ext dsh_jupyter", WAIT_FOR_GO, "")
 
     yield from serve(request.param, tmp_path_factory, "sidebar", prepare)
 
@@ -567,15 +570,21 @@ def test_a_prompt_typed_while_the_last_one_travels_is_the_next_prompt(
         # A prompt the kernel refuses once it has taken it (it names a session that is gone) comes back above what
         # was typed since. Sent while the kernel is busy, the refusal comes after the next keys were typed.
         gone = "@[Deleted notes](dsh-session:ImdvbmUtOSI)"
-        assert nb.start(1)  # the kernel sleeps
+        hold(nb, 1)  # the kernel waits for `go`
+        # The run selects the empty cell after it (one made at the end would take the focus later, in edit mode).
+        expect(nb.cell(2)).to_have_class(re.compile(r"\bjp-mod-active\b"))
         side.input.evaluate("(box, text) => { box.focus(); document.execCommand('insertText', false, text); }",
                             f"summarise {gone}")
-        page.keyboard.press("Control+Enter")
+        side.chat.locator(".dsh-sidebar-send").click()
         expect(side.input).to_have_js_property("value", "")
-        page.keyboard.type("then plot it")
+        side.input.press_sequentially("then plot it")
+        expect(side.input).to_have_js_property("value", "then plot it")  # the kernel has not answered yet
+        let_go(server.root / "work")  # the kernel goes on: the prompt, refused, comes back now
         status = side.chat.locator(".dsh-sidebar-status")
         expect(status).to_contain_text("Not sent: the mention @Deleted notes", timeout=KERNEL_TIMEOUT_MS)
         expect(side.input).to_have_js_property("value", f"summarise {gone}\nthen plot it")
+        page.keyboard.type(", please")  # the box kept the keyboard, and its caret is after what was typed
+        expect(side.input).to_have_js_property("value", f"summarise {gone}\nthen plot it, please")
         side.screenshot(request, "quick-given-back")
         assert watch.dialogs == []
         assert watch.errors == []

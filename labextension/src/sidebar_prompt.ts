@@ -157,6 +157,9 @@ export class SidebarPrompt {
   giveBack(text: string, why: string): void {
     const typed = this.value;
     this.value = typed ? `${text}\n${typed}` : text;
+    if (this._editor.focused) {
+      this._editor.caret = this.value.length; // after what was typed, for the keys that follow
+    }
     this._returns += 1;
     this.setStatus(`Not sent: ${why}`, 'error');
   }

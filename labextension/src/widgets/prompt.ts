@@ -144,6 +144,7 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
     if (!disposed) {
       const typed = editor.value;
       setBox(typed ? text + '\n' + typed : text);
+      placeCaret(); // after what was typed, for the keys that follow
     }
   }
 
