@@ -45,8 +45,8 @@ import time
 pick = panel.picker.choose
 panel.picker.choose = lambda which: (time.sleep(2), pick(which))[1]"""
 #: Holds each prompt sent from the box in the kernel until the test makes the file ``go`` beside the notebook
-#: (:func:`let_go`; at most 30 s). Widget messages do not wait behind a running cell (ipykernel hands them to the
-#: thread their comm last sent from), so the prompt is held where the box's command handles it.
+#: (:func:`let_go`; at most 30 s). A running cell would not hold it: widget messages need not wait behind one
+#: (ipykernel hands them to the thread their comm last sent from), so it is held where the box's command takes it.
 SEND_ON_GO = """\
 import pathlib, time
 send = panel.prompt.submit
