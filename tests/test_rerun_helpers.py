@@ -11,14 +11,18 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 
-#: Fails on its first try (with a message to find), passes on the next; a second test always passes.
+#: Fails on its first try (with a message to find, and a child process that says why on stderr, as a kernel that
+#: dies at its start does), passes on the next; a second test always passes.
 FLAKY = """
+import subprocess
+import sys
 from pathlib import Path
 
 def test_flaky():
     marker = Path(__file__).with_name("tried")
     if not marker.exists():
         marker.write_text("once")
+        subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('child: the port was taken')"], check=True)
         assert 1 + 1 == 3, "the first try of the flaky test went wrong here"
 
 def test_steady():
@@ -43,6 +47,7 @@ def test_a_rerun_is_printed_with_what_failed_on_its_first_try(tmp_path: Path, wo
     section = out[out.index("what failed before a rerun"):]
     assert "--- test_sample.py::test_flaky (call" in section
     assert "the first try of the flaky test went wrong here" in section
+    assert "its stderr:" in section and "child: the port was taken" in section
     assert "test_steady" not in section
     if workers:
         assert "(call on gw" in section  # the worker that ran it
