@@ -133,9 +133,9 @@ class SidebarChats:
             from ..ui.widgets.submission import one_line_error
 
             def refused(future: Any) -> None:
-                if future.cancelled() or submission.recorded.is_set() or future.exception() is None:
-                    return
-                returned(text, one_line_error(future.exception(), text))
+                error = None if future.cancelled() or submission.recorded.is_set() else future.exception()
+                if error is not None:
+                    returned(text, one_line_error(error, text))
 
             submission.future.add_done_callback(refused)
         submission.future.add_done_callback(lambda _future: self.broadcast())

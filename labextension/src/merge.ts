@@ -96,6 +96,12 @@ export function mergeEdits(base: string, theirs: string, ours: string, joiner = 
   };
 }
 
+/** The box's text once a prompt the kernel did not take (`text`) is back: on its own line above what was `typed`
+ * since it was sent. (The kernel's own give-back says the same with `mergeEdits`' joiner.) */
+export function givenBack(text: string, typed: string): string {
+  return typed ? `${text}\n${typed}` : text;
+}
+
 /** Where a caret at `caret` in the typed text is once `merged` applied the kernel's change: moved with the text
  * after the change, at the end of the change when it was inside the range the change replaced. */
 export function caretAfter(merged: IMerged, caret: number): number {

@@ -8,6 +8,7 @@
 import { ChipEditor } from './chip_editor.js';
 import { textElement } from './escape.js';
 import { filterDshItems, IDshCompletionItem } from './items.js';
+import { givenBack } from './merge.js';
 import { IModelChoice } from './sidebar_kernel.js';
 
 /** A mention being typed just before the caret: `@` after a space, a bracket or a quote, or at the start. */
@@ -155,8 +156,7 @@ export class SidebarPrompt {
 
   /** A prompt the kernel did not take: back in the box, above whatever was typed since, with why under it. */
   giveBack(text: string, why: string): void {
-    const typed = this.value;
-    this.value = typed ? `${text}\n${typed}` : text;
+    this.value = givenBack(text, this.value);
     if (this._editor.focused) {
       this._editor.caret = this.value.length; // after what was typed, for the keys that follow
     }

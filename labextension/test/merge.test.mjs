@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { caretAfter, mergeEdits, spliceBetween } from '../lib/merge.js';
+import { caretAfter, givenBack, mergeEdits, spliceBetween } from '../lib/merge.js';
 
 const MENTION = '@[Regional sales Q3](dsh-session:regional-1) ';
 
@@ -45,6 +45,11 @@ test('a prompt given back into a box typed into meanwhile comes before the new t
   // Typed text that starts with the joiner, or keys typed elsewhere, get none either.
   assert.equal(mergeEdits('', 'back', '\nnext', '\n').text, 'back\nnext');
   assert.equal(mergeEdits('a', 'back\na', 'ab', '\n').text, 'back\nab');
+});
+
+test('a prompt given back by a view goes on its own line above what was typed since', () => {
+  assert.equal(givenBack('the refused prompt', 'next'), 'the refused prompt\nnext');
+  assert.equal(givenBack('the refused prompt', ''), 'the refused prompt');
 });
 
 test('both changing the same words is no merge (the caller keeps what was typed)', () => {

@@ -15,7 +15,7 @@ import type { RenderProps } from '@anywidget/types';
 
 import { ChipEditor } from '../chip_editor.js';
 import { displayBody } from '../escape.js';
-import { caretAfter, mergeEdits } from '../merge.js';
+import { caretAfter, givenBack, mergeEdits } from '../merge.js';
 import { keepKeysInside, node, subscribe } from './dom.js';
 
 export { keepKeys } from './dom.js';
@@ -142,8 +142,7 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
   /** A prompt the kernel did not take goes back in the box, before whatever was typed since. */
   function giveBack(text: string): void {
     if (!disposed) {
-      const typed = editor.value;
-      setBox(typed ? text + '\n' + typed : text);
+      setBox(givenBack(text, editor.value));
       placeCaret(); // after what was typed, for the keys that follow
     }
   }
