@@ -911,6 +911,9 @@ _FOCUS = """() => {
 #: renderer about 50 ms of CPU a second while a cell runs; ten times a second costs about 2 ms.
 _POLL_MS = 100
 
+#: Seconds :meth:`NotebookPage.start` goes on looking for a sign that a press went through before it presses again.
+PRESS_SETTLE_SECONDS = 10.0
+
 #: The prompt watched by :data:`_WATCH_PROMPT` showed ``[*]`` and now shows a count: the run ended.
 _RAN_AND_COUNTED = "el => el.dataset.dshTestRan !== undefined && /\\[\\d+\\]/.test(el.textContent)"
 
@@ -1023,6 +1026,7 @@ class NotebookPage:
         for _attempt in range(3):
             prompt.evaluate(_WATCH_PROMPT)
             self.click_editor(index)
+            shown = prompt.inner_text()
             self._sent = len(watch.runs_sent) if watch is not None else None
             self.page.keyboard.press("Shift+Enter")
             try:
@@ -1030,11 +1034,25 @@ class NotebookPage:
                 return True
             except PlaywrightTimeout:
                 # On a starved renderer the wait can time out although the press went through. The page asked the
-                # kernel for a run since the press: it went through, and pressing again would run the cell twice.
-                # Else ask the page once more (an evaluate waits for the renderer however long it takes).
-                if self._request() is not None or prompt.evaluate(_RAN):
+                # kernel for a run since the press, or the prompt (perhaps drawn anew, without the watch) shows
+                # something else than before it: it went through, and pressing again would run the cell twice.
+                if self._went_through(prompt, shown):
                     return True
         return False
+
+    def _went_through(self, prompt: Any, shown: str) -> bool:
+        """Whether the last press of :meth:`start` reached the page, looking for up to :data:`PRESS_SETTLE_SECONDS`:
+        a run request sent, the watch's ``[*]``, or a prompt that no longer shows ``shown``. A page that holds the
+        request back (its kernel connection not yet open) shows one of them once it catches up; only a press that
+        was lost shows none."""
+        deadline = time.monotonic() + PRESS_SETTLE_SECONDS
+        while True:
+            # An evaluate waits for the renderer however long it takes.
+            if self._request() is not None or prompt.evaluate(_RAN) or prompt.inner_text() != shown:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            self.page.wait_for_timeout(250)
 
     def not_started(self, index: int) -> str:
         """Why a press of :meth:`start` did not run cell ``index``, in the words of an :class:`AssertionError`: what

@@ -116,6 +116,15 @@ def test_a_press_the_page_took_is_not_pressed_again_when_its_prompt_is_late(
         monkeypatch.undo()
         assert len(watch.runs_sent) == 2 and watch.counts[watch.runs_sent[1]] == 2
         expect(nb.cell(0).locator(".jp-InputArea-prompt")).to_have_text("[2]:")
+        # Neither the watch's [*] nor the request in time (a page that holds the request back until its kernel
+        # connection opens, a prompt drawn anew): the prompt showing something else than before the press tells
+        # that it went through, and the cell runs once.
+        monkeypatch.setattr(bh, "_RAN", "el => false")
+        monkeypatch.setattr(bh.NotebookPage, "_request", lambda self: None)
+        assert nb.start(0)
+        monkeypatch.undo()
+        expect(nb.cell(0).locator(".jp-InputArea-prompt")).to_have_text("[3]:", timeout=bh.KERNEL_TIMEOUT_MS)
+        assert len(watch.runs_sent) == 3
         # A caret that does not blink: a focused editor's page draws no frames while it waits (STEADY_CARET).
         nb.click_editor(0)
         layer = nb.cell(0).locator(".cm-cursorLayer")
@@ -125,7 +134,7 @@ def test_a_press_the_page_took_is_not_pressed_again_when_its_prompt_is_late(
         monkeypatch.setattr(bh.NotebookPage, "start", lambda self, index: False)
         for attempt in (lambda: nb.run(0), lambda: bh.start_cell(nb, 0)):
             with pytest.raises(AssertionError, match=r"cell 0 did not start after three presses of Shift\+Enter: "
-                                                     r"its prompt shows '\[2\]:'; the keyboard focus was on <div "
+                                                     r"its prompt shows '\[3\]:'; the keyboard focus was on <div "
                                                      r"class=\"cm-content.*\"> in a cell; no completer or dialog open"):
                 attempt()
 
