@@ -360,9 +360,12 @@ def test_a_prompt_given_back_goes_above_what_was_typed_since(host: FakeHost) -> 
     assert box.status.startswith("Not sent: too many references") and box.status_level == "error"
     box.value = "again"
     box.submit()
-    box.value = "   "  # only blanks typed since: the prompt alone comes back
+    box.value = "   "  # only blanks typed since: kept too, as a view keeps them (merge.ts givenBack)
     host.submitted[-1].future.set_exception(RuntimeError("no model"))
-    assert box.value == "again"
+    assert box.value == "again\n   "
+    box.submit()
+    host.submitted[-1].future.set_exception(RuntimeError("no model"))  # nothing typed since: the prompt alone
+    assert box.value == "again\n   "
 
 
 def test_a_prompt_a_view_sent_is_given_back_by_the_view(host: FakeHost) -> None:

@@ -149,8 +149,9 @@ class PromptBox(anywidget.AnyWidget):
                     self._returns += 1
                     self.returned = {"text": submission.text, "n": self._returns, "applied": False}
                 else:  # the kernel emptied the box: what it holds now came after (a view merges what it has not seen)
+                    # The views' rule (givenBack in labextension/src/merge.ts): anything typed stays, blanks too.
                     typed = self.value
-                    back = f"{submission.text}\n{typed}" if typed.strip() else submission.text
+                    back = f"{submission.text}\n{typed}" if typed else submission.text
                     self._set_text(back, -1, joiner="\n")
                 self._set_status(f"Not sent: {why} (your prompt is back in the box)", "error")
         else:
