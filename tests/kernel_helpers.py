@@ -71,6 +71,25 @@ def process_environment(env: Mapping[str, str | None] | None = None) -> Iterator
         yield
 
 
+@contextmanager
+def ipc_kernel_manager(kernel_name: str) -> Iterator[Any]:
+    """A kernel manager whose kernel listens on Unix sockets in a folder of its own (removed afterwards).
+
+    Over TCP, jupyter_client picks five free ports and the kernel binds them later; in between, another process
+    can take one (the suite's workers start kernels, servers and browsers side by side, and their outgoing
+    connections draw from the same ports), and the kernel dies before it answers ``kernel_info``."""
+    import shutil
+    import tempfile
+
+    from jupyter_client.manager import KernelManager
+
+    folder = tempfile.mkdtemp(prefix="dsh-kernel-")
+    try:
+        yield KernelManager(kernel_name=kernel_name, transport="ipc", ip=os.path.join(folder, "ipc"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 class KernelRunner:
     """Runs notebooks headless on a fresh ``python3`` ipykernel, one kernel per run."""
 
@@ -87,14 +106,17 @@ class KernelRunner:
     def run_notebook(self, nb: Any, work: Path, *, env: Mapping[str, str | None] | None = None,
                      allow_errors: bool = False, on_cell_executed: CellCallback | None = None,
                      timeout: int = DEFAULT_TIMEOUT) -> Any:
-        """Execute the notebook ``nb`` in place in ``work`` (as :meth:`run`); return it."""
+        """Execute the notebook ``nb`` in place in ``work`` (as :meth:`run`); return it.
+
+        The kernel listens on Unix sockets (:func:`ipc_kernel_manager`), not on TCP ports."""
         from nbclient import NotebookClient
 
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=allow_errors,
-                                resources={"metadata": {"path": str(work)}})
-        if on_cell_executed is not None:
-            client.on_cell_executed = on_cell_executed
-        client.execute(cwd=str(work), env=kernel_environment(env))
+        with ipc_kernel_manager("python3") as km:
+            client = NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3", allow_errors=allow_errors,
+                                    resources={"metadata": {"path": str(work)}})
+            if on_cell_executed is not None:
+                client.on_cell_executed = on_cell_executed
+            client.execute(cwd=str(work), env=kernel_environment(env))
         return nb
 
     def run_papermill(self, source: Path, out: Path, *, engine: str, parameters: dict[str, Any] | None = None,
