@@ -84,10 +84,15 @@ def ipc_kernel_manager(kernel_name: str) -> Iterator[Any]:
     from jupyter_client.manager import KernelManager
 
     folder = tempfile.mkdtemp(prefix="dsh-kernel-")
+    manager = KernelManager(kernel_name=kernel_name, transport="ipc", ip=os.path.join(folder, "ipc"))
     try:
-        yield KernelManager(kernel_name=kernel_name, transport="ipc", ip=os.path.join(folder, "ipc"))
+        yield manager
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            if manager.has_kernel:  # nbclient stops it (cleanup_kc=True); this is for a run that failed early
+                manager.shutdown_kernel(now=True)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class KernelRunner:
@@ -116,7 +121,8 @@ class KernelRunner:
                                     resources={"metadata": {"path": str(work)}})
             if on_cell_executed is not None:
                 client.on_cell_executed = on_cell_executed
-            client.execute(cwd=str(work), env=kernel_environment(env))
+            # nbclient stops only a kernel whose manager it made itself, unless told to
+            client.execute(cwd=str(work), env=kernel_environment(env), cleanup_kc=True)
         return nb
 
     def run_papermill(self, source: Path, out: Path, *, engine: str, parameters: dict[str, Any] | None = None,
