@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
 
 from kernel_helpers import KernelRunner, stream_text
+from process_helpers import gone
 
 PROBE = """\
 import json, os
@@ -16,20 +18,6 @@ print(json.dumps({"transport": app.transport, "ip": app.ip, "cwd": os.getcwd(), 
 """
 
 
-def _running(pid: int, seconds: float = 10.0) -> bool:
-    """Whether process ``pid`` still runs ``seconds`` from now (it may take a moment to go)."""
-    import time
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_the_kernel_listens_on_unix_sockets_and_runs_where_and_with_what_it_was_given(
         kernel_runner: KernelRunner, tmp_path: Path) -> None:
     """Unix sockets, not TCP ports that another process can take between their choice and the kernel's bind (a
@@ -37,7 +25,7 @@ def test_the_kernel_listens_on_unix_sockets_and_runs_where_and_with_what_it_was_
     nb = kernel_runner.run([PROBE, "print(os.getpid())"], tmp_path, env={"DSH_PROBE": "yes"})
     seen = json.loads(stream_text(nb.cells[0].outputs))
     pid = int(stream_text(nb.cells[1].outputs))
-    assert not _running(pid), "the kernel is stopped once the run ends"
+    assert asyncio.run(gone(pid, 10.0)), "the kernel is stopped once the run ends"
     assert seen["transport"] == "ipc"
     assert Path(seen["ip"]).is_absolute() and Path(seen["ip"]).name == "ipc"
     assert not Path(seen["ip"]).parent.exists()
