@@ -15,8 +15,9 @@ def alive(pid: int) -> bool:
         return False
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split()[2] != "Z"
-    except FileNotFoundError:
+            # The state follows the command name in brackets, which may hold spaces and brackets itself.
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, IndexError):
         return False
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import importlib.util
 import os
@@ -9,11 +10,11 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from process_helpers import alive, gone
 
 from dsh_jupyter.models import LocalModel, ModelError, ModelRequest, TextDelta, ToolSpec, collect
 from dsh_jupyter.models import local as local_module
@@ -63,23 +64,6 @@ threading.Event().wait()
 '''
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _wait_gone(pid: int, seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.fixture
 def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     """A fake ``llama_cpp.server`` package first on PYTHONPATH, and a dummy GGUF file."""
@@ -117,7 +101,7 @@ async def test_starts_on_first_use_streams_and_stops_at_close(stand_in: dict[str
     assert model._server is server  # one server per model
     assert model._provider is not None and model._provider.null_tool_call_content is False  # llama.cpp refuses null
     await model.close()
-    assert _wait_gone(pid) and model.base_url is None
+    assert await gone(pid, 10.0) and model.base_url is None
     assert not log.exists()  # and goes with the server: nothing is left in the temporary folder
     await model.close()  # idempotent
 
@@ -143,7 +127,7 @@ async def test_garbage_collection_stops_the_server(stand_in: dict[str, Path]) ->
     await model._provider.close()  # type: ignore[union-attr]
     del model
     gc.collect()
-    assert _wait_gone(pid)
+    assert await gone(pid, 10.0)
     assert not log.exists()
 
 
@@ -166,13 +150,13 @@ def test_server_never_outlives_its_process(stand_in: dict[str, Path], ending: st
         assert parent.stdin is not None and parent.stdout is not None
         pid_text, log = parent.stdout.readline().split(maxsplit=1)
         pid = int(pid_text)
-        assert _alive(pid) and Path(log.strip()).is_file()
+        assert alive(pid) and Path(log.strip()).is_file()
         parent.stdin.write("go\n")
         parent.stdin.flush()
         if ending == "kill":
             parent.kill()  # no atexit, no finalizers: the watchdog inside the server must notice
         parent.wait(timeout=30)
-        assert _wait_gone(pid), f"the server outlived its parent ({ending})"
+        assert asyncio.run(gone(pid, 10.0)), f"the server outlived its parent ({ending})"
         assert not Path(log.strip()).exists(), f"the server's log outlived its parent ({ending})"
     finally:
         if parent.poll() is None:
@@ -306,7 +290,7 @@ async def test_real_smollm2_turn_through_llama_cpp_server() -> None:
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert sum(isinstance(e, TextDelta) for e in events) > 1 and text.strip()
     assert type(events[-1]).__name__ == "Finish"
-    assert _wait_gone(pid)
+    assert await gone(pid, 10.0)
 
 
 @pytest.mark.local_model
