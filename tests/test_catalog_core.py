@@ -395,6 +395,21 @@ def test_an_unindexed_store_is_answered_by_a_bounded_scan(tmp_path: Path, stores
     assert not hurried.last_query_complete
 
 
+def test_sessions_written_after_their_store_was_found_missing_are_candidates(tmp_path: Path) -> None:
+    """A server starts in a folder without sessions (its store is registered and found missing), then a kernel
+    writes some: the next query lists them, before the background has indexed the store."""
+    store = JsonlStore(tmp_path / "notebooks" / ".dsh" / "sessions")
+    catalog = Catalog(tmp_path / "home" / "catalog.sqlite", background=False, fallback_budget=30.0)
+    catalog.ensure_store(store.root, budget=None)
+    assert [info.missing for info in catalog.stores()] == [True]
+    for name in ("first", "second"):
+        make_session(store, name, title=f"{name} title")
+    found = catalog.candidates(None, "/work/a", "", 10)
+    assert sorted(entry.session_id for entry in found) == ["first", "second"]
+    assert catalog.last_query_complete
+    catalog.close()
+
+
 def test_a_catalog_that_cannot_be_created_falls_back_to_the_logs(tmp_path: Path, stores: list[JsonlStore]) -> None:
     blocker = tmp_path / "home-is-a-file"
     blocker.write_text("x")

@@ -74,6 +74,24 @@ def test_a_folder_waiting_for_its_log_is_indexed_once_it_appears(tmp_path: Path,
     assert conn.execute("SELECT count(*) FROM pending_folders").fetchone() == (0,)
 
 
+def test_a_store_whose_root_came_back_is_read_until_it_is_indexed(tmp_path: Path, conn: sqlite3.Connection) -> None:
+    """A store registered before its folder existed (a server started in a folder with no sessions yet) is marked
+    missing; once the folder is there, a query treats it as a store being indexed (its logs read directly), not as
+    one to leave out until the background has indexed it."""
+    store = JsonlStore(tmp_path / "s")
+    root = store_root(store.root)
+    sid, _ = transaction(conn, lambda c: upsert_store(c, root))
+    indexer = Indexer()
+    indexer.index_store(conn, load_stores(conn)[sid], deadline=None, full_stat=True, lease=True)
+    assert load_stores(conn)[sid].missing
+    make_session(store, "later")
+    submitted: list[Job] = []
+    stores, _ = freshen(conn, indexer, submitted.append, hot_window=900.0, listing_budget=5.0, defer_bytes=None)
+    assert submitted == [("index", sid)]  # the background indexes it
+    assert not stores[sid].missing and not stores[sid].ready  # meanwhile: a store being indexed
+    assert load_stores(conn)[sid].missing  # the mark itself goes only when it is indexed
+
+
 def test_rows_about_to_be_returned_are_checked_against_their_logs(tmp_path: Path, conn: sqlite3.Connection) -> None:
     store = JsonlStore(tmp_path / "s")
     for name in ("a", "b"):

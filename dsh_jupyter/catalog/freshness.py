@@ -8,6 +8,7 @@ or to the background, and the re-read rows are used as they are without being sa
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -59,6 +60,7 @@ def freshen(conn: sqlite3.Connection, indexer: Indexer, submit: Callable[[Job], 
     ``defer_bytes`` bytes read are left to the background."""
     stores = load_stores(conn)
     reloaded = False
+    back: list[int] = []  # stores marked missing whose root is there again
     for store in list(stores.values()):
         try:
             mtime = os.stat(store.root).st_mtime_ns
@@ -81,9 +83,18 @@ def freshen(conn: sqlite3.Connection, indexer: Indexer, submit: Callable[[Job], 
                 submit(("index", store.id))
             reloaded = True
         else:
+            if store.missing:
+                back.append(store.id)
             submit(("index", store.id))
     if reloaded:
         stores = load_stores(conn)
+    # A store whose root was missing when it was registered or last indexed (a folder created after the server
+    # started in it, or moved back) keeps its mark until the background has indexed it: until then this query
+    # treats it as a store still being indexed, so its logs are read directly instead of left out.
+    for store_id in back:
+        found = stores.get(store_id)
+        if found is not None and found.missing:
+            stores[store_id] = dataclasses.replace(found, missing=False)
     roots = {s.id: s.root for s in stores.values()}
     _check_pending(conn, indexer, roots)
     cutoff = time.time_ns() - int(hot_window * 1e9)
