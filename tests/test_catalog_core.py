@@ -404,6 +404,7 @@ def test_sessions_written_after_their_store_was_found_missing_are_candidates(tmp
     assert [info.missing for info in catalog.stores()] == [True]
     for name in ("first", "second"):
         make_session(store, name, title=f"{name} title")
+    assert [(info.ready, info.missing) for info in catalog.stores()] == [(False, False)]  # being indexed
     found = catalog.candidates(None, "/work/a", "", 10)
     assert sorted(entry.session_id for entry in found) == ["first", "second"]
     assert catalog.last_query_complete
