@@ -9,8 +9,8 @@ Every text a person reads goes through :func:`~dsh_jupyter.escape.escape_text` (
 1.5x the old controls-only rule (measured here in the same run) on ASCII text (it takes a fast path); at
 least 25 MB/s on prose in other scripts (one scan with a character class that includes astral code
 points, which Python's regex engine cannot test by bitmap: about 1.5-3.5x the old rule); a 13 MB
-conversation in under 0.5 s; text dense with joiners (each one's neighbours are checked: Persian words,
-emoji families) at most 250 µs per KB. A grant check (``command_shape``: bashlex and shlex) runs once per
+conversation in under 0.5 s; text dense with joiners (each one's neighbours are judged inside the scan: Persian
+words, emoji families) at most 250 µs per KB. A grant check (``command_shape``: bashlex and shlex) runs once per
 bash call that a grant might cover: under 2 ms for a typical command.
 
 Every figure is CPU time of this process (``time.process_time``), old and new rule measured in turn: the

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from dsh_jupyter.escape import escape_controls, escape_html, escape_text, host_mention, html_field
+from dsh_jupyter.escape import (
+    HIDDEN_RANGES,
+    escape_controls,
+    escape_html,
+    escape_text,
+    hidden_characters,
+    host_mention,
+    html_field,
+)
 from dsh_jupyter.references.mentions import parse_session_reference_text
 from dsh_jupyter.references.uri import encode_session_reference_uri
 
@@ -71,3 +79,39 @@ def test_host_mention_label_defaults_to_id_and_escapes_brackets() -> None:
 def test_host_mention_rejects_a_candidate_without_an_id() -> None:
     with pytest.raises(ValueError, match="sessionId"):
         host_mention({"label": "no id"})
+
+
+#: Neighbours of a joiner, one of each kind the rule tells apart: letters (Latin beyond ASCII, CJK, astral, a lone
+#: surrogate) and what is no letter (ASCII, a C1 control, Unicode spaces, hidden characters, the other joiner).
+_NEIGHBOURS = ["a", "é", "源", "\U0001f600", "\ud800", " ", "1", "\x85", "\u00a0", "\u2003", "\u3000", "\u2028",
+               "\u200b", "\u202e", "\U000e0041", "\u200c", "\u200d"]
+
+
+def _is_letter(char: str) -> bool:
+    """The joiner rule's letter, written out: no ASCII or C1 control, no Unicode space, no hidden character."""
+    point = ord(char)
+    spaces = {0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, *range(0x2000, 0x200B)}
+    return point > 0x9F and point not in spaces and not any(a <= point <= b for a, b, _ in HIDDEN_RANGES)
+
+
+def _marked_by_the_rule(text: str) -> list[str]:
+    """The hidden characters the rule marks, written out one position at a time: every hidden character, except a
+    joiner with a letter on each side (the start and the end of the text are no letters)."""
+    codes = []
+    for at, char in enumerate(text):
+        if not any(a <= ord(char) <= b for a, b, _ in HIDDEN_RANGES):
+            continue
+        if char in "\u200c\u200d" and 0 < at < len(text) - 1 and _is_letter(text[at - 1]) and _is_letter(text[at + 1]):
+            continue
+        codes.append(f"U+{ord(char):04X}")
+    return codes
+
+
+@pytest.mark.parametrize("joiner", ["\u200c", "\u200d"])
+def test_a_joiner_is_marked_unless_it_joins_two_letters(joiner: str) -> None:
+    assert [c.code for c in hidden_characters("می" + joiner + "خواهم")] == []  # Persian joins its letters so
+    assert [c.code for c in hidden_characters("a" + joiner + "b")] == [f"U+{ord(joiner):04X}"]  # ASCII never does
+    for left in ["", *_NEIGHBOURS]:
+        for right in ["", *_NEIGHBOURS]:
+            for text in (left + joiner + right, "x" + left + joiner + right + "y"):
+                assert [c.code for c in hidden_characters(text)] == _marked_by_the_rule(text), repr(text)
