@@ -67,6 +67,7 @@ from .registry import (
     KnownStore,
     StoreInfo,
     add_roots,
+    came_back,
     load_stores,
     read_roots,
     remove_roots,
@@ -233,12 +234,11 @@ class Catalog:
             return transaction(conn, drop, attempts=5)
 
     def stores(self) -> list[StoreInfo]:
-        """Every known store. One marked missing whose folder is there again (created after the store was
-        registered, or moved back) reads as a store still being indexed: the mark goes once it is indexed."""
+        """Every known store; one marked missing whose folder is there again (:func:`.registry.came_back`) reads
+        as a store still being indexed."""
         with self._db() as conn:
             infos = store_infos(conn)
-        return [dataclasses.replace(info, missing=False) if info.missing and os.path.isdir(info.root) else info
-                for info in infos]
+        return [dataclasses.replace(info, missing=False) if came_back(info) else info for info in infos]
 
     def sync(self, roots: Iterable[str | os.PathLike[str]] | None = None, *, budget: float | None = None) -> SyncReport:
         """Reconcile stores with their logs now (every known store by default): new, changed, deleted."""

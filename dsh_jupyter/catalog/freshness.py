@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Mapping
 from .entries import LOG_NAME, CatalogEntry
 from .indexer import Indexer, SyncReport, changed, store_missing, try_write
 from .logs import stat_log
-from .registry import KnownStore, load_stores
+from .registry import KnownStore, came_back, load_stores
 from .rows import ROW_COLUMNS, Row
 from .schema import error_kind
 from .search import Filter
@@ -60,7 +60,7 @@ def freshen(conn: sqlite3.Connection, indexer: Indexer, submit: Callable[[Job], 
     ``defer_bytes`` bytes read are left to the background."""
     stores = load_stores(conn)
     reloaded = False
-    back: list[int] = []  # stores marked missing whose root is there again
+    back: list[int] = []  # stores marked missing whose root is a folder again (:func:`came_back`)
     for store in list(stores.values()):
         try:
             mtime = os.stat(store.root).st_mtime_ns
@@ -83,14 +83,12 @@ def freshen(conn: sqlite3.Connection, indexer: Indexer, submit: Callable[[Job], 
                 submit(("index", store.id))
             reloaded = True
         else:
-            if store.missing:
+            if came_back(store):
                 back.append(store.id)
             submit(("index", store.id))
     if reloaded:
         stores = load_stores(conn)
-    # A store whose root was missing when it was registered or last indexed (a folder created after the server
-    # started in it, or moved back) keeps its mark until the background has indexed it: until then this query
-    # treats it as a store still being indexed, so its logs are read directly instead of left out.
+    # Until the background has indexed them, this query reads their logs directly instead of leaving them out.
     for store_id in back:
         found = stores.get(store_id)
         if found is not None and found.missing:

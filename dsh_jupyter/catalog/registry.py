@@ -60,6 +60,13 @@ class KnownStore:
     missing: bool
 
 
+def came_back(store: KnownStore | StoreInfo) -> bool:
+    """Whether ``store`` is marked missing although its root is a folder again (created after the store was
+    registered, or moved back). The mark goes only once the store is indexed; until then the catalog treats it as a
+    store still being indexed (its logs read directly, its listings not complete)."""
+    return store.missing and os.path.isdir(store.root)
+
+
 def load_stores(conn: sqlite3.Connection) -> dict[int, KnownStore]:
     """Every row of ``stores`` by id."""
     return {
