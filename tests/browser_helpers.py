@@ -228,15 +228,16 @@ WAITING = "waiting for go"
 #: A cell that keeps the kernel busy until :func:`let_go` makes the file ``go`` beside its notebook (at most 30 s):
 #: what the page sends to the main shell meanwhile (the chat sidebar's requests) waits, in order, behind it. Widget
 #: messages need not wait: ipykernel hands them to the thread their comm last sent from. Run it with :func:`hold`.
+#: It adds no variable of its own to the ``@`` popup (its names are private or modules).
 WAIT_FOR_GO = f"""\
 import pathlib, time
 print({WAITING!r}, flush=True)
-go = pathlib.Path("go")
+_go = pathlib.Path("go")
 for _ in range(300):
-    if go.exists():
+    if _go.exists():
         break
     time.sleep(0.1)
-go.unlink(missing_ok=True)"""
+_go.unlink(missing_ok=True)"""
 
 
 def hold(nb: NotebookPage, index: int) -> None:

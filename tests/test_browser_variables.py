@@ -1,5 +1,6 @@
 """In a real browser: ``@`` in a ``%%dsh`` cell offers the notebook's variables (a data frame first, with its type
-and shape), and the picked variable's frozen summary reaches the model request, in JupyterLab 4 and Notebook 7.
+and shape), also while another cell keeps the kernel busy (the question goes to a kernel subshell), and the picked
+variable's frozen summary reaches the model request, in JupyterLab 4 and Notebook 7.
 
 The model is ``tests/fake_openai.py`` (a real HTTP server on 127.0.0.1); its recorded requests show what the
 kernel sent.
@@ -8,23 +9,32 @@ kernel sent.
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_helpers import (
+    WAIT_FOR_GO,
     NotebookPage,
+    finished_cell,
+    hold,
+    let_go,
     require_chromium,
     require_notebook7,
     running_server,
     watched_page,
     write_notebook,
+    write_session,
 )
 from fake_openai import FakeOpenAIServer, text_reply
 
 from dsh_jupyter.references.mentions import format_variable_mention
 
 NOTEBOOK = "work/variables.ipynb"
+#: Two earlier sessions beside the notebook: the busy cell resumes the first, so the popup offers the other only.
+EARLIER, OTHER = "earlier-1", "other-2"
 
 
 def cells(base_url: str) -> tuple[str, ...]:
@@ -40,6 +50,7 @@ def cells(base_url: str) -> tuple[str, ...]:
             "notes = ['check the south region']",
         ]),
         "%%dsh\nSummarise ",
+        f"%dsh resume {EARLIER}\n{WAIT_FOR_GO}",
     )
 
 
@@ -54,15 +65,21 @@ def variables_flow(browser: Any, app: str, tmp_path: Path, request: pytest.Fixtu
         model.queue(text_reply("The frame has 1,000 rows."))
         root = tmp_path / "root"
         write_notebook(root / NOTEBOOK, *cells(model.base_url))
+        here = os.path.realpath(root / "work")
+        write_session(root / "work", EARLIER, "Earlier work", cwd=here, created_at=1_787_000_000_000)
+        write_session(root / "work", OTHER, "Other analysis", cwd=here, created_at=1_787_000_100_000)
         with running_server(app, root, tmp_path / "state") as server, watched_page(browser) as (page, watch):
             nb = NotebookPage(page, server, NOTEBOOK).open()
             nb.run(0)
             expect(nb.cell(0).locator(".jp-OutputArea-output")).to_have_count(0)
 
-            # `@` opens the popup at once: the data frame first, with its type and shape, before the list.
-            # The popup waits about a second for the kernel's variables (see the README's known limitations):
-            # ask once the kernel is idle, and again if a loaded machine let that second pass.
+            # `@` opens the popup at once: the data frame first, with its type and shape, before the list. The
+            # kernel is busy with another cell meanwhile, which made an earlier session its current one: the
+            # popup's questions go to a subshell of their own, which answers while the main shell runs the cell
+            # (without it the popup would come with sessions and files only, and offer the current session). The
+            # popup waits about a second for the answers: on a loaded machine that second may pass, so ask again.
             nb.wait_idle()
+            hold(nb, 2)
             popup = page.locator(".jp-Completer")
             variables = popup.locator(".jp-DshCompleter-variable")
             for attempt in range(2):
@@ -82,6 +99,8 @@ def variables_flow(browser: Any, app: str, tmp_path: Path, request: pytest.Fixtu
             expect(first.locator(".jp-DshCompleter-detail")).to_have_text("DataFrame 1,000×4")
             expect(variables.nth(1).locator(".jp-DshCompleter-title")).to_have_text("notes")
             expect(variables.nth(1).locator(".jp-DshCompleter-detail")).to_have_text("list len 1")
+            sessions = popup.locator(".jp-DshCompleter-session .jp-DshCompleter-title")
+            expect(sessions).to_have_text(["Other analysis"])  # the current session is left out
             nb.screenshot(request, "1-variables-popup")
 
             page.keyboard.type("sal")
@@ -89,6 +108,10 @@ def variables_flow(browser: Any, app: str, tmp_path: Path, request: pytest.Fixtu
             variables.first.click()
             expect(popup).to_be_hidden()
             assert nb.source(1) == "%%dsh\nSummarise " + format_variable_mention("sales")
+            # All of that while the other cell still ran: it ends only now.
+            expect(nb.cell(2).locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\*\]"))
+            let_go(root / "work")
+            finished_cell(nb, 2)
 
             output = nb.run(1)
             expect(output).to_contain_text("The frame has 1,000 rows.")

@@ -2,14 +2,17 @@
  * What the notebook's kernel says about itself: its current dsh session.
  *
  * The dsh IPython extension registers the comm target below; opening a comm asks once and the kernel
- * answers `{sessionId}` (or `null` before the first `%%dsh` cell) and closes it. A busy kernel (a
- * foreground cell running, or a slow completion request ahead of the question) answers late: callers get
- * its last answer after a short wait and carry on. {@link CurrentSessions} asks after every cell a
+ * answers `{sessionId}` (or `null` before the first `%%dsh` cell) and closes it, on the comm target's own
+ * subshell when the kernel has subshells (ask.ts), so also while a cell runs. A kernel that cannot answer in
+ * time (no subshells and a cell running, or a slow completion request ahead of the question): callers get its
+ * last answer after a short wait and carry on. {@link CurrentSessions} asks after every cell a
  * notebook runs (the only way the current session changes), so that last answer is fresh.
  */
 
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
+
+import { askKernel } from './ask.js';
 
 /** The comm target of the kernel side (dsh_jupyter/notebook/frontend_comm.py). */
 export const CURRENT_SESSION_TARGET = 'dsh.current-session';
@@ -31,29 +34,14 @@ export async function currentSessionId(panel: NotebookPanel): Promise<string | n
     return null;
   }
   const kernelId = kernel.id;
-  return new Promise<string | null>(resolve => {
-    let settled = false;
-    const finish = (value: string | null): void => {
-      if (!settled) {
-        settled = true;
-        resolve(value);
-      }
-    };
-    try {
-      const comm = kernel.createComm(CURRENT_SESSION_TARGET);
-      comm.onMsg = msg => {
-        const data = msg.content.data as { sessionId?: unknown };
-        const answer = typeof data.sessionId === 'string' ? data.sessionId : null;
-        lastAnswers.set(kernelId, answer);
-        finish(answer);
-      };
-      comm.onClose = () => finish(lastAnswers.get(kernelId) ?? null);
-      comm.open({});
-    } catch {
-      finish(lastAnswers.get(kernelId) ?? null);
-    }
-    window.setTimeout(() => finish(lastAnswers.get(kernelId) ?? null), KERNEL_ANSWER_MS);
-  });
+  const last = (): string | null => lastAnswers.get(kernelId) ?? null;
+  const answer = (data: unknown): string | null => {
+    const sessionId = (data as { sessionId?: unknown } | null)?.sessionId;
+    const id = typeof sessionId === 'string' ? sessionId : null;
+    lastAnswers.set(kernelId, id);
+    return id;
+  };
+  return askKernel(kernel, CURRENT_SESSION_TARGET, {}, answer, last, KERNEL_ANSWER_MS);
 }
 
 /** How long after a cell finishes the kernel is asked (it is idle by then, so it answers at once). */

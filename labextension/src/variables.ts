@@ -1,21 +1,23 @@
 /**
  * The notebook's variables, asked of its kernel: what `@` offers before sessions in a `%%dsh` cell.
  *
- * The kernel is idle while the user types, so a comm to the target below is answered at once with
- * `{variables: [{name, kind, type, brief, mention}]}` (data frames first) and closed. A busy kernel (a
- * cell running) answers late, one without the dsh extension never: callers get `[]` after a short wait
- * and carry on with sessions and files. (The kernel's status cannot tell: the stock completer's own
- * request makes an idle kernel busy for a moment.)
+ * A comm to the target below is answered at once with `{variables: [{name, kind, type, brief, mention}]}`
+ * (data frames first) and closed, also while a cell runs when the kernel has subshells (ask.ts). A kernel
+ * without subshells answers late while a cell runs, one without the dsh extension never: callers get `[]`
+ * after a short wait and carry on with sessions and files. (The kernel's status cannot tell: the stock
+ * completer's own request makes an idle kernel busy for a moment.)
  */
 
 import { NotebookPanel } from '@jupyterlab/notebook';
+
+import { askKernel } from './ask.js';
 
 /** The comm target of the kernel side (dsh_jupyter/workspace/variable_refs.py). */
 export const VARIABLES_TARGET = 'dsh.variables';
 
 /**
- * How long to wait for an idle kernel before going without variables (milliseconds): an idle kernel answers
- * in a few milliseconds, but a loaded machine can take a while.
+ * How long to wait for the kernel before going without variables (milliseconds): it answers in a few
+ * milliseconds, but a loaded machine can take a while.
  */
 export const VARIABLES_ANSWER_MS = 1000;
 
@@ -54,7 +56,7 @@ export function parseVariables(data: unknown): IVariableCandidate[] {
 
 /**
  * The kernel's variables whose name contains `query`, data frames first; `[]` when the kernel is
- * missing, busy, has no dsh extension loaded, or does not answer in time.
+ * missing, has no dsh extension loaded, or does not answer in time (busy, without subshells).
  */
 export async function listVariables(
   panel: NotebookPanel,
@@ -64,22 +66,6 @@ export async function listVariables(
   if (!kernel || kernel.status === 'dead') {
     return [];
   }
-  return new Promise<IVariableCandidate[]>(resolve => {
-    let settled = false;
-    const finish = (value: IVariableCandidate[]): void => {
-      if (!settled) {
-        settled = true;
-        resolve(value);
-      }
-    };
-    try {
-      const comm = kernel.createComm(VARIABLES_TARGET);
-      comm.onMsg = msg => finish(parseVariables(msg.content.data));
-      comm.onClose = () => finish([]);
-      comm.open({ query, limit: VARIABLE_LIMIT });
-    } catch {
-      finish([]);
-    }
-    window.setTimeout(() => finish([]), VARIABLES_ANSWER_MS);
-  });
+  return askKernel(kernel, VARIABLES_TARGET, { query, limit: VARIABLE_LIMIT }, parseVariables, () => [],
+    VARIABLES_ANSWER_MS);
 }
