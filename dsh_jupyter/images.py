@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import math
 import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -239,6 +240,30 @@ def image_block(image: PreparedImage, *, artifact: str | None, tool: str | None 
 
 def image_blocks(blocks: Iterable[object]) -> list[Mapping[str, Any]]:
     return [b for b in blocks if is_image_block(b)]  # type: ignore[misc]
+
+
+#: What one image costs a model, by the providers' published rules: OpenAI's (the image fitted into 2048×2048,
+#: then its shorter side to 768, in 512-pixel tiles of 170 tokens each plus 85) and Anthropic's (width × height
+#: / 750, the longer side first fitted into 1568). :func:`image_tokens` takes the larger of the two.
+_TILE, _TILE_TOKENS, _IMAGE_BASE_TOKENS = 512, 170, 85
+_PIXELS_PER_TOKEN = 750
+_FIT_SIDE, _SHORT_SIDE, _LONG_SIDE = 2048, 768, 1568
+
+
+def image_tokens(block: Mapping[str, Any]) -> int:
+    """About how many input tokens a model that takes images spends on the image of ``block`` (by its size in
+    pixels; a side missing or not a positive whole number counts as :data:`MAX_SIDE`). It errs high: a window estimate
+    that counts too little overflows the window."""
+    width, height = (max(0, whole_number(block.get(side)) or 0) or MAX_SIDE for side in ("width", "height"))
+
+    def scaled(w: float, h: float, side: float, by_longer: bool) -> tuple[float, float]:
+        ratio = side / (max(w, h) if by_longer else min(w, h))
+        return (w * ratio, h * ratio) if ratio < 1 else (w, h)
+
+    w, h = scaled(*scaled(width, height, _FIT_SIDE, True), _SHORT_SIDE, False)
+    tiles = math.ceil(w / _TILE) * math.ceil(h / _TILE)
+    w, h = scaled(width, height, _LONG_SIDE, True)
+    return max(_IMAGE_BASE_TOKENS + _TILE_TOKENS * tiles, math.ceil(w * h / _PIXELS_PER_TOKEN))
 
 
 def describe_image(block: Mapping[str, Any]) -> str:

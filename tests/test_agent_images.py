@@ -212,3 +212,37 @@ async def test_compaction_gets_descriptions_only(tmp_path: Path, fake_openai: Fa
     assert await agent.compact(keep_recent=1)
     summary_request = json.dumps(fake_openai.chat_requests[-1].body)
     assert "image_url" not in summary_request and "[Image from the `plot` tool" in summary_request
+
+
+@pytest.mark.parametrize("eyes", [True, False])
+async def test_images_count_toward_the_window_as_the_model_gets_them(tmp_path: Path, eyes: bool) -> None:
+    """Plots fill a model's window: each one it gets as an image costs hundreds of tokens, so a session of plots
+    compacts once they near the window (the text alone is a small fraction of it). A model without image input
+    gets a line of text for each, and the same session stays far below."""
+    import dataclasses
+
+    from agent_helpers import ScriptedModel, call, say
+
+    from dsh_jupyter.images import image_tokens
+
+    model = ScriptedModel(context_window=8192)
+    model.info = dataclasses.replace(model.info, accepts_images=eyes)
+    tools = ToolRegistry()
+    tools.register(Plot())
+    agent = Agent.create(JsonlStore(tmp_path / "sessions"), model, cwd=str(tmp_path), tools=tools,
+                         config=AgentConfig(model_titles=False, auto_compact_fraction=0.5))  # compacts at 4,096
+    sizes = []
+    for n in range(6):
+        model.queue(call("plot", "{}", f"c{n}"), say(f"plot {n} drawn"))
+        assert (await agent.send(f"Draw plot {n}.")).reason == "completed"
+        meter = agent.context_meter()
+        assert meter is not None
+        sizes.append(meter.used)
+    compacted = any(e.type == "compaction/end" for e in agent.session.events)
+    picture = image_tokens(tool_results(agent)[0]["content"][-1])
+    assert picture > 900  # the 2400×1600 plot, sent at 1024×683
+    if eyes:
+        assert sizes[3] - sizes[0] >= 3 * picture  # each plot counted at its image cost
+        assert compacted and min(sizes[4:]) < max(sizes)  # past 4,096: compacted, and the meter dropped
+    else:
+        assert not compacted and sizes[-1] < 2048  # described in a line each

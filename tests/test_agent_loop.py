@@ -409,3 +409,25 @@ def test_token_estimate_counts_text_calls_and_results() -> None:
                 tool_result_message("c", [text_block("z" * 8)]), assistant_message([], source)]
     assert estimate_tokens(messages) == (10 + 4) + (0 + 4) + (5 + 4) + (2 + 4)
     assert estimate_tokens([], "s" * 12) == 3 + 4
+
+
+def test_token_estimate_counts_images_as_the_request_sends_them() -> None:
+    """The newest images (as many as the model gets as images) at their image cost, older ones as their
+    description, as :func:`~dsh_jupyter.images.request_images` sends them."""
+    from dsh_jupyter.agent.request import estimate_tokens, text_tokens
+    from dsh_jupyter.images import describe_image, image_tokens
+    from dsh_jupyter.session.messages import tool_result_message
+
+    def plot(width: int) -> dict[str, Any]:
+        return {"type": "image", "artifact": f"artifacts/{width}.png", "mediaType": "image/png", "width": width,
+                "height": 480, "bytes": 1000}
+
+    blocks = [plot(640), plot(800), plot(1024)]
+    messages = [tool_result_message(f"c{i}", [text_block("done"), block]) for i, block in enumerate(blocks)]
+    text_only = 3 * (text_tokens("done") + 4)
+    described = [text_tokens(describe_image(b)) for b in blocks]
+    assert estimate_tokens(messages) == text_only + sum(described)  # a model without eyes: descriptions
+    assert estimate_tokens(messages, pictures=2) == \
+        text_only + described[0] + image_tokens(blocks[1]) + image_tokens(blocks[2])  # the newest two as images
+    assert estimate_tokens(messages, pictures=8) == text_only + sum(map(image_tokens, blocks))
+    assert image_tokens(blocks[2]) > 5 * described[2]  # an image sent as one is far dearer than its words

@@ -22,6 +22,7 @@ from dsh_jupyter.images import (
     ToolImage,
     content_text,
     describe_image,
+    image_tokens,
     prepare,
     request_images,
     result_blocks,
@@ -184,6 +185,22 @@ def test_only_the_newest_images_of_a_request_are_sent() -> None:
     out = request_images(messages, accepts_images=True, load=lambda name: data)
     kinds = [m["content"][0]["content"][0]["type"] for m in out]
     assert kinds == ["text"] * 3 + ["image"] * MAX_REQUEST_IMAGES
+
+
+@pytest.mark.parametrize(("width", "height", "tokens"), [
+    (100, 100, 85 + 170),  # one tile (OpenAI's rule is the larger one for a small image)
+    (3000, 100, 85 + 170 * 4),  # fitted into 2048 wide: four tiles in a row
+    (1024, 683, 933),  # a plot as it is sent: 1024 × 683 / 750 (Anthropic's rule) beats 4 tiles (765)
+    (1000, 1000, 1334),  # Anthropic's published example: about 1,334 tokens
+    (4000, 3000, 2459),  # the longer side fitted into 1568 first (OpenAI: 2048, then 768, 4 tiles)
+])
+def test_an_image_costs_what_the_dearer_provider_rule_says(width: int, height: int, tokens: int) -> None:
+    assert image_tokens({"type": "image", "width": width, "height": height}) == tokens
+
+
+def test_an_image_of_unknown_size_counts_as_the_largest_sent() -> None:
+    largest = image_tokens({"width": MAX_SIDE, "height": MAX_SIDE})
+    assert image_tokens({"type": "image"}) == image_tokens({"width": "wide", "height": -3}) == largest
 
 
 def test_content_text_mentions_images() -> None:

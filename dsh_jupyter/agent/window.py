@@ -102,9 +102,10 @@ class ContextWindow(AgentState):
         return window - answer_reserve(window) if window else None
 
     def _request_size(self, messages: Sequence[dict[str, Any]]) -> int:
-        """Estimated tokens of a turn request with ``messages``: they, the system prompt and the tool specs."""
+        """Estimated tokens of a turn request with ``messages``: they (images as :meth:`_request` sends them), the
+        system prompt and the tool specs."""
         tools = sum(text_tokens(f"{s.name} {s.description} {s.parameters!r}") for s in self._tool_specs())
-        return estimate_tokens(messages, self.config.system_prompt) + tools
+        return estimate_tokens(messages, self.config.system_prompt, pictures=self._pictures()) + tools
 
     def context_meter(self, extra_text: str = "") -> ContextMeter | None:
         """How full the model's window is with the next request (the surface, the system prompt, the tools
