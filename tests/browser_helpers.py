@@ -225,7 +225,7 @@ def write_session(
 
 #: What a :data:`WAIT_FOR_GO` cell prints once the kernel runs it.
 WAITING = "waiting for go"
-#: A cell that keeps the kernel busy until :func:`let_go` makes the file ``go`` beside its notebook (at most 30 s):
+#: A cell that keeps the kernel busy until :func:`let_go` makes the file ``go`` beside its notebook (at most 60 s):
 #: what the page sends to the main shell meanwhile (the chat sidebar's requests) waits, in order, behind it. Widget
 #: messages need not wait: ipykernel hands them to the thread their comm last sent from. Run it with :func:`hold`.
 #: It adds no variable of its own to the ``@`` popup (its names are private or modules).
@@ -233,7 +233,7 @@ WAIT_FOR_GO = f"""\
 import pathlib, time
 print({WAITING!r}, flush=True)
 _go = pathlib.Path("go")
-for _ in range(300):
+for _ in range(600):
     if _go.exists():
         break
     time.sleep(0.1)

@@ -17,8 +17,12 @@ import { askKernel } from './ask.js';
 /** The comm target of the kernel side (dsh_jupyter/notebook/frontend_comm.py). */
 export const CURRENT_SESSION_TARGET = 'dsh.current-session';
 
-/** How long to wait for the kernel before going without its answer (milliseconds). */
-export const KERNEL_ANSWER_MS = 400;
+/**
+ * How long to wait for the kernel before going without its answer (milliseconds). A kernel with subshells
+ * answers in a few milliseconds even while a cell runs, but a loaded machine can take a while; the `@` popup
+ * waits as long for the kernel's variables (variables.ts) anyway.
+ */
+export const KERNEL_ANSWER_MS = 1000;
 
 /** The last answer of each kernel (by kernel id), kept for when a later question is answered too late. */
 const lastAnswers = new Map<string, string | null>();
