@@ -25,6 +25,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -157,11 +158,16 @@ def child(variant: str, root: str, spill: str) -> None:
     print(json.dumps({"times": times, "cpu": cpu, "growth": growth}))
 
 
-def measure(variant: str, store: JsonlStore, spill: Path, tree: Path | None = None) -> dict:
-    """One child run of ``variant``; ``tree``: from that checkout's copy of this benchmark (the code before)."""
+def measure(variant: str, store: JsonlStore, tree: Path | None = None) -> dict:
+    """One child run of ``variant``; ``tree``: from that checkout's copy of this benchmark (the code before).
+
+    Each run spills into an empty folder of its own, as a new session's folder is: a folder that kept the files
+    of earlier runs would make every save look for a free name past all of them (``spill._open_unique``), and
+    the figure would grow with the number of times the benchmark ran."""
     script = __file__ if tree is None else str(tree / "benchmarks" / "bench_references.py")
-    out = subprocess.run([sys.executable, script, "--child", variant, str(store.root), str(spill)],
-                         capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory(prefix="references-spill-", dir=DATA) as spill:
+        out = subprocess.run([sys.executable, script, "--child", variant, str(store.root), spill],
+                             capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"the {variant} run failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -184,11 +190,10 @@ def bench_prepare(size_mb: int, tree: Path | None = None) -> bool:
         with open(store.log_path(session_id), "rb") as fh:
             while fh.read(1 << 24):
                 pass
-    spill = DATA / "references-spill"
-    ours = measure("ours", store, spill)
-    naive = measure("naive", store, spill)
+    ours = measure("ours", store)
+    naive = measure("naive", store)
     if tree is not None:
-        before = measure("ours", store, spill, tree)
+        before = measure("ours", store, tree)
         before_t = statistics.median(before["times"])
     ours_t, naive_t = statistics.median(ours["times"]), statistics.median(naive["times"])
     paths = [str(store.log_path(s)) for s in SOURCES]
@@ -213,10 +218,11 @@ def bench_prepare(size_mb: int, tree: Path | None = None) -> bool:
             return snapshots[session_id]
 
     resolver = SessionReferenceResolver(PreRead(store))
-    target = ReferenceTarget("bench-target", CWD, spill)
     refs = [{"sessionId": s} for s in SOURCES]
     reads = time_call(lambda: [store.read_surface(s, skip_data=PROJECTION_SKIPS) for s in SOURCES])
-    work = time_call(lambda: resolver.prepare_sync(target, [], refs))
+    with tempfile.TemporaryDirectory(prefix="references-spill-", dir=DATA) as spill:
+        target = ReferenceTarget("bench-target", CWD, Path(spill))
+        work = time_call(lambda: resolver.prepare_sync(target, [], refs))
     print(f"  split: store.read_surface x3 (sequential) {reads:.3f} s; projection+retention+framing+spill "
           f"{work:.3f} s")
     # The time goal is on CPU seconds (the work is single-threaded): on a machine shared with other jobs the wall
