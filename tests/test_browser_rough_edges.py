@@ -49,7 +49,7 @@ PROMPT_CELLS = (
     "pick = %dsh pick\npick",
 )
 POPUP_NOTEBOOK = f"{FOLDER}/popup.ipynb"
-#: The kernel's answer to the popup's question comes after the popup stopped waiting (400 ms).
+#: The kernel's answer to the popup's question comes after the popup stopped waiting (0.8 s).
 SLOW_ANSWER = """\
 import time
 _comms = get_ipython().kernel.comm_manager

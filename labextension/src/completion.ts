@@ -35,7 +35,7 @@ import {
   sessionItem,
   variableItem
 } from './items.js';
-import { currentSessionId } from './kernel.js';
+import { currentSessionId, lastSessionId } from './kernel.js';
 import { IMentionToken, mentionAt } from './mentions.js';
 import { listVariables } from './variables.js';
 
@@ -101,14 +101,14 @@ export class DshCompletionProvider implements ICompletionProvider {
     }
     const cwd = PathExt.dirname(path);
     const panel = context.widget as NotebookPanel;
-    // The kernel's own session cannot be referenced from itself: the server leaves it out, and so does
-    // this list (a server without `exclude` support, or an answer raced by a session change).
-    const asked = token.quoted ? Promise.resolve(null) : currentSessionId(panel);
+    // The kernel's own session cannot be referenced from itself: the server leaves out the one the kernel named
+    // last, and this list the one it names now (asked side by side: JupyterLab drops a provider that takes
+    // longer than its `providerTimeout`, a second by default).
     const [variables, sessions, files, current] = await Promise.all([
       token.quoted ? Promise.resolve([]) : listVariables(panel, token.query),
-      token.quoted ? Promise.resolve([]) : asked.then(id => this._sessions(token, cwd, id)),
+      token.quoted ? Promise.resolve([]) : this._sessions(token, cwd, lastSessionId(panel)),
       listFileCandidates(this._contents, cwd, token.query, FILE_LIMIT),
-      asked
+      token.quoted ? Promise.resolve(null) : currentSessionId(panel)
     ]);
     const others = sessions.filter(candidate => candidate.sessionId !== current);
     const notebook = panel.content;

@@ -20,9 +20,10 @@ export const CURRENT_SESSION_TARGET = 'dsh.current-session';
 /**
  * How long to wait for the kernel before going without its answer (milliseconds). A kernel with subshells
  * answers in a few milliseconds even while a cell runs, but a loaded machine can take a while; the `@` popup
- * waits as long for the kernel's variables (variables.ts) anyway.
+ * waits as long for the kernel's variables (variables.ts) anyway, and must answer JupyterLab within its
+ * provider timeout (a second by default).
  */
-export const KERNEL_ANSWER_MS = 1000;
+export const KERNEL_ANSWER_MS = 800;
 
 /** The last answer of each kernel (by kernel id), kept for when a later question is answered too late. */
 const lastAnswers = new Map<string, string | null>();
@@ -46,6 +47,12 @@ export async function currentSessionId(panel: NotebookPanel): Promise<string | n
     return id;
   };
   return askKernel(kernel, CURRENT_SESSION_TARGET, {}, answer, last, KERNEL_ANSWER_MS);
+}
+
+/** The kernel's last answer about its current session (`null`: none yet, or no session), without asking. */
+export function lastSessionId(panel: NotebookPanel): string | null {
+  const kernel = panel.sessionContext.session?.kernel;
+  return kernel ? lastAnswers.get(kernel.id) ?? null : null;
 }
 
 /** How long after a cell finishes the kernel is asked (it is idle by then, so it answers at once). */

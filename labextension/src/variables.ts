@@ -17,9 +17,10 @@ export const VARIABLES_TARGET = 'dsh.variables';
 
 /**
  * How long to wait for the kernel before going without variables (milliseconds): it answers in a few
- * milliseconds, but a loaded machine can take a while.
+ * milliseconds, but a loaded machine can take a while. The `@` popup must answer JupyterLab within its
+ * provider timeout (a second by default), or JupyterLab shows it without any of dsh's items.
  */
-export const VARIABLES_ANSWER_MS = 1000;
+export const VARIABLES_ANSWER_MS = 800;
 
 /** How many variables one request asks for. */
 export const VARIABLE_LIMIT = 50;
