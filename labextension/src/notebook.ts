@@ -21,7 +21,6 @@ import { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/not
 import { Kernel, KernelMessage, User } from '@jupyterlab/services';
 import type { JSONObject } from '@lumino/coreutils';
 
-import { onSubshell } from './ask.js';
 import { displayParts, displayText } from './escape.js';
 import { KernelRestarts } from './restarts.js';
 import {
@@ -44,8 +43,6 @@ type Json = JSONObject;
 
 /** How long after this page saw its kernel restart a restart the server reports is taken for the same one. */
 const SEEN_RESTART_MS = 60_000;
-/** The longest the connection waits for its kernel subshell before it goes to the main shell (milliseconds). */
-const OPEN_SUBSHELL_MS = 2_000;
 
 class RequestError extends Error {
   constructor(
@@ -140,7 +137,7 @@ export class LiveNotebook {
   /** Tell the kernel whether this panel is the one the user works in now. */
   reportActive(): void {
     const active = this._active();
-    if (this._comm && this._commOpen && !this._comm.isDisposed && active !== this._reportedActive) {
+    if (this._comm && !this._comm.isDisposed && active !== this._reportedActive) {
       this._reportedActive = active;
       this._comm.send({ type: 'active', active, path: this.panel.context.path });
     }
@@ -181,33 +178,18 @@ export class LiveNotebook {
       return;
     }
     this._comm = comm;
-    this._commOpen = false;
     comm.onMsg = msg => this._received(comm, msg);
     comm.onClose = () => {
       if (this._comm === comm) {
         this._forget();
       }
     };
-    // Opened on the comm target's kernel subshell once there is one (ask.ts): the kernel takes the connection
-    // at once, also while cells run on its main shell (a Run All right after a restart, `%load_ext` first).
-    void onSubshell(kernel, comm, OPEN_SUBSHELL_MS).then(() => {
-      if (this._comm !== comm || comm.isDisposed) {
-        return;
-      }
-      this._reportedActive = this._active();
-      try {
-        comm.open({ path: this.panel.context.path, active: this._reportedActive });
-      } catch (error) {
-        console.warn('dsh-jupyter: could not connect the notebook to its kernel', error);
-        this._forget();
-        return;
-      }
-      this._commOpen = true;
-      // For tests and for a look in the inspector: connected now, and how many comms this panel has opened (a
-      // kernel restarted where this page could not see it leaves `connected` as it was; the count still moves).
-      this.panel.node.dataset.dshLive = 'connected';
-      this.panel.node.dataset.dshLiveOpens = String(++this._opens);
-    });
+    this._reportedActive = this._active();
+    comm.open({ path: this.panel.context.path, active: this._reportedActive });
+    // For tests and for a look in the inspector: connected now, and how many comms this panel has opened (a
+    // kernel restarted where this page could not see it leaves `connected` as it was; the count still moves).
+    this.panel.node.dataset.dshLive = 'connected';
+    this.panel.node.dataset.dshLiveOpens = String(++this._opens);
   }
 
   /** The kernel went away (restart, change): its comm is gone, and so are its proposals. */
@@ -485,7 +467,6 @@ export class LiveNotebook {
 
   private _kernel: Kernel.IKernelConnection | null = null;
   private _comm: Kernel.IComm | null = null;
-  private _commOpen = false; // `_comm` was opened (it is opened once its subshell is there)
   private _reportedActive = false;
   private _disposed = false;
   private _opens = 0;
