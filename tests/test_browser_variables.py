@@ -77,7 +77,7 @@ def variables_flow(browser: Any, app: str, tmp_path: Path, request: pytest.Fixtu
             # kernel is busy with another cell meanwhile, which made an earlier session its current one: the
             # popup's questions go to a subshell of their own, which answers while the main shell runs the cell
             # (without it the popup would come with sessions and files only, and offer the current session). The
-            # popup waits about a second for the answers: on a loaded machine that second may pass, so ask again.
+            # popup waits 0.8 s for the answers: on a loaded machine that may pass, so ask again.
             nb.wait_idle()
             hold(nb, 2)
             popup = page.locator(".jp-Completer")
