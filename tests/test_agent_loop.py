@@ -412,10 +412,10 @@ def test_token_estimate_counts_text_calls_and_results() -> None:
 
 
 def test_token_estimate_counts_images_as_the_request_sends_them() -> None:
-    """The newest images (as many as the model gets as images) at their image cost, older ones as their
-    description, as :func:`~dsh_jupyter.images.request_images` sends them."""
+    """The images a request sends as images (the newest, as many as the model gets: request_images chooses) at their
+    image cost, every other one as its description."""
     from dsh_jupyter.agent.request import estimate_tokens, text_tokens
-    from dsh_jupyter.images import describe_image, image_tokens
+    from dsh_jupyter.images import describe_image, image_tokens, request_images
     from dsh_jupyter.session.messages import tool_result_message
 
     def plot(width: int) -> dict[str, Any]:
@@ -427,7 +427,12 @@ def test_token_estimate_counts_images_as_the_request_sends_them() -> None:
     text_only = 3 * (text_tokens("done") + 4)
     described = [text_tokens(describe_image(b)) for b in blocks]
     assert estimate_tokens(messages) == text_only + sum(described)  # a model without eyes: descriptions
-    assert estimate_tokens(messages, pictures=2) == \
-        text_only + described[0] + image_tokens(blocks[1]) + image_tokens(blocks[2])  # the newest two as images
-    assert estimate_tokens(messages, pictures=8) == text_only + sum(map(image_tokens, blocks))
+
+    def sent(limit: int) -> list[dict[str, Any]]:
+        return request_images(messages, accepts_images=True, load=lambda name: b"", limit=limit)
+
+    first_described = text_tokens("done\n" + describe_image(blocks[0])) + 4  # the request's text block
+    assert estimate_tokens(sent(2)) == \
+        first_described + 2 * (text_tokens("done") + 4) + image_tokens(blocks[1]) + image_tokens(blocks[2])
+    assert estimate_tokens(sent(8)) == text_only + sum(map(image_tokens, blocks))
     assert image_tokens(blocks[2]) > 5 * described[2]  # an image sent as one is far dearer than its words

@@ -8,10 +8,11 @@ its own wire format (:mod:`dsh_jupyter.models.openai_compat` for chat completion
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from typing import Any
 
-from ..images import describe_image, image_tokens, is_image_block
+from ..images import describe_image, image_blocks, image_tokens
 from ..models.base import MESSAGE_ROLES, blocks_of_type, content_blocks
 from ..session.events import ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE, Event
 from ..session.messages import Message, blocks_text
@@ -41,29 +42,28 @@ def text_tokens(text: str) -> int:
     return max(len(text) // 4, pieces)
 
 
-def estimate_tokens(messages: Iterable[Message], system: str | None = None, *, pictures: int = 0) -> int:
+def estimate_tokens(messages: Iterable[Message], system: str | None = None) -> int:
     """A cheap, deterministic size estimate (:func:`text_tokens` of each text, plus a few per message).
 
-    Images count as :func:`~dsh_jupyter.images.request_images` sends them: the newest ``pictures`` images of
-    tool results (for a model that takes images) at :func:`~dsh_jupyter.images.image_tokens` each, every
-    other image as the text that describes it."""
+    An image block that carries its picture (``data``: messages as :func:`~dsh_jupyter.images.request_images`
+    makes them for a model that takes images) counts at :func:`~dsh_jupyter.images.image_tokens`; any other
+    image block counts as the text that describes it, which is what a model gets in its place."""
     total = text_tokens(system) + 4 if system else 0
-    budget = pictures
-    for message in reversed(list(messages)):  # newest first, as the images sent as pictures are chosen
+    for message in messages:
         content = content_blocks(message.get("content"))
         results = blocks_of_type(message, "tool-result")
-        for result in reversed(results):
+        for result in results:
             inner = content_blocks(result.get("content"))
-            total += text_tokens(blocks_text(inner)) + 4
-            for block in reversed(inner):
-                if is_image_block(block):
-                    total += image_tokens(block) if budget > 0 else text_tokens(describe_image(block))
-                    budget -= 1
+            total += text_tokens(blocks_text(inner)) + 4 + sum(map(_image_cost, image_blocks(inner)))
         text = blocks_text(content)
         calls = blocks_of_type(message, "tool-call")
         if text or (calls and not results):
             total += text_tokens(text) + 4
         for call in calls:
             total += text_tokens(str(call.get("arguments") or "{}")) + 4
-        total += sum(text_tokens(describe_image(block)) for block in content if is_image_block(block))
+        total += sum(map(_image_cost, image_blocks(content)))
     return total
+
+
+def _image_cost(block: Mapping[str, Any]) -> int:
+    return image_tokens(block) if "data" in block else text_tokens(describe_image(block))

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ..images import MAX_REQUEST_IMAGES, request_images
+from ..images import request_images
 from ..models.base import ModelProvider, ModelRequest, TextDelta, ToolSpec
 from ..secrets import mask_fields
 from ..session import SessionLog
@@ -162,16 +162,15 @@ class AgentState:
     def _request(self) -> ModelRequest:
         """The next step's request: the surface as neutral messages (images loaded for a model that takes
         them, described for the others), the system prompt and the tools."""
-        messages = request_images(request_messages(self.session.surface()), accepts_images=self._pictures() > 0,
+        messages = request_images(request_messages(self.session.surface()), accepts_images=self._sends_images(),
                                   load=self._load_artifact if self.store is not None else None)
         return ModelRequest(messages, tools=self._tool_specs(), system=self.config.system_prompt,
                             max_tokens=self.config.max_tokens, purpose="turn")
 
-    def _pictures(self) -> int:
-        """How many images a request sends as images (the newest; the rest are described): none for a model that
-        does not take them, or for a session without a store to load them from."""
-        accepts = bool(getattr(self.model.info, "accepts_images", False))
-        return MAX_REQUEST_IMAGES if accepts and self.store is not None else 0
+    def _sends_images(self) -> bool:
+        """Whether a request sends images as images (the newest of them; :func:`request_images` chooses): not to a
+        model that does not take them, nor from a session without a store to load them from."""
+        return bool(getattr(self.model.info, "accepts_images", False)) and self.store is not None
 
     def _load_artifact(self, name: str) -> bytes | None:
         return self.store.load_artifact(self.header, name) if self.store is not None else None

@@ -34,6 +34,11 @@ from .request import estimate_tokens, request_messages, text_tokens
 from .state import AgentState
 
 
+def _unread(_name: str) -> bytes:
+    """Stands in for an image artifact in an estimate: only which images go as images counts, not their bytes."""
+    return b""
+
+
 class ContextWindow(AgentState):
     """Compaction and the window checks (mixed into :class:`~.loop.Agent`)."""
 
@@ -102,10 +107,11 @@ class ContextWindow(AgentState):
         return window - answer_reserve(window) if window else None
 
     def _request_size(self, messages: Sequence[dict[str, Any]]) -> int:
-        """Estimated tokens of a turn request with ``messages``: they (images as :meth:`_request` sends them), the
-        system prompt and the tool specs."""
+        """Estimated tokens of a turn request with ``messages``: they (images chosen as :meth:`_request` chooses
+        them, without reading a picture), the system prompt and the tool specs."""
         tools = sum(text_tokens(f"{s.name} {s.description} {s.parameters!r}") for s in self._tool_specs())
-        return estimate_tokens(messages, self.config.system_prompt, pictures=self._pictures()) + tools
+        sent = request_images(messages, accepts_images=self._sends_images(), load=_unread)
+        return estimate_tokens(sent, self.config.system_prompt) + tools
 
     def context_meter(self, extra_text: str = "") -> ContextMeter | None:
         """How full the model's window is with the next request (the surface, the system prompt, the tools
