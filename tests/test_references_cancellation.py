@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
+import signal
 import threading
 import time
+from typing import Any
 
 import pytest
 
-from dsh_jupyter.references import SESSION_REFERENCE_CANCELLED, SessionReferenceError
-from dsh_jupyter.references.cancellation import POLL_MAX, CancelWatch, call_cancellable, poll_intervals, thread_future
+from dsh_jupyter.references import SESSION_REFERENCE_CANCELLED, SessionReferenceError, cancellation
+from dsh_jupyter.references.cancellation import (
+    POLL_MAX,
+    CancelFlag,
+    CancelWatch,
+    call_cancellable,
+    poll_intervals,
+    run_sync,
+    thread_future,
+)
 
 
 def test_call_cancellable_returns_results_and_raises_failures() -> None:
@@ -101,3 +112,80 @@ def test_a_flag_that_cannot_be_awaited_is_polled_quickly_at_first_then_seldom() 
     flag = _CountingFlag()
     assert call_cancellable(functools.partial(_after, 0.3, 5), flag) == 5
     assert flag.asked < 40
+
+
+async def _gather_in_watch(flag: CancelFlag, fn: Any) -> Any:
+    """``fn()`` in a helper thread, raced against ``flag`` (as prepare() races its reads)."""
+    async with CancelWatch(flag) as watch:
+        (result,) = await watch.gather([thread_future(fn)])
+        return result
+
+
+def test_run_sync_returns_the_result_and_raises_the_failure() -> None:
+    assert run_sync(lambda flag: _gather_in_watch(flag, lambda: 7)) == 7
+    with pytest.raises(ZeroDivisionError):
+        run_sync(lambda flag: _gather_in_watch(flag, lambda: 1 / 0), threading.Event())
+
+
+def test_run_sync_without_a_cancel_flag_never_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing but Ctrl-C can stop such a call, and the loop awaits that: no thread wakes up on a timer while the
+    work runs (each wake-up takes the GIL from the work)."""
+    def no_polling() -> Any:
+        raise AssertionError("the wait polled")
+
+    monkeypatch.setattr(cancellation, "poll_intervals", no_polling)
+    assert run_sync(lambda flag: _gather_in_watch(flag, functools.partial(_after, 0.1, 3))) == 3
+
+
+def test_run_sync_polls_only_the_callers_flag_and_stops_on_it() -> None:
+    flag = _CountingFlag()
+    assert run_sync(lambda f: _gather_in_watch(f, functools.partial(_after, 0.3, 4)), flag) == 4
+    assert flag.asked < 40
+
+    cancel = threading.Event()
+    release = threading.Event()
+    seen_by_work: list[bool] = []
+
+    def blocked() -> None:
+        release.wait(10)
+
+    async def work(f: CancelFlag) -> None:
+        try:
+            await _gather_in_watch(f, blocked)
+        finally:
+            seen_by_work.append(f.is_set())
+
+    threading.Timer(0.05, cancel.set).start()
+    started = time.perf_counter()
+    with pytest.raises(SessionReferenceError) as info:
+        run_sync(work, cancel)
+    assert info.value.code == SESSION_REFERENCE_CANCELLED
+    assert time.perf_counter() - started < 0.5
+    assert seen_by_work == [True]
+    release.set()
+
+
+def test_ctrl_c_while_waiting_stops_the_work_and_is_raised_again() -> None:
+    release = threading.Event()
+    outcome: list[str] = []
+
+    async def work(flag: CancelFlag) -> None:
+        try:
+            await _gather_in_watch(flag, lambda: release.wait(10))
+        except SessionReferenceError as exc:
+            outcome.append(exc.code)
+            raise
+
+    # A real SIGINT, as Ctrl-C sends (it interrupts the blocked wait; _thread.interrupt_main would only be seen
+    # once the wait ended), with Python's own handler, whatever the test runner installed.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+        started = time.perf_counter()
+        with pytest.raises(KeyboardInterrupt):
+            run_sync(work)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert time.perf_counter() - started < 0.5
+    assert outcome == [SESSION_REFERENCE_CANCELLED]  # the work was cancelled, not left running
+    release.set()

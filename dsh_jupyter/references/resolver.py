@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import dataclasses
 import functools
 import heapq
 import logging
 import math
-import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -22,7 +20,7 @@ from ..store.longline import RAW_LONG_STRINGS
 from ..store.scan import STREAM_SURFACE
 from .bounded import BoundedProjection, bound_surface
 from .budget import DEFAULT_REFERENCE_CONTEXT_FRACTION, reference_budget
-from .cancellation import CancelFlag, CancelWatch, cancelled_error, thread_future
+from .cancellation import CancelFlag, CancelWatch, cancelled_error, run_sync, thread_future
 from .candidates import CandidateSource, RemoteCandidateJson, SessionReferenceCandidate, list_candidates
 from .cells import CellReferenceInput, CellSnapshot, CellSnapshots, missing_cell_error, normalise_cells
 from .errors import (
@@ -299,32 +297,8 @@ class SessionReferenceResolver:
         Runs on a private loop in a helper thread; ``cancel`` is any flag with ``is_set()`` (typically a
         :class:`threading.Event`). A ``KeyboardInterrupt`` while waiting cancels the preparation.
         """
-        flag = threading.Event()
-        outcome: list[tuple[bool, Any]] = []
-
-        class _Either:
-            def is_set(self) -> bool:
-                return flag.is_set() or (cancel is not None and cancel.is_set())
-
-        def run() -> None:
-            try:
-                outcome.append((True, asyncio.run(self.prepare(target, content, references, _Either()))))
-            except BaseException as exc:
-                outcome.append((False, exc))
-
-        worker = threading.Thread(target=run, name="dsh-reference-prepare", daemon=True)
-        worker.start()
-        try:
-            worker.join()
-        except KeyboardInterrupt:
-            flag.set()
-            worker.join()
-            raise
-        ok, value = outcome[0]
-        if not ok:
-            raise value
-        prepared: PreparedReferencedMessage = value
-        return prepared
+        return run_sync(lambda flag: self.prepare(target, content, references, flag), cancel,
+                        name="dsh-reference-prepare")
 
     def _read_and_project(self, session_id: str, budget: int, abandoned: Callable[[], bool]) -> BoundedProjection:
         """One source read (in a worker thread), projected and reduced event by event (a JSONL store then
