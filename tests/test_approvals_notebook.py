@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -267,6 +268,19 @@ async def test_a_page_with_the_extension_gives_a_slow_browser_longer_to_draw_the
     monkeypatch.setattr(approval, "WATCHED_RENDER_WAIT", 0.3)  # still bounded: a page that never draws it
     Frontend(monkeypatch, None, draw=False)
     assert await asyncio.wait_for(WidgetApprover(None, lambda: True).ask(request(), 60), 3) is None
+
+
+async def test_a_page_that_connects_while_the_question_waits_gives_it_the_longer_wait(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page's connection can arrive after the cell began (a Run All sends it on a kernel subshell as `%load_ext`
+    runs): once the page is there, its slow browser gets WATCHED_RENDER_WAIT to draw the question."""
+    monkeypatch.setattr(approval, "RENDER_WAIT", 0.3)
+    monkeypatch.setattr(approval, "WATCHED_RENDER_WAIT", 5.0)
+    monkeypatch.setattr(approval, "WATCH_RECHECK", 0.05)
+    connected_at = time.monotonic() + 0.15
+    Frontend(monkeypatch, {"choice": "once"}, delay=0.8)
+    approver = WidgetApprover(None, lambda: time.monotonic() >= connected_at)
+    assert await asyncio.wait_for(approver.ask(request(), 60), 5) == ApprovalDecision(True, "person")
 
 
 def test_the_host_says_a_page_is_connected_while_the_live_document_has_a_tab(ip: InteractiveShell) -> None:

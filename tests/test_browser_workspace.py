@@ -12,7 +12,8 @@ through the whole feature:
   ``notebook_read`` reads that output back; ``%dsh undo`` reverts the agent's last applied edit;
 - addressing: between the agent's read and its edit the user moves, adds and deletes cells; the edit lands
   on the right cell, and an edit of the deleted one is a clear error;
-- after a kernel restart and ``%load_ext``, the agent reads the live notebook again;
+- after a kernel restart and ``%load_ext``, the agent reads the live notebook again; a Run All right after a
+  restart finds the page connected in the cells after ``%load_ext`` (its connection goes on a kernel subshell);
 - with a second browser tab on the notebook, both show the proposal; the first answer decides.
 
 Screenshots (``test-artifacts/``): the proposed insert and the replacement diff, in JupyterLab light and
@@ -84,13 +85,32 @@ CELLS: list[tuple[str | None, str]] = [
 ]
 
 
+#: The notebook of the Run All test: the cells after `%load_ext` need the page while a Run All still runs.
+RUN_ALL_PATH = "work/run-all.ipynb"
+RUN_ALL_CELLS: list[tuple[str | None, str]] = [
+    (None, "%load_ext dsh_jupyter"),
+    (None, "\n".join([
+        "import time as _t",
+        "_until = _t.monotonic() + 20",
+        "while not dsh.host.live_source.connected and _t.monotonic() < _until:",
+        "    _t.sleep(0.05)",
+        "print('the page is connected' if dsh.host.live_source.connected else 'no page connected')",
+    ])),
+    (None, READ_ALL),
+]
+
+
 def write_workspace(path: Path) -> None:
     write_notebook_cells(path, CELLS)
 
 
 @pytest.fixture(scope="module", params=APPS)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    yield from serve(request.param, tmp_path_factory, "workspace", lambda root, _state: write_workspace(root / PATH))
+    def prepare(root: Path, _state: Path) -> None:
+        write_workspace(root / PATH)
+        write_notebook_cells(root / RUN_ALL_PATH, RUN_ALL_CELLS)
+
+    yield from serve(request.param, tmp_path_factory, "workspace", prepare)
 
 
 @pytest.fixture
@@ -348,3 +368,31 @@ def test_the_agent_works_in_the_live_notebook(
         # widget manager's that a restarted kernel without ipywidgets refuses, which is JupyterLab's own).
         closed_twice = [line for line in watch.console_errors if re.search(r"Comm not found .* [0-9a-f]{32}$", line)]
         assert closed_twice == []
+
+
+def test_a_run_all_right_after_a_restart_finds_the_page_connected(
+    browser: Any, workspace: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    """Restart, then Run All: the page's connection, sent as `%load_ext` pings it, would reach the kernel only after
+    every cell on the main shell; with cells waiting behind `%load_ext` it goes on a kernel subshell, so the
+    cells after it see the page and the agent reads the live notebook, not the saved file."""
+    from playwright.sync_api import expect
+
+    with watched_page(browser) as (page, _watch):
+        nb = NotebookPage(page, workspace, RUN_ALL_PATH).open()
+        panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").first
+        expect(panel).to_have_attribute("data-dsh-live-opens", re.compile(r"^[1-9]"))  # refused: no dsh yet
+        opens = int(panel.get_attribute("data-dsh-live-opens") or 0)
+        status, kernels = workspace.request("GET", "api/kernels")
+        assert status == 200 and len(kernels) == 1
+        status, _ = workspace.request("POST", f"api/kernels/{kernels[0]['id']}/restart", timeout=60)
+        assert status == 200
+        expect(panel).not_to_have_attribute("data-dsh-live-opens", str(opens))  # the page saw the new kernel
+        nb.wait_idle()
+        page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
+        page.locator(".lm-Menu-item", has_text=re.compile(r"^Run All Cells$")).click()
+        connected = finished_cell(nb, 1)
+        expect(connected).to_contain_text("the page is connected")
+        read = finished_cell(nb, 2)
+        expect(read.locator("details pre").first).to_contain_text("the live notebook")
+        nb.screenshot(request, "run-all-connected")

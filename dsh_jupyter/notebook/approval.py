@@ -60,6 +60,8 @@ RENDER_WAIT = 3.0
 #: :data:`RENDER_WAIT` to draw the question. Without such a page (nbclient, papermill, a frontend without the
 #: extension) a headless run still learns within :data:`RENDER_WAIT` that nobody can answer.
 WATCHED_RENDER_WAIT = 30.0
+#: How often a question waiting to be drawn asks again whether such a page is connected now.
+WATCH_RECHECK = 0.25
 
 
 class MainThreadRunner(Protocol):
@@ -295,11 +297,7 @@ class WidgetApprover:
             widget.show(background=False)  # on the agent thread, under the running cell
         try:
             if not widget.rendered:
-                looking = self.watched is not None and self.watched()
-                limit = WATCHED_RENDER_WAIT if looking else RENDER_WAIT
-                wait = max(0.0, min(widget.shown_at + limit, deadline) - time.monotonic())
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(rendered), wait)
+                await self._drawn(widget, rendered, deadline)
                 if not widget.rendered:
                     widget.settle(record_line(request, None, "refused: nobody could answer here"), False)
                     return None
@@ -318,6 +316,20 @@ class WidgetApprover:
         except asyncio.CancelledError:
             widget.settle(record_line(request, None, "stopped: the turn was interrupted"), False)
             raise
+
+
+    async def _drawn(self, widget: ApprovalWidget, rendered: asyncio.Future[None], deadline: float) -> None:
+        """Wait until the question's view says it was drawn: up to :data:`WATCHED_RENDER_WAIT` while a page with
+        dsh's extension is connected, else :data:`RENDER_WAIT`. Asked again every :data:`WATCH_RECHECK` seconds
+        while no page is: a page's connection can arrive after the cell began (it is sent when ``%load_ext``
+        runs, on a kernel subshell when more cells wait to run), and the question then gets the longer wait."""
+        while not widget.rendered:
+            looking = self.watched is not None and self.watched()
+            left = min(widget.shown_at + (WATCHED_RENDER_WAIT if looking else RENDER_WAIT), deadline) - time.monotonic()
+            if left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(rendered), left if looking else min(left, WATCH_RECHECK))
 
 
 def _nothing() -> None:

@@ -9,6 +9,9 @@ Who opens what:
   at once (the page never closes it: a second close is an unknown comm to either side); a notebook
   panel that gets it (re)opens its document comm. So a page opened before ``%load_ext`` connects too,
   and a page reloaded later connects on its own. Consoles register no target (they close the ping).
+  When more cells of the notebook wait to run (a Run All), the panel opens that comm on its kernel subshell
+  (JupyterLab's subshell for the target): on the main shell the kernel would read it only after those cells.
+  :meth:`LiveConnections.opened` then runs on that subshell's thread.
 
 Several browser tabs on one kernel each hold their own comm; the kernel asks exactly one of them, the
 one used last (a tab says so when its notebook becomes the current one, or its page visible again, and the

@@ -1,7 +1,8 @@
 /**
  * One question to a notebook's kernel: a comm to one of the dsh targets, which the kernel answers once and
  * closes (dsh_jupyter/notebook/frontend_comm.py). The `@` popup asks two: the kernel's current session
- * (kernel.ts) and its variables (variables.ts).
+ * (kernel.ts) and its variables (variables.ts). The notebook's live connection (notebook.ts) is opened on its
+ * subshell the same way ({@link onSubshell}) when cells wait to run behind `%load_ext`.
  *
  * JupyterLab 4.4 and later give each comm target a kernel subshell of its own when the kernel has subshells
  * (ipykernel 7). The question is opened there once that subshell exists, so the kernel answers at once even
@@ -69,7 +70,7 @@ export function askKernel<T>(
  * when there will be none (an older JupyterLab, comms over subshells switched off, a kernel without
  * subshells, a subshell that failed to start), and after `capMs` at the latest.
  */
-async function onSubshell(kernel: Kernel.IKernelConnection, comm: Kernel.IComm, capMs: number): Promise<void> {
+export async function onSubshell(kernel: Kernel.IKernelConnection, comm: Kernel.IComm, capMs: number): Promise<void> {
   // Not in Kernel.IComm: JupyterLab's comm class has it since 4.4.
   const started = (comm as { subshellStarted?: Promise<void> }).subshellStarted;
   if (!started || String(comm.commsOverSubshells ?? 'disabled') === 'disabled') {

@@ -21,6 +21,7 @@ import { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/not
 import { Kernel, KernelMessage, User } from '@jupyterlab/services';
 import type { JSONObject } from '@lumino/coreutils';
 
+import { onSubshell } from './ask.js';
 import { displayParts, displayText } from './escape.js';
 import { KernelRestarts } from './restarts.js';
 import {
@@ -43,6 +44,9 @@ type Json = JSONObject;
 
 /** How long after this page saw its kernel restart a restart the server reports is taken for the same one. */
 const SEEN_RESTART_MS = 60_000;
+/** The longest a connection sent on the kernel subshell waits for that subshell before it goes to the main shell
+ * (milliseconds). */
+const OPEN_SUBSHELL_MS = 2_000;
 
 class RequestError extends Error {
   constructor(
@@ -137,7 +141,7 @@ export class LiveNotebook {
   /** Tell the kernel whether this panel is the one the user works in now. */
   reportActive(): void {
     const active = this._active();
-    if (this._comm && !this._comm.isDisposed && active !== this._reportedActive) {
+    if (this._comm && this._commOpen && !this._comm.isDisposed && active !== this._reportedActive) {
       this._reportedActive = active;
       this._comm.send({ type: 'active', active, path: this.panel.context.path });
     }
@@ -164,7 +168,12 @@ export class LiveNotebook {
     this._open();
   }
 
-  private _open(): void {
+  /**
+   * Connect to the kernel: a comm to its live target. `onSubshell`: send it on the target's kernel subshell (once
+   * JupyterLab has started it, see ask.ts), where the kernel takes it at once even while cells run on its main
+   * shell; otherwise on the main shell, where it reaches the kernel before any cell sent after it.
+   */
+  private _open(onSubshellFirst = false): void {
     const kernel = this._kernel;
     if (this._disposed || !kernel || kernel.isDisposed) {
       return;
@@ -178,18 +187,48 @@ export class LiveNotebook {
       return;
     }
     this._comm = comm;
+    this._commOpen = false;
     comm.onMsg = msg => this._received(comm, msg);
     comm.onClose = () => {
       if (this._comm === comm) {
         this._forget();
       }
     };
-    this._reportedActive = this._active();
-    comm.open({ path: this.panel.context.path, active: this._reportedActive });
-    // For tests and for a look in the inspector: connected now, and how many comms this panel has opened (a
-    // kernel restarted where this page could not see it leaves `connected` as it was; the count still moves).
-    this.panel.node.dataset.dshLive = 'connected';
-    this.panel.node.dataset.dshLiveOpens = String(++this._opens);
+    const send = (): void => {
+      if (this._comm !== comm || comm.isDisposed) {
+        return;
+      }
+      this._reportedActive = this._active();
+      try {
+        comm.open({ path: this.panel.context.path, active: this._reportedActive });
+      } catch (error) {
+        console.warn('dsh-jupyter: could not connect the notebook to its kernel', error);
+        this._forget();
+        return;
+      }
+      this._commOpen = true;
+      // For tests and for a look in the inspector: connected now, and how many comms this panel has opened (a
+      // kernel restarted where this page could not see it leaves `connected` as it was; the count still moves).
+      this.panel.node.dataset.dshLive = 'connected';
+      this.panel.node.dataset.dshLiveOpens = String(++this._opens);
+    };
+    if (onSubshellFirst) {
+      void onSubshell(kernel, comm, OPEN_SUBSHELL_MS).then(send);
+    } else {
+      send();
+    }
+  }
+
+  /** How many of this notebook's code cells were sent to the kernel and have not finished (JupyterLab marks a
+   * cell running as soon as its request is sent, so cells queued behind the running one count too). */
+  private _cellsWaiting(): number {
+    let waiting = 0;
+    for (const cell of this.panel.content.widgets) {
+      if (cell.model.type === 'code' && (cell.model as ICodeCellModel).executionState === 'running') {
+        waiting++;
+      }
+    }
+    return waiting;
   }
 
   /** The kernel went away (restart, change): its comm is gone, and so are its proposals. */
@@ -461,12 +500,17 @@ export class LiveNotebook {
   /** The kernel loaded dsh (`%load_ext`): connect again. The kernel closes the ping itself as soon as it sent
    * it (it cannot know whether a page listens), so closing it here too would be a second close that each side
    * reports as a comm it does not know. */
+  /** `%load_ext` ran in the kernel (it pings every page). When more cells wait to run behind it (a Run All), the
+   * connection goes on the kernel subshell: on the main shell it would reach the kernel only after all of them,
+   * and their `%%dsh` turns would find no page. With no cell waiting, the main shell keeps it ahead of the next
+   * cell the user runs. */
   private readonly _pinged = (): void => {
-    this._open();
+    this._open(this._cellsWaiting() > 1);
   };
 
   private _kernel: Kernel.IKernelConnection | null = null;
   private _comm: Kernel.IComm | null = null;
+  private _commOpen = false; // `_comm` was opened (on a subshell, once that subshell is there)
   private _reportedActive = false;
   private _disposed = false;
   private _opens = 0;
