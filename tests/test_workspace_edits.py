@@ -112,6 +112,48 @@ def test_undo_refuses_a_cell_changed_since_unless_forced(tmp_path: Path, magics:
     assert document.cells[1].source == "x = 1\nprint(x)"
 
 
+#: A credential-named variable's value: masked wherever it appears in what a tool returns (dsh_jupyter/secrets.py).
+SECRET = "sk-live-0123456789abcdef"
+
+
+def test_undo_never_writes_a_masked_secret_into_a_cell(tmp_path: Path, magics: DshMagics,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool result (its notebookEdit record too) keeps a secret value only as [masked]: undo cannot put the value
+    back, so it says so instead of writing [masked] into the cell, and loses nothing (not even with --force)."""
+    monkeypatch.setenv("DSH_TEST_SERVICE_TOKEN", SECRET)
+    document = FakeDocument([Cell("k", "code", f'key = "{SECRET}"\nconnect(key)')])
+    agent, store = agent_with_edits(tmp_path, document,
+                                    {"action": "replace", "cell_id": "k", "source": "connect(os.environ['TOKEN'])"})
+    magics.host.agent = agent
+    magics.host.live_source = Live(document)
+    for line in ("undo", "undo --force"):
+        refused = undo(magics, capsys, line)
+        assert refused.startswith("dsh: cannot undo the agent's last edit: cell k's source before the agent's "
+                                  "replace held a secret value, which the session keeps only as [masked]"), refused
+        assert "restore that cell by hand" in refused
+        assert document.cells[0].source == "connect(os.environ['TOKEN'])"
+    assert SECRET not in store.log_path(agent.id).read_text()  # the log never held it
+
+
+def test_a_cell_that_differs_only_where_a_secret_was_masked_is_unchanged(
+        tmp_path: Path, magics: DshMagics, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DSH_TEST_SERVICE_TOKEN", SECRET)
+    document = FakeDocument(sample_cells())
+    agent, _ = agent_with_edits(tmp_path, document, {"action": "insert", "cell_id": "b",
+                                                     "source": f'token = "{SECRET}"\nlen(token)'})
+    magics.host.agent = agent
+    magics.host.live_source = Live(document)
+    [record] = recorded_edits(agent.session.events)
+    assert record.side("after") == {"cellType": "code", "source": 'token = "[masked]"\nlen(token)'}
+    document.user_type("new-1", 'token = "another value"\nlen(token)')  # not what the agent wrote
+    assert "was changed since the agent's insert" in undo(magics, capsys)
+    document.user_type("new-1", f'token = "{SECRET}"\nlen(token)')  # what it wrote, its secret included
+    assert undo(magics, capsys) == "undid the agent's insert: deleted cell new-1"
+    assert document.sources() == [cell.source for cell in sample_cells()]
+
+
 def test_undo_refuses_when_the_cell_is_gone(tmp_path: Path, magics: DshMagics,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     document = FakeDocument(sample_cells())

@@ -10,6 +10,12 @@ An undo appends one ``notebook/undo`` event (marked ``ignorable``: readers that 
 ``{"undoneSeq": <the edit's tool/result seq>, "forced": bool, "notebookEdit": <the reverting edit>}``. The
 edit to undo is the latest recorded one whose seq no undo names, so a second ``%dsh undo`` reverts the edit
 before. The log alone decides, so undo works the same after the kernel restarts and the session is resumed.
+
+Secrets: a tool result leaves its tool with every secret value masked (:data:`~dsh_jupyter.secrets.MASK`,
+``tools/base.py``), its ``notebookEdit`` record too, so the session (and its log) knows an edited source only up
+to its secrets. A cell whose source, masked the same way, is the recorded one counts as unchanged, and a source
+the record holds masked is never written back (that would put ``[masked]`` in the cell instead of the value):
+such an undo is refused, even with ``--force``, and says what to do instead.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..secrets import MASK, mask_text
 from .document import AppliedEdit, Cell, Edit, NotebookDocument, NotebookError, NotebookSnapshot, metadata_change
 
 EDIT_META_KEY = "notebookEdit"
@@ -104,20 +111,20 @@ def reverting_edit(edit: RecordedEdit, document: NotebookDocument, *, force: boo
             raise UndoRefused(f"the cell the agent's last edit {'added' if action == 'insert' else 'changed'} "
                               f"({cell_id}) is no longer in the notebook; there is nothing to revert")
         after = edit.side("after") or {}
-        if cell.source != after.get("source") and not force:
+        if not _same_source(cell.source, after.get("source")) and not force:
             raise UndoRefused(f"cell {cell_id} was changed since the agent's {action}; %dsh undo --force reverts "
                               "it anyway (your changes to that cell are lost)")
         if action == "insert":
             return Edit("delete", cell_id)
         before = edit.side("before") or {}
-        return Edit("replace", cell_id, str(before.get("source", "")), _cell_type(before.get("cellType")),
-                    metadata=_metadata_back(before, cell))
+        return Edit("replace", cell_id, _source_to_restore(before, cell_id, action),
+                    _cell_type(before.get("cellType")), metadata=_metadata_back(before, cell))
     before = edit.side("before") or {}
     if _find(snapshot, cell_id) is not None:
         raise UndoRefused(f"cell {cell_id}, which the agent deleted, is in the notebook again; nothing to revert")
     anchor = edit.record.get("anchor")
     anchor = anchor if isinstance(anchor, Mapping) else {}
-    source, cell_type = str(before.get("source", "")), _cell_type(before.get("cellType"))
+    source, cell_type = _source_to_restore(before, cell_id, action), _cell_type(before.get("cellType"))
     meta = _metadata_back(before, None)
     after_id, before_id = anchor.get("after"), anchor.get("before")
     if isinstance(after_id, str) and _find(snapshot, after_id) is not None:
@@ -130,6 +137,24 @@ def reverting_edit(edit: RecordedEdit, document: NotebookDocument, *, force: boo
         raise UndoRefused(f"the cells around cell {cell_id}, which the agent deleted, are gone too, so its place "
                           "is unknown; %dsh undo --force puts it back at the end")
     return Edit("insert", None, source, cell_type, "after", metadata=meta)
+
+
+def _same_source(source: str, recorded: Any) -> bool:
+    """Whether the cell's ``source`` is the ``recorded`` one: equal, or equal once its secret values are masked as
+    the record's were (a cell holding the very secret the record shows as ``[masked]``)."""
+    if not isinstance(recorded, str):
+        return False
+    return source == recorded or (MASK in recorded and mask_text(source) == recorded)
+
+
+def _source_to_restore(before: Mapping[str, Any], cell_id: str, action: str) -> str:
+    """The source an undo writes back; refused when the log holds it masked (it would write ``[masked]``)."""
+    source = str(before.get("source", ""))
+    if MASK in source:
+        raise UndoRefused(f"cell {cell_id}'s source before the agent's {action} held a secret value, which the "
+                          f"session keeps only as {MASK}, so undo cannot put the value back; restore that cell by "
+                          "hand (Edit > Undo in the notebook may still have it)")
+    return source
 
 
 def _metadata_back(before: Mapping[str, Any], now: Cell | None) -> dict[str, Any] | None:
