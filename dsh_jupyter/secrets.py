@@ -447,6 +447,34 @@ def mask_fields(record: T) -> T:
     return _DEFAULT.mask_fields(record)
 
 
+def restore_masked_lines(text: str, sources: Iterable[str]) -> tuple[str, list[int]]:
+    """``text``, written by someone shown only masked copies of ``sources`` (the agent writing a cell it read),
+    with each line that holds :data:`MASK` given back the line of ``sources`` that masks to it (the first one,
+    so list the likeliest source first); and the numbers (from 1) of the lines holding ``MASK`` that no line
+    masks to. A line that holds ``MASK`` literally in ``sources`` stays as it is."""
+    if MASK not in text:
+        return text, []
+    unmasked: dict[str, str] = {}
+    literal: set[str] = set()
+    for source in sources:
+        for line in source.split("\n"):
+            if MASK in line:
+                literal.add(line)
+            masked = mask_text(line)
+            if masked != line:
+                unmasked.setdefault(masked, line)
+    lines = text.split("\n")
+    missing: list[int] = []
+    for number, line in enumerate(lines, start=1):
+        if MASK not in line or line in literal:
+            continue
+        if line in unmasked:
+            lines[number - 1] = unmasked[line]
+        else:
+            missing.append(number)
+    return "\n".join(lines), missing
+
+
 def watch_name(name: str | None) -> None:
     """:meth:`SecretMasker.watch_name` of the process-wide masker."""
     _DEFAULT.watch_name(name)
@@ -472,6 +500,7 @@ __all__ = [
     "mask_encoded",
     "mask_fields",
     "mask_text",
+    "restore_masked_lines",
     "secret_values",
     "spellings",
     "url_passwords",

@@ -17,6 +17,7 @@ from dsh_jupyter.secrets import (
     default_masker,
     is_credential_name,
     mask_text,
+    restore_masked_lines,
     spellings,
     url_passwords,
     watch_model,
@@ -261,3 +262,17 @@ def test_url_masking_needs_a_scheme_before_the_separator() -> None:
     masker = SecretMasker({})
     assert masker.mask_text("://user:pw@host and 1://u:p@h") == "://user:pw@host and 1://u:p@h"
     assert masker.mask_text("a://u:p1@h b://v:p2@k") == f"a://u:{MASK}@h b://v:{MASK}@k"
+
+
+def test_masked_lines_get_their_values_back_from_the_sources_they_were_read_from(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DSH_TEST_A_TOKEN", "alpha-secret-111")
+    monkeypatch.setenv("DSH_TEST_B_TOKEN", "beta-secret-222")
+    sources = ['a = "alpha-secret-111"\nb = "beta-secret-222"', 'a = "beta-secret-222"', "note = '[masked] is a word'"]
+    assert restore_masked_lines("no secret here", sources) == ("no secret here", [])
+    text = 'x = 1\na = "[masked]"\nb = "[masked]"\nnote = \'[masked] is a word\'\nc = "[masked]"'
+    restored, missing = restore_masked_lines(text, sources)
+    # the first source that masks to a line wins (the edited cell comes first); a literal [masked] stays
+    assert restored.split("\n")[:4] == ["x = 1", 'a = "alpha-secret-111"', 'b = "beta-secret-222"',
+                                        "note = '[masked] is a word'"]
+    assert missing == [5] and restored.split("\n")[4] == 'c = "[masked]"'

@@ -187,6 +187,36 @@ def test_insert_replace_delete_by_id_and_the_log_record(live: Any) -> None:
     assert "c" not in [cell.id for cell in document.cells]
 
 
+#: A credential-named variable's value (dsh_jupyter/secrets.py masks it in every tool result).
+SECRET = "sk-live-0123456789abcdef"
+
+
+def test_an_edit_keeps_the_secret_values_the_agent_saw_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent reads a cell holding a secret as [masked] and writes its lines back so: the cell keeps the value.
+    A [masked] no line of the notebook reads like is refused, and nothing is written."""
+    monkeypatch.setenv("DSH_TEST_SERVICE_TOKEN", SECRET)
+    document = FakeDocument([Cell("k", "code", f'key = "{SECRET}"\nclient = connect(key)'),
+                             Cell("o", "code", f'other = "{SECRET}"')])
+    workspace = Workspace(Host(live_source=Live(document), main_thread_calls=Inline()))
+    read = call(NotebookReadTool(workspace), {}).text
+    assert 'key = "[masked]"' in read and SECRET not in read
+    tool = NotebookEditTool(workspace)
+    out = call(tool, {"action": "replace", "cell_id": "k",
+                      "source": 'key = "[masked]"\nclient = connect(key, retries=3)'})
+    assert not out.is_error, out.text
+    assert document.cells[0].source == f'key = "{SECRET}"\nclient = connect(key, retries=3)'
+    assert out.meta["notebookEdit"]["after"]["source"] == 'key = "[masked]"\nclient = connect(key, retries=3)'
+    copied = call(tool, {"action": "insert", "cell_id": "o", "source": 'other = "[masked]"\nprint(len(other))'})
+    assert not copied.is_error and document.cells[-1].source == f'other = "{SECRET}"\nprint(len(other))'
+
+    before = document.sources()
+    refused = call(tool, {"action": "replace", "cell_id": "k", "source": 'KEY = "[masked]"  # renamed'})
+    assert refused.is_error and refused.text.startswith("Error: notebook_edit: line 1 of 'source' holds [masked]"), \
+        refused.text
+    assert "ask the user to fill it in" in refused.text
+    assert document.sources() == before
+
+
 def test_edits_survive_the_user_moving_adding_and_deleting_cells(live: Any) -> None:
     document, workspace = live
     read = call(NotebookReadTool(workspace), {}).text

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from ..clip import capped
 from ..images import ToolImage
+from ..secrets import MASK, restore_masked_lines
 from ..tools.base import Tool, ToolExecution, ToolOutput
 from .cell_runner import DEFAULT_RUN_TIMEOUT, MainThreadRunner
 from .document import (
@@ -393,7 +394,8 @@ class NotebookEditTool(Tool):
         "Change the user's notebook: insert a new cell (before or after a cell id; no cell_id: at the end), "
         "replace a cell's source, tags or metadata (e.g. tags [\"parameters\"] for papermill; source may then be "
         "left out), or delete a cell. Cells are addressed by the ids notebook_read gives; an id that is no longer "
-        "there is an error. Returns the new cell's id. Every edit can be undone (%dsh undo)."
+        "there is an error. Returns the new cell's id. Every edit can be undone (%dsh undo). [masked] stands for a "
+        "secret value you are not shown: keep each line holding it as notebook_read shows it and it keeps its value."
     )
 
     def __init__(self, workspace: Workspace) -> None:
@@ -467,6 +469,13 @@ class NotebookEditTool(Tool):
                 index = snapshot.cells.index(before)
                 if edit.keep_source:  # a tags or metadata change keeps the cell's source and type
                     edit = replace(edit, source=before.source, cell_type=before.cell_type)
+            if edit.action != "delete" and not edit.keep_source and MASK in edit.source:
+                # The agent saw the notebook with its secret values masked: give its lines back their values.
+                cells = sorted(snapshot.cells, key=lambda cell: cell is not before)  # the edited cell first
+                source, missing = restore_masked_lines(edit.source, [cell.source for cell in cells])
+                if missing:
+                    return _error(self.name, _masked_lines_message(missing))
+                edit = replace(edit, source=source)
             applied = document.apply(edit)
         except CellNotFound as exc:
             return _error(self.name, str(exc) or missing_cell(edit.cell_id or "", "live"))
@@ -495,6 +504,15 @@ class NotebookEditTool(Tool):
             lines.append(f"Note: {applied.note}.")
         lines.append("The user can revert it with %dsh undo.")
         return ToolOutput("\n".join(lines), meta={EDIT_META_KEY: record})
+
+
+def _masked_lines_message(lines: list[int]) -> str:
+    """The error for a source whose ``[masked]`` no line of the notebook masks to (``lines``: their numbers)."""
+    which = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
+    return (f"line {which} of 'source' holds {MASK}, which stands for a secret value you were not shown, and no "
+            f"line of the notebook reads like that: it would write {MASK} into the cell instead of the value. "
+            "Keep every line holding it exactly as notebook_read shows it (it then keeps its value), or leave the "
+            "value out and ask the user to fill it in")
 
 
 def _anchor(snapshot: NotebookSnapshot, index: int) -> dict[str, str]:
