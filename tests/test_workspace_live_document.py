@@ -414,6 +414,24 @@ def test_proposals_accept_reject_and_other_questions_go_to_the_usual_approver() 
     assert asyncio.run(ProposalApprover(None, LiveConnections()).ask(edit_request(insert), 1)) is None
 
 
+def test_a_proposal_shows_the_secret_values_the_agent_saw_masked_as_they_will_land(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The card shows what accepting writes: the agent's [masked] lines with the cell's own values (the page shows
+    the notebook with them already); a [masked] no line reads like shows as written (applying it is refused)."""
+    secret = "sk-live-0123456789abcdef"
+    monkeypatch.setenv("DSH_TEST_SERVICE_TOKEN", secret)
+    connections = fast()
+    browser = Browser([code("a", f'key = "{secret}"\nclient = connect(key)')])
+    connect(connections, "c1", browser)
+    approver = ProposalApprover(Fallback(), connections)
+    replace = {"action": "replace", "cell_id": "a", "source": 'key = "[masked]"\nclient = connect(key, retries=3)'}
+    assert asyncio.run(approver.ask(edit_request(replace), 5)) == ApprovalDecision(True, "person")
+    assert browser.proposals[-1]["edit"]["source"] == f'key = "{secret}"\nclient = connect(key, retries=3)'
+    unknown = {"action": "replace", "cell_id": "a", "source": 'KEY = "[masked]"'}
+    asyncio.run(approver.ask(edit_request(unknown), 5))
+    assert browser.proposals[-1]["edit"]["source"] == 'KEY = "[masked]"'
+
+
 def test_a_proposal_is_withdrawn_on_timeout_and_on_interrupt() -> None:
     connections = fast()
     browser = Browser([code("a", "x = 1")])

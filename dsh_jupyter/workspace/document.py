@@ -21,10 +21,11 @@ addressed by id, never by position: a cell the user moved is still found, a dele
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from ..images import ToolImage
+from ..secrets import MASK, restore_masked_lines
 
 CellType = Literal["code", "markdown", "raw"]
 #: The cell types a notebook holds (nbformat 4).
@@ -197,6 +198,18 @@ def metadata_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict
     change: dict[str, Any] = {key: None for key in after if key not in before}
     change.update({key: value for key, value in before.items() if after.get(key) != value})
     return change
+
+
+def with_secrets_restored(edit: Edit, snapshot: NotebookSnapshot) -> tuple[Edit, list[int]]:
+    """``edit`` as it lands: the agent saw the notebook's secret values as ``[masked]``, so each line of its source
+    holding one gets its value back from the notebook's line that masks to it (the edited cell's lines first);
+    and the numbers of the lines no line masks to (an edit with any must not be applied: it would write
+    ``[masked]`` into the cell)."""
+    if edit.action == "delete" or edit.keep_source or MASK not in edit.source:
+        return edit, []
+    cells = sorted(snapshot.cells, key=lambda cell: cell.id != edit.cell_id)  # the edited cell first
+    source, missing = restore_masked_lines(edit.source, [cell.source for cell in cells])
+    return replace(edit, source=source), missing
 
 
 def missing_cell(cell_id: str, view: View) -> str:

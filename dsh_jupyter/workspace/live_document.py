@@ -59,6 +59,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..secrets import MASK
 from .applier import cell_of
 from .document import (
     AppliedEdit,
@@ -72,6 +73,7 @@ from .document import (
     edit_from_arguments,
     edit_to_json,
     missing_cell,
+    with_secrets_restored,
 )
 
 if TYPE_CHECKING:
@@ -400,7 +402,12 @@ class LiveDocument:
         return run_document_cell(self, cell_id, timeout, self.connections.runner, self.put_outputs)
 
     async def propose(self, request: ApprovalRequest, edit: Edit, timeout: float) -> ApprovalDecision | None:
-        """Show ``edit`` in the notebook with Accept / Reject; the person's decision, or a timeout refusal."""
+        """Show ``edit`` in the notebook with Accept / Reject; the person's decision, or a timeout refusal. The card
+        shows the source as it would land: with the secret values the agent saw as ``[masked]`` (the page shows
+        the notebook with them already)."""
+        if MASK in edit.source:
+            restored, missing = with_secrets_restored(edit, await asyncio.to_thread(self.read))
+            edit = edit if missing else restored  # one that cannot land shows as the agent wrote it
         return await self._ask({"edit": edit_to_json(edit), "reason": request.reason}, edit.cell_id or "", timeout)
 
     async def propose_run(self, request: ApprovalRequest, cell_id: str, source: str,

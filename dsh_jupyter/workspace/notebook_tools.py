@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from ..clip import capped
 from ..images import ToolImage
-from ..secrets import MASK, restore_masked_lines
+from ..secrets import MASK
 from ..tools.base import Tool, ToolExecution, ToolOutput
 from .cell_runner import DEFAULT_RUN_TIMEOUT, MainThreadRunner
 from .document import (
@@ -45,6 +45,7 @@ from .document import (
     NotebookSnapshot,
     is_dsh_cell,
     missing_cell,
+    with_secrets_restored,
 )
 from .edits import EDIT_META_KEY, edit_record
 from .kernel_record import KernelRecord
@@ -469,13 +470,9 @@ class NotebookEditTool(Tool):
                 index = snapshot.cells.index(before)
                 if edit.keep_source:  # a tags or metadata change keeps the cell's source and type
                     edit = replace(edit, source=before.source, cell_type=before.cell_type)
-            if edit.action != "delete" and not edit.keep_source and MASK in edit.source:
-                # The agent saw the notebook with its secret values masked: give its lines back their values.
-                cells = sorted(snapshot.cells, key=lambda cell: cell is not before)  # the edited cell first
-                source, missing = restore_masked_lines(edit.source, [cell.source for cell in cells])
-                if missing:
-                    return _error(self.name, _masked_lines_message(missing))
-                edit = replace(edit, source=source)
+            edit, missing = with_secrets_restored(edit, snapshot)
+            if missing:
+                return _error(self.name, _masked_lines_message(missing))
             applied = document.apply(edit)
         except CellNotFound as exc:
             return _error(self.name, str(exc) or missing_cell(edit.cell_id or "", "live"))
