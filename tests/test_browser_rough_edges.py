@@ -53,7 +53,7 @@ POPUP_NOTEBOOK = f"{FOLDER}/popup.ipynb"
 SLOW_ANSWER = """\
 import time
 _comms = get_ipython().kernel.comm_manager
-_answer = _comms.targets["dsh.current-session"]
+_answer = globals().setdefault("_prompt_answer", _comms.targets["dsh.current-session"])  # once, also on a rerun
 def _late(comm, message):
     time.sleep(1.0)
     _answer(comm, message)

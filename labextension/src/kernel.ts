@@ -25,8 +25,11 @@ export const CURRENT_SESSION_TARGET = 'dsh.current-session';
  */
 export const KERNEL_ANSWER_MS = 800;
 
-/** The last answer of each kernel (by kernel id), kept for when a later question is answered too late. */
-const lastAnswers = new Map<string, string | null>();
+/** The answer of each kernel (by kernel id) to the latest question answered, kept for when a later question is
+ * answered too late; `asked` numbers the question, so a late answer to an older one never replaces it. */
+const lastAnswers = new Map<string, { sessionId: string | null; asked: number }>();
+/** Questions asked so far (any kernel): numbers them in the order they were asked. */
+let questionsAsked = 0;
 
 /**
  * The id of the kernel's current session, or `null` when there is none or no dsh extension is loaded in
@@ -39,11 +42,16 @@ export async function currentSessionId(panel: NotebookPanel): Promise<string | n
     return null;
   }
   const kernelId = kernel.id;
-  const last = (): string | null => lastAnswers.get(kernelId) ?? null;
+  const asked = ++questionsAsked;
+  const last = (): string | null => lastAnswers.get(kernelId)?.sessionId ?? null;
   const answer = (data: unknown): string | null => {
     const sessionId = (data as { sessionId?: unknown } | null)?.sessionId;
     const id = typeof sessionId === 'string' ? sessionId : null;
-    lastAnswers.set(kernelId, id);
+    // Answers can come out of order (one question waited for its subshell, or went to a busy main shell): the
+    // answer to an older question (before the first `%%dsh` cell: no session) must not replace a newer one's.
+    if ((lastAnswers.get(kernelId)?.asked ?? 0) < asked) {
+      lastAnswers.set(kernelId, { sessionId: id, asked });
+    }
     return id;
   };
   return askKernel(kernel, CURRENT_SESSION_TARGET, {}, answer, last, KERNEL_ANSWER_MS);
@@ -52,7 +60,7 @@ export async function currentSessionId(panel: NotebookPanel): Promise<string | n
 /** The kernel's last answer about its current session (`null`: none yet, or no session), without asking. */
 export function lastSessionId(panel: NotebookPanel): string | null {
   const kernel = panel.sessionContext.session?.kernel;
-  return kernel ? lastAnswers.get(kernel.id) ?? null : null;
+  return kernel ? lastAnswers.get(kernel.id)?.sessionId ?? null : null;
 }
 
 /** How long after a cell finishes the kernel is asked (it is idle by then, so it answers at once). */
