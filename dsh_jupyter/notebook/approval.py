@@ -317,7 +317,6 @@ class WidgetApprover:
             widget.settle(record_line(request, None, "stopped: the turn was interrupted"), False)
             raise
 
-
     async def _drawn(self, widget: ApprovalWidget, rendered: asyncio.Future[None], deadline: float) -> None:
         """Wait until the question's view says it was drawn: up to :data:`WATCHED_RENDER_WAIT` while a page with
         dsh's extension is connected, else :data:`RENDER_WAIT`. Asked again every :data:`WATCH_RECHECK` seconds

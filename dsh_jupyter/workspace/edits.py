@@ -148,7 +148,7 @@ def _same_source(source: str, recorded: Any) -> bool:
 
 
 def _source_to_restore(before: Mapping[str, Any], cell_id: str, action: str) -> str:
-    """The source an undo writes back; refused when the log holds it masked (it would write ``[masked]``)."""
+    """The source an undo writes back; refused when the record holds it masked (it would write ``[masked]``)."""
     source = str(before.get("source", ""))
     if MASK in source:
         raise UndoRefused(f"cell {cell_id}'s source before the agent's {action} held a secret value, which the "

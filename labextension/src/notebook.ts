@@ -169,11 +169,11 @@ export class LiveNotebook {
   }
 
   /**
-   * Connect to the kernel: a comm to its live target. `onSubshell`: send it on the target's kernel subshell (once
+   * Connect to the kernel: a comm to its live target. `viaSubshell`: send it on the target's kernel subshell (once
    * JupyterLab has started it, see ask.ts), where the kernel takes it at once even while cells run on its main
    * shell; otherwise on the main shell, where it reaches the kernel before any cell sent after it.
    */
-  private _open(onSubshellFirst = false): void {
+  private _open(viaSubshell = false): void {
     const kernel = this._kernel;
     if (this._disposed || !kernel || kernel.isDisposed) {
       return;
@@ -212,7 +212,7 @@ export class LiveNotebook {
       this.panel.node.dataset.dshLive = 'connected';
       this.panel.node.dataset.dshLiveOpens = String(++this._opens);
     };
-    if (onSubshellFirst) {
+    if (viaSubshell) {
       void onSubshell(kernel, comm, OPEN_SUBSHELL_MS).then(send);
     } else {
       send();
@@ -242,10 +242,15 @@ export class LiveNotebook {
 
   private _close(): void {
     const comm = this._comm;
+    const opened = this._commOpen;
     this._forget();
     if (comm && !comm.isDisposed) {
       try {
-        comm.close();
+        if (opened) {
+          comm.close();
+        } else {
+          comm.dispose(); // still waiting for its subshell: the kernel never heard of it
+        }
       } catch {
         // the kernel is gone already
       }
