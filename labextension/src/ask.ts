@@ -14,6 +14,14 @@
 import { Kernel } from '@jupyterlab/services';
 import type { JSONObject } from '@lumino/coreutils';
 
+/**
+ * How long the `@` popup's questions (the current session, the variables) wait for the kernel before going
+ * without its answer (milliseconds). A kernel with subshells answers in a few milliseconds even while a cell
+ * runs, but a loaded machine can take a while; the popup asks them side by side and must answer JupyterLab
+ * within its provider timeout (a second by default), or JupyterLab shows it without any of dsh's items.
+ */
+export const POPUP_ANSWER_MS = 800;
+
 /** The longest share of `waitMs` spent waiting for the target's subshell before asking on the main shell. */
 const SUBSHELL_SHARE = 0.5;
 

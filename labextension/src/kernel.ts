@@ -12,18 +12,10 @@
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
-import { askKernel } from './ask.js';
+import { askKernel, POPUP_ANSWER_MS } from './ask.js';
 
 /** The comm target of the kernel side (dsh_jupyter/notebook/frontend_comm.py). */
 export const CURRENT_SESSION_TARGET = 'dsh.current-session';
-
-/**
- * How long to wait for the kernel before going without its answer (milliseconds). A kernel with subshells
- * answers in a few milliseconds even while a cell runs, but a loaded machine can take a while; the `@` popup
- * waits as long for the kernel's variables (variables.ts) anyway, and must answer JupyterLab within its
- * provider timeout (a second by default).
- */
-export const KERNEL_ANSWER_MS = 800;
 
 /** The answer of each kernel (by kernel id) to the latest question answered, kept for when a later question is
  * answered too late; `asked` numbers the question, so a late answer to an older one never replaces it. */
@@ -54,7 +46,7 @@ export async function currentSessionId(panel: NotebookPanel): Promise<string | n
     }
     return id;
   };
-  return askKernel(kernel, CURRENT_SESSION_TARGET, {}, answer, last, KERNEL_ANSWER_MS);
+  return askKernel(kernel, CURRENT_SESSION_TARGET, {}, answer, last, POPUP_ANSWER_MS);
 }
 
 /** The kernel's last answer about its current session (`null`: none yet, or no session), without asking. */

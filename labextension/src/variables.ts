@@ -10,17 +10,10 @@
 
 import { NotebookPanel } from '@jupyterlab/notebook';
 
-import { askKernel } from './ask.js';
+import { askKernel, POPUP_ANSWER_MS } from './ask.js';
 
 /** The comm target of the kernel side (dsh_jupyter/workspace/variable_refs.py). */
 export const VARIABLES_TARGET = 'dsh.variables';
-
-/**
- * How long to wait for the kernel before going without variables (milliseconds): it answers in a few
- * milliseconds, but a loaded machine can take a while. The `@` popup must answer JupyterLab within its
- * provider timeout (a second by default), or JupyterLab shows it without any of dsh's items.
- */
-export const VARIABLES_ANSWER_MS = 800;
 
 /** How many variables one request asks for. */
 export const VARIABLE_LIMIT = 50;
@@ -68,5 +61,5 @@ export async function listVariables(
     return [];
   }
   return askKernel(kernel, VARIABLES_TARGET, { query, limit: VARIABLE_LIMIT }, parseVariables, () => [],
-    VARIABLES_ANSWER_MS);
+    POPUP_ANSWER_MS);
 }
