@@ -58,6 +58,16 @@ def send_on_go(sent=None, go=pathlib.Path("go")):
     go.unlink(missing_ok=True)
     return send(sent)
 panel.prompt.submit = send_on_go"""
+#: Makes the kernel take 2 s over the next caret position the box sends: the box's updates that follow are held back
+#: in the page meanwhile (ipywidgets sends a model's next update once the kernel is done with the one before), while a
+#: pick (another widget's command) goes out at once and reaches the kernel before them.
+SLOW_CARET = """\
+import time
+def slow_once(change, slept=[]):
+    if not slept:
+        slept.append(change["new"])
+        time.sleep(2)
+panel.prompt.observe(slow_once, "cursor")"""
 
 
 @pytest.fixture(scope="module", params=["lab", "notebook"])
@@ -69,7 +79,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             cwd = "/elsewhere" if session_id == "other-3" else here
             write_session(folder, session_id, title, cwd=cwd, created_at=created_at)
         write_notebook(root / NOTEBOOK, "%load_ext dsh_jupyter", "panel = %dsh pick\npanel", CHECK,
-                       SLOW_PICKS, SEND_ON_GO, "")  # the empty cell: a run of the last one selects it
+                       SLOW_PICKS, SEND_ON_GO, SLOW_CARET, "")  # the empty cell: a run of the last one selects it
 
     yield from serve(request.param, tmp_path_factory, "picker", prepare)
 
@@ -209,6 +219,21 @@ def test_picker_filters_in_python_and_inserts_mentions(
         nb.screenshot(request, "6-given-back")
         output = nb.run(2)
         expect(output).to_contain_text(f"value: {given_back!r}")
+
+        # A pick made while keys typed in the box are still on their way: the kernel inserts the mention into the text
+        # the page showed, then gets the box's older text, from before the insertion. The insertion stays.
+        nb.run(5)
+        prompt.click()
+        page.keyboard.press("Control+Home")  # the caret's move: the kernel takes 2 s over it
+        page.keyboard.type("Also ")  # held back in the page until then
+        rows.first.click()  # "Data cleanup notes": goes out at once
+        also = f"Also {second} {given_back}"
+        expect(prompt).to_have_js_property("value", also, timeout=KERNEL_TIMEOUT_MS)
+        expect(chips).to_have_text(["@Data cleanup notes", "@Deleted notes"])
+        output = nb.run(2)
+        expect(output).to_contain_text(f"value: {also!r}")
+        expect(prompt).to_have_js_property("value", also)
+        nb.screenshot(request, "7-picked-while-typing")
 
         assert watch.dialogs == []
         assert watch.errors == []

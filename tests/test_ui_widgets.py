@@ -307,6 +307,35 @@ def test_each_text_change_of_the_kernel_goes_out_with_the_text_it_started_from(h
     assert update["kernel_edit"] == {"base": "", "n": 3, "joiner": "\n"}  # above anything typed since, on its line
 
 
+def test_a_views_text_from_before_the_kernels_edit_does_not_undo_it(host: FakeHost) -> None:
+    """A pick overtakes the box's own updates (ipywidgets holds them back while the kernel works on the one before):
+    the kernel inserts into the text the page showed, then gets the box's update from before the insertion. That
+    update says which kernel edit the view knew (``seen_edit``); holding just the text the edit started from, it
+    leaves the edit in place and the edit goes out again, for the view that showed the older text meanwhile."""
+    box = PromptBox(host)
+    comm = _RecordingComm()
+    box.comm = comm
+    box.set_state({"value": "compare", "cursor": -1, "seen_edit": 0})  # typed in the page
+    box.insert("@[a](dsh-session:b)", shown=("compare", 7))  # the pick (edit 1)
+    inserted = "compare @[a](dsh-session:b) "
+    box.set_state({"value": "compare", "cursor": 7, "seen_edit": 0})  # the box's update, sent before edit 1 reached it
+    assert box.value == inserted
+    assert box.kernel_edit == {"base": "compare", "n": 2} and box.cursor == -1
+    assert {"value": inserted, "kernel_edit": {"base": "compare", "n": 2}}.items() <= comm.sent[-1]["state"].items()
+    # A view that knew the edits and went back to that text (the mention deleted) is taken at its word.
+    box.set_state({"value": "compare", "seen_edit": 2})
+    assert box.value == "compare"
+    # Keys typed before an edit reached the view stay until the view sends them merged with it (merge.ts).
+    box.insert("@[c](dsh-session:d)")  # edit 3
+    box.set_state({"value": "compare more", "seen_edit": 2})
+    assert box.value == "compare more"
+    # A prompt sent from Python empties the box (an edit too): the text it took, coming back late, stays out.
+    box.set_state({"value": "plot it", "seen_edit": 3})
+    box.submit()
+    box.set_state({"value": "plot it", "seen_edit": 3})
+    assert box.value == "" and host.submitted[-1].text == "plot it"
+
+
 def test_send_command_sends_and_labels(host: FakeHost) -> None:
     box = PromptBox(host)
     assert invoke(box, "send_command", {"value": "first"}) == {"mode": "sent"}
@@ -711,6 +740,7 @@ const button = el.byClass("dsh-prompt-send")[0];
 assert.equal(button.textContent, "Send");
 typeInto(area, "hello");
 assert.equal(model.get("value"), "hello");
+assert.equal(model.get("seen_edit"), 0);  // sent with the number of the kernel's latest edit it had applied: none
 assert.equal(model.get("cursor"), -1);  // no caret in the box: it stays at the end (the browser tests move it)
 model.set("value", "he @[x](dsh-session:Ing) llo");  // a mention inserted from Python
 await tick();  // a new value is shown once the rest of its update is in (a microtask later)
@@ -758,6 +788,7 @@ model.set("kernel_edit", { base: "he @[x](dsh-session:Ing) llo", n: 1 });
 await tick();
 assert.equal(area.value, "he @[x](dsh-session:Ing) llo @[y](dsh-session:Ing)  what was");
 assert.equal(model.get("value"), area.value);  // and the merged text goes back to the kernel
+assert.equal(model.get("seen_edit"), 1);  // saying it knew that edit
 // Both changed the same words: what was typed stays.
 typeInto(area, "typed over");
 model.set("kernel_edit", { base: "he @[x](dsh-session:Ing) llo @[y](dsh-session:Ing)  what was", n: 2 });
@@ -765,6 +796,7 @@ model.set("value", "he @[x](dsh-session:Ing) llo @[z](dsh-session:Ing) what was"
 await tick();
 assert.equal(area.value, "typed over");
 assert.equal(model.get("value"), "typed over");
+assert.equal(model.get("seen_edit"), 2);
 // A value set without a new edit (from Python directly) is shown as it is.
 model.set("value", "set from Python");
 await tick();

@@ -42,6 +42,11 @@ class PromptBox(anywidget.AnyWidget):
     #: typed into meanwhile merges the change into what it shows instead of dropping the keys typed since. A
     #: ``joiner`` (a prompt given back: a newline) goes between the kernel's text and keys typed right after it.
     kernel_edit = traitlets.Dict({"base": "", "n": 0}).tag(sync=True)
+    #: The number of the kernel's latest edit (``kernel_edit["n"]``) the view had applied when it last sent ``value``
+    #: (set by the views). A view's ``value`` sent before an edit reached it (ipywidgets holds a model's updates back
+    #: while the kernel works on the one before; a pick, another widget's command, overtakes them) and holding just
+    #: the text that edit started from is older than the edit: the kernel keeps the edit (:meth:`_value_from_view`).
+    seen_edit = traitlets.Int(0).tag(sync=True)
     #: A prompt a view sent that did not reach the log (``text``, and its number ``n``): the view puts it back
     #: above what its box shows and marks it ``applied``. The kernel cannot do that itself: what the page shows
     #: may not have reached it (ipywidgets holds a view's updates back while the kernel is busy).
@@ -71,6 +76,7 @@ class PromptBox(anywidget.AnyWidget):
         self._submit = submit
         self.last_submission: PromptSubmission | None = None
         self._edits = 0  # the kernel's changes of ``value`` so far (``kernel_edit["n"]``)
+        self._edit_cursor = -1  # the caret its latest change left
         self._returns = 0  # prompts a view sent and the kernel gave back (``returned["n"]``)
 
     def insert(self, text: str, *, shown: tuple[str, int] | None = None) -> None:
@@ -121,10 +127,22 @@ class PromptBox(anywidget.AnyWidget):
         ``base``, or else ``value`` as the kernel has it; ``joiner``: see :attr:`kernel_edit`."""
         with self.hold_sync():
             self._edits += 1
+            self._edit_cursor = cursor
             edit = {"base": self.value if base is None else base, "n": self._edits}
             self.kernel_edit = {**edit, "joiner": joiner} if joiner else edit
             self.value = value
             self.cursor = cursor
+
+    @traitlets.observe("value")
+    def _value_from_view(self, change: Mapping[str, Any]) -> None:
+        """A view's ``value`` that left it before the kernel's latest edit reached it, and holds nothing typed since
+        the text that edit started from, is older than the edit: the edit's text stays (sent again as an edit, so a
+        view that already showed the older text takes it back, merged with anything typed since)."""
+        if "value" not in self._property_lock or self.seen_edit >= self._edits:
+            return  # the kernel's own change, or a view's that knew the kernel's latest edit
+        older, edited = change["new"], change["old"]
+        if older == self.kernel_edit.get("base") and edited != older:
+            self._set_text(edited, self._edit_cursor, base=older)
 
     def _set_status(self, text: str, level: str) -> None:
         with self.hold_sync():

@@ -40,6 +40,8 @@ export interface IPromptState {
   value: string;
   cursor: number;
   kernel_edit: IKernelEdit;
+  /** The number of the kernel's latest edit this view had applied when it last sent `value`. */
+  seen_edit: number;
   returned: IReturned;
   placeholder: string;
   busy: boolean;
@@ -136,6 +138,17 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
     editor.value = text;
     model.set('value', text);
     model.set('cursor', -1);
+    saveValue();
+  }
+
+  /**
+   * Sends the `value` (and caret) just set, with the number of the kernel's latest edit this view has applied: an
+   * update that left before an edit of the kernel reached this view (ipywidgets holds a model's updates back while
+   * the kernel works on the one before, and a pick overtakes them) is then known as older in the kernel, which
+   * keeps its edit instead of going back to the text the edit started from.
+   */
+  function saveValue(): void {
+    model.set('seen_edit', seenEdit);
     model.save_changes();
   }
 
@@ -203,7 +216,7 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
     localError = null;
     model.set('value', editor.value);
     caretChanged();
-    model.save_changes();
+    saveValue();
   }
 
   function onKeyDown(event: KeyboardEvent): void {
@@ -257,7 +270,7 @@ function render({ model, el, experimental }: RenderProps<IPromptState>): () => v
       }
       model.set('value', text);
       caretChanged();
-      model.save_changes();
+      saveValue();
       sync();
       return;
     }
