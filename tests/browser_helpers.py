@@ -92,8 +92,10 @@ UNUSED_EXTENSIONS = (
     "@jupyterlab/running-extension", "@jupyterlab/terminal-extension", "@jupyterlab/toc-extension",
     "@jupyterlab/vega5-extension", "@jupyterlab/workspaces-extension",
 )
-#: Server extensions of the environment whose front ends are in :data:`UNUSED_EXTENSIONS` (see :func:`prepare_state`).
-UNUSED_SERVER_EXTENSIONS = ("jupyter_lsp", "jupyter_server_terminals")
+#: Server extensions of the environment whose front ends are in :data:`UNUSED_EXTENSIONS` (see :func:`prepare_state`):
+#: the language servers, the terminals, and real-time collaboration (the `collab` extra's rooms and file ids), which
+#: the collaboration tests load again in their own ``jupyter_server_config.json``.
+UNUSED_SERVER_EXTENSIONS = ("jupyter_lsp", "jupyter_server_terminals", "jupyter_server_ydoc", "jupyter_server_fileid")
 #: The collaboration front end, which the collaboration tests keep (``page_config(keep=COLLABORATION)``).
 COLLABORATION = ("@jupyter/collaboration-extension", "@jupyter/docprovider-extension")
 
@@ -361,19 +363,15 @@ def prepare_state(state: Path) -> dict[str, str]:
             json.dumps({"ServerApp": {"jpserver_extensions": {"dsh_jupyter": True}}}), encoding="utf-8")
 
     # The server halves of the front-end extensions the test pages leave out (UNUSED_EXTENSIONS: the language
-    # servers and terminals) are not loaded either: about 0.35 s of each test server's start here, and no test
-    # opens a terminal or a language server. Set in a ``jupyter_server_config.d`` file, the one place the
-    # server reads which extensions to load from.
+    # servers, terminals and collaboration) are not loaded either: about 0.35 s of each test server's start here
+    # for the first two, 0.1-0.2 s more for collaboration, and no test opens a terminal or a language server.
+    # Real-time collaboration (jupyter-collaboration, the `collab` extra) stays off on the test servers, as in an
+    # install without that extra: with it, a save of a notebook the room also saved asks "File Changed"; the
+    # collaboration tests load it in their own ``jupyter_server_config.json``, which wins over this file. Set in a
+    # ``jupyter_server_config.d`` file, the one place the server reads which extensions to load from.
     (config_d / "zz-dsh-tests-unused.json").write_text(
         json.dumps({"ServerApp": {"jpserver_extensions": {name: False for name in UNUSED_SERVER_EXTENSIONS}}}),
         encoding="utf-8")
-
-    # Real-time collaboration (jupyter-collaboration, the `collab` extra) stays off on the test servers: with
-    # it, a save of a notebook the room also saved asks "File Changed". It is set in ``jupyter_config.json``
-    # (an extension's options in ``jupyter_server_config.d`` are not read); the collaboration tests switch it
-    # on in their own ``jupyter_server_config.json``, which wins over this file.
-    (folders["config"] / "jupyter_config.json").write_text(
-        json.dumps({"YDocExtension": {"disable_rtc": True}}), encoding="utf-8")
 
     # The working tree's build wins over an installed copy (the user data folder comes first in
     # Jupyter's search path once JUPYTER_PREFER_ENV_PATH is off, below), so the tests never run stale
