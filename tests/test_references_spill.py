@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from references_helpers import (
     MemoryStore,
     append_user,
@@ -39,6 +41,22 @@ from dsh_jupyter.references.spill import (
     render_transcript,
     save_transcript,
 )
+
+#: Texts made of what could confuse a line split of the encoded list: quotes, commas, backslashes, newlines, controls,
+#: and characters outside ASCII and the BMP.
+_TRICKY = st.text(alphabet=st.sampled_from(['"', ",", "\\", "\n", "\x00", "a", " ", "界", "😀", "\u2028", "]", "["]),
+                  max_size=300)
+
+
+@given(_TRICKY)
+def test_each_fragment_line_is_the_json_of_its_piece(text: str) -> None:
+    from dsh_jupyter._json import dumps
+
+    lines = fragments(text, 7)
+    pieces = [text[i : i + 7] for i in range(0, len(text), 7)]
+    assert lines == [dumps(piece) for piece in pieces]
+    assert [json.loads(line) for line in lines] == pieces
+
 
 CASES = [
     ("huge single message", ["head\n" + "界😀" * 10_000 + "\ntail"], 360),
