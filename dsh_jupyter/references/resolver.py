@@ -275,11 +275,19 @@ class SessionReferenceResolver:
             )
             sources: list[RetainedSource] = rendered[0]
             truncated = [i for i, s in enumerate(sources) if s.stats.truncated]
-            results = await watch.gather(
-                [thread_future(functools.partial(self._spill, target, i, sources[i], budget),
-                               name="dsh-reference-spill")
-                 for i in truncated]
-            )
+            def spill_in_turn() -> list[SpillResult]:
+                """The full snapshots written one after another, in one helper thread: encoding and masking them is
+                CPU work under one interpreter lock, and side by side (a thread each) three cost about a tenth more
+                CPU and wall time (bench_foldcache's cold prepare(), session-shaped logs) than in turn; only their
+                fsyncs could overlap."""
+                written = []
+                for i in truncated:
+                    if watch.is_set():  # cancelled: nobody waits for the rest
+                        break
+                    written.append(self._spill(target, i, sources[i], budget))
+                return written
+
+            (results,) = await watch.gather([thread_future(spill_in_turn, name="dsh-reference-spill")])
             watch.check()
         spills = dict(zip(truncated, results, strict=True))
         context = self._context(sources, spills, wanted, variable_entries, wanted_cells, cell_entries)
