@@ -275,6 +275,7 @@ class SessionReferenceResolver:
             )
             sources: list[RetainedSource] = rendered[0]
             truncated = [i for i, s in enumerate(sources) if s.stats.truncated]
+
             def spill_in_turn() -> list[SpillResult]:
                 """The full snapshots written one after another, in one helper thread: encoding and masking them is
                 CPU work under one interpreter lock, and side by side (a thread each) three cost about a tenth more
