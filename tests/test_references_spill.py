@@ -58,6 +58,16 @@ def test_each_fragment_line_is_the_json_of_its_piece(text: str) -> None:
     assert [json.loads(line) for line in lines] == pieces
 
 
+@given(st.lists(st.text(alphabet=st.sampled_from(['"', ",", "\\", "\n", "a", "界", "😀"]), max_size=4), max_size=12))
+def test_fragment_lines_split_where_the_pieces_end_whatever_they_hold(pieces: list[str]) -> None:
+    """A piece that is just a comma, or that ends in a quote and a comma, or in a backslash, is still its own line."""
+    from dsh_jupyter._json import dumps
+    from dsh_jupyter.references.spill import _encode_lines
+
+    lines = _encode_lines(pieces).decode("utf-8").split("\n") if pieces else []
+    assert lines == [dumps(piece) for piece in pieces]
+
+
 CASES = [
     ("huge single message", ["head\n" + "界😀" * 10_000 + "\ntail"], 360),
     ("whole dropped messages", ["old " + "界" * 300, "new fact"], 180),
