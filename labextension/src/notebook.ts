@@ -502,13 +502,12 @@ export class LiveNotebook {
     this._settle(id);
   }
 
-  /** The kernel loaded dsh (`%load_ext`): connect again. The kernel closes the ping itself as soon as it sent
-   * it (it cannot know whether a page listens), so closing it here too would be a second close that each side
-   * reports as a comm it does not know. */
-  /** `%load_ext` ran in the kernel (it pings every page). When more cells wait to run behind it (a Run All), the
-   * connection goes on the kernel subshell: on the main shell it would reach the kernel only after all of them,
-   * and their `%%dsh` turns would find no page. With no cell waiting, the main shell keeps it ahead of the next
-   * cell the user runs. */
+  /** The kernel loaded dsh (`%load_ext`, which pings every page): connect again. When more cells wait to run
+   * behind it (a Run All), the connection goes on the kernel subshell: on the main shell it would reach the kernel
+   * only after all of them, and their `%%dsh` turns would find no page. With no cell waiting, the main shell keeps
+   * it ahead of the next cell the user runs. The kernel closes the ping itself as soon as it sent it (it cannot
+   * know whether a page listens), so closing it here too would be a second close that each side reports as a comm
+   * it does not know. */
   private readonly _pinged = (): void => {
     this._open(this._cellsWaiting() > 1);
   };
