@@ -186,8 +186,8 @@ def bench(shape: str, store: JsonlStore) -> bool:
             refs = [{"sessionId": s} for s in SOURCES]
             spilled: list[int] = []
 
-            def prepare() -> None:
-                prepared = resolver.prepare_sync(target, [], refs)
+            def prepare(into: ReferenceTarget = target) -> None:
+                prepared = resolver.prepare_sync(into, [], refs)
                 assert prepared.additional_context is not None
                 spilled[:] = [r.bytes or 0 for r in prepared.spills.values()]
 
@@ -195,9 +195,7 @@ def bench(shape: str, store: JsonlStore) -> bool:
                 catalog.folds.clear()
                 resolver.warm_projections = WarmProjections()
                 resolver.saved_spills = SavedSpills()
-                prepared = resolver.prepare_sync(
-                    ReferenceTarget("bench-target", CWD, Path(tempfile.mkdtemp(dir=home, prefix="cold-"))), [], refs)
-                assert prepared.additional_context is not None
+                prepare(ReferenceTarget("bench-target", CWD, Path(tempfile.mkdtemp(dir=home, prefix="cold-"))))
 
             def cold_fold() -> None:
                 catalog.folds.clear()
