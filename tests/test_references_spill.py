@@ -27,6 +27,7 @@ from references_helpers import (
     target_for,
 )
 
+from dsh_jupyter._json import dumps
 from dsh_jupyter.references import (
     SESSION_REFERENCE_CANCELLED,
     SESSION_REFERENCE_INVALID_CONFIG,
@@ -37,6 +38,7 @@ from dsh_jupyter.references.retention import js_utf8_length
 from dsh_jupyter.references.spill import (
     RETRIEVAL_HINT,
     SpillResult,
+    _encode_lines,
     fragments,
     render_transcript,
     save_transcript,
@@ -50,8 +52,6 @@ _TRICKY = st.text(alphabet=st.sampled_from(['"', ",", "\\", "\n", "\x00", "a", "
 
 @given(_TRICKY)
 def test_each_fragment_line_is_the_json_of_its_piece(text: str) -> None:
-    from dsh_jupyter._json import dumps
-
     lines = fragments(text, 7)
     pieces = [text[i : i + 7] for i in range(0, len(text), 7)]
     assert lines == [dumps(piece) for piece in pieces]
@@ -61,9 +61,6 @@ def test_each_fragment_line_is_the_json_of_its_piece(text: str) -> None:
 @given(st.lists(st.text(alphabet=st.sampled_from(['"', ",", "\\", "\n", "a", "界", "😀"]), max_size=4), max_size=12))
 def test_fragment_lines_split_where_the_pieces_end_whatever_they_hold(pieces: list[str]) -> None:
     """A piece that is just a comma, or that ends in a quote and a comma, or in a backslash, is still its own line."""
-    from dsh_jupyter._json import dumps
-    from dsh_jupyter.references.spill import _encode_lines
-
     lines = _encode_lines(pieces).decode("utf-8").split("\n") if pieces else []
     assert lines == [dumps(piece) for piece in pieces]
 
