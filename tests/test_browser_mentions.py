@@ -261,3 +261,47 @@ def test_notebook7_mention_completion_and_reference_context(
 ) -> None:
     server, root = notebook7
     mention_flow(browser, server, root, request)
+
+
+#: Holds every answer of the server's session candidates for 1.5 s: longer than JupyterLab's provider timeout (a
+#: second by default), after which the completer drops a provider's items. (A page script, so it wraps the ``fetch``
+#: JupyterLab's requests go through before the app starts.)
+SLOW_CANDIDATES = """
+(() => {
+  const fetch = window.fetch.bind(window);
+  window.fetch = async (input, init) => {
+    const url = typeof input === 'string' ? input : input.url;
+    const response = await fetch(input, init);
+    if (url.includes('/dsh/api/candidates')) {
+      await new Promise(resolve => setTimeout(resolve, 1500));
+    }
+    return response;
+  };
+})();
+"""
+
+
+def test_a_slow_server_still_opens_the_popup(
+    browser: Any, lab: tuple[JupyterServer, Root], request: pytest.FixtureRequest
+) -> None:
+    """A server that answers later than JupyterLab waits for a provider (a busy machine) still gets its sessions
+    into the popup: the answer that came too late opens it, without another key."""
+    from playwright.sync_api import expect
+
+    server, _root = lab
+    with watched_page(browser) as (page, watch):
+        page.add_init_script(SLOW_CANDIDATES)
+        nb = NotebookPage(page, server, NOTEBOOK).open()
+        nb.focus_end(2)
+        page.keyboard.type("@reg")
+        sessions = page.locator(".jp-Completer .jp-DshCompleter-session .jp-DshCompleter-title")
+        expect(sessions).to_have_text(["Regional budget", "Regional sales Q3"])
+        nb.screenshot(request, "late-popup")
+        # It is an ordinary completer session from then on: typing filters it, and Enter picks.
+        page.keyboard.type("ional sa")
+        expect(sessions).to_have_text(["Regional sales Q3"])
+        page.keyboard.press("Enter")
+        expect(page.locator(".jp-Completer")).to_be_hidden()
+        assert nb.source(2).endswith(format_session_reference_mention("sales-4", "Regional sales Q3"))
+        assert watch.dialogs == []
+        assert watch.errors == []

@@ -65,10 +65,34 @@ export function notebookPath(
   return contents ? contents.localPath(path) : path;
 }
 
+/**
+ * A fetch that takes at least this long (milliseconds) may have missed JupyterLab's provider timeout (a second by
+ * default), after which the completer goes on without the provider's items: the popup then never opens for a
+ * mention typed in one go. Such an answer is kept and the completer asked again (see {@link DshCompletionProvider}).
+ */
+export const LATE_MS = 900;
+
+/** How long a late answer is kept for the completer's second request (milliseconds). */
+export const LATE_KEPT_MS = 10_000;
+
 /** Dependencies of {@link DshCompletionProvider}. */
 export interface IDshCompletionProviderOptions {
   serverSettings: ServerConnection.ISettings;
   contents: Contents.IManager;
+  /** Opens the completer of a notebook panel (by its id), as typing a mention does. */
+  invoke?: (panelId: string) => void;
+}
+
+/** The editor a completion request was typed in. */
+type Editor = NonNullable<ICompletionContext['editor']>;
+
+/** An answer that came after JupyterLab may have stopped waiting for it, and the request it answers. */
+interface ILateReply {
+  editor: Editor;
+  text: string;
+  offset: number;
+  reply: CompletionHandler.ICompletionItemsReply;
+  at: number;
 }
 
 /**
@@ -82,6 +106,7 @@ export class DshCompletionProvider implements ICompletionProvider {
   constructor(options: IDshCompletionProviderOptions) {
     this._serverSettings = options.serverSettings;
     this._contents = options.contents;
+    this._invoke = options.invoke ?? null;
     this.renderer = new DshCompleterRenderer();
   }
 
@@ -90,7 +115,31 @@ export class DshCompletionProvider implements ICompletionProvider {
     return this._tokenOf(context) !== null;
   }
 
+  /**
+   * The items for a mention. An answer that took {@link LATE_MS} or longer (a busy server or kernel) is kept, and
+   * once JupyterLab is done with it the completer is asked again for the same text and cursor, which this answers
+   * at once from what was kept: a popup that would have been dropped opens late instead of never.
+   */
   async fetch(
+    request: CompletionHandler.IRequest,
+    context: ICompletionContext
+  ): Promise<CompletionHandler.ICompletionItemsReply> {
+    const kept = this._takeLate(request, context);
+    if (kept) {
+      return kept;
+    }
+    const started = Date.now();
+    const reply = await this._fetch(request, context);
+    const editor = context.editor;
+    if (Date.now() - started >= LATE_MS && reply.items.length && editor && this._invoke) {
+      this._late = { editor, text: request.text, offset: request.offset, reply, at: Date.now() };
+      // After JupyterLab has taken (or dropped) this answer: its own timer ran out before this fetch ended.
+      setTimeout(() => this._reopen(context, editor, request), 0);
+    }
+    return reply;
+  }
+
+  private async _fetch(
     request: CompletionHandler.IRequest,
     context: ICompletionContext
   ): Promise<CompletionHandler.ICompletionItemsReply> {
@@ -129,8 +178,10 @@ export class DshCompletionProvider implements ICompletionProvider {
   }
 
   /** A model that filters dsh items like the server does (see {@link DshCompleterModel}). */
-  async modelFactory(): Promise<Completer.IModel> {
-    return new DshCompleterModel();
+  async modelFactory(context: ICompletionContext): Promise<Completer.IModel> {
+    const model = new DshCompleterModel();
+    this._models.set(context.widget, model);
+    return model;
   }
 
   /** With continuous hinting on, hint exactly when a mention is being typed in a `%%dsh` cell. */
@@ -164,6 +215,49 @@ export class DshCompletionProvider implements ICompletionProvider {
     }
   }
 
+  /** The kept late answer, once, when `request` asks again what it answered (same editor, text and cursor). */
+  private _takeLate(
+    request: CompletionHandler.IRequest,
+    context: ICompletionContext
+  ): CompletionHandler.ICompletionItemsReply | null {
+    const late = this._late;
+    this._late = null;
+    if (
+      !late ||
+      late.editor !== context.editor ||
+      late.text !== request.text ||
+      late.offset !== request.offset ||
+      Date.now() - late.at > LATE_KEPT_MS
+    ) {
+      return null;
+    }
+    return late.reply;
+  }
+
+  /** Asks the completer again when the editor still shows what a late answer is for (an open popup ignores it). */
+  private _reopen(context: ICompletionContext, editor: Editor, request: CompletionHandler.IRequest): void {
+    const panel = context.widget;
+    if (
+      !this._invoke ||
+      panel.isDisposed ||
+      !editor.hasFocus() ||
+      editor.model.sharedModel.getSource() !== request.text ||
+      editor.getOffsetAt(editor.getCursorPosition()) !== request.offset
+    ) {
+      this._late = null;
+      return;
+    }
+    const model = this._models.get(panel);
+    if (model?.holdsDshItems) {
+      this._late = null; // it came in time: the popup shows it
+      return;
+    }
+    // JupyterLab took the other providers' answer without this one: its completer session is still open (a list
+    // that came back empty leaves it so), and a session that is open ignores the request. End it first.
+    model?.reset(true);
+    this._invoke(panel.id);
+  }
+
   private _tokenOf(context: ICompletionContext): IMentionToken | null {
     const editor = context.editor;
     if (!editor || notebookPath(context.widget) === null) {
@@ -176,6 +270,9 @@ export class DshCompletionProvider implements ICompletionProvider {
 
   private _serverSettings: ServerConnection.ISettings;
   private _contents: Contents.IManager;
+  private _invoke: ((panelId: string) => void) | null;
+  private _late: ILateReply | null = null;
+  private _models = new WeakMap<Widget, DshCompleterModel>();
   private _warned = false;
 }
 
@@ -193,6 +290,11 @@ export class DshCompleterModel extends CompleterModel {
 
   set query(value: string) {
     Reflect.set(CompleterModel.prototype, 'query', value, this);
+  }
+
+  /** Whether the list it holds is dsh's (the popup shows dsh's items). */
+  get holdsDshItems(): boolean {
+    return this._dshItems !== null;
   }
 
   setCompletionItems(items: CompletionHandler.ICompletionItems): void {

@@ -57,7 +57,8 @@ const mentions: JupyterFrontEndPlugin<void> = {
     manager.registerProvider(
       new DshCompletionProvider({
         serverSettings: app.serviceManager.serverSettings,
-        contents: app.serviceManager.contents
+        contents: app.serviceManager.contents,
+        invoke: id => manager.invoke(id)
       })
     );
     new MentionTrigger(tracker, id => manager.invoke(id));
