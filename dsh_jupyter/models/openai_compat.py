@@ -621,8 +621,7 @@ class OpenAICompatibleProvider(ModelProvider):
             return ModelError("server", f"{where} did not answer within {self.timeout:g} s; try again later.",
                               retryable=True)
         if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__ or exc.__context__
-            reason = redact(f"{type(cause).__name__}: {cause}" if cause else str(exc), key)
+            reason = _connection_failure(exc, key)
             return ModelError("server", f"could not reach {where}: {reason}. Check the network and base_url, "
                                         "then try again.", retryable=True)
         if isinstance(exc, openai.APIError):
@@ -642,8 +641,7 @@ class OpenAICompatibleProvider(ModelProvider):
             return ModelError("bad_stream", f"the stream from {where} stalled for more than {self.timeout:g} s "
                                             "mid-answer; the answer is incomplete. Try again.", retryable=True)
         if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__ or exc.__context__
-            reason = redact(f"{type(cause).__name__}: {cause}" if cause else str(exc), key)
+            reason = _connection_failure(exc, key)
             return ModelError("bad_stream", f"the connection to {where} broke off mid-answer ({reason}); the "
                                             "answer is incomplete. Try again.", retryable=True)
         if isinstance(exc, openai.APIStatusError):
@@ -654,6 +652,13 @@ class OpenAICompatibleProvider(ModelProvider):
         return ModelError("bad_stream", f"the stream from {where} could not be read ({type(exc).__name__}: "
                                         f"{redact(str(exc), key)}); the answer is incomplete. Try again.",
                           retryable=True)
+
+
+def _connection_failure(exc: BaseException, key: str) -> str:
+    """What broke a connection, in the words of the error under the SDK's own (a refused connection, a reset, a
+    name that does not resolve), with the API key blanked out."""
+    cause = exc.__cause__ or exc.__context__
+    return redact(f"{type(cause).__name__}: {cause}" if cause else str(exc), key)
 
 
 def _load_sdk() -> None:

@@ -86,6 +86,19 @@ class Verdict:
     halt: bool = False
     halt_reasons: list[str] = field(default_factory=list)
 
+    def block(self, event: str, reason: str) -> bool:
+        """A hook's "block" for ``event``: a denied permission before a tool runs, a blocked prompt, tool result or
+        stop. ``False`` (nothing recorded) for an event a hook cannot block."""
+        if event == "PreToolUse":
+            self.permission = "deny"
+            self.permission_reasons.append(reason)
+        elif event in ("UserPromptSubmit", "PostToolUse", "Stop"):
+            self.blocked = True
+            self.reasons.append(reason)
+        else:
+            return False
+        return True
+
 
 async def run_command_hook(command: str, stdin: bytes, *, cwd: str, env: Mapping[str, str],
                            timeout: float, shell: str = "bash") -> HookRun:
@@ -162,13 +175,7 @@ def interpret(event: str, run: HookRun, *, label: str, source: PluginSource) -> 
     code = run.exit_code
     if code == 2:
         reason = run.stderr.strip() or f"blocked by {who} (exit status 2, no message)"
-        if event == "PreToolUse":
-            verdict.permission = "deny"
-            verdict.permission_reasons.append(reason)
-        elif event in ("UserPromptSubmit", "PostToolUse", "Stop"):
-            verdict.blocked = True
-            verdict.reasons.append(reason)
-        else:
+        if not verdict.block(event, reason):
             verdict.warnings.append(f"{who} exited with status 2: {_excerpt(run.stderr) or '(no message)'}")
         return verdict
     if code != 0:
@@ -206,13 +213,7 @@ def _apply_json(event: str, answer: Mapping[str, Any], verdict: Verdict, *, who:
     decision = answer.get("decision")
     reason = _string_field(answer, "reason", verdict, who)
     if decision == "block":
-        text = reason or f"blocked by {who}"
-        if event == "PreToolUse":
-            verdict.permission = "deny"
-            verdict.permission_reasons.append(text)
-        elif event in ("UserPromptSubmit", "PostToolUse", "Stop"):
-            verdict.blocked = True
-            verdict.reasons.append(text)
+        verdict.block(event, reason or f"blocked by {who}")
     elif decision == "approve" and event == "PreToolUse":
         verdict.permission = verdict.permission or "allow"
         if reason:
