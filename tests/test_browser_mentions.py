@@ -270,7 +270,7 @@ SLOW_CANDIDATES = """
 (() => {
   const fetch = window.fetch.bind(window);
   window.fetch = async (input, init) => {
-    const url = typeof input === 'string' ? input : input.url;
+    const url = String(input instanceof Request ? input.url : input);
     const response = await fetch(input, init);
     if (url.includes('/dsh/api/candidates')) {
       await new Promise(resolve => setTimeout(resolve, 1500));
