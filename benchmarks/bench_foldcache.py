@@ -143,7 +143,7 @@ def typed_floor(paths: list[str]) -> None:
                 found = envelope(buf, start, end)
                 if found is None:
                     row = packed(buf, start, end)
-                    if row is not None and members(buf, row.end(), end, well_formed=small) and small:
+                    if row is not None and members(buf, row.end(), end) and small:
                         check(buf[start:end])
                 elif small and found.group(1) not in _SURFACE_B:
                     check(buf[start:end])

@@ -309,21 +309,20 @@ def _overlong(length: int) -> str:
     return f"is {length} bytes long, over the {MAX_LINE_BYTES}-byte limit for one event line"
 
 
-def _packed_members(buf: bytes, list_start: int, end: int, *, well_formed: bool) -> int:
+def _packed_members(buf: bytes, list_start: int, end: int) -> int:
     """How many events a packed row holds, from its ``dt`` list at ``buf[list_start:]`` (one delta per member
-    after the first); 0 when the list is not a plain list of integers followed by more keys.
+    after the first); 0 when the list holds anything but digits and commas or is not followed by more keys.
 
-    ``well_formed``: the line is known to be JSON (so the list has no empty entries)."""
+    Each comma counts as a separator: an empty entry (``[1,,2]``) is not JSON, which the caller checks on a row
+    of up to :data:`PARSE_MAX` bytes; on a longer row the JSON inside ``data`` is not checked by the fast path
+    (see the module notes), so neither is this."""
     close = buf.find(b"]", list_start, end)
     if close < 0 or close + 1 >= end or buf[close + 1] != _COMMA:
         return 0
     if close == list_start:
         return 1
-    deltas = buf[list_start:close]
-    commas = deltas.translate(None, _DIGITS)  # what is not a digit: only the separators, in a plain list
+    commas = buf[list_start:close].translate(None, _DIGITS)  # what is not a digit: only the separators, in a plain list
     if commas.translate(None, b","):
-        return 0
-    if not well_formed and (deltas[0] == _COMMA or deltas[-1] == _COMMA or b",," in deltas):
         return 0
     return len(commas) + 2
 
@@ -609,9 +608,8 @@ def fold_lines(fh: BinaryIO, path: str, *, skip_data: frozenset[str] = frozenset
             else:
                 packed = packed_match(buf, start, end)
                 if packed is not None and int(packed.group(1)) == next_seq:
-                    checked = size <= parse_max
-                    members = _packed_members(buf, packed.end(), end, well_formed=checked)
-                    if members and (not checked or well_formed(buf[start:end])):
+                    members = _packed_members(buf, packed.end(), end)
+                    if members and (size > parse_max or well_formed(buf[start:end])):
                         next_seq += members
                         continue
         # Slow path: decode this line in full.
