@@ -136,12 +136,13 @@ def _encode_lines(chunks: list[str]) -> bytes:
     """The JSON string literal of each chunk, one per line, as UTF-8.
 
     orjson writes an indented list with one element per line, and a JSON string never holds a raw newline,
-    so the lines are the list's elements once the brackets, indentation and commas are taken off."""
+    so the lines are the list's elements once the brackets, indentation and commas are taken off. Each
+    separator is searched for with the quotes around it: a pattern ending in a space is found slowly in prose."""
     try:
         listed = orjson.dumps(chunks, option=orjson.OPT_INDENT_2)
     except TypeError:  # lone surrogates: orjson refuses them, the slow path escapes them like JavaScript
         return "\n".join(dumps(chunk) for chunk in chunks).encode("utf-8")
-    return listed[4:-2].replace(b",\n  ", b"\n")
+    return listed[4:-2].replace(b'",\n  "', b'"\n"')
 
 
 def _heading(capture: dict[str, Any]) -> list[str]:
