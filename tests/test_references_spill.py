@@ -338,6 +338,27 @@ def test_a_big_source_spills_a_capped_transcript_with_a_closing_notice(store: Me
     assert '"source"' in notice and f"seq {len(texts) - 1}" in notice
 
 
+def test_a_capped_transcript_of_texts_with_surrogates_counts_them_as_javascript_does(store: MemoryStore) -> None:
+    """Lone surrogates stay lone in whole messages (3 bytes each, as JavaScript counts them) and are U+FFFD in the
+    cut one (its first bytes, as JavaScript encodes them); a pair held as two code units is one character. The
+    notice's byte count agrees with the fragments kept."""
+    from dsh_jupyter._json import js_string
+    from dsh_jupyter.references.utf8 import js_utf8
+
+    texts = [js_string(f"message {i}: " + "a\ud800b\ud83d\ude00c\udfff界 " * 500) for i in range(12)]
+    assert all("\ud800" in t and "😀" in t for t in texts)
+    content, entry = _capped_reference(store, texts, 16_384)
+    assert entry["fullSnapshot"]["capped"] is True and len(content.encode("utf-8")) <= 16_384
+    body, _, notice = content.rstrip("\n").rpartition("\n\n")
+    decoded = ["".join(json.loads(line) for line in lines) for _, lines in transcript_messages(body + "\n")]
+    cut = js_utf8(texts[len(decoded) - 1]).decode("utf-8")
+    assert decoded and decoded[:-1] == texts[: len(decoded) - 1] and cut.startswith(decoded[-1])
+    whole = len(decoded) - (decoded[-1] != texts[len(decoded) - 1])
+    included = sum(js_utf8_length(t) for t in decoded)
+    total = sum(js_utf8_length(t) for t in texts)
+    assert f"from message {whole + 1} on), {total - included} UTF-8 bytes of text" in notice
+
+
 def test_a_single_huge_message_spills_its_first_fragments(store: MemoryStore) -> None:
     text = "start " + "\x00\"\\界😀" * 100_000
     content, entry = _capped_reference(store, [text, "reply"], 20_000)

@@ -68,11 +68,14 @@ class HeldText:
 
 @dataclass(frozen=True)
 class SpillPart:
-    """A message of the spill's prefix: ``text`` is all of it when ``whole``, else its first bytes."""
+    """A message of the spill's prefix: ``text`` is all of it when ``whole``, else its first bytes. ``plain``: the
+    text is known to hold no lone surrogate (it was encoded to UTF-8 without error), so JavaScript sees it as it is
+    (:func:`~dsh_jupyter._json.js_string` would leave it unchanged)."""
 
     role: str
     text: str
     whole: bool
+    plain: bool = False
 
 
 class BoundedProjection:
@@ -146,12 +149,15 @@ class BoundedProjection:
         if isinstance(message, LongMessage):
             long_text = message.text
             measured = _measure_pieces(long_text, max(clip, self._spill_room or 0), clip)
+            plain = False  # not looked for: a long text is measured a piece at a time
             room = self._spill_room
             whole = room is None or measured.size <= max(self.budget, room)
             text = long_text.text() if whole else ""
         else:
             text = message.text
-            measured = _measure(text, max(clip, self._spill_room or 0), clip) or _measure_whole(text)
+            fast = _measure(text, max(clip, self._spill_room or 0), clip)  # None: the text holds lone surrogates
+            measured = fast or _measure_whole(text)
+            plain = fast is not None
         size = measured.size
         index = len(self.flags)
         self.flags.append((_ASSISTANT_FLAG if message.role == ASSISTANT else 0)
@@ -159,7 +165,7 @@ class BoundedProjection:
         self.text_bytes.append(size)
         self.json_sizes.append(measured.json_size)
         self.total_text_bytes += size
-        self._add_to_spill(message.role, text, size, measured.head)
+        self._add_to_spill(message.role, text, size, measured.head, plain=plain)
         if size <= self.budget:
             held = HeldText(message.role, message.checkpoint, size, text)
         else:
@@ -177,23 +183,24 @@ class BoundedProjection:
         self._latest = index
         self.held[index] = held
 
-    def _add_to_spill(self, role: str, text: str, size: int, head: bytes) -> None:
+    def _add_to_spill(self, role: str, text: str, size: int, head: bytes, *, plain: bool) -> None:
         """``head``: at least the first ``min(size, room)`` bytes of the text's UTF-8. ``text`` may be "" for a
-        text over both the budget and the spill's room (a long message): only its ``head`` is used then."""
+        text over both the budget and the spill's room (a long message): only its ``head`` is used then.
+        ``plain``: ``text`` holds no lone surrogate (see :class:`SpillPart`)."""
         room = self._spill_room
         if room is None:
-            self.spill.append(SpillPart(role, text, True))
+            self.spill.append(SpillPart(role, text, True, plain))
             self.spill_text_bytes += size
             return
         if room <= 0:
             return
         if size <= room:
-            self.spill.append(SpillPart(role, text, True))
+            self.spill.append(SpillPart(role, text, True, plain))
             self.spill_text_bytes += size
             self._spill_room = room - size
             return
-        end = head_end(head, room)
-        self.spill.append(SpillPart(role, head[:end].decode("utf-8", errors="replace"), False))
+        end = head_end(head, room)  # decoded with replacement characters: no lone surrogate can come out
+        self.spill.append(SpillPart(role, head[:end].decode("utf-8", errors="replace"), False, True))
         self.spill_text_bytes += end
         self._spill_room = 0
 

@@ -113,10 +113,12 @@ def _fragment_block(text: str, size: int = FRAGMENT_CODE_POINTS) -> str:
     return b"\n".join(block for block, _ in _fragment_windows(_masked(text), size)).decode("utf-8")
 
 
-def _masked(text: str) -> str:
+def _masked(text: str, plain: bool = False) -> str:
     """``text`` with its secrets masked (before it is cut: a secret split over two lines would stay readable),
-    as JavaScript sees it."""
-    return js_string(mask_text(text))
+    as JavaScript sees it. ``plain``: ``text`` is known to hold no lone surrogate, and masking only takes
+    characters out and puts plain ones in, so the masked text holds none either (no search for them)."""
+    masked = mask_text(text)
+    return masked if plain else js_string(masked)
 
 
 #: Fragment lines encoded at a time: the window of a text held encoded at once (about 270 KB of prose).
@@ -217,12 +219,14 @@ def capped_transcript_pieces(source: BoundedProjection, label: str,
             break
         pieces.append(title)
         used += len(title)
-        kept_text = 0  # UTF-8 bytes (as JavaScript counts them) of the fragment lines written so far
-        for block, text in _fragment_windows(_masked(part.text)):
+        # Code points of the masked text written so far: their UTF-8 size is counted only if the message is cut.
+        kept = 0
+        masked = _masked(part.text, part.plain)
+        for block, text in _fragment_windows(masked):
             if used + len(block) + 1 <= limit:
                 pieces += [b"\n", block]
                 used += len(block) + 1
-                kept_text += js_utf8_length(text)
+                kept += len(text)
                 continue
             lines = block.split(b"\n")
             fitting = 0
@@ -233,11 +237,11 @@ def capped_transcript_pieces(source: BoundedProjection, label: str,
                 fitting += 1
             if fitting:
                 pieces += [b"\n", b"\n".join(lines[:fitting])]
-                kept_text += js_utf8_length(text[: fitting * FRAGMENT_CODE_POINTS])
+                kept += min(len(text), fitting * FRAGMENT_CODE_POINTS)
             capped = True
             break
         if capped or not part.whole:
-            included += kept_text
+            included += js_utf8_length(masked[:kept])  # as JavaScript counts them
             capped = True
             break
         whole += 1
