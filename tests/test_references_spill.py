@@ -39,6 +39,8 @@ from dsh_jupyter.references.spill import (
     RETRIEVAL_HINT,
     SpillResult,
     _encode_lines,
+    _masked,
+    _utf8_prefix_length,
     fragments,
     render_transcript,
     save_transcript,
@@ -63,6 +65,15 @@ def test_fragment_lines_split_where_the_pieces_end_whatever_they_hold(pieces: li
     """A piece that is just a comma, or that ends in a quote and a comma, or in a backslash, is still its own line."""
     lines = _encode_lines(pieces).decode("utf-8").split("\n") if pieces else []
     assert lines == [dumps(piece) for piece in pieces]
+
+
+@given(st.text(alphabet=st.sampled_from(["a", "\x00", "界", "😀", "\ud83d", "\ude00", "\ud800"]), max_size=60),
+       st.integers(0, 70), st.integers(1, 9))
+def test_the_size_of_a_kept_prefix_is_counted_a_window_at_a_time(text: str, end: int, step: int) -> None:
+    """The UTF-8 size (as JavaScript counts it) of what a cut message kept, counted ``step`` code points at a time,
+    is that of the whole prefix: a masked text holds surrogate pairs joined, so no window splits one."""
+    masked = _masked(text)
+    assert _utf8_prefix_length(masked, min(end, len(masked)), step) == js_utf8_length(masked[:end])
 
 
 CASES = [

@@ -155,9 +155,10 @@ class BoundedProjection:
             text = long_text.text() if whole else ""
         else:
             text = message.text
-            fast = _measure(text, max(clip, self._spill_room or 0), clip)  # None: the text holds lone surrogates
-            measured = fast or _measure_whole(text)
-            plain = fast is not None
+            found = _measure(text, max(clip, self._spill_room or 0), clip)  # None: the text holds lone surrogates
+            plain = found is not None
+            measured = found if found is not None else _measure_whole(text)
+            del found  # one name for the measure: it holds the text's bytes, dropped below
         size = measured.size
         index = len(self.flags)
         self.flags.append((_ASSISTANT_FLAG if message.role == ASSISTANT else 0)

@@ -147,6 +147,12 @@ def _encode_lines(chunks: list[str]) -> bytes:
     return listed[4:-2].replace(b'",\n  "', b'"\n"')
 
 
+def _utf8_prefix_length(masked: str, end: int, step: int = FRAGMENT_CODE_POINTS * WINDOW_LINES) -> int:
+    """``js_utf8_length(masked[:end])`` of a masked text (:func:`_masked`), ``step`` code points at a time so a huge
+    text is never copied whole (the windows cut no surrogate pair: the masked text holds them joined)."""
+    return sum(js_utf8_length(masked[start : min(start + step, end)]) for start in range(0, end, step))
+
+
 def _heading(capture: dict[str, Any]) -> list[str]:
     return [
         "## Full snapshot of a referenced session",
@@ -241,7 +247,7 @@ def capped_transcript_pieces(source: BoundedProjection, label: str,
             capped = True
             break
         if capped or not part.whole:
-            included += js_utf8_length(masked[:kept])  # as JavaScript counts them
+            included += _utf8_prefix_length(masked, kept)
             capped = True
             break
         whole += 1
