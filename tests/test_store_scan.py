@@ -287,6 +287,29 @@ def test_skipped_lines_are_judged_exactly_as_a_full_decode_judges_them(tmp_path:
         assert fast.tail_reason == full.tail_reason
 
 
+@pytest.mark.parametrize("dt", [b"1,,2", b",1,2", b"1,2,", b'1,"2"', b"1,2.5", b"1,-2", b"1, 2"])
+def test_a_small_packed_row_with_a_strange_dt_list_is_judged_as_a_full_decode_judges_it(tmp_path: Path,
+                                                                                       dt: bytes) -> None:
+    """The member count of a packed row reads its ``dt`` list without checking it is JSON: a row of up to 64 KiB
+    is checked right after, so an empty entry, a string or a fraction never makes the count (and the seqs after
+    it) differ from what decoding the row says."""
+    row = (b'{"type":"text-chunks","seq0":1,"time0":1,"data":{"turn":1,"step":1,"index":0,"dt":[%s],'
+           b'"texts":["a","b","c"]}}') % dt
+    done = dumpb({"type": "turn/end", "seq": 4, "time": 1, "data": {"turn": 1, "reason": {"kind": "completed"}}})
+    store = _store_with(tmp_path, [_user(0), row, dumpb(_user(3)), done])
+    path = store.log_path("s")
+    outcomes = []
+    for read in (scan_module.scan_events, scan_surface):
+        with open(path, "rb") as fh:
+            try:
+                found = read(fh, str(path))
+            except SessionCorruptError as exc:
+                outcomes.append(("corrupt", exc.line, str(exc)))
+            else:
+                outcomes.append(("read", found.tail_line, found.next_seq))
+    assert outcomes[0] == outcomes[1]
+
+
 def test_skipped_lines_are_never_decoded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The surface read parses only what it returns: a log-only line is checked, not decoded."""
     store, log = _written(tmp_path)

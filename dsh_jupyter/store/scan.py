@@ -46,7 +46,8 @@ events that survive the fold and the latest title are then decoded and validated
 fast path does not check on lines it does not decode: the JSON inside ``data`` of a shadowed surface
 event or of a log-only line over 64 KiB (damage in the middle of such a line that leaves its end intact),
 the envelope contents beyond the prefix (e.g. a stray surfaceOp on a log-only line), the
-``sourceEventSeqs`` of ``append`` nodes, and packed-row contents beyond the count of ``dt``.
+``sourceEventSeqs`` of ``append`` nodes, and packed-row contents beyond the count of ``dt`` (on a row over
+64 KiB, each comma in ``dt`` counts as a separator).
 :meth:`JsonlStore.load` checks all of it. A line whose JSON the fast path does check is judged exactly as
 decoding it would judge it.
 """
