@@ -250,6 +250,7 @@ def capped_transcript_pieces(source: BoundedProjection, label: str,
             included += _utf8_prefix_length(masked, kept)
             capped = True
             break
+        del masked  # not held while the next message is masked
         whole += 1
         included += source.text_bytes[number - 1]
     if not capped and whole < total:
