@@ -30,6 +30,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -349,10 +350,10 @@ def prepare_state(state: Path) -> dict[str, str]:
     ships, and the working tree's built labextension is linked into the temporary data folder (an
     installed copy is used only when the tree has no build). Missing assets skip the test (fail in CI).
     """
-    folders = {name: state / name for name in ("config", "data", "runtime", "settings", "workspaces",
-                                               "ipython", "dsh-home")}
+    folders = {name: state / name for name in ("config", "data", "settings", "workspaces", "ipython", "dsh-home")}
     for folder in folders.values():
         folder.mkdir(parents=True, exist_ok=True)
+    folders["runtime"] = short_runtime_folder(state)
 
     config_d = folders["config"] / "jupyter_server_config.d"
     config_d.mkdir(exist_ok=True)
@@ -423,6 +424,34 @@ def prepare_state(state: Path) -> dict[str, str]:
         "PYTHONUNBUFFERED": "1",
     })
     return env
+
+
+def short_runtime_folder(state: Path) -> Path:
+    """The server's runtime folder: a short folder of its own under the system's temporary folder, linked from
+    ``state/runtime`` (where :meth:`JupyterServer.listening` looks), made on the first call.
+
+    The test servers' kernels listen on Unix sockets named after their connection files, which live in the runtime
+    folder (``--KernelManager.transport=ipc``; see :func:`kernel_helpers.ipc_kernel_manager` for why not TCP: a
+    kernel whose port another process took dies before it answers, and ipykernel then hangs at exit, so the server
+    never restarts it). A socket's path holds at most 107 bytes, and a kernel's is its connection file's path plus
+    ``-ipc-N``: under the state folder it would be about 140."""
+    link = state / "runtime"
+    if link.is_symlink() and not link.exists():  # the folder of an earlier server on this state, removed
+        link.unlink()
+    if not link.is_symlink():
+        if link.is_dir():
+            shutil.rmtree(link)
+        link.symlink_to(tempfile.mkdtemp(prefix="dsh-rt-", dir="/tmp" if os.path.isdir("/tmp") else None),
+                        target_is_directory=True)
+    return link.resolve()
+
+
+def remove_runtime_folder(state: Path) -> None:
+    """Remove the runtime folder :func:`short_runtime_folder` made for ``state`` (after its server stopped)."""
+    link = state / "runtime"
+    if link.is_symlink():
+        shutil.rmtree(link.resolve(), ignore_errors=True)
+        link.unlink()
 
 
 @dataclass
@@ -525,6 +554,15 @@ def running_server(app: str, root: Path, state: Path) -> Iterator[JupyterServer]
     if app not in ("lab", "notebook"):
         raise ValueError(f"app must be 'lab' or 'notebook', got {app!r}")
     env = prepare_state(state)
+    try:
+        with _started_server(app, root, state, env) as server:
+            yield server
+    finally:
+        remove_runtime_folder(state)
+
+
+@contextlib.contextmanager
+def _started_server(app: str, root: Path, state: Path, env: dict[str, str]) -> Iterator[JupyterServer]:
     module = "jupyterlab" if app == "lab" else "notebook"
     log_path = state / f"jupyter-{app}.log"
     server: JupyterServer | None = None
@@ -534,6 +572,7 @@ def running_server(app: str, root: Path, state: Path) -> Iterator[JupyterServer]
         command = [
             sys.executable, "-m", module, "--no-browser", "--allow-root",
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+            "--KernelManager.transport=ipc",  # see short_runtime_folder
             f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
             f"--LabServerApp.workspaces_dir={state / 'workspaces'}",
         ]

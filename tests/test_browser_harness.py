@@ -45,9 +45,16 @@ def test_server_environment_is_isolated_and_keyless(tmp_path: Path, monkeypatch:
     assert "DEEPSEEK_API_KEY" not in env and "OPENAI_API_KEY" not in env and "DSH_SESSIONS_DIR" not in env
     assert "JUPYTER_DSH_SERVER_URL" not in env and "JUPYTER_DSH_SERVER_KEY" not in env
     assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
-    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
-                 "JUPYTERLAB_WORKSPACES_DIR", "IPYTHONDIR", "DSH_HOME"):
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR",
+                 "IPYTHONDIR", "DSH_HOME"):
         assert Path(env[name]).is_relative_to(tmp_path), name
+    # The runtime folder is short (a kernel's Unix socket is named after its connection file there), the server's
+    # own, and linked from the state folder; it goes when the server stops.
+    runtime = Path(env["JUPYTER_RUNTIME_DIR"])
+    assert runtime == (tmp_path / "runtime").resolve() and runtime.is_dir() and not any(runtime.iterdir())
+    assert len(str(runtime / "kernel-00000000-0000-0000-0000-000000000000-ipc-99")) < 100
+    bh.remove_runtime_folder(tmp_path)
+    assert not runtime.exists() and not (tmp_path / "runtime").is_symlink()
     enabled = json.loads((tmp_path / "config" / "jupyter_server_config.d" / "dsh_jupyter.json").read_text())
     assert enabled["ServerApp"]["jpserver_extensions"]["dsh_jupyter"] is True
     unused = json.loads((tmp_path / "config" / "jupyter_server_config.d" / "zz-dsh-tests-unused.json").read_text())

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_helpers import kernel_environment
+from kernel_helpers import ipc_kernel_manager, kernel_environment
 
 from dsh_jupyter.notebook.sidebar_comm import SIDEBAR_TARGET
 
@@ -24,16 +24,18 @@ ANSWER_WITHIN = 20.0
 
 @pytest.fixture
 def kernel_client(tmp_path: Path) -> Iterator[Any]:
-    """A client of a fresh ``python3`` kernel in ``tmp_path`` (the ``kernel`` tier, as ``kernel_runner``)."""
-    from jupyter_client.manager import start_new_kernel
-
-    manager, kernel_client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path),
-                                              env=kernel_environment())
-    try:
-        yield kernel_client
-    finally:
-        kernel_client.stop_channels()
-        manager.shutdown_kernel(now=True)
+    """A client of a fresh ``python3`` kernel in ``tmp_path`` (the ``kernel`` tier, as ``kernel_runner``), on Unix
+    sockets (:func:`kernel_helpers.ipc_kernel_manager`)."""
+    with ipc_kernel_manager("python3") as manager:
+        manager.start_kernel(cwd=str(tmp_path), env=kernel_environment())
+        kernel_client = manager.client()
+        kernel_client.start_channels()
+        try:
+            kernel_client.wait_for_ready(timeout=60)
+            yield kernel_client
+        finally:
+            kernel_client.stop_channels()
+            manager.shutdown_kernel(now=True)
 
 
 def control(client: Any, msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
