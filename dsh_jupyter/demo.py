@@ -26,21 +26,34 @@ def default_notebooks_dir() -> Path:
 
 
 def run_notebook(source: Path, workdir: Path, timeout: int = 180) -> Path:
-    """Execute ``source`` in ``workdir`` and write ``<workdir>/<name>.ipynb``; raises on a failing cell."""
+    """Execute ``source`` in ``workdir`` and write ``<workdir>/<name>.ipynb``; raises on a failing cell.
+
+    On POSIX systems the kernel listens on Unix sockets in a private temporary folder (removed afterwards), not on
+    TCP ports: nothing of the run listens on the network, and no port can be taken by another process between
+    jupyter_client choosing it and the kernel binding it (the kernel would die at start). Elsewhere it is
+    jupyter_client's default, TCP on this machine's loopback."""
+    import tempfile
+
     import nbformat
+    from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
+
+    from .workspace.cell_ids import send_cell_ids
 
     workdir.mkdir(parents=True, exist_ok=True)
     nb = nbformat.read(source, as_version=4)
-    from .workspace.cell_ids import send_cell_ids
-
-    client = send_cell_ids(NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                          resources={"metadata": {"path": str(workdir)}}))
-    try:
-        client.execute(cwd=str(workdir))
-    finally:
-        out = workdir / source.name
-        nbformat.write(nb, out)
+    with tempfile.TemporaryDirectory(prefix="dsh-demo-") as sockets:
+        manager = (KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(sockets, "kernel"))
+                   if os.name == "posix" else KernelManager(kernel_name="python3"))
+        client = send_cell_ids(NotebookClient(nb, km=manager, timeout=timeout, kernel_name="python3",
+                                              resources={"metadata": {"path": str(workdir)}}))
+        try:
+            client.execute(cwd=str(workdir), cleanup_kc=True)  # a client given its manager stops its kernel if told
+        finally:
+            if manager.has_kernel:  # a run that failed before nbclient stopped it
+                manager.shutdown_kernel(now=True)
+            out = workdir / source.name
+            nbformat.write(nb, out)
     return out
 
 
