@@ -5,7 +5,7 @@
 Each notebook runs with nbclient on a real kernel, in its own working folder under ``--out`` (so its
 ``.dsh/sessions`` store lands there), and the executed copy is written beside it.
 
-nbformat and nbclient are imported when the demo notebook is built, not with the module.
+nbformat, nbclient and jupyter_client are imported when a notebook is run, not with the module.
 """
 
 from __future__ import annotations
@@ -14,8 +14,15 @@ import argparse
 import os
 import shutil
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jupyter_client.manager import KernelManager
 
 DEMOS = ("quickstart", "referencing", "teaching", "workspace")
 KEY_VARIABLES = ("DEEPSEEK_API_KEY", "OPENAI_API_KEY")
@@ -25,33 +32,42 @@ def default_notebooks_dir() -> Path:
     return Path(__file__).resolve().parents[1] / "notebooks"
 
 
-def run_notebook(source: Path, workdir: Path, timeout: int = 180) -> Path:
-    """Execute ``source`` in ``workdir`` and write ``<workdir>/<name>.ipynb``; raises on a failing cell.
+@contextmanager
+def private_kernel(kernel_name: str = "python3") -> Iterator[KernelManager]:
+    """A manager for one headless kernel; its kernel, if started, is shut down on exit.
 
-    On POSIX systems the kernel listens on Unix sockets in a private temporary folder (removed afterwards), not on
-    TCP ports: nothing of the run listens on the network, and no port can be taken by another process between
-    jupyter_client choosing it and the kernel binding it (the kernel would die at start). Elsewhere it is
-    jupyter_client's default, TCP on this machine's loopback."""
-    import tempfile
-
-    import nbformat
+    On POSIX systems the kernel listens on Unix sockets in a private temporary folder (removed on exit), not on TCP
+    ports: nothing listens on the network, and no port can be taken by another process between jupyter_client
+    choosing it and the kernel binding it (the kernel would die at start, and ipykernel then hangs at exit).
+    Elsewhere it is jupyter_client's default, TCP on this machine's loopback."""
     from jupyter_client.manager import KernelManager
+
+    with tempfile.TemporaryDirectory(prefix="dsh-kernel-") as sockets:
+        manager = (KernelManager(kernel_name=kernel_name, transport="ipc", ip=os.path.join(sockets, "kernel"))
+                   if os.name == "posix" else KernelManager(kernel_name=kernel_name))
+        try:
+            yield manager
+        finally:
+            if manager.has_kernel:  # a run that failed before its client stopped it
+                manager.shutdown_kernel(now=True)
+
+
+def run_notebook(source: Path, workdir: Path, timeout: int = 180) -> Path:
+    """Execute ``source`` in ``workdir`` on a :func:`private_kernel` and write ``<workdir>/<name>.ipynb``; raises
+    on a failing cell."""
+    import nbformat
     from nbclient import NotebookClient
 
     from .workspace.cell_ids import send_cell_ids
 
     workdir.mkdir(parents=True, exist_ok=True)
     nb = nbformat.read(source, as_version=4)
-    with tempfile.TemporaryDirectory(prefix="dsh-demo-") as sockets:
-        manager = (KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(sockets, "kernel"))
-                   if os.name == "posix" else KernelManager(kernel_name="python3"))
+    with private_kernel("python3") as manager:
         client = send_cell_ids(NotebookClient(nb, km=manager, timeout=timeout, kernel_name="python3",
                                               resources={"metadata": {"path": str(workdir)}}))
         try:
             client.execute(cwd=str(workdir), cleanup_kc=True)  # a client given its manager stops its kernel if told
         finally:
-            if manager.has_kernel:  # a run that failed before nbclient stopped it
-                manager.shutdown_kernel(now=True)
             out = workdir / source.name
             nbformat.write(nb, out)
     return out

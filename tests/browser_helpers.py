@@ -431,7 +431,7 @@ def short_runtime_folder(state: Path) -> Path:
     ``state/runtime`` (where :meth:`JupyterServer.listening` looks), made on the first call.
 
     The test servers' kernels listen on Unix sockets named after their connection files, which live in the runtime
-    folder (``--KernelManager.transport=ipc``; see :func:`kernel_helpers.ipc_kernel_manager` for why not TCP: a
+    folder (``--KernelManager.transport=ipc``; see :func:`dsh_jupyter.demo.private_kernel` for why not TCP: a
     kernel whose port another process took dies before it answers, and ipykernel then hangs at exit, so the server
     never restarts it). A socket's path holds at most 107 bytes, and a kernel's is its connection file's path plus
     ``-ipc-N``: under the state folder it would be about 140."""

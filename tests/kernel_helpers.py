@@ -71,30 +71,6 @@ def process_environment(env: Mapping[str, str | None] | None = None) -> Iterator
         yield
 
 
-@contextmanager
-def ipc_kernel_manager(kernel_name: str) -> Iterator[Any]:
-    """A kernel manager whose kernel listens on Unix sockets in a folder of its own (removed afterwards).
-
-    Over TCP, jupyter_client picks five free ports and the kernel binds them later; in between, another process
-    can take one (the suite's workers start kernels, servers and browsers side by side, and their outgoing
-    connections draw from the same ports), and the kernel dies before it answers ``kernel_info``."""
-    import shutil
-    import tempfile
-
-    from jupyter_client.manager import KernelManager
-
-    folder = tempfile.mkdtemp(prefix="dsh-kernel-")
-    manager = KernelManager(kernel_name=kernel_name, transport="ipc", ip=os.path.join(folder, "ipc"))
-    try:
-        yield manager
-    finally:
-        try:
-            if manager.has_kernel:  # nbclient stops it (cleanup_kc=True); this is for a run that failed early
-                manager.shutdown_kernel(now=True)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
 class KernelRunner:
     """Runs notebooks headless on a fresh ``python3`` ipykernel, one kernel per run."""
 
@@ -113,10 +89,13 @@ class KernelRunner:
                      timeout: int = DEFAULT_TIMEOUT) -> Any:
         """Execute the notebook ``nb`` in place in ``work`` (as :meth:`run`); return it.
 
-        The kernel listens on Unix sockets (:func:`ipc_kernel_manager`), not on TCP ports."""
+        The kernel listens on Unix sockets (:func:`dsh_jupyter.demo.private_kernel`, as the main job's do), not on
+        TCP ports: another process could take one between jupyter_client choosing it and the kernel binding it."""
         from nbclient import NotebookClient
 
-        with ipc_kernel_manager("python3") as km:
+        from dsh_jupyter.demo import private_kernel
+
+        with private_kernel("python3") as km:
             client = NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3", allow_errors=allow_errors,
                                     resources={"metadata": {"path": str(work)}})
             if on_cell_executed is not None:

@@ -27,7 +27,7 @@ def test_the_kernel_listens_on_unix_sockets_and_runs_where_and_with_what_it_was_
     pid = int(stream_text(nb.cells[1].outputs))
     assert asyncio.run(gone(pid, 10.0)), "the kernel is stopped once the run ends"
     assert seen["transport"] == "ipc"
-    assert Path(seen["ip"]).is_absolute() and Path(seen["ip"]).name == "ipc"
+    assert Path(seen["ip"]).is_absolute() and Path(seen["ip"]).name == "kernel"
     assert not Path(seen["ip"]).parent.exists()
     assert seen["cwd"] == os.path.realpath(tmp_path)
     assert seen["extra"] == "yes"

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_helpers import ipc_kernel_manager, kernel_environment
+from kernel_helpers import kernel_environment
 
+from dsh_jupyter.demo import private_kernel
 from dsh_jupyter.notebook.sidebar_comm import SIDEBAR_TARGET
 
 ANSWER_WITHIN = 20.0
@@ -25,8 +26,8 @@ ANSWER_WITHIN = 20.0
 @pytest.fixture
 def kernel_client(tmp_path: Path) -> Iterator[Any]:
     """A client of a fresh ``python3`` kernel in ``tmp_path`` (the ``kernel`` tier, as ``kernel_runner``), on Unix
-    sockets (:func:`kernel_helpers.ipc_kernel_manager`)."""
-    with ipc_kernel_manager("python3") as manager:
+    sockets (:func:`dsh_jupyter.demo.private_kernel`)."""
+    with private_kernel("python3") as manager:
         manager.start_kernel(cwd=str(tmp_path), env=kernel_environment())
         kernel_client = manager.client()
         kernel_client.start_channels()
