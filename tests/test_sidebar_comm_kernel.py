@@ -35,8 +35,7 @@ def kernel_client(tmp_path: Path) -> Iterator[Any]:
             kernel_client.wait_for_ready(timeout=60)
             yield kernel_client
         finally:
-            kernel_client.stop_channels()
-            manager.shutdown_kernel(now=True)
+            kernel_client.stop_channels()  # private_kernel shuts the kernel down on exit
 
 
 def control(client: Any, msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
