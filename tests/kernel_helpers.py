@@ -107,14 +107,17 @@ class KernelRunner:
     def run_papermill(self, source: Path, out: Path, *, engine: str, parameters: dict[str, Any] | None = None,
                       env: Mapping[str, str | None] | None = None) -> Any:
         """Run a notebook file with papermill's ``engine`` (``"dsh"``: ours, ``"nbclient"``: papermill's), in the
-        same kernel environment; return the executed copy it wrote to ``out``."""
+        same kernel environment, on a :func:`~dsh_jupyter.demo.private_kernel` (papermill hands the manager to
+        its notebook client); return the executed copy it wrote to ``out``."""
         import nbformat
         import papermill
 
-        with process_environment(env):
+        from dsh_jupyter.demo import private_kernel
+
+        with process_environment(env), private_kernel("python3") as km:
             papermill.execute_notebook(str(source), str(out), parameters=parameters or {}, engine_name=engine,
                                        kernel_name="python3", cwd=str(out.parent), progress_bar=False,
-                                       execution_timeout=DEFAULT_TIMEOUT)
+                                       execution_timeout=DEFAULT_TIMEOUT, km=km)
         return nbformat.read(out, as_version=4)
 
     def run_demo(self, source: Path, work: Path, *, env: Mapping[str, str | None] | None = None) -> Any:
