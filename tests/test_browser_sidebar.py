@@ -10,6 +10,8 @@
   cell after the sidebar bound the session streams into the sidebar as it runs;
 - bad paths: a kernel without `%load_ext dsh_jupyter` says what to run (and "Load dsh" does it), a kernel
   restart mid-turn says the turn ended with it, a notebook with no kernel says to choose one;
+- the model picker: drawn as JupyterLab's selects, models without their key greyed, a choice kept by the kernel
+  (a reload shows it), a refused one said and undone;
 - screenshots of the sidebar in the light and the dark theme (test-artifacts/).
 """
 
@@ -588,3 +590,60 @@ def test_a_prompt_typed_while_the_last_one_travels_is_the_next_prompt(
         side.screenshot(request, "quick-given-back")
         assert watch.dialogs == []
         assert watch.errors == []
+
+
+def test_the_model_picker_looks_like_jupyterlab_s_keeps_its_choice_and_a_refused_one_says_why(
+    browser: Any, server: JupyterServer, request: pytest.FixtureRequest
+) -> None:
+    from playwright.sync_api import expect
+
+    path = f"work/models-{uuid.uuid4().hex[:6]}.ipynb"  # a kernel of its own: no other test's choice
+    write_notebook(server.root / path, "%load_ext dsh_jupyter")
+    with watched_page(browser) as (page, watch):
+        nb = NotebookPage(page, server, path).open()
+        nb.run(0)
+        side = Sidebar(nb).open()
+        side.ready()
+        picker = side.chat.locator(".dsh-sidebar-picker")
+        select = picker.locator("select.dsh-sidebar-model")
+        expect(picker).to_be_visible()
+        # JupyterLab's select (as the toolbar's cell type): a caret says it opens, and it speaks the UI's font.
+        expect(picker.locator("svg")).to_be_visible()
+        looks = select.evaluate("""select => {
+            const send = select.closest('.dsh-sidebar-bar').querySelector('.dsh-sidebar-send');
+            return [getComputedStyle(select).fontFamily, getComputedStyle(send).fontFamily];
+        }""")
+        assert looks[0] == looks[1], looks
+        # The notebook's setting first and chosen; a model without its key is listed, greyed, saying which key.
+        expect(select).to_have_value("")
+        expect(select.locator("option").first).to_have_text("offline (default)")
+        needs_key = select.locator("option", has_text="openai:gpt-4o (needs $OPENAI_API_KEY)")
+        expect(needs_key).to_have_count(1)
+        expect(needs_key).to_be_disabled()
+        side.screenshot(request, "12-model-picker")
+
+        # A choice is the kernel's: it holds for the prompts sent from here, and a reloaded page shows it.
+        select.select_option("offline")
+        expect(side.chat.locator(".dsh-sidebar-status")).to_have_text("")
+        side.send("Which model?")
+        side.answered()
+        reloaded = NotebookPage(page, server, path).open()
+        side = Sidebar(reloaded).open()
+        side.ready()
+        select = side.chat.locator(".dsh-sidebar-picker select.dsh-sidebar-model")
+        expect(select).to_have_value("offline", timeout=KERNEL_TIMEOUT_MS)
+
+        # A model the kernel refuses (its key went missing since the list was drawn: forced here, since the
+        # list greys it out) says why, and the picker goes back to the model still in use.
+        select.evaluate("""select => {
+            const option = [...select.options].find(o => o.value === 'openai:gpt-4o');
+            option.disabled = false;
+            select.value = 'openai:gpt-4o';
+            select.dispatchEvent(new Event('change'));
+        }""")
+        status = side.chat.locator(".dsh-sidebar-status")
+        expect(status).to_contain_text("Model not changed", timeout=KERNEL_TIMEOUT_MS)
+        expect(status).to_contain_text("OPENAI_API_KEY")
+        expect(select).to_have_value("offline")
+        side.screenshot(request, "13-model-refused")
+        assert not watch.errors, watch.errors

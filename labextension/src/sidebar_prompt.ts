@@ -5,6 +5,8 @@
  * see them).
  */
 
+import { caretDownEmptyIcon } from '@jupyterlab/ui-components';
+
 import { ChipEditor } from './chip_editor.js';
 import { textElement } from './escape.js';
 import { filterDshItems, IDshCompletionItem } from './items.js';
@@ -45,17 +47,24 @@ export class SidebarPrompt {
     this._popup.hidden = true;
     const bar = document.createElement('div');
     bar.className = 'dsh-sidebar-bar';
+    // JupyterLab's own select look (as the notebook toolbar's cell type): its font, and a caret that says it opens.
+    this._picker = document.createElement('div');
+    this._picker.className = 'dsh-sidebar-picker jp-HTMLSelect jp-DefaultStyle';
     this._model = document.createElement('select');
-    this._model.className = 'dsh-sidebar-model jp-mod-styled';
+    this._model.className = 'dsh-sidebar-model';
     this._model.title = 'The model of the prompts sent from here';
     this._model.setAttribute('aria-label', 'Model');
+    this._picker.append(
+      this._model,
+      caretDownEmptyIcon.element({ tag: 'span', stylesheet: 'select', right: '4px', top: '4px' })
+    );
     const hint = document.createElement('span');
     hint.className = 'dsh-sidebar-hint';
     this._send = textElement('button', 'Send', 'dsh-sidebar-send jp-Button jp-mod-styled jp-mod-accept');
     this._send.type = 'button';
     this._status = textElement('div', '', 'dsh-sidebar-status');
     this._status.setAttribute('aria-live', 'polite');
-    bar.append(this._model, hint, this._send);
+    bar.append(this._picker, hint, this._send);
     this.node.append(this._popup, this._input, bar, this._status);
 
     for (const type of ['keydown', 'keyup', 'keypress']) {
@@ -111,7 +120,7 @@ export class SidebarPrompt {
     this._model.replaceChildren(...options);
     this._model.value = current ?? '';
     this._chosen = current;
-    this._model.hidden = options.length === 0;
+    this._picker.hidden = options.length === 0;
   }
 
   /** A line under the box (`error` level in red). */
@@ -315,6 +324,7 @@ export class SidebarPrompt {
   private _editor: ChipEditor;
   private _input: HTMLDivElement;
   private _popup: HTMLUListElement;
+  private _picker: HTMLDivElement;
   private _model: HTMLSelectElement;
   private _send: HTMLButtonElement;
   private _status: HTMLDivElement;
