@@ -29,7 +29,7 @@ fi
 # sources changed since the last build, e.g. after a pull: the editable install above only builds it once.
 bundle=dsh_jupyter/ui/static/chat.js
 if [ ! -f "$bundle" ] || [ -n "$(find labextension/src labextension/package.json labextension/yarn.lock \
-    labextension/build-widgets.mjs labextension/tsconfig.json labextension/tsconfig.widgets.json \
+    labextension/style labextension/build-widgets.mjs labextension/tsconfig.json labextension/tsconfig.widgets.json \
     -newer "$bundle" -print -quit)" ]; then
   echo "building the JupyterLab extension and the widget views (labextension/) ..."
   log=$(mktemp)
