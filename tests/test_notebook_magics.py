@@ -107,6 +107,44 @@ def test_a_foreground_turn_starts_only_once_its_cell_serves_main_thread_calls(
     assert all(served), served
 
 
+def test_only_the_turns_own_cell_is_the_cell_a_new_cell_lands_under(
+        ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new cell sent through set_next_input lands under the cell running then: the turn's own %%dsh cell while
+    its turn runs, but not the cell preparing a prompt or a `%dsh wait` serving a --bg turn's calls."""
+    import concurrent.futures
+    import threading
+    import time
+
+    kernel = host(ip)
+    seen: list[tuple[str, bool | None]] = []
+    submit = kernel.thread.submit
+
+    def watched(work: Any) -> Any:
+        calls = kernel.main_thread_calls
+        seen.append(("submitted", None if calls is None else calls.turn_cell))
+        return submit(work)
+
+    monkeypatch.setattr(kernel.thread, "submit", watched)
+    run(ip, "", "hello")
+    assert seen == [("submitted", False), ("submitted", True)]  # the prompt prepared, then the turn run
+
+    background: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    kernel.track_background(background)
+
+    def served_by_wait() -> None:
+        deadline = time.monotonic() + 30
+        while kernel.main_thread_calls is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append(("waited", kernel.main_thread_calls.turn_cell))
+        background.set_result(None)
+
+    helper = threading.Thread(target=served_by_wait)
+    helper.start()
+    ip.run_line_magic("dsh", "wait")
+    helper.join()
+    assert seen[-1] == ("waited", False)
+
+
 def test_python_tool_can_be_switched_off(ip: InteractiveShell) -> None:
     ip.run_line_magic("config", "DshMagics.python_tool = False")
     run(ip, "--new", "compute\n/python 1 + 1")

@@ -41,7 +41,10 @@ class Live:
 
 
 class Inline:
-    """A main-thread runner that runs at once (a foreground cell is waiting)."""
+    """A main-thread runner that runs at once (a foreground cell is waiting: the turn's own, unless told)."""
+
+    def __init__(self, *, turn_cell: bool = True) -> None:
+        self.turn_cell = turn_cell
 
     def submit(self, fn: Callable[[], _T]) -> Any:
         import concurrent.futures
@@ -293,6 +296,11 @@ def test_kernel_view_insert_goes_through_set_next_input_once_per_cell(shell: Any
         waiting = asyncio.run(registry.execute(tool.name, json.dumps({"action": "insert", "source": "y = 2"}),
                                                ToolExecution.create("c2", ".", background=True)))
         assert waiting.is_error and "--bg" in waiting.text
+        # So is one whose calls a `%dsh wait` cell serves: the turn's tools cannot tell it is a --bg turn, but the
+        # new cell would land under that cell, not under the turn's.
+        waited = NotebookEditTool(Workspace(Host(kernel_record=record, main_thread_calls=Inline(turn_cell=False))))
+        served = call(waited, {"action": "insert", "source": "z = 3"})
+        assert served.is_error and "--bg" in served.text
         assert payloads == [("print('new')", False)]
     finally:
         del ip.set_next_input
@@ -450,7 +458,8 @@ def test_kernel_background_turn_runs_a_cell_off_the_main_thread_and_cannot_inser
     assert "Ran cell exec-2." in ran and "cell v 1" in ran and "] 100" in ran
     assert text(3) == "main slept\n"  # the background run's output did not land in the cell running then
     refused = text(5) + text(6)
-    # The turn's view in full when it fails: it failed once under load, and 50 runs since did not repeat it.
+    # Refused whether the turn's insert came before `%dsh wait` began or while it served the turn's calls (under
+    # load it came while it did, and went through set_next_input under the wait cell until 2026-12-07).
     assert "a background (--bg) turn has none" in refused, refused
 
 

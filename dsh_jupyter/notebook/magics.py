@@ -209,7 +209,8 @@ class DshMagics(Magics, DshSettings):
         try:
             cells = host.cell_snapshots(host.running_cell_id())  # @cell here: the cell above this one
             preparing = prepare_prompt(agent, prompt, resolver, variables=host.variable_snapshots(), cells=cells)
-            prepared = self._wait(lambda: host.thread.submit(preparing), agent, cancel_turn=False)
+            # Not yet a turn's cell: a --bg turn still running may ask for calls meanwhile, and its cells go elsewhere.
+            prepared = self._wait(lambda: host.thread.submit(preparing), agent, cancel_turn=False, turn_cell=False)
         except KeyboardInterrupt:
             _error("preparing the prompt was interrupted; nothing was sent")
             return
@@ -248,7 +249,7 @@ class DshMagics(Magics, DshSettings):
         try:
             # The cell serves the turn's main-thread calls from before the turn starts: a tool that runs at
             # once (the offline model answers instantly) must find this cell waiting, not a cell-less kernel.
-            result = self._wait(start, agent, cancel_turn=True)
+            result = self._wait(start, agent, cancel_turn=True, turn_cell=True)
         except Exception as exc:
             view.finish("error", self._describe(exc, said))
             _error(self._describe(exc, said))
@@ -256,12 +257,13 @@ class DshMagics(Magics, DshSettings):
         if result is not None and result.reason == "blocked":
             _error(blocked_message(result.error))
 
-    def _wait(self, start: Callable[[], Any], agent: Any, *, cancel_turn: bool) -> Any:
+    def _wait(self, start: Callable[[], Any], agent: Any, *, cancel_turn: bool, turn_cell: bool) -> Any:
         """Start the work (``start`` returns its future) once this cell serves the agent's main-thread calls,
-        and wait for it while running them; Stop cancels the turn."""
+        and wait for it while running them; Stop cancels the turn. ``turn_cell``: this is the turn's own ``%%dsh``
+        cell (a new cell the agent inserts lands under it), not ``%dsh wait`` or another command."""
         from .python_tool import MainThreadCalls
 
-        calls = MainThreadCalls()
+        calls = MainThreadCalls(turn_cell=turn_cell)
         self.host.main_thread_calls = calls
         interrupted_at: float | None = None
         try:
@@ -366,7 +368,8 @@ class DshMagics(Magics, DshSettings):
 
     def _cmd_compact(self, args: argparse.Namespace) -> Any:
         agent, _ = self.host.current()
-        done = self._wait(lambda: self.host.thread.submit(agent.compact()), agent, cancel_turn=False)
+        done = self._wait(lambda: self.host.thread.submit(agent.compact()), agent, cancel_turn=False,
+                          turn_cell=False)
         print("compacted the earlier conversation into a checkpoint" if done else "nothing to compact yet")
         return None
 
@@ -508,7 +511,7 @@ class DshMagics(Magics, DshSettings):
             print("no background turn")
             return None
         agent = self.host.agent
-        self._wait(lambda: future, agent, cancel_turn=True)
+        self._wait(lambda: future, agent, cancel_turn=True, turn_cell=False)  # not the turn's cell
         self.refresh_views()
         return None
 

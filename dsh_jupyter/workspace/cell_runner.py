@@ -41,6 +41,10 @@ _T = TypeVar("_T")
 class MainThreadRunner(Protocol):
     """Runs callables on the kernel's main thread (while a foreground cell waits and pumps them)."""
 
+    #: Whether the pumping cell is the running turn's own ``%%dsh`` cell (not a ``%dsh wait`` serving a ``--bg``
+    #: turn): only then does a new cell sent through ``set_next_input`` land under the turn's cell.
+    turn_cell: bool
+
     def submit(self, fn: Callable[[], _T]) -> concurrent.futures.Future[_T]: ...
 
 DEFAULT_RUN_TIMEOUT = 120.0

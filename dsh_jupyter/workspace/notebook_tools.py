@@ -132,8 +132,10 @@ class Workspace:
 
     @property
     def foreground(self) -> bool:
-        """Whether a ``%%dsh`` cell is waiting for the turn (``set_next_input`` needs a running cell)."""
-        return self.host.main_thread_calls is not None
+        """Whether the running turn's own ``%%dsh`` cell is waiting for it: ``set_next_input`` puts a new cell under
+        the cell that is running, so a ``%dsh wait`` serving a ``--bg`` turn's calls does not count."""
+        calls = self.host.main_thread_calls
+        return calls is not None and calls.turn_cell
 
     def source_of(self, cell_id: str) -> str | None:
         """The current source of ``cell_id`` (for the approval question's diff), or ``None``."""
