@@ -158,7 +158,7 @@ async def test_the_stdin_approver_asks_on_the_waiting_cells_thread(monkeypatch: 
     from dsh_jupyter.notebook.python_tool import MainThreadCalls
 
     monkeypatch.setattr("builtins.input", lambda prompt="": "s")
-    calls = MainThreadCalls()
+    calls = MainThreadCalls(turn_cell=True)
 
     class Host:
         main_thread_calls: Any = calls

@@ -51,7 +51,7 @@ _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg
 class MainThreadCalls:
     """Callables the agent thread wants run on the main thread, pumped by the waiting cell."""
 
-    def __init__(self, *, turn_cell: bool = True) -> None:
+    def __init__(self, *, turn_cell: bool) -> None:
         #: The pumping cell is the running turn's own ``%%dsh`` cell (``False``: ``%dsh wait``, ``%dsh compact``).
         self.turn_cell = turn_cell
         self._queue: queue.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.Queue()
